@@ -1,0 +1,123 @@
+"""The `cockpit` command. Parsing only: each subcommand lives in cockpit/commands/<name>.py and
+is imported when it runs, so `cockpit --help` stays fast (no textual, asyncssh or pydantic)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+EPILOG = """\
+commands in the order an operator meets them:
+  cockpit demo                      the TUI on a simulated 8-GPU SGLang run (no GPU needed)
+  cockpit check PROFILE             preflight: flags, HiCache per-rank arithmetic, host facts
+  cockpit up PROFILE --wait ready   launch detached on the profile's hosts
+  cockpit status PROFILE            phase, per-rank memory, findings
+  cockpit logs PROFILE -f --filter memory
+  cockpit diagnose LOG              explain a log (crash, headroom, the flag to change)
+  cockpit down PROFILE              stop, then wait until GPU memory is released
+  cockpit runs                      the journal of past runs
+exit codes: 0 ok, 1 a critical finding or a failed run, 2 bad input
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cockpit",
+        description="A keyboard-driven cockpit for LLM inference servers (SGLang) on multi-GPU hosts.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version="cockpit 0.1.0")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    s = sub.add_parser("tui", help="the TUI: profile picker, or a profile's dashboard")
+    s.add_argument("profile", nargs="?", help="profile name or path; omit for the picker")
+    s.add_argument("--theme", help="dark (default), light or high-contrast")
+
+    s = sub.add_parser("demo", help="the TUI on the bundled demo profile (simulated SGLang)")
+    s.add_argument("--theme", help="dark (default), light or high-contrast")
+    s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
+
+    s = sub.add_parser("diagnose", help="parse SGLang logs and explain them")
+    s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
+
+    s = sub.add_parser("check", help="preflight a profile against its hosts")
+    s.add_argument("profile")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, GB")
+    s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GB")
+    s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
+
+    s = sub.add_parser("up", help="launch a profile's server detached")
+    s.add_argument("profile")
+    s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
+                   help="override a server flag for this run only (repeatable)")
+    s.add_argument("--wait", choices=["started", "ready"], default="started")
+    s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait (default 900)")
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("status", help="attach to a profile's run and report")
+    s.add_argument("profile")
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("logs", help="the server log, filtered")
+    s.add_argument("profile")
+    s.add_argument("-f", "--follow", action="store_true")
+    s.add_argument("--tail", type=int, default=None, metavar="N", help="start N lines from the end")
+    s.add_argument("--filter", default="all", metavar="PRESET|REGEX",
+                   help="memory, errors, batches, all, or a regular expression")
+    s.add_argument("--rank", default=None, help="only this rank (3 or TP3)")
+
+    s = sub.add_parser("down", help="stop a profile's run and wait for GPU memory to be released")
+    s.add_argument("profile")
+    s.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("runs", help="the journal of runs")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--profile", default=None)
+    rsub = s.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
+    r = rsub.add_parser("show", help="one run in full")
+    r.add_argument("id")
+    r.add_argument("--json", action="store_true")
+    r = rsub.add_parser("compare", help="runs side by side")
+    r.add_argument("ids", nargs="+", metavar="ID")
+    r.add_argument("--json", action="store_true")
+
+    # `cockpit sim` parses its own (SGLang-shaped) arguments.
+    sub.add_parser("sim", help="a faithful SGLang stand-in (simulated GPUs)", add_help=False)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] == "sim":
+        from cockpit.sim.main import main as sim_main
+
+        return sim_main(args_list[1:])
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    command = args.command or "tui"
+    if command == "tui" and not hasattr(args, "profile"):
+        args.profile = None
+        args.theme = None
+    module = importlib.import_module(f"cockpit.commands.{command}")
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `cockpit logs … | head` closes the pipe: not an error for the operator
+        return 0
+    except Exception as exc:  # the single place bad input becomes one clear line, never a traceback
+        from cockpit.errors import report
+
+        return report(exc)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,284 @@
+"""Launch profiles: YAML files validated by pydantic, with errors that name the file and the key.
+
+A profile says where the server runs (hosts), how it is started (python or program argv), and
+the server flags. Flags are checked against the backend's flag table later (command builder);
+here we check shape and make sure no value can smuggle anything into a shell or an argv slot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+# A flag name as it appears in a profile: kebab or snake case, no dashes in front required.
+FLAG_NAME_RE = re.compile(r"^-{0,2}[A-Za-z][A-Za-z0-9_-]*$")
+# Profile and host names end up in run-directory paths and lock names.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# ssh destination: alias, user@host, host:port, user@host:port, [v6]:port
+SSH_DEST_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$")
+
+
+class ProfileError(Exception):
+    """A profile could not be loaded; the message names the file, the key and what is allowed."""
+
+    def __init__(self, path: str, key: str, problem: str):
+        self.path = path
+        self.key = key
+        self.problem = problem
+        super().__init__(f"{path}: {key}: {problem}" if key else f"{path}: {problem}")
+
+
+def _no_control_chars(value: str, what: str) -> str:
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain a NUL byte")
+    if "\n" in value or "\r" in value:
+        raise ValueError(f"{what} must be a single line (no newline)")
+    return value
+
+
+class Host(BaseModel):
+    """One node. `ssh: local` or `local: true` runs on this machine."""
+
+    model_config = ConfigDict(extra="forbid")
+    ssh: str = Field(description="an ~/.ssh/config alias, user@host or user@host:port; 'local' for this machine")
+
+    @field_validator("ssh")
+    @classmethod
+    def _check_dest(cls, v: str) -> str:
+        v = _no_control_chars(v, "an ssh destination")
+        if v.startswith("-"):
+            raise ValueError("an ssh destination must not start with '-' (it would read as an option)")
+        if v != "local" and not SSH_DEST_RE.match(v):
+            raise ValueError("expected an ssh alias, user@host or user@host:port (letters, digits, . _ - only)")
+        return v
+
+    @property
+    def is_local(self) -> bool:
+        return self.ssh == "local"
+
+    @property
+    def label(self) -> str:
+        return "local" if self.is_local else self.ssh
+
+
+class Policy(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    target_headroom_gb: float = Field(5.0, alias="target-headroom-gb", gt=0, le=200)
+    warn_headroom_gb: float = Field(3.0, alias="warn-headroom-gb", gt=0, le=200)
+    host_reserve_gb: float = Field(40.0, alias="host-reserve-gb", ge=0, le=100000)
+
+    @model_validator(mode="after")
+    def _warn_below_target(self) -> Policy:
+        if self.warn_headroom_gb > self.target_headroom_gb:
+            raise ValueError("warn-headroom-gb must not exceed target-headroom-gb")
+        return self
+
+
+ServerValue = str | int | float | bool | list[str | int | float]
+
+
+class Profile(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str
+    backend: str = "sglang"
+    version: str | None = Field(None, description="server version, e.g. 0.5.9; detected when absent")
+    hosts: list[Host] = Field(default_factory=lambda: [Host(ssh="local")], min_length=1)
+    python: str = "python3"
+    program: list[str] | None = None
+    workdir: str = "."
+    log: str = "logs/server.log"
+    env: dict[str, str] = Field(default_factory=dict)
+    server: dict[str, ServerValue] = Field(default_factory=dict)
+    policy: Policy = Field(default_factory=lambda: Policy.model_validate({}))
+    # where this profile was loaded from; not part of the YAML
+    source: str | None = Field(None, exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("a name is 1-100 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+        return v
+
+    @field_validator("backend")
+    @classmethod
+    def _check_backend(cls, v: str) -> str:
+        if v not in ("sglang",):
+            raise ValueError("the supported backends are: sglang")
+        return v
+
+    @field_validator("version")
+    @classmethod
+    def _check_version(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^\d+\.\d+\.\d+$", v):
+            raise ValueError("a version looks like 0.5.9")
+        return v
+
+    @field_validator("python", "workdir", "log")
+    @classmethod
+    def _check_path_like(cls, v: str) -> str:
+        v = _no_control_chars(v, "a path")
+        if not v:
+            raise ValueError("must not be empty")
+        if v.startswith("-"):
+            raise ValueError("must not start with '-' (it would read as an option)")
+        return v
+
+    @field_validator("program")
+    @classmethod
+    def _check_program(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("program must be a non-empty argv list, e.g. [sglang, serve]")
+        for i, item in enumerate(v):
+            _no_control_chars(item, f"program[{i}]")
+        if v[0].startswith("-"):
+            raise ValueError("program[0] must be a command, not an option")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, val in v.items():
+            if not ENV_NAME_RE.match(k):
+                raise ValueError(f"environment variable name {k!r} must be letters, digits and '_' (not starting with a digit)")
+            if "\x00" in str(val):
+                raise ValueError(f"env {k} must not contain a NUL byte")
+        return {k: str(val) for k, val in v.items()}
+
+    @field_validator("server")
+    @classmethod
+    def _check_server(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for k, val in v.items():
+            if not FLAG_NAME_RE.match(k):
+                raise ValueError(f"flag name {k!r} must be letters, digits, '-' or '_'")
+            items = val if isinstance(val, list) else [val]
+            for item in items:
+                if isinstance(item, str):
+                    _no_control_chars(item, f"the value of {k}")
+                    if item.startswith("-") and not _is_number(item):
+                        raise ValueError(f"the value of {k} must not start with '-' (it would read as another flag)")
+        return {k.lstrip("-"): val for k, val in v.items()}
+
+    @model_validator(mode="after")
+    def _check_hosts(self) -> Profile:
+        if len(self.hosts) > 1 and any(h.is_local for h in self.hosts):
+            raise ValueError("hosts: a multi-node profile must name every node by ssh, not 'local'")
+        return self
+
+    # ---- helpers used by every layer ----
+    def flag(self, name: str, default: Any = None) -> Any:
+        """A server flag's value by name, kebab- or snake-case, with or without dashes."""
+        want = normalise_flag_name(name)
+        for k, v in self.server.items():
+            if normalise_flag_name(k) == want:
+                return v
+        return default
+
+    @property
+    def log_path(self) -> str:
+        if self.log.startswith("/") or self.log.startswith("~"):
+            return self.log
+        return f"{self.workdir.rstrip('/')}/{self.log}"
+
+
+def normalise_flag_name(name: str) -> str:
+    """`--mem_fraction_static`, `mem-fraction-static` → `mem-fraction-static`."""
+    return name.lstrip("-").replace("_", "-")
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _loc_to_key(loc: Iterable[Any]) -> str:
+    parts: list[str] = []
+    for p in loc:
+        if isinstance(p, int):
+            parts.append(f"[{p}]")
+        else:
+            parts.append(("." if parts else "") + str(p))
+    return "".join(parts)
+
+
+def _first_error(path: str, exc: ValidationError) -> ProfileError:
+    err = exc.errors()[0]
+    loc = [p for p in err.get("loc", ()) if not (isinstance(p, str) and "[" in p)]
+    key = _loc_to_key(loc) or "(top level)"
+    msg = err.get("msg", "invalid")
+    msg = msg.removeprefix("Value error, ")
+    if err.get("type") == "extra_forbidden":
+        msg = "unknown key; allowed here: " + ", ".join(_allowed_keys(loc))
+    elif err.get("type") == "missing":
+        msg = "required key is missing"
+    return ProfileError(path, key, msg)
+
+
+def _allowed_keys(loc: list[Any]) -> list[str]:
+    model: type[BaseModel] = Profile
+    for p in loc[:-1]:
+        if p == "policy":
+            model = Policy
+        elif p == "hosts":
+            model = Host
+    names = []
+    for fname, f in model.model_fields.items():
+        if fname == "source":
+            continue
+        names.append(f.alias or fname)
+    return names
+
+
+def parse_profile(data: Any, path: str = "<profile>") -> Profile:
+    if not isinstance(data, dict):
+        raise ProfileError(path, "", "the file must hold a YAML mapping (name:, hosts:, server:, …)")
+    try:
+        prof = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(path, exc) from None
+    prof.source = path
+    return prof
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Load and validate one profile file. Raises ProfileError (never a traceback for bad input)."""
+    p = Path(path)
+    spath = str(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(spath, "", "no such file") from None
+    except IsADirectoryError:
+        raise ProfileError(spath, "", "is a directory, expected a YAML file") from None
+    except UnicodeDecodeError:
+        raise ProfileError(spath, "", "is not UTF-8 text") from None
+    except OSError as exc:
+        raise ProfileError(spath, "", f"cannot be read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "YAML"
+        raise ProfileError(spath, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    return parse_profile(data, spath)
+
+
+@dataclass(frozen=True)
+class ProfileRef:
+    """A profile found on disk (the picker lists these; loading may still fail)."""
+
+    name: str
+    path: Path

@@ -1,0 +1,205 @@
+"""RunState: what is known about one run, built by applying parsed events in order.
+
+This module is the hub every layer reads: the backend parser produces events, `RunState.apply`
+folds them in (deterministic, no I/O, no asyncio), diagnosis reads the state, the supervisor
+publishes copies of it to the UI and the CLI. Field names are the operator's words and match the
+JSON contract in DESIGN.md (`to_json`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+# Phase words, identical in JSON, the journal and (upper-cased) on screen.
+Phase = Literal["loading", "kv_pool", "capturing", "warmup", "ready", "crashed", "stopped", "unknown"]
+PHASES: tuple[str, ...] = ("loading", "kv_pool", "capturing", "warmup", "ready", "crashed", "stopped", "unknown")
+
+CrashKind = Literal[
+    "cuda_oom",
+    "graph_capture_oom",
+    "kv_pool_exhausted",
+    "init_not_enough_memory",
+    "hicache_host_memory",
+    "host_oom_killed",
+    "nccl_timeout",
+    "warmup_failed",
+    "port_in_use",
+    "unknown",
+]
+CRASH_KINDS: tuple[str, ...] = (
+    "cuda_oom",
+    "graph_capture_oom",
+    "kv_pool_exhausted",
+    "init_not_enough_memory",
+    "hicache_host_memory",
+    "host_oom_killed",
+    "nccl_timeout",
+    "warmup_failed",
+    "port_in_use",
+    "unknown",
+)
+CrashPhase = Literal["startup", "graph_capture", "prefill", "decode", "serving"]
+CRASH_PHASES: tuple[str, ...] = ("startup", "graph_capture", "prefill", "decode", "serving")
+
+# Bounded series: about an hour of decode lines at SGLang's default log interval.
+SERIES_MAX_POINTS = 4096
+
+
+@dataclass
+class RankMemory:
+    """One GPU rank's memory story, all in GiB as SGLang prints it ("GB" in its log is GiB)."""
+
+    rank: str  # as printed in the log prefix: "TP3", "DP1 TP3", "PP1 TP0"; "TP0" for a single GPU
+    pre_load_avail_gb: float | None = None  # P: `Load weight begin. avail mem=`
+    weights_gb: float | None = None  # W: `Load weight end. … mem usage=`
+    after_weights_avail_gb: float | None = None  # A: `Load weight end. … avail mem=`
+    kv_tokens: int | None = None  # `KV Cache is allocated. #tokens:`
+    kv_gb: float | None = None  # K+V size, or the MLA `KV size`
+    avail_before_capture_gb: float | None = None  # `Memory pool end. avail mem=` (or first capture begin)
+    graph_gb: float | None = None  # sum of every graph capture's `mem usage` (0.5.23 captures two)
+    avail_after_capture_gb: float | None = None  # last `avail mem=` before ready: the OOM headroom
+    captures_done: int = 0
+    # startup timeline: milestone name -> timestamp text as logged ("init", "weights_begin",
+    # "weights_end", "kv_pool", "capture_begin", "capture_end", "ready")
+    timeline: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "pre_load_avail_gb": self.pre_load_avail_gb,
+            "weights_gb": self.weights_gb,
+            "after_weights_avail_gb": self.after_weights_avail_gb,
+            "kv_tokens": self.kv_tokens,
+            "kv_gb": self.kv_gb,
+            "avail_before_capture_gb": self.avail_before_capture_gb,
+            "graph_gb": self.graph_gb,
+            "avail_after_capture_gb": self.avail_after_capture_gb,
+            "timeline": dict(self.timeline),
+        }
+
+
+@dataclass
+class Crash:
+    kind: str  # one of CRASH_KINDS
+    phase: str  # one of CRASH_PHASES
+    rank: str | None  # the rank that hit the exception, None when only the main process spoke
+    line: int  # 1-based line number of the decisive line
+    message: str  # the decisive line's text (the OOM line, not the whole traceback)
+    decisive_lines: list[str] = field(default_factory=list)  # a few lines an operator must read
+    exit_code: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "phase": self.phase,
+            "rank": self.rank,
+            "line": self.line,
+            "message": self.message,
+            "decisive_lines": list(self.decisive_lines),
+            "exit_code": self.exit_code,
+        }
+
+
+@dataclass
+class SeriesPoint:
+    ts: str  # timestamp text as logged
+    value: float
+
+
+@dataclass
+class RunState:
+    """Everything the log (and the supervisor) told us about one run."""
+
+    backend: str = "sglang"
+    format: str | None = None  # "sglang-0.5.9" / "sglang-0.5.23"; None until detected
+    phase: str = "unknown"  # one of PHASES
+    phase_since: str | None = None  # timestamp text of the line that entered the phase
+    last_ts: str | None = None  # timestamp of the newest record seen
+    lines_seen: int = 0
+    server_args: dict[str, Any] = field(default_factory=dict)  # snake_case keys as SGLang prints them
+    max_total_num_tokens: int | None = None
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int | None = None
+    max_running_requests: int | None = None
+    context_len: int | None = None
+    available_gpu_mem_gb: float | None = None  # TP0's `available_gpu_mem=` on the max_total_num_tokens line
+    ranks: dict[str, RankMemory] = field(default_factory=dict)  # insertion order = first seen
+    hicache_host_gb_per_rank: float | None = None  # decimal GB, from `Allocating …`
+    hicache_allocating_ranks: list[str] = field(default_factory=list)
+    ready_in_log: bool = False  # `The server is fired up and ready to roll!`
+    uvicorn_port: int | None = None
+    crash: Crash | None = None
+    # warnings that are facts from the log, not findings (imbalance warning text, KV < context)
+    log_warnings: list[str] = field(default_factory=list)
+    retractions: int = 0
+    gen_throughput: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_MAX_POINTS))
+    input_throughput: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_MAX_POINTS))
+    token_usage: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_MAX_POINTS))
+    running_requests: int | None = None
+    queued_requests: int | None = None
+    last_batch_kind: str | None = None  # "prefill" / "decode": which batch ran last (crash phase)
+
+    # ---- derived values (never stored twice) ----
+    def rank(self, name: str) -> RankMemory:
+        """The rank's record, created on first mention."""
+        rm = self.ranks.get(name)
+        if rm is None:
+            rm = self.ranks[name] = RankMemory(rank=name)
+        return rm
+
+    @property
+    def min_pre_load_avail_gb(self) -> float | None:
+        """P: the minimum over ranks of free memory before weights load."""
+        vals = [r.pre_load_avail_gb for r in self.ranks.values() if r.pre_load_avail_gb is not None]
+        return min(vals) if vals else None
+
+    @property
+    def min_headroom_gb(self) -> float | None:
+        """The worst rank's free memory after the last graph capture."""
+        vals = [r.avail_after_capture_gb for r in self.ranks.values() if r.avail_after_capture_gb is not None]
+        return min(vals) if vals else None
+
+    @property
+    def worst_rank(self) -> str | None:
+        best: tuple[float, str] | None = None
+        for r in self.ranks.values():
+            if r.avail_after_capture_gb is not None and (best is None or r.avail_after_capture_gb < best[0]):
+                best = (r.avail_after_capture_gb, r.rank)
+        return best[1] if best else None
+
+    @property
+    def mem_fraction_static(self) -> float | None:
+        v = self.server_args.get("mem_fraction_static")
+        return float(v) if isinstance(v, (int, float)) else None
+
+    @property
+    def peak_gen_throughput(self) -> float | None:
+        return max((p.value for p in self.gen_throughput), default=None)
+
+    def copy(self) -> RunState:
+        """An independent copy, safe to hand to another thread or the UI."""
+        return copy.deepcopy(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape DESIGN.md fixes for `diagnose`, `check` and `status` (findings added by callers)."""
+        return {
+            "backend": self.backend,
+            "format": self.format,
+            "phase": self.phase,
+            "phase_since": self.phase_since,
+            "server_args": dict(self.server_args),
+            "max_total_num_tokens": self.max_total_num_tokens,
+            "context_len": self.context_len,
+            "chunked_prefill_size": self.chunked_prefill_size,
+            "available_gpu_mem_gb": self.available_gpu_mem_gb,
+            "min_headroom_gb": self.min_headroom_gb,
+            "ready_in_log": self.ready_in_log,
+            "hicache_host_gb_per_rank": self.hicache_host_gb_per_rank,
+            "ranks": [r.to_json() for r in self.ranks.values()],
+            "crash": self.crash.to_json() if self.crash else None,
+            "peak_gen_throughput": self.peak_gen_throughput,
+            "retractions": self.retractions,
+        }

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what the tests need (system packages, a venv with the test extras) and runs the whole
+# suite. Safe to run repeatedly; on a fresh Debian/Ubuntu machine it installs openssh-server and tmux.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+[ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
+command -v tmux >/dev/null 2>&1 || need_pkgs+=(tmux)
+command -v ssh-keygen >/dev/null 2>&1 || need_pkgs+=(openssh-client)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install -q -e ".[test]"
+
+export PATH="$PWD/.venv/bin:$PATH"
+set +e
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+rc=$?
+set -e
+if [ $rc -eq 5 ]; then
+  echo "no tests were collected: that is a failure" >&2
+  exit 1
+fi
+exit $rc

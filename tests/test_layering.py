@@ -1,0 +1,70 @@
+"""The layers stay apart: the core and the backends run headless (no textual, asyncssh, httpx)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cockpit
+
+HEADLESS = ["cockpit.core", "cockpit.backends"]
+FORBIDDEN = ["textual", "asyncssh", "httpx"]
+ROOT = Path(cockpit.__file__).resolve().parent
+
+
+def _modules(package: str) -> list[str]:
+    path = ROOT.joinpath(*package.split(".")[1:])
+    names = [package]
+    for info in pkgutil.walk_packages([str(path)], prefix=package + "."):
+        names.append(info.name)
+    return names
+
+
+def test_core_and_backends_import_without_ui_or_io_libraries() -> None:
+    mods = _modules("cockpit.core") + _modules("cockpit.backends")
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {mods!r}:\n"
+        "    importlib.import_module(m)\n"
+        f"print(json.dumps([f for f in {FORBIDDEN!r} if f in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [], f"headless layers pulled in {out.stdout}"
+    assert len(mods) >= 4
+
+
+def test_no_textual_import_outside_ui() -> None:
+    offenders = []
+    for py in ROOT.rglob("*.py"):
+        rel = py.relative_to(ROOT).as_posix()
+        if rel.startswith("ui/"):
+            continue
+        tree = ast.parse(py.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(n == "textual" or n.startswith("textual.") for n in names):
+                offenders.append(rel)
+    assert offenders == [], f"textual imported outside cockpit/ui: {offenders}"
+
+
+def test_widgets_do_no_io() -> None:
+    """Widgets render state; sockets, subprocesses, SSH and HTTP belong to workers below them."""
+    widgets = ROOT / "ui" / "widgets"
+    if not widgets.is_dir():
+        return
+    banned = {"subprocess", "socket", "asyncssh", "httpx", "sqlite3"}
+    for py in widgets.rglob("*.py"):
+        tree = ast.parse(py.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert not {a.name.split(".")[0] for a in node.names} & banned, py
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                assert node.module.split(".")[0] not in banned, py
