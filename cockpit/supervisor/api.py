@@ -1,0 +1,98 @@
+"""What crosses from the supervisor (I/O) to the UI and the CLI: frozen, timestamped snapshots.
+
+The UI never reaches back into the supervisor's internals: it receives `RunSnapshot`s and
+`LogBatch`es (batched at 10-20 Hz) and sends commands (start, stop, restart with changes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cockpit.core.findings import FlagChange, Finding
+from cockpit.core.state import RunState
+
+# Lifecycle of the run as the supervisor drives it (distinct from the server's phase in RunState).
+LIFECYCLES = ("idle", "preflight", "launching", "running", "stopping", "waiting_gpu_release", "stopped", "failed")
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One GPU as telemetry saw it. None means unknown — never shown as 0."""
+
+    host: str
+    index: int
+    uuid: str | None
+    name: str | None
+    used_gb: float | None  # GiB
+    total_gb: float | None  # GiB
+    util_pct: float | None
+    temp_c: float | None
+    power_w: float | None
+    sampled_at: float  # time.time() on the collecting host
+    source: str  # "nvml", "nvidia-smi", "sim", "none"
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    host: str
+    pid: int
+    gpu_index: int
+    used_gb: float | None
+    belongs_to_run: bool  # False: a leftover or another user's process
+
+
+@dataclass(frozen=True)
+class HostSample:
+    host: str
+    mem_total_gb: float | None  # decimal GB
+    mem_available_gb: float | None  # min(MemAvailable, cgroup headroom)
+    cgroup_limit_gb: float | None
+    sampled_at: float
+    source: str
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: str
+    profile: str
+    hosts: tuple[str, ...]
+    pid: int | None  # the server's main pid on node 0
+    pgid: int | None
+    started_at: str  # ISO-8601 UTC
+    run_dir: str  # on node 0
+    log_path: str  # on node 0
+    flags: dict[str, Any] = field(default_factory=dict)  # server flags as launched (profile keys)
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class LogLine:
+    number: int  # 1-based line number within the run's log
+    rank: str | None  # "TP3"; None for the main process / unprefixed text
+    text: str  # one line, ANSI stripped, capped in length
+    host: str = ""
+
+
+@dataclass(frozen=True)
+class LogBatch:
+    lines: tuple[LogLine, ...]
+    dropped: int = 0  # lines not delivered because the consumer fell behind (counted, never silent)
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    taken_at: float
+    profile: str
+    lifecycle: str  # one of LIFECYCLES
+    state: RunState  # an independent copy
+    findings: tuple[Finding, ...]
+    run: RunInfo | None = None
+    gpus: tuple[GpuSample, ...] = ()
+    gpu_processes: tuple[GpuProcess, ...] = ()
+    hosts: tuple[HostSample, ...] = ()
+    readiness: str = ""  # what readiness rests on, e.g. "log + /health"
+    health: str | None = None  # last probe: "refused", "503", "200", None = not probed yet
+    flag_diff: tuple[FlagChange, ...] = ()  # flags of this run that differ from the profile
+    progress: str = ""  # human words for what the supervisor is doing ("waiting for GPU 3 to free: pid 4412")
+    rank_gpu: dict[str, tuple[str, int]] = field(default_factory=dict)  # rank -> (host, GPU index)
