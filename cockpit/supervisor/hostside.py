@@ -1,0 +1,603 @@
+"""The host-side half of the supervisor: one stdlib-only program sent to the host's python.
+
+It runs as `python3 - '<json request>'` with this file's text on stdin (locally through the
+same LocalTransport), so nothing has to be installed on a GPU host and no shell ever parses a
+command line: the request, including the server's argv, travels as one JSON argument.
+
+Operations (the request's "op"):
+
+  launch  take the profile's lock, refuse if a run of the profile is alive, else create the run
+          directory, double-fork into a new session and start the server with stdout+stderr
+          appended to the log; print {"pid", "pgid", "run_dir", ...} and exit. A waiter process
+          stays in the new session (ignoring SIGTERM/SIGHUP), reaps the server and writes
+          exit_code, so the run outlives the cockpit, the SSH session and the tmux pane.
+  find    the profile's newest run (alive or not) with its facts.
+  stop    SIGTERM the run's process group (and every other process of its session), SIGKILL
+          after the timeout, wait until none is left.
+  kill    send a signal to given pids (leftovers the operator agreed to kill).
+  alive   which of the given pids are alive.
+  read    bytes [start, end) of a file (older log lines on demand).
+  follow  stream a log from a byte offset as framed chunks (see below), optionally watching the
+          server pid and reporting its exit.
+
+Run directory: <runs_root>/<profile>/<run_id>/ holds argv.json, env.json, cwd, pid, pgid, sid,
+waiter_pid, proc_start, started_at, log_path, log_offset, log_inode and, when the server ended,
+exit_code (shell convention: 128+N for a signal). <runs_root>/<profile>/current names the newest
+run. Runs of one profile append to the same log; each run keeps the byte offset where it began.
+
+Follow frames on stdout: a header line `F <json>\\n`, followed by `len` raw bytes for data
+frames. Data frames always end at a newline (a partial last line is held back until it is
+complete, unless it exceeds the chunk cap), so a reconnect that resumes at off+len neither loses
+nor repeats a line. Header kinds: start, data, reset (truncated/rotated: the next data is the
+new file from 0), hb (heartbeat with the file size), exit (the watched pid died), error.
+"""
+
+import errno
+import json
+import os
+import signal
+import sys
+import time
+
+# Stdlib only and compatible with the python3 of older GPU hosts (3.8+).
+
+
+def _expand(path):
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _read(path, default=None):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def _read_int(path):
+    v = _read(path)
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _proc_stat(pid):
+    """(state, pgrp, session, starttime) from /proc/<pid>/stat, or None when gone/unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # comm may contain spaces and parentheses: split after the last ')'
+    rest = data[data.rfind(")") + 2 :].split()
+    try:
+        return rest[0], int(rest[2]), int(rest[3]), int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return [p.decode("utf-8", "replace") for p in raw.split(b"\0") if p]
+
+
+def _alive(pid):
+    """Alive and not a zombie."""
+    if pid is None or pid <= 0:
+        return False
+    st = _proc_stat(pid)
+    if st is not None:
+        return st[0] not in ("Z", "X")
+    if os.path.isdir("/proc/self"):
+        return False
+    try:  # no /proc (not Linux): the signal-0 probe
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _is_our_server(run_dir, pid):
+    """The pid is alive and still the process we launched (its start time, else its cmdline)."""
+    if not _alive(pid):
+        return False
+    want_start = _read_int(os.path.join(run_dir, "proc_start"))
+    st = _proc_stat(pid)
+    if want_start is not None and st is not None:
+        return st[3] == want_start
+    try:
+        with open(os.path.join(run_dir, "argv.json")) as f:
+            argv = json.load(f)
+    except (OSError, ValueError):
+        return False
+    cmd = _cmdline(pid)
+    return cmd is None or cmd == argv
+
+
+def _session_members(sid, exclude=()):
+    """Every live process of the run's session (the server's group and anything it spawned)."""
+    out = []  # type: list[int]
+    if sid is None or not os.path.isdir("/proc"):
+        return out
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if pid in exclude:
+            continue
+        st = _proc_stat(pid)
+        if st is None or st[0] in ("Z", "X"):
+            continue
+        if st[2] == sid:
+            out.append(pid)
+    return sorted(out)
+
+
+def _run_info(run_dir):
+    pid = _read_int(os.path.join(run_dir, "pid"))
+    sid = _read_int(os.path.join(run_dir, "sid"))
+    waiter = _read_int(os.path.join(run_dir, "waiter_pid"))
+    alive = _is_our_server(run_dir, pid) if pid else False
+    exit_code = _read_int(os.path.join(run_dir, "exit_code"))
+    members = _session_members(sid, exclude=(waiter,) if waiter else ()) if (sid and (alive or exit_code is None)) else []
+    try:
+        with open(os.path.join(run_dir, "argv.json")) as f:
+            argv = json.load(f)
+    except (OSError, ValueError):
+        argv = None
+    return {
+        "run_id": os.path.basename(run_dir),
+        "run_dir": run_dir,
+        "pid": pid,
+        "pgid": _read_int(os.path.join(run_dir, "pgid")),
+        "sid": sid,
+        "waiter_pid": waiter,
+        "started_at": _read(os.path.join(run_dir, "started_at")),
+        "log_path": _read(os.path.join(run_dir, "log_path")),
+        "log_offset": _read_int(os.path.join(run_dir, "log_offset")) or 0,
+        "log_inode": _read_int(os.path.join(run_dir, "log_inode")),
+        "alive": alive,
+        "exit_code": exit_code,
+        "members": members,
+        "argv": argv,
+        "error": _read(os.path.join(run_dir, "launch_error")),
+    }
+
+
+def _profile_dir(req):
+    return os.path.join(_expand(req["runs_root"]), req["profile"])
+
+
+def _current_run_dir(pdir):
+    rid = _read(os.path.join(pdir, "current"))
+    if not rid or "/" in rid:
+        return None
+    d = os.path.join(pdir, rid)
+    return d if os.path.isdir(d) else None
+
+
+# ---------------------------------------------------------------- launch
+
+
+def _lock(pdir, timeout):
+    import fcntl
+
+    fd = os.open(os.path.join(pdir, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    deadline = time.time() + timeout
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.time() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def op_launch(req):
+    pdir = _profile_dir(req)
+    os.makedirs(pdir, exist_ok=True)
+    lock_fd = _lock(pdir, float(req.get("lock_timeout", 30)))
+    # Held until this program exits, after `current` names the new run: a second launcher
+    # waits here and then sees the live run.
+    cur = _current_run_dir(pdir)
+    if cur is not None:
+        info = _run_info(cur)
+        if info["alive"] or info["members"]:
+            return {"refused": "live", "run": info}
+    run_dir = os.path.join(pdir, req["run_id"])
+    os.makedirs(run_dir)
+    log_path = _expand(os.path.join(_expand(req.get("cwd") or "~"), req["log"]))
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    cwd = _expand(req.get("cwd") or "~")
+    os.makedirs(cwd, exist_ok=True)
+    try:
+        st = os.stat(log_path)
+        offset, inode = st.st_size, st.st_ino
+    except OSError:
+        offset, inode = 0, None
+    argv = list(req["argv"])
+    env_add = dict(req.get("env") or {})
+    _write(os.path.join(run_dir, "argv.json"), json.dumps(argv))
+    _write(os.path.join(run_dir, "env.json"), json.dumps(env_add))
+    _write(os.path.join(run_dir, "cwd"), cwd)
+    _write(os.path.join(run_dir, "log_path"), log_path)
+    _write(os.path.join(run_dir, "log_offset"), str(offset))
+    _write(os.path.join(pdir, "current"), req["run_id"])
+
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # first child: new session, then fork the waiter and leave
+        try:
+            os.close(lock_fd)
+            os.close(r)
+            os.setsid()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # never hold the SSH channel / the caller's pipes open
+                os.dup2(devnull, fd)
+            if os.fork() != 0:
+                os._exit(0)
+            _waiter(run_dir, argv, env_add, cwd, log_path, w)
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(child, 0)
+    data = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        data += chunk
+    os.close(r)
+    try:
+        started = json.loads(data.decode() or "{}")
+    except ValueError:
+        started = {}
+    if "error" in started:
+        return {"error": started["error"], "run": _run_info(run_dir)}
+    if inode is None:
+        try:
+            inode = os.stat(log_path).st_ino
+        except OSError:
+            inode = None
+    if inode is not None:
+        _write(os.path.join(run_dir, "log_inode"), str(inode))
+    return {"launched": True, "run": _run_info(run_dir)}
+
+
+def _waiter(run_dir, argv, env_add, cwd, log_path, w):
+    import subprocess
+
+    # The waiter must survive the stop's SIGTERM and the SSH session's SIGHUP to record the code.
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+    _write(os.path.join(run_dir, "waiter_pid"), str(os.getpid()))
+    _write(os.path.join(run_dir, "sid"), str(os.getsid(0)))
+    env = dict(os.environ)
+    env.update(env_add)
+
+    def _child_setup():
+        # Ignored dispositions survive exec: give the server the default ones back, and its own
+        # process group so that a stop can signal the whole server without hitting the waiter.
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, signal.SIG_DFL)
+        os.setpgid(0, 0)
+
+    try:
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            preexec_fn=_child_setup,
+            close_fds=True,
+        )
+    except Exception as exc:  # the operator needs to see why it did not start
+        msg = f"{type(exc).__name__}: {exc}"
+        _write(os.path.join(run_dir, "launch_error"), msg)
+        _write(os.path.join(run_dir, "exit_code"), "127")
+        os.write(w, json.dumps({"error": msg}).encode())
+        os.close(w)
+        return
+    os.close(log_fd)
+    st = _proc_stat(proc.pid)
+    if st is not None:
+        _write(os.path.join(run_dir, "proc_start"), str(st[3]))
+    _write(os.path.join(run_dir, "pid"), str(proc.pid))
+    _write(os.path.join(run_dir, "pgid"), str(proc.pid))
+    _write(os.path.join(run_dir, "started_at"), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    os.write(w, json.dumps({"pid": proc.pid}).encode())
+    os.close(w)
+    code = proc.wait()
+    if code < 0:
+        code = 128 - code
+    _write(os.path.join(run_dir, "exit_code"), str(code))
+
+
+# ---------------------------------------------------------------- find / stop / kill / alive
+
+
+def op_find(req):
+    pdir = _profile_dir(req)
+    rid = req.get("run_id")
+    run_dir = os.path.join(pdir, rid) if rid else _current_run_dir(pdir)
+    if run_dir is None or not os.path.isdir(run_dir):
+        return {"run": None}
+    return {"run": _run_info(run_dir)}
+
+
+def _signal_all(pgid, members, sig):
+    if pgid:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in members:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def op_stop(req):
+    pdir = _profile_dir(req)
+    run_dir = os.path.join(pdir, req["run_id"]) if req.get("run_id") else _current_run_dir(pdir)
+    if run_dir is None or not os.path.isdir(run_dir):
+        return {"stopped": True, "killed": False, "left": [], "run": None}
+    info = _run_info(run_dir)
+    pgid, sid, waiter = info["pgid"], info["sid"], info["waiter_pid"]
+    timeout = float(req.get("timeout", 30))
+    exclude = (waiter,) if waiter else ()
+
+    def members():
+        found = _session_members(sid, exclude)
+        if not found and info["alive"] and _is_our_server(run_dir, info["pid"]):
+            found = [info["pid"]]
+        return found
+
+    left = members()
+    killed = False
+    if left or info["alive"]:
+        _signal_all(pgid if info["alive"] else None, left, signal.SIGTERM)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            left = members()
+            if not left:
+                break
+            time.sleep(0.1)
+        if left:
+            killed = True
+            _signal_all(pgid, left, signal.SIGKILL)
+            deadline = time.time() + 10
+            while time.time() < deadline:
+                left = members()
+                if not left:
+                    break
+                time.sleep(0.1)
+    # the waiter records the exit code right after reaping the server
+    deadline = time.time() + 3
+    while _read(os.path.join(run_dir, "exit_code")) is None and time.time() < deadline:
+        time.sleep(0.05)
+    if not os.path.exists(os.path.join(run_dir, "stopped_by")):
+        _write(os.path.join(run_dir, "stopped_by"), "cockpit")
+    return {"stopped": not left, "killed": killed, "left": left, "run": _run_info(run_dir)}
+
+
+def op_kill(req):
+    sig = int(req.get("signal", signal.SIGKILL))
+    done, failed = [], []
+    for pid in req.get("pids", []):
+        try:
+            os.kill(int(pid), sig)
+            done.append(pid)
+        except (ProcessLookupError, PermissionError) as exc:
+            failed.append([pid, str(exc)])
+    return {"signalled": done, "failed": failed}
+
+
+def op_alive(req):
+    return {"alive": [p for p in req.get("pids", []) if _alive(int(p))]}
+
+
+def op_read(req):
+    import base64
+
+    path = _expand(req["path"])
+    start = max(0, int(req.get("start", 0)))
+    end = int(req["end"]) if req.get("end") is not None else None
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read((end - start) if end is not None else -1)
+    return {"start": start, "data": base64.b64encode(data).decode()}
+
+
+# ---------------------------------------------------------------- follow
+
+
+def _frame(out, head, payload=b""):
+    out.write(b"F " + json.dumps(head, separators=(",", ":")).encode() + b"\n")
+    if payload:
+        out.write(payload)
+    out.flush()
+
+
+def tail_offset(f, end, lines, floor=0):
+    """Byte offset where the last `lines` lines of [floor, end) begin; a partial last line counts."""
+    if lines <= 0 or end <= floor:
+        return end
+    f.seek(end - 1)
+    # the newline that ends the last line does not start one
+    pos = end - 1 if f.read(1) == b"\n" else end
+    seen = 0
+    block = 65536
+    while pos > floor:
+        start = max(floor, pos - block)
+        f.seek(start)
+        buf = f.read(pos - start)
+        idx = len(buf)
+        while True:
+            idx = buf.rfind(b"\n", 0, idx)
+            if idx < 0:
+                break
+            seen += 1
+            if seen == lines:
+                return start + idx + 1
+        pos = start
+    return floor
+
+
+def op_follow(req):
+    out = sys.stdout.buffer
+    path = _expand(req["path"])
+    offset = int(req.get("offset", 0))
+    want_ino = req.get("ino")
+    follow = bool(req.get("follow", True))
+    poll = float(req.get("poll", 0.1))
+    cap = int(req.get("max_chunk", 256 * 1024))
+    hb_every = float(req.get("heartbeat", 2.0))
+    watch = req.get("watch") or {}
+    watch_pid = watch.get("pid")
+    watch_dir = watch.get("run_dir")
+    f = None
+    ino = None
+    pending = b""  # an incomplete last line, held back until its newline arrives
+
+    def open_file():
+        try:
+            fh = open(path, "rb")  # noqa: SIM115 - kept open across polls
+        except OSError:
+            return None, None
+        return fh, os.fstat(fh.fileno()).st_ino
+
+    f, ino = open_file()
+    if f is not None:
+        size = os.fstat(f.fileno()).st_size
+        if want_ino is not None and ino != want_ino:
+            offset = 0  # rotated since the offset was taken
+        if size < offset:
+            offset = 0  # truncated
+        if req.get("tail") is not None:
+            offset = max(offset, tail_offset(f, size, int(req["tail"]), offset))
+        f.seek(offset)
+    _frame(out, {"t": "start", "off": offset, "ino": ino, "path": path})
+    last_hb = time.time()
+    exited = False
+    idle_rounds = 0
+    while True:
+        progressed = False
+        if f is None:
+            f, ino = open_file()
+            if f is not None:
+                offset = 0
+                pending = b""
+                _frame(out, {"t": "reset", "why": "created", "ino": ino})
+        if f is not None:
+            data = f.read(cap)
+            if data:
+                progressed = True
+                buf = pending + data
+                cut = buf.rfind(b"\n") + 1
+                if cut == 0 and len(buf) >= cap:
+                    cut = len(buf)  # a giant line without newline: emit rather than stall
+                if cut:
+                    _frame(out, {"t": "data", "off": offset, "len": cut, "ino": ino}, buf[:cut])
+                    offset += cut
+                pending = buf[cut:]
+            else:
+                # at EOF: truncated or rotated?
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    st = None
+                cur_size = os.fstat(f.fileno()).st_size
+                if st is not None and st.st_ino != ino:
+                    # rotated: the old file is finished; emit its partial tail, then switch
+                    if pending:
+                        _frame(out, {"t": "data", "off": offset, "len": len(pending), "ino": ino}, pending)
+                        pending = b""
+                    f.close()
+                    f, ino = open_file()
+                    offset = 0
+                    _frame(out, {"t": "reset", "why": "rotated", "ino": ino})
+                    progressed = True
+                elif cur_size < offset + len(pending):
+                    f.seek(0)
+                    offset = 0
+                    pending = b""
+                    _frame(out, {"t": "reset", "why": "truncated", "ino": ino})
+                    progressed = True
+        if not progressed:
+            if not follow:
+                if pending:
+                    _frame(out, {"t": "data", "off": offset, "len": len(pending), "ino": ino}, pending)
+                break
+            if watch_pid and not exited:
+                alive = _is_our_server(watch_dir, watch_pid) if watch_dir else _alive(watch_pid)
+                if not alive:
+                    idle_rounds += 1
+                    # one more read round after death so that the last lines come first
+                    if idle_rounds >= 2:
+                        code = None
+                        deadline = time.time() + 1.0
+                        while watch_dir and code is None and time.time() < deadline:
+                            code = _read_int(os.path.join(watch_dir, "exit_code"))
+                            if code is None:
+                                time.sleep(0.05)
+                        if pending:
+                            _frame(out, {"t": "data", "off": offset, "len": len(pending), "ino": ino}, pending)
+                            offset += len(pending)
+                            pending = b""
+                        _frame(out, {"t": "exit", "pid": watch_pid, "code": code})
+                        exited = True
+            now = time.time()
+            if now - last_hb >= hb_every:
+                _frame(out, {"t": "hb", "off": offset, "size": os.fstat(f.fileno()).st_size if f else None})
+                last_hb = now
+            time.sleep(poll)
+    return None
+
+
+OPS = {
+    "launch": op_launch,
+    "find": op_find,
+    "stop": op_stop,
+    "kill": op_kill,
+    "alive": op_alive,
+    "read": op_read,
+    "follow": op_follow,
+}
+
+
+def main(argv):
+    try:
+        req = json.loads(argv[1])
+        result = OPS[req["op"]](req)
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        result = {"error": f"{type(exc).__name__}: {exc}"}
+    if result is not None:
+        sys.stdout.write(json.dumps(result) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
