@@ -1,0 +1,520 @@
+"""The run journal: one SQLite row per run, written as the run progresses.
+
+The supervisor calls `record_start` when it launches, `record_progress` about once a second
+(cheap: a write only happens when something the journal keeps has changed), and `record_end`
+when the run stops or crashes. A cockpit killed mid-run therefore loses at most the last second;
+a run that crashed while nobody watched is completed from its log on the next attach
+(`complete_from_state`).
+
+SQLite in WAL mode with a busy timeout: several cockpits (a TUI, `cockpit up`, `cockpit runs`) may
+open the same journal at once. Each write is one short IMMEDIATE transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cockpit.errors import BadInput
+from cockpit.journal.schema import MIGRATIONS, JournalError, Migration, migrate, read_version
+
+if TYPE_CHECKING:
+    from cockpit.core.findings import Finding
+    from cockpit.core.state import RunState
+    from cockpit.supervisor.api import RunInfo
+
+OUTCOMES: tuple[str, ...] = ("running", "ready", "stopped", "crashed")
+# Outcomes of a run that is over; `running` and `ready` describe a live server.
+FINAL_OUTCOMES: tuple[str, ...] = ("stopped", "crashed")
+SERIES_POINTS = 200  # gen-throughput points kept per run: enough for a plot, small enough for a row
+BUSY_TIMEOUT_MS = 10_000
+JOURNAL_FILE = "journal.sqlite3"
+
+
+class AmbiguousRunId(BadInput):
+    pass
+
+
+def default_path() -> Path:
+    from cockpit.locations import data_dir
+
+    return data_dir() / JOURNAL_FILE
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _parse_iso(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def _parse_log_ts(text: str | None) -> datetime | None:
+    """SGLang's `[2026-02-24 11:55:02 TP0]` timestamp text (host local time, no zone)."""
+    if not text:
+        return None
+    try:
+        dt = datetime.fromisoformat(text.strip()[:19])  # fast; this runs per series point
+    except ValueError:
+        return _parse_iso(text)
+    return dt.replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as the journal knows it. None means unknown (never 0)."""
+
+    id: str
+    profile: str
+    started_at: str
+    outcome: str  # one of OUTCOMES
+    hosts: tuple[str, ...] = ()
+    backend: str | None = None
+    backend_version: str | None = None
+    flags: dict[str, Any] = field(default_factory=dict)
+    run_dir: str | None = None
+    log_path: str | None = None
+    pid: int | None = None
+    ended_at: str | None = None
+    updated_at: str | None = None
+    phase: str | None = None
+    crash_kind: str | None = None
+    crash_phase: str | None = None
+    crash_rank: str | None = None
+    crash_message: str | None = None
+    decisive_lines: tuple[str, ...] = ()
+    time_to_ready_s: float | None = None
+    headroom: dict[str, float | None] = field(default_factory=dict)  # rank -> GiB free after capture
+    min_headroom_gb: float | None = None
+    max_total_num_tokens: int | None = None
+    peak_gen_throughput: float | None = None
+    median_gen_throughput: float | None = None
+    peak_token_usage: float | None = None
+    gen_throughput_series: tuple[tuple[float, float], ...] = ()  # (seconds since first point, tok/s)
+    findings: tuple[dict[str, Any], ...] = ()  # Finding.to_json() as recorded
+
+    @property
+    def finished(self) -> bool:
+        return self.ended_at is not None
+
+    @property
+    def duration_s(self) -> float | None:
+        start = _parse_iso(self.started_at)
+        end = _parse_iso(self.ended_at) if self.ended_at else None
+        if start is None or end is None:
+            return None
+        return max(0.0, (end - start).total_seconds())
+
+    def to_json(self, include_series: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "profile": self.profile,
+            "hosts": list(self.hosts),
+            "backend": self.backend,
+            "backend_version": self.backend_version,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "outcome": self.outcome,
+            "phase": self.phase,
+            "crash_kind": self.crash_kind,
+            "crash_phase": self.crash_phase,
+            "crash_rank": self.crash_rank,
+            "crash_message": self.crash_message,
+            "decisive_lines": list(self.decisive_lines),
+            "flags": dict(self.flags),
+            "time_to_ready_s": self.time_to_ready_s,
+            "headroom": dict(self.headroom),
+            "min_headroom_gb": self.min_headroom_gb,
+            "max_total_num_tokens": self.max_total_num_tokens,
+            "peak_gen_throughput": self.peak_gen_throughput,
+            "median_gen_throughput": self.median_gen_throughput,
+            "peak_token_usage": self.peak_token_usage,
+            "findings": [dict(f) for f in self.findings],
+            "run_dir": self.run_dir,
+            "log_path": self.log_path,
+            "pid": self.pid,
+            "updated_at": self.updated_at,
+        }
+        if include_series:
+            out["gen_throughput_series"] = [list(p) for p in self.gen_throughput_series]
+        return out
+
+
+def downsample(points: Sequence[tuple[float, float]], limit: int = SERIES_POINTS) -> list[tuple[float, float]]:
+    """At most `limit` points: equal-width buckets over the point index, each the bucket's mean
+    value at its mean time, so the curve's shape survives (the peak is stored separately)."""
+    n = len(points)
+    if n <= limit:
+        return [(round(t, 3), round(v, 3)) for t, v in points]
+    out: list[tuple[float, float]] = []
+    for b in range(limit):
+        lo = b * n // limit
+        hi = max(lo + 1, (b + 1) * n // limit)
+        chunk = points[lo:hi]
+        out.append(
+            (round(sum(p[0] for p in chunk) / len(chunk), 3), round(sum(p[1] for p in chunk) / len(chunk), 3))
+        )
+    return out
+
+
+def _gen_series(state: RunState) -> list[tuple[float, float]]:
+    """The state's gen-throughput points as (seconds since the first point, tok/s).
+
+    Log timestamps have a one-second resolution and may not parse (then: the point's index)."""
+    pts = list(state.gen_throughput)
+    if not pts:
+        return []
+    first = _parse_log_ts(pts[0].ts)
+    out: list[tuple[float, float]] = []
+    for i, p in enumerate(pts):
+        ts = _parse_log_ts(p.ts)
+        x = (ts - first).total_seconds() if (ts is not None and first is not None) else float(i)
+        out.append((x, float(p.value)))
+    return out
+
+
+def _log_time_to_ready(state: RunState) -> float | None:
+    """From the first milestone any rank logged to the ready line, by the log's own clock."""
+    if state.phase not in ("ready",) and not state.ready_in_log:
+        return None
+    stamps = [_parse_log_ts(ts) for r in state.ranks.values() for ts in r.timeline.values()]
+    starts = [s for s in stamps if s is not None]
+    ready = [_parse_log_ts(r.timeline.get("ready")) for r in state.ranks.values()]
+    ready_at = max((r for r in ready if r is not None), default=None) or _parse_log_ts(state.phase_since)
+    if not starts or ready_at is None:
+        return None
+    return max(0.0, (ready_at - min(starts)).total_seconds())
+
+
+def _state_columns(state: RunState, findings: Iterable[Finding]) -> dict[str, Any]:
+    """What the journal keeps from a RunState, column name -> value (JSON already encoded)."""
+    crash = state.crash
+    headroom = {r.rank: r.avail_after_capture_gb for r in state.ranks.values() if r.avail_after_capture_gb is not None}
+    gen = [float(p.value) for p in state.gen_throughput]
+    usage = [float(p.value) for p in state.token_usage]
+    decisive: list[str] = []
+    if crash is not None:
+        decisive = list(crash.decisive_lines) or [crash.message]
+    return {
+        "backend": state.backend,
+        "backend_version": state.format,
+        "phase": state.phase,
+        "crash_kind": crash.kind if crash else None,
+        "crash_phase": crash.phase if crash else None,
+        "crash_rank": crash.rank if crash else None,
+        "crash_message": crash.message if crash else None,
+        "decisive_lines": json.dumps(decisive),
+        "headroom": json.dumps(headroom),
+        "min_headroom_gb": state.min_headroom_gb,
+        "max_total_num_tokens": state.max_total_num_tokens,
+        "peak_gen_throughput": max(gen) if gen else None,
+        "median_gen_throughput": statistics.median(gen) if gen else None,
+        "peak_token_usage": max(usage) if usage else None,
+        "gen_throughput_series": json.dumps(downsample(_gen_series(state))),
+        "findings": json.dumps([f.to_json() for f in findings]),
+    }
+
+
+def _row_to_record(row: sqlite3.Row) -> RunRecord:
+    def js(name: str, default: Any) -> Any:
+        text = row[name]
+        if text is None:
+            return default
+        try:
+            return json.loads(text)
+        except ValueError:
+            return default
+
+    return RunRecord(
+        id=row["id"],
+        profile=row["profile"],
+        started_at=row["started_at"],
+        outcome=row["outcome"],
+        hosts=tuple(js("hosts", [])),
+        backend=row["backend"],
+        backend_version=row["backend_version"],
+        flags=js("flags", {}),
+        run_dir=row["run_dir"],
+        log_path=row["log_path"],
+        pid=row["pid"],
+        ended_at=row["ended_at"],
+        updated_at=row["updated_at"],
+        phase=row["phase"],
+        crash_kind=row["crash_kind"],
+        crash_phase=row["crash_phase"],
+        crash_rank=row["crash_rank"],
+        crash_message=row["crash_message"],
+        decisive_lines=tuple(js("decisive_lines", [])),
+        time_to_ready_s=row["time_to_ready_s"],
+        headroom=js("headroom", {}),
+        min_headroom_gb=row["min_headroom_gb"],
+        max_total_num_tokens=row["max_total_num_tokens"],
+        peak_gen_throughput=row["peak_gen_throughput"],
+        median_gen_throughput=row["median_gen_throughput"],
+        peak_token_usage=row["peak_token_usage"],
+        gen_throughput_series=tuple((float(p[0]), float(p[1])) for p in js("gen_throughput_series", [])),
+        findings=tuple(js("findings", [])),
+    )
+
+
+class Journal:
+    """The run journal. Thread-safe: one connection guarded by a lock (the supervisor writes from
+    its event loop, the TUI reads from a worker thread)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        self._conn = conn
+        self.path = path
+        self._lock = threading.Lock()
+        # Last values written per run, so a progress call that changes nothing costs no write.
+        self._last_written: dict[str, dict[str, Any]] = {}
+
+    # ---- opening ----
+    @classmethod
+    def open(cls, path: Path | None = None, *, migrations: Sequence[Migration] = MIGRATIONS) -> Journal:
+        """Open (creating if needed) the journal at `path` (default: the user data dir).
+
+        Raises JournalError (one line for the operator) when the file was written by a newer
+        Cockpit or is not a journal; such a file is never written to."""
+        path = Path(path) if path is not None else default_path()
+        found = read_version(path)  # read-only look first: a newer journal stays untouched
+        if found is not None and found > len(migrations):
+            from cockpit.journal.schema import JournalTooNew
+
+            raise JournalTooNew(path, found, len(migrations))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise JournalError(f"cannot create the journal directory {path.parent}: {exc}") from exc
+        try:
+            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open journal {path}: {exc}") from exc
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            # WAL: readers never block the supervisor's writes; NORMAL sync survives a killed
+            # process (only a power cut can lose the last commits).
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn, path, migrations)
+        except JournalError:
+            conn.close()
+            raise
+        except sqlite3.Error as exc:
+            conn.close()
+            raise JournalError(f"cannot use journal {path}: {exc}") from exc
+        return cls(conn, path)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- writing ----
+    def _write(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> int:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                cur = self._conn.execute(sql, params)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            return cur.rowcount
+
+    def record_start(self, run: RunInfo, profile_name: str, flags: dict[str, Any]) -> None:
+        """A run was launched (or is attached to for the first time). Idempotent: recording the
+        same run again refreshes where it runs but keeps what was learnt since."""
+        self._write(
+            """
+            INSERT INTO runs (id, profile, hosts, backend_version, flags, run_dir, log_path, pid,
+                              started_at, updated_at, outcome)
+            VALUES (:id, :profile, :hosts, :version, :flags, :run_dir, :log_path, :pid,
+                    :started_at, :now, 'running')
+            ON CONFLICT (id) DO UPDATE SET
+                hosts = excluded.hosts, run_dir = excluded.run_dir, log_path = excluded.log_path,
+                pid = excluded.pid, updated_at = excluded.updated_at,
+                backend_version = coalesce(runs.backend_version, excluded.backend_version)
+            """,
+            {
+                "id": run.id,
+                "profile": profile_name,
+                "hosts": json.dumps(list(run.hosts)),
+                "version": run.version,
+                "flags": json.dumps(flags, default=str),
+                "run_dir": run.run_dir,
+                "log_path": run.log_path,
+                "pid": run.pid,
+                "started_at": run.started_at,
+                "now": now_iso(),
+            },
+        )
+
+    def record_progress(self, run_id: str, state: RunState, findings: list[Finding]) -> None:
+        """What the run has shown so far. Cheap enough for once a second: no write when nothing
+        the journal keeps has changed. The outcome becomes `ready` once the server is ready (and
+        `crashed` when the state shows a crash, so a cockpit killed before `record_end` still
+        leaves the truth behind; `record_end` adds the end time)."""
+        cols = _state_columns(state, findings)
+        outcome = None
+        if state.phase == "ready":
+            outcome = "ready"
+        elif state.phase == "crashed" or state.crash is not None:
+            outcome = "crashed"
+        if self._last_written.get(run_id) == {**cols, "_outcome": outcome}:
+            return
+        self._update(run_id, cols, outcome=outcome, live=True, end=False)
+        self._last_written[run_id] = {**cols, "_outcome": outcome}
+
+    def record_end(self, run_id: str, outcome: str, state: RunState | None, findings: list[Finding]) -> None:
+        """The run is over: `stopped` (the operator or a restart ended it) or `crashed`."""
+        self._check_outcome(outcome)
+        cols = _state_columns(state, findings) if state is not None else {}
+        if state is None and findings:
+            cols["findings"] = json.dumps([f.to_json() for f in findings])
+        self._update(run_id, cols, outcome=outcome, live=True, end=True)
+        self._last_written.pop(run_id, None)
+
+    def complete_from_state(self, run_id: str, state: RunState, findings: list[Finding], outcome: str) -> None:
+        """Complete a run nobody watched to the end, from its log parsed on the next attach.
+
+        Times come from the log where it has them (its last line is when the run ended), not
+        from the clock now. `running`/`ready` leave the run open; `stopped`/`crashed` close it."""
+        self._check_outcome(outcome)
+        cols = _state_columns(state, findings)
+        ttr = _log_time_to_ready(state)
+        if ttr is not None:
+            cols["time_to_ready_s"] = ttr
+        end = outcome in FINAL_OUTCOMES
+        ended_at = None
+        if end:
+            last = _parse_log_ts(state.last_ts)
+            # Log time is the server host's local time without a zone; this machine's zone is
+            # the best guess there is (hosts and jump hosts usually share one).
+            ended_at = last.astimezone(UTC).isoformat(timespec="seconds") if last is not None else None
+        self._update(run_id, cols, outcome=outcome, live=False, end=end, ended_at=ended_at)
+        self._last_written.pop(run_id, None)
+
+    @staticmethod
+    def _check_outcome(outcome: str) -> None:
+        if outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, not {outcome!r}")
+
+    def _update(
+        self,
+        run_id: str,
+        cols: dict[str, Any],
+        *,
+        outcome: str | None,
+        live: bool,
+        end: bool,
+        ended_at: str | None = None,
+    ) -> None:
+        now = now_iso()
+        params: dict[str, Any] = dict(cols)
+        kept = ("peak_gen_throughput", "peak_token_usage", "time_to_ready_s")
+        sets = [f"{name} = :{name}" for name in cols if name not in kept]
+        if "time_to_ready_s" in cols:  # a wall-clock measurement made live beats the log's estimate
+            sets.append("time_to_ready_s = coalesce(time_to_ready_s, :time_to_ready_s)")
+        # The state keeps a bounded window of samples: a peak seen earlier must not be forgotten.
+        for name in ("peak_gen_throughput", "peak_token_usage"):
+            if name in cols:
+                sets.append(f"{name} = max(coalesce({name}, :{name}), coalesce(:{name}, {name}))")
+        # Before the end the outcome only moves forward (running -> ready -> crashed), never
+        # back from a final one; record_end sets it outright.
+        if outcome is not None:
+            params["outcome"] = outcome
+            if end:
+                sets.append("outcome = :outcome")
+            else:
+                sets.append(
+                    "outcome = CASE WHEN outcome IN ('stopped', 'crashed') THEN outcome "
+                    "WHEN outcome = 'ready' AND :outcome = 'running' THEN outcome ELSE :outcome END"
+                )
+        if live and outcome == "ready":
+            # Time to ready by the wall clock, set once, the first time ready is seen.
+            params["now_for_ready"] = now
+            sets.append(
+                "time_to_ready_s = coalesce(time_to_ready_s, "
+                "max(0, (julianday(:now_for_ready) - julianday(started_at)) * 86400.0))"
+            )
+        if end:
+            params["ended_at"] = ended_at or now
+            sets.append("ended_at = coalesce(ended_at, :ended_at)")
+        params["updated_at"] = now
+        sets.append("updated_at = :updated_at")
+        params["id"] = run_id
+        n = self._write(f"UPDATE runs SET {', '.join(sets)} WHERE id = :id", params)
+        if n == 0:
+            raise JournalError(f"run {run_id} is not in the journal (record_start was not called)")
+
+    # ---- reading ----
+    def _query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return list(self._conn.execute(sql, params).fetchall())
+
+    def get(self, run_id: str) -> RunRecord | None:
+        """The run with this id, or the only one whose id starts with it; None when none does.
+        Raises AmbiguousRunId (bad input) when the prefix fits several runs."""
+        run_id = run_id.strip()
+        if not run_id:
+            return None
+        rows = self._query("SELECT * FROM runs WHERE id = ?", (run_id,))
+        if rows:
+            return _row_to_record(rows[0])
+        escaped = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self._query(
+            "SELECT * FROM runs WHERE id LIKE ? ESCAPE '\\' ORDER BY started_at DESC LIMIT 11", (escaped + "%",)
+        )
+        if not rows:
+            return None
+        if len(rows) > 1:
+            shown = ", ".join(r["id"] for r in rows[:10])
+            raise AmbiguousRunId(
+                f"run id {run_id!r} fits {'more than 10' if len(rows) > 10 else len(rows)} runs: {shown}",
+                hint="type more of the id",
+            )
+        return _row_to_record(rows[0])
+
+    def list_runs(self, profile: str | None = None, limit: int = 200) -> list[RunRecord]:
+        """Newest first."""
+        if profile is None:
+            rows = self._query("SELECT * FROM runs ORDER BY started_at DESC, rowid DESC LIMIT ?", (limit,))
+        else:
+            rows = self._query(
+                "SELECT * FROM runs WHERE profile = ? ORDER BY started_at DESC, rowid DESC LIMIT ?", (profile, limit)
+            )
+        return [_row_to_record(r) for r in rows]
+
+    def running_runs(self, profile: str | None = None) -> list[RunRecord]:
+        """Runs the journal has not seen end (no `record_end` yet), newest first: the ones to
+        attach to, or to complete from their log."""
+        sql = "SELECT * FROM runs WHERE ended_at IS NULL"
+        params: tuple[Any, ...] = ()
+        if profile is not None:
+            sql += " AND profile = ?"
+            params = (profile,)
+        return [_row_to_record(r) for r in self._query(sql + " ORDER BY started_at DESC, rowid DESC", params)]
+
+    def integrity_ok(self) -> bool:
+        rows = self._query("PRAGMA integrity_check")
+        return len(rows) == 1 and rows[0][0] == "ok"
