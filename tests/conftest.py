@@ -1,0 +1,417 @@
+"""Shared session fixtures: a real sshd on loopback, a fake nvidia-smi, a simulated-GPU directory.
+
+Nothing here is a mock of something that can run on this machine: the SSH tests talk to a real
+OpenSSH server, the agent runs as a real process. Only the GPU is a stand-in.
+
+Fixtures (import nothing; pytest finds them by name):
+
+`ssh_home` (session) -> SshHome
+    Two real sshd processes on 127.0.0.1 (random free ports) and a temporary HOME whose
+    ~/.ssh holds a user key (ed25519, no passphrase), `config` and `known_hosts` with both host keys.
+    Host aliases in ~/.ssh/config:
+        gpu-box-1     -> 127.0.0.1:<port>       (the main sshd)
+        gpu-box-2     -> 127.0.0.1:<jump_port>  (the second sshd, reached directly)
+        jump          -> 127.0.0.1:<jump_port>  (same server, used as a ProxyJump host)
+        via-jump      -> 127.0.0.1:<port> with `ProxyJump jump`
+        unknown-key   -> 127.0.0.1:<port>, known_hosts file that does not hold its key
+        changed-key   -> 127.0.0.1:<port>, known_hosts file with a different key for it
+        dead-jump     -> 127.0.0.1:<port> with ProxyJump through a port nobody listens on
+    Fields: home (Path), env (dict: HOME, PATH, USER; pass to subprocesses), user, port,
+    jump_port, aliases (tuple), user_key (Path), known_hosts (Path), ssh_config (Path), log (Path).
+    Methods: restart() restarts the main sshd on the same port; kill_connections() kills the
+    per-connection sshd children of the main sshd (a dropped link: clients see EOF);
+    ssh_argv(alias, *cmd) an OpenSSH client argv using this HOME's config.
+    Tests that run asyncssh in-process must point HOME at it: use the `ssh_env` fixture
+    (function scope, monkeypatches HOME) rather than ssh_home directly.
+
+`sshd`  (session) -> the same SshHome (alias kept for readability: `def test_x(sshd): ...`).
+`jump_sshd` (session) -> int: the second sshd's port.
+`ssh_env` (function) -> SshHome, with HOME (and USER) monkeypatched for in-process asyncssh.
+
+`fake_nvidia_smi` (function) -> FakeNvidiaSmi: `.dir` holds an executable `nvidia-smi`;
+    `.use(variant)` rewrites it: "ok" (2 GPUs, 2 compute apps), "na" ([N/A] / [Not Supported]
+    fields), "hang" (sleeps forever), "fail" (exit 9, "NVIDIA-SMI has failed ..."). `.path_env`
+    is a PATH with the directory first. Default variant: "ok".
+    The "ok" CSV: GPU 0 = 81559 MiB total, 40000 used, util 97, 61 C, 312.5 W; GPU 1 = 1024 used.
+
+`sim_gpu_dir` (function) -> Path: an empty directory for the simulator's GPU state; set it as
+    COCKPIT_SIM_GPU_DIR (or pass --sim-dir) in the process under test.
+
+If /usr/sbin/sshd is missing the SSH fixtures FAIL (never skip): `.ci/run` installs openssh-server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+SSHD = "/usr/sbin/sshd"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 10.0, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before port {port} opened")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.settimeout(0.5)
+            try:
+                s.connect(("127.0.0.1", port))
+                return
+            except OSError:
+                time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on 127.0.0.1:{port} after {timeout} s")
+
+
+def _keygen(path: Path, comment: str) -> str:
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+    )
+    return path.with_suffix(".pub").read_text().split()[1]
+
+
+class _Sshd:
+    """One sshd listening on 127.0.0.1:port, restartable on the same port."""
+
+    def __init__(self, root: Path, name: str, port: int, authorized_keys: Path):
+        self.root = root
+        self.name = name
+        self.port = port
+        self.host_key = root / f"{name}_host_ed25519"
+        self.host_key_b64 = _keygen(self.host_key, f"{name}-host")
+        self.config = root / f"{name}_sshd_config"
+        self.log = root / f"{name}.log"
+        self.pidfile = root / f"{name}.pid"
+        self.config.write_text(
+            textwrap.dedent(
+                f"""\
+                Port {port}
+                ListenAddress 127.0.0.1
+                HostKey {self.host_key}
+                PidFile {self.pidfile}
+                AuthorizedKeysFile {authorized_keys}
+                PubkeyAuthentication yes
+                PasswordAuthentication no
+                KbdInteractiveAuthentication no
+                PermitRootLogin prohibit-password
+                StrictModes no
+                UsePAM no
+                AllowTcpForwarding yes
+                PermitTunnel no
+                X11Forwarding no
+                PrintMotd no
+                ClientAliveInterval 0
+                MaxSessions 100
+                MaxStartups 100:30:200
+                LogLevel VERBOSE
+                Subsystem sftp internal-sftp
+                """
+            )
+        )
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        if os.geteuid() == 0:
+            # Privilege separation directory; a fresh container may not have it.
+            os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        logf = open(self.log, "ab")  # noqa: SIM115 - handed to the child, closed by us right after
+        try:
+            self.proc = subprocess.Popen(
+                [SSHD, "-D", "-e", "-f", str(self.config)],
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=logf,
+                start_new_session=True,
+            )
+        finally:
+            logf.close()
+        try:
+            wait_for_port(self.port, proc=self.proc)
+        except RuntimeError as exc:
+            raise RuntimeError(
+                f"sshd {self.name} did not start: {exc}\n{self.log.read_text()[-3000:]}"
+            ) from None
+
+    def children(self) -> list[int]:
+        if self.proc is None:
+            return []
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    def kill_connections(self) -> int:
+        """Kill every per-connection child: clients see their connection drop."""
+        pids = self.children()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        # Wait until they are really gone, so the next connect meets a clean listener.
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(p in self.children() for p in pids):
+            time.sleep(0.05)
+        return len(pids)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        for pid in self._descendants(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+    def _descendants(self, pid: int) -> list[int]:
+        out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+        kids = [int(p) for p in out.stdout.split()]
+        result = list(kids)
+        for k in kids:
+            result.extend(self._descendants(k))
+        return result
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@dataclass
+class SshHome:
+    home: Path
+    env: dict[str, str]
+    user: str
+    port: int
+    jump_port: int
+    user_key: Path
+    known_hosts: Path
+    ssh_config: Path
+    log: Path
+    aliases: tuple[str, ...] = ()
+    _main: _Sshd | None = field(default=None, repr=False)
+    _jump: _Sshd | None = field(default=None, repr=False)
+
+    def restart(self) -> None:
+        assert self._main is not None
+        self._main.restart()
+
+    def kill_connections(self) -> int:
+        assert self._main is not None
+        return self._main.kill_connections()
+
+    def ssh_argv(self, alias: str, *cmd: str) -> list[str]:
+        return ["ssh", "-F", str(self.ssh_config), "-o", "BatchMode=yes", alias, *cmd]
+
+    @property
+    def host_key_b64(self) -> str:
+        assert self._main is not None
+        return self._main.host_key_b64
+
+
+def _require_sshd() -> None:
+    if not os.path.exists(SSHD) or shutil.which("ssh-keygen") is None:
+        pytest.fail(
+            f"{SSHD} or ssh-keygen is missing: the SSH tests need a real OpenSSH server. "
+            "`.ci/run` installs openssh-server (apt-get install -y openssh-server openssh-client).",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session")
+def ssh_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHome]:
+    _require_sshd()
+    root = tmp_path_factory.mktemp("sshd")
+    home = root / "home"
+    dot_ssh = home / ".ssh"
+    dot_ssh.mkdir(parents=True)
+    os.chmod(home, 0o755)
+    os.chmod(dot_ssh, 0o700)
+    user = getpass.getuser()
+
+    user_key = dot_ssh / "id_ed25519"
+    _keygen(user_key, "cockpit-tests")
+    authorized = root / "authorized_keys"
+    authorized.write_text(user_key.with_suffix(".pub").read_text())
+    os.chmod(authorized, 0o600)
+
+    main = _Sshd(root, "main", free_port(), authorized)
+    jump = _Sshd(root, "jump", free_port(), authorized)
+    dead_port = free_port()
+
+    known_hosts = dot_ssh / "known_hosts"
+    known_hosts.write_text(
+        f"[127.0.0.1]:{main.port} ssh-ed25519 {main.host_key_b64}\n"
+        f"[127.0.0.1]:{jump.port} ssh-ed25519 {jump.host_key_b64}\n"
+    )
+    empty_known = dot_ssh / "known_hosts.empty"
+    empty_known.write_text("")
+    # A known_hosts that pins a different key for the main server: the "key changed" case.
+    other_key = root / "other_host_ed25519"
+    other_b64 = _keygen(other_key, "someone-else")
+    changed_known = dot_ssh / "known_hosts.changed"
+    changed_known.write_text(f"[127.0.0.1]:{main.port} ssh-ed25519 {other_b64}\n")
+
+    common = textwrap.dedent(
+        f"""\
+          User {user}
+          IdentityFile {user_key}
+          IdentitiesOnly yes
+          BatchMode yes
+          ConnectTimeout 5
+        """
+    )
+    config = dot_ssh / "config"
+    config.write_text(
+        f"Host gpu-box-1\n  HostName 127.0.0.1\n  Port {main.port}\n{common}"
+        f"  UserKnownHostsFile {known_hosts}\n\n"
+        f"Host gpu-box-2 jump\n  HostName 127.0.0.1\n  Port {jump.port}\n{common}"
+        f"  UserKnownHostsFile {known_hosts}\n\n"
+        f"Host via-jump\n  HostName 127.0.0.1\n  Port {main.port}\n  ProxyJump jump\n{common}"
+        f"  UserKnownHostsFile {known_hosts}\n\n"
+        f"Host unknown-key\n  HostName 127.0.0.1\n  Port {main.port}\n{common}"
+        f"  UserKnownHostsFile {empty_known}\n\n"
+        f"Host changed-key\n  HostName 127.0.0.1\n  Port {main.port}\n{common}"
+        f"  UserKnownHostsFile {changed_known}\n\n"
+        f"Host dead-jump\n  HostName 127.0.0.1\n  Port {main.port}\n  ProxyJump {user}@127.0.0.1:{dead_port}\n{common}"
+        f"  UserKnownHostsFile {known_hosts}\n"
+    )
+    os.chmod(config, 0o600)
+
+    main.start()
+    try:
+        jump.start()
+    except BaseException:
+        main.stop()
+        raise
+    env = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "USER": user,
+        "LANG": "C.UTF-8",
+    }
+    result = SshHome(
+        home=home,
+        env=env,
+        user=user,
+        port=main.port,
+        jump_port=jump.port,
+        user_key=user_key,
+        known_hosts=known_hosts,
+        ssh_config=config,
+        log=main.log,
+        aliases=("gpu-box-1", "gpu-box-2", "jump", "via-jump", "unknown-key", "changed-key", "dead-jump"),
+        _main=main,
+        _jump=jump,
+    )
+    try:
+        yield result
+    finally:
+        main.stop()
+        jump.stop()
+
+
+@pytest.fixture(scope="session")
+def sshd(ssh_home: SshHome) -> SshHome:
+    return ssh_home
+
+
+@pytest.fixture(scope="session")
+def jump_sshd(ssh_home: SshHome) -> int:
+    return ssh_home.jump_port
+
+
+@pytest.fixture
+def ssh_env(ssh_home: SshHome, monkeypatch: pytest.MonkeyPatch) -> SshHome:
+    monkeypatch.setenv("HOME", str(ssh_home.home))
+    monkeypatch.setenv("USER", ssh_home.user)
+    # An agent of the developer's own must not offer keys the test server doesn't know.
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    return ssh_home
+
+
+# ---------------------------------------------------------------- fake GPU
+
+_SMI_OK_GPUS = (
+    "0, GPU-aaaaaaaa-0000-0000-0000-000000000000, NVIDIA H100 80GB HBM3, 40000, 81559, 97, 61, 312.50\n"
+    "1, GPU-bbbbbbbb-1111-1111-1111-111111111111, NVIDIA H100 80GB HBM3, 1024, 81559, 0, 35, 70.10\n"
+)
+_SMI_OK_APPS = (
+    "4242, GPU-aaaaaaaa-0000-0000-0000-000000000000, 39000\n"
+    "5151, GPU-bbbbbbbb-1111-1111-1111-111111111111, 512\n"
+)
+_SMI_NA_GPUS = "0, GPU-aaaaaaaa-0000-0000-0000-000000000000, NVIDIA H100 80GB HBM3, 40000, 81559, [N/A], [Not Supported], [N/A]\n"
+_SMI_NA_APPS = "4242, GPU-aaaaaaaa-0000-0000-0000-000000000000, [N/A]\n"
+
+
+def _smi_script(gpus: str, apps: str, *, hang: bool = False, fail: bool = False) -> str:
+    if hang:
+        body = "import time\ntime.sleep(3600)\n"
+    elif fail:
+        body = (
+            "sys.stdout.write('NVIDIA-SMI has failed because it couldn\\'t communicate with the NVIDIA driver.\\n')\n"
+            "sys.exit(9)\n"
+        )
+    else:
+        body = (
+            "args = ' '.join(sys.argv[1:])\n"
+            f"if '--query-compute-apps' in args:\n    sys.stdout.write({apps!r})\n"
+            f"elif '--query-gpu' in args:\n    sys.stdout.write({gpus!r})\n"
+            "else:\n    sys.stdout.write('fake nvidia-smi\\n')\n"
+        )
+    return f"#!/usr/bin/env python3\nimport sys\n{body}"
+
+
+@dataclass
+class FakeNvidiaSmi:
+    dir: Path
+    path_env: str
+
+    def use(self, variant: str) -> None:
+        scripts = {
+            "ok": _smi_script(_SMI_OK_GPUS, _SMI_OK_APPS),
+            "na": _smi_script(_SMI_NA_GPUS, _SMI_NA_APPS),
+            "hang": _smi_script("", "", hang=True),
+            "fail": _smi_script("", "", fail=True),
+        }
+        target = self.dir / "nvidia-smi"
+        target.write_text(scripts[variant])
+        target.chmod(0o755)
+
+
+@pytest.fixture
+def fake_nvidia_smi(tmp_path: Path) -> FakeNvidiaSmi:
+    d = tmp_path / "fake-bin"
+    d.mkdir()
+    fake = FakeNvidiaSmi(dir=d, path_env=f"{d}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}")
+    fake.use("ok")
+    return fake
+
+
+@pytest.fixture
+def sim_gpu_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "sim-gpus"
+    d.mkdir()
+    return d
