@@ -20,7 +20,8 @@ Operations (the request's "op"):
   follow  stream a log from a byte offset as framed chunks (see below), optionally watching the
           server pid and reporting its exit.
 
-Run directory: <runs_root>/<profile>/<run_id>/ holds argv.json, env.json, cwd, pid, pgid, sid,
+Run directory: <runs_root>/<profile>/<run_id>/ (runs_root defaults to $XDG_CACHE_HOME/cockpit/runs,
+i.e. ~/.cache/cockpit/runs) holds argv.json, env.json, cwd, pid, pgid, sid,
 waiter_pid, proc_start, started_at, log_path, log_offset, log_inode and, when the server ended,
 exit_code (shell convention: 128+N for a signal). <runs_root>/<profile>/current names the newest
 run. Runs of one profile append to the same log; each run keeps the byte offset where it began.
@@ -178,8 +179,16 @@ def _run_info(run_dir):
     }
 
 
+def _runs_root(req):
+    root = req.get("runs_root")
+    if not root:
+        cache = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
+        root = os.path.join(cache, "cockpit", "runs")
+    return _expand(root)
+
+
 def _profile_dir(req):
-    return os.path.join(_expand(req["runs_root"]), req["profile"])
+    return os.path.join(_runs_root(req), req["profile"])
 
 
 def _current_run_dir(pdir):

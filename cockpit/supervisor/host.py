@@ -1,0 +1,294 @@
+"""The cockpit-side half of the host program: run hostside.py's operations over any Transport.
+
+`HostOps` sends hostside.py's text on stdin to `python3 - '<json>'` on the host (this very
+interpreter when the host is local), so launch, attach, stop and log follow work the same over
+LocalTransport and SSHTransport. `LogFollower` turns the follow program's frames into data
+chunks with their byte offsets, and reconnects after a dropped connection exactly after the last
+complete line it delivered: no line is lost or repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cockpit.transport.base import Stream, Transport, TransportError
+
+HOSTSIDE_SOURCE: bytes = (Path(__file__).resolve().parent / "hostside.py").read_bytes()
+
+# Tests (and operators with an unusual layout) point every host's run directories elsewhere.
+RUNS_ROOT_ENV = "COCKPIT_RUNS_ROOT"
+
+
+class HostOpError(TransportError):
+    """The host program ran but reported a failure (its message is for the operator)."""
+
+
+def is_local(transport: Transport) -> bool:
+    from cockpit.transport.local import LocalTransport
+
+    return isinstance(transport, LocalTransport)
+
+
+class HostOps:
+    """hostside.py's operations on one host."""
+
+    def __init__(self, transport: Transport, *, python: str | None = None, runs_root: str | None = None):
+        self.transport = transport
+        self.python = python or (sys.executable if is_local(transport) else "python3")
+        self.runs_root = runs_root if runs_root is not None else os.environ.get(RUNS_ROOT_ENV)
+
+    @property
+    def label(self) -> str:
+        return self.transport.label
+
+    def _argv(self, req: dict[str, Any]) -> list[str]:
+        if self.runs_root and "runs_root" not in req:
+            req = {**req, "runs_root": self.runs_root}
+        return [self.python, "-", json.dumps(req, separators=(",", ":"))]
+
+    async def call(self, req: dict[str, Any], timeout: float | None = 60.0) -> dict[str, Any]:
+        done = await self.transport.run(self._argv(req), stdin=HOSTSIDE_SOURCE, timeout=timeout)
+        text = done.stdout.decode("utf-8", "replace").strip().splitlines()
+        if done.returncode != 0 or not text:
+            err = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise HostOpError(
+                f"{self.label}: the host program failed ({req['op']}): {err[-1] if err else f'exit {done.returncode}'}",
+                hint=f"is {self.python} a working Python 3 on {self.label}?",
+            )
+        try:
+            result: dict[str, Any] = json.loads(text[-1])
+        except ValueError:
+            raise HostOpError(f"{self.label}: unreadable answer from the host program: {text[-1][:200]}") from None
+        if "error" in result and req["op"] != "launch":
+            raise HostOpError(f"{self.label}: {req['op']}: {result['error']}")
+        return result
+
+    async def launch(
+        self,
+        profile: str,
+        run_id: str,
+        argv: list[str],
+        *,
+        env: dict[str, str],
+        cwd: str,
+        log: str,
+    ) -> dict[str, Any]:
+        """{"launched": True, "run": {...}} or {"refused": "live", "run": {...}} or {"error": ...}."""
+        req = {"op": "launch", "profile": profile, "run_id": run_id, "argv": argv, "env": env, "cwd": cwd, "log": log}
+        return await self.call(req, timeout=90)
+
+    async def find(self, profile: str, run_id: str | None = None) -> dict[str, Any] | None:
+        res = await self.call({"op": "find", "profile": profile, "run_id": run_id})
+        run: dict[str, Any] | None = res.get("run")
+        return run
+
+    async def stop(self, profile: str, run_id: str | None, timeout: float) -> dict[str, Any]:
+        req = {"op": "stop", "profile": profile, "run_id": run_id, "timeout": timeout}
+        return await self.call(req, timeout=timeout + 60)
+
+    async def kill(self, pids: list[int], sig: int = 9) -> dict[str, Any]:
+        return await self.call({"op": "kill", "pids": [int(p) for p in pids], "signal": sig})
+
+    async def alive(self, pids: list[int]) -> list[int]:
+        res = await self.call({"op": "alive", "pids": [int(p) for p in pids]}, timeout=20)
+        return [int(p) for p in res.get("alive", [])]
+
+    async def read(self, path: str, start: int, end: int | None) -> bytes:
+        res = await self.call({"op": "read", "path": path, "start": start, "end": end})
+        return base64.b64decode(res.get("data", ""))
+
+    async def follow_stream(self, req: dict[str, Any]) -> Stream:
+        return await self.transport.stream(self._argv({"op": "follow", **req}), stdin=HOSTSIDE_SOURCE)
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Complete lines of the log, starting at byte `offset` of the file with inode `ino`."""
+
+    offset: int
+    data: bytes
+    ino: int | None
+
+
+@dataclass(frozen=True)
+class LogReset:
+    """The file was truncated or rotated: what follows is a new file from byte 0."""
+
+    why: str
+
+
+@dataclass(frozen=True)
+class ServerExited:
+    pid: int
+    code: int | None
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """The follow connection dropped (up=False, with the reason) or came back (up=True)."""
+
+    up: bool
+    reason: str = ""
+
+
+FollowItem = LogChunk | LogReset | ServerExited | LinkState
+
+
+class FrameDecoder:
+    """Incremental decoder of the follow program's `F <json>\\n<payload>` frames."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[tuple[dict[str, Any], bytes]]:
+        self._buf += data
+        out: list[tuple[dict[str, Any], bytes]] = []
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl < 0:
+                return out
+            line = bytes(self._buf[:nl])
+            if not line.startswith(b"F "):
+                # the program's final JSON answer (an error) or noise: skip the line
+                del self._buf[: nl + 1]
+                with contextlib.suppress(ValueError):
+                    obj = json.loads(line)
+                    if isinstance(obj, dict) and "error" in obj:
+                        out.append(({"t": "error", "msg": obj["error"]}, b""))
+                continue
+            head = json.loads(line[2:])
+            length = int(head.get("len", 0)) if head.get("t") == "data" else 0
+            if len(self._buf) < nl + 1 + length:
+                return out  # the payload has not fully arrived
+            payload = bytes(self._buf[nl + 1 : nl + 1 + length])
+            del self._buf[: nl + 1 + length]
+            out.append((head, payload))
+
+
+class LogFollower:
+    """Follow one host's log from a byte offset, across dropped connections.
+
+    The cursor (`offset`, `ino`) always sits right after the last complete line delivered, so a
+    reconnect resumes there. `watch` = {"pid", "run_dir"} makes the host report the server's exit.
+    """
+
+    def __init__(
+        self,
+        ops: HostOps,
+        path: str,
+        *,
+        offset: int = 0,
+        ino: int | None = None,
+        tail: int | None = None,
+        follow: bool = True,
+        watch: dict[str, Any] | None = None,
+        retry_max_s: float = 5.0,
+        poll_s: float = 0.1,
+    ):
+        self.ops = ops
+        self.path = path
+        self.offset = offset
+        self.ino = ino
+        self.tail = tail
+        self.follow = follow
+        self.watch = watch
+        self.retry_max_s = retry_max_s
+        self.poll_s = poll_s
+        self.exited: ServerExited | None = None
+        self._stream: Stream | None = None
+        self._closed = False
+        self.reconnects = 0
+
+    async def close(self) -> None:
+        self._closed = True
+        s, self._stream = self._stream, None
+        if s is not None:
+            with contextlib.suppress(Exception):
+                await s.close()
+
+    async def items(self) -> AsyncIterator[FollowItem]:
+        delay = 0.2
+        first = True
+        link_down = False
+        while not self._closed:
+            req: dict[str, Any] = {
+                "path": self.path,
+                "offset": self.offset,
+                "ino": self.ino,
+                "follow": self.follow,
+                "poll": self.poll_s,
+            }
+            if first and self.tail is not None:
+                req["tail"] = self.tail
+            if self.watch and self.exited is None:
+                req["watch"] = self.watch
+            try:
+                self._stream = await self.ops.follow_stream(req)
+            except TransportError as exc:
+                if not self.follow:
+                    raise
+                if not link_down:
+                    link_down = True
+                    yield LinkState(False, str(exc))
+                await asyncio.sleep(delay)
+                delay = min(self.retry_max_s, delay * 2)
+                continue
+            decoder = FrameDecoder()
+            error: str | None = None
+            try:
+                async for data in self._stream.chunks():
+                    for head, payload in decoder.feed(data):
+                        kind = head.get("t")
+                        if kind == "start":
+                            first = False
+                            self.offset = int(head.get("off", self.offset))
+                            self.ino = head.get("ino", self.ino)
+                            if link_down:
+                                link_down = False
+                                delay = 0.2
+                                yield LinkState(True)
+                        elif kind == "data":
+                            self.ino = head.get("ino", self.ino)
+                            off = int(head["off"])
+                            self.offset = off + len(payload)
+                            yield LogChunk(off, payload, self.ino)
+                        elif kind == "reset":
+                            self.offset = 0
+                            self.ino = head.get("ino")
+                            yield LogReset(str(head.get("why", "")))
+                        elif kind == "exit":
+                            if self.exited is None:
+                                code = head.get("code")
+                                self.exited = ServerExited(int(head.get("pid") or 0), None if code is None else int(code))
+                                yield self.exited
+                        elif kind == "error":
+                            error = str(head.get("msg"))
+            except TransportError as exc:
+                error = str(exc)
+            finally:
+                s, self._stream = self._stream, None
+                if s is not None:
+                    with contextlib.suppress(Exception):
+                        await s.close()
+            if self._closed:
+                return
+            if not self.follow and error is None:
+                return
+            if error is not None and not self.follow:
+                raise HostOpError(f"{self.ops.label}: log follow failed: {error}")
+            # the connection dropped (or the program died): resume after the last full line
+            self.reconnects += 1
+            if not link_down:
+                link_down = True
+                yield LinkState(False, error or "connection closed")
+            await asyncio.sleep(delay)
+            delay = min(self.retry_max_s, delay * 2)
