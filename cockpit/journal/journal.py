@@ -433,6 +433,9 @@ class Journal:
         params: dict[str, Any] = dict(cols)
         kept = ("peak_gen_throughput", "peak_token_usage", "time_to_ready_s")
         sets = [f"{name} = :{name}" for name in cols if name not in kept]
+        if "backend_version" in cols:  # the log's format word refines RunInfo.version, None never erases it
+            sets.remove("backend_version = :backend_version")
+            sets.append("backend_version = coalesce(:backend_version, backend_version)")
         if "time_to_ready_s" in cols:  # a wall-clock measurement made live beats the log's estimate
             sets.append("time_to_ready_s = coalesce(time_to_ready_s, :time_to_ready_s)")
         # The state keeps a bounded window of samples: a peak seen earlier must not be forgotten.
