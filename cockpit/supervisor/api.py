@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cockpit.core.findings import FlagChange, Finding
+from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
 
 # Lifecycle of the run as the supervisor drives it (distinct from the server's phase in RunState).

@@ -81,9 +81,19 @@ class HostOps:
         env: dict[str, str],
         cwd: str,
         log: str,
+        meta: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """{"launched": True, "run": {...}} or {"refused": "live", "run": {...}} or {"error": ...}."""
-        req = {"op": "launch", "profile": profile, "run_id": run_id, "argv": argv, "env": env, "cwd": cwd, "log": log}
+        req = {
+            "op": "launch",
+            "profile": profile,
+            "run_id": run_id,
+            "argv": argv,
+            "env": env,
+            "cwd": cwd,
+            "log": log,
+            "meta": meta or {},
+        }
         return await self.call(req, timeout=90)
 
     async def find(self, profile: str, run_id: str | None = None) -> dict[str, Any] | None:
@@ -101,6 +111,10 @@ class HostOps:
     async def alive(self, pids: list[int]) -> list[int]:
         res = await self.call({"op": "alive", "pids": [int(p) for p in pids]}, timeout=20)
         return [int(p) for p in res.get("alive", [])]
+
+    async def free_port(self) -> tuple[str, int]:
+        res = await self.call({"op": "free_port"})
+        return str(res["addr"]), int(res["port"])
 
     async def read(self, path: str, start: int, end: int | None) -> bytes:
         res = await self.call({"op": "read", "path": path, "start": start, "end": end})

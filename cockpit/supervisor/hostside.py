@@ -17,12 +17,14 @@ Operations (the request's "op"):
   kill    send a signal to given pids (leftovers the operator agreed to kill).
   alive   which of the given pids are alive.
   read    bytes [start, end) of a file (older log lines on demand).
+  free_port  a TCP port free on the host and its outward address (multi-node --dist-init-addr).
   follow  stream a log from a byte offset as framed chunks (see below), optionally watching the
           server pid and reporting its exit.
 
 Run directory: <runs_root>/<profile>/<run_id>/ (runs_root defaults to $XDG_CACHE_HOME/cockpit/runs,
 i.e. ~/.cache/cockpit/runs) holds argv.json, env.json, cwd, pid, pgid, sid,
-waiter_pid, proc_start, started_at, log_path, log_offset, log_inode and, when the server ended,
+waiter_pid, proc_start, started_at, log_path, log_offset, log_inode, meta.json (what the cockpit
+wants to remember: flags as launched, node rank) and, when the server ended,
 exit_code (shell convention: 128+N for a signal). <runs_root>/<profile>/current names the newest
 run. Runs of one profile append to the same log; each run keeps the byte offset where it began.
 
@@ -176,7 +178,17 @@ def _run_info(run_dir):
         "members": members,
         "argv": argv,
         "error": _read(os.path.join(run_dir, "launch_error")),
+        "meta": _read_json(os.path.join(run_dir, "meta.json")),
+        "stopped_by": _read(os.path.join(run_dir, "stopped_by")),
     }
+
+
+def _read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def _runs_root(req):
@@ -246,6 +258,7 @@ def op_launch(req):
     _write(os.path.join(run_dir, "cwd"), cwd)
     _write(os.path.join(run_dir, "log_path"), log_path)
     _write(os.path.join(run_dir, "log_offset"), str(offset))
+    _write(os.path.join(run_dir, "meta.json"), json.dumps(req.get("meta") or {}))
     _write(os.path.join(pdir, "current"), req["run_id"])
 
     r, w = os.pipe()
@@ -425,6 +438,28 @@ def op_alive(req):
     return {"alive": [p for p in req.get("pids", []) if _alive(int(p))]}
 
 
+def op_free_port(req):
+    """A TCP port free on this host now, and an address other nodes can reach it at."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    addr = None
+    try:  # the address of the interface that routes outwards (no packet is sent)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            u.connect(("10.255.255.255", 1))
+            addr = u.getsockname()[0]
+    except OSError:
+        pass
+    if not addr:
+        try:
+            addr = socket.gethostbyname(socket.gethostname())
+        except OSError:
+            addr = "127.0.0.1"
+    return {"port": port, "addr": addr, "hostname": socket.gethostname()}
+
+
 def op_read(req):
     import base64
 
@@ -590,6 +625,7 @@ OPS = {
     "kill": op_kill,
     "alive": op_alive,
     "read": op_read,
+    "free_port": op_free_port,
     "follow": op_follow,
 }
 
