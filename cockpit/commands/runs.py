@@ -5,14 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from cockpit.errors import BadInput
 from cockpit.journal import Journal, RunRecord
-
-UNKNOWN = "—"  # unknown is shown as unknown, never as 0
+from cockpit.journal.report import (
+    UNKNOWN,
+    backend_words,
+    changes_by_run,
+    compare_rows,
+    differing_flags,
+    fmt_gb,
+    fmt_int,
+    fmt_outcome,
+    fmt_secs,
+    fmt_time,
+    fmt_tps,
+    fmt_value,
+    table,
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,97 +37,6 @@ def run(args: argparse.Namespace) -> int:
         return _list(journal, getattr(args, "profile", None), bool(args.json))
     finally:
         journal.close()
-
-
-# ---- formatting helpers (text only; JSON carries the raw values) ----
-def fmt_gb(v: float | None) -> str:
-    return UNKNOWN if v is None else f"{v:.2f} GB"
-
-
-def fmt_int(v: int | None) -> str:
-    return UNKNOWN if v is None else str(v)
-
-
-def fmt_tps(v: float | None) -> str:
-    return UNKNOWN if v is None else f"{v:.0f}"
-
-
-def fmt_secs(v: float | None) -> str:
-    if v is None:
-        return UNKNOWN
-    s = round(v)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
-def fmt_time(iso: str | None) -> str:
-    """ISO-8601 UTC as stored -> this machine's local time, to the second."""
-    if not iso:
-        return UNKNOWN
-    try:
-        dt = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return iso
-    if dt.tzinfo is not None:
-        dt = dt.astimezone()
-    return dt.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def fmt_value(v: Any) -> str:
-    if v is None:
-        return "unset"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, sort_keys=True)
-    return str(v)
-
-
-def fmt_outcome(r: RunRecord) -> str:
-    if r.outcome == "crashed" and r.crash_kind:
-        where = ", ".join(x for x in (r.crash_phase, r.crash_rank) if x)
-        return f"crashed: {r.crash_kind}" + (f" ({where})" if where else "")
-    return r.outcome
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [len(h) for h in header]
-    for row in rows:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    lines = []
-    for row in [list(header), *rows]:
-        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
-    return "\n".join(lines)
-
-
-def differing_flags(runs: Sequence[RunRecord]) -> dict[str, list[Any]]:
-    """Flags whose value is not the same in every run (absent counts as a value: unset)."""
-    names: list[str] = []
-    for r in runs:
-        for k in r.flags:
-            if k not in names:
-                names.append(k)
-    out: dict[str, list[Any]] = {}
-    for k in names:
-        values = [r.flags.get(k) for r in runs]
-        if any(json.dumps(v, sort_keys=True, default=str) != json.dumps(values[0], sort_keys=True, default=str)
-               for v in values[1:]) or any(k not in r.flags for r in runs):
-            out[k] = values
-    return out
-
-
-def changed_since(prev: RunRecord | None, run: RunRecord) -> str:
-    """`mem-fraction-static 0.93→0.88`: what this run changed relative to the previous run of its profile."""
-    if prev is None:
-        return ""
-    diffs = differing_flags([prev, run])
-    return ", ".join(f"{k} {fmt_value(a)}→{fmt_value(b)}" for k, (a, b) in diffs.items())
 
 
 def _print_json(obj: Any) -> None:
@@ -134,12 +54,7 @@ def _list(journal: Journal, profile: str | None, as_json: bool) -> int:
         where = f" of profile {profile}" if profile else ""
         print(f"no runs{where} in the journal yet ({journal.path}); `cockpit up PROFILE` records one")
         return 0
-    # the previous run of the same profile, to say what each run changed (runs are newest first)
-    previous: dict[str, RunRecord | None] = {}
-    older: dict[str, RunRecord] = {}
-    for r in reversed(runs):
-        previous[r.id] = older.get(r.profile)
-        older[r.profile] = r
+    changed = changes_by_run(runs)
     rows = [
         [
             r.id,
@@ -150,7 +65,7 @@ def _list(journal: Journal, profile: str | None, as_json: bool) -> int:
             fmt_int(r.max_total_num_tokens),
             fmt_tps(r.peak_gen_throughput),
             fmt_secs(r.time_to_ready_s),
-            changed_since(previous[r.id], r),
+            changed[r.id],
         ]
         for r in runs
     ]
@@ -166,12 +81,6 @@ def _find(journal: Journal, run_id: str) -> RunRecord:
     return rec
 
 
-def _backend_words(r: RunRecord) -> str:
-    if r.backend_version and r.backend and r.backend_version.startswith(r.backend):
-        return r.backend_version  # "sglang-0.5.9" already names the backend
-    return " ".join(x for x in (r.backend, r.backend_version) if x) or UNKNOWN
-
-
 def _show(journal: Journal, run_id: str, as_json: bool) -> int:
     r = _find(journal, run_id)
     if as_json:
@@ -181,7 +90,7 @@ def _show(journal: Journal, run_id: str, as_json: bool) -> int:
         ("run", r.id),
         ("profile", r.profile),
         ("hosts", ", ".join(r.hosts) or UNKNOWN),
-        ("backend", _backend_words(r)),
+        ("backend", backend_words(r)),
         ("started", fmt_time(r.started_at)),
         ("ended", fmt_time(r.ended_at) if r.ended_at else "still running" if r.outcome in ("running", "ready")
          else UNKNOWN),
@@ -217,28 +126,6 @@ def _show(journal: Journal, run_id: str, as_json: bool) -> int:
             for c in f.get("changes", []):
                 print(f"      {c.get('flag')} {fmt_value(c.get('from'))} → {fmt_value(c.get('to'))}")
     return 0
-
-
-Row = tuple[str, list[str]]
-
-
-def compare_rows(runs: Sequence[RunRecord]) -> tuple[list[Row], list[Row]]:
-    """The side-by-side rows (the measures, then the flags that differ), shared by the CLI and the
-    history screen."""
-    rows: list[Row] = [
-        ("profile", [r.profile for r in runs]),
-        ("started", [fmt_time(r.started_at) for r in runs]),
-        ("outcome", [r.outcome for r in runs]),
-        ("crash kind", [r.crash_kind or UNKNOWN if r.outcome == "crashed" else "none" for r in runs]),
-        ("crash phase", [r.crash_phase or UNKNOWN if r.outcome == "crashed" else "none" for r in runs]),
-        ("min headroom", [fmt_gb(r.min_headroom_gb) for r in runs]),
-        ("KV tokens", [fmt_int(r.max_total_num_tokens) for r in runs]),
-        ("peak gen tok/s", [fmt_tps(r.peak_gen_throughput) for r in runs]),
-        ("median gen tok/s", [fmt_tps(r.median_gen_throughput) for r in runs]),
-        ("time to ready", [fmt_secs(r.time_to_ready_s) for r in runs]),
-    ]
-    flags = [(f"--{flag.lstrip('-')}", [fmt_value(v) for v in values]) for flag, values in differing_flags(runs).items()]
-    return rows, flags
 
 
 def _compare(journal: Journal, ids: list[str], as_json: bool) -> int:

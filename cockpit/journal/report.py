@@ -1,0 +1,141 @@
+"""Runs in the operator's words: the formatting and comparison `cockpit runs` and the TUI's
+history screen share (pure functions over RunRecords, no I/O)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from cockpit.journal.journal import RunRecord
+
+UNKNOWN = "—"  # unknown is shown as unknown, never as 0
+
+
+def fmt_gb(v: float | None) -> str:
+    return UNKNOWN if v is None else f"{v:.2f} GB"
+
+
+def fmt_int(v: int | None) -> str:
+    return UNKNOWN if v is None else str(v)
+
+
+def fmt_tps(v: float | None) -> str:
+    return UNKNOWN if v is None else f"{v:.0f}"
+
+
+def fmt_secs(v: float | None) -> str:
+    if v is None:
+        return UNKNOWN
+    s = round(v)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def fmt_time(iso: str | None) -> str:
+    """ISO-8601 UTC as stored -> this machine's local time, to the second."""
+    if not iso:
+        return UNKNOWN
+    try:
+        dt = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return iso
+    if dt.tzinfo is not None:
+        dt = dt.astimezone()
+    return dt.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def fmt_value(v: Any) -> str:
+    if v is None:
+        return "unset"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True)
+    return str(v)
+
+
+def fmt_outcome(r: RunRecord) -> str:
+    if r.outcome == "crashed" and r.crash_kind:
+        where = ", ".join(x for x in (r.crash_phase, r.crash_rank) if x)
+        return f"crashed: {r.crash_kind}" + (f" ({where})" if where else "")
+    return r.outcome
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [len(h) for h in header]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for row in [list(header), *rows]:
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    return "\n".join(lines)
+
+
+def differing_flags(runs: Sequence[RunRecord]) -> dict[str, list[Any]]:
+    """Flags whose value is not the same in every run (absent counts as a value: unset)."""
+    names: list[str] = []
+    for r in runs:
+        for k in r.flags:
+            if k not in names:
+                names.append(k)
+    out: dict[str, list[Any]] = {}
+    for k in names:
+        values = [r.flags.get(k) for r in runs]
+        if any(json.dumps(v, sort_keys=True, default=str) != json.dumps(values[0], sort_keys=True, default=str)
+               for v in values[1:]) or any(k not in r.flags for r in runs):
+            out[k] = values
+    return out
+
+
+def changed_since(prev: RunRecord | None, run: RunRecord) -> str:
+    """`mem-fraction-static 0.93→0.88`: what this run changed relative to the previous run of its profile."""
+    if prev is None:
+        return ""
+    diffs = differing_flags([prev, run])
+    return ", ".join(f"{k} {fmt_value(a)}→{fmt_value(b)}" for k, (a, b) in diffs.items())
+
+
+def backend_words(r: RunRecord) -> str:
+    if r.backend_version and r.backend and r.backend_version.startswith(r.backend):
+        return r.backend_version  # "sglang-0.5.9" already names the backend
+    return " ".join(x for x in (r.backend, r.backend_version) if x) or UNKNOWN
+
+
+Row = tuple[str, list[str]]
+
+
+def compare_rows(runs: Sequence[RunRecord]) -> tuple[list[Row], list[Row]]:
+    """The side-by-side rows (the measures, then the flags that differ), shared by the CLI and the
+    history screen."""
+    rows: list[Row] = [
+        ("profile", [r.profile for r in runs]),
+        ("started", [fmt_time(r.started_at) for r in runs]),
+        ("outcome", [r.outcome for r in runs]),
+        ("crash kind", [r.crash_kind or UNKNOWN if r.outcome == "crashed" else "none" for r in runs]),
+        ("crash phase", [r.crash_phase or UNKNOWN if r.outcome == "crashed" else "none" for r in runs]),
+        ("min headroom", [fmt_gb(r.min_headroom_gb) for r in runs]),
+        ("KV tokens", [fmt_int(r.max_total_num_tokens) for r in runs]),
+        ("peak gen tok/s", [fmt_tps(r.peak_gen_throughput) for r in runs]),
+        ("median gen tok/s", [fmt_tps(r.median_gen_throughput) for r in runs]),
+        ("time to ready", [fmt_secs(r.time_to_ready_s) for r in runs]),
+    ]
+    flags = [(f"--{flag.lstrip('-')}", [fmt_value(v) for v in values]) for flag, values in differing_flags(runs).items()]
+    return rows, flags
+
+
+def changes_by_run(runs: Sequence[RunRecord]) -> dict[str, str]:
+    """For each run (given newest first), what it changed relative to the previous run of its profile."""
+    out: dict[str, str] = {}
+    older: dict[str, RunRecord] = {}
+    for r in reversed(runs):
+        out[r.id] = changed_since(older.get(r.profile), r)
+        older[r.profile] = r
+    return out
