@@ -283,7 +283,13 @@ class Journal:
 
     # ---- opening ----
     @classmethod
-    def open(cls, path: Path | None = None, *, migrations: Sequence[Migration] = MIGRATIONS) -> Journal:
+    def open(
+        cls,
+        path: Path | None = None,
+        *,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+    ) -> Journal:
         """Open (creating if needed) the journal at `path` (default: the user data dir).
 
         Raises JournalError (one line for the operator) when the file was written by a newer
@@ -299,13 +305,13 @@ class Journal:
         except OSError as exc:
             raise JournalError(f"cannot create the journal directory {path.parent}: {exc}") from exc
         try:
-            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+            conn = sqlite3.connect(str(path), timeout=busy_timeout_ms / 1000, isolation_level=None,
                                    check_same_thread=False)
         except sqlite3.Error as exc:
             raise JournalError(f"cannot open journal {path}: {exc}") from exc
         try:
             conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             # WAL: readers never block the supervisor's writes; NORMAL sync survives a killed
             # process (only a power cut can lose the last commits).
             conn.execute("PRAGMA journal_mode = WAL")
@@ -331,15 +337,27 @@ class Journal:
 
     # ---- writing ----
     def _write(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> int:
+        """One short IMMEDIATE transaction. SQLite failures (locked past the busy timeout, disk
+        full, read-only) become JournalError: one type for the supervisor to catch and report."""
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
             try:
+                self._conn.execute("BEGIN IMMEDIATE")
                 cur = self._conn.execute(sql, params)
                 self._conn.execute("COMMIT")
+                return cur.rowcount
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise JournalError(f"cannot write the journal {self.path}: {exc}") from exc
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
-            return cur.rowcount
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # the connection already gave the transaction up
 
     def record_start(self, run: RunInfo, profile_name: str, flags: dict[str, Any]) -> None:
         """A run was launched (or is attached to for the first time). Idempotent: recording the
@@ -473,7 +491,10 @@ class Journal:
     # ---- reading ----
     def _query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
-            return list(self._conn.execute(sql, params).fetchall())
+            try:
+                return list(self._conn.execute(sql, params).fetchall())
+            except sqlite3.Error as exc:
+                raise JournalError(f"cannot read the journal {self.path}: {exc}") from exc
 
     def get(self, run_id: str) -> RunRecord | None:
         """The run with this id, or the only one whose id starts with it; None when none does.

@@ -73,3 +73,29 @@ def test_a_writer_killed_mid_loop_leaves_a_sound_journal(tmp_path: Path) -> None
         j.record_start(run_info("after-kill"), "victim", {})
         assert j.get("after-kill") is not None
     assert _integrity(path) == "ok"
+
+
+def test_a_journal_locked_too_long_is_one_clear_error(tmp_path: Path) -> None:
+    from cockpit.journal import JournalError
+
+    from .helpers import run_info
+
+    path = tmp_path / "journal.sqlite3"
+    journal = Journal.open(path, busy_timeout_ms=200)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another cockpit in the middle of a long write
+    try:
+        start = time.monotonic()
+        try:
+            journal.record_start(run_info("r1"), "p", {})
+            raise AssertionError("the write should have waited, then failed")
+        except JournalError as exc:
+            assert "locked" in str(exc)
+        assert time.monotonic() - start < 5
+        assert journal.list_runs() == []  # reads still work while another process writes (WAL)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    journal.record_start(run_info("r1"), "p", {})  # and the journal recovers once the lock is gone
+    assert journal.get("r1") is not None
+    journal.close()

@@ -48,7 +48,7 @@ def journal_path(tmp_path: Path) -> Path:
     return path
 
 
-async def _loaded(pilot, screen: HistoryScreen) -> None:  # type: ignore[no-untyped-def]
+async def _loaded(pilot, screen: HistoryScreen) -> None:
     for _ in range(100):
         await pilot.pause(0.02)
         if screen.runs:
@@ -56,7 +56,7 @@ async def _loaded(pilot, screen: HistoryScreen) -> None:  # type: ignore[no-unty
     raise AssertionError("the journal never arrived")
 
 
-def _column(table: DataTable, key: str) -> list[str]:  # type: ignore[type-arg]
+def _column(table: DataTable, key: str) -> list[str]:
     return [str(table.get_cell(row, key)) for row in table.rows]
 
 

@@ -66,7 +66,7 @@ async def test_missing_program_and_cwd(tmp_path: Path) -> None:
     with pytest.raises(TransportError, match="does not exist"):
         await LocalTransport().run(["true"], cwd=str(tmp_path / "nope"))
     with pytest.raises(TypeError):
-        await LocalTransport().run("echo hi")  # type: ignore[arg-type]
+        await LocalTransport().run("echo hi")
 
 
 async def test_timeout_kills_the_tree(tmp_path: Path) -> None:

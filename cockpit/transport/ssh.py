@@ -1,0 +1,667 @@
+"""A remote host over SSH (asyncssh), the way the operator's own `ssh` would reach it.
+
+- ~/.ssh/config is honoured (Host aliases, HostName, User, Port, IdentityFile, ProxyJump, ...).
+  Jump hosts are opened here, hop by hop, so each hop gets the same connect timeout and the
+  same host-key check, and an error names the hop that failed.
+- Host keys are ALWAYS verified against known_hosts (UserKnownHostsFile from the config, else
+  ~/.ssh/known_hosts). An unknown or changed key is refused with HostKeyError and a message
+  that says how to accept it after checking the fingerprint. Nothing is ever auto-accepted.
+- One connection per host carries every channel (commands, log followers, the telemetry agent,
+  port forwards). After a drop the next call reconnects; failed attempts back off 1, 2, 4 … s.
+- The remote command line is built from the argv list with shlex quoting only. Environment
+  variables travel as `env K=V` in that argv (sshd's AcceptEnv usually refuses SSH env
+  requests); the working directory as a quoted `cd --` before `exec`. This assumes a POSIX
+  login shell on the host (sh, bash, zsh, dash), which is what GPU hosts run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shlex
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import asyncssh
+
+from cockpit.transport.base import Completed, HostKeyError, Stream, Transport, TransportError
+from cockpit.transport.local import CommandTimeout
+
+CONNECT_TIMEOUT_S = 10.0
+KEEPALIVE_INTERVAL_S = 15.0
+KEEPALIVE_COUNT_MAX = 3  # a silent link is declared dead after 45 s
+BACKOFF_CAP_S = 30.0
+TERM_GRACE_S = 2.0
+CHUNK_BYTES = 65536
+STDERR_TAIL_BYTES = 8192
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DEST = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^:@\s]+)(?::(?P<port>\d{1,5}))?$")
+# The wrapper prints the remote shell's pid (which `exec` hands to the command) on stderr first,
+# so that close() and timeouts can stop the command itself, not only its channel.
+_PID_MARK = b"cockpit-pid:"
+_CWD_MARK = b"cockpit-cwd-missing"
+_CWD_EXIT = 126
+
+
+@dataclass(frozen=True)
+class Destination:
+    """What the profile says: an alias, user@host, host:port or user@host:port."""
+
+    host: str
+    user: str | None = None
+    port: int | None = None
+
+    @classmethod
+    def parse(cls, dest: str) -> Destination:
+        m = _DEST.match(dest.strip())
+        if not m or dest.startswith("-"):
+            raise TransportError(f"{dest!r} is not an ssh destination (alias, user@host or user@host:port)")
+        host = m.group("host")
+        if host.startswith("["):
+            host = host[1:-1]
+        port = int(m.group("port")) if m.group("port") else None
+        return cls(host=host, user=m.group("user"), port=port)
+
+
+def remote_command_line(
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    *,
+    mark_pid: bool = True,
+) -> str:
+    """The line the remote login shell runs. Every piece from the caller is shlex-quoted."""
+    args = [str(a) for a in argv]
+    if isinstance(argv, str | bytes) or not args:
+        raise TypeError("argv must be a non-empty list of strings")
+    for a in args:
+        if "\x00" in a:
+            raise ValueError("an argv element must not contain a NUL byte")
+    parts: list[str] = []
+    if mark_pid:
+        parts.append("echo cockpit-pid:$$ >&2;")
+    if cwd:
+        if cwd == "~" or cwd.startswith("~/"):
+            # `~` does not expand inside quotes; "$HOME" does, and nothing else in it can.
+            rest = cwd[2:]
+            target = '"$HOME"' + ("/" + shlex.quote(rest) if rest else "")
+        else:
+            target = shlex.quote(cwd)
+        parts.append(f"cd -- {target} 2>/dev/null || {{ echo {_CWD_MARK.decode()} >&2; exit {_CWD_EXIT}; }};")
+    cmd = ["exec"]
+    if env:
+        cmd.append("env")
+        for k, v in env.items():
+            if not _ENV_NAME.match(str(k)):
+                raise ValueError(f"environment variable name {k!r} is not valid")
+            if "\x00" in str(v):
+                raise ValueError(f"environment variable {k} must not contain a NUL byte")
+            cmd.append(f"{k}={v}")
+    cmd.extend(args)
+    parts.append(shlex.join(cmd))
+    return " ".join(parts)
+
+
+def _ssh_config_paths() -> list[str]:
+    # Looked up at connect time: HOME may differ between processes (and tests point it elsewhere).
+    path = os.path.expanduser("~/.ssh/config")
+    return [path] if os.access(path, os.R_OK) else []
+
+
+def _known_hosts_files(opts: asyncssh.SSHClientConnectionOptions) -> list[str]:
+    """Where the host keys for this hop are trusted from. Never empty, never 'don't check'."""
+    kh = opts.known_hosts
+    files: list[str] = []
+    if isinstance(kh, list | tuple):
+        files = [os.path.expanduser(str(p)) for p in kh if isinstance(p, str | os.PathLike)]
+    elif isinstance(kh, str):
+        files = [os.path.expanduser(kh)]
+    # `UserKnownHostsFile none` (kh is None) would switch verification off in asyncssh: we ignore
+    # that and fall back to the standard file, like a careful operator would.
+    files = [f for f in files if f.lower() != "none"]
+    if not files:
+        files = [os.path.expanduser("~/.ssh/known_hosts")]
+    return files
+
+
+def _readable(files: list[str]) -> list[str]:
+    return [f for f in files if os.path.isfile(f) and os.access(f, os.R_OK)]
+
+
+def _hostport(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def _tilde(path: str) -> str:
+    home = os.path.expanduser("~")
+    return "~" + path[len(home) :] if home != "~" and path.startswith(home + "/") else path
+
+
+class _Hop:
+    """One resolved hop (the target or a jump host) with its options from ~/.ssh/config."""
+
+    def __init__(self, dest: Destination, label: str):
+        self.dest = dest
+        self.label = label
+        try:
+            self.options = asyncssh.SSHClientConnectionOptions(
+                config=_ssh_config_paths(),
+                host=dest.host,
+                port=dest.port if dest.port is not None else (),
+                username=dest.user if dest.user is not None else (),
+            )
+        except (OSError, ValueError, asyncssh.Error) as exc:
+            raise TransportError(
+                f"{label}: cannot read ssh settings for {dest.host}: {exc}",
+                hint="check ~/.ssh/config",
+            ) from exc
+        host = getattr(self.options, "host", None) or dest.host
+        self.hostname: str = str(host)
+        self.port: int = int(getattr(self.options, "port", None) or 22)
+        tunnel = getattr(self.options, "tunnel", None)
+        self.proxy_jump: str | None = tunnel if isinstance(tunnel, str) and tunnel.lower() != "none" else None
+        self.known_hosts = _known_hosts_files(self.options)
+
+    @property
+    def where(self) -> str:
+        return (
+            f"{self.dest.host} ({self.hostname}:{self.port})"
+            if self.dest.host != self.hostname
+            else (f"{self.hostname}:{self.port}")
+        )
+
+
+class SSHStream(Stream):
+    """A remote command on its own channel; stdout as chunks, stderr kept as a tail."""
+
+    def __init__(self, transport: SSHTransport, process: Any, stdin: bytes | None):
+        self._t = transport
+        self._p = process
+        self._pid: int | None = None
+        self._pid_seen = asyncio.Event()
+        self._stderr = bytearray()
+        self._cwd_missing = False
+        self._closed = False
+        self._tasks: list[asyncio.Task[None]] = [asyncio.create_task(self._drain_stderr())]
+        self._tasks.append(asyncio.create_task(self._feed(stdin)))
+
+    @property
+    def returncode(self) -> int | None:
+        rc = self._p.returncode
+        return int(rc) if rc is not None else None
+
+    @property
+    def pid(self) -> int | None:
+        """The command's pid on the remote host (known once it has started)."""
+        return self._pid
+
+    @property
+    def stderr_tail(self) -> str:
+        return self._stderr.decode("utf-8", "replace")
+
+    @property
+    def cwd_missing(self) -> bool:
+        return self._cwd_missing
+
+    async def _feed(self, data: bytes | None) -> None:
+        try:
+            if data:
+                self._p.stdin.write(data)
+                await self._p.stdin.drain()
+            self._p.stdin.write_eof()
+        except (OSError, asyncssh.Error, BrokenPipeError):
+            pass  # the command exited early; its status tells the story
+
+    async def _drain_stderr(self) -> None:
+        pending = b""
+        header = True
+        try:
+            while True:
+                data = await self._p.stderr.read(CHUNK_BYTES)
+                if not data:
+                    break
+                if header:
+                    # Strip our own marker lines from what the command wrote.
+                    pending += data
+                    while header and b"\n" in pending:
+                        line, pending = pending.split(b"\n", 1)
+                        if line.startswith(_PID_MARK):
+                            with contextlib.suppress(ValueError):
+                                self._pid = int(line[len(_PID_MARK) :])
+                            self._pid_seen.set()
+                        elif line == _CWD_MARK:
+                            self._cwd_missing = True
+                        else:
+                            header = False
+                            pending = line + b"\n" + pending
+                    if header:
+                        continue
+                    data, pending = pending, b""
+                self._stderr += data
+                if len(self._stderr) > STDERR_TAIL_BYTES:
+                    del self._stderr[: len(self._stderr) - STDERR_TAIL_BYTES]
+        except (OSError, asyncssh.Error):
+            pass
+        finally:
+            if pending:
+                self._stderr += pending
+            self._pid_seen.set()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            while True:
+                data = await self._p.stdout.read(CHUNK_BYTES)
+                if not data:
+                    break
+                yield data
+        except (OSError, asyncssh.Error) as exc:
+            self._t._note_broken(exc)
+            return
+        with contextlib.suppress(Exception):
+            await self._p.wait_closed()
+
+    async def wait(self) -> int | None:
+        with contextlib.suppress(OSError, asyncssh.Error):
+            await self._p.wait_closed()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        return self.returncode
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._p.returncode is None:
+            await self._stop()
+        with contextlib.suppress(Exception):
+            self._p.close()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+
+    async def _stop(self) -> None:
+        # 1. The SSH "signal" request (honoured by recent OpenSSH servers).
+        with contextlib.suppress(Exception):
+            self._p.send_signal("TERM")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._pid_seen.wait(), 1.0)
+        # 2. Kill by pid (its process group first: sshd made it a session leader) over a second
+        #    channel, because many servers ignore signal requests.
+        if self._pid is not None:
+            await self._t._kill_remote(self._pid, "TERM")
+        try:
+            await asyncio.wait_for(self._p.wait_closed(), TERM_GRACE_S)
+            return
+        except (TimeoutError, OSError, asyncssh.Error):
+            pass
+        if self._pid is not None:
+            await self._t._kill_remote(self._pid, "KILL")
+
+
+class SSHTransport(Transport):
+    """One host reached over SSH, with one pooled connection for all channels."""
+
+    def __init__(
+        self,
+        dest: str,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT_S,
+        keepalive_interval: float = KEEPALIVE_INTERVAL_S,
+        backoff_cap: float = BACKOFF_CAP_S,
+    ):
+        self.label = dest
+        self.dest = Destination.parse(dest)
+        self.connect_timeout = connect_timeout
+        self.keepalive_interval = keepalive_interval
+        self.backoff_cap = backoff_cap
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._jumps: list[asyncssh.SSHClientConnection] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock: asyncio.Lock | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        self._forwards: dict[tuple[str, int], tuple[int, Any]] = {}
+        self._closed = False
+        self.connects = 0  # how many times a connection was (re)established; tests and the UI read it
+
+    async def __aenter__(self) -> SSHTransport:
+        return self
+
+    # ------------------------------------------------------------ connection
+
+    def _same_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            # A connection belongs to the loop that made it; another loop starts afresh.
+            self._loop = loop
+            self._lock = asyncio.Lock()
+            self._conn = None
+            self._jumps = []
+            self._forwards = {}
+
+    def _alive(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    def _note_broken(self, exc: BaseException | None = None) -> None:
+        if self._conn is None:
+            return
+        if self._conn.is_closed() or isinstance(exc, asyncssh.ConnectionLost | ConnectionError):
+            self._drop()
+
+    def _drop(self) -> None:
+        conn, jumps = self._conn, self._jumps
+        self._conn, self._jumps = None, []
+        for c in [conn, *jumps]:
+            if c is not None:
+                with contextlib.suppress(Exception):
+                    c.abort()
+        # Forwards died with the connection; they are re-created (same local ports if free).
+
+    async def connection(self) -> asyncssh.SSHClientConnection:
+        """The live connection, (re)connecting first if needed."""
+        if self._closed:
+            raise TransportError(f"{self.label}: transport is closed")
+        self._same_loop()
+        if self._alive():
+            assert self._conn is not None
+            return self._conn
+        assert self._lock is not None
+        async with self._lock:
+            if self._alive():
+                assert self._conn is not None
+                return self._conn
+            self._drop()
+            wait = self._retry_at - time.monotonic()
+            if self._failures and wait > 0:
+                await asyncio.sleep(wait)
+            try:
+                conn, jumps = await self._connect_chain(self.dest, self.label, depth=0)
+            except TransportError:
+                self._failures += 1
+                self._retry_at = time.monotonic() + min(self.backoff_cap, 2.0 ** (self._failures - 1))
+                raise
+            self._failures = 0
+            self._conn, self._jumps = conn, jumps
+            self.connects += 1
+            await self._restore_forwards()
+            return conn
+
+    async def _connect_chain(
+        self, dest: Destination, label: str, depth: int
+    ) -> tuple[asyncssh.SSHClientConnection, list[asyncssh.SSHClientConnection]]:
+        if depth > 8:
+            raise TransportError(f"{label}: ProxyJump chain is too long (a loop in ~/.ssh/config?)")
+        hop = _Hop(dest, label)
+        tunnel: asyncssh.SSHClientConnection | None = None
+        jumps: list[asyncssh.SSHClientConnection] = []
+        if hop.proxy_jump:
+            # "a,b,c": connect to a, through it to b, through b to c, then to the target.
+            for i, spec in enumerate(hop.proxy_jump.split(",")):
+                jdest = Destination.parse(spec.strip())
+                jlabel = f"{label}: jump host {jdest.host}"
+                if i == 0:
+                    conn, inner = await self._connect_chain(jdest, jlabel, depth + 1)
+                    jumps.extend(inner)
+                else:
+                    conn = await self._open_hop(_Hop(jdest, jlabel), tunnel)
+                jumps.append(conn)
+                tunnel = conn
+        try:
+            conn = await self._open_hop(hop, tunnel)
+        except BaseException:
+            for j in jumps:
+                with contextlib.suppress(Exception):
+                    j.abort()
+            raise
+        return conn, jumps
+
+    async def _open_hop(
+        self, hop: _Hop, tunnel: asyncssh.SSHClientConnection | None
+    ) -> asyncssh.SSHClientConnection:
+        known = _readable(hop.known_hosts)
+        try:
+            return await asyncio.wait_for(
+                asyncssh.connect(
+                    hop.dest.host,
+                    hop.dest.port if hop.dest.port is not None else (),
+                    options=hop.options,
+                    tunnel=tunnel if tunnel is not None else None,
+                    known_hosts=known if known else b"",
+                    connect_timeout=self.connect_timeout,
+                    login_timeout=self.connect_timeout,
+                    keepalive_interval=self.keepalive_interval,
+                    keepalive_count_max=KEEPALIVE_COUNT_MAX,
+                ),
+                # asyncssh's own timeout covers the handshake; this one also covers a jump hop
+                # whose channel open never answers.
+                self.connect_timeout + 2.0,
+            )
+        except asyncssh.HostKeyNotVerifiable as exc:
+            raise await self._host_key_error(hop, tunnel, exc) from None
+        except asyncssh.PermissionDenied as exc:
+            raise TransportError(
+                f"{hop.label}: authentication refused by {hop.where}: {exc.reason}",
+                hint="check that ssh-agent holds your key (ssh-add -l) or IdentityFile in ~/.ssh/config; "
+                f"`ssh {hop.dest.host}` must work without a password prompt",
+            ) from None
+        except (TimeoutError, asyncssh.misc.ConnectionLost) as exc:
+            if isinstance(exc, TimeoutError):
+                why = f"no answer within {self.connect_timeout:g} s"
+            else:
+                why = f"connection lost during login ({exc})"
+            raise TransportError(
+                f"{hop.label}: cannot reach {hop.where}: {why}",
+                hint="is the host up and the address/port in ~/.ssh/config right?",
+            ) from None
+        except asyncssh.ChannelOpenError as exc:
+            raise TransportError(
+                f"{hop.label}: the jump host could not open a connection to {hop.where}: {exc.reason}",
+                hint="check HostName/Port of the target as seen from the jump host",
+            ) from None
+        except asyncssh.Error as exc:
+            raise TransportError(f"{hop.label}: ssh to {hop.where} failed: {exc.reason}") from None
+        except OSError as exc:
+            raise TransportError(
+                f"{hop.label}: cannot reach {hop.where}: {exc.strerror or exc}",
+                hint="is the host up and the address/port in ~/.ssh/config right?",
+            ) from None
+        except ValueError as exc:
+            raise TransportError(
+                f"{hop.label}: bad ssh settings: {exc}", hint="check ~/.ssh/config"
+            ) from None
+
+    async def _host_key_error(
+        self, hop: _Hop, tunnel: asyncssh.SSHClientConnection | None, exc: Exception
+    ) -> HostKeyError:
+        known = _readable(hop.known_hosts)
+        key_name = _hostport(hop.hostname, hop.port)
+        pinned = False
+        if known:
+            with contextlib.suppress(Exception):
+                trusted = asyncssh.match_known_hosts(
+                    known, hop.hostname, "", hop.port if hop.port != 22 else None
+                )
+                pinned = bool(trusted[0] or trusted[1])
+        offered = ""
+        with contextlib.suppress(Exception):
+            key = await asyncio.wait_for(
+                asyncssh.get_server_host_key(
+                    hop.hostname, hop.port, tunnel=tunnel if tunnel is not None else (), config=None
+                ),
+                self.connect_timeout,
+            )
+            if key is not None:
+                offered = f"{key.get_algorithm()} {key.get_fingerprint('sha256')}"
+        kh_name = _tilde(hop.known_hosts[0])
+        default_kh = os.path.expanduser("~/.ssh/known_hosts")
+        kh_opt = "" if hop.known_hosts[0] == default_kh else f" -f {shlex.quote(kh_name)}"
+        keyscan = (
+            f"ssh-keyscan -p {hop.port} {hop.hostname}" if hop.port != 22 else f"ssh-keyscan {hop.hostname}"
+        )
+        if pinned:
+            msg = (
+                f"{hop.label}: the host key of {hop.where} has CHANGED"
+                + (f" (now {offered})" if offered else "")
+                + f"; refusing to connect. {kh_name} holds a different key for {key_name}: "
+                "the host was reinstalled or someone is intercepting the connection"
+            )
+            hint = (
+                "if the new key is expected (check the fingerprint with the host's admin), remove the old one "
+                f"with `ssh-keygen -R '{key_name}'{kh_opt}` and accept the new one by connecting once with "
+                f"`ssh {hop.dest.host}` (or `{keyscan} >> {kh_name}`)"
+            )
+        else:
+            msg = (
+                f"{hop.label}: the host key of {hop.where} is unknown"
+                + (f" ({offered})" if offered else "")
+                + f"; refusing to connect: it is not in {kh_name}"
+            )
+            hint = (
+                "after checking the fingerprint, accept it by connecting once with "
+                f"`ssh {hop.dest.host}`, or run `{keyscan} >> {kh_name}`"
+            )
+        del exc
+        return HostKeyError(msg, hint=hint)
+
+    # ------------------------------------------------------------ channels
+
+    async def _open_process(self, line: str) -> Any:
+        """Open a session channel, reconnecting once if the pooled connection turned out dead."""
+        for attempt in (1, 2):
+            conn = await self.connection()
+            try:
+                return await conn.create_process(line, encoding=None)
+            except (asyncssh.ChannelOpenError, asyncssh.DisconnectError, OSError) as exc:
+                if conn.is_closed() or isinstance(exc, asyncssh.DisconnectError | OSError):
+                    self._drop()
+                    if attempt == 1:
+                        continue
+                    raise TransportError(f"{self.label}: connection lost: {exc}") from None
+                reason = getattr(exc, "reason", str(exc))
+                raise TransportError(f"{self.label}: cannot start a command: {reason}") from None
+        raise AssertionError("unreachable")
+
+    async def stream(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+    ) -> SSHStream:
+        line = remote_command_line(argv, env, cwd)
+        process = await self._open_process(line)
+        return SSHStream(self, process, stdin)
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        timeout: float | None = 60.0,
+    ) -> Completed:
+        s = await self.stream(argv, stdin=stdin, env=env, cwd=cwd)
+        out = bytearray()
+
+        async def collect() -> None:
+            async for chunk in s.chunks():
+                out.extend(chunk)
+            await s.wait()
+
+        try:
+            await asyncio.wait_for(collect(), timeout)
+        except TimeoutError:
+            await s.close()
+            raise CommandTimeout(
+                f"{self.label}: {argv[0]} did not finish within {timeout:g} s and was stopped"
+            ) from None
+        except BaseException:
+            await asyncio.shield(s.close())
+            raise
+        rc = s.returncode
+        if rc is None:
+            # The channel closed without an exit status: the connection broke under it.
+            self._note_broken()
+            raise TransportError(f"{self.label}: connection lost while running {argv[0]}")
+        if s.cwd_missing and rc == _CWD_EXIT:
+            raise TransportError(f"{self.label}: working directory {cwd} does not exist")
+        err = s.stderr_tail.encode() if len(s._stderr) >= STDERR_TAIL_BYTES else bytes(s._stderr)
+        if rc == 127 and (b"not found" in err or b"No such file or directory" in err) and len(out) == 0:
+            raise TransportError(
+                f"{self.label}: command not found: {argv[0]}",
+                hint="check the path (remote commands do not see your interactive shell's PATH)",
+            )
+        return Completed(rc, bytes(out), err)
+
+    async def _kill_remote(self, pid: int, sig: str) -> None:
+        # Integers only reach this line; still built as an argv and quoted like everything else.
+        line = remote_command_line(
+            [
+                "sh",
+                "-c",
+                'kill -s "$1" -- "-$2" 2>/dev/null || kill -s "$1" "$2" 2>/dev/null; true',
+                "kill",
+                sig,
+                str(int(pid)),
+            ],
+            mark_pid=False,
+        )
+        with contextlib.suppress(Exception):
+            conn = await self.connection()
+            await asyncio.wait_for(conn.run(line, check=False), 5.0)
+
+    # ------------------------------------------------------------ ports
+
+    async def forward_port(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
+        """A local port tunnelled to remote_host:remote_port. Call it again before each use after a
+        possible drop: it returns the same port once the tunnel is back."""
+        key = (remote_host, int(remote_port))
+        await self.connection()  # restores existing forwards after a reconnect
+        if key in self._forwards:
+            return self._forwards[key][0]
+        listener = await self._listen(key, 0)
+        port = int(listener.get_port())
+        self._forwards[key] = (port, listener)
+        return port
+
+    async def _listen(self, key: tuple[str, int], local_port: int) -> Any:
+        assert self._conn is not None
+        try:
+            return await self._conn.forward_local_port("127.0.0.1", local_port, key[0], key[1])
+        except (OSError, asyncssh.Error) as exc:
+            raise TransportError(
+                f"{self.label}: cannot forward a local port to {key[0]}:{key[1]}: {exc}"
+            ) from None
+
+    async def _restore_forwards(self) -> None:
+        for key, (port, old) in list(self._forwards.items()):
+            with contextlib.suppress(Exception):
+                old.close()
+            try:
+                listener = await self._listen(key, port)
+            except TransportError:
+                listener = await self._listen(key, 0)  # the old port was taken meanwhile
+            self._forwards[key] = (int(listener.get_port()), listener)
+
+    async def close(self) -> None:
+        self._closed = True
+        for _port, listener in self._forwards.values():
+            with contextlib.suppress(Exception):
+                listener.close()
+        self._forwards = {}
+        conns = [c for c in [self._conn, *reversed(self._jumps)] if c is not None]
+        self._conn, self._jumps = None, []
+        for c in conns:
+            with contextlib.suppress(Exception):
+                c.close()
+                await asyncio.wait_for(c.wait_closed(), 5.0)
