@@ -1,0 +1,122 @@
+"""Log view filters: the presets the TUI and `cockpit logs --filter` offer, or any regex, plus a rank.
+
+Presets are plain substring checks (`str in str` runs at C speed), never a regex per line; a regex
+is compiled once. Matching is case-sensitive, like grep without -i: the presets list the spellings
+SGLang prints.
+"""
+
+from __future__ import annotations
+
+import re
+
+PRESETS: dict[str, tuple[str, ...]] = {
+    "memory": ("avail mem", "max_total_num", "KV Cache", "Allocating", "Capture"),
+    "errors": ("Traceback", "Error", "CUDA out of memory", "OutOfMemoryError", "RuntimeError", "SIGQUIT",
+               "exception", "Killed"),
+    "batches": ("Prefill batch", "Decode batch"),
+    "all": (),
+}
+PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)
+
+
+def _normalize_rank(rank: str) -> tuple[str, ...]:
+    """"3" -> ("TP3",); "tp3" -> ("TP3",); "DP1 TP3" -> ("DP1", "TP3")."""
+    tokens = rank.replace(",", " ").split()
+    out = []
+    for t in tokens:
+        t = t.strip()
+        if t.isdigit():
+            out.append(f"TP{t}")
+        else:
+            out.append(t.upper() if t[:2].lower() in ("tp", "dp", "pp", "ep") else t)
+    if not out:
+        raise ValueError(f"invalid rank {rank!r}: give a number (3) or a label as logged (TP3, DP1 TP3)")
+    return tuple(out)
+
+
+def record_rank_tokens(text: str) -> tuple[str, ...] | None:
+    """The rank tokens of a record start (`[2026-02-24 11:55:44 DP1 TP3] …` -> ("DP1", "TP3")),
+    () for a record without a prefix (main process), None for a continuation line."""
+    if len(text) < 21 or text[0] != "[" or text[5] != "-" or text[14] != ":" or not text[1:5].isdigit():
+        return None
+    close = text.find("]", 20)
+    if close == -1:
+        return None
+    return tuple(t for t in text[20:close].split() if not t.startswith("."))  # not the ".mmm" of the time
+
+
+class LineFilter:
+    """`matches(text)` for each line, in log order; `spans(text)` for highlighting.
+
+    spec: a preset name (memory, errors, batches, all) or a regular expression.
+    rank: only lines from that rank ("3" or "TP3"); continuation lines (traceback text) follow the
+    record they belong to, so a rank's traceback stays visible: call `matches` in log order.
+    """
+
+    def __init__(self, spec: str = "all", rank: str | None = None) -> None:
+        self.spec = spec
+        self._needles: tuple[str, ...] | None = None
+        self._regex: re.Pattern[str] | None = None
+        if spec in PRESETS:
+            self._needles = PRESETS[spec]
+        else:
+            try:
+                self._regex = re.compile(spec)
+            except re.error as exc:
+                raise ValueError(
+                    f"invalid filter {spec!r}: not a preset ({', '.join(PRESET_NAMES)}) and not a valid "
+                    f"regular expression ({exc})"
+                ) from None
+        self.rank = rank
+        self._rank_tokens = _normalize_rank(rank) if rank else None
+        self._current_record_matches_rank = False
+
+    @property
+    def is_all(self) -> bool:
+        return self._needles == () and self._rank_tokens is None
+
+    def _rank_ok(self, text: str) -> bool:
+        if self._rank_tokens is None:
+            return True
+        tokens = record_rank_tokens(text)
+        if tokens is None:  # continuation: belongs to the last record
+            return self._current_record_matches_rank
+        ok = bool(tokens) and all(t in tokens for t in self._rank_tokens)
+        self._current_record_matches_rank = ok
+        return ok
+
+    def matches(self, text: str) -> bool:
+        if not self._rank_ok(text):
+            return False
+        needles = self._needles
+        if needles is not None:
+            if not needles:
+                return True
+            return any(n in text for n in needles)
+        assert self._regex is not None
+        return self._regex.search(text) is not None
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the filter matched, merged and sorted (for highlighting)."""
+        found: list[tuple[int, int]] = []
+        if self._needles is not None:
+            for n in self._needles:
+                start = text.find(n)
+                while start != -1:
+                    found.append((start, start + len(n)))
+                    start = text.find(n, start + len(n))
+        elif self._regex is not None:
+            for m in self._regex.finditer(text):
+                if m.end() > m.start():
+                    found.append((m.start(), m.end()))
+        if not found:
+            return []
+        found.sort()
+        merged = [found[0]]
+        for s, e in found[1:]:
+            ls, le = merged[-1]
+            if s <= le:
+                merged[-1] = (ls, max(le, e))
+            else:
+                merged.append((s, e))
+        return merged

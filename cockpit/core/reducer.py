@@ -1,0 +1,543 @@
+"""Fold events into a RunState: deterministic, in place, no I/O.
+
+The same reducer serves the live supervisor (events as lines arrive), `cockpit diagnose` (a whole
+file) and the tests. Phases only move forward (loading → kv_pool → capturing → warmup → ready) until
+a crash or a stop; a new `server_args` dump after a run has started means the log now holds a new
+run, and the state starts over.
+
+The crash story is assembled from several lines: `[… TP3] Scheduler hit an exception:` names the
+rank, the traceback frames name the phase (forward_extend = prefill, forward_decode = decode, the
+CUDA-graph runner's capture = graph capture, cache init = startup), and the exception line names the
+kind. SIGQUIT, `Killed` and dead-rank lines that follow only add to the decisive lines, except that
+they are the whole story when nothing else was printed (the host OOM killer leaves no traceback).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cockpit.core import events as ev
+from cockpit.core.state import Crash, RunState, SeriesPoint
+
+_PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5}
+MAX_DECISIVE_LINES = 8
+_MAX_FRAMES = 64
+FORMAT_059 = "sglang-0.5.9"
+FORMAT_0523 = "sglang-0.5.23"
+# Exit codes of a deliberate stop (SIGTERM / SIGINT, as a status or as 128 + signal).
+_STOP_EXITS = {0, -15, 143, -2, 130}
+_OOM_KILL_EXITS = {-9, 137}
+# Crash kinds a later, more specific line may replace.
+_VAGUE_KINDS = {"unknown"}
+
+
+@dataclass
+class _Context:
+    """What the reducer remembers between events (not part of the published state)."""
+
+    exc_rank: str | None = None  # the rank of the last `Scheduler hit an exception`
+    exc_seen: bool = False
+    frames: list[str] = field(default_factory=list)  # "file:function" since that exception
+    batch_seen: bool = False
+
+
+_CTX_ATTR = "_reducer_context"
+
+
+def _ctx(state: RunState) -> _Context:
+    c = state.__dict__.get(_CTX_ATTR)
+    if c is None:
+        c = _Context()
+        state.__dict__[_CTX_ATTR] = c
+    return c
+
+
+def _advance(state: RunState, phase: str, ts: str | None) -> None:
+    if state.phase in ("crashed", "stopped"):
+        return
+    if _PHASE_ORDER.get(phase, 0) > _PHASE_ORDER.get(state.phase, 0):
+        state.phase = phase
+        state.phase_since = ts
+
+
+def _hint_format(state: RunState, fmt: str, strong: bool = False) -> None:
+    if strong or state.format is None:
+        state.format = fmt
+
+
+def _rank_label(e: ev.Event) -> str:
+    # A scheduler without a prefix is the single-GPU case: rank 0.
+    return e.rank or "TP0"
+
+
+def _reset(state: RunState) -> None:
+    fresh = RunState(backend=state.backend)
+    lines = state.lines_seen
+    state.__dict__.update(fresh.__dict__)
+    state.__dict__.pop(_CTX_ATTR, None)
+    state.lines_seen = lines
+
+
+def _where(e: ev.Event) -> str:
+    if e.ts is None:
+        return ""
+    return f"[{e.ts}{' ' + e.rank if e.rank else ''}] "
+
+
+def _describe(e: ev.Event) -> str:
+    text = getattr(e, "text", None)
+    if isinstance(e, ev.ExceptionLine):
+        text = f"{e.exc_type}: {e.text}"
+    elif isinstance(e, ev.SchedulerException):
+        text = "Scheduler hit an exception: Traceback (most recent call last):"
+    elif isinstance(e, ev.TracebackFrame):
+        text = f'File "{e.file}", in {e.function}'
+    elif isinstance(e, ev.ExitCode):
+        text = f"Exit code: {e.exit_code}"
+    elif isinstance(e, ev.ProcessExited):
+        text = f"server process exited with code {e.exit_code}"
+    elif text is None:
+        text = type(e).__name__
+    return _where(e) + str(text)
+
+
+def _add_decisive(crash: Crash, line: str) -> None:
+    if len(crash.decisive_lines) < MAX_DECISIVE_LINES and line not in crash.decisive_lines:
+        crash.decisive_lines.append(line)
+
+
+def _phase_from_frames(frames: list[str]) -> str | None:
+    found: set[str] = set()
+    for fr in frames:
+        file, _, func = fr.rpartition(":")
+        lf = file.lower()
+        if ("graph_runner" in lf and "capture" in func) or (func.startswith("capture") and "graph" in lf):
+            found.add("graph_capture")
+        elif func in ("init_cache_with_memory_pool", "init_memory_pool", "load_model") or "hiradix" in lf \
+                or "HiRadixCache" in func:
+            found.add("startup")
+        elif func == "forward_extend":
+            found.add("prefill")
+        elif func == "forward_decode":
+            found.add("decode")
+    for phase in ("graph_capture", "startup", "prefill", "decode"):
+        if phase in found:
+            return phase
+    return None
+
+
+def _crash_phase(state: RunState, kind: str, event: ev.Event) -> str:
+    c = _ctx(state)
+    if kind == "graph_capture_oom":
+        return "graph_capture"
+    if isinstance(event, ev.KvPoolExhausted) and event.stage in ("prefill", "decode"):
+        return event.stage
+    from_frames = _phase_from_frames(c.frames) if c.exc_seen or c.frames else None
+    if from_frames:
+        return from_frames
+    if kind in ("init_not_enough_memory", "port_in_use", "hicache_host_memory", "warmup_failed"):
+        return "startup"
+    if state.ready_in_log or state.phase == "ready":
+        if state.last_batch_kind in ("prefill", "decode"):
+            return state.last_batch_kind
+        return "serving"
+    if state.phase == "capturing" and kind == "cuda_oom":
+        return "graph_capture"
+    return "startup"
+
+
+def _crash_rank(state: RunState, event: ev.Event) -> str | None:
+    c = _ctx(state)
+    if c.exc_seen:
+        if c.exc_rank is not None:
+            return c.exc_rank
+        if len(state.ranks) == 1:  # single GPU: the scheduler prints no prefix
+            return next(iter(state.ranks))
+    if isinstance(event, ev.RankDead) and event.rank_index is not None:
+        return _label_for_index(state, event.rank_index)
+    return event.rank
+
+
+def _label_for_index(state: RunState, index: int) -> str:
+    token = f"TP{index}"
+    for label in state.ranks:
+        if token in label.split():
+            return label
+    return token
+
+
+def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = None) -> None:
+    """Record (or sharpen) the crash. The first specific kind wins; later lines only add context."""
+    text = message if message is not None else _describe(event)
+    crash = state.crash
+    if crash is not None:
+        upgrade = crash.kind in _VAGUE_KINDS and kind not in _VAGUE_KINDS
+        upgrade = upgrade or (crash.kind == "cuda_oom" and kind == "graph_capture_oom")
+        upgrade = upgrade or (crash.kind == "host_oom_killed" and kind == "hicache_host_memory")
+        if upgrade:
+            crash.kind = kind
+            crash.line = event.line
+            crash.message = text
+            crash.phase = _crash_phase(state, kind, event)
+            if crash.rank is None:
+                crash.rank = _crash_rank(state, event)
+        _add_decisive(crash, _describe(event))
+        return
+    phase = _crash_phase(state, kind, event)
+    state.crash = Crash(kind=kind, phase=phase, rank=_crash_rank(state, event), line=event.line, message=text)
+    _add_decisive(state.crash, _describe(event))
+    state.phase = "crashed"
+    state.phase_since = event.ts or state.last_ts
+
+
+def _oom_kill_kind(state: RunState) -> str:
+    # The kernel killed a scheduler. While HiCache was pinning host memory, that is the cause.
+    if state.hicache_allocating_ranks and not state.ready_in_log:
+        return "hicache_host_memory"
+    return "host_oom_killed"
+
+
+# ---- handlers -----------------------------------------------------------------------------------
+
+
+def _server_args(state: RunState, e: ev.ServerArgs) -> None:
+    if state.ranks or state.crash is not None or state.ready_in_log:
+        _reset(state)
+    state.server_args = dict(e.args)
+    _hint_format(state, FORMAT_059 if e.form == "ServerArgs" else FORMAT_0523, strong=True)
+    _advance(state, "loading", e.ts)
+
+
+def _dist_begin(state: RunState, e: ev.DistInitBegin) -> None:
+    _hint_format(state, e.fmt)
+    rm = state.rank(_rank_label(e))
+    if e.ts:
+        rm.timeline.setdefault("init", e.ts)
+    _advance(state, "loading", e.ts)
+
+
+def _dist_end(state: RunState, e: ev.DistInitEnd) -> None:
+    _hint_format(state, e.fmt)
+    state.rank(_rank_label(e))
+    _advance(state, "loading", e.ts)
+
+
+def _baseline(state: RunState, e: ev.MemoryBaseline) -> None:
+    _hint_format(state, FORMAT_0523)
+    state.rank(_rank_label(e))
+
+
+def _imbalance(state: RunState, e: ev.MemoryImbalance) -> None:
+    label = f"{e.rank}: {e.text}" if e.rank else e.text
+    if label not in state.log_warnings:
+        state.log_warnings.append(label)
+
+
+def _load_begin(state: RunState, e: ev.WeightLoadBegin) -> None:
+    rm = state.rank(_rank_label(e))
+    if rm.pre_load_avail_gb is None:  # a draft model loads later: P is the first
+        rm.pre_load_avail_gb = e.avail_gb
+        if e.ts:
+            rm.timeline.setdefault("weights_begin", e.ts)
+    _advance(state, "loading", e.ts)
+
+
+def _load_end(state: RunState, e: ev.WeightLoadEnd) -> None:
+    rm = state.rank(_rank_label(e))
+    if rm.weights_gb is None:
+        rm.weights_gb = e.weights_gb
+        rm.after_weights_avail_gb = e.avail_gb
+        if e.ts:
+            rm.timeline.setdefault("weights_end", e.ts)
+    _advance(state, "kv_pool", e.ts)
+
+
+def _kv(state: RunState, e: ev.KvCacheAllocated) -> None:
+    if e.dtype is not None:
+        _hint_format(state, FORMAT_0523)
+    rm = state.rank(_rank_label(e))
+    if not e.upper_bound and rm.kv_tokens is None:
+        rm.kv_tokens = e.tokens
+        rm.kv_gb = e.kv_gb
+        if e.ts:
+            rm.timeline.setdefault("kv_pool", e.ts)
+    _advance(state, "kv_pool", e.ts)
+
+
+def _pool_end(state: RunState, e: ev.MemoryPoolEnd) -> None:
+    rm = state.rank(_rank_label(e))
+    if rm.avail_before_capture_gb is None and rm.captures_done == 0:
+        rm.avail_before_capture_gb = e.avail_gb
+    _advance(state, "kv_pool", e.ts)
+
+
+def _capture_begin(state: RunState, e: ev.GraphCaptureBegin) -> None:
+    if e.what.startswith("target "):  # `Capture target … CUDA graph` exists only in 0.5.23
+        _hint_format(state, FORMAT_0523)
+    rm = state.rank(_rank_label(e))
+    if rm.avail_before_capture_gb is None and e.avail_gb is not None:
+        rm.avail_before_capture_gb = e.avail_gb
+    if e.ts:
+        rm.timeline.setdefault("capture_begin", e.ts)
+    _advance(state, "capturing", e.ts)
+
+
+def _capture_end(state: RunState, e: ev.GraphCaptureEnd) -> None:
+    rm = state.rank(_rank_label(e))
+    if state.ready_in_log:
+        return  # headroom is what was free when the server declared itself ready
+    rm.graph_gb = round((rm.graph_gb or 0.0) + e.graph_gb, 4)
+    rm.avail_after_capture_gb = e.avail_gb
+    rm.captures_done += 1
+    if e.ts:
+        rm.timeline["capture_end"] = e.ts
+    _advance(state, "capturing", e.ts)
+
+
+def _max_total(state: RunState, e: ev.MaxTotalTokens) -> None:
+    state.max_total_num_tokens = e.max_total_num_tokens
+    state.chunked_prefill_size = e.chunked_prefill_size
+    state.max_prefill_tokens = e.max_prefill_tokens
+    state.max_running_requests = e.max_running_requests
+    state.context_len = e.context_len
+    state.available_gpu_mem_gb = e.available_gpu_mem_gb
+    _advance(state, "warmup", e.ts)
+
+
+def _hicache(state: RunState, e: ev.HiCacheAllocating) -> None:
+    state.hicache_host_gb_per_rank = e.host_gb
+    label = _rank_label(e)
+    if label not in state.hicache_allocating_ranks:
+        state.hicache_allocating_ranks.append(label)
+
+
+def _below_ctx(state: RunState, e: ev.KvPoolBelowContext) -> None:
+    text = f"KV pool holds {e.tokens} tokens, fewer than --context-length {e.context_len}"
+    if text not in state.log_warnings:
+        state.log_warnings.append(text)
+
+
+def _uvicorn(state: RunState, e: ev.UvicornRunning) -> None:
+    state.uvicorn_port = e.port
+    _advance(state, "warmup", e.ts)
+
+
+def _ready(state: RunState, e: ev.ServerReady) -> None:
+    state.ready_in_log = True
+    for rm in state.ranks.values():
+        if e.ts:
+            rm.timeline.setdefault("ready", e.ts)
+    _advance(state, "ready", e.ts)
+
+
+def _prefill(state: RunState, e: ev.PrefillBatch) -> None:
+    state.last_batch_kind = "prefill"
+    _ctx(state).batch_seen = True
+    if e.running_req is not None:
+        state.running_requests = e.running_req
+    if e.queue_req is not None:
+        state.queued_requests = e.queue_req
+    if e.ts is not None:
+        if e.input_throughput is not None:
+            state.input_throughput.append(SeriesPoint(e.ts, e.input_throughput))
+        if e.token_usage is not None:
+            state.token_usage.append(SeriesPoint(e.ts, e.token_usage))
+
+
+def _decode(state: RunState, e: ev.DecodeBatch) -> None:
+    state.last_batch_kind = "decode"
+    _ctx(state).batch_seen = True
+    if e.running_req is not None:
+        state.running_requests = e.running_req
+    if e.queue_req is not None:
+        state.queued_requests = e.queue_req
+    if e.ts is not None:
+        if e.gen_throughput is not None:
+            state.gen_throughput.append(SeriesPoint(e.ts, e.gen_throughput))
+        if e.token_usage is not None:
+            state.token_usage.append(SeriesPoint(e.ts, e.token_usage))
+
+
+def _retract(state: RunState, e: ev.KvRetract) -> None:
+    state.retractions += e.n  # requests retracted, summed over every `Retract requests` line
+
+
+def _sched_exc(state: RunState, e: ev.SchedulerException) -> None:
+    c = _ctx(state)
+    if state.crash is None:
+        c.frames = []
+        c.exc_seen = True
+        c.exc_rank = e.rank
+        _crash(state, e, "unknown")
+    else:
+        _add_decisive(state.crash, _describe(e))
+
+
+def _frame(state: RunState, e: ev.TracebackFrame) -> None:
+    c = _ctx(state)
+    c.frames.append(f"{e.file or ''}:{e.function}")
+    if len(c.frames) > _MAX_FRAMES:
+        del c.frames[0]
+    crash = state.crash
+    if crash is not None and crash.kind in _VAGUE_KINDS and c.exc_seen:
+        crash.phase = _crash_phase(state, crash.kind, e)
+
+
+def _exc_line(state: RunState, e: ev.ExceptionLine) -> None:
+    crash = state.crash
+    if crash is not None and crash.kind in _VAGUE_KINDS and _ctx(state).exc_seen:
+        # the line that ends the traceback says what went wrong, even when no rule classifies it
+        crash.message = f"{e.exc_type}: {e.text}"
+        crash.line = e.line
+        crash.phase = _crash_phase(state, crash.kind, e)
+        _add_decisive(crash, _describe(e))
+
+
+def _cuda_oom(state: RunState, e: ev.CudaOom) -> None:
+    phase = _phase_from_frames(_ctx(state).frames) if _ctx(state).exc_seen else None
+    if phase is None and state.phase == "capturing" and not state.ready_in_log:
+        phase = "graph_capture"
+    kind = "graph_capture_oom" if phase == "graph_capture" else "cuda_oom"
+    _crash(state, e, kind, e.text.strip())
+
+
+def _graph_failed(state: RunState, e: ev.GraphCaptureFailed) -> None:
+    _crash(state, e, "graph_capture_oom" if "out of memory" in e.text.lower() else "unknown", e.text.strip())
+    if state.crash is not None and state.crash.kind == "unknown":
+        state.crash.phase = "graph_capture"
+
+
+def _kv_exhausted(state: RunState, e: ev.KvPoolExhausted) -> None:
+    _crash(state, e, "kv_pool_exhausted", e.text.strip())
+
+
+def _not_enough(state: RunState, e: ev.NotEnoughMemory) -> None:
+    _crash(state, e, "init_not_enough_memory", e.text.strip())
+
+
+def _host_mem(state: RunState, e: ev.HiCacheHostMemory) -> None:
+    _crash(state, e, "hicache_host_memory", e.text.strip())
+
+
+def _rank_dead(state: RunState, e: ev.RankDead) -> None:
+    if e.exit_code in _OOM_KILL_EXITS:
+        _crash(state, e, _oom_kill_kind(state), e.text.strip())
+    else:
+        _crash(state, e, "unknown", e.text.strip())
+    if state.crash is not None and state.crash.exit_code is None and e.exit_code is not None:
+        state.crash.exit_code = e.exit_code
+
+
+def _exit_code(state: RunState, e: ev.ExitCode) -> None:
+    crash = state.crash
+    if crash is None:
+        return
+    if crash.exit_code is None:
+        crash.exit_code = e.exit_code
+    if e.exit_code in _OOM_KILL_EXITS and crash.kind in _VAGUE_KINDS:
+        crash.kind = _oom_kill_kind(state)
+    _add_decisive(crash, _describe(e))
+
+
+def _nccl(state: RunState, e: ev.NcclTimeout) -> None:
+    _crash(state, e, "nccl_timeout", e.text.strip())
+
+
+def _watchdog(state: RunState, e: ev.SchedulerWatchdogTimeout) -> None:
+    _crash(state, e, "unknown", e.text.strip())
+
+
+def _warmup(state: RunState, e: ev.WarmupFailed) -> None:
+    _crash(state, e, "warmup_failed", e.text.strip())
+
+
+def _port(state: RunState, e: ev.PortInUse) -> None:
+    _crash(state, e, "port_in_use", e.text.strip())
+
+
+def _sigquit(state: RunState, e: ev.SigquitReceived) -> None:
+    _crash(state, e, "unknown", e.text.strip())
+
+
+def _killed(state: RunState, e: ev.Killed) -> None:
+    if state.crash is None and state.hicache_allocating_ranks and not state.ready_in_log:
+        _crash(state, e, "hicache_host_memory", e.text)
+    else:
+        _crash(state, e, "unknown", e.text)
+    if state.crash is not None and state.crash.exit_code is None:
+        state.crash.exit_code = 137  # the shell's `Killed` means SIGKILL
+
+
+def _exited(state: RunState, e: ev.ProcessExited) -> None:
+    if state.crash is not None:
+        if state.crash.exit_code is None:
+            state.crash.exit_code = e.exit_code
+        _add_decisive(state.crash, _describe(e))
+        return
+    if e.exit_code in _STOP_EXITS:
+        state.phase = "stopped"
+        state.phase_since = e.ts or state.last_ts
+        return
+    if e.exit_code in _OOM_KILL_EXITS and state.hicache_allocating_ranks and not state.ready_in_log:
+        _crash(state, e, "hicache_host_memory")
+    else:
+        _crash(state, e, "unknown")
+    if state.crash is not None:
+        state.crash.exit_code = e.exit_code
+
+
+_HANDLERS: dict[type, object] = {
+    ev.ServerArgs: _server_args,
+    ev.DistInitBegin: _dist_begin,
+    ev.DistInitEnd: _dist_end,
+    ev.MemoryBaseline: _baseline,
+    ev.MemoryImbalance: _imbalance,
+    ev.WeightLoadBegin: _load_begin,
+    ev.WeightLoadEnd: _load_end,
+    ev.KvCacheAllocated: _kv,
+    ev.MemoryPoolEnd: _pool_end,
+    ev.GraphCaptureBegin: _capture_begin,
+    ev.GraphCaptureEnd: _capture_end,
+    ev.MaxTotalTokens: _max_total,
+    ev.HiCacheAllocating: _hicache,
+    ev.KvPoolBelowContext: _below_ctx,
+    ev.UvicornRunning: _uvicorn,
+    ev.ServerReady: _ready,
+    ev.PrefillBatch: _prefill,
+    ev.DecodeBatch: _decode,
+    ev.KvRetract: _retract,
+    ev.SchedulerException: _sched_exc,
+    ev.TracebackFrame: _frame,
+    ev.ExceptionLine: _exc_line,
+    ev.CudaOom: _cuda_oom,
+    ev.GraphCaptureFailed: _graph_failed,
+    ev.KvPoolExhausted: _kv_exhausted,
+    ev.NotEnoughMemory: _not_enough,
+    ev.HiCacheHostMemory: _host_mem,
+    ev.RankDead: _rank_dead,
+    ev.ExitCode: _exit_code,
+    ev.NcclTimeout: _nccl,
+    ev.SchedulerWatchdogTimeout: _watchdog,
+    ev.WarmupFailed: _warmup,
+    ev.PortInUse: _port,
+    ev.SigquitReceived: _sigquit,
+    ev.Killed: _killed,
+    ev.ProcessExited: _exited,
+}
+
+
+def apply(state: RunState, event: ev.Event) -> None:
+    """Fold one event into `state` (in place)."""
+    if event.line > state.lines_seen:
+        state.lines_seen = event.line
+    if event.ts is not None:
+        state.last_ts = event.ts
+    handler = _HANDLERS.get(type(event))
+    if handler is not None:
+        handler(state, event)  # type: ignore[operator]
+
+
+def apply_all(state: RunState, events: list[ev.Event]) -> RunState:
+    for e in events:
+        apply(state, e)
+    return state
