@@ -1,0 +1,53 @@
+"""`cockpit demo`: the TUI on the bundled demo profile — the Kimi-K2.5 story on the simulator,
+launched (or attached to when it is already running)."""
+
+from __future__ import annotations
+
+import argparse
+
+from cockpit.core.profile import Profile
+
+
+def demo_profile(sim_speed: float | None = None) -> Profile:
+    from cockpit.core.profile import load_profile
+    from cockpit.locations import bundled_dir
+
+    profile = load_profile(bundled_dir("profiles") / "demo.yaml")
+    if sim_speed is not None:
+        profile = with_sim_speed(profile, sim_speed)
+    return profile
+
+
+def with_sim_speed(profile: Profile, speed: float) -> Profile:
+    """The same profile with the simulator's --sim-speed replaced (or added)."""
+    if speed <= 0:
+        from cockpit.errors import BadInput
+
+        raise BadInput(f"--sim-speed must be positive, not {speed:g}")
+    program = list(profile.program or ["cockpit", "sim"])
+    value = f"{speed:g}"
+    for i, item in enumerate(program):
+        if item == "--sim-speed" and i + 1 < len(program):
+            program[i + 1] = value
+            break
+        if item.startswith("--sim-speed="):
+            program[i] = f"--sim-speed={value}"
+            break
+    else:
+        program += ["--sim-speed", value]
+    new = profile.model_copy(update={"program": program})
+    new.source = profile.source
+    return new
+
+
+def run(args: argparse.Namespace) -> int:
+    from cockpit.commands.tui import resolve_theme
+
+    theme = resolve_theme(getattr(args, "theme", None))
+    profile = demo_profile(getattr(args, "sim_speed", None))
+
+    from cockpit.ui.app import CockpitApp
+
+    app = CockpitApp(profile=profile, theme=theme)
+    app.run()
+    return int(app.return_code or 0)

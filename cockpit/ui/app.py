@@ -1,0 +1,141 @@
+"""The Cockpit Textual app: the profile picker or one profile's dashboard, themes, help, palette."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from textual.app import App, SystemCommand
+from textual.screen import Screen
+
+from cockpit.core.profile import Profile
+from cockpit.ui.keys import APP_BINDINGS
+from cockpit.ui.screens.dialogs import HelpScreen
+from cockpit.ui.themes import (
+    DEFAULT_THEME,
+    SHORT_NAMES,
+    VARIABLE_DEFAULTS,
+    load_themes,
+    short_name,
+    stylesheet_path,
+    textual_name,
+)
+
+
+def default_supervisor_factory(profile: Profile, **callbacks: Any) -> Any:
+    """The real supervisor, with the journal when it can be opened (a run is recorded either way
+    it is launched: from the TUI or from `cockpit up`)."""
+    from cockpit.supervisor.supervisor import Supervisor
+
+    journal = None
+    try:
+        from cockpit.journal import Journal
+
+        journal = Journal.open()
+    except Exception:  # the journal is a record, never a reason not to run
+        journal = None
+    return Supervisor(profile, journal=journal, **callbacks)
+
+
+class CockpitApp(App[int]):
+    TITLE = "Cockpit"
+    CSS_PATH = str(stylesheet_path())
+    BINDINGS = APP_BINDINGS
+    # Under 60 columns or 16 rows the screens show only "needs at least 60×16"; under 120 columns
+    # the dashboard switches to its compact layout (one panel at a time, `v` cycles).
+    HORIZONTAL_BREAKPOINTS = [(0, "-tiny"), (60, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (16, "-tall")]
+    ENABLE_COMMAND_PALETTE = True
+
+    def __init__(
+        self,
+        *,
+        profile: Profile | None = None,
+        theme: str | None = None,
+        supervisor_factory: Callable[..., Any] | None = default_supervisor_factory,
+        overrides: dict[str, Any] | None = None,
+        clock: Callable[[], float] = time.time,
+        extra_profiles: Iterable[Path] = (),
+    ) -> None:
+        super().__init__()
+        self.start_profile = profile
+        self.supervisor_factory = supervisor_factory
+        self.overrides = overrides
+        self.clock = clock
+        self.extra_profiles = list(extra_profiles)
+        for t in load_themes():
+            self.register_theme(t)
+        self.theme = textual_name(theme or DEFAULT_THEME)
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return dict(VARIABLE_DEFAULTS)
+
+    def on_mount(self) -> None:
+        if self.start_profile is not None:
+            self.push_screen(self.dashboard_for(self.start_profile, from_picker=False))
+        else:
+            from cockpit.ui.screens.picker import PickerScreen
+
+            self.push_screen(PickerScreen(extra=self.extra_profiles))
+
+    def dashboard_for(self, profile: Profile, from_picker: bool) -> Screen[Any]:
+        from cockpit.ui.screens.dashboard import DashboardScreen
+
+        return DashboardScreen(
+            profile,
+            supervisor_factory=self.supervisor_factory,
+            overrides=self.overrides,
+            clock=self.clock,
+            from_picker=from_picker,
+        )
+
+    # ---- actions every screen has ----
+    def action_cycle_theme(self) -> None:
+        current = short_name(self.theme)
+        nxt = SHORT_NAMES[(SHORT_NAMES.index(current) + 1) % len(SHORT_NAMES)] if current in SHORT_NAMES else DEFAULT_THEME
+        self.theme = textual_name(nxt)
+        self.notify(f"theme: {nxt}", timeout=2)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.binding_rows()))
+
+    def action_history(self) -> None:
+        try:
+            from cockpit.ui.screens.history import HistoryScreen  # the journal helper's screen
+        except ImportError:
+            self.notify("history not available", severity="warning")
+            return
+        profile = getattr(self.screen, "profile", None)
+        name = profile.name if isinstance(profile, Profile) else None
+        self.push_screen(HistoryScreen(name))
+
+    def binding_rows(self) -> list[tuple[str, str, str]]:
+        """(key, description, id) for the active screen and the app, as the help screen lists them."""
+        rows: list[tuple[str, str, str]] = []
+        seen: set[tuple[str, str]] = set()
+        for _key, active in self.screen.active_bindings.items():
+            b = active.binding
+            if not b.description or ((b.action, b.description) in seen and not b.key.isdigit()):
+                continue
+            seen.add((b.action, b.description))
+            rows.append((self.get_key_display(b), b.description, b.id or ""))
+        return rows
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        seen: set[str] = set()
+        for _key, active in screen.active_bindings.items():
+            b = active.binding
+            if not b.description or b.action in seen or b.action == "command_palette":
+                continue
+            seen.add(b.action)
+            yield SystemCommand(
+                b.description,
+                f"key {self.get_key_display(b)}",
+                partial(self.run_action, b.action, active.node),
+            )

@@ -1,0 +1,54 @@
+"""Messages from the supervisor worker to the screens. Callbacks post these; handlers own the state."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from cockpit.core.findings import Finding
+from cockpit.supervisor.api import LogBatch, RunInfo, RunSnapshot
+
+
+class SnapshotArrived(Message):
+    def __init__(self, snapshot: RunSnapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class LogsArrived(Message):
+    def __init__(self, batch: LogBatch) -> None:
+        super().__init__()
+        self.batch = batch
+
+
+class RunStarted(Message):
+    """A run was launched (attached=False) or found live and attached (attached=True)."""
+
+    def __init__(self, run: RunInfo | None, attached: bool) -> None:
+        super().__init__()
+        self.run = run
+        self.attached = attached
+
+
+class PreflightRefused(Message):
+    """Preflight found critical problems: nothing was launched."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        super().__init__()
+        self.findings = findings
+
+
+class SupervisorFailed(Message):
+    """The supervisor worker ended with an error; the words are for the operator."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class ActionDone(Message):
+    """A stop / restart / launch the operator asked for finished (ok) or failed (error)."""
+
+    def __init__(self, what: str, error: str | None = None) -> None:
+        super().__init__()
+        self.what = what
+        self.error = error

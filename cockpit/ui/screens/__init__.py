@@ -1,0 +1,1 @@
+"""Screens: the profile picker, the dashboard, and the modals (crash, quit, confirm, help)."""

@@ -1,0 +1,176 @@
+"""The crash modal: what died, where, the decisive lines, the diagnosis and the proposed change."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from cockpit.core.findings import Finding, FlagChange
+from cockpit.core.state import Crash
+from cockpit.ui.keys import CRASH_BINDINGS
+from cockpit.ui.widgets.advice import change_words, predicted_words
+
+
+@dataclass(frozen=True)
+class RestartChoice:
+    """What the operator chose: restart with these changes (empty = unchanged)."""
+
+    changes: tuple[FlagChange, ...]
+
+
+def proposed_finding(findings: tuple[Finding, ...] | list[Finding]) -> Finding | None:
+    """The finding whose change the modal proposes: the most severe one that has a change."""
+    order = {"critical": 0, "warning": 1, "info": 2, "ok": 3}
+    with_change = [f for f in findings if f.changes]
+    with_change.sort(key=lambda f: order.get(f.severity, 9))
+    return with_change[0] if with_change else None
+
+
+def crash_kind_words(kind: str) -> str:
+    return {
+        "cuda_oom": "CUDA out of memory",
+        "graph_capture_oom": "out of memory during CUDA graph capture",
+        "kv_pool_exhausted": "KV pool exhausted",
+        "init_not_enough_memory": "not enough memory at startup",
+        "hicache_host_memory": "HiCache: not enough host memory",
+        "host_oom_killed": "killed by the host's OOM killer",
+        "nccl_timeout": "NCCL timeout",
+        "warmup_failed": "warmup failed",
+        "port_in_use": "port already in use",
+    }.get(kind, "unknown crash")
+
+
+class CrashScreen(ModalScreen[RestartChoice | None]):
+    BINDINGS = CRASH_BINDINGS
+
+    def __init__(
+        self,
+        crash: Crash,
+        findings: tuple[Finding, ...] | list[Finding],
+        current_tokens: int | None,
+        run_flags: dict[str, object] | None = None,
+    ) -> None:
+        super().__init__()
+        self.crash = crash
+        self.findings = list(findings)
+        self.proposal = proposed_finding(self.findings)
+        self.current_tokens = current_tokens
+        self.run_flags = run_flags or {}
+
+    def compose(self) -> ComposeResult:
+        c = self.crash
+        with Vertical(classes="dialog", id="crash-dialog"):
+            where = f" on {c.rank}" if c.rank else ""
+            yield Static(f"CRASHED: {crash_kind_words(c.kind)}{where} in {c.phase}", classes="dialog-title", id="crash-title")
+            exit_words = f" · exit code {c.exit_code}" if c.exit_code is not None else ""
+            yield Static(f"kind {c.kind} · rank {c.rank or 'main process'} · phase {c.phase} · log line {c.line}{exit_words}")
+            lines = c.decisive_lines or [c.message]
+            with VerticalScroll(id="crash-lines"):
+                yield Static("\n".join(line[:300] for line in lines[-8:]), classes="dialog-lines", markup=False)
+            p = self.proposal
+            if p is not None:
+                yield Static(p.message, id="crash-diagnosis", markup=False)
+                pred = predicted_words(p, self.current_tokens)
+                yield Static(change_words(p) + (f" · {pred}" if pred else ""), classes="dialog-diff", id="crash-diff", markup=False)
+                keys = "r restart with the change · e edit flags first · R restart unchanged · esc dismiss"
+            else:
+                others = [f.message for f in self.findings[:3]]
+                yield Static("\n".join(others) or "no diagnosis: the log did not say why", id="crash-diagnosis", markup=False)
+                keys = "e edit flags first · R restart unchanged · esc dismiss"
+            yield Input(placeholder="FLAG=VALUE …", id="crash-edit")
+            yield Static(keys, classes="dialog-keys", id="crash-keys")
+
+    def on_mount(self) -> None:
+        edit = self.query_one("#crash-edit", Input)
+        edit.display = False
+
+    def action_restart_with_change(self) -> None:
+        if self._editing():
+            return
+        if self.proposal is None:
+            self.notify("no change is proposed: use e to edit flags or R to restart unchanged", severity="warning")
+            return
+        self.dismiss(RestartChoice(tuple(self.proposal.changes)))
+
+    def action_restart_unchanged(self) -> None:
+        if self._editing():
+            return
+        self.dismiss(RestartChoice(()))
+
+    def action_edit(self) -> None:
+        if self._editing():
+            return
+        edit = self.query_one("#crash-edit", Input)
+        changes = self.proposal.changes if self.proposal else ()
+        edit.value = " ".join(f"{c.flag.lstrip('-')}={_plain(c.to_value)}" for c in changes)
+        edit.display = True
+        edit.focus()
+        self.query_one("#crash-keys", Static).update("enter restart with these flags · esc back")
+
+    def action_dismiss_modal(self) -> None:
+        edit = self.query_one("#crash-edit", Input)
+        if edit.display:
+            edit.display = False
+            self.set_focus(None)
+            self.query_one("#crash-keys", Static).update(
+                "r restart with the change · e edit flags first · R restart unchanged · esc dismiss"
+            )
+            return
+        self.dismiss(None)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        try:
+            changes = parse_flag_edits(event.value, self.run_flags)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.dismiss(RestartChoice(tuple(changes)))
+
+    def _editing(self) -> bool:
+        return self.query_one("#crash-edit", Input).has_focus
+
+
+def _plain(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def parse_flag_edits(text: str, run_flags: dict[str, object]) -> list[FlagChange]:
+    """`mem-fraction-static=0.88 hicache-size=48` → FlagChanges (from = the run's value)."""
+    out: list[FlagChange] = []
+    for item in text.split():
+        if "=" not in item:
+            raise ValueError(f"{item!r}: expected FLAG=VALUE, e.g. mem-fraction-static=0.88")
+        name, _, raw = item.partition("=")
+        name = name.lstrip("-")
+        if not name or not raw:
+            raise ValueError(f"{item!r}: expected FLAG=VALUE, e.g. mem-fraction-static=0.88")
+        key = name.replace("_", "-")
+        before = run_flags.get(key, run_flags.get(key.replace("-", "_")))
+        out.append(FlagChange(flag=f"--{key}", from_value=before, to_value=_typed(raw)))
+    if not out:
+        raise ValueError("no flags given: type FLAG=VALUE pairs separated by spaces")
+    return out
+
+
+def _typed(raw: str) -> object:
+    low = raw.lower()
+    if low in ("true", "on", "yes"):
+        return True
+    if low in ("false", "off", "no"):
+        return False
+    try:
+        return int(raw)
+    except ValueError:
+        pass
+    try:
+        return float(raw)
+    except ValueError:
+        return raw

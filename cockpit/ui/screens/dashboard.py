@@ -1,0 +1,496 @@
+"""The dashboard of one profile's run: header, rank bars, advice, plots, timeline, processes, log.
+
+State lives here, in the handlers: the supervisor worker's callbacks post SnapshotArrived and
+LogsArrived messages; handlers keep the latest snapshot and hand each widget what it draws.
+Nothing here reads files, sockets or processes; the supervisor does, in an async worker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Container, Vertical, VerticalScroll
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+from textual.worker import Worker, WorkerState
+
+from cockpit.core.findings import Finding, FlagChange
+from cockpit.core.profile import Profile
+from cockpit.supervisor.api import LogBatch, RunSnapshot
+from cockpit.ui import format as fmt
+from cockpit.ui.filtering import PRESETS, make_matcher
+from cockpit.ui.keys import DASHBOARD_BINDINGS
+from cockpit.ui.messages import (
+    ActionDone,
+    LogsArrived,
+    PreflightRefused,
+    RunStarted,
+    SnapshotArrived,
+    SupervisorFailed,
+)
+from cockpit.ui.screens.crash import CrashScreen, RestartChoice, proposed_finding
+from cockpit.ui.screens.dialogs import ConfirmScreen, QuitScreen
+from cockpit.ui.widgets.advice import AdvicePanel
+from cockpit.ui.widgets.header import RunHeader
+from cockpit.ui.widgets.logpane import LogPane
+from cockpit.ui.widgets.plots import SeriesPlot
+from cockpit.ui.widgets.processes import GpuProcesses
+from cockpit.ui.widgets.rankbars import Policy, RankBars, rank_names
+from cockpit.ui.widgets.timeline import StartupTimeline
+
+PANELS: tuple[str, ...] = ("advice", "plots", "timeline", "processes")
+MIN_WIDTH, MIN_HEIGHT = 60, 16
+
+SupervisorFactory = Callable[..., Any]
+
+
+def too_small_words(width: int, height: int) -> str:
+    return f"Cockpit needs at least {MIN_WIDTH}×{MIN_HEIGHT}\n(this terminal is {width}×{height})"
+
+
+class DashboardScreen(Screen[None]):
+    BINDINGS = DASHBOARD_BINDINGS
+
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        supervisor_factory: SupervisorFactory | None = None,
+        overrides: dict[str, Any] | None = None,
+        clock: Callable[[], float] = time.time,
+        from_picker: bool = False,
+    ) -> None:
+        super().__init__()
+        self.profile = profile
+        self.supervisor_factory = supervisor_factory
+        self.overrides = overrides
+        self.clock = clock
+        self.from_picker = from_picker
+        self.supervisor: Any = None
+        self.snapshot: RunSnapshot | None = None
+        self.preflight_findings: list[Finding] = []
+        self.note = ""
+        self.filter_spec = "all"
+        self.rank_focus: str | None = None
+        self.panel = "advice"
+        self._phase_key: tuple[str | None, str] | None = None
+        self._phase_since: float | None = None
+        self._crashes_seen: set[tuple[str | None, int]] = set()
+        self._following = False
+        self._busy: str | None = None  # "stopping" / "restarting" while such an action runs
+
+    # ---- layout ----
+    def compose(self) -> ComposeResult:
+        yield Static(too_small_words(0, 0), id="too-small")
+        with Vertical(id="body"):
+            hosts = tuple(h.label for h in self.profile.hosts)
+            yield RunHeader(self.profile.name, hosts, id="header")
+            yield RankBars(id="bars")
+            with Container(id="panels"):
+                with VerticalScroll(id="advice-box", classes="panel") as box:
+                    box.border_title = "Advice"
+                    box.can_focus = False
+                    yield AdvicePanel(id="advice")
+                with Vertical(id="plots-box", classes="panel") as box:
+                    box.border_title = "Throughput · token usage"
+                    yield SeriesPlot("gen tok/s", "throughput", "plot-throughput", id="plot-throughput")
+                    yield SeriesPlot("token usage", "usage", "plot-usage", id="plot-usage")
+                with VerticalScroll(id="timeline-box", classes="panel") as box:
+                    box.border_title = "Startup timeline"
+                    box.can_focus = False
+                    yield StartupTimeline(id="timeline")
+                with VerticalScroll(id="procs-box", classes="panel") as box:
+                    box.border_title = "GPU processes"
+                    box.can_focus = False
+                    yield GpuProcesses(id="procs")
+            yield Input(placeholder="regex — enter to apply, esc to cancel", id="filter-input")
+            yield LogPane(id="log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.add_class("-panel-advice")
+        self._apply_filter()
+        self.query_one(LogPane).focus()
+        self.set_interval(1.0, self._tick)  # ages and time-in-phase only; data repaints on arrival
+        if self.supervisor_factory is not None:
+            self.run_worker(self._supervise(), name="supervise", group="supervisor", exit_on_error=False)
+
+    def on_resize(self, event: Resize) -> None:
+        self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
+
+    # ---- supervisor worker (I/O lives there) ----
+    def _post_snapshot(self, snapshot: RunSnapshot) -> None:
+        self.post_message(SnapshotArrived(snapshot))
+
+    def _post_logs(self, batch: LogBatch) -> None:
+        self.post_message(LogsArrived(batch))
+
+    def _make_supervisor(self) -> Any:
+        assert self.supervisor_factory is not None
+        return self.supervisor_factory(self.profile, on_snapshot=self._post_snapshot, on_logs=self._post_logs)
+
+    async def _supervise(self) -> None:
+        try:
+            if self.supervisor is None:
+                self.supervisor = self._make_supervisor()
+            sup = self.supervisor
+            run = await sup.attach()
+            if run is None:
+                self.post_message(ActionDone("preflight-start"))
+                findings = list(await sup.preflight())
+                if any(f.severity == "critical" for f in findings):
+                    self.post_message(PreflightRefused(findings))
+                    return
+                run = await sup.start(self.overrides)
+                self.post_message(RunStarted(run, attached=False))
+            else:
+                self.post_message(RunStarted(run, attached=True))
+            self._following = True
+            try:
+                await sup.run()
+            finally:
+                self._following = False
+        except Exception as exc:  # shown to the operator, never a traceback on screen
+            self.post_message(SupervisorFailed(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)))
+
+    async def _follow_again(self) -> None:
+        """After a restart, follow the new run if the previous follow ended with the old one."""
+        if self._following or self.supervisor is None:
+            return
+        self._following = True
+        try:
+            await self.supervisor.run()
+        except Exception as exc:
+            self.post_message(SupervisorFailed(str(exc) or type(exc).__name__))
+        finally:
+            self._following = False
+
+    async def _restart(self, changes: tuple[FlagChange, ...]) -> None:
+        self._busy = "restarting"
+        try:
+            await self.supervisor.restart(list(changes))
+            self.post_message(ActionDone("restart"))
+        except Exception as exc:
+            self.post_message(ActionDone("restart", str(exc) or type(exc).__name__))
+        finally:
+            self._busy = None
+        await self._follow_again()
+
+    async def _stop(self, then_exit: bool) -> None:
+        self._busy = "stopping"
+        error = None
+        try:
+            await self.supervisor.stop()
+        except Exception as exc:
+            error = str(exc) or type(exc).__name__
+        finally:
+            self._busy = None
+        if then_exit:
+            await self._close_and_exit()
+        else:
+            self.post_message(ActionDone("stop", error))
+
+    async def _close_and_exit(self, back: bool = False) -> None:
+        if self.supervisor is not None:
+            try:
+                await self.supervisor.close()
+            except Exception:
+                pass  # leaving: the server keeps running whatever the follower did
+        self.workers.cancel_group(self, "supervisor")
+        if back:
+            self.app.pop_screen()
+        else:
+            self.app.exit(0)
+
+    # ---- messages from the worker ----
+    @on(SnapshotArrived)
+    def _on_snapshot(self, message: SnapshotArrived) -> None:
+        self.apply_snapshot(message.snapshot)
+
+    @on(LogsArrived)
+    def _on_logs(self, message: LogsArrived) -> None:
+        self.query_one(LogPane).add_lines(message.batch.lines, message.batch.dropped)
+
+    @on(RunStarted)
+    def _on_started(self, message: RunStarted) -> None:
+        run = message.run
+        if run is None:
+            return
+        verb = "attached to the running" if message.attached else "launched"
+        self.note = f"{verb} run {run.id}"
+        self._refresh_header()
+
+    @on(PreflightRefused)
+    def _on_refused(self, message: PreflightRefused) -> None:
+        self.preflight_findings = message.findings
+        self.note = "launch refused by preflight: fix the profile, then l to try again (w shows the arithmetic)"
+        self.query_one(AdvicePanel).show(message.findings, None)
+        self._set_panel("advice")
+        self._refresh_header()
+
+    @on(SupervisorFailed)
+    def _on_failed(self, message: SupervisorFailed) -> None:
+        self.note = f"supervisor: {message.error}"
+        self.notify(message.error, title="Supervisor", severity="error", timeout=10)
+        self._refresh_header()
+
+    @on(ActionDone)
+    def _on_done(self, message: ActionDone) -> None:
+        if message.what == "preflight-start":
+            self.note = "preflight, then launch…"
+        elif message.error:
+            self.note = f"{message.what} failed: {message.error}"
+            self.notify(message.error, title=f"{message.what} failed", severity="error", timeout=10)
+        else:
+            self.note = {"restart": "restarted", "stop": "stopped"}.get(message.what, message.what)
+        self._refresh_header()
+
+    # ---- rendering ----
+    def apply_snapshot(self, snap: RunSnapshot) -> None:
+        self.snapshot = snap
+        now = self.clock()
+        key = (snap.run.id if snap.run else None, fmt.phase_word(snap.state.phase, snap.lifecycle))
+        if key != self._phase_key:
+            self._phase_key = key
+            self._phase_since = now
+        self._refresh_header()
+        self.query_one(RankBars).show(
+            snap, now, self._policy(), self.rank_focus, hicache_gb_per_rank=self._hicache_per_rank(snap)
+        )
+        findings = list(snap.findings) or self.preflight_findings
+        self.query_one(AdvicePanel).show(findings, snap.state.max_total_num_tokens)
+        self.query_one("#plot-throughput", SeriesPlot).show(snap.state.gen_throughput)
+        self.query_one("#plot-usage", SeriesPlot).show(snap.state.token_usage)
+        self.query_one(StartupTimeline).show(snap.state)
+        self.query_one(GpuProcesses).show(snap)
+        self._maybe_show_crash(snap)
+
+    def _refresh_header(self) -> None:
+        self.query_one(RunHeader).show(self.snapshot, self._phase_since, self.clock(), self.note)
+
+    def _tick(self) -> None:
+        now = self.clock()
+        self.query_one(RunHeader).tick(now)
+        if self.snapshot is not None:
+            self.query_one(RankBars).tick(now)
+
+    def _policy(self) -> Policy:
+        p = self.profile.policy
+        return Policy(target_headroom_gb=p.target_headroom_gb, warn_headroom_gb=p.warn_headroom_gb)
+
+    def _run_flags(self) -> dict[str, Any]:
+        if self.snapshot is not None and self.snapshot.run is not None and self.snapshot.run.flags:
+            return dict(self.snapshot.run.flags)
+        return dict(self.profile.server)
+
+    def _hicache_per_rank(self, snap: RunSnapshot) -> float | None:
+        flags = self._run_flags()
+        if not (flags.get("enable-hierarchical-cache") or flags.get("enable_hierarchical_cache")):
+            return None
+        v = flags.get("hicache-size", flags.get("hicache_size"))
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    # ---- crash flow ----
+    def _maybe_show_crash(self, snap: RunSnapshot) -> None:
+        crash = snap.state.crash
+        if crash is None or snap.lifecycle in ("stopping", "waiting_gpu_release", "launching") or self._busy:
+            return
+        key = (snap.run.id if snap.run else None, crash.line)
+        if key in self._crashes_seen:
+            return
+        self._crashes_seen.add(key)
+        self._open_crash_modal()
+
+    def _open_crash_modal(self) -> None:
+        snap = self.snapshot
+        if snap is None or snap.state.crash is None:
+            self.notify("no crash in this run", severity="information")
+            return
+        modal = CrashScreen(snap.state.crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags())
+        self.app.push_screen(modal, self._crash_choice)
+
+    def _crash_choice(self, choice: RestartChoice | None) -> None:
+        if choice is None:
+            return
+        self._start_restart(choice.changes)
+
+    def _start_restart(self, changes: tuple[FlagChange, ...]) -> None:
+        if self.supervisor is None:
+            self.notify("no supervisor: nothing to restart", severity="warning")
+            return
+        if self._busy:
+            self.notify(f"already {self._busy}", severity="warning")
+            return
+        words = ", ".join(c.as_diff() for c in changes) or "unchanged flags"
+        self.note = f"restarting with {words}: stopping…"
+        self._refresh_header()
+        self.run_worker(self._restart(changes), name="restart", group="supervisor", exit_on_error=False)
+
+    # ---- actions ----
+    def action_show_crash(self) -> None:
+        self._open_crash_modal()
+
+    def action_restart_advised(self) -> None:
+        snap = self.snapshot
+        proposal = proposed_finding(snap.findings) if snap else None
+        if proposal is None:
+            self.notify("no advised change: R restarts unchanged", severity="warning")
+            return
+        changes = tuple(proposal.changes)
+        body = "Restart with " + ", ".join(c.as_diff() for c in changes) + "?"
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._start_restart(changes)
+
+        self.app.push_screen(ConfirmScreen("Restart", body), answered)
+
+    def action_restart_unchanged(self) -> None:
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._start_restart(())
+
+        self.app.push_screen(ConfirmScreen("Restart", "Restart with the same flags?"), answered)
+
+    def action_stop_run(self) -> None:
+        if self.supervisor is None:
+            self.notify("no supervisor: nothing to stop", severity="warning")
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.note = "stopping…"
+                self._refresh_header()
+                self.run_worker(self._stop(False), name="stop", group="supervisor", exit_on_error=False)
+
+        self.app.push_screen(
+            ConfirmScreen("Stop", f"Stop the {self.profile.name} server and wait until its GPU memory is released?"),
+            answered,
+        )
+
+    def action_launch(self) -> None:
+        if self.supervisor_factory is None:
+            return
+        if self._following or self._busy:
+            self.notify("a run is being followed: s stops it, r restarts it", severity="warning")
+            return
+        if self.profile.source:
+            from cockpit.core.profile import ProfileError, load_profile
+
+            try:
+                self.profile = load_profile(self.profile.source)
+            except ProfileError as exc:
+                self.notify(str(exc), title="Profile", severity="error", timeout=10)
+                return
+        self.supervisor = None
+        self.preflight_findings = []
+        self.run_worker(self._supervise(), name="supervise", group="supervisor", exit_on_error=False)
+
+    def action_quit_dashboard(self) -> None:
+        self._ask_quit(back=False)
+
+    def action_back(self) -> None:
+        if self.query_one("#filter-input", Input).has_class("-active"):
+            self._close_search()
+            return
+        if self.from_picker:
+            self._ask_quit(back=True)
+
+    def _ask_quit(self, back: bool) -> None:
+        running = self.supervisor is not None and self.snapshot is not None and self.snapshot.state.phase not in (
+            "crashed",
+            "stopped",
+        )
+
+        def answered(choice: str | None) -> None:
+            if choice == "leave":
+                self.run_worker(self._close_and_exit(back), group="leaving", exit_on_error=False)
+            elif choice == "stop":
+                self.note = "stopping before quitting…"
+                self._refresh_header()
+                self.run_worker(self._stop(True), name="stop", group="leaving", exit_on_error=False)
+
+        self.app.push_screen(QuitScreen(self.profile.name, running), answered)
+
+    def action_history(self) -> None:
+        self.app.action_history()  # type: ignore[attr-defined]
+
+    def action_why(self) -> None:
+        self.query_one(AdvicePanel).toggle_arithmetic()
+
+    def action_cycle_panel(self) -> None:
+        self._set_panel(PANELS[(PANELS.index(self.panel) + 1) % len(PANELS)])
+
+    def _set_panel(self, panel: str) -> None:
+        self.remove_class(f"-panel-{self.panel}")
+        self.panel = panel
+        self.add_class(f"-panel-{panel}")
+
+    # ---- log filters ----
+    def action_cycle_filter(self) -> None:
+        cur = self.filter_spec if self.filter_spec in PRESETS else "all"
+        self.filter_spec = PRESETS[(PRESETS.index(cur) + 1) % len(PRESETS)]
+        self._apply_filter()
+
+    def action_filter(self, preset: str) -> None:
+        self.filter_spec = preset
+        self._apply_filter()
+
+    def action_focus_rank(self, n: int) -> None:
+        if n == 0:
+            self.rank_focus = None
+        else:
+            names = rank_names(self.snapshot) if self.snapshot else []
+            if n > len(names):
+                self.notify(f"no rank {n}: {len(names)} ranks known", severity="warning")
+                return
+            self.rank_focus = names[n - 1]
+        self._apply_filter()
+        if self.snapshot is not None:
+            self.apply_snapshot(self.snapshot)
+
+    def action_pause_log(self) -> None:
+        self.query_one(LogPane).action_toggle_pause()
+
+    def action_search(self) -> None:
+        box = self.query_one("#filter-input", Input)
+        box.add_class("-active")
+        box.value = "" if self.filter_spec in PRESETS else self.filter_spec
+        box.focus()
+
+    def _close_search(self) -> None:
+        box = self.query_one("#filter-input", Input)
+        box.remove_class("-active")
+        self.query_one(LogPane).focus()
+
+    @on(Input.Submitted, "#filter-input")
+    def _search_submitted(self, event: Input.Submitted) -> None:
+        spec = event.value.strip() or "all"
+        try:
+            make_matcher(spec)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.filter_spec = spec
+        self._apply_filter()
+        self._close_search()
+
+    def _apply_filter(self) -> None:
+        try:
+            matcher = make_matcher(self.filter_spec)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            self.filter_spec = "all"
+            matcher = make_matcher("all")
+        name = f"[{self.filter_spec}]" if self.filter_spec in PRESETS else f"/{self.filter_spec}/"
+        title = f"Log {name} · {self.rank_focus or 'all ranks'}"
+        self.query_one(LogPane).set_filter(None if self.filter_spec == "all" else matcher, self.rank_focus, title)  # type: ignore[arg-type]
+
+    # ---- for tests and the app ----
+    def worker_states(self) -> dict[str, WorkerState]:
+        return {w.name: w.state for w in self.workers if isinstance(w, Worker)}

@@ -1,0 +1,100 @@
+"""Small modals: quit (leave the server running, the default, or stop it), confirm, help."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from cockpit.ui.keys import QUIT_BINDINGS
+
+
+class QuitScreen(ModalScreen[str | None]):
+    """Returns "leave", "stop" or None (cancelled)."""
+
+    BINDINGS = QUIT_BINDINGS
+
+    def __init__(self, profile: str, running: bool) -> None:
+        super().__init__()
+        self.profile = profile
+        self.running = running
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog -calm", id="quit-dialog"):
+            yield Static("Quit Cockpit", classes="dialog-title")
+            if self.running:
+                yield Static(
+                    f"The {self.profile} server keeps running when you leave; "
+                    "`cockpit tui` or `cockpit status` attaches to it again."
+                )
+                yield Static("enter leave it running (default) · s stop the server · esc cancel", classes="dialog-keys")
+            else:
+                yield Static("No server of this profile is running.")
+                yield Static("enter quit · esc cancel", classes="dialog-keys")
+
+    def action_leave(self) -> None:
+        self.dismiss("leave")
+
+    def action_stop(self) -> None:
+        self.dismiss("stop" if self.running else "leave")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [
+        Binding("y", "yes", "Yes", id="confirm.yes"),
+        Binding("enter", "yes", "Yes", show=False, id="confirm.yes_enter"),
+        Binding("n", "no", "No", id="confirm.no"),
+        Binding("escape", "no", "No", show=False, id="confirm.no_escape"),
+    ]
+
+    def __init__(self, title: str, body: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.body = body
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog -calm"):
+            yield Static(self.title_text, classes="dialog-title")
+            yield Static(self.body, markup=False)
+            yield Static("y / enter yes · n / esc no", classes="dialog-keys")
+
+    def action_yes(self) -> None:
+        self.dismiss(True)
+
+    def action_no(self) -> None:
+        self.dismiss(False)
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key of the screen underneath and of the app, with what it does."""
+
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="help.close"),
+        Binding("q", "close", "Close", show=False, id="help.close_q"),
+        Binding("question_mark", "close", "Close", show=False, id="help.close_help"),
+    ]
+
+    def __init__(self, rows: list[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog -calm", id="help-dialog"):
+            yield Static("Keys", classes="dialog-title")
+            table: DataTable[str] = DataTable(id="help-table", show_cursor=False, zebra_stripes=True)
+            yield table
+            yield Static("Every action is also in the command palette (ctrl+p). esc closes.", classes="dialog-keys")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("key", "action", "id")
+        for key, desc, ident in self.rows:
+            table.add_row(key, desc, ident)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,260 @@
+"""The profile picker: every profile Cockpit can find; for the highlighted one, the command line
+it would run and the preflight findings with their arithmetic — before anything launches."""
+
+from __future__ import annotations
+
+import importlib
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, OptionList, Static
+from textual.widgets.option_list import Option
+
+from cockpit.core.findings import Finding, sort_findings
+from cockpit.core.profile import Profile, ProfileError, load_profile
+from cockpit.ui.keys import PICKER_BINDINGS
+from cockpit.ui.screens.dashboard import too_small_words
+from cockpit.ui.widgets.advice import MARKS, change_words, predicted_words
+
+
+@dataclass
+class Preview:
+    path: Path
+    profile: Profile | None = None
+    error: str | None = None
+    argv: list[str] | None = None
+    argv_error: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+    preflight_error: str | None = None
+
+
+class PreviewReady(Message):
+    def __init__(self, preview: Preview) -> None:
+        super().__init__()
+        self.preview = preview
+
+
+class LiveRuns(Message):
+    def __init__(self, live: dict[Path, str]) -> None:
+        super().__init__()
+        self.live = live  # profile path -> run id
+
+
+def profile_files(extra: list[Path]) -> list[Path]:
+    from cockpit.locations import list_profile_files
+
+    files = list(list_profile_files())
+    for p in extra:
+        if p not in files:
+            files.append(p)
+    return files
+
+
+def build_preview(path: Path) -> Preview:
+    """Load, build the command line, run preflight (local facts). Runs in a thread worker."""
+    pv = Preview(path=path)
+    try:
+        pv.profile = load_profile(path)
+    except ProfileError as exc:
+        pv.error = str(exc)
+        return pv
+    prof = pv.profile
+    try:
+        from cockpit.backends.sglang.command import build_argv
+
+        pv.argv = list(build_argv(prof, None))
+    except ImportError:
+        pv.argv_error = "the command builder is not available in this build"
+    except Exception as exc:  # FlagError and friends: the operator must see why
+        pv.argv_error = str(exc)
+    try:
+        from cockpit.core.preflight import preflight
+
+        pv.findings = sort_findings(list(preflight(prof, _host_facts(prof))))
+    except ImportError:
+        pv.preflight_error = "preflight is not available in this build"
+    except Exception as exc:
+        pv.preflight_error = str(exc)
+    return pv
+
+
+def _host_facts(profile: Profile) -> list[Any]:
+    """Local facts for a local profile; remote hosts are checked by `cockpit check` over SSH."""
+    if not all(h.is_local for h in profile.hosts):
+        return []
+    try:
+        hostfacts = importlib.import_module("cockpit.hostfacts")
+        return [hostfacts.local_facts()]
+    except Exception:
+        return []
+
+
+class PickerScreen(Screen[None]):
+    BINDINGS = PICKER_BINDINGS
+
+    def __init__(self, extra: list[Path] | None = None) -> None:
+        super().__init__()
+        self.extra = extra or []
+        self.paths: list[Path] = []
+        self.live: dict[Path, str] = {}
+        self.preview: Preview | None = None
+        self.show_arithmetic = False
+
+    def compose(self) -> ComposeResult:
+        yield Static(too_small_words(0, 0), id="too-small")
+        with Vertical(id="body"):
+            yield Static("Cockpit · profiles", id="picker-title")
+            with Horizontal():
+                yield OptionList(id="picker-list")
+                with VerticalScroll(id="picker-preview"):
+                    yield Static("", id="preview-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._reload()
+
+    def on_resize(self, event: Resize) -> None:
+        self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
+
+    def _reload(self) -> None:
+        self.paths = profile_files(self.extra)
+        self._fill_list()
+        self.query_one(OptionList).focus()
+        self._find_live_runs(list(self.paths))
+
+    def _fill_list(self) -> None:
+        ol = self.query_one(OptionList)
+        highlighted = ol.highlighted
+        ol.clear_options()
+        if not self.paths:
+            self.query_one("#preview-text", Static).update(
+                "No profiles found in ./profiles, the user config dir or the bundled examples."
+            )
+            return
+        for p in self.paths:
+            label = Text(p.stem)
+            if p in self.live:
+                label.append("  ● live", style="bold")
+            ol.add_option(Option(label, id=str(p)))
+        ol.highlighted = highlighted if highlighted is not None and highlighted < len(self.paths) else 0
+
+    @on(OptionList.OptionHighlighted)
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option_id:
+            self.query_one("#preview-text", Static).update(f"checking {Path(event.option_id).name}…")
+            self._load_preview(Path(event.option_id))
+
+    @on(OptionList.OptionSelected)
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        self.action_open()
+
+    @work(thread=True, exclusive=True, group="preview")
+    def _load_preview(self, path: Path) -> None:
+        self.post_message(PreviewReady(build_preview(path)))
+
+    @work(exclusive=True, group="live", exit_on_error=False)
+    async def _find_live_runs(self, paths: list[Path]) -> None:
+        try:
+            from cockpit.supervisor.supervisor import find_live_run  # type: ignore[attr-defined]
+        except ImportError:
+            return
+        live: dict[Path, str] = {}
+        for p in paths:
+            try:
+                run = await find_live_run(load_profile(p))
+            except Exception:
+                continue
+            if run is not None:
+                live[p] = getattr(run, "id", "live")
+        self.post_message(LiveRuns(live))
+
+    @on(LiveRuns)
+    def _live(self, message: LiveRuns) -> None:
+        self.live = message.live
+        self._fill_list()
+
+    @on(PreviewReady)
+    def _preview_ready(self, message: PreviewReady) -> None:
+        self.preview = message.preview
+        self._render_preview()
+
+    def _render_preview(self) -> None:
+        pv = self.preview
+        if pv is None:
+            return
+        t = Text()
+        t.append(pv.path.stem, style="bold")
+        t.append(f"  {pv.path}\n", style="dim")
+        if pv.error:
+            t.append("\n" + pv.error + "\n", style="bold red")
+            self.query_one("#preview-text", Static).update(t)
+            return
+        prof = pv.profile
+        assert prof is not None
+        run_id = self.live.get(pv.path)
+        if run_id:
+            t.append(f"● a run is live ({run_id}): enter attaches to it\n", style="bold")
+        else:
+            t.append("no live run: enter runs preflight, then launches\n", style="dim")
+        t.append(f"hosts: {', '.join(h.label for h in prof.hosts)} · backend {prof.backend} {prof.version or ''}\n")
+        t.append("\ncommand\n", style="bold")
+        if pv.argv is not None:
+            t.append("  " + shlex.join(pv.argv) + "\n")
+        else:
+            t.append("  " + (pv.argv_error or "unknown") + "\n", style="red")
+        t.append("\npreflight\n", style="bold")
+        if pv.preflight_error:
+            t.append("  " + pv.preflight_error + "\n", style="red")
+        elif not pv.findings:
+            t.append("  nothing to report\n", style="dim")
+        for f in pv.findings:
+            style = {"critical": "bold red", "warning": "bold yellow", "ok": "green"}.get(f.severity, "")
+            t.append(f"  {MARKS.get(f.severity, '○')} {f.severity}: ", style=style)
+            t.append(f.message + "\n")
+            if f.changes:
+                pred = predicted_words(f, None)
+                t.append("    → " + change_words(f) + (f" · {pred}" if pred else "") + "\n", style="bold")
+            if f.arithmetic and (self.show_arithmetic or f.severity == "critical"):
+                t.append("    " + f.arithmetic.replace("\n", "\n    ") + "\n", style="dim")
+        self.query_one("#preview-text", Static).update(t)
+
+    # ---- actions ----
+    def action_open(self) -> None:
+        pv = self.preview
+        ol = self.query_one(OptionList)
+        if ol.highlighted is None or not self.paths:
+            return
+        path = self.paths[ol.highlighted]
+        if pv is None or pv.path != path or pv.profile is None:
+            if pv is not None and pv.path == path and pv.error:
+                self.notify(pv.error, severity="error")
+            else:
+                self.notify("still checking this profile…", severity="warning")
+            return
+        from cockpit.ui.app import CockpitApp
+
+        app = self.app
+        assert isinstance(app, CockpitApp)
+        app.push_screen(app.dashboard_for(pv.profile, from_picker=True))
+
+    def action_why(self) -> None:
+        self.show_arithmetic = not self.show_arithmetic
+        self._render_preview()
+
+    def action_refresh(self) -> None:
+        self._reload()
+
+    def action_history(self) -> None:
+        self.app.action_history()  # type: ignore[attr-defined]
+
+    def action_quit_picker(self) -> None:
+        self.app.exit(0)

@@ -1,0 +1,95 @@
+"""The advice panel: findings, most severe first, each with its change and predicted effect."""
+
+from __future__ import annotations
+
+from rich.style import Style
+from rich.text import Text
+from textual.widget import Widget
+
+from cockpit.core.findings import Finding, sort_findings
+from cockpit.ui import format as fmt
+
+MARKS = {"critical": "●", "warning": "▲", "info": "○", "ok": "✓"}
+
+
+def predicted_words(finding: Finding, current_tokens: int | None) -> str:
+    """`predicted 5.5 GB free per rank · −67,000 KV tokens` from the finding's prediction."""
+    p = finding.predicted
+    parts: list[str] = []
+    if isinstance(p.get("headroom_gb"), (int, float)):
+        parts.append(f"predicted {p['headroom_gb']:.1f} GB free per rank")
+    tokens = p.get("max_total_num_tokens")
+    if isinstance(tokens, int):
+        if current_tokens is not None:
+            parts.append(f"{fmt.signed_int(tokens - current_tokens)} KV tokens (→ {tokens:,})")
+        else:
+            parts.append(f"{tokens:,} KV tokens")
+    for k, v in p.items():
+        if k not in ("headroom_gb", "max_total_num_tokens") and isinstance(v, (int, float, str)):
+            parts.append(f"{k.replace('_', ' ')} {fmt.value(v)}")
+    return " · ".join(parts)
+
+
+def change_words(finding: Finding) -> str:
+    return ", ".join(c.as_diff() for c in finding.changes)
+
+
+class AdvicePanel(Widget):
+    DEFAULT_CSS = """
+    AdvicePanel { height: auto; }
+    """
+
+    COMPONENT_CLASSES = {
+        "advice--critical",
+        "advice--warning",
+        "advice--info",
+        "advice--ok",
+        "advice--change",
+        "advice--dim",
+    }
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._findings: list[Finding] = []
+        self._tokens: int | None = None
+        self._key: tuple[object, ...] = ()
+        self.show_arithmetic = False
+
+    def show(self, findings: list[Finding] | tuple[Finding, ...], current_tokens: int | None) -> None:
+        key = (tuple(findings), current_tokens, self.show_arithmetic)
+        if key == self._key:
+            return  # nothing new: no repaint
+        self._key = key
+        self._findings = sort_findings(list(findings))
+        self._tokens = current_tokens
+        self.refresh(layout=True)
+
+    def toggle_arithmetic(self) -> None:
+        self.show_arithmetic = not self.show_arithmetic
+        self._key = ()
+        self.refresh(layout=True)
+
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(f"advice--{name}", partial=True)
+
+    def render(self) -> Text:
+        if not self._findings:
+            return Text("no findings yet", style=self._style("dim"))
+        lines: list[Text] = []
+        for f in self._findings:
+            t = Text()
+            sev = f.severity if f.severity in MARKS else "info"
+            t.append(MARKS[sev] + " ", style=self._style(sev))
+            if f.ranks and len(f.ranks) <= 3 and not any(r in f.message for r in f.ranks):
+                t.append(", ".join(f.ranks) + ": ", style=self._style(sev))
+            t.append(f.message)
+            if f.changes:
+                t.append("\n  → ", style=self._style("dim"))
+                t.append(change_words(f), style=self._style("change"))
+                pred = predicted_words(f, self._tokens)
+                if pred:
+                    t.append(" · " + pred, style=self._style("dim"))
+            if self.show_arithmetic and f.arithmetic:
+                t.append("\n  " + f.arithmetic.replace("\n", "\n  "), style=self._style("dim"))
+            lines.append(t)
+        return Text("\n").join(lines)

@@ -1,0 +1,216 @@
+"""The live log: a bounded ring buffer, filtered, rendering only the lines on screen.
+
+Lines arrive in batches (10-20 Hz) from the supervisor. Filtering is done by a matcher the screen
+hands in (cockpit.core.logfilter.LineFilter, or anything with `matches`/`spans`); this widget only
+keeps, selects and paints lines. Scrolling up pauses following; new lines are counted, not shown,
+until the operator returns to the end.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from typing import Protocol
+
+from rich.style import Style
+from rich.text import Text
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from cockpit.supervisor.api import LogLine
+
+DEFAULT_CAPACITY = 20_000
+
+
+class Matcher(Protocol):
+    def matches(self, text: str) -> bool: ...
+
+    def spans(self, text: str) -> list[tuple[int, int]]: ...
+
+
+ERROR_WORDS = ("Traceback", "Error", "error:", "OutOfMemory", "out of memory", "SIGQUIT", "Killed", "exception")
+
+
+class LogPane(ScrollView, can_focus=True):
+    DEFAULT_CSS = """
+    LogPane { height: 1fr; }
+    """
+
+    BINDINGS = [
+        Binding("up", "scroll_lines(-1)", "Scroll up", show=False, id="log.up"),
+        Binding("down", "scroll_lines(1)", "Scroll down", show=False, id="log.down"),
+        Binding("pageup", "scroll_pages(-1)", "Page up", show=False, id="log.pageup"),
+        Binding("pagedown", "scroll_pages(1)", "Page down", show=False, id="log.pagedown"),
+        Binding("home", "log_home", "Oldest line", show=False, id="log.home"),
+        Binding("end", "follow", "Follow", show=False, id="log.end"),
+    ]
+
+    COMPONENT_CLASSES = {"logpane--rank", "logpane--match", "logpane--error", "logpane--dim", "logpane--marker"}
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._lines: deque[LogLine] = deque(maxlen=capacity)
+        self._shown: deque[LogLine] = deque(maxlen=capacity)
+        self._matcher: Matcher | None = None
+        self._rank: str | None = None
+        self.paused = False
+        self.new_lines = 0  # lines that matched while paused
+        self.dropped = 0  # lines the supervisor could not deliver (it tells us how many)
+        self.total_seen = 0
+        self._width = 0
+        self._title = "Log"
+
+    # ---- data in ----
+    def add_lines(self, lines: Iterable[LogLine], dropped: int = 0) -> None:
+        self.dropped += dropped
+        shown_before = len(self._shown)
+        full = self._shown.maxlen is not None and shown_before == self._shown.maxlen
+        added = 0
+        for line in lines:
+            self.total_seen += 1
+            self._lines.append(line)
+            if self._accepts(line):
+                self._shown.append(line)
+                added += 1
+                self._width = max(self._width, len(line.text) + 8)
+        if not added and not dropped:
+            return
+        if self.paused:
+            self.new_lines += added
+            if full and added:
+                # Old lines fell off the top: keep the operator's view on the same lines.
+                self.scroll_to(y=max(0, self.scroll_y - added), animate=False, immediate=True)
+        self._resize()
+        if not self.paused:
+            self._follow_end()
+        self.refresh()
+        self._update_subtitle()
+
+    def _follow_end(self) -> None:
+        self.scroll_end(animate=False, immediate=True)
+        # The new virtual size is applied on the next refresh: follow again once it is.
+        self.call_after_refresh(self._scroll_end_if_following)
+
+    def _scroll_end_if_following(self) -> None:
+        if not self.paused:
+            self.scroll_end(animate=False, immediate=True)
+
+    def set_filter(self, matcher: Matcher | None, rank: str | None, title: str | Text) -> None:
+        """Re-select from the ring buffer: the filter applies to the past as well."""
+        self._matcher, self._rank = matcher, rank
+        self._shown.clear()
+        self._shown.extend(line for line in self._lines if self._accepts(line))
+        self._title = title.plain if isinstance(title, Text) else title
+        self.new_lines = 0
+        self._resize()
+        if not self.paused:
+            self._follow_end()
+        self.refresh()
+        self._update_subtitle()
+
+    def clear(self) -> None:
+        self._lines.clear()
+        self._shown.clear()
+        self.new_lines = 0
+        self._resize()
+        self.refresh()
+
+    @property
+    def shown_lines(self) -> list[LogLine]:
+        return list(self._shown)
+
+    def _accepts(self, line: LogLine) -> bool:
+        if self._rank is not None and line.rank != self._rank:
+            return False
+        return self._matcher is None or self._matcher.matches(line.text)
+
+    def _resize(self) -> None:
+        self.virtual_size = Size(max(self._width, self.scrollable_content_region.width), len(self._shown))
+
+    # ---- following / pausing ----
+    def pause(self) -> None:
+        if not self.paused:
+            self.paused = True
+            self._update_subtitle()
+
+    def action_follow(self) -> None:
+        self.paused = False
+        self.new_lines = 0
+        self.scroll_end(animate=False, immediate=True)
+        self._update_subtitle()
+
+    def action_toggle_pause(self) -> None:
+        if self.paused:
+            self.action_follow()
+        else:
+            self.pause()
+
+    def action_scroll_lines(self, n: int) -> None:
+        if n < 0:
+            self.pause()
+        self.scroll_to(y=self.scroll_y + n, animate=False)
+        self._resume_at_end()
+
+    def action_scroll_pages(self, n: int) -> None:
+        if n < 0:
+            self.pause()
+        self.scroll_to(y=self.scroll_y + n * max(1, self.size.height - 1), animate=False)
+        self._resume_at_end()
+
+    def action_log_home(self) -> None:
+        self.pause()
+        self.scroll_home(animate=False)
+
+    def _on_mouse_scroll_up(self, event: object) -> None:
+        self.pause()
+
+    def _resume_at_end(self) -> None:
+        if self.paused and self.scroll_y >= self.max_scroll_y and self.new_lines == 0:
+            # Scrolled back to the bottom by hand: follow again.
+            self.paused = False
+            self._update_subtitle()
+
+    def _update_subtitle(self) -> None:
+        parts = []
+        if self.paused:
+            parts.append(f"paused · {self.new_lines} new lines · End to follow" if self.new_lines else "paused · End to follow")
+        if self.dropped:
+            parts.append(f"{self.dropped} lines dropped")
+        parts.append(f"{len(self._shown)}/{len(self._lines)} lines")
+        # Everything goes in the top border: the compact layout has no bottom border to spare.
+        title = Text(self._title + " · ")
+        status = Text(" · ".join(parts), style=self._style("marker") if self.paused else "")
+        self.border_title = title + status
+
+    # ---- painting: only the visible lines ----
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(f"logpane--{name}", partial=True)
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        if index >= len(self._shown) or index < 0:
+            return Strip.blank(width, base)
+        line = self._shown[index]
+        text = Text(no_wrap=True, end="")
+        body = Text(line.text)
+        if line.rank:
+            # SGLang's prefix already names the rank ("[ts TP3]"): colour it there, else add it.
+            at = line.text.find(line.rank, 0, 48)
+            if at >= 0:
+                body.stylize(self._style("rank"), at, at + len(line.rank))
+            else:
+                text.append(f"{line.rank:<4} ", style=self._style("rank"))
+        if any(w in line.text for w in ERROR_WORDS):
+            body.stylize(self._style("error"))
+        if self._matcher is not None:
+            for a, b in self._matcher.spans(line.text):
+                body.stylize(self._style("match"), a, b)
+        text.append_text(body)
+        segments = list(text.render(self.app.console))
+        strip = Strip(segments).crop(scroll_x, scroll_x + width)
+        return strip.extend_cell_length(width, base).apply_style(base)

@@ -1,0 +1,67 @@
+"""Throughput and token-usage plots over time (textual-plotext), redrawn only when a point arrives."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual_plotext import PlotextPlot
+
+from cockpit.core.state import SeriesPoint
+
+
+def _rgb(color: str) -> tuple[int, int, int] | None:
+    c = color.lstrip("#")
+    if len(c) != 6:
+        return None
+    try:
+        return (int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16))
+    except ValueError:
+        return None
+
+
+class SeriesPlot(PlotextPlot):
+    """One series; the title carries the numbers (now, peak) so the plot reads at a glance."""
+
+    MAX_POINTS = 600  # what fits a wide pane; older points are summarised by the peak in the title
+
+    def __init__(self, title: str, unit: str, color_variable: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._title = title
+        self._unit = unit
+        self._color_variable = color_variable
+        self._values: list[float] = []
+        self._peak: float | None = None
+        self._count = -1
+
+    def show(self, series: Sequence[SeriesPoint]) -> None:
+        if len(series) == self._count and (not series or (self._values and series[-1].value == self._values[-1])):
+            return  # no new point: skip the redraw
+        self._count = len(series)
+        values = [p.value for p in series]
+        self._peak = max(values) if values else None
+        self._values = values[-self.MAX_POINTS :]
+        self.replot()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.replot())
+        self.replot()
+
+    def replot(self) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        if self._values:
+            now = self._values[-1]
+            peak = self._peak if self._peak is not None else now
+            plt.title(f"{self._title}: {now:,.{self._digits(now)}f} now · {peak:,.{self._digits(peak)}f} peak")
+            color = _rgb(self.app.theme_variables.get(self._color_variable, ""))
+            plt.plot(list(range(len(self._values))), self._values, marker="braille", color=color or "cyan")
+        else:
+            plt.title(f"{self._title}: no {self._unit} yet")
+        plt.xticks([])
+        self.refresh()
+
+    @staticmethod
+    def _digits(v: float) -> int:
+        return 2 if abs(v) < 10 else 0

@@ -1,0 +1,279 @@
+"""Per-rank GPU memory bars: used/total from telemetry, split by what the log says the memory holds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+from textual.geometry import Size
+from textual.widget import Widget
+
+from cockpit.core.state import RankMemory
+from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample, RunSnapshot
+from cockpit.ui import format as fmt
+
+STALE_AFTER_S = 5.0  # telemetry arrives about once a second; older than this is dimmed
+
+# Glyphs differ per segment so the breakdown survives a monochrome terminal.
+GLYPHS = {"weights": "█", "kv": "▓", "graphs": "▒", "other": "▚", "foreign": "▞", "free": "░"}
+
+
+@dataclass(frozen=True)
+class Policy:
+    target_headroom_gb: float = 5.0
+    warn_headroom_gb: float = 3.0
+
+
+def gpu_for_rank(snapshot: RunSnapshot, rank: str, position: int) -> GpuSample | None:
+    """The telemetry sample of the GPU this rank runs on (by the supervisor's rank → GPU map)."""
+    where = snapshot.rank_gpu.get(rank)
+    if where is not None:
+        host, index = where
+        for g in snapshot.gpus:
+            if g.index == index and (g.host == host or not host or not g.host):
+                return g
+        return None
+    # No map yet (very early in startup): fall back to order, which is how a single node lists them.
+    return snapshot.gpus[position] if position < len(snapshot.gpus) else None
+
+
+def foreign_gb(snapshot: RunSnapshot, gpu: GpuSample | None) -> float | None:
+    """Memory on this GPU held by processes that are not part of the run (leftovers, other users)."""
+    if gpu is None:
+        return None
+    held = [p.used_gb for p in snapshot.gpu_processes if _on(p, gpu) and not p.belongs_to_run and p.used_gb]
+    return sum(held) if held else None
+
+
+def _on(p: GpuProcess, g: GpuSample) -> bool:
+    return p.gpu_index == g.index and (p.host == g.host or not p.host or not g.host)
+
+
+def rank_names(snapshot: RunSnapshot) -> list[str]:
+    """Every rank known from the log, then any rank the supervisor mapped but the log has not named."""
+    names = list(snapshot.state.ranks)
+    for r in snapshot.rank_gpu:
+        if r not in names:
+            names.append(r)
+    return names
+
+
+class RankBars(Widget):
+    """One row per rank across all nodes, then one row per host for RAM and the HiCache share."""
+
+    DEFAULT_CSS = """
+    RankBars { height: auto; }
+    """
+
+    COMPONENT_CLASSES = {
+        "rankbars--heading",
+        "rankbars--label",
+        "rankbars--focused",
+        "rankbars--weights",
+        "rankbars--kv",
+        "rankbars--graphs",
+        "rankbars--other",
+        "rankbars--foreign",
+        "rankbars--free",
+        "rankbars--unknown",
+        "rankbars--ok",
+        "rankbars--warn",
+        "rankbars--bad",
+        "rankbars--stale",
+        "rankbars--hicache",
+    }
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self._snapshot: RunSnapshot | None = None
+        self._now: float = 0.0
+        self._policy = Policy()
+        self._focus_rank: str | None = None
+        self._hicache_gb_per_rank: float | None = None
+
+    def show(
+        self,
+        snapshot: RunSnapshot,
+        now: float,
+        policy: Policy,
+        focus_rank: str | None = None,
+        hicache_gb_per_rank: float | None = None,
+    ) -> None:
+        rows_before = self._row_count()
+        self._snapshot, self._now, self._policy = snapshot, now, policy
+        self._focus_rank = focus_rank
+        self._hicache_gb_per_rank = hicache_gb_per_rank
+        self.refresh(layout=self._row_count() != rows_before)
+
+    def tick(self, now: float) -> None:
+        """Ages only: the 1 Hz clock."""
+        self._now = now
+        self.refresh()
+
+    def _row_count(self) -> int:
+        if self._snapshot is None:
+            return 2
+        return 1 + max(1, len(rank_names(self._snapshot))) + max(1, len(self._snapshot.hosts))
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return self._row_count()
+
+    # ---- rendering ----
+    def _style(self, name: str) -> Style:
+        return self.get_component_rich_style(f"rankbars--{name}", partial=True)
+
+    def render(self) -> Text:
+        width = max(20, self.size.width)
+        snap = self._snapshot
+        if snap is None:
+            return Text("waiting for the first sample…", style=self._style("unknown"))
+        names = rank_names(snap)
+        label_w = max([4, *(len(n) for n in names)])
+        compact = width < 100
+        # fixed columns: label, used/total, headroom, [util], age
+        used_w, head_w, util_w, age_w = 14, 10, 0 if compact else 5, 6
+        bar_w = max(8, width - label_w - used_w - head_w - util_w - age_w - 5)
+        out = Text(no_wrap=True, overflow="crop")
+        out.append_text(self._heading(label_w, bar_w, used_w, head_w, util_w, age_w))
+        if not names:
+            out.append("\n")
+            out.append("no ranks yet: the log has not named any", style=self._style("unknown"))
+        for i, name in enumerate(names):
+            out.append("\n")
+            rank = snap.state.ranks.get(name) or RankMemory(rank=name)
+            out.append_text(self._rank_row(snap, rank, i, label_w, bar_w, used_w, head_w, util_w, age_w))
+        for host in snap.hosts or ():
+            out.append("\n")
+            out.append_text(self._host_row(snap, host, label_w, bar_w))
+        return out
+
+    def _heading(self, label_w: int, bar_w: int, used_w: int, head_w: int, util_w: int, age_w: int) -> Text:
+        h = self._style("heading")
+        t = Text(no_wrap=True)
+        t.append("RANK".ljust(label_w) + " ", style=h)
+        legend = Text()
+        for key, word in (("weights", "weights"), ("kv", "KV"), ("graphs", "graphs"), ("other", "other"), ("foreign", "foreign"), ("free", "free")):
+            if legend.cell_len + len(word) + 2 > bar_w:
+                break  # only whole legend entries
+            legend.append(GLYPHS[key], style=self._style(key))
+            legend.append(f"{word} ", style=h)
+        legend.pad_right(bar_w - legend.cell_len)
+        t.append_text(legend)
+        t.append(" " + "USED/TOTAL".rjust(used_w), style=h)
+        t.append(" " + "HEADROOM".rjust(head_w), style=h)
+        if util_w:
+            t.append(" " + "GPU".rjust(util_w - 1), style=h)
+        t.append(" " + "AGE".rjust(age_w), style=h)
+        return t
+
+    def _rank_row(
+        self,
+        snap: RunSnapshot,
+        rank: RankMemory,
+        position: int,
+        label_w: int,
+        bar_w: int,
+        used_w: int,
+        head_w: int,
+        util_w: int,
+        age_w: int,
+    ) -> Text:
+        gpu = gpu_for_rank(snap, rank.rank, position)
+        t = Text(no_wrap=True)
+        label_style = self._style("focused") if rank.rank == self._focus_rank else self._style("label")
+        t.append(rank.rank.ljust(label_w) + " ", style=label_style)
+        t.append_text(self._bar(snap, rank, gpu, bar_w))
+        used = gpu.used_gb if gpu else None
+        total = gpu.total_gb if gpu else None
+        age = (self._now - gpu.sampled_at) if gpu else None
+        stale = age is None or age > STALE_AFTER_S
+        num_style = self._style("stale") if stale else Style()
+        t.append(" " + f"{fmt.gb(used, 1)}/{fmt.gb(total, 1)} GB".rjust(used_w), style=num_style)
+        t.append(" ")
+        t.append_text(self._headroom(rank.avail_after_capture_gb, head_w))
+        if util_w:
+            util = "?" if gpu is None or gpu.util_pct is None else f"{gpu.util_pct:.0f}%"
+            t.append(" " + util.rjust(util_w - 1), style=num_style)
+        t.append(" " + fmt.short_duration(age).rjust(age_w), style=num_style)
+        return t
+
+    def _headroom(self, headroom: float | None, width: int) -> Text:
+        if headroom is None:
+            return Text("?".rjust(width), style=self._style("unknown"))
+        if headroom >= self._policy.target_headroom_gb:
+            key = "ok"
+        elif headroom >= self._policy.warn_headroom_gb:
+            key = "warn"
+        else:
+            key = "bad"
+        return Text(f"{headroom:.2f} GB ●".rjust(width), style=self._style(key))
+
+    def _bar(self, snap: RunSnapshot, rank: RankMemory, gpu: GpuSample | None, width: int) -> Text:
+        total = gpu.total_gb if gpu else None
+        used = gpu.used_gb if gpu else None
+        weights = rank.weights_gb or 0.0
+        kv = rank.kv_gb or 0.0
+        graphs = rank.graph_gb or 0.0
+        named = weights + kv + graphs
+        foreign = foreign_gb(snap, gpu) or 0.0
+        scale = total
+        if scale is None:
+            # Telemetry cannot see this GPU: draw what the log says against what it saw free at start.
+            scale = rank.pre_load_avail_gb
+        if not scale:
+            t = Text("·" * width, style=self._style("unknown"))
+            label = " unknown "
+            if width > len(label) + 2:
+                t = Text("·" * 1 + label + "·" * (width - len(label) - 1), style=self._style("unknown"))
+            return t
+        other = max(0.0, used - named - foreign) if used is not None else 0.0
+        parts = [("weights", weights), ("kv", kv), ("graphs", graphs), ("other", other), ("foreign", foreign)]
+        cells: list[tuple[str, int]] = []
+        acc = 0.0
+        drawn = 0
+        for key, amount in parts:
+            acc += amount
+            end = min(width, round(acc / scale * width))
+            if end > drawn:
+                cells.append((key, end - drawn))
+                drawn = end
+        t = Text(no_wrap=True)
+        for key, n in cells:
+            t.append(GLYPHS[key] * n, style=self._style(key))
+        if drawn < width:
+            key = "free" if used is not None else "unknown"
+            t.append((GLYPHS["free"] if used is not None else "·") * (width - drawn), style=self._style(key))
+        return t
+
+    def _host_row(self, snap: RunSnapshot, host: HostSample, label_w: int, bar_w: int) -> Text:
+        t = Text(no_wrap=True)
+        t.append("HOST".ljust(label_w) + " ", style=self._style("label"))
+        total, avail = host.mem_total_gb, host.mem_available_gb
+        ranks_here = [r for r, (h, _i) in snap.rank_gpu.items() if h == host.host] or list(snap.state.ranks)
+        per_rank = self._hicache_gb_per_rank
+        if per_rank is None:
+            per_rank = snap.state.hicache_host_gb_per_rank
+        hicache = per_rank * len(ranks_here) if per_rank is not None and ranks_here else None
+        width = max(8, min(bar_w, 40))
+        if total:
+            used = total - avail if avail is not None else None
+            hc_cells = min(width, round((hicache or 0.0) / total * width))
+            used_cells = min(width, round(used / total * width)) if used is not None else 0
+            other_cells = max(0, used_cells - hc_cells)
+            t.append(GLYPHS["kv"] * hc_cells, style=self._style("hicache"))
+            t.append(GLYPHS["other"] * other_cells, style=self._style("other"))
+            t.append(GLYPHS["free"] * (width - hc_cells - other_cells), style=self._style("free"))
+            t.append(f" {host.host} {fmt.gb(used, 0)}/{total:.0f} GB used")
+        else:
+            t.append("·" * width, style=self._style("unknown"))
+            t.append(f" {host.host} RAM unknown", style=self._style("unknown"))
+        if per_rank is not None and ranks_here:
+            of = f" of {total:.0f} GB" if total else ""
+            t.append(f" · HiCache {len(ranks_here)} × {per_rank:g} = {hicache:g} GB{of}", style=self._style("hicache"))
+        else:
+            t.append(" · HiCache off")
+        age = self._now - host.sampled_at
+        if age > STALE_AFTER_S:
+            t.append(f" · {fmt.short_duration(age)} old", style=self._style("stale"))
+        return t
