@@ -67,10 +67,10 @@ def _parse_log_ts(text: str | None) -> datetime | None:
     if not text:
         return None
     try:
-        dt = datetime.fromisoformat(text.strip()[:19])  # fast; this runs per series point
+        return datetime.fromisoformat(text.strip()[:19])  # fast, and naive: 19 characters hold no zone
     except ValueError:
-        return _parse_iso(text)
-    return dt.replace(tzinfo=None)
+        dt = _parse_iso(text)
+        return dt.replace(tzinfo=None) if dt is not None else None
 
 
 @dataclass(frozen=True)
@@ -170,19 +170,30 @@ def downsample(points: Sequence[tuple[float, float]], limit: int = SERIES_POINTS
     return out
 
 
-def _gen_series(state: RunState) -> list[tuple[float, float]]:
-    """The state's gen-throughput points as (seconds since the first point, tok/s).
+def _gen_series(state: RunState, limit: int = SERIES_POINTS) -> list[tuple[float, float]]:
+    """The state's gen-throughput points, downsampled to `limit`, as (seconds since the first
+    point, tok/s): each bucket's mean value at its middle point's time.
 
-    Log timestamps have a one-second resolution and may not parse (then: the point's index)."""
+    Only the timestamps of kept points are parsed: this runs on every progress call. A timestamp
+    that does not parse falls back to the point's index."""
     pts = list(state.gen_throughput)
-    if not pts:
+    n = len(pts)
+    if n == 0:
         return []
     first = _parse_log_ts(pts[0].ts)
+
+    def x_of(i: int) -> float:
+        ts = _parse_log_ts(pts[i].ts)
+        return (ts - first).total_seconds() if (ts is not None and first is not None) else float(i)
+
+    if n <= limit:
+        return [(round(x_of(i), 3), round(float(p.value), 3)) for i, p in enumerate(pts)]
     out: list[tuple[float, float]] = []
-    for i, p in enumerate(pts):
-        ts = _parse_log_ts(p.ts)
-        x = (ts - first).total_seconds() if (ts is not None and first is not None) else float(i)
-        out.append((x, float(p.value)))
+    for b in range(limit):
+        lo = b * n // limit
+        hi = max(lo + 1, (b + 1) * n // limit)
+        mean = sum(float(p.value) for p in pts[lo:hi]) / (hi - lo)
+        out.append((round(x_of((lo + hi - 1) // 2), 3), round(mean, 3)))
     return out
 
 
@@ -223,7 +234,7 @@ def _state_columns(state: RunState, findings: Iterable[Finding]) -> dict[str, An
         "peak_gen_throughput": max(gen) if gen else None,
         "median_gen_throughput": statistics.median(gen) if gen else None,
         "peak_token_usage": max(usage) if usage else None,
-        "gen_throughput_series": json.dumps(downsample(_gen_series(state))),
+        "gen_throughput_series": json.dumps(_gen_series(state)),
         "findings": json.dumps([f.to_json() for f in findings]),
     }
 
