@@ -324,6 +324,15 @@ class Supervisor:
     def lifecycle(self) -> str:
         return self._lifecycle
 
+    @property
+    def state_phase(self) -> str:
+        return self._state.phase
+
+    @property
+    def any_exited(self) -> bool:
+        """The server of some node has exited (crash or stop)."""
+        return any(n.exited is not None for n in self.nodes if n.run)
+
     def _set(self, lifecycle: str | None = None, progress: str | None = None) -> None:
         if lifecycle is not None:
             self._lifecycle = lifecycle

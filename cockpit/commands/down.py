@@ -1,0 +1,68 @@
+"""`cockpit down PROFILE [--timeout S] [--json]`: stop the run, then wait for its GPU memory.
+
+SIGTERM to the server's process group (and every process of its session), SIGKILL after the
+timeout, then wait until telemetry shows the run's processes gone from its GPUs. Processes that
+still hold memory there (leftovers) are printed with the command that kills them: exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+from cockpit.core.profile import Profile
+from cockpit.supervisor.cli_support import load_profile_arg, open_journal, run_command
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = load_profile_arg(args.profile)
+    return run_command(_down(profile, args))
+
+
+async def _down(profile: Profile, args: argparse.Namespace) -> int:
+    from cockpit.supervisor.supervisor import Supervisor
+
+    journal = open_journal()
+    sup = Supervisor(profile, journal=journal)
+    try:
+        info = await sup.attach()
+        if info is None:
+            if args.json:
+                print(json.dumps({"stopped": True, "run": None, "was_running": False, "leftovers": []}))
+            else:
+                print(f"{profile.name}: not running")
+            return 0
+        if not args.json:
+            print(f"{profile.name}: stopping run {info.id} (pid {info.pid}) on {', '.join(info.hosts)}…", flush=True)
+        res = await sup.stop(timeout=args.timeout)
+    finally:
+        await sup.close()
+        if journal is not None:
+            journal.close()
+    if args.json:
+        print(json.dumps({
+            "stopped": res.stopped,
+            "was_running": True,
+            "killed": res.killed,
+            "left": res.left,
+            "exit_codes": res.exit_codes,
+            "run": {"id": info.id, "hosts": list(info.hosts), "pid": info.pid},
+            "leftovers": [{"host": p.host, "pid": p.pid, "gpu": p.gpu_index, "used_gb": p.used_gb} for p in res.leftovers],
+        }, indent=2))
+    else:
+        how = "SIGKILL after the timeout" if res.killed else "SIGTERM"
+        if res.stopped:
+            print(f"{profile.name}: stopped ({how}); exit code {', '.join(f'{h}: {c}' for h, c in res.exit_codes.items())}")
+        else:
+            print(f"{profile.name}: processes survived SIGKILL: {res.left}", file=sys.stderr)
+        for p in res.leftovers:
+            kill = ["kill", "-9", str(p.pid)]
+            cmd = shlex.join(kill) if p.host == "local" else shlex.join(["ssh", p.host, *kill])
+            used = "?" if p.used_gb is None else f"{p.used_gb:.2f}"
+            print(f"  leftover: pid {p.pid} holds {used} GB on GPU {p.gpu_index} of {p.host}; kill it with: {cmd}",
+                  file=sys.stderr)
+        if not res.leftovers and res.stopped:
+            print(f"{profile.name}: GPU memory released")
+    return 0 if res.stopped and not res.leftovers else 1

@@ -1,0 +1,47 @@
+"""`cockpit status PROFILE [--json]`: attach to the profile's run (live or the last one) and report.
+
+Exit 1 when the run crashed or a finding is critical, else 0. With no run at all the report says
+so (phase `unknown`, `run` null) and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from cockpit.core.profile import Profile
+from cockpit.supervisor.cli_support import (
+    load_profile_arg,
+    render_status,
+    run_command,
+    status_exit_code,
+    status_json,
+)
+
+
+def run(args: argparse.Namespace) -> int:
+    profile = load_profile_arg(args.profile)
+    return run_command(_status(profile, args.json))
+
+
+async def _status(profile: Profile, as_json: bool) -> int:
+    from cockpit.supervisor.supervisor import Supervisor
+
+    sup = Supervisor(profile)
+    try:
+        info = await sup.attach(include_ended=True)
+        if info is None:
+            snap = sup.snapshot()
+            if as_json:
+                print(json.dumps(status_json(snap), indent=2))
+            else:
+                print(f"{profile.name}: no run found on {', '.join(h.label for h in profile.hosts)}")
+            return 0
+        snap = await sup.refresh_once()
+    finally:
+        await sup.close()
+    if as_json:
+        print(json.dumps(status_json(snap), indent=2))
+    else:
+        print(render_status(snap))
+    return status_exit_code(snap)

@@ -1,0 +1,102 @@
+"""`cockpit up PROFILE [--set FLAG=VALUE]… [--wait started|ready] [--timeout S] [--json]`.
+
+Launch detached on the profile's hosts (refused while a run of the profile is alive), then wait:
+`started` returns once the server runs and survived its first second, `ready` once the log says
+`fired up` AND node 0's /health (/ready on 0.5.23) answers 200. A crash prints the diagnosis and
+exits 1; the server is left running when the wait times out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from typing import Any
+
+from cockpit.core.profile import Profile
+from cockpit.errors import CockpitError
+from cockpit.supervisor.cli_support import (
+    load_profile_arg,
+    open_journal,
+    render_findings,
+    render_report,
+    run_command,
+    status_json,
+)
+
+STARTED_GRACE_S = 1.0  # a server that dies at once (bad flag, port in use) is a failure, not "started"
+
+
+def run(args: argparse.Namespace) -> int:
+    from cockpit.backends.sglang.command import parse_overrides
+
+    profile = load_profile_arg(args.profile)
+    overrides = parse_overrides(list(args.overrides or []))
+    return run_command(_up(profile, overrides, args))
+
+
+async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namespace) -> int:
+    from cockpit.core.findings import exit_code_for
+
+    # build the argv first: a flag SGLang would refuse is refused here (FlagError → exit 2)
+    from cockpit.supervisor.supervisor import Supervisor, _Glue, merged_flags
+
+    _Glue.build_argvs(profile, overrides, "127.0.0.1:1" if len(profile.hosts) > 1 else None)
+    checked = profile.model_copy(update={"server": merged_flags(profile, overrides)})
+    pre = Supervisor(checked)
+    findings = await pre.preflight()
+    if exit_code_for(findings):
+        print(f"cockpit: {profile.name}: refused before launch:", file=sys.stderr)
+        for line in render_findings(findings):
+            print("  " + line, file=sys.stderr)
+        return 1
+    journal = open_journal()
+    sup = Supervisor(profile, journal=journal)
+    t0 = time.monotonic()
+    try:
+        info = await sup.start(overrides, attach=False)
+        say = (lambda m: print(m, file=sys.stderr)) if args.json else print
+        say(f"{profile.name}: launched run {info.id} on {', '.join(info.hosts)} (pid {info.pid}), log {info.log_path}")
+        runner = asyncio.create_task(sup.run())
+        try:
+            if args.wait == "ready":
+                def done(s: Supervisor) -> bool:
+                    return s.is_ready() or s.state_phase in ("crashed", "stopped") or s.any_exited
+                ok = await sup.wait_until(done, args.timeout)
+            else:
+                ok = await sup.wait_until(lambda s: s.any_exited, min(STARTED_GRACE_S, args.timeout))
+                ok = True
+            snap = sup.snapshot()
+        finally:
+            await sup.close()
+            runner.cancel()
+            try:
+                await runner
+            except (asyncio.CancelledError, Exception):
+                pass
+    finally:
+        if journal is not None:
+            journal.close()
+    failed = snap.state.phase in ("crashed", "stopped") or sup.any_exited
+    if args.json:
+        out = status_json(snap)
+        out["waited"] = args.wait
+        out["waited_s"] = round(time.monotonic() - t0, 1)
+        print(json.dumps(out, indent=2))
+    if failed:
+        if not args.json:
+            print(render_report(snap), file=sys.stderr)
+        return 1
+    if not ok:
+        raise CockpitError(
+            f"{profile.name}: not ready after {args.timeout:g} s (phase {snap.state.phase}, health {snap.health or 'not probed'})",
+            hint=f"the server keeps running: `cockpit status {profile.name}`, `cockpit logs {profile.name} -f`",
+        )
+    if not args.json:
+        if args.wait == "ready":
+            print(f"{profile.name}: READY after {time.monotonic() - t0:.1f} s (log + {snap.readiness.split('+')[-1].strip()} {snap.health})")
+        else:
+            print(f"{profile.name}: started")
+    return 0

@@ -1,0 +1,174 @@
+"""What `cockpit up/status/logs/down` share: loading the profile, the status JSON, text output.
+
+The JSON is the one shape DESIGN.md fixes for `diagnose`, `check` and `status`: RunState.to_json()
+plus findings, with `status` adding each rank's GPU as telemetry sees it and the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+from cockpit.core.findings import Finding, exit_code_for, sort_findings
+from cockpit.core.profile import Profile, load_profile
+from cockpit.supervisor.api import RunSnapshot
+
+T = TypeVar("T")
+
+
+def load_profile_arg(arg: str) -> Profile:
+    from cockpit.locations import resolve_profile
+
+    return load_profile(resolve_profile(arg))
+
+
+def open_journal() -> Any:
+    """The journal, or None when it cannot be opened (a run is never refused for that)."""
+    try:
+        from cockpit.journal import Journal
+
+        return Journal.open()
+    except Exception:
+        return None
+
+
+def run_command(coro: Awaitable[T]) -> T:
+    """asyncio.run, closing every pooled transport (SSH connections) before returning."""
+
+    async def main() -> T:
+        try:
+            return await coro
+        finally:
+            from cockpit.transport import close_all
+
+            await close_all()
+
+    return asyncio.run(main())
+
+
+def rank_gpu_json(snap: RunSnapshot, rank: str) -> dict[str, Any]:
+    """{"index", "used_gb", "total_gb", "age_s"}; nulls when unknown, never 0."""
+    where = snap.rank_gpu.get(rank)
+    out: dict[str, Any] = {"host": None, "index": None, "used_gb": None, "total_gb": None, "age_s": None}
+    if where is None:
+        return out
+    host, index = where
+    out["host"], out["index"] = host, index
+    for g in snap.gpus:
+        if g.host == host and g.index == index:
+            out["used_gb"] = None if g.used_gb is None else round(g.used_gb, 2)
+            out["total_gb"] = None if g.total_gb is None else round(g.total_gb, 2)
+            out["age_s"] = round(max(0.0, snap.taken_at - g.sampled_at), 1)
+            break
+    return out
+
+
+def status_json(snap: RunSnapshot) -> dict[str, Any]:
+    out = snap.state.to_json()
+    for r in out["ranks"]:
+        r["gpu"] = rank_gpu_json(snap, r["rank"])
+    out["findings"] = [f.to_json() for f in sort_findings(list(snap.findings))]
+    run = snap.run
+    out["run"] = (
+        None
+        if run is None
+        else {
+            "id": run.id,
+            "host": run.hosts[0] if run.hosts else None,
+            "hosts": list(run.hosts),
+            "pid": run.pid,
+            "started_at": run.started_at or None,
+            "run_dir": run.run_dir,
+            "log_path": run.log_path,
+            "flags": dict(run.flags),
+        }
+    )
+    out["lifecycle"] = snap.lifecycle
+    out["health"] = snap.health
+    out["readiness"] = snap.readiness
+    out["ready"] = snap.state.phase == "ready" and snap.health == "200"
+    out["flag_diff"] = [c.to_json() for c in snap.flag_diff]
+    out["gpu_processes"] = [
+        {"host": p.host, "pid": p.pid, "gpu": p.gpu_index, "used_gb": p.used_gb, "belongs_to_run": p.belongs_to_run}
+        for p in snap.gpu_processes
+    ]
+    return out
+
+
+def status_exit_code(snap: RunSnapshot) -> int:
+    if snap.state.phase == "crashed":
+        return 1
+    return exit_code_for(list(snap.findings))
+
+
+def _fmt_gb(v: float | None) -> str:
+    return "?" if v is None else f"{v:.2f}"
+
+
+def render_findings(findings: list[Finding]) -> list[str]:
+    lines = []
+    marks = {"critical": "✖", "warning": "▲", "info": "●", "ok": "✔"}
+    for f in sort_findings(findings):
+        lines.append(f"{marks.get(f.severity, '-')} {f.severity.upper()} {f.id}: {f.message}")
+        for c in f.changes:
+            lines.append(f"    change: {c.as_diff()}")
+        if f.predicted:
+            lines.append("    predicted: " + ", ".join(f"{k}={v}" for k, v in f.predicted.items()))
+    return lines
+
+
+def render_status(snap: RunSnapshot) -> str:
+    """The operator's text view of a snapshot (report.py renders the diagnosis when present)."""
+    st = snap.state
+    run = snap.run
+    head = f"{snap.profile}"
+    if run is not None:
+        head += f" · {','.join(run.hosts)} · run {run.id} · pid {run.pid} · started {run.started_at}"
+    lines = [head]
+    phase = st.phase.upper().replace("_", " ")
+    ready = "ready: log" + (" + " + snap.readiness.split("+")[-1].strip() if snap.readiness else "")
+    lines.append(f"phase {phase} · health {snap.health or 'not probed'} · {ready} · lifecycle {snap.lifecycle}")
+    if snap.flag_diff:
+        lines.append("flags changed from the profile: " + "; ".join(c.as_diff() for c in snap.flag_diff))
+    if st.max_total_num_tokens is not None:
+        lines.append(f"KV pool: max_total_num_tokens={st.max_total_num_tokens}")
+    if st.ranks:
+        lines.append(f"{'RANK':<10} {'GPU':>8} {'USED/TOTAL GB':>15} {'AGE':>6} {'WEIGHTS':>8} {'FREE AFTER CAPTURE':>19}")
+        for r in st.ranks.values():
+            g = rank_gpu_json(snap, r.rank)
+            gpu = "?" if g["index"] is None else f"{g['host']}:{g['index']}" if len(snap.rank_gpu) and run and len(run.hosts) > 1 else str(g["index"])
+            used = f"{_fmt_gb(g['used_gb'])}/{_fmt_gb(g['total_gb'])}"
+            age = "?" if g["age_s"] is None else f"{g['age_s']:.1f}s"
+            lines.append(
+                f"{r.rank:<10} {gpu:>8} {used:>15} {age:>6} {_fmt_gb(r.weights_gb):>8} {_fmt_gb(r.avail_after_capture_gb):>19}"
+            )
+    if st.crash is not None:
+        c = st.crash
+        lines.append(f"CRASH {c.kind} in {c.phase} on {c.rank or 'main'} (line {c.line}): {c.message}")
+    leftovers = [p for p in snap.gpu_processes if not p.belongs_to_run]
+    if leftovers and st.phase in ("stopped", "crashed"):
+        lines.append("GPU memory held by: " + ", ".join(f"pid {p.pid} (GPU {p.gpu_index} on {p.host})" for p in leftovers))
+    lines += render_findings(list(snap.findings))
+    if snap.progress:
+        lines.append(snap.progress)
+    return "\n".join(lines)
+
+
+def render_report(snap: RunSnapshot) -> str:
+    """The diagnosis as cockpit/report.py renders it for `diagnose`, falling back to render_status."""
+    try:
+        from cockpit import report  # type: ignore[attr-defined]
+
+        fn = getattr(report, "render_text", None) or getattr(report, "render", None)
+        if fn is not None:
+            return str(fn(snap.state, list(snap.findings)))
+    except Exception:
+        pass
+    return render_status(snap)
+
+
+def elapsed(since: float) -> str:
+    s = int(time.monotonic() - since)
+    return f"{s // 60:02d}:{s % 60:02d}"
