@@ -40,15 +40,27 @@ HISTORY_BINDINGS: list[BindingType] = [
     Binding("g", "reload", "Reload", id="history.reload"),
 ]
 
-# Series colours when the theme gives none: distinct on dark and light backgrounds.
-SERIES_COLORS: tuple[tuple[int, int, int], ...] = (
-    (95, 215, 215),
-    (255, 175, 95),
-    (175, 135, 255),
-    (135, 215, 95),
-    (255, 95, 135),
-    (215, 215, 95),
+# One colour per overlaid run, from theme variables (a theme file is the one place colours are
+# chosen); the RGB fallbacks serve Textual's own themes, which lack Cockpit's variables.
+SERIES_COLOR_VARIABLES: tuple[tuple[str, tuple[int, int, int]], ...] = (
+    ("plot-throughput", (95, 215, 215)),
+    ("mem-graphs", (215, 175, 95)),
+    ("plot-usage", (175, 135, 255)),
+    ("headroom-ok", (95, 215, 95)),
+    ("mem-foreign", (255, 135, 95)),
+    ("mem-weights", (95, 135, 215)),
 )
+
+
+def _rgb(color: str | None) -> tuple[int, int, int] | None:
+    c = (color or "").lstrip("#")
+    if len(c) != 6:
+        return None
+    try:
+        return (int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16))
+    except ValueError:
+        return None
+
 
 RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("sel", " "),
@@ -97,7 +109,12 @@ class ThroughputOverlay(PlotextPlot):
         self.replot()
 
     def on_mount(self) -> None:
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.replot())
         self.replot()
+
+    def _colors(self) -> list[tuple[int, int, int]]:
+        variables = self.app.theme_variables
+        return [_rgb(variables.get(name)) or fallback for name, fallback in SERIES_COLOR_VARIABLES]
 
     def replot(self) -> None:
         plt = self.plt
@@ -111,10 +128,11 @@ class ThroughputOverlay(PlotextPlot):
             self.refresh()
             return
         plt.title("gen throughput (tok/s) over minutes of serving")
+        colors = self._colors()
         for i, r in enumerate(with_series):
             xs = [p[0] / 60.0 for p in r.gen_throughput_series]
             ys = [p[1] for p in r.gen_throughput_series]
-            plt.plot(xs, ys, marker="braille", color=SERIES_COLORS[i % len(SERIES_COLORS)], label=_short_id(r.id))
+            plt.plot(xs, ys, marker="braille", color=colors[i % len(colors)], label=_short_id(r.id))
         self.refresh()
 
 
