@@ -41,12 +41,10 @@ async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namesp
     from cockpit.core.findings import exit_code_for
 
     # build the argv first: a flag SGLang would refuse is refused here (FlagError → exit 2)
-    from cockpit.supervisor.supervisor import Supervisor, _Glue, merged_flags
+    from cockpit.supervisor.supervisor import Supervisor, _Glue
 
     _Glue.build_argvs(profile, overrides, "127.0.0.1:1" if len(profile.hosts) > 1 else None)
-    checked = profile.model_copy(update={"server": merged_flags(profile, overrides)})
-    pre = Supervisor(checked)
-    findings = await pre.preflight()
+    findings = await Supervisor(profile).preflight(overrides)
     if exit_code_for(findings):
         print(f"cockpit: {profile.name}: refused before launch:", file=sys.stderr)
         for line in render_findings(findings):

@@ -355,38 +355,36 @@ class Supervisor:
         """Nothing to do since asyncio primitives bind their loop lazily (kept as one hook)."""
 
     # ------------------------------------------------------------------ preflight
-    async def preflight(self) -> list[Finding]:
+    async def preflight(self, overrides: dict[str, Any] | None = None) -> list[Finding]:
         """Flags and host facts checked before a launch (HiCache per-rank arithmetic, GPUs, RAM)."""
-        self._set("preflight", "checking the profile against its hosts")
-        findings: list[Finding] = []
-        try:
-            from cockpit.core import diagnosis
+        from cockpit.core.preflight import preflight
 
-            check = getattr(diagnosis, "check_profile", None)
-        except ImportError:
-            check = None
-        if check is not None:
-            facts = await self._host_facts()
-            result = check(self.profile, facts) if facts is not None else check(self.profile, None)
-            if asyncio.iscoroutine(result):
-                result = await result
-            findings = list(result)
+        self._set("preflight", "checking the profile against its hosts")
+        profile = self.profile
+        if overrides:
+            profile = profile.model_copy(update={"server": merged_flags(profile, overrides)})
+        facts = await self.host_facts()
+        findings = preflight(profile, facts)
         self._preflight = tuple(findings)
         self._set("idle", "")
         return findings
 
-    async def _host_facts(self) -> Any:
-        try:
-            client = _telemetry_client()
-        except ImportError:
-            return None
-        fn = getattr(client, "host_facts", None)
-        if fn is None:
-            return None
-        out = []
+    async def host_facts(self) -> list[Any]:
+        """One HostFacts per node, measured through telemetry (unknown values stay None)."""
+        from cockpit.backends.base import HostFacts
+
+        fn = None
+        with contextlib.suppress(ImportError):
+            fn = getattr(_telemetry_client(), "host_facts", None)
+        out: list[Any] = []
         for node in self.nodes:
-            with contextlib.suppress(TransportError, OSError):
-                out.append(await fn(node.transport))
+            facts = None
+            if fn is not None:
+                try:
+                    facts = await fn(node.transport)
+                except (TransportError, OSError) as exc:
+                    log.debug("host facts on %s: %s", node.label, exc)
+            out.append(facts if facts is not None else HostFacts(host=node.label))
         return out
 
     # ------------------------------------------------------------------ launch / attach
@@ -484,12 +482,10 @@ class Supervisor:
         self._overrides = dict(meta.get("overrides") or {})
         self._run = self._run_info_from_nodes()
         if alive:
-            self._set("running", "attached")
+            self._set("running", "")
         else:
+            # the exit is applied to the state once the log has been read (refresh_once / run)
             self._set("stopped" if first.get("stopped_by") else "failed", "the run has ended")
-            for node in nodes:
-                if node.run is not None and node.run.get("exit_code") is not None:
-                    node.exited = ServerExited(int(node.run.get("pid") or 0), node.run.get("exit_code"))
         return self._run
 
     def _reset_for_run(self) -> None:
@@ -792,10 +788,8 @@ class Supervisor:
         return self._findings
 
     def _host_facts_now(self) -> list[Any]:
-        try:
-            from cockpit.backends.base import HostFacts
-        except ImportError:
-            return []
+        from cockpit.backends.base import HostFacts
+
         out = []
         for label, hs in self._host_samples.items():
             out.append(HostFacts(host=label, mem_total_gb=hs.mem_total_gb, mem_available_gb=hs.mem_available_gb,
