@@ -1,0 +1,46 @@
+"""The SGLang backend: flags per version, command builder, log parser, memory model, diagnosis.
+
+Diagnosis and preflight live in cockpit.core and import this package's flag table and memory
+model, so they are imported inside the methods below (importing them here would be circular).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from cockpit.backends.base import HostFacts, LogParser
+from cockpit.backends.sglang.flags import VERSIONS
+from cockpit.core.findings import Finding
+from cockpit.core.profile import Profile
+from cockpit.core.state import RunState
+
+
+class SGLangBackend:
+    name = "sglang"
+
+    def versions(self) -> tuple[str, ...]:
+        return VERSIONS
+
+    def build_argv(self, profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None) -> list[str]:
+        from cockpit.backends.sglang.command import build_argv
+
+        return build_argv(profile, overrides, version=version)
+
+    def new_parser(self) -> LogParser:
+        from cockpit.backends.sglang.logparse import SGLangLogParser
+
+        return SGLangLogParser()  # type: ignore[return-value]
+
+    def new_state(self) -> RunState:
+        return RunState(backend=self.name)
+
+    def diagnose(self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = ()) -> list[Finding]:
+        from cockpit.core.diagnosis import diagnose
+
+        return diagnose(state, profile, hosts)
+
+    def preflight(self, profile: Profile, hosts: Iterable[HostFacts]) -> list[Finding]:
+        from cockpit.core.preflight import preflight
+
+        return preflight(profile, list(hosts))

@@ -1,0 +1,101 @@
+"""`cockpit check PROFILE [--json] [--host-mem-gb X] [--gpu-mem-gb Y] [--gpus N]`: preflight.
+
+Validates every flag (a bad profile exits 2 with one line naming the file and key), measures the
+local host (RAM, GPUs) and runs the preflight rules. The options are what-ifs: they replace the
+measured facts on every host (`--host-mem-gb` = RAM available in decimal GB, `--gpu-mem-gb` = memory
+per GPU in GiB as nvidia-smi/SGLang report it, `--gpus` = GPUs per node). SSH hosts are measured by
+whoever calls `check_profile` with their facts (the SSH layer); without them they stay unknown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Mapping
+
+from cockpit.backends.base import HostFacts
+from cockpit.core.findings import Finding, exit_code_for
+from cockpit.core.preflight import preflight
+from cockpit.core.profile import Profile, load_profile
+from cockpit.errors import BadInput
+
+
+def host_facts_for(profile: Profile, measured: Mapping[str, HostFacts] | None = None) -> list[HostFacts]:
+    """One HostFacts per profile host: given ones first, `local` measured here, others unknown."""
+    out: list[HostFacts] = []
+    for h in profile.hosts:
+        label = h.label
+        if measured and label in measured:
+            out.append(dataclasses.replace(measured[label], host=label))
+        elif h.is_local:
+            from cockpit.hostfacts import local_host_facts
+
+            out.append(local_host_facts())
+        else:
+            out.append(HostFacts(host=label, source="unknown"))
+    return out
+
+
+def apply_what_if(facts: list[HostFacts], host_mem_gb: float | None, gpu_mem_gb: float | None, gpus: int | None) -> list[HostFacts]:
+    out = []
+    for f in facts:
+        changes: dict[str, object] = {}
+        if host_mem_gb is not None:
+            changes.update(mem_available_gb=host_mem_gb, mem_total_gb=max(host_mem_gb, f.mem_total_gb or 0))
+        if gpu_mem_gb is not None:
+            changes.update(gpu_mem_total_gib=gpu_mem_gb, gpu_free_gib=())
+        if gpus is not None:
+            changes.update(gpu_count=gpus)
+        if changes:
+            changes["source"] = "override" if f.source == "unknown" else f"{f.source}+override"
+        out.append(dataclasses.replace(f, **changes))  # type: ignore[arg-type]
+    return out
+
+
+def check_profile(
+    profile: Profile,
+    facts_overrides: Mapping[str, HostFacts] | None = None,
+    *,
+    host_mem_gb: float | None = None,
+    gpu_mem_gb: float | None = None,
+    gpus: int | None = None,
+    version: str | None = None,
+) -> tuple[list[Finding], list[HostFacts]]:
+    """Preflight `profile`: (findings most severe first, the host facts they were computed from).
+
+    `facts_overrides` maps a host label (`local`, `gpu-box-1`) to facts measured elsewhere, e.g.
+    by the SSH agent. Raises FlagError / ProfileError for a profile SGLang would refuse.
+    """
+    facts = apply_what_if(host_facts_for(profile, facts_overrides), host_mem_gb, gpu_mem_gb, gpus)
+    return preflight(profile, facts, version=version), facts
+
+
+def run(args: argparse.Namespace) -> int:
+    from cockpit.backends.sglang.command import build_argv
+    from cockpit.locations import resolve_profile
+
+    for name, val in (("--host-mem-gb", args.host_mem_gb), ("--gpu-mem-gb", args.gpu_mem_gb)):
+        if val is not None and val <= 0:
+            raise BadInput(f"{name} {val:g}: expected a positive number of GB")
+    if args.gpus is not None and args.gpus <= 0:
+        raise BadInput(f"--gpus {args.gpus}: expected a positive number of GPUs")
+    profile = load_profile(resolve_profile(args.profile))
+    findings, facts = check_profile(profile, host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus)
+    argv = build_argv(profile)
+    if args.json:
+        out = {
+            "backend": profile.backend,
+            "profile": profile.name,
+            "version": profile.version,
+            "argv": argv,
+            "hosts": [dataclasses.asdict(f) for f in facts],
+            "findings": [f.to_json() for f in findings],
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        from cockpit.report import render_check
+
+        sys.stdout.write(render_check(profile.name, facts, findings, argv))
+    return exit_code_for(findings)

@@ -1,0 +1,56 @@
+"""`cockpit diagnose LOG… [--json] [--target-headroom-gb F]`: explain SGLang logs.
+
+Each LOG is a file path or `-` (standard input, read as bytes). Several logs are read in order into
+one state (e.g. a rotated log and its continuation). Exit 0 when nothing is critical, 1 when a
+finding is critical, 2 on bad input (a missing or unreadable file), always as one clear line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from cockpit.core.diagnosis import diagnose
+from cockpit.core.findings import exit_code_for
+from cockpit.core.state import RunState
+from cockpit.errors import BadInput
+
+
+def read_logs(paths: list[str]) -> RunState:
+    from cockpit.backends.sglang.logparse import read_log
+
+    state: RunState | None = None
+    if paths.count("-") > 1:
+        raise BadInput("standard input (-) can be read only once")
+    for path in paths:
+        try:
+            state = read_log(sys.stdin.buffer, state) if path == "-" else read_log(path, state)
+        except FileNotFoundError:
+            raise BadInput(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise BadInput(f"{path}: is a directory, expected a log file") from None
+        except PermissionError:
+            raise BadInput(f"{path}: permission denied") from None
+        except OSError as exc:
+            raise BadInput(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    assert state is not None  # argparse requires at least one LOG
+    return state
+
+
+def run(args: argparse.Namespace) -> int:
+    target = args.target_headroom_gb
+    if target is not None and not 0 < target <= 200:
+        raise BadInput(f"--target-headroom-gb {target:g}: expected a value between 0 and 200 GiB")
+    state = read_logs(list(args.logs))
+    findings = diagnose(state, target_headroom_gb=target)
+    if args.json:
+        out = state.to_json()
+        out["findings"] = [f.to_json() for f in findings]
+        print(json.dumps(out, indent=2))
+    else:
+        from cockpit.report import render_state
+
+        title = ", ".join(args.logs)
+        sys.stdout.write(render_state(state, findings, title=f"diagnose {title}"))
+    return exit_code_for(findings)

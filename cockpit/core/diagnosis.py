@@ -1,0 +1,463 @@
+"""Diagnosis: a RunState (plus the profile and host facts, if known) -> findings with flag changes.
+
+Pure: no I/O, no clocks. The TUI, `cockpit diagnose`, `cockpit status` and the supervisor's crash
+handling all call `diagnose`, so an operator sees the same advice everywhere.
+
+Finding ids (stable; scripts and the journal key on them):
+
+| id | severity | when |
+|---|---|---|
+| `oom_crash` | critical | a CUDA OOM while serving (prefill/decode): lower mfs to reach the target headroom |
+| `graph_capture_oom` | critical | OOM during CUDA-graph capture: lower mfs or the decode-graph max batch size |
+| `init_not_enough_memory` | critical | "Not enough memory … increase --mem-fraction-static": RAISE mfs past 1 − A/P |
+| `kv_pool_exhausted` | critical | the KV pool ran out of tokens at run time |
+| `hicache_host_memory` | critical | the HiCache host pool did not fit in host RAM (per-rank size with the arithmetic) |
+| `host_oom_killed` | critical | the kernel OOM killer SIGKILLed a scheduler (host RAM, often HiCache) |
+| `nccl_timeout` | critical | a collective timed out (a peer died, hung or the network stalled) |
+| `port_in_use` | critical | the HTTP port was already taken |
+| `warmup_failed` | critical | the warmup request failed after the model loaded |
+| `crash_unclassified` | critical | the server died and no known signature matched |
+| `low_headroom_after_graph_capture` | critical < warn (3 GiB), warning < target (5 GiB) | free GPU memory after capture on the worst rank |
+| `rank_memory_imbalance` | warning | one rank's P or headroom ≥ 0.3 GiB below its peers: another process on that GPU |
+| `kv_pool_below_context` | warning | the KV pool holds fewer tokens than one full-context request |
+| `headroom_ok` | ok | headroom ≥ target on every rank |
+
+Memory numbers are GiB, as SGLang prints them. Changes name flags as the run's version spells them.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+from cockpit.backends.base import FlagError, HostFacts
+from cockpit.backends.sglang.flags import DEFAULT_VERSION, canonical, graph_max_bs_flag, version_key
+from cockpit.backends.sglang.memory import (
+    MfsMove,
+    ceil2,
+    cell_bytes_observed,
+    hicache_budget,
+    kv_pool_gib,
+    mfs_floor,
+    plan_mfs_for_headroom,
+)
+from cockpit.core.findings import Finding, FlagChange, sort_findings
+from cockpit.core.profile import Profile
+from cockpit.core.state import RunState
+
+DEFAULT_TARGET_HEADROOM_GB = 5.0
+DEFAULT_WARN_HEADROOM_GB = 3.0
+IMBALANCE_GB = 0.3  # a rank this far below its peers' median shares its GPU with something else
+# When a crash happened mid-capture the graphs' size is unknown; Kimi-K2.5 TP8 captured 3.75 GiB.
+GRAPH_GB_GUESS = 4.0
+# Raise mfs this far past the floor 1 − A/P so the KV pool gets a useful size, not a sliver.
+FLOOR_MARGIN = 0.02
+
+
+# ---- context: the facts each rule reads, computed once --------------------------------------------
+
+
+class _Ctx:
+    def __init__(self, state: RunState, profile: Profile | None, hosts: list[HostFacts], target: float, warn: float):
+        self.state = state
+        self.profile = profile
+        self.hosts = hosts
+        self.target = target
+        self.warn = warn
+        self.version = run_version(state, profile)
+        self.mfs = state.mem_fraction_static
+        if self.mfs is None and profile is not None:
+            v = profile.flag("mem-fraction-static")
+            self.mfs = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        self.P = state.min_pre_load_avail_gb
+        a_vals = [r.after_weights_avail_gb for r in state.ranks.values() if r.after_weights_avail_gb is not None]
+        self.A = min(a_vals) if a_vals else None
+        self.headroom = state.min_headroom_gb
+        self.worst = state.worst_rank
+        self.tokens = state.max_total_num_tokens
+        if self.tokens is None:
+            toks = [r.kv_tokens for r in state.ranks.values() if r.kv_tokens is not None]
+            self.tokens = min(toks) if toks else None
+        self.cell = self._cell_bytes()
+
+    def _cell_bytes(self) -> float | None:
+        for r in self.state.ranks.values():
+            c = cell_bytes_observed(r.kv_tokens, r.kv_gb)
+            if c:
+                return c
+        # No K/V size line: derive the pool from A − P·(1 − mfs) and the token count.
+        if self.tokens and self.P is not None and self.A is not None and self.mfs is not None:
+            kv = kv_pool_gib(self.P, self.A, self.mfs)
+            return cell_bytes_observed(self.tokens, kv)
+        return None
+
+    def flag(self, dest: str) -> Any:
+        """A server flag's value: the log's server_args first, then the profile."""
+        if dest in self.state.server_args:
+            return self.state.server_args[dest]
+        if self.profile is not None:
+            return self.profile.flag(dest)
+        return None
+
+    def spelled(self, name: str) -> str:
+        try:
+            return canonical(name, self.version).name
+        except FlagError:
+            return "--" + name.lstrip("-").replace("_", "-")
+
+    def mfs_move(self, worst_free: float, target: float) -> MfsMove | None:
+        if self.mfs is None or self.P is None or self.P <= 0:
+            return None
+        return plan_mfs_for_headroom(
+            self.mfs, self.P, worst_free, target,
+            tokens_now=self.tokens, cell_bytes=self.cell, after_weights_avail=self.A,
+        )
+
+    def lowering_alternatives(self) -> tuple[FlagChange, ...]:
+        """Other ways to buy headroom: a smaller prefill chunk, a smaller decode-graph batch."""
+        alts: list[FlagChange] = []
+        cps = self.state.chunked_prefill_size or _as_int(self.flag("chunked_prefill_size"))
+        if cps and cps > 0:
+            alts.append(FlagChange("--chunked-prefill-size", cps, max(512, cps // 2)))
+        gflag = graph_max_bs_flag(self.version)
+        bs = _as_int(self.flag(gflag.lstrip("-").replace("-", "_")))
+        if bs is None and gflag == "--cuda-graph-max-bs-decode":
+            bs = _as_int(self.flag("cuda_graph_max_bs"))
+        alts.append(FlagChange(gflag, bs, max(1, bs // 2) if bs else 128))
+        return tuple(alts)
+
+
+def run_version(state: RunState, profile: Profile | None = None) -> str:
+    """The SGLang version whose flag spellings apply: the log's format, the profile's, the default."""
+    if state.format and state.format.startswith("sglang-"):
+        v = state.format.removeprefix("sglang-")
+        try:
+            version_key(v)
+            return v
+        except FlagError:
+            pass
+    if profile is not None and profile.version:
+        return profile.version
+    return DEFAULT_VERSION
+
+
+def _as_int(v: Any) -> int | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _gb(x: float | None) -> str:
+    return "unknown" if x is None else f"{x:.2f} GiB"
+
+
+def _mfs_finding(
+    ctx: _Ctx, fid: str, severity: str, ranks: tuple[str, ...], lead: str, move: MfsMove | None, *, fallback_step: float = 0.03
+) -> Finding:
+    """A finding whose advice is "lower --mem-fraction-static", with the numbers behind it."""
+    alts = ctx.lowering_alternatives()
+    if move is None:
+        if ctx.mfs is None:
+            msg = f"{lead} Lower --mem-fraction-static (the log did not show its value or P), or shrink the prefill chunk / graph batch."
+            return Finding(fid, severity, msg, ranks, (), {}, None, alts)
+        new = round(ctx.mfs - fallback_step, 2)
+        msg = (f"{lead} Lower --mem-fraction-static {ctx.mfs:g} → {new:g}; the log did not show P (free before weights) "
+               "so the gain cannot be computed.")
+        return Finding(fid, severity, msg, ranks, (FlagChange("--mem-fraction-static", ctx.mfs, new),), {}, None, alts)
+    predicted: dict[str, Any] = {"headroom_gb": round(move.headroom, 2)}
+    if move.tokens_after is not None:
+        predicted["max_total_num_tokens"] = move.tokens_after
+    cost = ""
+    if move.tokens_now is not None and move.tokens_after is not None:
+        cost = f", costing {move.tokens_now - move.tokens_after:,} KV tokens ({move.tokens_now:,} → {move.tokens_after:,})"
+    msg = (f"{lead} Lower --mem-fraction-static {move.mfs_old:g} → {move.mfs_new:g}: frees "
+           f"{move.mfs_old - move.mfs_new:.2f} × P {move.pre_load_avail:.2f} = {(move.mfs_old - move.mfs_new) * move.pre_load_avail:.2f} GiB per GPU, "
+           f"predicted headroom ≈ {move.headroom:.2f} GiB (target {move.target:g}){cost}.")
+    if move.below_floor:
+        msg += (f" Warning: {move.mfs_new:g} is at or below the floor 1 − A/P = {move.floor:.3f}, where startup fails; "
+                "shrink --chunked-prefill-size or the graph batch size instead.")
+    return Finding(
+        fid, severity, msg, ranks, (FlagChange("--mem-fraction-static", move.mfs_old, move.mfs_new),),
+        predicted, move.arithmetic(), alts,
+    )
+
+
+# ---- rules ----------------------------------------------------------------------------------------
+
+
+def _crash_findings(ctx: _Ctx) -> list[Finding]:
+    crash = ctx.state.crash
+    if crash is None:
+        return []
+    ranks = (crash.rank,) if crash.rank else ()
+    where = f" on {crash.rank}" if crash.rank else ""
+    kind = crash.kind
+    if kind == "cuda_oom":
+        if ctx.headroom is not None:
+            lead = (f"CUDA out of memory in {crash.phase}{where} (line {crash.line}); after graph capture the worst rank "
+                    f"({ctx.worst}) had only {ctx.headroom:.2f} GiB free for activations.")
+            move = ctx.mfs_move(ctx.headroom, ctx.target)
+        else:
+            lead = f"CUDA out of memory in {crash.phase}{where} (line {crash.line}); the headroom after capture is not in the log."
+            move = None
+        return [_mfs_finding(ctx, "oom_crash", "critical", ranks, lead, move)]
+    if kind == "graph_capture_oom":
+        return [_graph_capture_oom(ctx, ranks, where, crash.line)]
+    if kind == "init_not_enough_memory":
+        return [_init_not_enough(ctx, ranks, where, crash.message + "\n" + "\n".join(crash.decisive_lines))]
+    if kind == "kv_pool_exhausted":
+        return [_kv_exhausted(ctx, ranks, where, crash.line)]
+    if kind in ("hicache_host_memory", "host_oom_killed"):
+        return [_hicache_crash(ctx, kind, ranks, where, crash.message)]
+    if kind == "nccl_timeout":
+        msg = (f"A NCCL collective timed out{where} (line {crash.line}): a peer rank died or hung first, or the "
+               "network between nodes stalled. Look for the first rank that failed above this line; raise "
+               "--dist-timeout only if a slow but healthy step is expected.")
+        return [Finding("nccl_timeout", "critical", msg, ranks)]
+    if kind == "port_in_use":
+        port = _as_int(ctx.flag("port")) or 30000
+        msg = (f"Port {port} is already in use (line {crash.line}): another server (perhaps an earlier run that did "
+               f"not stop) is listening. Stop it, or move this run to another port.")
+        return [Finding("port_in_use", "critical", msg, ranks, (FlagChange("--port", port, port + 1),))]
+    if kind == "warmup_failed":
+        msg = (f"The warmup request failed{where} (line {crash.line}) after the model loaded; the server never "
+               "became ready. The decisive lines above say why; --skip-server-warmup only hides the problem.")
+        return [Finding("warmup_failed", "critical", msg, ranks, (), {}, None,
+                        (FlagChange("--skip-server-warmup", False, True),))]
+    msg = f"The server died{where} (line {crash.line}) with no known signature: {crash.message.strip()[:200]}"
+    return [Finding("crash_unclassified", "critical", msg, ranks)]
+
+
+def _graph_capture_oom(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int) -> Finding:
+    before = [r.avail_before_capture_gb for r in ctx.state.ranks.values() if r.avail_before_capture_gb is not None]
+    graphs = [r.graph_gb for r in ctx.state.ranks.values() if r.graph_gb]
+    graph_need = max(graphs) if graphs else GRAPH_GB_GUESS
+    gflag = graph_max_bs_flag(ctx.version)
+    lead = f"Out of memory while capturing CUDA graphs{where} (line {line})."
+    move = None
+    if before:
+        worst_before = min(before)
+        lead += (f" Only {worst_before:.2f} GiB were free before capture; graphs need about {graph_need:.2f} GiB"
+                 f"{'' if graphs else ' (a guess)'} and {ctx.target:g} GiB should stay free after.")
+        move = ctx.mfs_move(worst_before, ctx.target + graph_need)
+    f = _mfs_finding(ctx, "graph_capture_oom", "critical", ranks, lead, move)
+    alts = list(f.alternatives)
+    if version_key(ctx.version) >= version_key("0.5.23"):
+        alts.append(FlagChange("--cuda-graph-backend-prefill", ctx.flag("cuda_graph_backend_prefill"), "disabled"))
+    msg = f.message + f" Or capture fewer graphs: {gflag} smaller."
+    return Finding(f.id, f.severity, msg, f.ranks, f.changes, f.predicted, f.arithmetic, tuple(alts))
+
+
+_RAISE_ABOVE = re.compile(r"Raise --mem-fraction-static above (\d+(?:\.\d+)?)")
+_MIN_VIABLE = re.compile(r"minimum viable = 1 - available/pre = (\d+(?:\.\d+)?)")
+
+
+def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -> Finding:
+    floor: float | None = None
+    m = _MIN_VIABLE.search(text) or _RAISE_ABOVE.search(text)
+    if m:
+        floor = float(m.group(1))
+    elif ctx.A is not None and ctx.P:
+        floor = mfs_floor(ctx.A, ctx.P)
+    lead = (f"Startup failed{where}: the weights left no GPU memory for the KV pool at --mem-fraction-static "
+            f"{ctx.mfs if ctx.mfs is not None else '(unknown)'}. This is the opposite of an OOM: RAISE "
+            "--mem-fraction-static (lowering it makes this worse).")
+    if floor is None:
+        new = ceil2((ctx.mfs or 0.8) + 0.05)
+        msg = lead + " P and A are not in the log, so the floor 1 − A/P is unknown; try a higher value."
+        return Finding("init_not_enough_memory", "critical", msg, ranks,
+                       (FlagChange("--mem-fraction-static", ctx.mfs, min(new, 0.95)),))
+    new = ceil2(floor + FLOOR_MARGIN)
+    if ctx.mfs is not None:
+        new = max(new, ceil2(ctx.mfs + 0.01))
+    arith = f"floor 1 − A/P = {floor:.4f}; + margin {FLOOR_MARGIN} → {new:.2f} (rounded up)"
+    if ctx.A is not None and ctx.P:
+        arith = f"floor 1 − A/P = 1 − {ctx.A:.2f}/{ctx.P:.2f} = {floor:.4f}; + margin {FLOOR_MARGIN} → {new:.2f} (rounded up)"
+    msg = lead + f" The minimum viable value is 1 − A/P = {floor:.3f}; use {new:g}."
+    predicted: dict[str, Any] = {}
+    if ctx.P and ctx.A is not None:
+        predicted["kv_pool_gb"] = round(kv_pool_gib(ctx.P, ctx.A, new), 2)
+    if new >= 0.96:
+        msg += " That leaves almost nothing for activations: the model barely fits; add GPUs (more TP) or quantize."
+    return Finding("init_not_enough_memory", "critical", msg, ranks,
+                   (FlagChange("--mem-fraction-static", ctx.mfs, new),), predicted, arith)
+
+
+def _kv_exhausted(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int) -> Finding:
+    lead = (f"The KV pool ran out of tokens{where} (line {line}): "
+            f"{ctx.tokens:,} tokens were not enough for the running requests." if ctx.tokens
+            else f"The KV pool ran out of tokens{where} (line {line}).")
+    mrr = ctx.state.max_running_requests or _as_int(ctx.flag("max_running_requests"))
+    alts: list[FlagChange] = []
+    if mrr:
+        alts.append(FlagChange("--max-running-requests", mrr, max(1, mrr // 2)))
+    if ctx.headroom is not None and ctx.mfs is not None and ctx.P and ctx.headroom > ctx.target + 0.5:
+        spare = ctx.headroom - ctx.target
+        new = round(ctx.mfs + spare / ctx.P - 0.005, 2)
+        if new > ctx.mfs:
+            msg = (f"{lead} There is {ctx.headroom:.2f} GiB free after capture, {spare:.2f} GiB above the target: "
+                   f"raise --mem-fraction-static {ctx.mfs:g} → {new:g} to grow the pool, or admit fewer requests.")
+            predicted = {"headroom_gb": round(ctx.headroom - (new - ctx.mfs) * ctx.P, 2)}
+            return Finding("kv_pool_exhausted", "critical", msg, ranks,
+                           (FlagChange("--mem-fraction-static", ctx.mfs, new),), predicted, None, tuple(alts))
+    msg = (f"{lead} The GPU has no spare memory for a bigger pool: admit fewer requests at once "
+           "(--max-running-requests), enable HiCache, or add GPUs.")
+    return Finding("kv_pool_exhausted", "critical", msg, ranks, tuple(alts[:1]), {}, None, ())
+
+
+def ranks_per_node(flags: dict[str, Any], nnodes: int | None = None) -> int:
+    """GPU processes per node: tp·pp (·dp unless DP attention runs inside TP) / nnodes."""
+    tp = _as_int(flags.get("tp_size")) or 1
+    pp = _as_int(flags.get("pp_size")) or 1
+    dp = _as_int(flags.get("dp_size")) or 1
+    if flags.get("enable_dp_attention") or flags.get("attn_dp_size"):
+        dp = 1  # attention DP splits the TP group; it adds no GPUs
+    n = nnodes or _as_int(flags.get("nnodes")) or 1
+    return max(1, (tp * pp * dp) // n)
+
+
+def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, message: str) -> Finding:
+    flags = dict(ctx.state.server_args)
+    if ctx.profile is not None:
+        for k, v in ctx.profile.server.items():
+            try:
+                flags.setdefault(canonical(k, ctx.version).dest, v)
+            except FlagError:
+                continue
+    size = ctx.state.hicache_host_gb_per_rank or _as_float(flags.get("hicache_size"))
+    hicache_on = bool(flags.get("enable_hierarchical_cache")) or bool(size)
+    n = ranks_per_node(flags)
+    if kind == "host_oom_killed":
+        lead = f"The kernel OOM killer SIGKILLed a scheduler{where}: the host ran out of RAM."
+        if not hicache_on:
+            msg = lead + " HiCache is off; look for other memory users on the host (dataloaders, another server)."
+            return Finding("host_oom_killed", "critical", msg, ranks)
+    else:
+        lead = f"HiCache could not get its host memory{where}: {message.strip()[:160]}"
+    lead += f" --hicache-size is GB per rank: {n} ranks × {size:g} GB." if size else " --hicache-size is GB per rank."
+    avail = _host_available(ctx.hosts)
+    reserve = ctx.profile.policy.host_reserve_gb if ctx.profile is not None else 40.0
+    if avail is None or not size:
+        msg = lead + " Host memory is unknown here; `cockpit check PROFILE` computes the size that fits."
+        return Finding(kind, "critical", msg, ranks)
+    budget = hicache_budget(n, size, avail, reserve)
+    fit = budget.max_size_gb
+    msg = lead + f" {budget.arithmetic()}. Use --hicache-size {fit}."
+    return Finding(kind, "critical", msg, ranks, (FlagChange("--hicache-size", size, fit),),
+                   {"host_gb": round(hicache_budget(n, fit, avail, reserve).needed_gb, 1)}, budget.arithmetic())
+
+
+def _as_float(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _host_available(hosts: list[HostFacts]) -> float | None:
+    vals = [h.mem_available_gb for h in hosts if h.mem_available_gb is not None]
+    return min(vals) if vals else None
+
+
+def _headroom_findings(ctx: _Ctx) -> list[Finding]:
+    st = ctx.state
+    after = {r.rank: r.avail_after_capture_gb for r in st.ranks.values() if r.avail_after_capture_gb is not None}
+    if not after or ctx.headroom is None:
+        return []
+    worst = ctx.headroom
+    worst_ranks = tuple(sorted((r for r, v in after.items() if v <= worst + 0.05), key=lambda r: after[r]))
+    if worst >= ctx.target:
+        msg = (f"Headroom after graph capture is {worst:.2f} GiB on the worst rank ({ctx.worst}), at or above the "
+               f"{ctx.target:g} GiB target on every rank.")
+        return [Finding("headroom_ok", "ok", msg, (), (), {"headroom_gb": round(worst, 2)})]
+    severity = "critical" if worst < ctx.warn else "warning"
+    lead = (f"Only {worst:.2f} GiB free after CUDA-graph capture on {', '.join(worst_ranks)} "
+            f"(target {ctx.target:g}, warn below {ctx.warn:g}): the first large prefill batch can run out of memory.")
+    return [_mfs_finding(ctx, "low_headroom_after_graph_capture", severity, worst_ranks, lead, ctx.mfs_move(worst, ctx.target))]
+
+
+def _imbalance_findings(ctx: _Ctx) -> list[Finding]:
+    ranks = list(ctx.state.ranks.values())
+    if len(ranks) < 2:
+        return []
+    out: list[Finding] = []
+    for label, attr in (("free before weights load", "pre_load_avail_gb"), ("free after graph capture", "avail_after_capture_gb")):
+        vals = {r.rank: getattr(r, attr) for r in ranks if getattr(r, attr) is not None}
+        if len(vals) < 2:
+            continue
+        low = []
+        for name, v in vals.items():
+            peers = [x for n, x in vals.items() if n != name]
+            gap = statistics.median(peers) - v
+            if gap >= IMBALANCE_GB - 1e-9:
+                low.append((name, gap, v))
+        # If most ranks look "low", the spread is not one intruder; don't guess.
+        if not low or len(low) > len(vals) // 2:
+            continue
+        low.sort(key=lambda t: -t[1])
+        parts = [f"{n} {v:.2f} GiB ({g:.2f} below its peers)" for n, g, v in low]
+        gpus = ", ".join(_gpu_of(n) for n, _, _ in low)
+        msg = (f"{label.capitalize()}: {'; '.join(parts)}. Another process probably holds memory on {gpus}; "
+               "the KV pool is sized from the smallest rank, so every rank loses that much.")
+        out.append(Finding("rank_memory_imbalance", "warning", msg, tuple(n for n, _, _ in low),
+                           (), {"gap_gb": round(low[0][1], 2)}))
+        break  # one finding: the earliest evidence is the clearest
+    return out
+
+
+def _gpu_of(rank: str) -> str:
+    m = re.search(r"TP(\d+)", rank)
+    return f"GPU {m.group(1)} (if devices map 1:1)" if m else f"the GPU of {rank}"
+
+
+def _kv_below_context(ctx: _Ctx) -> list[Finding]:
+    st = ctx.state
+    ctx_len = st.context_len or _as_int(ctx.flag("context_length"))
+    tokens = st.max_total_num_tokens
+    if not ctx_len or not tokens or tokens >= ctx_len:
+        return []
+    new_ctx = max(1024, tokens // 1024 * 1024)
+    msg = (f"The KV pool holds {tokens:,} tokens, fewer than one request at the full context length {ctx_len:,}: "
+           "a long request can never be scheduled. Give the pool more memory (higher --mem-fraction-static if the "
+           "headroom allows, more GPUs) or cap --context-length.")
+    return [Finding("kv_pool_below_context", "warning", msg, (),
+                    (FlagChange("--context-length", _as_int(ctx.flag("context_length")), new_ctx),))]
+
+
+# ---- entry point ----------------------------------------------------------------------------------
+
+
+def diagnose(
+    state: RunState,
+    profile: Profile | None = None,
+    hosts: Iterable[HostFacts] = (),
+    *,
+    target_headroom_gb: float | None = None,
+    warn_headroom_gb: float | None = None,
+) -> list[Finding]:
+    """Every finding for this run, most severe first."""
+    target = target_headroom_gb
+    if target is None:
+        target = profile.policy.target_headroom_gb if profile is not None else DEFAULT_TARGET_HEADROOM_GB
+    warn = warn_headroom_gb
+    if warn is None:
+        warn = profile.policy.warn_headroom_gb if profile is not None else DEFAULT_WARN_HEADROOM_GB
+    warn = min(warn, target)
+    ctx = _Ctx(state, profile, list(hosts), target, warn)
+    findings: list[Finding] = []
+    findings += _crash_findings(ctx)
+    headroom = _headroom_findings(ctx)
+    if state.crash is not None and state.crash.kind != "cuda_oom":
+        # after an unrelated crash "headroom ok" would read as reassurance; keep only a warning
+        headroom = [f for f in headroom if f.id != "headroom_ok"]
+    findings += headroom
+    findings += _imbalance_findings(ctx)
+    findings += _kv_below_context(ctx)
+    return sort_findings(findings)
