@@ -480,6 +480,12 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
         elif msg.startswith("Scheduler watchdog timeout"):
             out.append(ev.SchedulerWatchdogTimeout(line, ts, rank, msg))
         return
+    if c == "E":
+        if msg.startswith("Exit code:"):
+            m = _RX_EXIT_CODE.match(msg)
+            if m:
+                out.append(ev.ExitCode(line, ts, rank, int(m.group(1))))
+        return
     if c == "R":
         if msg.startswith("Received sigquit from a child"):
             out.append(ev.SigquitReceived(line, ts, rank, True, msg))
