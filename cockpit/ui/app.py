@@ -120,10 +120,13 @@ class CockpitApp(App[int]):
         seen: set[tuple[str, str]] = set()
         for _key, active in self.screen.active_bindings.items():
             b = active.binding
-            if not b.description or ((b.action, b.description) in seen and not b.key.isdigit()):
+            # Cockpit's own bindings (they have ids); digits 2-8 are listed once, as "0-8".
+            if not b.id or not b.description or (b.key.isdigit() and b.key_display is None):
+                continue
+            if (b.action, b.description) in seen:
                 continue
             seen.add((b.action, b.description))
-            rows.append((self.get_key_display(b), b.description, b.id or ""))
+            rows.append((self.get_key_display(b), b.description, b.id))
         return rows
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:

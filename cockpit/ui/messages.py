@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from cockpit.core.findings import Finding
-from cockpit.supervisor.api import LogBatch, RunInfo, RunSnapshot
+from cockpit.core.findings import Finding, FlagChange
+from cockpit.supervisor.api import GpuProcess, LogBatch, RunInfo, RunSnapshot
 
 
 class SnapshotArrived(Message):
@@ -52,3 +52,13 @@ class ActionDone(Message):
         super().__init__()
         self.what = what
         self.error = error
+
+
+class LeftoversFound(Message):
+    """Processes outside the run still hold GPU memory after a stop; `changes` is the restart that
+    waits on them (None after a plain stop)."""
+
+    def __init__(self, leftovers: tuple[GpuProcess, ...], changes: tuple[FlagChange, ...] | None) -> None:
+        super().__init__()
+        self.leftovers = leftovers
+        self.changes = changes

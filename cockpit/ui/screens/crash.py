@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -53,6 +55,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         findings: tuple[Finding, ...] | list[Finding],
         current_tokens: int | None,
         run_flags: dict[str, object] | None = None,
+        validate: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         super().__init__()
         self.crash = crash
@@ -60,6 +63,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         self.proposal = proposed_finding(self.findings)
         self.current_tokens = current_tokens
         self.run_flags = run_flags or {}
+        self.validate = validate
 
     def compose(self) -> ComposeResult:
         c = self.crash
@@ -124,7 +128,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         try:
-            changes = parse_flag_edits(event.value, self.run_flags)
+            changes = parse_flag_edits(event.value, self.run_flags, self.validate)
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
@@ -142,35 +146,27 @@ def _plain(v: object) -> str:
     return str(v)
 
 
-def parse_flag_edits(text: str, run_flags: dict[str, object]) -> list[FlagChange]:
-    """`mem-fraction-static=0.88 hicache-size=48` → FlagChanges (from = the run's value)."""
-    out: list[FlagChange] = []
-    for item in text.split():
-        if "=" not in item:
-            raise ValueError(f"{item!r}: expected FLAG=VALUE, e.g. mem-fraction-static=0.88")
-        name, _, raw = item.partition("=")
-        name = name.lstrip("-")
-        if not name or not raw:
-            raise ValueError(f"{item!r}: expected FLAG=VALUE, e.g. mem-fraction-static=0.88")
-        key = name.replace("_", "-")
-        before = run_flags.get(key, run_flags.get(key.replace("-", "_")))
-        out.append(FlagChange(flag=f"--{key}", from_value=before, to_value=_typed(raw)))
-    if not out:
+def parse_flag_edits(
+    text: str, run_flags: dict[str, object], validate: Callable[[dict[str, Any]], None] | None = None
+) -> list[FlagChange]:
+    """`mem-fraction-static=0.88 hicache-size=48` → FlagChanges (from = the run's value).
+
+    Values are typed by the command builder's own parser (the same as `cockpit up --set`), and
+    `validate` (the flag table) refuses unknown flags before anything is stopped.
+    """
+    from cockpit.backends.sglang.command import parse_overrides
+
+    items = text.split()
+    if not items:
         raise ValueError("no flags given: type FLAG=VALUE pairs separated by spaces")
+    try:
+        overrides = parse_overrides(items)
+        if validate is not None:
+            validate(overrides)
+    except Exception as exc:  # FlagError: the flag table's own words
+        raise ValueError(str(exc)) from None
+    out: list[FlagChange] = []
+    for key, value in overrides.items():
+        before = run_flags.get(key, run_flags.get(key.replace("-", "_")))
+        out.append(FlagChange(flag=f"--{key}", from_value=before, to_value=value))
     return out
-
-
-def _typed(raw: str) -> object:
-    low = raw.lower()
-    if low in ("true", "on", "yes"):
-        return True
-    if low in ("false", "off", "no"):
-        return False
-    try:
-        return int(raw)
-    except ValueError:
-        pass
-    try:
-        return float(raw)
-    except ValueError:
-        return raw

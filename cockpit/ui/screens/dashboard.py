@@ -27,6 +27,7 @@ from cockpit.ui.filtering import PRESETS, make_matcher
 from cockpit.ui.keys import DASHBOARD_BINDINGS
 from cockpit.ui.messages import (
     ActionDone,
+    LeftoversFound,
     LogsArrived,
     PreflightRefused,
     RunStarted,
@@ -170,13 +171,18 @@ class DashboardScreen(Screen[None]):
         finally:
             self._following = False
 
-    async def _restart(self, changes: tuple[FlagChange, ...]) -> None:
+    async def _restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False) -> None:
         self._busy = "restarting"
         try:
-            await self.supervisor.restart(list(changes))
+            await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers)
             self.post_message(ActionDone("restart"))
         except Exception as exc:
-            self.post_message(ActionDone("restart", str(exc) or type(exc).__name__))
+            leftovers = getattr(exc, "leftovers", None)
+            if leftovers:
+                # Never launch on top of memory someone else holds: the operator decides.
+                self.post_message(LeftoversFound(tuple(leftovers), changes))
+            else:
+                self.post_message(ActionDone("restart", str(exc) or type(exc).__name__))
         finally:
             self._busy = None
         await self._follow_again()
@@ -185,7 +191,10 @@ class DashboardScreen(Screen[None]):
         self._busy = "stopping"
         error = None
         try:
-            await self.supervisor.stop()
+            result = await self.supervisor.stop()
+            leftovers = tuple(getattr(result, "leftovers", None) or ())
+            if leftovers and not then_exit:
+                self.post_message(LeftoversFound(leftovers, None))
         except Exception as exc:
             error = str(exc) or type(exc).__name__
         finally:
@@ -247,8 +256,37 @@ class DashboardScreen(Screen[None]):
             self.note = f"{message.what} failed: {message.error}"
             self.notify(message.error, title=f"{message.what} failed", severity="error", timeout=10)
         else:
-            self.note = {"restart": "restarted", "stop": "stopped"}.get(message.what, message.what)
+            self.note = {"restart": "restarted", "stop": "stopped", "kill": "leftover processes killed"}.get(
+                message.what, message.what
+            )
         self._refresh_header()
+
+    @on(LeftoversFound)
+    def _on_leftovers(self, message: LeftoversFound) -> None:
+        procs = ", ".join(f"pid {p.pid} on GPU {p.gpu_index}" + (f" ({p.used_gb:.1f} GB)" if p.used_gb else "") for p in message.leftovers)
+        self.note = f"GPU memory still held: {procs}"
+        self._refresh_header()
+        changes = message.changes
+        then = "launch with the change" if changes is not None else "free the GPUs"
+
+        def answered(yes: bool | None) -> None:
+            if not yes:
+                return
+            if changes is not None:
+                self.run_worker(self._restart(changes, kill_leftovers=True), name="restart", group="supervisor", exit_on_error=False)
+            else:
+                self.run_worker(self._kill(message.leftovers), name="kill", group="supervisor", exit_on_error=False)
+
+        self.app.push_screen(
+            ConfirmScreen("GPU memory still held", f"{procs} still hold GPU memory. Kill them and {then}?"), answered
+        )
+
+    async def _kill(self, procs: tuple[Any, ...]) -> None:
+        try:
+            await self.supervisor.kill_pids(procs)
+            self.post_message(ActionDone("kill"))
+        except Exception as exc:
+            self.post_message(ActionDone("kill", str(exc) or type(exc).__name__))
 
     # ---- rendering ----
     def apply_snapshot(self, snap: RunSnapshot) -> None:
@@ -311,7 +349,9 @@ class DashboardScreen(Screen[None]):
         if snap is None or snap.state.crash is None:
             self.notify("no crash in this run", severity="information")
             return
-        modal = CrashScreen(snap.state.crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags())
+        modal = CrashScreen(
+            snap.state.crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides
+        )
         self.app.push_screen(modal, self._crash_choice)
 
     def _crash_choice(self, choice: RestartChoice | None) -> None:
@@ -330,6 +370,12 @@ class DashboardScreen(Screen[None]):
         self.note = f"restarting with {words}: stopping…"
         self._refresh_header()
         self.run_worker(self._restart(changes), name="restart", group="supervisor", exit_on_error=False)
+
+    def _validate_overrides(self, overrides: dict[str, Any]) -> None:
+        """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""
+        from cockpit.backends.sglang.command import effective_flags
+
+        effective_flags(self.profile, overrides)
 
     # ---- actions ----
     def action_show_crash(self) -> None:
@@ -482,14 +528,14 @@ class DashboardScreen(Screen[None]):
 
     def _apply_filter(self) -> None:
         try:
-            matcher = make_matcher(self.filter_spec)
+            matcher = make_matcher(self.filter_spec, self.rank_focus)
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             self.filter_spec = "all"
-            matcher = make_matcher("all")
+            matcher = make_matcher("all", self.rank_focus)
         name = f"[{self.filter_spec}]" if self.filter_spec in PRESETS else f"/{self.filter_spec}/"
         title = f"Log {name} · {self.rank_focus or 'all ranks'}"
-        self.query_one(LogPane).set_filter(None if self.filter_spec == "all" else matcher, self.rank_focus, title)  # type: ignore[arg-type]
+        self.query_one(LogPane).set_filter(None if matcher.is_all else matcher, None, title)
 
     # ---- for tests and the app ----
     def worker_states(self) -> dict[str, WorkerState]:

@@ -3,6 +3,8 @@ it would run and the preflight findings with their arithmetic — before anythin
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib
 import shlex
 from dataclasses import dataclass, field
@@ -24,6 +26,8 @@ from cockpit.core.profile import Profile, ProfileError, load_profile
 from cockpit.ui.keys import PICKER_BINDINGS
 from cockpit.ui.screens.dashboard import too_small_words
 from cockpit.ui.widgets.advice import MARKS, change_words, predicted_words
+
+LIVE_CHECK_TIMEOUT_S = 8.0
 
 
 @dataclass
@@ -71,7 +75,7 @@ def build_preview(path: Path) -> Preview:
     try:
         from cockpit.backends.sglang.command import build_argv
 
-        pv.argv = list(build_argv(prof, None))
+        pv.argv = list(build_argv(prof))
     except ImportError:
         pv.argv_error = "the command builder is not available in this build"
     except Exception as exc:  # FlagError and friends: the operator must see why
@@ -93,7 +97,7 @@ def _host_facts(profile: Profile) -> list[Any]:
         return []
     try:
         hostfacts = importlib.import_module("cockpit.hostfacts")
-        return [hostfacts.local_facts()]
+        return [hostfacts.local_host_facts()]
     except Exception:
         return []
 
@@ -164,18 +168,25 @@ class PickerScreen(Screen[None]):
     @work(exclusive=True, group="live", exit_on_error=False)
     async def _find_live_runs(self, paths: list[Path]) -> None:
         try:
-            from cockpit.supervisor.supervisor import find_live_run  # type: ignore[attr-defined]
+            from cockpit.supervisor.supervisor import Supervisor
         except ImportError:
             return
-        live: dict[Path, str] = {}
-        for p in paths:
+
+        async def live_run(path: Path) -> str | None:
+            sup = None
             try:
-                run = await find_live_run(load_profile(p))
-            except Exception:
-                continue
-            if run is not None:
-                live[p] = getattr(run, "id", "live")
-        self.post_message(LiveRuns(live))
+                sup = Supervisor(load_profile(path))
+                run = await asyncio.wait_for(sup.attach(), timeout=LIVE_CHECK_TIMEOUT_S)
+                return run.id if run is not None else None
+            except Exception:  # unreachable host, bad profile: simply not marked live
+                return None
+            finally:
+                if sup is not None:
+                    with contextlib.suppress(Exception):
+                        await sup.close()
+
+        found = await asyncio.gather(*(live_run(p) for p in paths))
+        self.post_message(LiveRuns({p: run_id for p, run_id in zip(paths, found, strict=True) if run_id}))
 
     @on(LiveRuns)
     def _live(self, message: LiveRuns) -> None:

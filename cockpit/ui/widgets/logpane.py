@@ -19,6 +19,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from cockpit.core.logfilter import PRESETS
 from cockpit.supervisor.api import LogLine
 
 DEFAULT_CAPACITY = 20_000
@@ -30,7 +31,8 @@ class Matcher(Protocol):
     def spans(self, text: str) -> list[tuple[int, int]]: ...
 
 
-ERROR_WORDS = ("Traceback", "Error", "error:", "OutOfMemory", "out of memory", "SIGQUIT", "Killed", "exception")
+# What the "errors" preset looks for is also what the pane paints as an error line.
+ERROR_WORDS = PRESETS["errors"]
 
 
 class LogPane(ScrollView, can_focus=True):
