@@ -1,0 +1,602 @@
+"""Cockpit's telemetry agent: a small stdlib-only program that runs on the GPU host.
+
+Nothing is installed there. Cockpit sends this file's source over the channel's stdin and runs
+it with the profile's python:
+
+    <python> - --interval 1 --pids 123,456 [--sim-dir DIR] [--once] [--smi-timeout 5]
+
+It prints one JSON object per line (flushed) at the configured rate:
+
+    {"ts": 1767000000.0, "gpu_ts": ..., "source": "nvml"|"nvidia-smi"|"sim"|"none",
+     "gpus": [{"index", "uuid", "name", "mem_used_mib", "mem_total_mib", "util_pct", "temp_c", "power_w"}],
+     "procs": [{"pid", "gpu_index", "mem_used_mib", "belongs_to_run"}],
+     "host": {"mem_total_kb", "mem_available_kb", "cgroup_limit_bytes", "cgroup_usage_bytes"},
+     "pids_alive": {"123": true}, "errors": ["..."]}
+
+A value it cannot read is null, never 0; an error goes into "errors" and the stream goes on.
+GPU sources, in order: NVML through pynvml (nvidia-ml-py) when the python has it, else
+`nvidia-smi` (with a timeout, in a worker thread so a hanging nvidia-smi cannot stall the
+stream), else the simulator's GPU files. An explicit simulator directory (--sim-dir or
+COCKPIT_SIM_GPU_DIR) means "this is a simulation" and puts the simulator first.
+
+Keep this file importable and runnable on old pythons (3.8): stdlib only, no 3.10 syntax at
+run time. cockpit/telemetry/nvml.py imports it to read NVML in-process with the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+AGENT_VERSION = 1
+SMI_GPU_FIELDS = "index,uuid,name,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw"
+SMI_APP_FIELDS = "pid,gpu_uuid,used_memory"
+# What nvidia-smi prints for a field it cannot read.
+_SMI_UNKNOWN = (
+    "[N/A]",
+    "[Not Supported]",
+    "N/A",
+    "[Unknown Error]",
+    "[GPU is lost]",
+    "[Insufficient Permissions]",
+    "",
+)
+# A sim proc file not touched for this long belongs to a process that died without cleaning up.
+SIM_UTIL_RECENT_S = 5.0
+
+
+# ----------------------------------------------------------------------------- small readers
+
+
+def _num(text, kind=float):
+    """A number from nvidia-smi text; None for [N/A] and anything unparseable (never 0)."""
+    t = (text or "").strip()
+    if t in _SMI_UNKNOWN:
+        return None
+    try:
+        return kind(float(t)) if kind is int else kind(t)
+    except ValueError:
+        return None
+
+
+def _proc_state(pid):
+    """(ppid, state) from /proc/<pid>/stat, or None when the process does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    rest = data[data.rfind(")") + 2 :].split()
+    try:
+        return int(rest[1]), rest[0]
+    except (IndexError, ValueError):
+        return None
+
+
+def pid_alive(pid):
+    st = _proc_state(pid)
+    if st is not None:
+        return st[1] not in ("Z", "X")
+    if os.path.isdir("/proc/self"):
+        return False  # /proc works and has no such pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def belongs_to(pid, roots):
+    """True when pid is one of roots or a descendant of one (walking the ppid chain)."""
+    if not roots:
+        return False
+    seen = 0
+    p = pid
+    while p and p > 1 and seen < 64:
+        if p in roots:
+            return True
+        st = _proc_state(p)
+        if st is None:
+            return False
+        p = st[0]
+        seen += 1
+    return False
+
+
+def read_host():
+    """Host RAM and the cgroup's limit (bytes; None = unlimited or unknown)."""
+    host = {
+        "mem_total_kb": None,
+        "mem_available_kb": None,
+        "cgroup_limit_bytes": None,
+        "cgroup_usage_bytes": None,
+    }
+    errors = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("MemTotal", "MemAvailable"):
+                    val = _num(rest.split()[0] if rest.split() else "", int)
+                    host["mem_total_kb" if key == "MemTotal" else "mem_available_kb"] = val
+    except OSError as exc:
+        errors.append(f"host memory: cannot read /proc/meminfo: {exc}")
+    limit, usage = _cgroup_memory()
+    host["cgroup_limit_bytes"] = limit
+    host["cgroup_usage_bytes"] = usage
+    return host, errors
+
+
+def _read_int(path):
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    if text == "max":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _cgroup_memory():
+    """(limit, usage) of the tightest memory cgroup this process lives in; None when unlimited."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None, None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[0] == "0" and parts[1] == "":
+            # cgroup v2: walk from our group up to the root; the smallest limit binds.
+            rel = parts[2].strip("/")
+            best_limit, usage = None, None
+            base = "/sys/fs/cgroup"
+            segs = rel.split("/") if rel else []
+            first = True
+            for i in range(len(segs), -1, -1):
+                d = os.path.join(base, *segs[:i]) if i else base
+                lim = _read_int(os.path.join(d, "memory.max"))
+                if first:
+                    usage = _read_int(os.path.join(d, "memory.current"))
+                    first = usage is None
+                if lim is not None and (best_limit is None or lim < best_limit):
+                    best_limit = lim
+            return best_limit, usage
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "memory" in parts[1].split(","):
+            base = "/sys/fs/cgroup/memory"
+            for d in (os.path.join(base, parts[2].strip("/")), base):
+                lim = _read_int(os.path.join(d, "memory.limit_in_bytes"))
+                if lim is not None:
+                    # v1 writes a huge number for "no limit".
+                    return (lim if lim < (1 << 60) else None), _read_int(
+                        os.path.join(d, "memory.usage_in_bytes")
+                    )
+    return None, None
+
+
+# ----------------------------------------------------------------------------- GPU sources
+
+
+class NvmlSource:
+    """NVML through pynvml. Every NVML call goes through `_q`, which turns any error into None."""
+
+    name = "nvml"
+
+    def __init__(self, nvml_module):
+        self.nv = nvml_module
+        self.nv.nvmlInit()
+
+    @classmethod
+    def try_open(cls):
+        try:
+            import pynvml  # nvidia-ml-py
+        except Exception:
+            return None, None
+        try:
+            return cls(pynvml), None
+        except Exception as exc:
+            return None, f"NVML unavailable: {exc}"
+
+    def _q(self, fn, *args):
+        try:
+            value = getattr(self.nv, fn)(*args)
+        except Exception:
+            return None
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        return value
+
+    def read(self, roots):
+        errors = []
+        count = self._q("nvmlDeviceGetCount")
+        if count is None:
+            return [], [], ["NVML: cannot count GPUs"]
+        gpus, procs = [], []
+        for i in range(count):
+            h = self._q("nvmlDeviceGetHandleByIndex", i)
+            if h is None:
+                errors.append(f"NVML: GPU {i} is not accessible")
+                gpus.append(_gpu(i, None, None, None, None, None, None, None))
+                continue
+            mem = self._q("nvmlDeviceGetMemoryInfo", h)
+            util = self._q("nvmlDeviceGetUtilizationRates", h)
+            power = self._q("nvmlDeviceGetPowerUsage", h)
+            gpus.append(
+                _gpu(
+                    i,
+                    self._q("nvmlDeviceGetUUID", h),
+                    self._q("nvmlDeviceGetName", h),
+                    _mib(getattr(mem, "used", None)),
+                    _mib(getattr(mem, "total", None)),
+                    getattr(util, "gpu", None),
+                    self._q("nvmlDeviceGetTemperature", h, 0),  # NVML_TEMPERATURE_GPU
+                    power / 1000.0 if power is not None else None,
+                )
+            )
+            running = self._q("nvmlDeviceGetComputeRunningProcesses", h)
+            if running is None:
+                errors.append(f"NVML: cannot list processes on GPU {i}")
+                continue
+            for p in running:
+                pid = getattr(p, "pid", None)
+                if pid is None:
+                    continue
+                used = getattr(p, "usedGpuMemory", None)
+                procs.append(_proc(pid, i, _mib(used), roots))
+        return gpus, procs, errors
+
+
+def _mib(nbytes):
+    if nbytes is None:
+        return None
+    try:
+        return round(float(nbytes) / (1024 * 1024), 1)
+    except (TypeError, ValueError):
+        return None
+
+
+def _gpu(index, uuid, name, used, total, util, temp, power):
+    return {
+        "index": index,
+        "uuid": uuid,
+        "name": name,
+        "mem_used_mib": used,
+        "mem_total_mib": total,
+        "util_pct": util,
+        "temp_c": temp,
+        "power_w": power,
+    }
+
+
+def _proc(pid, gpu_index, used_mib, roots):
+    return {
+        "pid": int(pid),
+        "gpu_index": gpu_index,
+        "mem_used_mib": used_mib,
+        "belongs_to_run": belongs_to(int(pid), roots),
+    }
+
+
+class SmiSource:
+    """`nvidia-smi --query-*` with a timeout; [N/A] and friends become null."""
+
+    name = "nvidia-smi"
+
+    def __init__(self, exe, timeout):
+        self.exe = exe
+        self.timeout = timeout
+
+    def _query(self, what, fields):
+        argv = [self.exe, f"--query-{what}={fields}", "--format=csv,noheader,nounits"]
+        try:
+            out = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            return None, f"nvidia-smi --query-{what} did not answer within {self.timeout:g} s (killed)"
+        except OSError as exc:
+            return None, f"nvidia-smi could not run: {exc}"
+        if out.returncode != 0:
+            msg = (out.stdout + out.stderr).decode("utf-8", "replace").strip().splitlines()
+            first = msg[0] if msg else "no output"
+            return None, f"nvidia-smi exited with {out.returncode}: {first}"
+        return out.stdout.decode("utf-8", "replace"), None
+
+    def read(self, roots):
+        errors = []
+        gpus = []
+        by_uuid = {}
+        text, err = self._query("gpu", SMI_GPU_FIELDS)
+        if err:
+            return [], [], [err]
+        for line in text.splitlines():
+            cols = [c.strip() for c in line.split(",")]
+            if len(cols) < 8:
+                if line.strip():
+                    errors.append(f"nvidia-smi: unexpected line {line[:120]!r}")
+                continue
+            idx = _num(cols[0], int)
+            if idx is None:
+                continue
+            uuid = cols[1] if cols[1] not in _SMI_UNKNOWN else None
+            # A GPU name may contain a comma: everything between uuid and the 5 numbers.
+            name = ",".join(cols[2 : len(cols) - 5]).strip() or None
+            nums = cols[len(cols) - 5 :]
+            gpus.append(
+                _gpu(
+                    idx, uuid, name, _num(nums[0]), _num(nums[1]), _num(nums[2]), _num(nums[3]), _num(nums[4])
+                )
+            )
+            if uuid:
+                by_uuid[uuid] = idx
+        procs = []
+        text, err = self._query("compute-apps", SMI_APP_FIELDS)
+        if err:
+            errors.append(err)
+        else:
+            for line in text.splitlines():
+                cols = [c.strip() for c in line.split(",")]
+                if len(cols) < 3:
+                    continue
+                pid = _num(cols[0], int)
+                if pid is None:
+                    continue
+                procs.append(_proc(pid, by_uuid.get(cols[1]), _num(cols[2]), roots))
+        return gpus, procs, errors
+
+
+class SimSource:
+    """The simulator's GPUs: devices.json plus one proc-<pid>.json per simulated process."""
+
+    name = "sim"
+
+    def __init__(self, directory):
+        self.dir = directory
+
+    def read(self, roots):
+        errors = []
+        try:
+            with open(os.path.join(self.dir, "devices.json")) as f:
+                devices = json.load(f)
+        except FileNotFoundError:
+            return [], [], [f"sim: no GPUs yet ({self.dir} has no devices.json)"]
+        except (OSError, ValueError) as exc:
+            return [], [], [f"sim: cannot read devices.json: {exc}"]
+        used: dict[int, float] = {}
+        sim_util: dict[
+            int, float
+        ] = {}  # only what the simulator says, from recently updated files; else unknown
+        procs = []
+        now = time.time()
+        for path in sorted(glob.glob(os.path.join(self.dir, "proc-*.json"))):
+            try:
+                with open(path) as f:
+                    rec = json.load(f)
+                pid = int(rec["pid"])
+                idx = int(rec["gpu_index"])
+                mib = float(rec["used_mib"])
+            except FileNotFoundError:
+                continue  # the process removed it between glob and open
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                errors.append(f"sim: {os.path.basename(path)}: {exc}")
+                continue
+            if not pid_alive(pid):
+                continue  # a dead process holds no memory, whatever its file says
+            used[idx] = used.get(idx, 0.0) + mib
+            util = rec.get("util_pct")
+            upd = rec.get("updated")
+            fresh = (
+                isinstance(upd, (int, float)) and now - upd < SIM_UTIL_RECENT_S
+            )  # a tuple: runs on old pythons
+            if isinstance(util, (int, float)) and fresh:
+                sim_util[idx] = max(sim_util.get(idx, 0.0), float(util))
+            procs.append(_proc(pid, idx, round(mib, 1), roots))
+        gpus = []
+        for dev in devices.get("devices", []):
+            try:
+                idx = int(dev["index"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            util = sim_util.get(idx)
+            gpus.append(
+                _gpu(
+                    idx,
+                    dev.get("uuid"),
+                    dev.get("name") or devices.get("gpu"),
+                    round(used.get(idx, 0.0), 1),
+                    dev.get("total_mib"),
+                    util,
+                    dev.get("temp_c"),
+                    dev.get("power_w"),
+                )
+            )
+        return gpus, procs, errors
+
+
+class NoSource:
+    name = "none"
+
+    def read(self, roots):
+        return [], [], ["no GPU telemetry: no NVML, no nvidia-smi on PATH and no simulator GPUs"]
+
+
+def default_sim_dir():
+    return os.path.expanduser(os.environ.get("COCKPIT_SIM_GPU_DIR") or "~/.cache/cockpit/sim-gpus")
+
+
+def pick_source(args):
+    """(source, startup errors). An explicit simulator directory wins; then NVML, nvidia-smi, sim."""
+    notes: list[str] = []
+    explicit_sim = args.sim_dir or os.environ.get("COCKPIT_SIM_GPU_DIR")
+    want = args.source
+    if want == "sim" or (want == "auto" and explicit_sim):
+        return SimSource(os.path.expanduser(explicit_sim or default_sim_dir())), notes
+    if want in ("auto", "nvml"):
+        src, err = NvmlSource.try_open()
+        if src is not None:
+            return src, notes
+        if err:
+            notes.append(err)
+        if want == "nvml":
+            return NoSource(), notes
+    if want in ("auto", "nvidia-smi"):
+        exe = shutil.which("nvidia-smi")
+        if exe:
+            return SmiSource(exe, args.smi_timeout), []
+        if want == "nvidia-smi":
+            return NoSource(), [*notes, "nvidia-smi is not on PATH"]
+    if want == "auto" and os.path.isfile(os.path.join(default_sim_dir(), "devices.json")):
+        return SimSource(default_sim_dir()), []
+    # Only now is "NVML unavailable" news: on a host with nvidia-smi it is just how things are.
+    return NoSource(), notes
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+class GpuPoller:
+    """Reads the GPU source in a worker thread so a hung query never holds up the stream."""
+
+    def __init__(self, source, roots, interval):
+        self.source = source
+        self.roots = roots
+        self.interval = interval
+        self.lock = threading.Lock()
+        self.latest = None  # (gpu_ts, gpus, procs, errors)
+        self.busy_since = None
+        self.fresh = threading.Event()
+
+    def read_once(self):
+        self.busy_since = time.time()
+        try:
+            gpus, procs, errors = self.source.read(self.roots)
+        except Exception as exc:  # a bug or a surprise in one source must not end the stream
+            gpus, procs, errors = [], [], [f"{self.source.name}: {type(exc).__name__}: {exc}"]
+        with self.lock:
+            self.latest = (time.time(), gpus, procs, errors)
+            self.busy_since = None
+        self.fresh.set()
+
+    def run(self):
+        while True:
+            start = time.time()
+            self.read_once()
+            time.sleep(max(0.0, self.interval - (time.time() - start)))
+
+    def start(self):
+        t = threading.Thread(target=self.run, name="gpu-poller", daemon=True)
+        t.start()
+
+    def snapshot(self, stuck_after):
+        with self.lock:
+            latest = self.latest
+            busy = self.busy_since
+        errors = []
+        if latest is None:
+            gpu_ts, gpus, procs = None, [], []
+        else:
+            gpu_ts, gpus, procs, errors = latest[0], latest[1], latest[2], list(latest[3])
+        if busy is not None and time.time() - busy > stuck_after:
+            errors.append(f"{self.source.name}: GPU query has not answered for {time.time() - busy:.0f} s")
+        return gpu_ts, gpus, procs, errors
+
+
+def build_sample(source_name, roots, gpu_ts, gpus, procs, errors):
+    host, host_errors = read_host()
+    return {
+        "v": AGENT_VERSION,
+        "ts": time.time(),
+        "gpu_ts": gpu_ts,
+        "source": source_name,
+        "gpus": gpus,
+        "procs": procs,
+        "host": host,
+        "pids_alive": {str(p): pid_alive(p) for p in sorted(roots)},
+        "errors": errors + host_errors,
+    }
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        prog="cockpit-agent", description="Stream GPU and host telemetry as JSON lines."
+    )
+    ap.add_argument("--interval", type=float, default=1.0)
+    ap.add_argument(
+        "--pids", default="", help="comma-separated pids of the run (their descendants count too)"
+    )
+    ap.add_argument("--sim-dir", default=None)
+    ap.add_argument("--once", action="store_true", help="print one sample and exit")
+    ap.add_argument("--smi-timeout", type=float, default=5.0)
+    ap.add_argument("--source", choices=("auto", "nvml", "nvidia-smi", "sim", "none"), default="auto")
+    ap.add_argument("--count", type=int, default=0, help="stop after this many samples (0 = forever)")
+    return ap.parse_args(argv)
+
+
+def _emit(obj):
+    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    roots = set()
+    for part in args.pids.split(","):
+        part = part.strip()
+        if part.isdigit():
+            roots.add(int(part))
+    interval = max(0.05, args.interval)
+    if args.source == "none":
+        source, notes = NoSource(), []
+    else:
+        source, notes = pick_source(args)
+    poller = GpuPoller(source, roots, interval)
+    try:
+        if args.once:
+            poller.read_once()
+            gpu_ts, gpus, procs, errors = poller.snapshot(stuck_after=1e9)
+            _emit(build_sample(source.name, roots, gpu_ts, gpus, procs, notes + errors))
+            return 0
+        poller.start()
+        # Give the first read a moment, so the first line usually carries GPU values.
+        poller.fresh.wait(min(interval, args.smi_timeout))
+        n = 0
+        stuck_after = max(args.smi_timeout, interval) + interval
+        next_at = time.time()
+        while True:
+            gpu_ts, gpus, procs, errors = poller.snapshot(stuck_after)
+            _emit(build_sample(source.name, roots, gpu_ts, gpus, procs, notes + errors))
+            notes = []
+            n += 1
+            if args.count and n >= args.count:
+                return 0
+            next_at += interval
+            time.sleep(max(0.0, next_at - time.time()))
+            if time.time() - next_at > interval:
+                next_at = time.time()  # fell behind (suspended host): don't burst
+    except (BrokenPipeError, KeyboardInterrupt):
+        # Cockpit went away: exit quietly.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - stop the interpreter's flush from failing
+        except OSError:
+            pass
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""HTTP probes of a running SGLang server: /health, /ready, /server_info, /metrics.
+
+Reach the server through `transport.forward_port(port)` and pass the resulting base URL
+("http://127.0.0.1:<local port>"); call forward_port again before each probe after a possible
+link drop (it is cheap and returns the re-established tunnel's port).
+
+Readiness (reference/sglang.md §6): the log line "The server is fired up and ready to roll!"
+AND /health answering 200 (on 0.5.23 prefer /ready). The port refuses connections while weights
+load and graphs capture, /health answers 503 during warmup, and a healthy /health costs at least
+~1 s (it runs a 1-token generation), so its timeout is well above that and it is polled sparingly.
+Hosts with --node-rank >= 1 serve a dummy /health that always answers 200: never probe them for
+readiness (`should_probe_readiness`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+# SGLANG_HEALTH_CHECK_TIMEOUT is 20 s by default: /health may legitimately take that long.
+HEALTH_TIMEOUT_S = 25.0
+CONNECT_TIMEOUT_S = 3.0
+INFO_TIMEOUT_S = 10.0
+# Suggested pause between /health probes once the port is open (it costs the server a generation).
+HEALTH_POLL_INTERVAL_S = 5.0
+
+_COUNTISH = re.compile(r"(^|:)num_|throughput|_total$|_count$")
+
+
+def _client(timeout: float) -> httpx.AsyncClient:
+    # trust_env=False: an operator's HTTP(S)_PROXY must not swallow requests to 127.0.0.1 tunnels.
+    return httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S), trust_env=False)
+
+
+async def _status(base_url: str, path: str, timeout: float, client: httpx.AsyncClient | None) -> str:
+    url = base_url.rstrip("/") + path
+    try:
+        if client is not None:
+            r = await client.get(url, timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S))
+        else:
+            async with _client(timeout) as c:
+                r = await c.get(url)
+    except httpx.ConnectError:
+        return "refused"
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+        # Through an SSH tunnel a closed remote port shows up as the tunnel hanging up without
+        # an answer, not as a refused connection: it means the same thing here.
+        return "refused"
+    except httpx.TimeoutException:
+        return "timeout"
+    return str(r.status_code)
+
+
+async def probe_health(
+    base_url: str, *, timeout: float = HEALTH_TIMEOUT_S, client: httpx.AsyncClient | None = None
+) -> str:
+    """GET /health: "refused" (loading/capturing), "503" (warmup/unhealthy), "200" (ready), "timeout",
+    or another status code as text."""
+    return await _status(base_url, "/health", timeout, client)
+
+
+async def probe_ready(
+    base_url: str, *, timeout: float = INFO_TIMEOUT_S, client: httpx.AsyncClient | None = None
+) -> str:
+    """GET /ready (SGLang 0.5.23+; "404" on older versions): same words as probe_health."""
+    return await _status(base_url, "/ready", timeout, client)
+
+
+def readiness_path(version: str | None) -> str:
+    """The endpoint that tells readiness for a server version: /ready from 0.5.23, else /health."""
+    if version:
+        try:
+            parts = tuple(int(x) for x in version.split(".")[:3])
+        except ValueError:
+            return "/health"
+        if parts >= (0, 5, 23):
+            return "/ready"
+    return "/health"
+
+
+def should_probe_readiness(node_rank: int) -> bool:
+    """Only node 0 serves the API; other nodes answer a dummy /health with 200 regardless."""
+    return node_rank == 0
+
+
+async def probe_readiness(base_url: str, version: str | None, **kw: Any) -> str:
+    if readiness_path(version) == "/ready":
+        return await probe_ready(base_url, **kw)
+    return await probe_health(base_url, **kw)
+
+
+async def server_info(
+    base_url: str, *, timeout: float = INFO_TIMEOUT_S, client: httpx.AsyncClient | None = None
+) -> dict[str, Any] | None:
+    """GET /server_info (falls back to the deprecated /get_server_info); None when unreachable
+    or not JSON."""
+    for path in ("/server_info", "/get_server_info"):
+        url = base_url.rstrip("/") + path
+        try:
+            if client is not None:
+                r = await client.get(url, timeout=timeout)
+            else:
+                async with _client(timeout) as c:
+                    r = await c.get(url)
+        except httpx.HTTPError:
+            return None
+        if r.status_code == 404:
+            continue
+        if r.status_code != 200:
+            return None
+        try:
+            data = r.json()
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
+    return None
+
+
+def parse_metrics(text: str, prefix: str = "sglang:") -> dict[str, float]:
+    """Prometheus text → {name: value} for gauges and counters whose name starts with `prefix`.
+
+    A name exported with several label sets (one per TP/DP rank) is folded: counts and
+    throughputs (num_*, *throughput*, *_total) are summed, everything else (usage ratios,
+    memory figures) takes the maximum, i.e. the worst rank.
+    """
+    out: dict[str, float] = {}
+    try:
+        families = list(text_string_to_metric_families(text))
+    except (ValueError, TypeError, IndexError):
+        # Truncated or garbled output: keep what parses line by line.
+        families = []
+        for line in text.splitlines():
+            try:
+                families.extend(text_string_to_metric_families(line + "\n"))
+            except (ValueError, TypeError, IndexError):
+                continue
+    for fam in families:
+        if fam.type not in ("gauge", "counter", "untyped", "unknown"):
+            continue
+        for s in fam.samples:
+            name = s.name
+            if not name.startswith(prefix) or name.endswith("_created"):
+                continue
+            value = float(s.value)
+            if value != value:  # NaN: unknown, leave it out
+                continue
+            if name not in out:
+                out[name] = value
+            elif _COUNTISH.search(name.removeprefix(prefix)):
+                out[name] += value
+            else:
+                out[name] = max(out[name], value)
+    return out
+
+
+async def metrics(
+    base_url: str, *, timeout: float = INFO_TIMEOUT_S, client: httpx.AsyncClient | None = None
+) -> dict[str, float] | None:
+    """GET /metrics parsed (see parse_metrics); None when unreachable or not enabled
+    (--enable-metrics is off: 404)."""
+    url = base_url.rstrip("/") + "/metrics"
+    try:
+        if client is not None:
+            r = await client.get(url, timeout=timeout)
+        else:
+            async with _client(timeout) as c:
+                r = await c.get(url)
+    except httpx.HTTPError:
+        return None
+    if r.status_code != 200:
+        return None
+    return parse_metrics(r.text)
