@@ -4,7 +4,8 @@ Validates every flag (a bad profile exits 2 with one line naming the file and ke
 local host (RAM, GPUs) and runs the preflight rules. The options are what-ifs: they replace the
 measured facts on every host (`--host-mem-gb` = RAM available in decimal GB, `--gpu-mem-gb` = memory
 per GPU in GiB as nvidia-smi/SGLang report it, `--gpus` = GPUs per node). SSH hosts are measured by
-whoever calls `check_profile` with their facts (the SSH layer); without them they stay unknown.
+the telemetry agent over SSH (cockpit.supervisor.telemetry_feed.measure_hosts); a host that cannot
+be reached stays unknown.
 """
 
 from __future__ import annotations
@@ -82,7 +83,16 @@ def run(args: argparse.Namespace) -> int:
     if args.gpus is not None and args.gpus <= 0:
         raise BadInput(f"--gpus {args.gpus}: expected a positive number of GPUs")
     profile = load_profile(resolve_profile(args.profile))
-    findings, facts = check_profile(profile, host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus)
+    measured = None
+    if any(not h.is_local for h in profile.hosts):
+        # SSH hosts are measured by the telemetry agent over the connection (unreachable: unknown)
+        from cockpit.supervisor.cli_support import run_command
+        from cockpit.supervisor.telemetry_feed import measure_hosts
+
+        measured = run_command(measure_hosts(profile))
+    findings, facts = check_profile(
+        profile, measured, host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus
+    )
     argv = build_argv(profile)
     if args.json:
         out = {

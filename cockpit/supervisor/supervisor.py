@@ -27,6 +27,7 @@ from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.profile import Host, Profile, normalise_flag_name
 from cockpit.core.state import RunState
 from cockpit.errors import CockpitError
+from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample, LogBatch, LogLine, RunInfo, RunSnapshot
 from cockpit.supervisor.host import HostOps, LinkState, LogChunk, LogFollower, LogReset, ServerExited
 from cockpit.transport.base import Transport, TransportError
@@ -89,12 +90,6 @@ def _transport_for(host: Host) -> Transport:
     from cockpit.transport import transport_for
 
     return transport_for(host)
-
-
-def _telemetry_client() -> Any:
-    import importlib
-
-    return importlib.import_module("cockpit.telemetry.client")
 
 
 def resolve_program(argv: list[str], *, local: bool) -> list[str]:
@@ -301,6 +296,7 @@ class Supervisor:
         self._journal_ended = False
         self._telemetry_streams: list[Any] = []
         self._health_port: int | None = None
+        self._sim_dir = telemetry_feed.sim_dir_of(profile)
 
     # ------------------------------------------------------------------ plumbing
     def _nodes_or_make(self) -> list[_Node]:
@@ -357,34 +353,28 @@ class Supervisor:
     # ------------------------------------------------------------------ preflight
     async def preflight(self, overrides: dict[str, Any] | None = None) -> list[Finding]:
         """Flags and host facts checked before a launch (HiCache per-rank arithmetic, GPUs, RAM)."""
-        from cockpit.core.preflight import preflight
+        from cockpit.commands.check import check_profile
 
         self._set("preflight", "checking the profile against its hosts")
         profile = self.profile
         if overrides:
             profile = profile.model_copy(update={"server": merged_flags(profile, overrides)})
-        facts = await self.host_facts()
-        findings = preflight(profile, facts)
+        findings, _facts = check_profile(profile, await self.host_facts())
         self._preflight = tuple(findings)
         self._set("idle", "")
         return findings
 
-    async def host_facts(self) -> list[Any]:
-        """One HostFacts per node, measured through telemetry (unknown values stay None)."""
-        from cockpit.backends.base import HostFacts
-
-        fn = None
-        with contextlib.suppress(ImportError):
-            fn = getattr(_telemetry_client(), "host_facts", None)
-        out: list[Any] = []
+    async def host_facts(self) -> dict[str, Any]:
+        """HostFacts per node label, measured by the telemetry agent (unreachable nodes left out)."""
+        out: dict[str, Any] = {}
         for node in self.nodes:
-            facts = None
-            if fn is not None:
-                try:
-                    facts = await fn(node.transport)
-                except (TransportError, OSError) as exc:
-                    log.debug("host facts on %s: %s", node.label, exc)
-            out.append(facts if facts is not None else HostFacts(host=node.label))
+            try:
+                sample = await telemetry_feed.sample_once(node.ops, sim_dir=self._sim_dir)
+            except (TransportError, OSError, ValueError) as exc:
+                log.debug("host facts on %s: %s", node.label, exc)
+                continue
+            self._take_telemetry(node, sample)
+            out[node.label] = telemetry_feed.host_facts(sample)
         return out
 
     # ------------------------------------------------------------------ launch / attach
@@ -724,57 +714,45 @@ class Supervisor:
             await asyncio.sleep(HEALTH_INTERVAL_S if self._health != "refused" else 1.0)
 
     # ------------------------------------------------------------------ telemetry
-    async def _telemetry_loop(self) -> None:
-        try:
-            client = _telemetry_client()
-        except ImportError:
-            return
-        stream = getattr(client, "stream_telemetry", None)
-        if stream is None:
-            return
+    def _run_pids(self, node: _Node) -> list[int]:
+        pid = (node.run or {}).get("pid")
+        return [int(pid)] if pid else []
 
+    async def _telemetry_loop(self) -> None:
         async def one(node: _Node) -> None:
             while True:
                 try:
-                    async for sample in stream(node.transport, interval=self.telemetry_interval):
+                    async for sample in telemetry_feed.stream_samples(
+                        node.ops, interval=self.telemetry_interval, pids=self._run_pids(node), sim_dir=self._sim_dir
+                    ):
                         self._take_telemetry(node, sample)
                 except asyncio.CancelledError:
                     raise
-                except Exception as exc:
+                except Exception as exc:  # the agent died or the link dropped: restart it
                     log.debug("telemetry on %s: %s", node.label, exc)
                 await asyncio.sleep(1.0)
 
         await asyncio.gather(*(one(n) for n in self.nodes))
 
     async def _telemetry_once(self) -> None:
-        try:
-            client = _telemetry_client()
-        except ImportError:
-            return
-        sample_once = getattr(client, "sample_once", None)
-        if sample_once is None:
-            return
         for node in self.nodes:
-            with contextlib.suppress(Exception):
-                self._take_telemetry(node, await sample_once(node.transport))
+            try:
+                sample = await telemetry_feed.sample_once(node.ops, pids=self._run_pids(node), sim_dir=self._sim_dir)
+            except (TransportError, OSError, ValueError) as exc:
+                log.debug("telemetry on %s: %s", node.label, exc)
+                continue
+            self._take_telemetry(node, sample)
 
-    def _take_telemetry(self, node: _Node, sample: Any) -> None:
-        gpus = getattr(sample, "gpus", None)
-        if gpus is not None:
-            for g in gpus:
-                self._gpus[(node.label, g.index)] = g
-        procs = getattr(sample, "processes", None) or getattr(sample, "gpu_processes", None)
-        if procs is not None:
-            members = set((node.run or {}).get("members") or [])
-            if node.run and node.run.get("pid"):
-                members.add(node.run["pid"])
-            self._gpu_procs[node.label] = tuple(
-                GpuProcess(node.label, p.pid, p.gpu_index, p.used_gb, p.pid in members or p.belongs_to_run)
-                for p in procs
-            )
-        host = getattr(sample, "host", None)
-        if isinstance(host, HostSample):
-            self._host_samples[node.label] = host
+    def _take_telemetry(self, node: _Node, sample: telemetry_feed.TelemetrySample) -> None:
+        for g in sample.gpus:
+            self._gpus[(node.label, g.index)] = g
+        members = set((node.run or {}).get("members") or []) | set(self._run_pids(node))
+        self._gpu_procs[node.label] = tuple(
+            GpuProcess(node.label, p.pid, p.gpu_index, p.used_gb, p.belongs_to_run or p.pid in members)
+            for p in sample.processes
+        )
+        if sample.host_sample is not None:
+            self._host_samples[node.label] = sample.host_sample
         self._dirty = True
 
     # ------------------------------------------------------------------ snapshots
@@ -883,19 +861,15 @@ class Supervisor:
 
     async def gpu_processes_now(self) -> list[GpuProcess] | None:
         """Processes on the GPUs of every node now (None when telemetry cannot tell)."""
-        try:
-            client = _telemetry_client()
-        except ImportError:
-            return None
-        sample_once = getattr(client, "sample_once", None)
-        if sample_once is None:
-            return None
         out: list[GpuProcess] = []
         for node in self.nodes:
             try:
-                self._take_telemetry(node, await sample_once(node.transport))
-            except Exception:
+                sample = await telemetry_feed.sample_once(node.ops, pids=self._run_pids(node), sim_dir=self._sim_dir)
+            except (TransportError, OSError, ValueError):
                 return None
+            if sample.source == "none":
+                return None
+            self._take_telemetry(node, sample)
             out += list(self._gpu_procs.get(node.label, ()))
         return out
 
