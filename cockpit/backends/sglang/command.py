@@ -22,6 +22,8 @@ from cockpit.core.findings import FlagChange
 from cockpit.core.profile import Profile, normalise_flag_name
 
 LAUNCH_MODULE = "sglang.launch_server"
+_TYPE_WORDS = {"int": "an integer", "float": "a number", "str": "a text value", "int_list": "a list of integers",
+               "json": "a JSON value"}
 
 
 def _where(profile: Profile | None, key: str, origin: str) -> str:
@@ -38,7 +40,7 @@ def _check_value(spec: FlagSpec, value: Any, key: str, where: str, version: str)
             raise FlagError(spec.name, f"{where}: {spec.name} is an on/off flag; use true or false, not {value!r}")
         return value
     if isinstance(value, bool):
-        raise FlagError(spec.name, f"{where}: {spec.name} takes a {spec.type.replace('_', ' ')} value, not {value!r}")
+        raise FlagError(spec.name, f"{where}: {spec.name} takes {_TYPE_WORDS.get(spec.type, spec.type)}, not {value!r}")
     if isinstance(value, list) and spec.type != "int_list":
         raise FlagError(spec.name, f"{where}: {spec.name} takes one value, not a list")
     argv = value_to_argv(spec, value)
