@@ -30,6 +30,7 @@ from cockpit.errors import CockpitError
 from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample, LogBatch, LogLine, RunInfo, RunSnapshot
 from cockpit.supervisor.host import HostOps, LinkState, LogChunk, LogFollower, LogReset, ServerExited
+from cockpit.telemetry.client import TelemetrySample
 from cockpit.transport.base import Transport, TransportError
 
 log = logging.getLogger(__name__)
@@ -675,10 +676,14 @@ class Supervisor:
             self.journal.record_end(self._run.id, outcome, self._state, list(self._current_findings()))
 
     # ------------------------------------------------------------------ readiness probe
-    def _health_path(self) -> str:
+    def _version(self) -> str | None:
         fmt = self._state.format or ""
-        ver = self.profile.version or ""
-        return "/ready" if ("0.5.23" in fmt or ver == "0.5.23") else "/health"
+        return self.profile.version or (fmt.split("-", 1)[1] if fmt.startswith("sglang-") else None)
+
+    def _health_path(self) -> str:
+        from cockpit.telemetry.probes import readiness_path
+
+        return readiness_path(self._version())
 
     def _port(self) -> int:
         try:
@@ -687,25 +692,20 @@ class Supervisor:
             return 30000
 
     async def _probe_once(self) -> None:
-        import httpx
+        """Readiness on node 0 only (other nodes serve a dummy /health that always says 200)."""
+        from cockpit.telemetry.probes import probe_readiness
 
         node = self.nodes[0]
         try:
             if self._health_port is None:
                 self._health_port = await node.transport.forward_port(self._port())
-            url = f"http://127.0.0.1:{self._health_port}{self._health_path()}"
-            async with httpx.AsyncClient(timeout=httpx.Timeout(25.0, connect=3.0)) as client:
-                r = await client.get(url)
-            health = str(r.status_code)
-        except httpx.ConnectError:
-            health = "refused"
-        except httpx.TimeoutException:
-            health = "timeout"
-        except (httpx.HTTPError, TransportError, OSError):
+            health = await probe_readiness(f"http://127.0.0.1:{self._health_port}", self._version())
+        except (TransportError, OSError):
             health = "unreachable"
         if health != self._health:
             self._health = health
             self._dirty = True
+            self._notify()
 
     async def _probe_loop(self) -> None:
         while True:
@@ -743,7 +743,7 @@ class Supervisor:
                 continue
             self._take_telemetry(node, sample)
 
-    def _take_telemetry(self, node: _Node, sample: telemetry_feed.TelemetrySample) -> None:
+    def _take_telemetry(self, node: _Node, sample: TelemetrySample) -> None:
         for g in sample.gpus:
             self._gpus[(node.label, g.index)] = g
         members = set((node.run or {}).get("members") or []) | set(self._run_pids(node))
@@ -751,8 +751,8 @@ class Supervisor:
             GpuProcess(node.label, p.pid, p.gpu_index, p.used_gb, p.belongs_to_run or p.pid in members)
             for p in sample.processes
         )
-        if sample.host_sample is not None:
-            self._host_samples[node.label] = sample.host_sample
+        if sample.host is not None:
+            self._host_samples[node.label] = sample.host
         self._dirty = True
 
     # ------------------------------------------------------------------ snapshots
