@@ -54,6 +54,6 @@ class GpuProcesses(Widget):
             t.append(where, style=self._style("label"))
             t.append(f"  pid {p.pid:<7} {fmt.gb(p.used_gb, 1)} GB")
             if not p.belongs_to_run:
-                t.append("  ⚠ not this run: leftover from a dead run or another user", style=self._style("leftover"))
+                t.append("  ⚠ not this run (leftover?)", style=self._style("leftover"))
             lines.append(t)
         return Text("\n").join(lines)

@@ -1,0 +1,182 @@
+"""The operator's flows against the real supervisor and the simulator (no GPU, no mocks):
+pick → launch → crash modal → `r` → the new run READY at 0.88; quit leaving the server running.
+
+Each test has its own HOME / XDG dirs / COCKPIT_SIM_GPU_DIR and a free port, and runs the demo
+profile at a high --sim-speed so the whole story takes seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cockpit.commands.demo import demo_profile
+from cockpit.core.profile import Profile
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.screens.crash import CrashScreen
+from cockpit.ui.screens.dashboard import DashboardScreen
+from cockpit.ui.screens.dialogs import QuitScreen
+from cockpit.ui.screens.picker import PickerScreen
+from cockpit.ui.widgets.logpane import LogPane
+from tests.conftest import free_port
+
+SIM_SPEED = 25.0
+
+
+@pytest.fixture
+def demo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    for var, sub in (("HOME", "home"), ("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
+        (tmp_path / sub).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    (tmp_path / "gpus").mkdir()
+    monkeypatch.setenv("COCKPIT_SIM_GPU_DIR", str(tmp_path / "gpus"))
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    yield tmp_path
+
+
+def fast_demo(tmp_path: Path) -> Profile:
+    """The bundled demo, fast, on a free port, writing under the test's own directory."""
+    p = demo_profile(SIM_SPEED)
+    server = dict(p.server)
+    server["port"] = free_port()
+    fast = p.model_copy(update={"server": server, "workdir": str(tmp_path / "demo")})
+    fast.source = p.source
+    return fast
+
+
+async def wait_for(pilot: Any, cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        await pilot.pause(0.1)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def dashboard(app: CockpitApp) -> DashboardScreen:
+    for s in app.screen_stack:
+        if isinstance(s, DashboardScreen):
+            return s
+    raise AssertionError("no dashboard")
+
+
+def phase(app: CockpitApp) -> str | None:
+    snap = dashboard(app).snapshot
+    return snap.state.phase if snap else None
+
+
+async def stop_leftover_server(profile: Profile) -> None:
+    from cockpit.supervisor.supervisor import Supervisor
+
+    sup = Supervisor(profile)
+    try:
+        if await sup.attach() is not None:
+            await sup.stop(timeout=5)
+    finally:
+        await sup.close()
+
+
+async def test_launch_crash_restart_with_the_change_reaches_ready(demo_env: Path) -> None:
+    profile = fast_demo(demo_env)
+    app = CockpitApp(profile=profile)
+    try:
+        async with app.run_test(size=(140, 45)) as pilot:
+            await wait_for(pilot, lambda: phase(app) == "ready", 90, "the first run READY")
+            dash = dashboard(app)
+            snap = dash.snapshot
+            assert snap is not None and len(snap.state.ranks) == 8
+            assert snap.state.min_headroom_gb is not None and snap.state.min_headroom_gb < 3.0
+            assert any(f.severity == "critical" and f.changes for f in snap.findings), "low headroom is flagged"
+            first_run = snap.run.id if snap.run else None
+            await wait_for(pilot, lambda: isinstance(app.screen, CrashScreen), 120, "the crash modal")
+            modal = app.screen
+            assert isinstance(modal, CrashScreen)
+            assert modal.crash.kind == "cuda_oom"
+            assert modal.proposal is not None
+            diff = modal.proposal.changes[0]
+            assert diff.flag == "--mem-fraction-static" and diff.from_value == 0.93 and diff.to_value == 0.88
+            await pilot.press("r")
+
+            def new_run_ready() -> bool:
+                s = dashboard(app).snapshot
+                return bool(s and s.run and s.run.id != first_run and s.state.phase == "ready")
+
+            await wait_for(pilot, new_run_ready, 120, "the restarted run READY")
+            s = dashboard(app).snapshot
+            assert s is not None
+            assert [c.as_diff() for c in s.flag_diff] == ["--mem-fraction-static 0.93 → 0.88"]
+            assert s.state.min_headroom_gb is not None and s.state.min_headroom_gb > 5.0
+            assert all(r.avail_after_capture_gb and r.avail_after_capture_gb > 5.0 for r in s.state.ranks.values())
+            assert "mfs 0.88 (profile 0.93)" in str(dash.query_one("#header").render())
+            # quit: the default leaves the server running
+            await pilot.press("q")
+            assert isinstance(app.screen, QuitScreen)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.return_code is not None, 20, "the app to exit")
+        assert app.return_code == 0
+        from cockpit.supervisor.supervisor import Supervisor
+
+        sup = Supervisor(profile)
+        try:
+            run = await sup.attach()
+            assert run is not None, "the server keeps running after quit"
+            assert run.flags.get("mem-fraction-static") == 0.88
+        finally:
+            await sup.close()
+    finally:
+        await stop_leftover_server(profile)
+
+
+async def test_pick_launch_filter_and_quit_stopping_the_server(demo_env: Path) -> None:
+    profile = fast_demo(demo_env)
+    path = demo_env / "work" / "profiles" / "fast-demo.yaml"
+    path.parent.mkdir()
+    import yaml
+
+    data = profile.model_dump(by_alias=True, exclude_none=True)
+    data["name"] = "fast-demo"
+    path.write_text(yaml.safe_dump(data))
+    from cockpit.core.profile import load_profile
+
+    picked = load_profile(path)
+    app = CockpitApp()
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            picker = app.screen
+            assert isinstance(picker, PickerScreen)
+            picker.query_one("#picker-list").highlighted = [p.stem for p in picker.paths].index("fast-demo")  # type: ignore[attr-defined]
+            await wait_for(pilot, lambda: picker.preview is not None and picker.preview.path == path, 20, "the preview")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, DashboardScreen), 10, "the dashboard")
+            await wait_for(pilot, lambda: phase(app) in ("capturing", "warmup", "ready"), 90, "capture")
+            pane = dashboard(app).query_one(LogPane)
+            await wait_for(pilot, lambda: len(pane.shown_lines) > 20, 20, "log lines")
+            await pilot.press("m")
+            assert pane.shown_lines and all(
+                any(n in ln.text for n in ("avail mem", "max_total_num", "KV Cache", "Allocating", "Capture"))
+                for ln in pane.shown_lines
+            )
+            await pilot.press("2")
+            assert dashboard(app).rank_focus == "TP1"
+            assert all("TP1" in ln.text for ln in pane.shown_lines)
+            await pilot.press("0", "q")
+            assert isinstance(app.screen, QuitScreen)
+            await pilot.press("s")
+            await wait_for(pilot, lambda: app.return_code is not None, 60, "stop and exit")
+        from cockpit.supervisor.supervisor import Supervisor
+
+        sup = Supervisor(picked)
+        try:
+            assert await sup.attach() is None, "quit with s stops the server"
+        finally:
+            await sup.close()
+    finally:
+        await stop_leftover_server(picked)
+        await asyncio.sleep(0)

@@ -1,0 +1,78 @@
+"""The profile picker: profiles from ./profiles and the config dir, the resolved command line and
+the preflight findings (with the per-rank HiCache arithmetic) before anything launches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.screens.picker import PickerScreen
+
+HICACHE_300 = """\
+name: local-hicache300
+hosts: [{ssh: local}]
+version: 0.5.9
+python: /opt/sglang/.venv/bin/python
+server:
+  model-path: /models/Kimi-K2.5
+  tp: 8
+  mem-fraction-static: 0.88
+  enable-hierarchical-cache: true
+  hicache-size: 300
+  port: 30000
+"""
+
+BROKEN = "name: broken\nhosts: [{ssh: local}]\nserverr: {}\n"
+
+
+@pytest.fixture
+def profiles_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for var, sub in (("HOME", "home"), ("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_CACHE_HOME", "cache")):
+        (tmp_path / sub).mkdir()
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    d = tmp_path / "work" / "profiles"
+    d.mkdir(parents=True)
+    (d / "local-hicache300.yaml").write_text(HICACHE_300)
+    (d / "broken.yaml").write_text(BROKEN)
+    monkeypatch.chdir(tmp_path / "work")
+    return d
+
+
+async def _wait_preview(pilot, screen: PickerScreen, stem: str) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(200):
+        await pilot.pause(0.05)
+        if screen.preview is not None and screen.preview.path.stem == stem:
+            return
+    raise AssertionError(f"no preview for {stem}")
+
+
+async def test_picker_shows_command_line_and_hicache_arithmetic(profiles_here: Path) -> None:
+    app = CockpitApp(supervisor_factory=None)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PickerScreen)
+        stems = [p.stem for p in screen.paths]
+        assert "local-hicache300" in stems and "broken" in stems
+        assert "demo" in stems or len(stems) >= 3  # the bundled examples are listed too
+        ol = screen.query_one("#picker-list")
+        ol.highlighted = stems.index("local-hicache300")  # type: ignore[attr-defined]
+        await _wait_preview(pilot, screen, "local-hicache300")
+        pv = screen.preview
+        assert pv is not None and pv.argv is not None
+        assert "--hicache-size" in pv.argv and "300" in pv.argv
+        text = str(screen.query_one("#preview-text").render())
+        assert "--mem-fraction-static 0.88" in text
+        hicache = [f for f in pv.findings if "hicache" in f.id]
+        assert hicache and hicache[0].severity == "critical"
+        assert "8 × 300" in text or "8×300" in text or "2400" in text.replace(",", "")
+        # a broken profile says which key is wrong, and does not open
+        ol.highlighted = stems.index("broken")  # type: ignore[attr-defined]
+        await _wait_preview(pilot, screen, "broken")
+        assert "serverr" in str(screen.query_one("#preview-text").render())
+        await pilot.press("enter")
+        assert isinstance(app.screen, PickerScreen)
+        await pilot.press("q")
+    assert app.return_code == 0
