@@ -207,6 +207,7 @@ class LogFollower:
         watch: dict[str, Any] | None = None,
         retry_max_s: float = 5.0,
         poll_s: float = 0.1,
+        max_chunk: int = 4 << 20,
     ):
         self.ops = ops
         self.path = path
@@ -217,6 +218,7 @@ class LogFollower:
         self.watch = watch
         self.retry_max_s = retry_max_s
         self.poll_s = poll_s
+        self.max_chunk = max_chunk  # big reads while catching up on a long log; live chunks are small
         self.exited: ServerExited | None = None
         self._stream: Stream | None = None
         self._closed = False
@@ -240,6 +242,7 @@ class LogFollower:
                 "ino": self.ino,
                 "follow": self.follow,
                 "poll": self.poll_s,
+                "max_chunk": self.max_chunk,
             }
             if first and self.tail is not None:
                 req["tail"] = self.tail

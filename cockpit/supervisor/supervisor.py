@@ -43,9 +43,6 @@ LINE_CAP = 4000  # characters per log line shown (a tqdm bar or a giant repr sta
 HEALTH_INTERVAL_S = 2.0  # SGLang's /health costs ≥ 1 s: don't poll fast
 GPU_RELEASE_TIMEOUT_S = 60.0
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-# The record prefix, only to label each line with its rank for display and filters; the parser
-# (backend) owns the meaning of lines.
-RECORD_RE = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?((?: [^\]\s]+)*)\] ")
 RANK_TOKEN_RE = re.compile(r"^(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+$")
 
 
@@ -167,10 +164,12 @@ def rank_gpu_map(
 
 def _line_rank(text: str) -> tuple[bool, str | None]:
     """(is a record start, its rank label) for display; continuation lines inherit the record's rank."""
-    m = RECORD_RE.match(text)
-    if not m:
+    from cockpit.backends.sglang.logparse import split_record
+
+    ts, rank, _msg = split_record(text)
+    if ts is None:
         return False, None
-    tokens = [t for t in m.group(1).split() if RANK_TOKEN_RE.match(t)]
+    tokens = [t for t in (rank or "").split() if RANK_TOKEN_RE.match(t)]
     return True, " ".join(tokens) if tokens else None
 
 
@@ -575,6 +574,16 @@ class Supervisor:
     def _feed(self, node: _Node, data: bytes) -> None:
         for ev in node.parser.feed(data):
             _Glue.apply(self._state, ev)
+        # Catching up on a long log: only the newest lines become LogLines (the ring holds no
+        # more anyway); the older ones are counted so line numbers stay exact.
+        total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        if total > LOG_RING_LINES:
+            cut = len(data)
+            for _ in range(LOG_RING_LINES + (0 if not data.endswith(b"\n") else 1)):
+                cut = data.rfind(b"\n", 0, cut)
+            node.lines += data.count(b"\n", 0, cut + 1)
+            node.rank = None
+            data = data[cut + 1 :]
         text = data.decode("utf-8", "replace")
         for raw in text.splitlines():
             node.lines += 1
