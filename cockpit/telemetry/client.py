@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -205,7 +205,7 @@ async def stream_telemetry(
     pids: Iterable[int] = (),
     env: Mapping[str, str] | None = None,
     max_restarts: int | None = None,
-) -> AsyncIterator[TelemetrySample]:
+) -> AsyncGenerator[TelemetrySample, None]:
     """Samples from `transport`'s host, forever (until the consumer stops iterating).
 
     When the agent dies or cannot start, a sample with source "none" and the reason in `errors`

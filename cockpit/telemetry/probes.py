@@ -28,6 +28,8 @@ INFO_TIMEOUT_S = 10.0
 HEALTH_POLL_INTERVAL_S = 5.0
 
 _COUNTISH = re.compile(r"(^|:)num_|throughput|_total$|_count$")
+# Free-memory figures: the worst rank is the one with the least.
+_HEADROOMISH = re.compile(r"avail|free|headroom")
 
 
 def _client(timeout: float) -> httpx.AsyncClient:
@@ -123,8 +125,8 @@ def parse_metrics(text: str, prefix: str = "sglang:") -> dict[str, float]:
     """Prometheus text → {name: value} for gauges and counters whose name starts with `prefix`.
 
     A name exported with several label sets (one per TP/DP rank) is folded: counts and
-    throughputs (num_*, *throughput*, *_total) are summed, everything else (usage ratios,
-    memory figures) takes the maximum, i.e. the worst rank.
+    throughputs (num_*, *throughput*, *_total) are summed; free-memory figures (*avail*, *free*)
+    take the minimum and everything else (usage ratios) the maximum: the worst rank either way.
     """
     out: dict[str, float] = {}
     try:
@@ -151,6 +153,8 @@ def parse_metrics(text: str, prefix: str = "sglang:") -> dict[str, float]:
                 out[name] = value
             elif _COUNTISH.search(name.removeprefix(prefix)):
                 out[name] += value
+            elif _HEADROOMISH.search(name):
+                out[name] = min(out[name], value)
             else:
                 out[name] = max(out[name], value)
     return out

@@ -1,0 +1,180 @@
+"""The telemetry agent as a real process: nvidia-smi (fake binary), simulator files, host memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cockpit.telemetry.client import agent_source
+
+if TYPE_CHECKING:
+    from tests.conftest import FakeNvidiaSmi
+
+
+def run_agent(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> list[dict[str, Any]]:
+    full_env = dict(os.environ)
+    full_env.pop("COCKPIT_SIM_GPU_DIR", None)
+    full_env.update(env or {})
+    out = subprocess.run(
+        [sys.executable, "-", *args], input=agent_source(), capture_output=True, env=full_env, timeout=timeout
+    )
+    assert out.returncode == 0, out.stderr.decode()
+    return [json.loads(line) for line in out.stdout.decode().splitlines()]
+
+
+def no_nvml_env(path: str) -> dict[str, str]:
+    # The venv has nvidia-ml-py; without a driver NVML fails to initialise and nvidia-smi is next.
+    return {"PATH": path}
+
+
+def test_nvidia_smi_values_and_processes(fake_nvidia_smi: FakeNvidiaSmi) -> None:
+    [s] = run_agent("--once", "--pids", "4242", env=no_nvml_env(fake_nvidia_smi.path_env))
+    assert s["source"] == "nvidia-smi"
+    g0, g1 = s["gpus"]
+    assert g0 == {
+        "index": 0,
+        "uuid": "GPU-aaaaaaaa-0000-0000-0000-000000000000",
+        "name": "NVIDIA H100 80GB HBM3",
+        "mem_used_mib": 40000.0,
+        "mem_total_mib": 81559.0,
+        "util_pct": 97.0,
+        "temp_c": 61.0,
+        "power_w": 312.5,
+    }
+    assert g1["index"] == 1 and g1["mem_used_mib"] == 1024.0
+    procs = {p["pid"]: p for p in s["procs"]}
+    assert procs[4242] == {"pid": 4242, "gpu_index": 0, "mem_used_mib": 39000.0, "belongs_to_run": True}
+    assert procs[5151]["gpu_index"] == 1 and procs[5151]["belongs_to_run"] is False
+    assert s["errors"] == []
+    assert s["host"]["mem_total_kb"] > 0 and s["host"]["mem_available_kb"] > 0
+    assert "4242" in s["pids_alive"]
+
+
+def test_nvidia_smi_not_available_fields_are_null(fake_nvidia_smi: FakeNvidiaSmi) -> None:
+    fake_nvidia_smi.use("na")
+    [s] = run_agent("--once", env=no_nvml_env(fake_nvidia_smi.path_env))
+    [g] = s["gpus"]
+    assert g["mem_used_mib"] == 40000.0
+    assert g["util_pct"] is None and g["temp_c"] is None and g["power_w"] is None
+    [p] = s["procs"]
+    assert p["mem_used_mib"] is None
+
+
+def test_hanging_nvidia_smi_does_not_stall_the_stream(fake_nvidia_smi: FakeNvidiaSmi) -> None:
+    fake_nvidia_smi.use("hang")
+    t0 = time.monotonic()
+    lines = run_agent(
+        "--interval",
+        "0.2",
+        "--smi-timeout",
+        "0.6",
+        "--count",
+        "12",
+        env=no_nvml_env(fake_nvidia_smi.path_env),
+    )
+    elapsed = time.monotonic() - t0
+    assert len(lines) == 12
+    assert elapsed < 8, elapsed  # 12 lines at 0.2 s, not 12 × the nvidia-smi timeout
+    assert all(s["gpus"] == [] for s in lines)
+    errors = " ".join(e for s in lines for e in s["errors"])
+    assert "did not answer" in errors or "has not answered" in errors
+    # Host values keep coming while the GPU query hangs.
+    assert all(s["host"]["mem_total_kb"] for s in lines)
+
+
+def test_failing_nvidia_smi_is_reported(fake_nvidia_smi: FakeNvidiaSmi) -> None:
+    fake_nvidia_smi.use("fail")
+    [s] = run_agent("--once", env=no_nvml_env(fake_nvidia_smi.path_env))
+    assert s["gpus"] == []
+    assert any("exited with 9" in e and "NVIDIA-SMI has failed" in e for e in s["errors"])
+
+
+def _write_sim(d: Path, procs: list[dict[str, Any]]) -> None:
+    (d / "devices.json").write_text(
+        json.dumps(
+            {
+                "gpu": "RTX PRO 6000",
+                "devices": [
+                    {"index": 0, "uuid": "GPU-sim-0", "name": "NVIDIA RTX PRO 6000", "total_mib": 97887},
+                    {"index": 1, "uuid": "GPU-sim-1", "name": "NVIDIA RTX PRO 6000", "total_mib": 97887},
+                ],
+            }
+        )
+    )
+    for p in procs:
+        (d / f"proc-{p['pid']}.json").write_text(json.dumps(p))
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_sim_source_counts_live_processes_only(sim_gpu_dir: Path, fake_nvidia_smi: FakeNvidiaSmi) -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        dead = _dead_pid()
+        now = time.time()
+        _write_sim(
+            sim_gpu_dir,
+            [
+                {"pid": child.pid, "gpu_index": 0, "used_mib": 80000, "updated": now},
+                {"pid": dead, "gpu_index": 0, "used_mib": 5000, "updated": now},
+                {"pid": os.getpid(), "gpu_index": 1, "used_mib": 1000.5, "updated": now},
+            ],
+        )
+        (sim_gpu_dir / "proc-999999999.json").write_text("{not json")
+        # The sim dir is explicit, so the simulator wins even though nvidia-smi is on PATH.
+        [s] = run_agent(
+            "--once",
+            "--pids",
+            str(os.getpid()),
+            env={"COCKPIT_SIM_GPU_DIR": str(sim_gpu_dir), "PATH": fake_nvidia_smi.path_env},
+        )
+    finally:
+        child.kill()
+        child.wait()
+    assert s["source"] == "sim"
+    g0, g1 = s["gpus"]
+    assert g0["mem_used_mib"] == 80000.0 and g0["mem_total_mib"] == 97887 and g0["uuid"] == "GPU-sim-0"
+    assert g1["mem_used_mib"] == 1000.5
+    assert g0["temp_c"] is None and g0["power_w"] is None and g0["util_pct"] is None
+    procs = {p["pid"]: p for p in s["procs"]}
+    assert dead not in procs
+    # The child of this test process descends from --pids: it belongs to the run.
+    assert procs[child.pid]["belongs_to_run"] is True
+    assert procs[os.getpid()]["belongs_to_run"] is True
+    assert any("proc-999999999.json" in e for e in s["errors"])
+
+
+def test_sim_dir_flag_and_missing_devices(sim_gpu_dir: Path) -> None:
+    [s] = run_agent("--once", "--sim-dir", str(sim_gpu_dir))
+    assert s["source"] == "sim" and s["gpus"] == []
+    assert any("no devices.json" in e for e in s["errors"])
+
+
+def test_pids_alive() -> None:
+    dead = _dead_pid()
+    [s] = run_agent("--once", "--source", "none", "--pids", f"{os.getpid()},{dead}")
+    assert s["pids_alive"] == {str(os.getpid()): True, str(dead): False}
+    assert s["source"] == "none" and s["gpus"] == []
+
+
+def test_agent_is_stdlib_only() -> None:
+    import ast
+
+    tree = ast.parse(agent_source())
+    mods = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            mods |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            mods.add(node.module.split(".")[0])
+    assert mods - {"pynvml"} <= set(sys.stdlib_module_names) | {"__future__"}
+    assert "cockpit" not in mods
