@@ -631,15 +631,17 @@ class Supervisor:
         self._state.phase = "stopped"
 
     async def _publisher(self) -> None:
-        last_logs = 0.0
+        last_logs = last_snap = 0.0
         while True:
             now = time.monotonic()
             if now - last_logs >= LOG_BATCH_INTERVAL_S:
                 self._flush_logs()
                 last_logs = now
-            self._publish()
+            if now - last_snap >= SNAPSHOT_INTERVAL_S and self._dirty:
+                self._publish()
+                last_snap = now
             self._journal_tick()
-            await asyncio.sleep(min(SNAPSHOT_INTERVAL_S, LOG_BATCH_INTERVAL_S))
+            await asyncio.sleep(LOG_BATCH_INTERVAL_S / 2)
 
     def _flush_logs(self) -> None:
         if not self._pending and not self._dropped:
