@@ -5,6 +5,7 @@ One function per view; the same words and the same `--flag old → new` diffs as
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Sequence
 
 from cockpit.backends.base import HostFacts
@@ -88,16 +89,19 @@ def render_state(state: RunState, findings: Sequence[Finding], *, title: str | N
     return "\n".join(lines) + "\n"
 
 
-def render_check(profile_name: str, hosts: Iterable[HostFacts], findings: Sequence[Finding], argv: Sequence[str] | None = None) -> str:
-    """The `check` text report: what was measured, then the findings."""
+def render_check(
+    profile_name: str, hosts: Iterable[HostFacts], findings: Sequence[Finding], argvs: Sequence[Sequence[str]] = ()
+) -> str:
+    """The `check` text report: what was measured, the command per node, then the findings."""
     lines = [f"check {profile_name}"]
     for h in hosts:
         gpus = "?" if h.gpu_count is None else str(h.gpu_count)
         gmem = "?" if h.gpu_mem_total_gib is None else f"{h.gpu_mem_total_gib:g} GiB"
         avail = "?" if h.mem_available_gb is None else f"{h.mem_available_gb:g} GB"
         lines.append(f"  host {h.host}: RAM available {avail} · GPUs {gpus} × {gmem} ({h.source})")
-    if argv:
-        lines.append("  command: " + " ".join(argv))
+    for i, argv in enumerate(argvs):
+        label = "command" if len(argvs) == 1 else f"node {i}"
+        lines.append(f"  {label}: " + " ".join(shlex.quote(a) for a in argv))
     lines.append("")
     lines += findings_lines(findings)
     return "\n".join(lines) + "\n"

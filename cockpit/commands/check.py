@@ -74,7 +74,7 @@ def check_profile(
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.backends.sglang.command import build_argv
+    from cockpit.backends.sglang.command import build_argv, build_node_argv
     from cockpit.locations import resolve_profile
 
     for name, val in (("--host-mem-gb", args.host_mem_gb), ("--gpu-mem-gb", args.gpu_mem_gb)):
@@ -93,13 +93,19 @@ def run(args: argparse.Namespace) -> int:
     findings, facts = check_profile(
         profile, measured, host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus
     )
-    argv = build_argv(profile)
+    # a multi-node run starts one command per node; show each (node rank filled in)
+    if len(profile.hosts) > 1:
+        node_argvs = [build_node_argv(profile, i) for i in range(len(profile.hosts))]
+    else:
+        node_argvs = [build_argv(profile)]
+    argv = node_argvs[0]
     if args.json:
         out = {
             "backend": profile.backend,
             "profile": profile.name,
             "version": profile.version,
             "argv": argv,
+            "node_argv": node_argvs,
             "hosts": [dataclasses.asdict(f) for f in facts],
             "findings": [f.to_json() for f in findings],
         }
@@ -107,5 +113,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         from cockpit.report import render_check
 
-        sys.stdout.write(render_check(profile.name, facts, findings, argv))
+        sys.stdout.write(render_check(profile.name, facts, findings, node_argvs))
     return exit_code_for(findings)
