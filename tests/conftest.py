@@ -121,7 +121,6 @@ class _Sshd:
                 X11Forwarding no
                 PrintMotd no
                 ClientAliveInterval 0
-                MaxSessions 100
                 MaxStartups 100:30:200
                 LogLevel VERBOSE
                 Subsystem sftp internal-sftp

@@ -38,6 +38,8 @@ BACKOFF_CAP_S = 30.0
 TERM_GRACE_S = 2.0
 CHUNK_BYTES = 65536
 STDERR_TAIL_BYTES = 8192
+RUN_STDERR_BYTES = 4 << 20  # run() returns stderr whole, up to this much
+MAX_SHORT_COMMANDS = 4  # concurrent run() channels per connection
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DEST = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^:@\s]+)(?::(?P<port>\d{1,5}))?$")
@@ -179,8 +181,15 @@ class _Hop:
 class SSHStream(Stream):
     """A remote command on its own channel; stdout as chunks, stderr kept as a tail."""
 
-    def __init__(self, transport: SSHTransport, process: Any, stdin: bytes | None):
+    def __init__(
+        self,
+        transport: SSHTransport,
+        process: Any,
+        stdin: bytes | None,
+        stderr_cap: int = STDERR_TAIL_BYTES,
+    ):
         self._t = transport
+        self._stderr_cap = stderr_cap
         self._p = process
         self._pid: int | None = None
         self._pid_seen = asyncio.Event()
@@ -203,6 +212,10 @@ class SSHStream(Stream):
     @property
     def stderr_tail(self) -> str:
         return self._stderr.decode("utf-8", "replace")
+
+    @property
+    def stderr_bytes(self) -> bytes:
+        return bytes(self._stderr)
 
     @property
     def cwd_missing(self) -> bool:
@@ -243,8 +256,8 @@ class SSHStream(Stream):
                         continue
                     data, pending = pending, b""
                 self._stderr += data
-                if len(self._stderr) > STDERR_TAIL_BYTES:
-                    del self._stderr[: len(self._stderr) - STDERR_TAIL_BYTES]
+                if len(self._stderr) > self._stderr_cap:
+                    del self._stderr[: len(self._stderr) - self._stderr_cap]
         except (OSError, asyncssh.Error):
             pass
         finally:
@@ -326,6 +339,7 @@ class SSHTransport(Transport):
         self._jumps: list[asyncssh.SSHClientConnection] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
+        self._run_slots: asyncio.Semaphore | None = None
         self._failures = 0
         self._retry_at = 0.0
         self._forwards: dict[tuple[str, int], tuple[int, Any]] = {}
@@ -343,6 +357,7 @@ class SSHTransport(Transport):
             # A connection belongs to the loop that made it; another loop starts afresh.
             self._loop = loop
             self._lock = asyncio.Lock()
+            self._run_slots = asyncio.Semaphore(MAX_SHORT_COMMANDS)
             self._conn = None
             self._jumps = []
             self._forwards = {}
@@ -570,7 +585,24 @@ class SSHTransport(Transport):
         cwd: str | None = None,
         timeout: float | None = 60.0,
     ) -> Completed:
-        s = await self.stream(argv, stdin=stdin, env=env, cwd=cwd)
+        self._same_loop()
+        assert self._run_slots is not None
+        # sshd allows 10 sessions per connection by default (MaxSessions); long-lived streams
+        # (log followers, the agent) hold a few, so short commands queue for the rest.
+        async with self._run_slots:
+            return await self._run(argv, stdin=stdin, env=env, cwd=cwd, timeout=timeout)
+
+    async def _run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes | None,
+        env: Mapping[str, str] | None,
+        cwd: str | None,
+        timeout: float | None,
+    ) -> Completed:
+        line = remote_command_line(argv, env, cwd)
+        s = SSHStream(self, await self._open_process(line), stdin, stderr_cap=RUN_STDERR_BYTES)
         out = bytearray()
 
         async def collect() -> None:
@@ -595,7 +627,7 @@ class SSHTransport(Transport):
             raise TransportError(f"{self.label}: connection lost while running {argv[0]}")
         if s.cwd_missing and rc == _CWD_EXIT:
             raise TransportError(f"{self.label}: working directory {cwd} does not exist")
-        err = s.stderr_tail.encode() if len(s._stderr) >= STDERR_TAIL_BYTES else bytes(s._stderr)
+        err = s.stderr_bytes
         if rc == 127 and (b"not found" in err or b"No such file or directory" in err) and len(out) == 0:
             raise TransportError(
                 f"{self.label}: command not found: {argv[0]}",

@@ -194,3 +194,21 @@ def test_nvml_gateway_never_raises() -> None:
     else:
         assert s.source == "none" and s.errors and s.gpus == ()
         assert nvml.why_unavailable()
+
+
+async def test_ssh_telemetry_survives_a_dropped_link(ssh_env: SshHome, sim_gpu_dir: Path) -> None:
+    (sim_gpu_dir / "devices.json").write_text(
+        json.dumps({"gpu": "x", "devices": [{"index": 0, "uuid": "G0", "name": "Sim", "total_mib": 1024}]})
+    )
+    async with SSHTransport("gpu-box-1") as t:
+        kinds: list[str] = []
+        gen = stream_telemetry(t, PY, interval=0.1, env={"COCKPIT_SIM_GPU_DIR": str(sim_gpu_dir)})
+        async for s in gen:
+            kinds.append(s.source)
+            if len(kinds) == 2:
+                ssh_env.kill_connections()
+            if kinds.count("sim") >= 4 and "none" in kinds:
+                break
+        await gen.aclose()
+        assert kinds[:2] == ["sim", "sim"] and "none" in kinds and kinds[-1] == "sim"
+        assert t.connects == 2

@@ -268,3 +268,34 @@ async def test_transport_for_pools_per_host(ssh_env: SshHome) -> None:
     await close_all()
     assert transport_for("gpu-box-1") is not a
     await close_all()
+
+
+async def test_many_commands_share_one_connection_within_max_sessions(ssh_env: SshHome) -> None:
+    # The test sshd keeps OpenSSH's default MaxSessions (10): 3 long streams + 30 short commands.
+    async with SSHTransport("gpu-box-1") as t:
+        streams = [await t.stream(["sleep", "30"]) for _ in range(3)]
+        results = await asyncio.gather(*(t.run(["echo", str(i)]) for i in range(30)))
+        assert [r.stdout for r in results] == [f"{i}\n".encode() for i in range(30)]
+        for s in streams:
+            await s.close()
+        assert t.connects == 1
+
+
+async def test_stream_ends_when_the_link_drops_and_next_stream_reconnects(ssh_env: SshHome) -> None:
+    async with SSHTransport("gpu-box-1") as t:
+        s = await t.stream(
+            [PY, "-u", "-c", "import time\nwhile True: print('x', flush=True); time.sleep(0.05)"]
+        )
+        it = s.chunks().__aiter__()
+        await it.__anext__()
+        ssh_env.kill_connections()
+
+        async def drain() -> None:
+            async for _ in it:
+                pass
+
+        await asyncio.wait_for(drain(), 10)
+        await s.close()
+        s2 = await t.stream(["echo", "back"])
+        assert b"".join([c async for c in s2.chunks()]) == b"back\n"
+        assert t.connects == 2
