@@ -245,9 +245,28 @@ class _Node:
     exited: ServerExited | None = None
     link_up: bool = True
 
+    key: str = ""  # the run-directory name of the profile on this node
+    log: str = ""  # the log path (relative to workdir) on this node
+
     @property
     def label(self) -> str:
         return self.host.label
+
+
+def node_key(profile: Profile, index: int) -> str:
+    """Node 0 keeps runs under the profile's name, node k under `<name>.node<k>`: home directories
+    and workdirs are often one NFS share across a cluster's nodes, and must not collide."""
+    return profile.name if index == 0 else f"{profile.name}.node{index}"
+
+
+def node_log(profile: Profile, index: int) -> str:
+    """Node k > 0 logs to `<log stem>.node<k><suffix>` (logs/sglang.log → logs/sglang.node1.log)."""
+    if index == 0:
+        return profile.log
+    head, _, tail = profile.log.rpartition("/")
+    stem, dot, ext = tail.rpartition(".")
+    name = f"{stem}.node{index}.{ext}" if dot and stem else f"{tail}.node{index}"
+    return f"{head}/{name}" if head else name
 
 
 class Supervisor:
@@ -304,7 +323,8 @@ class Supervisor:
             nodes = []
             for i, host in enumerate(self.profile.hosts):
                 t = self._given_transports[i] if self._given_transports else _transport_for(host)
-                nodes.append(_Node(i, host, t, HostOps(t, runs_root=self._runs_root)))
+                nodes.append(_Node(i, host, t, HostOps(t, runs_root=self._runs_root),
+                                   key=node_key(self.profile, i), log=node_log(self.profile, i)))
             self._nodes = nodes
         return self._nodes
 
@@ -406,12 +426,12 @@ class Supervisor:
             argv = resolve_program(list(argv), local=node.host.is_local)
             meta = {"flags": flags, "overrides": overrides, "node_rank": node.index, "hosts": [n.label for n in nodes]}
             res = await node.ops.launch(
-                self.profile.name,
+                node.key,
                 run_id,
                 argv,
                 env=dict(self.profile.env),
                 cwd=self.profile.workdir,
-                log=self.profile.log,
+                log=node.log,
                 meta=meta,
             )
             if res.get("refused"):
@@ -444,7 +464,7 @@ class Supervisor:
     async def _stop_nodes(self, launched: list[dict[str, Any]], timeout: float) -> None:
         for item in launched:
             with contextlib.suppress(TransportError):
-                await item["node"].ops.stop(self.profile.name, item["run"]["run_id"], timeout)
+                await item["node"].ops.stop(item["node"].key, item["run"]["run_id"], timeout)
 
     async def _find_live(self) -> RunInfo | None:
         info = await self.attach()
@@ -455,7 +475,7 @@ class Supervisor:
         include_ended, the newest run even if it has ended (status of a crashed run)."""
         self._ensure_async()
         nodes = self.nodes
-        first = await nodes[0].ops.find(self.profile.name)
+        first = await nodes[0].ops.find(nodes[0].key)
         if first is None:
             return None
         alive = bool(first.get("alive") or first.get("members"))
@@ -466,7 +486,7 @@ class Supervisor:
         self._reset_for_run()
         nodes[0].run = first
         for node in nodes[1:]:
-            node.run = await node.ops.find(self.profile.name, first["run_id"])
+            node.run = await node.ops.find(node.key, first["run_id"])
         meta = first.get("meta") or {}
         self._flags = dict(meta.get("flags") or self.profile.server)
         self._overrides = dict(meta.get("overrides") or {})
@@ -845,7 +865,7 @@ class Supervisor:
         self._set("stopping", f"stopping {self.profile.name} (SIGTERM, SIGKILL after {timeout:g} s)")
         gpus_of_run = set(self.rank_gpu().values())
         results = await asyncio.gather(
-            *(n.ops.stop(self.profile.name, n.run["run_id"], timeout) for n in self.nodes if n.run),
+            *(n.ops.stop(n.key, n.run["run_id"], timeout) for n in self.nodes if n.run),
             return_exceptions=True,
         )
         res = StopResult(True, False, [])

@@ -1,0 +1,264 @@
+"""`cockpit up/status/logs/down` against the simulator, locally and through real sshd on loopback.
+
+Every test has its own HOME/XDG dirs, run-directory root, simulated-GPU directory and port. The
+simulator runs at a high --sim-speed so a full 8-rank startup takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+
+SIM_SPEED = "200"
+PY = sys.executable
+
+
+@dataclass
+class Env:
+    root: Path
+    env: dict[str, str]
+    profile: Path
+    sim_dir: Path
+    log: Path
+    port: int
+
+    def cockpit(self, *args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [PY, "-m", "cockpit", *args], env=self.env, capture_output=True, text=True, timeout=timeout,
+            cwd=self.root,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"cockpit {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([PY, "-m", "cockpit", *args], env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=self.root)
+
+    def runs_dir(self, name: str) -> Path:
+        return self.root / "runs" / name
+
+
+def _profile_text(name: str, hosts: list[str], root: Path, sim_dir: Path, port: int, *, tp: int = 8,
+                  extra_server: str = "", traffic: str = "steady") -> str:
+    host_lines = "\n".join(f"  - ssh: {h}" for h in hosts)
+    # program[0] = this interpreter: works locally and on the loopback "remote" hosts alike
+    program = [PY, "-m", "cockpit", "sim", "--sim-gpu", "rtx-pro-6000", "--sim-speed", SIM_SPEED,
+               "--sim-traffic", traffic, "--sim-dir", str(sim_dir)]
+    return (
+        f"name: {name}\n"
+        f"version: 0.5.9\n"
+        f"hosts:\n{host_lines}\n"
+        f"program: {json.dumps(program)}\n"
+        f"workdir: {root / 'work'}\n"
+        f"log: logs/sglang.log\n"
+        f"env: {{COCKPIT_SIM_GPU_DIR: '{sim_dir}'}}\n"
+        f"server:\n"
+        f"  model-path: /models/Kimi-K2.5\n"
+        f"  trust-remote-code: true\n"
+        f"  tp: {tp}\n"
+        f"  mem-fraction-static: 0.88\n"
+        f"  port: {port}\n"
+        f"{extra_server}"
+    )
+
+
+def _make_env(tmp_path: Path, hosts: list[str], base_env: dict[str, str] | None = None, **kw: object) -> Env:
+    root = tmp_path
+    sim_dir = root / "gpus"
+    sim_dir.mkdir()
+    port = free_port()
+    name = "simtest"
+    (root / "profiles").mkdir()
+    profile = root / "profiles" / f"{name}.yaml"
+    profile.write_text(_profile_text(name, hosts, root, sim_dir, port, **kw))  # type: ignore[arg-type]
+    env = dict(base_env or os.environ)
+    home = Path(env.get("HOME", str(root / "home")))
+    if base_env is None:
+        home = root / "home"
+        home.mkdir()
+    env.update({
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(root / "xdg-config"),
+        "XDG_DATA_HOME": str(root / "xdg-data"),
+        "XDG_CACHE_HOME": str(root / "xdg-cache"),
+        "COCKPIT_RUNS_ROOT": str(root / "runs"),
+        "COCKPIT_SIM_GPU_DIR": str(sim_dir),
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    })
+    env.pop("SSH_AUTH_SOCK", None)
+    return Env(root, env, profile, sim_dir, root / "work" / "logs" / "sglang.log", port)
+
+
+def _pids_of_session(sid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(rest[3]) == sid and rest[0] != "Z":
+            out.append(int(name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _current_run(env: Env, name: str = "simtest") -> Path:
+    d = env.runs_dir(name)
+    return d / (d / "current").read_text().strip()
+
+
+@pytest.fixture
+def local_env(tmp_path: Path) -> Iterator[Env]:
+    e = _make_env(tmp_path, ["local"])
+    yield e
+    e.cockpit("down", "simtest", "--timeout", "3")
+
+
+def _scenario(env: Env) -> None:
+    """up → refused second up → status → logs → down, with the checks the spec asks for."""
+    up = env.cockpit("up", "simtest", "--wait", "ready", "--timeout", "90")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "READY" in up.stdout
+
+    again = env.cockpit("up", "simtest")
+    assert again.returncode == 1
+    assert "already running" in again.stderr
+
+    st = env.cockpit("status", "simtest", "--json")
+    assert st.returncode in (0, 1), st.stderr
+    data = json.loads(st.stdout)
+    assert data["phase"] == "ready" and data["health"] == "200"
+    assert len(data["ranks"]) == 8
+    for r in data["ranks"]:
+        g = r["gpu"]
+        assert g["index"] is not None
+        assert g["used_gb"] is not None and g["used_gb"] > 10, r  # the agent saw the rank's memory
+        assert g["total_gb"] is not None and g["age_s"] is not None
+    run = data["run"]
+    assert run["pid"] and run["id"] and run["started_at"]
+
+    logs = env.cockpit("logs", "simtest", "--filter", "memory")
+    assert logs.returncode == 0, logs.stderr
+    assert "Load weight begin" in logs.stdout and "Capture cuda graph end" in logs.stdout
+    assert "KV Cache is allocated" in logs.stdout
+    assert "Decode batch" not in logs.stdout and "Prefill batch" not in logs.stdout
+
+    run_dir = _current_run(env)
+    sid = int((run_dir / "sid").read_text()) if (run_dir / "sid").exists() else None
+    down = env.cockpit("down", "simtest", "--timeout", "10")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "stopped" in down.stdout
+    assert not _alive(run["pid"])
+    if sid is not None:
+        waiter = int((run_dir / "waiter_pid").read_text())
+        assert [p for p in _pids_of_session(sid) if p != waiter] == []
+    st2 = env.cockpit("status", "simtest", "--json")
+    assert json.loads(st2.stdout)["phase"] == "stopped"
+
+
+def test_up_status_logs_down_local(local_env: Env) -> None:
+    _scenario(local_env)
+
+
+def test_up_status_logs_down_over_ssh(ssh_home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    env = _make_env(tmp_path, ["gpu-box-1"], base_env={**os.environ, **ssh_home.env})
+    try:
+        _scenario(env)
+    finally:
+        env.cockpit("down", "simtest", "--timeout", "3")
+
+
+def test_killed_cockpit_leaves_the_server_running_and_status_reattaches(local_env: Env) -> None:
+    up = local_env.popen("up", "simtest", "--wait", "ready", "--timeout", "90")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (local_env.runs_dir("simtest") / "current").exists():
+        time.sleep(0.05)
+    time.sleep(0.3)
+    up.send_signal(signal.SIGKILL)
+    up.wait(10)
+    run_dir = _current_run(local_env)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not (run_dir / "pid").exists():
+        time.sleep(0.05)
+    pid = int((run_dir / "pid").read_text())
+    time.sleep(0.5)
+    assert _alive(pid)
+    # a fresh cockpit attaches and follows the same run to readiness
+    deadline = time.monotonic() + 60
+    data: dict[str, object] = {}
+    while time.monotonic() < deadline:
+        st = local_env.cockpit("status", "simtest", "--json")
+        data = json.loads(st.stdout)
+        if data["phase"] == "ready":
+            break
+        time.sleep(0.5)
+    assert data["phase"] == "ready"
+    assert data["run"]["pid"] == pid  # type: ignore[index]
+    # and `up` refuses rather than launching a second server
+    assert local_env.cockpit("up", "simtest").returncode == 1
+
+
+def test_logs_follow_across_killed_connections(ssh_home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    env = _make_env(tmp_path, ["gpu-box-1"], base_env={**os.environ, **ssh_home.env})
+    try:
+        up = env.cockpit("up", "simtest", "--wait", "ready", "--timeout", "90")
+        assert up.returncode == 0, up.stdout + up.stderr
+        follower = env.popen("logs", "simtest", "-f")
+        for _ in range(3):
+            time.sleep(1.0)
+            ssh_home.kill_connections()
+        time.sleep(1.0)
+        down = env.cockpit("down", "simtest", "--timeout", "10")
+        assert down.returncode == 0, down.stdout + down.stderr
+        out, err = follower.communicate(timeout=60)
+        assert "connection lost" in err
+        run_dir = _current_run(env)
+        offset = int((run_dir / "log_offset").read_text())
+        expected = env.log.read_bytes()[offset:].decode("utf-8", "replace")
+        assert out == expected
+        assert out.count("\n") > 50
+    finally:
+        env.cockpit("down", "simtest", "--timeout", "3")
+
+
+def test_two_node_run_on_two_loopback_hosts(ssh_home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    env = _make_env(tmp_path, ["gpu-box-1", "gpu-box-2"], base_env={**os.environ, **ssh_home.env}, tp=16,
+                    traffic="none")
+    try:
+        up = env.cockpit("up", "simtest", "--wait", "ready", "--timeout", "120")
+        assert up.returncode == 0, up.stdout + up.stderr
+        data = json.loads(env.cockpit("status", "simtest", "--json").stdout)
+        names = [r["rank"] for r in data["ranks"]]
+        assert {f"TP{i}" for i in range(16)} <= set(names)
+        assert data["run"]["hosts"] == ["gpu-box-1", "gpu-box-2"]
+        by_rank = {r["rank"]: r["gpu"] for r in data["ranks"]}
+        assert by_rank["TP3"]["host"] == "gpu-box-1" and by_rank["TP3"]["index"] == 3
+        assert by_rank["TP11"]["host"] == "gpu-box-2" and by_rank["TP11"]["index"] == 3
+        argv1 = json.loads((_current_run(env) / "argv.json").read_text())
+        assert "--nnodes" in argv1 and "--node-rank" in argv1 and "--dist-init-addr" in argv1
+        down = env.cockpit("down", "simtest", "--timeout", "10")
+        assert down.returncode == 0, down.stdout + down.stderr
+    finally:
+        env.cockpit("down", "simtest", "--timeout", "3")
