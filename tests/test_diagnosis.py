@@ -171,6 +171,7 @@ def test_hicache_crash_with_host_facts() -> None:
     f = by_id(diagnose(s, hosts=[HostFacts(host="gpu-box-1", mem_available_gb=449.0)]), "hicache_host_memory")
     assert f.changes == (FlagChange("--hicache-size", 300.0, 49),)
     assert "8 ranks × 300 GB = 2400 GB + 40 GB reserve" in f.message
+    s.crash = Crash(kind="hicache_host_memory", phase="startup", rank="TP6", line=50, message="Killed")
     no_facts = by_id(diagnose(s), "hicache_host_memory")
     assert "cockpit check" in no_facts.message and no_facts.changes == ()
 
@@ -238,3 +239,26 @@ def test_helpers() -> None:
     assert ranks_per_node({"tp_size": 16}, 2) == 8
     assert ranks_per_node({"tp_size": 8, "dp_size": 8, "enable_dp_attention": True}) == 8
     assert ranks_per_node({"tp_size": 2, "dp_size": 4}) == 8
+
+
+def test_hicache_crash_host_estimated_from_the_log_059() -> None:
+    s = RunState(format="sglang-0.5.9", phase="crashed")
+    s.server_args = {"tp_size": 8, "enable_hierarchical_cache": True, "hicache_size": 200}
+    s.hicache_allocating_ranks = ["TP0", "TP1", "TP2", "TP3"]
+    s.crash = Crash(kind="hicache_host_memory", phase="startup", rank="TP6", line=9,
+                    message="ValueError: Not enough host memory available. Requesting 200.00 GB but only have 128.41 GB free. "
+                            "Please reduce the size of the hierarchical cache.")
+    f = by_id(diagnose(s), "hicache_host_memory")
+    # available ≈ 128.41 + 10.74 + 4 × 200 = 939.1 GB -> ⌊(939.1 − 40 − 10.74) / 8⌋ = 111
+    assert f.changes == (FlagChange("--hicache-size", 200, 111),)
+    assert "estimated from the log" in f.message and "8 ranks × 200 GB" in f.message
+
+
+def test_hicache_crash_host_estimated_from_the_log_0523() -> None:
+    s = RunState(format="sglang-0.5.23", phase="crashed")
+    s.server_args = {"tp_size": 8, "enable_hierarchical_cache": True, "hicache_size": 200}
+    s.crash = Crash(kind="hicache_host_memory", phase="startup", rank="TP0", line=9,
+                    message="ValueError: Not enough host memory available. Requesting 200.00 GB but only have 133.70 GB free.")
+    f = by_id(diagnose(s), "hicache_host_memory")
+    # the share already excludes SGLang's 10 GiB: 133.70 − 40/8 = 128.7 -> 128
+    assert f.changes == (FlagChange("--hicache-size", 200, 128),)

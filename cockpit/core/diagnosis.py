@@ -35,6 +35,7 @@ from typing import Any
 from cockpit.backends.base import FlagError, HostFacts
 from cockpit.backends.sglang.flags import DEFAULT_VERSION, canonical, graph_max_bs_flag, version_key
 from cockpit.backends.sglang.memory import (
+    SGLANG_HICACHE_RESERVE_GB,
     MfsMove,
     ceil2,
     cell_bytes_observed,
@@ -332,6 +333,11 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
     size = ctx.state.hicache_host_gb_per_rank or _as_float(flags.get("hicache_size"))
     hicache_on = bool(flags.get("enable_hierarchical_cache")) or bool(size)
     n = ranks_per_node(flags)
+    if "tp_size" not in flags:
+        # no server_args in this log: count the ranks it mentions (a lower bound)
+        seen = [*ctx.state.ranks, *ctx.state.hicache_allocating_ranks, *ranks]
+        idx = [int(m.group(1)) for r in seen if (m := re.search(r"TP(\d+)", r))]
+        n = max(n, len(set(seen)), (max(idx) + 1) if idx else 0)
     if kind == "host_oom_killed":
         lead = f"The kernel OOM killer SIGKILLed a scheduler{where}: the host ran out of RAM."
         if not hicache_on:
@@ -342,14 +348,49 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
     lead += f" --hicache-size is GB per rank: {n} ranks × {size:g} GB." if size else " --hicache-size is GB per rank."
     avail = _host_available(ctx.hosts)
     reserve = ctx.profile.policy.host_reserve_gb if ctx.profile is not None else 40.0
+    if avail is None and size:
+        est = _host_available_from_log(ctx, message, size, n)
+        if est is not None:
+            avail, how = est
+            lead += f" Host RAM available at launch, estimated from the log: {how}."
     if avail is None or not size:
         msg = lead + " Host memory is unknown here; `cockpit check PROFILE` computes the size that fits."
         return Finding(kind, "critical", msg, ranks)
     budget = hicache_budget(n, size, avail, reserve)
     fit = budget.max_size_gb
+    if budget.fits:
+        msg = (lead + f" By the numbers it should fit ({budget.arithmetic()}): something else on the host held "
+               "memory at launch, or ranks per node is higher than this log shows.")
+        return Finding(kind, "critical", msg, ranks, (), {}, budget.arithmetic())
     msg = lead + f" {budget.arithmetic()}. Use --hicache-size {fit}."
     return Finding(kind, "critical", msg, ranks, (FlagChange("--hicache-size", size, fit),),
                    {"host_gb": round(hicache_budget(n, fit, avail, reserve).needed_gb, 1)}, budget.arithmetic())
+
+
+_HOST_FREE = re.compile(r"Requesting (?P<req>\d+(?:\.\d+)?) GB but only have (?P<free>\d+(?:\.\d+)?) GB free")
+
+
+def _host_available_from_log(ctx: _Ctx, message: str, size: float, n: int) -> tuple[float, str] | None:
+    """Host RAM available before HiCache pinned anything, from SGLang's own refusal.
+
+    0.5.23 reports each rank's share, (available − 10 GiB) / ranks, so available = share·n + 10 GiB.
+    0.5.9 reports available − 10 GiB at the moment the failing rank checked, after the ranks that
+    logged `Allocating …` had pinned theirs: add those back (an estimate: pinning is not instant).
+    """
+    crash = ctx.state.crash
+    text = "\n".join([message, *(crash.decisive_lines if crash else [])])
+    m = _HOST_FREE.search(text)
+    if not m:
+        return None
+    free = float(m["free"])
+    if version_key(ctx.version) >= version_key("0.5.23"):
+        avail = free * n + SGLANG_HICACHE_RESERVE_GB
+        return avail, f"{n} × {free:g} GB share + {SGLANG_HICACHE_RESERVE_GB:.1f} GB = {avail:.1f} GB"
+    failing = crash.rank if crash else None
+    pinned = [r for r in ctx.state.hicache_allocating_ranks if r != failing]
+    avail = free + SGLANG_HICACHE_RESERVE_GB + len(pinned) * size
+    return avail, (f"{free:g} GB free + {SGLANG_HICACHE_RESERVE_GB:.1f} GB SGLang reserve + {len(pinned)} ranks × "
+                   f"{size:g} GB already pinned = {avail:.1f} GB")
 
 
 def _as_float(v: Any) -> float | None:

@@ -286,9 +286,14 @@ class HiCacheBudget:
         return (
             f"{n} ranks × {s:g} GB = {n * s:g} GB + {self.reserve_gb:g} GB reserve + "
             f"{self.sglang_reserve_gb:.1f} GB SGLang reserve (10 GiB) = {self.needed_gb:.1f} GB {cmp} "
-            f"{self.available_gb:g} GB available; the most per rank is "
-            f"⌊({self.available_gb:g} − {self.reserve_gb:g} − {self.sglang_reserve_gb:.1f}) / {n}⌋ = {self.max_size_gb} GB"
+            f"{_num(self.available_gb)} GB available; the most per rank is "
+            f"⌊({_num(self.available_gb)} − {self.reserve_gb:g} − {self.sglang_reserve_gb:.1f}) / {n}⌋ = {self.max_size_gb} GB"
         )
+
+
+def _num(x: float) -> str:
+    """449 -> "449", 939.147 -> "939.1": whole numbers stay whole, others get one decimal."""
+    return f"{x:g}" if abs(x - round(x, 1)) < 1e-9 else f"{x:.1f}"
 
 
 def hicache_budget_per_rank_gb(available_gb: float, reserve_gb: float, ranks_per_node: int) -> int:
