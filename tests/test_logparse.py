@@ -296,4 +296,4 @@ def test_read_log_accepts_paths_and_streams(tmp_path: Path) -> None:
 
 def test_module_constants_are_sane() -> None:
     assert logparse.LINE_CAP == 64 * 1024
-    assert logparse.SMALL_WINDOW < logparse.WINDOW
+    assert logparse.TAIL_SAMPLE < logparse.WINDOW

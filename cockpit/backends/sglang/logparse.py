@@ -31,7 +31,6 @@ from cockpit.core.state import RunState
 
 LINE_CAP = 64 * 1024  # longest line kept; the rest of a longer line is dropped
 WINDOW = 64 * 1024  # bytes per routine-check window
-SMALL_WINDOW = 4096  # at or below this, a non-routine window is classified line by line
 FULL_FEED_LINES = 512  # a feed with at most this many lines is classified line by line in full
 TAIL_SAMPLE = 8192  # bytes at the end of a routine window searched for its last batch lines
 READ_CHUNK = 1 << 20
@@ -609,13 +608,10 @@ class SGLangLogParser:
             self._skipping = False
             data = data[nl + 1 :]
         buf = self._pending + data if self._pending else data
-        last_nl = buf.rfind(b"\n")
-        if last_nl == -1:
-            block, tail = b"", buf
-        else:
-            block, tail = buf[: last_nl + 1], buf[last_nl + 1 :]
-        if block:
-            self._block(block, out)
+        end = buf.rfind(b"\n") + 1  # complete lines are buf[:end]
+        if end:
+            self._block(buf, end, out)
+        tail = buf[end:] if end else buf
         if len(tail) > LINE_CAP:
             # classify the kept head now; the rest of the line is skipped as it streams in
             self._lines += 1
@@ -637,11 +633,10 @@ class SGLangLogParser:
 
     # -- internals --
 
-    def _block(self, block: bytes, out: list[Event]) -> None:
-        """`block` ends with a newline. Appends events; advances the line count."""
-        n = len(block)
-        if n <= FULL_FEED_LINES * 64 and block.count(b"\n") <= FULL_FEED_LINES:
-            self._lines_of(block, 0, n, out)
+    def _block(self, buf: bytes, n: int, out: list[Event]) -> None:
+        """buf[:n] ends with a newline. Appends events; advances the line count."""
+        if n <= FULL_FEED_LINES * 64 and buf.count(b"\n", 0, n) <= FULL_FEED_LINES:
+            self._lines += self._classify_lines(buf[:n].split(b"\n")[:-1], self._lines, out)
             return
         pos = 0
         while pos < n:
@@ -649,56 +644,84 @@ class SGLangLogParser:
             if end >= n:
                 end = n
             else:
-                nl = block.find(b"\n", end - 1)
+                nl = buf.find(b"\n", end - 1, n)
                 end = n if nl == -1 else nl + 1
-            self._window(block, pos, end, out)
+            self._window(buf, pos, end, out)
             pos = end
 
-    def _window(self, block: bytes, s: int, e: int, out: list[Event]) -> None:
-        stack = [(s, e)]
-        while stack:
-            s, e = stack.pop()
-            nl = block.count(b"\n", s, e)
-            routine = block.count(_BATCH_MARK, s, e) + block.count(_ACCESS_MARK, s, e)
-            if routine == nl:
-                self._sample(block, s, e, out)
-                self._lines += nl
-            elif e - s <= SMALL_WINDOW or nl <= 8:
-                self._lines_of(block, s, e, out)
-            else:
-                mid = block.find(b"\n", s + (e - s) // 2)
-                if mid == -1 or mid + 1 >= e:
-                    self._lines_of(block, s, e, out)
-                    continue
-                # pop order: first half first
-                stack.append((mid + 1, e))
-                stack.append((s, mid + 1))
+    def _window(self, buf: bytes, s: int, e: int, out: list[Event]) -> None:
+        nl = buf.count(b"\n", s, e)
+        routine = buf.count(_BATCH_MARK, s, e) + buf.count(_ACCESS_MARK, s, e)
+        if routine == nl:
+            self._sample(buf, s, e, nl, out)
+        else:
+            self._dirty(buf[s:e].split(b"\n")[:-1], out)
+        self._lines += nl
 
-    def _sample(self, block: bytes, s: int, e: int, out: list[Event]) -> None:
+    def _sample(self, buf: bytes, s: int, e: int, nl: int, out: list[Event]) -> None:
         """A routine window: keep only its last prefill and last decode lines (series + last batch kind)."""
         lo = max(s, e - TAIL_SAMPLE)
         picks = []
         for mark in (b"] Decode batch", b"] Prefill batch"):
-            p = block.rfind(mark, lo, e)
+            p = buf.rfind(mark, lo, e)
             if p != -1:
                 picks.append(p)
         if not picks:
             return
         picks.sort()
         for p in picks:
-            ls = block.rfind(b"\n", s, p) + 1
-            if ls == 0:
-                ls = s
-            le = block.find(b"\n", p, e)
-            # line number: the window's lines so far plus the newlines before this line
-            lineno = self._lines + block.count(b"\n", s, ls) + 1
-            out.extend(classify(lineno, _clean(block[ls:le])))
+            ls = buf.rfind(b"\n", s, p) + 1 or s
+            le = buf.find(b"\n", p, e)
+            # counted from the window's end: the sampled lines sit near it
+            lineno = self._lines + nl - buf.count(b"\n", ls, e) + 1
+            out.extend(classify(lineno, _clean(buf[ls:le])))
 
-    def _lines_of(self, block: bytes, s: int, e: int, out: list[Event]) -> None:
-        """Classify every line of block[s:e] (which ends with a newline)."""
-        lines = block[s:e].split(b"\n")
-        lines.pop()  # after the final newline
+    def _dirty(self, lines: list[bytes], out: list[Event]) -> None:
+        """A window with something besides routine lines: classify those (and the batch line just
+        before each, so "which batch ran last" stays right), then sample the window's last batch lines."""
         base = self._lines
+        bm, am = _BATCH_MARK, _ACCESS_MARK
+        wanted = [i for i, raw in enumerate(lines) if bm not in raw and am not in raw]
+        picked: list[int] = []
+        done = -1
+        for i in wanted:
+            for j in range(i - 1, done, -1):
+                if bm in lines[j]:
+                    picked.append(j)
+                    break
+                if am not in lines[j]:
+                    break
+            picked.append(i)
+            done = i
+        # the last decode and prefill lines after the last interesting one
+        tail: list[int] = []
+        kinds: set[bytes] = set()
+        for j in range(len(lines) - 1, done, -1):
+            raw = lines[j]
+            if bm in raw:
+                kind = b"D" if b"] Decode batch" in raw else b"P"
+                if kind not in kinds:
+                    kinds.add(kind)
+                    tail.append(j)
+                    if len(kinds) == 2:
+                        break
+        picked.extend(sorted(tail))
+        if len(picked) == len(lines):
+            self._classify_lines(lines, base, out)
+            return
+        count = len(lines)
+        for i in picked:
+            text = _clean(lines[i])
+            if not text:
+                continue
+
+            def peek(i: int = i) -> str | None:
+                return _clean(lines[i + 1]) if i + 1 < count else None
+
+            out.extend(classify(base + i + 1, text, peek))
+
+    def _classify_lines(self, lines: list[bytes], base: int, out: list[Event]) -> int:
+        """Classify every line; returns how many there were."""
         count = len(lines)
         cleaned: list[str | None] = [None] * count
 
@@ -719,7 +742,7 @@ class SGLangLogParser:
             evs = classify(base + i + 1, t, peek)
             if evs:
                 out.extend(evs)
-        self._lines = base + count
+        return count
 
 
 def iter_chunks(source: BinaryIO, size: int = READ_CHUNK) -> Any:
