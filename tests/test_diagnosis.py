@@ -262,3 +262,13 @@ def test_hicache_crash_host_estimated_from_the_log_0523() -> None:
     f = by_id(diagnose(s), "hicache_host_memory")
     # the share already excludes SGLang's 10 GiB: 133.70 − 40/8 = 128.7 -> 128
     assert f.changes == (FlagChange("--hicache-size", 200, 128),)
+
+
+def test_profile_flags_fill_what_the_log_lacks() -> None:
+    s = story_state()
+    s.server_args = {}  # e.g. a log that starts after the server_args dump
+    prof = parse_profile({"name": "k", "server": {"tp": 8, "mem-fraction-static": 0.93, "chunked-prefill-size": 8192,
+                                                   "cuda-graph-max-bs": 256}})
+    f = by_id(diagnose(s, prof), "low_headroom_after_graph_capture")
+    assert f.changes == (FlagChange("--mem-fraction-static", 0.93, 0.88),)
+    assert {c.flag: c.from_value for c in f.alternatives} == {"--chunked-prefill-size": 8192, "--cuda-graph-max-bs": 256}

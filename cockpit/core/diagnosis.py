@@ -68,10 +68,18 @@ class _Ctx:
         self.target = target
         self.warn = warn
         self.version = run_version(state, profile)
+        # the profile's flags by dest, whatever spelling it used (`tp: 8` -> tp_size)
+        self.profile_flags: dict[str, Any] = {}
+        if profile is not None:
+            for k, v in profile.server.items():
+                try:
+                    self.profile_flags[canonical(k, self.version).dest] = v
+                except FlagError:
+                    continue
         self.mfs = state.mem_fraction_static
-        if self.mfs is None and profile is not None:
-            v = profile.flag("mem-fraction-static")
-            self.mfs = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        if self.mfs is None:
+            pv = self.profile_flags.get("mem_fraction_static")
+            self.mfs = float(pv) if isinstance(pv, (int, float)) and not isinstance(pv, bool) else None
         self.P = state.min_pre_load_avail_gb
         a_vals = [r.after_weights_avail_gb for r in state.ranks.values() if r.after_weights_avail_gb is not None]
         self.A = min(a_vals) if a_vals else None
@@ -98,9 +106,7 @@ class _Ctx:
         """A server flag's value: the log's server_args first, then the profile."""
         if dest in self.state.server_args:
             return self.state.server_args[dest]
-        if self.profile is not None:
-            return self.profile.flag(dest)
-        return None
+        return self.profile_flags.get(dest)
 
     def spelled(self, name: str) -> str:
         try:
@@ -323,13 +329,7 @@ def ranks_per_node(flags: dict[str, Any], nnodes: int | None = None) -> int:
 
 
 def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, message: str) -> Finding:
-    flags = dict(ctx.state.server_args)
-    if ctx.profile is not None:
-        for k, v in ctx.profile.server.items():
-            try:
-                flags.setdefault(canonical(k, ctx.version).dest, v)
-            except FlagError:
-                continue
+    flags = {**ctx.profile_flags, **ctx.state.server_args}
     size = ctx.state.hicache_host_gb_per_rank or _as_float(flags.get("hicache_size"))
     hicache_on = bool(flags.get("enable_hierarchical_cache")) or bool(size)
     n = ranks_per_node(flags)
