@@ -1,0 +1,165 @@
+"""Simulated GPUs on disk: the contract the telemetry agent's "sim" source reads.
+
+Directory: env COCKPIT_SIM_GPU_DIR, default ~/.cache/cockpit/sim-gpus.
+- `devices.json`: {"gpu": key, "devices": [{"index", "uuid", "name", "total_mib"}, ...]}, written by
+  the sim's main process (atomic rename; entries of other indices are kept).
+- `proc-<pid>.json`: {"pid", "gpu_index", "used_mib", "updated"}, written by each rank process
+  whenever its memory changes, removed on a clean exit. A file whose pid is dead is ignored, so a
+  killed process's memory "vanishes" exactly when the process does.
+
+A GPU's free memory is its total minus the used_mib of every live process file on it, and the
+simulated ranks measure their own "avail mem" the same way, so a leftover or foreign process file
+lowers what the log prints, like a real GPU would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from cockpit.sim.presets import MIB_PER_GIB, GpuPreset
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+def pid_alive(pid: int) -> bool:
+    """True when the process exists and is not a zombie (a zombie's GPU memory is already freed)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        state = stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3]
+        return state not in (b"Z", b"X")
+    except (OSError, ValueError):
+        return True
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    with open(directory / ".lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def device_uuid(gpu: GpuPreset, index: int) -> str:
+    digest = hashlib.sha1(f"{gpu.key}:{index}".encode()).hexdigest()
+    return f"GPU-sim-{digest[:8]}-{digest[8:12]}-{index:04d}"
+
+
+def write_devices(directory: Path, gpu: GpuPreset, count: int) -> None:
+    """Declare GPUs 0..count-1 of this simulated host, keeping entries for other indices."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "devices.json"
+    with _locked(directory):
+        devices: dict[int, dict[str, Any]] = {}
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+            for d in old.get("devices", []):
+                devices[int(d["index"])] = d
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass
+        for i in range(count):
+            devices[i] = {"index": i, "uuid": device_uuid(gpu, i), "name": gpu.name, "total_mib": gpu.total_mib}
+        atomic_write_json(path, {"gpu": gpu.key, "devices": [devices[i] for i in sorted(devices)]})
+
+
+def read_procs(directory: Path) -> list[dict[str, Any]]:
+    """Every proc file whose process is alive."""
+    out: list[dict[str, Any]] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return out
+    for name in names:
+        if not (name.startswith("proc-") and name.endswith(".json")):
+            continue
+        try:
+            data = json.loads((directory / name).read_text(encoding="utf-8"))
+            pid = int(data["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if pid_alive(pid):
+            out.append(data)
+    return out
+
+
+def used_mib(directory: Path, gpu_index: int) -> float:
+    return sum(float(p.get("used_mib", 0.0)) for p in read_procs(directory) if int(p.get("gpu_index", -1)) == gpu_index)
+
+
+def free_gib(directory: Path, gpu_index: int, total_mib: float) -> float:
+    return max(0.0, (total_mib - used_mib(directory, gpu_index)) / MIB_PER_GIB)
+
+
+def prune_dead(directory: Path) -> int:
+    """Remove proc files of processes that no longer exist (they are ignored anyway)."""
+    removed = 0
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return 0
+    for name in names:
+        if not (name.startswith("proc-") and name.endswith(".json")):
+            continue
+        try:
+            pid = int(name[5:-5])
+        except ValueError:
+            continue
+        if not pid_alive(pid):
+            with contextlib.suppress(OSError):
+                (directory / name).unlink()
+                removed += 1
+    return removed
+
+
+class ProcFile:
+    """The memory one simulated process holds on its GPU."""
+
+    def __init__(self, directory: Path, gpu_index: int, pid: int | None = None):
+        self.directory = directory
+        self.gpu_index = gpu_index
+        self.pid = pid or os.getpid()
+        self.path = directory / f"proc-{self.pid}.json"
+        self.used_gib = 0.0
+
+    def set(self, used_gib: float) -> None:
+        self.used_gib = max(0.0, used_gib)
+        with contextlib.suppress(OSError):
+            atomic_write_json(
+                self.path,
+                {
+                    "pid": self.pid,
+                    "gpu_index": self.gpu_index,
+                    "used_mib": round(self.used_gib * MIB_PER_GIB, 1),
+                    "updated": time.time(),
+                },
+            )
+
+    def add(self, gib: float) -> None:
+        self.set(self.used_gib + gib)
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink()

@@ -1,0 +1,40 @@
+"""`cockpit sim`: a faithful SGLang stand-in for the demo and for tests on machines without GPUs.
+
+Usage is SGLang's own (`cockpit sim --model-path … --tp 8 …`) plus --sim-* options; see
+docs/SIMULATOR.md. Unknown or ambiguous SGLang flags are refused with SGLang's argparse message
+and exit 2, like `python -m sglang.launch_server` would.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from cockpit.backends.base import FlagError
+from cockpit.sim.config import SimUsageError, load_config
+
+PROG = "launch_server.py"
+USAGE = (
+    f"usage: {PROG} [-h] --model-path MODEL_PATH [--tp-size TP_SIZE] [--port PORT] "
+    "[--mem-fraction-static MEM_FRACTION_STATIC] [...] [--sim-gpu NAME] [--sim-model NAME] "
+    "[--sim-speed X] [--sim-traffic none|steady|burst] [--sim-version 0.5.9|0.5.23] [--sim-host-mem-gb N]"
+)
+
+
+def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(USAGE)
+        print("\nA simulated SGLang server (cockpit). See docs/SIMULATOR.md for the --sim-* options and presets.")
+        return 0
+    try:
+        cfg = load_config(list(argv))
+    except (FlagError, SimUsageError) as exc:
+        print(USAGE, file=sys.stderr)
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    from cockpit.sim.server import run_server
+
+    return run_server(cfg)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,572 @@
+"""The simulated SGLang main process: spawns one rank process per GPU, relays their collectives,
+waits for them to be ready, then serves SGLang's HTTP API (stdlib only) and relays requests to TP0.
+
+Process tree and exits follow SGLang: a scheduler exception SIGQUITs this process, which logs the
+SIGQUIT line, SIGKILLs its children and then itself (exit 137). SIGTERM is a clean stop: the ranks
+remove their GPU files and the main process exits 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import re
+import signal
+import threading
+import time
+import uuid
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from cockpit.sim import crashes, gpus
+from cockpit.sim.clock import Clock
+from cockpit.sim.config import SimConfig
+from cockpit.sim.logfmt import Log, resolved_server_args, server_args_line
+from cockpit.sim.metrics import render_metrics
+from cockpit.sim.rank import RankProcess
+
+WORDS = (" the", " of", " and", " to", " in", " a", " is", " that", " for", " it", " as", " with", " on", " was")
+
+
+def count_tokens(text: str) -> int:
+    """A tokenizer stand-in: words and punctuation, plus the BOS token."""
+    return len(re.findall(r"\w+|[^\w\s]", text)) + 1
+
+
+def fake_text(n: int, seed: str) -> str:
+    h = sum(seed.encode()) if seed else 0
+    return "".join(WORDS[(h + i * 7) % len(WORDS)] for i in range(n)).lstrip()
+
+
+class SimServer:
+    def __init__(self, cfg: SimConfig):
+        self.cfg = cfg
+        self.log = Log("")
+        self.clock = Clock(cfg.speed)
+        self.pid = os.getpid()
+        self.n = cfg.local_ranks
+        self.conns: list[Connection] = []
+        self.send_locks = [threading.Lock() for _ in range(self.n)]
+        self.pids: list[int] = []
+        self.cv = threading.Condition()
+        self.ready: dict[int, dict[str, Any]] = {}
+        self.dead: set[int] = set()
+        self.exit_codes: dict[int, int] = {}
+        self.reduce: dict[str, dict[int, float]] = {}
+        self.pending: dict[str, tuple[threading.Event, list[Any]]] = {}
+        self.stats: dict[str, Any] = {}
+        self.status = "Starting"  # SGLang's server status: Starting, Up, UnHealthy
+        self.running_phase = False
+        self.stopping = False
+        self.httpd: ThreadingHTTPServer | None = None
+        self.http_started = False
+        self.started_wall = time.time()
+
+    # ---- lifecycle ----
+    def run(self) -> int:
+        cfg = self.cfg
+        signal.signal(signal.SIGQUIT, self._on_sigquit)
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        signal.signal(signal.SIGINT, self._on_sigterm)
+        self.log.info(server_args_line(cfg))
+        if cfg.new_format and cfg.args.get("disable_cuda_graph"):
+            self.log.info(
+                "'--disable-cuda-graph' is deprecated and will be removed in a future release. "
+                "Use '--cuda-graph-backend-{decode,prefill}=disabled' instead."
+            )
+        cfg.sim_dir.mkdir(parents=True, exist_ok=True)
+        gpus.prune_dead(cfg.sim_dir)
+        count = max(cfg.opts.num_gpus or 0, 8, max(cfg.gpu_index(i) for i in range(self.n)) + 1)
+        gpus.write_devices(cfg.sim_dir, cfg.gpu, count)
+        self._spawn_ranks()
+        threading.Thread(target=self._reader, name="rank-reader", daemon=True).start()
+        if not self._wait_ready():
+            return 1
+        if cfg.node_rank > 0:
+            return self._serve_dummy_health()
+        return self._serve_http()
+
+    def _spawn_ranks(self) -> None:
+        child_ends: list[Connection] = []
+        for _ in range(self.n):
+            parent, child = Pipe(duplex=True)
+            self.conns.append(parent)
+            child_ends.append(child)
+        for local in range(self.n):
+            pid = os.fork()
+            if pid == 0:  # the rank process
+                code = 0
+                try:
+                    for i, c in enumerate(self.conns):
+                        c.close()
+                        if i != local:
+                            child_ends[i].close()
+                    RankProcess(self.cfg, local, child_ends[local], self.clock, self.pid).run()
+                except BaseException:
+                    code = 1
+                finally:
+                    os._exit(code)
+            self.pids.append(pid)
+        for c in child_ends:
+            c.close()
+
+    def _reader(self) -> None:
+        live: dict[Any, int] = {c: i for i, c in enumerate(self.conns)}
+        while live:
+            try:
+                ready = wait(list(live), timeout=1.0)
+            except OSError:
+                return
+            for c in ready:
+                i = live[c]
+                conn: Connection = self.conns[i]
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    del live[c]
+                    self._on_rank_dead(i)
+                    continue
+                self._handle(i, msg)
+
+    def send(self, local: int, msg: tuple[Any, ...]) -> None:
+        with self.send_locks[local], contextlib.suppress(OSError, ValueError):
+            self.conns[local].send(msg)
+
+    def _handle(self, i: int, msg: tuple[Any, ...]) -> None:
+        kind = msg[0]
+        if kind == "allreduce":
+            _, tag, local, value = msg
+            with self.cv:
+                got = self.reduce.setdefault(tag, {})
+                got[int(local)] = float(value)
+                complete = len(got) == self.n
+            if complete:
+                result = ("allreduce_result", tag, min(got.values()), self.clock.now())
+                for r in range(self.n):
+                    self.send(r, result)
+        elif kind == "ready":
+            with self.cv:
+                self.ready[int(msg[1])] = msg[2]
+                self.cv.notify_all()
+        elif kind == "bcast":
+            _, targets, inner = msg
+            for r in targets if targets is not None else range(self.n):
+                self.send(int(r), inner)
+        elif kind == "done":
+            _, rid, result = msg
+            with self.cv:
+                waiter = self.pending.pop(rid, None)
+            if waiter is not None:
+                waiter[1].append(result)
+                waiter[0].set()
+        elif kind == "stats":
+            self.stats = msg[1]
+
+    def _reap(self, local: int) -> int | None:
+        if local in self.exit_codes:
+            return self.exit_codes[local]
+        try:
+            _, status = os.waitpid(self.pids[local], 0)
+        except ChildProcessError:
+            return None
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        self.exit_codes[local] = code
+        return code
+
+    def _on_rank_dead(self, local: int) -> None:
+        with self.cv:
+            self.dead.add(local)
+            self.cv.notify_all()
+        if self.stopping or not self.running_phase:
+            return
+        if self.cfg.new_format:
+            # 0.5.23's SubprocessWatchdog notices a dead scheduler and tears the server down
+            code = self._reap(local)
+            self.log.info(
+                f"Subprocess scheduler_{local} (pid={self.pids[local]}) crashed with exit code {code}. "
+                "Triggering SIGQUIT for cleanup..."
+            )
+            os.kill(self.pid, signal.SIGQUIT)
+        else:
+            # 0.5.9 has no watchdog: the server stays up without that scheduler (a zombie server)
+            self.status = "UnHealthy"
+
+    def _wait_ready(self) -> bool:
+        for i in range(self.n):
+            with self.cv:
+                while i not in self.ready and i not in self.dead:
+                    self.cv.wait(0.5)
+                ok = i in self.ready
+            if ok:
+                continue
+            code = self._reap(i)
+            rank = self.cfg.first_rank + i
+            if self.cfg.new_format:
+                self.log.info(
+                    f"Rank {rank} scheduler died during initialization (exit code: {code}). If exit code is -9 "
+                    "(SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check."
+                )
+            else:
+                self.log.info(f"Rank {rank} scheduler is dead. Please check if there are relevant logs.")
+                self.log.info(f"Exit code: {code}")
+                self.log.raw(crashes.main_eof_traceback())
+            self._kill_children(signal.SIGKILL)
+            return False
+        return True
+
+    # ---- signals ----
+    def _kill_children(self, sig: int) -> None:
+        for pid in self.pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+
+    def _on_sigquit(self, signum: int, frame: Any) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        if self.running_phase:
+            self.log.info("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+        else:
+            self.log.info("Received sigquit from a child process. It usually means the child failed.")
+        if self.cfg.new_format:
+            self.log.info(f"kill_process_tree called: parent_pid={self.pid}, include_parent=True, pid={self.pid}")
+        # kill_process_tree(include_parent=True): the children, then ourselves (exit 137)
+        self._kill_children(signal.SIGKILL)
+        os.kill(self.pid, signal.SIGKILL)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        if self.http_started:
+            self.log.uvicorn("Shutting down")
+            self.log.uvicorn("Waiting for application shutdown.")
+            self.log.uvicorn("Application shutdown complete.")
+            self.log.uvicorn(f"Finished server process [{self.pid}]")
+        self._kill_children(signal.SIGTERM)
+        deadline = time.monotonic() + 5.0
+        remaining = set(range(self.n))
+        while remaining and time.monotonic() < deadline:
+            for i in list(remaining):
+                try:
+                    done, _ = os.waitpid(self.pids[i], os.WNOHANG)
+                except ChildProcessError:
+                    done = self.pids[i]
+                if done:
+                    remaining.discard(i)
+            time.sleep(0.02)
+        for i in remaining:
+            with contextlib.suppress(OSError):
+                os.kill(self.pids[i], signal.SIGKILL)
+        os._exit(0)
+
+    # ---- HTTP ----
+    def _serve_http(self) -> int:
+        cfg = self.cfg
+        self.log.uvicorn(f"Started server process [{self.pid}]")
+        self.log.uvicorn("Waiting for application startup.")
+        self.log.uvicorn("Application startup complete.")
+        handler = _make_handler(self)
+        try:
+            self.httpd = ThreadingHTTPServer((cfg.host, cfg.port), handler)
+        except OSError as exc:
+            self.log.uvicorn(
+                f"[Errno {exc.errno}] error while attempting to bind on address ('{cfg.host}', {cfg.port}): "
+                f"{(exc.strerror or str(exc)).lower()}",
+                level="ERROR",
+            )
+            self._kill_children(signal.SIGKILL)
+            return 1
+        self.httpd.daemon_threads = True
+        self.http_started = True
+        self.log.uvicorn(f"Uvicorn running on http://{cfg.host}:{cfg.port} (Press CTRL+C to quit)")
+        threading.Thread(target=self._warmup, name="warmup", daemon=True).start()
+        self.httpd.serve_forever(poll_interval=0.5)
+        return 0
+
+    def _warmup(self) -> None:
+        cfg = self.cfg
+        time.sleep(self.clock.real(1.0))
+        host = "127.0.0.1" if cfg.host in ("0.0.0.0", "::", "") else cfg.host
+        if not cfg.skip_warmup:
+            try:
+                for _ in range(120):
+                    conn = http.client.HTTPConnection(host, cfg.port, timeout=30)
+                    conn.request("GET", "/model_info")
+                    if conn.getresponse().status == 200:
+                        break
+                    time.sleep(1)
+                conn = http.client.HTTPConnection(host, cfg.port, timeout=600)
+                body = json.dumps({"text": "The capital city of France is", "sampling_params": {"temperature": 0, "max_new_tokens": 8}})
+                conn.request("POST", "/generate", body=body, headers={"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                resp.read()
+                if resp.status != 200:
+                    raise RuntimeError(f"warmup /generate returned {resp.status}")
+            except Exception as exc:
+                self.log.info(f"Initialization failed. warmup error: {exc!r}")
+                os.kill(self.pid, signal.SIGQUIT)
+                return
+        self.status = "Up"
+        self.running_phase = True
+        self.log.info("The server is fired up and ready to roll!")
+        self.send(0, ("traffic", self.clock.now()))
+
+    def submit(self, prompt_tokens: int, max_new: int) -> dict[str, Any]:
+        rid = uuid.uuid4().hex
+        ev = threading.Event()
+        box: list[Any] = []
+        with self.cv:
+            self.pending[rid] = (ev, box)
+        self.send(0, ("req", rid, prompt_tokens, max_new, 0))
+        start = time.monotonic()
+        while not ev.wait(1.0):
+            if 0 in self.dead or time.monotonic() - start > 3600:
+                with self.cv:
+                    self.pending.pop(rid, None)
+                return {"error": "the scheduler is not responding"}
+        result: dict[str, Any] = box[0]
+        result["rid"] = rid
+        return result
+
+    def _serve_dummy_health(self) -> int:
+        """Node rank >= 1 serves no API; a dummy /health that always answers 200 (as SGLang does)."""
+        cfg = self.cfg
+
+        class Dummy(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                code = 200 if self.path.split("?")[0] in ("/health", "/health_generate", "/ping") else 404
+                self.send_response(code)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        try:
+            self.httpd = ThreadingHTTPServer((cfg.host, cfg.port), Dummy)
+        except OSError:
+            self._kill_children(signal.SIGKILL)
+            return 1
+        self.httpd.serve_forever(poll_interval=0.5)
+        return 0
+
+    def server_info(self) -> dict[str, Any]:
+        cfg = self.cfg
+        info0 = self.ready.get(0, {})
+        args = {k: v for k, v in resolved_server_args(cfg).items() if _jsonable(v)}
+        mem = {
+            "weight": info0.get("weight"),
+            "kvcache": info0.get("kvcache"),
+            "token_capacity": info0.get("token_capacity"),
+            "graph": info0.get("graph"),
+        }
+        state: dict[str, Any] = {
+            "last_gen_throughput": self.stats.get("gen_throughput", 0.0),
+            "memory_usage": mem,
+            "effective_max_running_requests_per_dp": info0.get("max_running_requests"),
+        }
+        if cfg.new_format:
+            mem["startup_available"] = info0.get("startup_available")
+            mem["token_capacity_swa"] = None
+            mem["graph"] = {"prefill": info0.get("graph_prefill"), "decode": info0.get("graph_decode")}
+            state["world_size"] = cfg.world_size
+            state["startup_time"] = info0.get("startup_time")
+        return {
+            **args,
+            "scheduler_info": {"max_total_num_tokens": info0.get("token_capacity"),
+                               "max_req_input_len": cfg.context_len - 1},
+            "version": cfg.version,
+            "internal_states": [state],
+        }
+
+
+def _jsonable(v: Any) -> bool:
+    try:
+        json.dumps(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
+    cfg = server.cfg
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "uvicorn"
+        sys_version = ""
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            try:
+                status = HTTPStatus(int(code))
+                code_text = f"{status.value} {status.phrase}"
+            except (ValueError, TypeError):
+                code_text = str(code)
+            client = f"{self.client_address[0]}:{self.client_address[1]}"
+            server.log.uvicorn(f'{client} - "{self.command} {self.path} {self.request_version}" {code_text}')
+
+        def _reply(self, code: int, body: Any = None, content_type: str = "application/json") -> None:
+            if body is None:
+                data = b""
+            elif isinstance(body, (bytes, str)):
+                data = body.encode() if isinstance(body, str) else body
+            else:
+                data = json.dumps(body).encode()
+            self.send_response(code)
+            if data or body is not None:
+                self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                self.wfile.write(data)
+
+        def _not_found(self) -> None:
+            self._reply(404, {"detail": "Not Found"})
+
+        def _body(self) -> dict[str, Any]:
+            n = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(n) if n else b""
+            try:
+                data = json.loads(raw or b"{}")
+            except ValueError:
+                data = None
+            return data if isinstance(data, dict) else {}
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path in ("/health", "/health_generate"):
+                if server.stopping:
+                    server.log.info("Health check request received during shutdown. Returning 503.")
+                    return self._reply(503, None)
+                if server.status == "Starting":
+                    return self._reply(503, None)
+                if server.dead:
+                    timeout = 20.0
+                    time.sleep(max(0.05, server.clock.real(timeout)))
+                    server.log.info(
+                        "Health check failed. Server couldn't get a response from detokenizer for last "
+                        f"{timeout:g} seconds. tic start time: {time.time() - timeout:.0f}. last_heartbeat time: "
+                        f"{server.started_wall:.0f}"
+                    )
+                    server.status = "UnHealthy"
+                    return self._reply(503, None)
+                # a real /health runs a one-token generation and checks for output once a second
+                time.sleep(max(0.05, server.clock.real(1.0)))
+                server.status = "Up"
+                return self._reply(200, None)
+            if path == "/ready" and cfg.new_format:
+                ok = server.status == "Up" and not server.stopping
+                return self._reply(200 if ok else 503, {"status": "ready" if ok else "not ready"})
+            if path == "/ping":
+                if cfg.new_format and server.status != "Up":
+                    return self._reply(503, None)
+                return self._reply(200, None)
+            if path in ("/model_info", "/get_model_info"):
+                return self._reply(200, {
+                    "model_path": cfg.model_path,
+                    "tokenizer_path": cfg.args.get("tokenizer_path") or cfg.model_path,
+                    "is_generation": True,
+                    "preferred_sampling_params": None,
+                    "weight_version": "default",
+                    "has_image_understanding": False,
+                    "has_audio_understanding": False,
+                    "model_type": cfg.model.model_type,
+                    "architectures": [cfg.model.architecture],
+                })
+            if path == "/v1/models":
+                return self._reply(200, {"object": "list", "data": [{
+                    "id": cfg.served_model_name, "object": "model", "created": int(server.started_wall),
+                    "owned_by": "sglang", "root": cfg.model_path, "max_model_len": cfg.context_len}]})
+            if path in ("/server_info", "/get_server_info"):
+                if path == "/get_server_info" and cfg.new_format:
+                    server.log.info("Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
+                                    "Please use '/server_info' instead.")
+                return self._reply(200, server.server_info())
+            if path == "/metrics" and cfg.enable_metrics:
+                text = render_metrics(cfg, server.stats, server.ready.get(0, {}), server.started_wall)
+                return self._reply(200, text, "text/plain; version=0.0.4; charset=utf-8")
+            return self._not_found()
+
+        def do_POST(self) -> None:
+            path = self.path.split("?", 1)[0]
+            body = self._body()
+            if path == "/generate":
+                return self._generate(body)
+            if path in ("/v1/chat/completions", "/v1/completions"):
+                return self._openai(path, body)
+            if path == "/flush_cache":
+                return self._reply(200, "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n", "text/plain")
+            return self._not_found()
+
+        def _generate(self, body: dict[str, Any]) -> None:
+            sp = body.get("sampling_params") or {}
+            max_new = int(sp.get("max_new_tokens") or 128)
+            if "input_ids" in body and isinstance(body["input_ids"], list):
+                prompt = max(1, len(body["input_ids"]))
+            else:
+                prompt = count_tokens(str(body.get("text") or ""))
+            r = server.submit(prompt, max_new)
+            if r.get("error"):
+                return self._reply(400, {"error": {"message": r["error"]}})
+            n = int(r["completion_tokens"])
+            out = {
+                "text": fake_text(n, r["rid"]),
+                "meta_info": {
+                    "id": r["rid"],
+                    "finish_reason": {"type": "length", "length": n},
+                    "prompt_tokens": r["prompt_tokens"],
+                    "completion_tokens": n,
+                    "cached_tokens": r.get("cached_tokens", 0),
+                    "e2e_latency": round(float(r["e2e_latency"]), 4),
+                },
+            }
+            return self._stream_or_reply(body, out, lambda: [out])
+
+        def _openai(self, path: str, body: dict[str, Any]) -> None:
+            max_new = int(body.get("max_completion_tokens") or body.get("max_tokens") or 128)
+            if path.endswith("chat/completions"):
+                msgs = body.get("messages") or []
+                text = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+                prompt = count_tokens(text) + 4 * max(1, len(msgs))
+            else:
+                prompt = count_tokens(str(body.get("prompt") or ""))
+            r = server.submit(prompt, max_new)
+            if r.get("error"):
+                return self._reply(400, {"object": "error", "message": r["error"], "type": "BadRequestError", "code": 400})
+            n = int(r["completion_tokens"])
+            text = fake_text(n, r["rid"])
+            usage = {"prompt_tokens": r["prompt_tokens"], "completion_tokens": n, "total_tokens": r["prompt_tokens"] + n}
+            created = int(time.time())
+            model = body.get("model") or cfg.served_model_name
+            if path.endswith("chat/completions"):
+                out = {"id": r["rid"], "object": "chat.completion", "created": created, "model": model,
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                    "finish_reason": "length"}], "usage": usage}
+                chunk = {"id": r["rid"], "object": "chat.completion.chunk", "created": created, "model": model,
+                         "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": "length"}]}
+            else:
+                out = {"id": r["rid"], "object": "text_completion", "created": created, "model": model,
+                       "choices": [{"index": 0, "text": text, "finish_reason": "length"}], "usage": usage}
+                chunk = {**out, "choices": [{"index": 0, "text": text, "finish_reason": "length"}]}
+            return self._stream_or_reply(body, out, lambda: [chunk])
+
+        def _stream_or_reply(self, body: dict[str, Any], out: dict[str, Any], chunks: Any) -> None:
+            if not body.get("stream"):
+                return self._reply(200, out)
+            data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks()) + "data: [DONE]\n\n"
+            return self._reply(200, data, "text/event-stream")
+
+    return Handler
+
+
+def run_server(cfg: SimConfig) -> int:
+    return SimServer(cfg).run()
