@@ -45,6 +45,9 @@ def test_story_hicache_300_refused(tmp_path: Path) -> None:
     assert f["id"] == "hicache_host_memory" and f["severity"] == "critical"
     assert 45 <= f["changes"][0]["to"] <= 51
     assert js["hosts"][0]["mem_available_gb"] == 449
+    # one JSON shape with diagnose/status: the state keys are there (nothing ran yet)
+    assert js["phase"] == "unknown" and js["crash"] is None and js["ranks"] == []
+    assert js["format"] == "sglang-0.5.9" and js["server_args"]["hicache_size"] == 300
 
 
 def test_bundled_hicache300_profile(tmp_path: Path) -> None:

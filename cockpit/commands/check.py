@@ -100,15 +100,23 @@ def run(args: argparse.Namespace) -> int:
         node_argvs = [build_argv(profile)]
     argv = node_argvs[0]
     if args.json:
-        out = {
-            "backend": profile.backend,
-            "profile": profile.name,
-            "version": profile.version,
-            "argv": argv,
-            "node_argv": node_argvs,
-            "hosts": [dataclasses.asdict(f) for f in facts],
-            "findings": [f.to_json() for f in findings],
-        }
+        # the same shape as `diagnose` and `status` (nothing has run yet: phase unknown, no ranks)
+        from cockpit.backends.sglang.command import effective_flags
+        from cockpit.backends.sglang.flags import resolve_version
+        from cockpit.core.state import RunState
+
+        version = resolve_version(profile.version)
+        state = RunState(backend=profile.backend, format=f"{profile.backend}-{version}")
+        state.server_args = {dest: val for dest, (_spec, val) in effective_flags(profile, version=version).items()}
+        out = state.to_json()
+        out.update(
+            profile=profile.name,
+            version=version,
+            argv=argv,
+            node_argv=node_argvs,
+            hosts=[dataclasses.asdict(f) for f in facts],
+            findings=[f.to_json() for f in findings],
+        )
         print(json.dumps(out, indent=2))
     else:
         from cockpit.report import render_check
