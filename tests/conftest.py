@@ -93,19 +93,38 @@ def _keygen(path: Path, comment: str) -> str:
 class _Sshd:
     """One sshd listening on 127.0.0.1:port, restartable on the same port."""
 
-    def __init__(self, root: Path, name: str, port: int, authorized_keys: Path):
+    def __init__(self, root: Path, name: str, authorized_keys: Path):
         self.root = root
         self.name = name
-        self.port = port
+        self.port = 0
+        self.authorized_keys = authorized_keys
         self.host_key = root / f"{name}_host_ed25519"
         self.host_key_b64 = _keygen(self.host_key, f"{name}-host")
         self.config = root / f"{name}_sshd_config"
         self.log = root / f"{name}.log"
         self.pidfile = root / f"{name}.pid"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start_on_free_port(self, attempts: int = 5) -> None:
+        # Several pytest sessions may run at once: a port picked free can be taken before sshd
+        # binds it. Try a few.
+        for i in range(attempts):
+            self.port = free_port()
+            self._write_config()
+            try:
+                self.start()
+                return
+            except RuntimeError:
+                self.stop()
+                if i == attempts - 1:
+                    raise
+
+    def _write_config(self) -> None:
+        authorized_keys = self.authorized_keys
         self.config.write_text(
             textwrap.dedent(
                 f"""\
-                Port {port}
+                Port {self.port}
                 ListenAddress 127.0.0.1
                 HostKey {self.host_key}
                 PidFile {self.pidfile}
@@ -127,7 +146,6 @@ class _Sshd:
                 """
             )
         )
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         if os.geteuid() == 0:
@@ -146,6 +164,10 @@ class _Sshd:
             logf.close()
         try:
             wait_for_port(self.port, proc=self.proc)
+            # If another process held the port, our sshd fails to bind and exits right away.
+            time.sleep(0.15)
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"exited with {self.proc.returncode} (port {self.port} taken?)")
         except RuntimeError as exc:
             raise RuntimeError(
                 f"sshd {self.name} did not start: {exc}\n{self.log.read_text()[-3000:]}"
@@ -256,8 +278,14 @@ def ssh_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHome]:
     authorized.write_text(user_key.with_suffix(".pub").read_text())
     os.chmod(authorized, 0o600)
 
-    main = _Sshd(root, "main", free_port(), authorized)
-    jump = _Sshd(root, "jump", free_port(), authorized)
+    main = _Sshd(root, "main", authorized)
+    jump = _Sshd(root, "jump", authorized)
+    main.start_on_free_port()
+    try:
+        jump.start_on_free_port()
+    except BaseException:
+        main.stop()
+        raise
     dead_port = free_port()
 
     known_hosts = dot_ssh / "known_hosts"
@@ -299,12 +327,6 @@ def ssh_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHome]:
     )
     os.chmod(config, 0o600)
 
-    main.start()
-    try:
-        jump.start()
-    except BaseException:
-        main.stop()
-        raise
     env = {
         "HOME": str(home),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

@@ -299,3 +299,17 @@ async def test_stream_ends_when_the_link_drops_and_next_stream_reconnects(ssh_en
         s2 = await t.stream(["echo", "back"])
         assert b"".join([c async for c in s2.chunks()]) == b"back\n"
         assert t.connects == 2
+
+
+async def test_forward_survives_reconnect_on_the_same_local_port(ssh_env: SshHome, http_server: int) -> None:
+    async with SSHTransport("gpu-box-1") as t:
+        port = await t.forward_port(http_server)
+        ssh_env.kill_connections()
+        await asyncio.sleep(0.3)
+        await t.run(["true"])  # any call reconnects, and the tunnels come back with it
+        assert t.connects == 2
+        assert await t.forward_port(http_server) == port
+        body = await asyncio.to_thread(
+            lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/y", timeout=5).read()
+        )
+        assert body == b"hello /y"
