@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cockpit.backends.sglang.memory import (
     SGLANG_HICACHE_RESERVE_GB,
@@ -111,3 +113,17 @@ def test_hicache_budget_story() -> None:
     assert hicache_budget_per_rank_gb(445, 40, 8) == 50
     assert pytest.approx(10.737, abs=1e-3) == SGLANG_HICACHE_RESERVE_GB
     assert hicache_budget_per_rank_gb(30, 40, 8) == 0
+
+
+@given(
+    mfs=st.floats(0.5, 0.98),
+    p=st.floats(20.0, 190.0),
+    worst=st.floats(0.0, 10.0),
+    target=st.floats(0.5, 12.0),
+)
+def test_rounding_down_never_misses_the_target(mfs: float, p: float, worst: float, target: float) -> None:
+    new = mfs_for_headroom(mfs, p, worst, target)
+    assert round(new, 2) == new
+    assert predicted_headroom(worst, mfs, new, p) >= target - 1e-6
+    # and it is the largest such two-decimal value: one step up misses the target
+    assert predicted_headroom(worst, mfs, new + 0.01, p) < target + 1e-6
