@@ -126,3 +126,15 @@ def test_flag_diff() -> None:
 def test_effective_flags_are_typed() -> None:
     flags = effective_flags(prof({"tp": 8, "mem-fraction-static": 0.9}), {"port": 9000})
     assert {d: v for d, (_s, v) in flags.items()} == {"tp_size": 8, "mem_fraction_static": 0.9, "port": 9000}
+
+
+def test_backend_entry_point() -> None:
+    from cockpit.backends import get_backend
+
+    b = get_backend("sglang")
+    assert b.name == "sglang" and b.versions() == ("0.5.9", "0.5.23")
+    p = prof({"model-path": "m", "tp": 2})
+    assert b.build_argv(p)[-2:] == ["--tp-size", "2"]
+    assert b.new_state().phase == "unknown"
+    with pytest.raises(ValueError, match="unknown backend"):
+        get_backend("vllm")
