@@ -32,7 +32,8 @@ from cockpit.core.state import RunState
 LINE_CAP = 64 * 1024  # longest line kept; the rest of a longer line is dropped
 WINDOW = 64 * 1024  # bytes per routine-check window
 FULL_FEED_LINES = 512  # a feed with at most this many lines is classified line by line in full
-TAIL_SAMPLE = 8192  # bytes at the end of a routine window searched for its last batch lines
+SUB_WINDOW = 8 * 1024  # a window with news is checked again in pieces of this size
+TAIL_SAMPLE = 8192  # bytes at the end of a window searched for its last batch lines
 READ_CHUNK = 1 << 20
 
 # A routine line holds exactly one of these (batch lines / uvicorn access lines).
@@ -592,6 +593,7 @@ class SGLangLogParser:
         self._pending = b""
         self._skipping = False  # inside the dropped rest of an over-long line
         self._lines = 0
+        self._last_line = 0  # the last line handed to classify (lines are never classified twice)
 
     @property
     def lines_seen(self) -> int:
@@ -615,6 +617,7 @@ class SGLangLogParser:
         if len(tail) > LINE_CAP:
             # classify the kept head now; the rest of the line is skipped as it streams in
             self._lines += 1
+            self._last_line = self._lines
             out.extend(classify(self._lines, _clean(tail[:LINE_CAP])))
             self._skipping = True
             self._pending = b""
@@ -626,6 +629,7 @@ class SGLangLogParser:
         out: list[Event] = []
         if self._pending and not self._skipping:
             self._lines += 1
+            self._last_line = self._lines
             out.extend(classify(self._lines, _clean(self._pending)))
         self._pending = b""
         self._skipping = False
@@ -651,74 +655,75 @@ class SGLangLogParser:
 
     def _window(self, buf: bytes, s: int, e: int, out: list[Event]) -> None:
         nl = buf.count(b"\n", s, e)
-        routine = buf.count(_BATCH_MARK, s, e) + buf.count(_ACCESS_MARK, s, e)
-        if routine == nl:
-            self._sample(buf, s, e, nl, out)
-        else:
-            self._dirty(buf[s:e].split(b"\n")[:-1], out)
+        if buf.count(_BATCH_MARK, s, e) + buf.count(_ACCESS_MARK, s, e) != nl:
+            # something besides routine lines: find it in smaller pieces, same test
+            pos = s
+            while pos < e:
+                se = buf.find(b"\n", min(pos + SUB_WINDOW, e) - 1, e) + 1 or e
+                snl = buf.count(b"\n", pos, se)
+                if buf.count(_BATCH_MARK, pos, se) + buf.count(_ACCESS_MARK, pos, se) != snl:
+                    self._last_batch_before(buf, pos, out)
+                    self._dirty(buf[pos:se].split(b"\n")[:-1], out)
+                self._lines += snl
+                pos = se
+            self._lines -= nl
+        self._sample(buf, s, e, nl, out)
         self._lines += nl
 
+    def _emit(self, lineno: int, raw: bytes, out: list[Event], peek: Peek = _no_peek) -> None:
+        if lineno <= self._last_line:
+            return  # already classified (a sample may meet a line the dirty path took)
+        self._last_line = lineno
+        text = _clean(raw)
+        if text:
+            out.extend(classify(lineno, text, peek))
+
     def _sample(self, buf: bytes, s: int, e: int, nl: int, out: list[Event]) -> None:
-        """A routine window: keep only its last prefill and last decode lines (series + last batch kind)."""
+        """Keep a window's last prefill and last decode lines (the series, and which batch ran last)."""
         lo = max(s, e - TAIL_SAMPLE)
         picks = []
         for mark in (b"] Decode batch", b"] Prefill batch"):
             p = buf.rfind(mark, lo, e)
             if p != -1:
                 picks.append(p)
-        if not picks:
-            return
         picks.sort()
         for p in picks:
             ls = buf.rfind(b"\n", s, p) + 1 or s
             le = buf.find(b"\n", p, e)
             # counted from the window's end: the sampled lines sit near it
-            lineno = self._lines + nl - buf.count(b"\n", ls, e) + 1
-            out.extend(classify(lineno, _clean(buf[ls:le])))
+            self._emit(self._lines + nl - buf.count(b"\n", ls, e) + 1, buf[ls:le], out)
+
+    def _last_batch_before(self, buf: bytes, pos: int, out: list[Event]) -> None:
+        """Before a piece with news (maybe a crash), the batch line just before it: the crash phase."""
+        lo = max(0, pos - TAIL_SAMPLE)
+        p = max(buf.rfind(b"] Decode batch", lo, pos), buf.rfind(b"] Prefill batch", lo, pos))
+        if p == -1:
+            return
+        ls = buf.rfind(b"\n", 0, p) + 1
+        le = buf.find(b"\n", p, pos)
+        self._emit(self._lines - buf.count(b"\n", ls, pos) + 1, buf[ls:le], out)
 
     def _dirty(self, lines: list[bytes], out: list[Event]) -> None:
-        """A window with something besides routine lines: classify those (and the batch line just
-        before each, so "which batch ran last" stays right), then sample the window's last batch lines."""
+        """Classify the lines that are not routine, each after the batch line just before it."""
         base = self._lines
         bm, am = _BATCH_MARK, _ACCESS_MARK
-        wanted = [i for i, raw in enumerate(lines) if bm not in raw and am not in raw]
-        picked: list[int] = []
+        count = len(lines)
         done = -1
-        for i in wanted:
+        for i, raw in enumerate(lines):
+            if bm in raw or am in raw:
+                continue
             for j in range(i - 1, done, -1):
                 if bm in lines[j]:
-                    picked.append(j)
+                    self._emit(base + j + 1, lines[j], out)
                     break
                 if am not in lines[j]:
                     break
-            picked.append(i)
-            done = i
-        # the last decode and prefill lines after the last interesting one
-        tail: list[int] = []
-        kinds: set[bytes] = set()
-        for j in range(len(lines) - 1, done, -1):
-            raw = lines[j]
-            if bm in raw:
-                kind = b"D" if b"] Decode batch" in raw else b"P"
-                if kind not in kinds:
-                    kinds.add(kind)
-                    tail.append(j)
-                    if len(kinds) == 2:
-                        break
-        picked.extend(sorted(tail))
-        if len(picked) == len(lines):
-            self._classify_lines(lines, base, out)
-            return
-        count = len(lines)
-        for i in picked:
-            text = _clean(lines[i])
-            if not text:
-                continue
 
             def peek(i: int = i) -> str | None:
                 return _clean(lines[i + 1]) if i + 1 < count else None
 
-            out.extend(classify(base + i + 1, text, peek))
+            self._emit(base + i + 1, raw, out, peek)
+            done = i
 
     def _classify_lines(self, lines: list[bytes], base: int, out: list[Event]) -> int:
         """Classify every line; returns how many there were."""
@@ -742,6 +747,7 @@ class SGLangLogParser:
             evs = classify(base + i + 1, t, peek)
             if evs:
                 out.extend(evs)
+        self._last_line = max(self._last_line, base + count)
         return count
 
 
