@@ -272,3 +272,17 @@ def test_profile_flags_fill_what_the_log_lacks() -> None:
     f = by_id(diagnose(s, prof), "low_headroom_after_graph_capture")
     assert f.changes == (FlagChange("--mem-fraction-static", 0.93, 0.88),)
     assert {c.flag: c.from_value for c in f.alternatives} == {"--chunked-prefill-size": 8192, "--cuda-graph-max-bs": 256}
+
+
+def test_auto_mfs_is_inferred_from_the_pool() -> None:
+    """Llama-3.1-70B on H100 with SGLang's own mfs 0.818, not printed anywhere in this log."""
+    s = RunState(format="sglang-0.5.9", phase="ready")
+    for i in range(8):
+        r = s.rank(f"TP{i}")
+        r.pre_load_avail_gb, r.weights_gb, r.after_weights_avail_gb = 78.21, 16.49, 61.72
+        r.kv_tokens, r.kv_gb = 1_244_811, 47.48
+        r.avail_after_capture_gb = 2.2
+    f = by_id(diagnose(s), "low_headroom_after_graph_capture")
+    assert f.changes[0].from_value == 0.818
+    assert f.changes[0].to_value == 0.78  # 0.818 − (5 − 2.2)/78.21 = 0.7822 → 0.78
+    assert "inferred" in f.message

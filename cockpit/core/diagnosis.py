@@ -89,6 +89,13 @@ class _Ctx:
         if self.tokens is None:
             toks = [r.kv_tokens for r in state.ranks.values() if r.kv_tokens is not None]
             self.tokens = min(toks) if toks else None
+        self.mfs_inferred = False
+        if self.mfs is None and self.P and self.A is not None:
+            # SGLang chose mfs itself (flag unset, dump unresolved): KV = A − P·(1 − mfs) gives it back
+            kvs = [r.kv_gb for r in state.ranks.values() if r.kv_gb]
+            if kvs:
+                self.mfs = round(1.0 - (self.A - min(kvs)) / self.P, 3)
+                self.mfs_inferred = True
         self.cell = self._cell_bytes()
 
     def _cell_bytes(self) -> float | None:
@@ -185,6 +192,8 @@ def _mfs_finding(
     msg = (f"{lead} Lower --mem-fraction-static {move.mfs_old:g} → {move.mfs_new:g}: frees "
            f"{move.mfs_old - move.mfs_new:.2f} × P {move.pre_load_avail:.2f} = {(move.mfs_old - move.mfs_new) * move.pre_load_avail:.2f} GiB per GPU, "
            f"predicted headroom ≈ {move.headroom:.2f} GiB (target {move.target:g}){cost}.")
+    if ctx.mfs_inferred:
+        msg += f" (--mem-fraction-static was not set; SGLang's own choice, {move.mfs_old:g}, is inferred from A − KV = P·(1 − mfs).)"
     if move.below_floor:
         msg += (f" Warning: {move.mfs_new:g} is at or below the floor 1 − A/P = {move.floor:.3f}, where startup fails; "
                 "shrink --chunked-prefill-size or the graph batch size instead.")
