@@ -123,6 +123,10 @@ class LocalStream(Stream):
             yield data
         await self._proc.wait()
 
+    async def wait(self) -> int:
+        """Wait for the command to exit on its own; its exit status."""
+        return await self._proc.wait()
+
     async def close(self) -> None:
         await _stop(self._proc)
         for t in self._tasks:

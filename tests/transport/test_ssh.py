@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -313,3 +315,33 @@ async def test_forward_survives_reconnect_on_the_same_local_port(ssh_env: SshHom
             lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/y", timeout=5).read()
         )
         assert body == b"hello /y"
+
+
+async def test_key_from_ssh_agent(ssh_env: SshHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A HOME with no key files at all: the only way in is the key held by a real ssh-agent.
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host agent-box\n  HostName 127.0.0.1\n  Port {ssh_env.port}\n  User {ssh_env.user}\n"
+        f"  UserKnownHostsFile {ssh_env.known_hosts}\n"
+    )
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            if sock.exists():
+                break
+            await asyncio.sleep(0.05)
+        env = {**os.environ, "SSH_AUTH_SOCK": str(sock)}
+        subprocess.run(["ssh-add", str(ssh_env.user_key)], env=env, check=True, capture_output=True)
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+        with pytest.raises(TransportError, match="authentication refused"):
+            async with SSHTransport("agent-box") as t:
+                await t.run(["true"])
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        async with SSHTransport("agent-box") as t:
+            assert (await t.run(["echo", "via agent"])).stdout == b"via agent\n"
+    finally:
+        agent.terminate()
+        agent.wait()
