@@ -39,6 +39,7 @@ from cockpit.backends.sglang.memory import (
     MfsMove,
     ceil2,
     cell_bytes_observed,
+    gpu_bucket,
     hicache_budget,
     kv_pool_gib,
     mfs_floor,
@@ -139,7 +140,13 @@ class _Ctx:
         bs = _as_int(self.flag(gflag.lstrip("-").replace("-", "_")))
         if bs is None and gflag == "--cuda-graph-max-bs-decode":
             bs = _as_int(self.flag("cuda_graph_max_bs"))
-        alts.append(FlagChange(gflag, bs, max(1, bs // 2) if bs else 128))
+        if bs is None and self.P:
+            # unset: SGLang picked it by GPU size; the card is roughly P plus the CUDA context
+            tp = _as_int(self.flag("tp_size")) or len(self.state.ranks) or 1
+            bs = gpu_bucket((self.P + 1.5) * 1024, tp, self.version)[1]
+            alts.append(FlagChange(gflag, None, max(1, bs // 2)))
+        else:
+            alts.append(FlagChange(gflag, bs, max(1, bs // 2) if bs else 128))
         return tuple(alts)
 
 
