@@ -345,3 +345,35 @@ async def test_key_from_ssh_agent(ssh_env: SshHome, tmp_path: Path, monkeypatch:
     finally:
         agent.terminate()
         agent.wait()
+
+
+async def test_silent_or_untrusted_jump_host(
+    ssh_env: SshHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(5)
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    common = f"  User {ssh_env.user}\n  IdentityFile {ssh_env.user_key}\n"
+    (home / ".ssh" / "config").write_text(
+        f"Host silent-jump\n  HostName 127.0.0.1\n  Port {silent.getsockname()[1]}\n{common}"
+        f"Host stranger-jump\n  HostName 127.0.0.1\n  Port {ssh_env.jump_port}\n{common}"
+        f"  UserKnownHostsFile {home}/.ssh/nothing\n"
+        f"Host behind-silent\n  HostName 127.0.0.1\n  Port {ssh_env.port}\n  ProxyJump silent-jump\n{common}"
+        f"  UserKnownHostsFile {ssh_env.known_hosts}\n"
+        f"Host behind-stranger\n  HostName 127.0.0.1\n  Port {ssh_env.port}\n  ProxyJump stranger-jump\n{common}"
+        f"  UserKnownHostsFile {ssh_env.known_hosts}\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(TransportError, match=r"jump host silent-jump.*no answer"):
+            async with SSHTransport("behind-silent", connect_timeout=1.5) as t:
+                await t.run(["true"])
+        assert time.monotonic() - t0 < 6
+        with pytest.raises(HostKeyError, match=r"jump host stranger-jump: the host key .* is unknown"):
+            async with SSHTransport("behind-stranger") as t:
+                await t.run(["true"])
+    finally:
+        silent.close()
