@@ -459,8 +459,8 @@ class SSHTransport(Transport):
                 # whose channel open never answers.
                 self.connect_timeout + 2.0,
             )
-        except asyncssh.HostKeyNotVerifiable as exc:
-            raise await self._host_key_error(hop, tunnel, exc) from None
+        except asyncssh.HostKeyNotVerifiable:
+            raise await self._host_key_error(hop, tunnel) from None
         except asyncssh.PermissionDenied as exc:
             raise TransportError(
                 f"{hop.label}: authentication refused by {hop.where}: {exc.reason}",
@@ -493,9 +493,8 @@ class SSHTransport(Transport):
                 f"{hop.label}: bad ssh settings: {exc}", hint="check ~/.ssh/config"
             ) from None
 
-    async def _host_key_error(
-        self, hop: _Hop, tunnel: asyncssh.SSHClientConnection | None, exc: Exception
-    ) -> HostKeyError:
+    async def _host_key_error(self, hop: _Hop, tunnel: asyncssh.SSHClientConnection | None) -> HostKeyError:
+        """Say whether the key is unknown or changed, show the offered fingerprint, and how to accept."""
         known = _readable(hop.known_hosts)
         key_name = _hostport(hop.hostname, hop.port)
         pinned = False
@@ -543,7 +542,6 @@ class SSHTransport(Transport):
                 "after checking the fingerprint, accept it by connecting once with "
                 f"`ssh {hop.dest.host}`, or run `{keyscan} >> {kh_name}`"
             )
-        del exc
         return HostKeyError(msg, hint=hint)
 
     # ------------------------------------------------------------ channels
