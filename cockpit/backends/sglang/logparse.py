@@ -603,19 +603,34 @@ class SGLangLogParser:
         out: list[Event] = []
         if not data:
             return out
+        start = 0
         if self._skipping:
             nl = data.find(b"\n")
             if nl == -1:
                 return out
             self._skipping = False
-            data = data[nl + 1 :]
-        buf = self._pending + data if self._pending else data
-        end = buf.rfind(b"\n") + 1  # complete lines are buf[:end]
+            start = nl + 1
+        if self._pending:
+            nl = data.find(b"\n", start)
+            if nl == -1:
+                self._keep(self._pending + data[start:], out)
+                return out
+            # finish the waiting line on its own; the rest is scanned in place (no 1 MiB copies)
+            line = self._pending + data[start : nl + 1]
+            self._pending = b""
+            self._block(line, 0, len(line), out)
+            start = nl + 1
+        end = data.rfind(b"\n", start) + 1
         if end:
-            self._block(buf, end, out)
-        tail = buf[end:] if end else buf
+            self._block(data, start, end, out)
+        else:
+            end = start
+        self._keep(data[end:], out)
+        return out
+
+    def _keep(self, tail: bytes, out: list[Event]) -> None:
+        """Hold a partial last line; one longer than the cap is classified by its head and the rest skipped."""
         if len(tail) > LINE_CAP:
-            # classify the kept head now; the rest of the line is skipped as it streams in
             self._lines += 1
             self._last_line = self._lines
             out.extend(classify(self._lines, _clean(tail[:LINE_CAP])))
@@ -623,7 +638,6 @@ class SGLangLogParser:
             self._pending = b""
         else:
             self._pending = tail
-        return out
 
     def finish(self) -> list[Event]:
         out: list[Event] = []
@@ -637,12 +651,12 @@ class SGLangLogParser:
 
     # -- internals --
 
-    def _block(self, buf: bytes, n: int, out: list[Event]) -> None:
-        """buf[:n] ends with a newline. Appends events; advances the line count."""
-        if n <= FULL_FEED_LINES * 64 and buf.count(b"\n", 0, n) <= FULL_FEED_LINES:
-            self._lines += self._classify_lines(buf[:n].split(b"\n")[:-1], self._lines, out)
+    def _block(self, buf: bytes, start: int, n: int, out: list[Event]) -> None:
+        """buf[start:n] ends with a newline. Appends events; advances the line count."""
+        if n - start <= FULL_FEED_LINES * 64 and buf.count(b"\n", start, n) <= FULL_FEED_LINES:
+            self._lines += self._classify_lines(buf[start:n].split(b"\n")[:-1], self._lines, out)
             return
-        pos = 0
+        pos = start
         while pos < n:
             end = pos + WINDOW
             if end >= n:
@@ -679,24 +693,18 @@ class SGLangLogParser:
             out.extend(classify(lineno, text, peek))
 
     def _sample(self, buf: bytes, s: int, e: int, nl: int, out: list[Event]) -> None:
-        """Keep a window's last prefill and last decode lines (the series, and which batch ran last)."""
-        lo = max(s, e - TAIL_SAMPLE)
-        picks = []
-        for mark in (b"] Decode batch", b"] Prefill batch"):
-            p = buf.rfind(mark, lo, e)
-            if p != -1:
-                picks.append(p)
-        picks.sort()
-        for p in picks:
-            ls = buf.rfind(b"\n", s, p) + 1 or s
-            le = buf.find(b"\n", p, e)
-            # counted from the window's end: the sampled lines sit near it
-            self._emit(self._lines + nl - buf.count(b"\n", ls, e) + 1, buf[ls:le], out)
+        """Keep a window's last batch line: one point of the series per window."""
+        p = buf.rfind(_BATCH_MARK, max(s, e - TAIL_SAMPLE), e)
+        if p == -1:
+            return
+        ls = buf.rfind(b"\n", s, p) + 1 or s
+        le = buf.find(b"\n", p, e)
+        # counted from the window's end: the sampled line sits near it
+        self._emit(self._lines + nl - buf.count(b"\n", ls, e) + 1, buf[ls:le], out)
 
     def _last_batch_before(self, buf: bytes, pos: int, out: list[Event]) -> None:
         """Before a piece with news (maybe a crash), the batch line just before it: the crash phase."""
-        lo = max(0, pos - TAIL_SAMPLE)
-        p = max(buf.rfind(b"] Decode batch", lo, pos), buf.rfind(b"] Prefill batch", lo, pos))
+        p = buf.rfind(_BATCH_MARK, max(0, pos - TAIL_SAMPLE), pos)
         if p == -1:
             return
         ls = buf.rfind(b"\n", 0, p) + 1
