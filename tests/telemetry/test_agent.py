@@ -178,3 +178,116 @@ def test_agent_is_stdlib_only() -> None:
             mods.add(node.module.split(".")[0])
     assert mods - {"pynvml"} <= set(sys.stdlib_module_names) | {"__future__"}
     assert "cockpit" not in mods
+
+
+FAKE_PYNVML = '''
+"""A stand-in for nvidia-ml-py with two GPUs; GPU 1 cannot report power or temperature."""
+class NVMLError(Exception):
+    pass
+
+class _Mem:
+    def __init__(self, used, total):
+        self.used, self.total = used, total
+
+class _Util:
+    gpu = 88
+
+class _Proc:
+    def __init__(self, pid, used):
+        self.pid, self.usedGpuMemory = pid, used
+
+MiB = 1024 * 1024
+
+def nvmlInit():
+    pass
+
+def nvmlDeviceGetCount():
+    return 2
+
+def nvmlDeviceGetHandleByIndex(i):
+    return i
+
+def nvmlDeviceGetUUID(h):
+    return b"GPU-nvml-%d" % h  # older bindings return bytes
+
+def nvmlDeviceGetName(h):
+    return "NVIDIA H200"
+
+def nvmlDeviceGetMemoryInfo(h):
+    return _Mem(1000 * MiB, 143771 * MiB)
+
+def nvmlDeviceGetUtilizationRates(h):
+    if h == 1:
+        raise NVMLError("Not Supported")
+    return _Util()
+
+def nvmlDeviceGetTemperature(h, sensor):
+    if h == 1:
+        raise NVMLError("Not Supported")
+    return 40
+
+def nvmlDeviceGetPowerUsage(h):
+    if h == 1:
+        raise NVMLError("Not Supported")
+    return 123456  # mW
+
+def nvmlDeviceGetComputeRunningProcesses(h):
+    if h == 1:
+        raise NVMLError("GPU is lost")
+    return [_Proc(PID, 900 * MiB), _Proc(77, None)]
+'''
+
+
+def test_nvml_source_with_every_error_as_null(tmp_path: Path) -> None:
+    fake = tmp_path / "fake-nvml"
+    fake.mkdir()
+    (fake / "pynvml.py").write_text(FAKE_PYNVML.replace("PID", str(os.getpid())))
+    [s] = run_agent(
+        "--once", "--pids", str(os.getpid()), env={"PYTHONPATH": str(fake), "PATH": "/usr/bin:/bin"}
+    )
+    assert s["source"] == "nvml"
+    g0, g1 = s["gpus"]
+    assert g0 == {
+        "index": 0,
+        "uuid": "GPU-nvml-0",
+        "name": "NVIDIA H200",
+        "mem_used_mib": 1000.0,
+        "mem_total_mib": 143771.0,
+        "util_pct": 88,
+        "temp_c": 40,
+        "power_w": 123.456,
+    }
+    assert (g1["util_pct"], g1["temp_c"], g1["power_w"]) == (None, None, None)
+    assert g1["mem_used_mib"] == 1000.0
+    assert s["procs"] == [
+        {"pid": os.getpid(), "gpu_index": 0, "mem_used_mib": 900.0, "belongs_to_run": True},
+        {"pid": 77, "gpu_index": 0, "mem_used_mib": None, "belongs_to_run": False},
+    ]
+    assert s["errors"] == ["NVML: cannot list processes on GPU 1"]
+
+
+def test_local_stream_reads_nvml_in_process(tmp_path: Path) -> None:
+    fake = tmp_path / "fake-nvml"
+    fake.mkdir()
+    (fake / "pynvml.py").write_text(FAKE_PYNVML.replace("PID", "4242"))
+    code = (
+        "import asyncio, json\n"
+        "from cockpit.telemetry import nvml\n"
+        "from cockpit.telemetry.client import stream_telemetry\n"
+        "from cockpit.transport.local import LocalTransport\n"
+        "async def main():\n"
+        "    out = []\n"
+        "    gen = stream_telemetry(LocalTransport(), 'python-not-needed', interval=0.05, pids=[4242])\n"
+        "    async for s in gen:\n"
+        "        out.append([s.source, s.gpus[0].used_gb, s.gpus[1].power_w, [p.belongs_to_run for p in s.processes]])\n"
+        "        if len(out) == 2: break\n"
+        "    await gen.aclose()\n"
+        "    print(json.dumps(out))\n"
+        "asyncio.run(main())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "COCKPIT_SIM_GPU_DIR"}
+    env["PYTHONPATH"] = str(fake)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()
+    samples = json.loads(out.stdout)
+    assert samples == [["nvml", 1000 / 1024, None, [True, False]]] * 2
