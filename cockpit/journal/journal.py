@@ -197,17 +197,49 @@ def _gen_series(state: RunState, limit: int = SERIES_POINTS) -> list[tuple[float
     return out
 
 
+def _ready_log_ts(state: RunState) -> datetime | None:
+    """When the log said ready (the last rank's ready milestone), by the log's own clock."""
+    ready = [_parse_log_ts(r.timeline.get("ready")) for r in state.ranks.values()]
+    at = max((r for r in ready if r is not None), default=None)
+    if at is None and state.phase == "ready":
+        at = _parse_log_ts(state.phase_since)
+    return at
+
+
 def _log_time_to_ready(state: RunState) -> float | None:
-    """From the first milestone any rank logged to the ready line, by the log's own clock."""
-    if state.phase not in ("ready",) and not state.ready_in_log:
+    """From the first milestone any rank logged to the ready line, by the log's own clock: a
+    lower bound (the interpreter's start before the first log line is not in it)."""
+    ready_at = _ready_log_ts(state)
+    if ready_at is None:
         return None
     stamps = [_parse_log_ts(ts) for r in state.ranks.values() for ts in r.timeline.values()]
     starts = [s for s in stamps if s is not None]
-    ready = [_parse_log_ts(r.timeline.get("ready")) for r in state.ranks.values()]
-    ready_at = max((r for r in ready if r is not None), default=None) or _parse_log_ts(state.phase_since)
-    if not starts or ready_at is None:
+    if not starts:
         return None
     return max(0.0, (ready_at - min(starts)).total_seconds())
+
+
+# A wall-clock time to ready that exceeds the log's own estimate by more than this is not
+# trusted: the log's newest line was old (an idle server logs nothing), so the lag was unknown.
+WALL_VS_LOG_SLACK_S = 300.0
+
+
+def _live_time_to_ready(state: RunState, started_at: str | None) -> float | None:
+    """Time to ready measured live: the wall clock since launch, less how long ago (by the log's
+    clock: newest line minus the ready line) the ready line was written."""
+    if state.phase != "ready" and not state.ready_in_log:
+        return None
+    start = _parse_iso(started_at)
+    if start is None:
+        return None
+    ready_at = _ready_log_ts(state)
+    last = _parse_log_ts(state.last_ts)
+    lag = max(0.0, (last - ready_at).total_seconds()) if (ready_at is not None and last is not None) else 0.0
+    wall = max(0.0, (datetime.now(UTC) - start).total_seconds() - lag)
+    log_estimate = _log_time_to_ready(state)
+    if log_estimate is not None and (wall < log_estimate or wall - log_estimate > WALL_VS_LOG_SLACK_S):
+        return log_estimate
+    return wall
 
 
 def _state_columns(state: RunState, findings: Iterable[Finding]) -> dict[str, Any]:
@@ -411,7 +443,8 @@ class Journal:
             outcome = "crashed"
         if self._last_written.get(run_id) == {**cols, "_outcome": outcome}:
             return
-        self._update(run_id, cols, outcome=outcome, live=True, end=False)
+        self._add_time_to_ready(run_id, cols, state)
+        self._update(run_id, cols, outcome=outcome, end=False)
         self._last_written[run_id] = {**cols, "_outcome": outcome}
 
     def record_end(self, run_id: str, outcome: str, state: RunState | None, findings: list[Finding]) -> None:
@@ -420,7 +453,9 @@ class Journal:
         cols = _state_columns(state, findings) if state is not None else {}
         if state is None and findings:
             cols["findings"] = json.dumps([f.to_json() for f in findings])
-        self._update(run_id, cols, outcome=outcome, live=True, end=True)
+        if state is not None:
+            self._add_time_to_ready(run_id, cols, state)
+        self._update(run_id, cols, outcome=outcome, end=True)
         self._last_written.pop(run_id, None)
 
     def complete_from_state(self, run_id: str, state: RunState, findings: list[Finding], outcome: str) -> None:
@@ -440,8 +475,19 @@ class Journal:
             # Log time is the server host's local time without a zone; this machine's zone is
             # the best guess there is (hosts and jump hosts usually share one).
             ended_at = last.astimezone(UTC).isoformat(timespec="seconds") if last is not None else None
-        self._update(run_id, cols, outcome=outcome, live=False, end=end, ended_at=ended_at)
+        self._update(run_id, cols, outcome=outcome, end=end, ended_at=ended_at)
         self._last_written.pop(run_id, None)
+
+    def _add_time_to_ready(self, run_id: str, cols: dict[str, Any], state: RunState) -> None:
+        """Measure time to ready once, the first time a live call sees the server ready."""
+        if state.phase != "ready" and not state.ready_in_log:
+            return
+        rows = self._query("SELECT started_at, time_to_ready_s FROM runs WHERE id = ?", (run_id,))
+        if not rows or rows[0]["time_to_ready_s"] is not None:
+            return
+        ttr = _live_time_to_ready(state, rows[0]["started_at"])
+        if ttr is not None:
+            cols["time_to_ready_s"] = round(ttr, 1)
 
     @staticmethod
     def _check_outcome(outcome: str) -> None:
@@ -454,7 +500,6 @@ class Journal:
         cols: dict[str, Any],
         *,
         outcome: str | None,
-        live: bool,
         end: bool,
         ended_at: str | None = None,
     ) -> None:
@@ -465,7 +510,7 @@ class Journal:
         if "backend_version" in cols:  # the log's format word refines RunInfo.version, None never erases it
             sets.remove("backend_version = :backend_version")
             sets.append("backend_version = coalesce(:backend_version, backend_version)")
-        if "time_to_ready_s" in cols:  # a wall-clock measurement made live beats the log's estimate
+        if "time_to_ready_s" in cols:  # measured once: the first measurement stands
             sets.append("time_to_ready_s = coalesce(time_to_ready_s, :time_to_ready_s)")
         # The state keeps a bounded window of samples: a peak seen earlier must not be forgotten.
         for name in ("peak_gen_throughput", "peak_token_usage"):
@@ -482,13 +527,6 @@ class Journal:
                     "outcome = CASE WHEN outcome IN ('stopped', 'crashed') THEN outcome "
                     "WHEN outcome = 'ready' AND :outcome = 'running' THEN outcome ELSE :outcome END"
                 )
-        if live and outcome == "ready":
-            # Time to ready by the wall clock, set once, the first time ready is seen.
-            params["now_for_ready"] = now
-            sets.append(
-                "time_to_ready_s = coalesce(time_to_ready_s, "
-                "max(0, (julianday(:now_for_ready) - julianday(started_at)) * 86400.0))"
-            )
         if end:
             params["ended_at"] = ended_at or now
             sets.append("ended_at = coalesce(ended_at, :ended_at)")

@@ -201,3 +201,28 @@ def test_a_journal_can_be_read_from_another_thread(journal: Journal) -> None:
     t.start()
     t.join()
     assert len(got[0]) == 1  # type: ignore[arg-type]
+
+
+def test_time_to_ready_is_wall_clock_less_the_logs_lag(journal: Journal) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    started = datetime.now(UTC) - timedelta(seconds=100)
+    st = ready_state()
+    t0 = datetime(2026, 1, 1, 12, 0, 0)
+    for rm in st.ranks.values():
+        rm.timeline = {"init": t0.isoformat(sep=" "), "ready": (t0 + timedelta(seconds=80)).isoformat(sep=" ")}
+    st.last_ts = (t0 + timedelta(seconds=85)).isoformat(sep=" ")  # ready was written 5 s before the newest line
+    journal.record_start(run_info("r1", started_at=started.isoformat()), "p", {})
+    journal.record_progress("r1", st, [])
+    rec = journal.get("r1")
+    # 100 s since launch, ready 5 s ago: ~95 s (the log alone says 80: it misses the interpreter's start)
+    assert rec is not None and rec.time_to_ready_s == pytest.approx(95, abs=3)
+    st.last_ts = (t0 + timedelta(seconds=3000)).isoformat(sep=" ")
+    journal.record_progress("r1", st, [])
+    assert journal.get("r1").time_to_ready_s == pytest.approx(95, abs=3)  # type: ignore[union-attr]  # measured once
+
+    # a cockpit attaching long after an idle server became ready: the stale lag is not trusted
+    journal.record_start(run_info("r2", started_at=(started - timedelta(hours=2)).isoformat()), "p", {})
+    st.last_ts = (t0 + timedelta(seconds=85)).isoformat(sep=" ")
+    journal.record_progress("r2", st, [])
+    assert journal.get("r2").time_to_ready_s == pytest.approx(80)  # type: ignore[union-attr]
