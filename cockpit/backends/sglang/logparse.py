@@ -669,18 +669,23 @@ class SGLangLogParser:
 
     def _window(self, buf: bytes, s: int, e: int, out: list[Event]) -> None:
         nl = buf.count(b"\n", s, e)
-        if buf.count(_BATCH_MARK, s, e) + buf.count(_ACCESS_MARK, s, e) != nl:
-            # something besides routine lines: find it in smaller pieces, same test
+        news = nl - buf.count(_BATCH_MARK, s, e) - buf.count(_ACCESS_MARK, s, e)
+        if news:
+            # something besides routine lines: find it in smaller pieces with the same test,
+            # stopping once every line with news is accounted for
+            base = self._lines
             pos = s
-            while pos < e:
+            while pos < e and news > 0:
                 se = buf.find(b"\n", min(pos + SUB_WINDOW, e) - 1, e) + 1 or e
                 snl = buf.count(b"\n", pos, se)
-                if buf.count(_BATCH_MARK, pos, se) + buf.count(_ACCESS_MARK, pos, se) != snl:
+                sub_news = snl - buf.count(_BATCH_MARK, pos, se) - buf.count(_ACCESS_MARK, pos, se)
+                if sub_news:
                     self._last_batch_before(buf, pos, out)
                     self._dirty(buf[pos:se].split(b"\n")[:-1], out)
+                    news -= sub_news
                 self._lines += snl
                 pos = se
-            self._lines -= nl
+            self._lines = base
         self._sample(buf, s, e, nl, out)
         self._lines += nl
 
