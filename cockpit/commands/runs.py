@@ -22,6 +22,7 @@ from cockpit.journal.report import (
     fmt_time,
     fmt_tps,
     fmt_value,
+    rank_sort_key,
     table,
 )
 
@@ -107,7 +108,8 @@ def _show(journal: Journal, run_id: str, as_json: bool) -> int:
         print(f"{k.ljust(width)}  {v}")
     if r.headroom:
         print("\nfree after capture, per rank:")
-        print("  " + "  ".join(f"{rank} {fmt_gb(gb)}" for rank, gb in r.headroom.items()))
+        ranks = sorted(r.headroom, key=rank_sort_key)
+        print("  " + "  ".join(f"{rank} {fmt_gb(r.headroom[rank])}" for rank in ranks))
     print("\nflags as launched:")
     if r.flags:
         fw = max(len(k) for k in r.flags)
