@@ -231,39 +231,50 @@ class SSHStream(Stream):
             pass  # the command exited early; its status tells the story
 
     async def _drain_stderr(self) -> None:
+        # Our wrapper's marker lines come first, but a login shell's startup files may print
+        # before them: scan lines until the pid mark (and the line right after it, where a
+        # missing working directory is reported), keeping everything else as the command's stderr.
         pending = b""
-        header = True
+        lines_after_pid = -1  # -1: pid not seen yet
+        scanned = 0
         try:
             while True:
                 data = await self._p.stderr.read(CHUNK_BYTES)
                 if not data:
                     break
-                if header:
-                    # Strip our own marker lines from what the command wrote.
+                if lines_after_pid < 1 and scanned < 256:
                     pending += data
-                    while header and b"\n" in pending:
+                    data = b""
+                    while lines_after_pid < 1 and scanned < 256 and b"\n" in pending:
                         line, pending = pending.split(b"\n", 1)
-                        if line.startswith(_PID_MARK):
+                        scanned += 1
+                        if lines_after_pid < 0 and line.startswith(_PID_MARK):
                             with contextlib.suppress(ValueError):
                                 self._pid = int(line[len(_PID_MARK) :])
                             self._pid_seen.set()
-                        elif line == _CWD_MARK:
-                            self._cwd_missing = True
-                        else:
-                            header = False
-                            pending = line + b"\n" + pending
-                    if header:
+                            lines_after_pid = 0
+                            continue
+                        if lines_after_pid == 0:
+                            lines_after_pid = 1
+                            if line == _CWD_MARK:
+                                self._cwd_missing = True
+                                continue
+                        self._keep(line + b"\n")
+                    if lines_after_pid < 1 and scanned < 256:
                         continue
                     data, pending = pending, b""
-                self._stderr += data
-                if len(self._stderr) > self._stderr_cap:
-                    del self._stderr[: len(self._stderr) - self._stderr_cap]
+                self._keep(data)
         except (OSError, asyncssh.Error):
             pass
         finally:
             if pending:
-                self._stderr += pending
+                self._keep(pending)
             self._pid_seen.set()
+
+    def _keep(self, data: bytes) -> None:
+        self._stderr += data
+        if len(self._stderr) > self._stderr_cap:
+            del self._stderr[: len(self._stderr) - self._stderr_cap]
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
