@@ -143,6 +143,16 @@ def _init_frames(version: str) -> list[tuple[str, int, str, str]]:
     ]
 
 
+def weights_oom_traceback(version: str, oom: str) -> str:
+    frames = [
+        *_init_frames(version),
+        ("sglang/srt/model_executor/model_runner.py", 509, "initialize", "self.load_model()"),
+        ("sglang/srt/model_executor/model_runner.py", 944, "load_model", "self.model = get_model("),
+        ("sglang/srt/model_loader/loader.py", 683, "load_model", "self.load_weights_and_postprocess("),
+    ]
+    return _frames(frames) + f"\ntorch.OutOfMemoryError: {oom}\n"
+
+
 def workspace_oom_traceback(version: str, oom: str) -> str:
     frames = [
         *_init_frames(version),

@@ -184,6 +184,34 @@ MODELS: dict[str, ModelPreset] = {
             decode_step_ms=24.0,
             decode_per_req_ms=0.10,
         ),
+        ModelPreset(
+            key="llama-3.1-8b",
+            model_type="llama",
+            architecture="LlamaForCausalLM",
+            attention="MHA",
+            num_layers=32,
+            kv_heads=8,
+            head_dim=128,
+            kv_lora_rank=0,
+            qk_rope_head_dim=0,
+            kv_bytes=2,
+            weights_total_gib=14.96,
+            hidden_size=4096,
+            context_len=131072,
+            shards=4,
+            load_s_per_shard=1.6,
+            quant=None,
+            pool_extra_gib=0.03,
+            workspace_gib=0.25,
+            graph_fixed_gib=0.08,
+            graph_per_bs_gib=0.45 / 512,
+            capture_s=9.5,
+            act_fixed_gib=0.10,
+            act_per_token_mib=0.25,
+            prefill_tok_per_s=45000.0,
+            decode_step_ms=7.0,
+            decode_per_req_ms=0.03,
+        ),
     )
 }
 
@@ -191,6 +219,8 @@ MODELS: dict[str, ModelPreset] = {
 def guess_model(model_path: str | None) -> str:
     """The preset a --model-path most likely means, for when --sim-model is not given."""
     name = (model_path or "").lower()
+    if "llama" in name and "8b" in name:
+        return "llama-3.1-8b"
     if "llama" in name:
         return "llama-3.1-70b"
     if "qwen" in name:

@@ -185,6 +185,12 @@ class RankProcess:
         clock.sleep_until(t_load + self.rng.uniform(0.0, 0.03))
         self.log.info(f"Load weight begin. avail mem={self.free():.2f} GB")
         load_s = model.shards * model.load_s_per_shard
+        free = self.free()
+        if self.weights_gib > free:
+            # the weights do not fit at all: torch fails part-way through loading
+            self.clock.sleep_until(t_load + 0.1 + load_s * free / self.weights_gib)
+            self.mem(max(0.0, free - 0.3))
+            self.fail(crashes.weights_oom_traceback(cfg.version, self._oom_text(0.5, self.free())))
         self._load_weights(t_load + 0.1, load_s)
         # TP0's progress bar has no newline until it completes: nobody prints before it does
         self.allreduce_min("weights_loaded", 0.0)

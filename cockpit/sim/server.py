@@ -280,6 +280,8 @@ class SimServer:
                 f"{(exc.strerror or str(exc)).lower()}",
                 level="ERROR",
             )
+            self.log.uvicorn("Waiting for application shutdown.")
+            self.log.uvicorn("Application shutdown complete.")
             self._kill_children(signal.SIGKILL)
             return 1
         self.httpd.daemon_threads = True
@@ -291,7 +293,8 @@ class SimServer:
 
     def _warmup(self) -> None:
         cfg = self.cfg
-        time.sleep(self.clock.real(1.0))
+        # uvicorn needs a moment before the warmup thread's first request; /health answers 503 meanwhile
+        time.sleep(max(0.25, self.clock.real(1.0)))
         host = "127.0.0.1" if cfg.host in ("0.0.0.0", "::", "") else cfg.host
         if not cfg.skip_warmup:
             try:

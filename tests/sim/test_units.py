@@ -1,0 +1,152 @@
+"""The simulator's pure parts: argv handling, presets and SGLang's sizing rules, HiCache outcomes,
+the batch scheduler. No processes here; the process-level behaviour is in the other test files."""
+
+from __future__ import annotations
+
+import pytest
+
+from cockpit.sim import hicache
+from cockpit.sim.config import decode_capture_sizes, load_config, split_sim_args
+from cockpit.sim.main import main
+from cockpit.sim.presets import GPUS, MODELS
+from cockpit.sim.scheduler import Req, SchedParams, Scheduler
+from cockpit.sim.traffic import LONG_DOC_EVERY_S, LONG_DOC_TOKENS, arrivals
+
+KIMI = ["--model-path", "/models/Kimi-K2.5", "--tp", "8", "--trust-remote-code"]
+
+
+def test_unknown_flag_is_refused_like_argparse(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*KIMI, "--foo", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].startswith("usage: launch_server.py")
+    assert "launch_server.py: error: unrecognized arguments: --foo" in err
+
+
+def test_ambiguous_graph_flag_on_0523(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*KIMI, "--sim-version", "0.5.23", "--cuda-graph-max-bs", "16"]) == 2
+    err = capsys.readouterr().err
+    assert "error: ambiguous option: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill" in err
+
+
+def test_pp_prefix_is_ambiguous_and_model_path_required(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*KIMI, "--pp", "2"]) == 2
+    assert "ambiguous option: --pp" in capsys.readouterr().err
+    assert main(["--tp", "8"]) == 2
+    assert "required: --model-path" in capsys.readouterr().err
+
+
+def test_bad_sim_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*KIMI, "--sim-gpu", "gtx-480"]) == 2
+    assert "invalid choice: 'gtx-480'" in capsys.readouterr().err
+    assert main([*KIMI, "--sim-speed", "fast"]) == 2
+    assert "invalid float value" in capsys.readouterr().err
+    assert main([*KIMI, "--sim-bogus", "1"]) == 2
+
+
+def test_sim_args_are_split_out_in_both_spellings() -> None:
+    opts, rest = split_sim_args(["--tp", "8", "--sim-speed=20", "--sim-traffic", "steady", "--port", "1"])
+    assert opts.speed == 20 and opts.traffic == "steady"
+    assert rest == ["--tp", "8", "--port", "1"]
+
+
+def test_default_mfs_heuristic_both_versions() -> None:
+    llama = ["--model-path", "meta-llama/Llama-3.1-70B-Instruct", "--tp", "8", "--sim-gpu", "h100"]
+    assert load_config(llama).mfs == 0.818
+    assert load_config([*llama, "--sim-version", "0.5.23"]).mfs == 0.812
+    cfg = load_config([*KIMI])
+    assert not cfg.mfs_given and cfg.mfs == round((97887 - 14848) / 97887, 3)
+    assert cfg.chunked_prefill_size == 8192 and cfg.cuda_graph_max_bs == 512
+    assert load_config([*KIMI, "--mem-fraction-static", "0.93"]).mfs == 0.93
+
+
+def test_capture_sizes() -> None:
+    assert len(decode_capture_sizes(512)) == 52
+    assert decode_capture_sizes(16) == [1, 2, 4, 8, 12, 16]
+    cfg = load_config([*KIMI, "--sim-version", "0.5.23"])
+    assert len(cfg.prefill_graph_sizes) == 58 and max(cfg.prefill_graph_sizes) == 8192
+
+
+@pytest.mark.parametrize("gpu", sorted(GPUS))
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_every_preset_resolves(gpu: str, model: str) -> None:
+    cfg = load_config(["--model-path", "/m", "--tp", "8", "--sim-gpu", gpu, "--sim-model", model])
+    assert 0.5 < cfg.mfs < 0.95
+    assert cfg.model.cell_bytes(cfg.attn_tp) > 0
+    assert cfg.gpu.total_mib > 40000
+
+
+def test_story_numbers_come_out_of_the_presets() -> None:
+    """Kimi-K2.5 on RTX PRO 6000, TP8: P, W, the MLA cell and the headroom of the story."""
+    gpu, model = GPUS["rtx-pro-6000"], MODELS["kimi-k2.5"]
+    from cockpit.sim.presets import gpu_index_extra_gib
+
+    p = [gpu.total_gib - gpu.context_gib - gpu.init_gib - gpu_index_extra_gib(i) for i in range(8)]
+    assert min(p) == pytest.approx(94.6, abs=0.01) and p.index(min(p)) == 3
+    assert model.weights_gib(8, 1) == pytest.approx(79.4)
+    assert model.cell_bytes(8) == (512 + 64) * 61 * 2
+    for mfs, after in ((0.93, 0.82), (0.88, 5.55)):
+        before_capture = min(p) * (1 - mfs) - model.workspace_gib
+        assert before_capture - model.graph_gib(512) == pytest.approx(after, abs=0.02)
+    assert model.graph_gib(512) == pytest.approx(3.75)
+
+
+def test_hicache_plans_0_5_9() -> None:
+    fits = hicache.plan("0.5.9", 8, 48, 449)
+    assert fits.fail_rank is None and fits.victim is None
+    too_big_alone = hicache.plan("0.5.9", 8, 500, 449)
+    assert too_big_alone.fail_rank == 0 and too_big_alone.fail_free_gb == pytest.approx(449 - 10.737, abs=0.01)
+    oversubscribed = hicache.plan("0.5.9", 8, 300, 449)
+    assert oversubscribed.fail_rank is None and oversubscribed.victim is not None and oversubscribed.oom_at > 0
+
+
+def test_hicache_plan_0_5_23_fails_on_the_per_rank_share() -> None:
+    plan = hicache.plan("0.5.23", 8, 300, 449)
+    assert plan.fail_rank == 0 and plan.fail_free_gb == pytest.approx((449 - 10.737) / 8, abs=0.01)
+    assert hicache.plan("0.5.23", 8, 48, 449).fail_rank is None
+
+
+def _params(**kw: object) -> SchedParams:
+    base = dict(version="0.5.9", pool_tokens=60000, chunked_prefill_size=8192, max_prefill_tokens=16384,
+                max_running_requests=2048, decode_log_interval=40, cuda_graph_max_bs=512, decode_graph=True,
+                prefill_graph_max_tokens=0, prefill_tok_per_s=9000.0, decode_step_s=0.016, decode_per_req_s=0.0001)
+    base.update(kw)
+    return SchedParams(**base)  # type: ignore[arg-type]
+
+
+def test_scheduler_chunks_long_prompts_and_logs_both_formats() -> None:
+    for version, tail in (("0.5.9", "cuda graph: False"), ("0.5.23", "input throughput (token/s): ")):
+        lines: list[str] = []
+        prefills: list[int] = []
+        done: list[Req] = []
+        s = Scheduler(_params(version=version), lines.append, prefills.append, done.append)
+        s.add(Req("a", 0.0, 12000, 50))
+        s.advance(30.0)
+        assert prefills[:2] == [8192, 12000 - 8192]
+        assert [r.rid for r in done] == ["a"] and done[0].output_tokens == 50
+        assert any(line.startswith("Decode batch, #running-req: 1, ") for line in lines)
+        assert tail in lines[0]
+        if version == "0.5.23":
+            assert "#pending-token: " in lines[0]
+
+
+def test_scheduler_retracts_when_the_pool_fills() -> None:
+    lines: list[str] = []
+    s = Scheduler(_params(pool_tokens=3000), lines.append, lambda n: None, lambda r: None)
+    for i in range(6):
+        s.add(Req(str(i), 0.0, 300, 1500))
+    s.advance(200.0)
+    retract = [line for line in lines if line.startswith("KV cache pool is full. Retract requests.")]
+    assert retract and "#retracted_reqs: " in retract[0] and "#new_token_ratio: " in retract[0]
+    assert s.stats.num_retracted_requests_total >= 1
+
+
+def test_steady_traffic_has_a_long_document_every_240s() -> None:
+    gen = arrivals("steady", 0)
+    docs = []
+    for a in gen:
+        if a.t > 2 * LONG_DOC_EVERY_S + 1:
+            break
+        if a.prompt_tokens >= LONG_DOC_TOKENS:
+            docs.append(a.t)
+    assert docs == [LONG_DOC_EVERY_S, 2 * LONG_DOC_EVERY_S]
+    assert list(arrivals("none")) == []
