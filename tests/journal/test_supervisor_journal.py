@@ -72,6 +72,29 @@ async def _one_run(profile_path: Path, runs_root: Path, journal: Journal, mfs: f
     return info.id
 
 
+def _complete_unwatched_copy(journal: Journal, run_id: str) -> None:
+    """The same crash as if no cockpit had watched it: started, then completed from its log alone."""
+    from dataclasses import replace
+
+    from cockpit.backends.sglang.logparse import read_log
+    from cockpit.supervisor.api import RunInfo
+
+    rec = journal.get(run_id)
+    assert rec is not None and rec.log_path
+    state = read_log(rec.log_path)
+    info = RunInfo(id="unwatched-" + run_id, profile=rec.profile, hosts=rec.hosts, pid=None, pgid=None,
+                   started_at=rec.started_at, run_dir=rec.run_dir or "", log_path=rec.log_path)
+    journal.record_start(replace(info), rec.profile, rec.flags)
+    journal.complete_from_state(info.id, state, [], "crashed")
+    done = journal.get(info.id)
+    assert done is not None
+    assert (done.outcome, done.crash_kind, done.crash_phase) == ("crashed", "cuda_oom", "prefill")
+    assert done.ended_at is not None and done.time_to_ready_s is not None
+    assert done.min_headroom_gb == rec.min_headroom_gb
+    assert done.max_total_num_tokens == rec.max_total_num_tokens
+    assert journal.running_runs(rec.profile) == []
+
+
 @pytest.mark.timeout(240)
 def test_two_supervised_runs_land_in_the_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.conftest import free_port
@@ -86,6 +109,7 @@ def test_two_supervised_runs_land_in_the_journal(tmp_path: Path, monkeypatch: py
         journal = Journal.open()
         try:
             crashed = await _one_run(profile, tmp_path / "runs", journal, 0.93, "crashed")
+            _complete_unwatched_copy(journal, crashed)
             ready = await _one_run(profile, tmp_path / "runs", journal, 0.88, "ready")
         finally:
             journal.close()
@@ -98,7 +122,7 @@ def test_two_supervised_runs_land_in_the_journal(tmp_path: Path, monkeypatch: py
                          env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     runs = {r["id"]: r for r in json.loads(out.stdout)}
-    assert set(runs) == {crashed_id, ready_id}
+    assert set(runs) == {crashed_id, ready_id, "unwatched-" + crashed_id}
     c, r = runs[crashed_id], runs[ready_id]
     assert (c["outcome"], c["crash_kind"]) == ("crashed", "cuda_oom"), c
     assert c["crash_phase"] == "prefill"
