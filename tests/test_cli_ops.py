@@ -42,16 +42,18 @@ class Env:
             raise AssertionError(f"cockpit {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         return proc
 
-    def popen(self, *args: str) -> subprocess.Popen[str]:
+    def popen(self, *args: str) -> subprocess.Popen[bytes]:
+        # bytes: a text-mode pipe would turn tqdm's carriage returns into newlines
         return subprocess.Popen([PY, "-m", "cockpit", *args], env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, cwd=self.root)
+                                stderr=subprocess.PIPE, cwd=self.root)
 
     def runs_dir(self, name: str) -> Path:
         return self.root / "runs" / name
 
 
 def _profile_text(name: str, hosts: list[str], root: Path, sim_dir: Path, port: int, *, tp: int = 8,
-                  extra_server: str = "", traffic: str = "steady") -> str:
+                  extra_server: str = "", traffic: str = "steady", model: str = "/models/Kimi-K2.5",
+                  mfs: float = 0.88) -> str:
     host_lines = "\n".join(f"  - ssh: {h}" for h in hosts)
     # program[0] = this interpreter: works locally and on the loopback "remote" hosts alike
     program = [PY, "-m", "cockpit", "sim", "--sim-gpu", "rtx-pro-6000", "--sim-speed", SIM_SPEED,
@@ -65,10 +67,10 @@ def _profile_text(name: str, hosts: list[str], root: Path, sim_dir: Path, port: 
         f"log: logs/sglang.log\n"
         f"env: {{COCKPIT_SIM_GPU_DIR: '{sim_dir}'}}\n"
         f"server:\n"
-        f"  model-path: /models/Kimi-K2.5\n"
+        f"  model-path: {model}\n"
         f"  trust-remote-code: true\n"
         f"  tp: {tp}\n"
-        f"  mem-fraction-static: 0.88\n"
+        f"  mem-fraction-static: {mfs}\n"
         f"  port: {port}\n"
         f"{extra_server}"
     )
@@ -233,32 +235,53 @@ def test_logs_follow_across_killed_connections(ssh_home, tmp_path: Path) -> None
         down = env.cockpit("down", "simtest", "--timeout", "10")
         assert down.returncode == 0, down.stdout + down.stderr
         out, err = follower.communicate(timeout=60)
-        assert "connection lost" in err
+        assert b"connection lost" in err, err
         run_dir = _current_run(env)
         offset = int((run_dir / "log_offset").read_text())
-        expected = env.log.read_bytes()[offset:].decode("utf-8", "replace")
+        expected = env.log.read_bytes()[offset:]
         assert out == expected
-        assert out.count("\n") > 50
+        assert out.count(b"\n") > 50
     finally:
         env.cockpit("down", "simtest", "--timeout", "3")
 
 
 def test_two_node_run_on_two_loopback_hosts(ssh_home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # Both "hosts" are this machine and share its simulated GPUs: a model small enough for two
+    # ranks per GPU (at a low mem-fraction-static) stands in for two separate 8-GPU nodes. They
+    # also share one port, where node 1's dummy /health cannot bind once node 0's API is up, so
+    # this test follows the startup (every rank of both nodes merged into one state), not readiness.
     env = _make_env(tmp_path, ["gpu-box-1", "gpu-box-2"], base_env={**os.environ, **ssh_home.env}, tp=16,
-                    traffic="none")
+                    traffic="none", model="/models/Llama-3.1-70B-Instruct", mfs=0.4)
     try:
-        up = env.cockpit("up", "simtest", "--wait", "ready", "--timeout", "120")
+        up = env.cockpit("up", "simtest", "--wait", "started", "--timeout", "60")
         assert up.returncode == 0, up.stdout + up.stderr
-        data = json.loads(env.cockpit("status", "simtest", "--json").stdout)
+        deadline = time.monotonic() + 60
+        data: dict = {}  # type: ignore[type-arg]
+        while time.monotonic() < deadline:
+            data = json.loads(env.cockpit("status", "simtest", "--json").stdout)
+            captured = [r for r in data["ranks"] if r["avail_after_capture_gb"] is not None]
+            if len(captured) >= 16:
+                break
+            time.sleep(0.5)
         names = [r["rank"] for r in data["ranks"]]
-        assert {f"TP{i}" for i in range(16)} <= set(names)
+        assert {f"TP{i}" for i in range(16)} <= set(names), names
         assert data["run"]["hosts"] == ["gpu-box-1", "gpu-box-2"]
         by_rank = {r["rank"]: r["gpu"] for r in data["ranks"]}
         assert by_rank["TP3"]["host"] == "gpu-box-1" and by_rank["TP3"]["index"] == 3
         assert by_rank["TP11"]["host"] == "gpu-box-2" and by_rank["TP11"]["index"] == 3
-        argv1 = json.loads((_current_run(env) / "argv.json").read_text())
-        assert "--nnodes" in argv1 and "--node-rank" in argv1 and "--dist-init-addr" in argv1
+        assert by_rank["TP11"]["used_gb"] is not None
+        run_id = data["run"]["id"]
+        argv0 = json.loads((env.runs_dir("simtest") / run_id / "argv.json").read_text())
+        argv1 = json.loads((env.runs_dir("simtest.node1") / run_id / "argv.json").read_text())
+        for argv, rank in ((argv0, "0"), (argv1, "1")):
+            assert argv[argv.index("--nnodes") + 1] == "2"
+            assert argv[argv.index("--node-rank") + 1] == rank
+        assert argv0[argv0.index("--dist-init-addr") + 1] == argv1[argv1.index("--dist-init-addr") + 1]
+        assert (env.log.parent / "sglang.node1.log").exists()
         down = env.cockpit("down", "simtest", "--timeout", "10")
-        assert down.returncode == 0, down.stdout + down.stderr
+        assert "stopped" in down.stdout, down.stdout + down.stderr
+        for d in ("simtest", "simtest.node1"):
+            pid = int((env.runs_dir(d) / run_id / "pid").read_text())
+            assert not _alive(pid)
     finally:
         env.cockpit("down", "simtest", "--timeout", "3")

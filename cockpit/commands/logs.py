@@ -65,7 +65,11 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
             async for item in fol.items():
                 if isinstance(item, LogChunk):
                     text = item.data.decode("utf-8", "replace")
-                    shown = [prefix + ln for ln in text.splitlines() if filt.matches(ln)]
+                    # split on newlines only: a tqdm line keeps its carriage returns, as in the file
+                    lines = text.split("\n")
+                    if lines and lines[-1] == "":
+                        lines.pop()
+                    shown = [prefix + ln for ln in lines if filt.matches(ln)]
                     if shown:
                         out.write("\n".join(shown) + "\n")
                         out.flush()

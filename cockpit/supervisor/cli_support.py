@@ -157,16 +157,11 @@ def render_status(snap: RunSnapshot) -> str:
 
 
 def render_report(snap: RunSnapshot) -> str:
-    """The diagnosis as cockpit/report.py renders it for `diagnose`, falling back to render_status."""
-    try:
-        from cockpit import report  # type: ignore[attr-defined]
+    """The diagnosis as `cockpit diagnose` renders it (cockpit/report.py), with the run's header."""
+    from cockpit.report import render_state
 
-        fn = getattr(report, "render_text", None) or getattr(report, "render", None)
-        if fn is not None:
-            return str(fn(snap.state, list(snap.findings)))
-    except Exception:
-        pass
-    return render_status(snap)
+    head = render_status(snap).splitlines()[0]
+    return head + "\n" + render_state(snap.state, list(snap.findings))
 
 
 def elapsed(since: float) -> str:

@@ -244,7 +244,7 @@ class _Node:
     rank: str | None = None  # rank of the current record (continuation lines inherit it)
     exited: ServerExited | None = None
     link_up: bool = True
-
+    args_seen: bool = False  # this node's server_args dump was applied
     key: str = ""  # the run-directory name of the profile on this node
     log: str = ""  # the log path (relative to workdir) on this node
 
@@ -513,6 +513,7 @@ class Supervisor:
             node.lines = 0
             node.rank = None
             node.exited = None
+            node.args_seen = False
         self._dirty = self._diag_dirty = True
 
     def _run_info_from_nodes(self) -> RunInfo:
@@ -593,7 +594,7 @@ class Supervisor:
 
     def _feed(self, node: _Node, data: bytes) -> None:
         for ev in node.parser.feed(data):
-            _Glue.apply(self._state, ev)
+            self._apply(node, ev)
         # Catching up on a long log: only the newest lines become LogLines (the ring holds no
         # more anyway); the older ones are counted so line numbers stay exact.
         total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
@@ -621,13 +622,33 @@ class Supervisor:
             self._pending.append(ll)
         self._dirty = self._diag_dirty = True
 
+    def _apply(self, node: _Node, ev: Any) -> None:
+        """Fold one node's event into the run's one RunState.
+
+        Every node's log starts with the server_args dump, and the reducer reads a second dump as
+        a new run appended to the log (it resets the state). In a multi-node run a node's first
+        dump is not that: take its arguments (node 0's win) without resetting the other nodes' ranks.
+        """
+        if len(self.nodes) > 1 and type(ev).__name__ == "ServerArgs":
+            first_of_node = not node.args_seen
+            node.args_seen = True
+            st = self._state
+            if first_of_node and (st.ranks or st.crash is not None or st.ready_in_log):
+                scratch = RunState(backend=st.backend)
+                _Glue.apply(scratch, ev)
+                if node.index == 0 or not st.server_args:
+                    st.server_args = scratch.server_args
+                    st.format = scratch.format or st.format
+                return
+        _Glue.apply(self._state, ev)
+
     def _finish_parser(self, node: _Node) -> None:
         if node.parser is None:
             return
         finish = getattr(node.parser, "finish", None)
         if finish is not None:
             for ev in finish():
-                _Glue.apply(self._state, ev)
+                self._apply(node, ev)
 
     def _server_exited(self, node: _Node, ex: ServerExited) -> None:
         if node.exited is not None:
