@@ -74,8 +74,6 @@ async def _one_run(profile_path: Path, runs_root: Path, journal: Journal, mfs: f
 
 def _complete_unwatched_copy(journal: Journal, run_id: str) -> None:
     """The same crash as if no cockpit had watched it: started, then completed from its log alone."""
-    from dataclasses import replace
-
     from cockpit.backends.sglang.logparse import read_log
     from cockpit.supervisor.api import RunInfo
 
@@ -84,7 +82,7 @@ def _complete_unwatched_copy(journal: Journal, run_id: str) -> None:
     state = read_log(rec.log_path)
     info = RunInfo(id="unwatched-" + run_id, profile=rec.profile, hosts=rec.hosts, pid=None, pgid=None,
                    started_at=rec.started_at, run_dir=rec.run_dir or "", log_path=rec.log_path)
-    journal.record_start(replace(info), rec.profile, rec.flags)
+    journal.record_start(info, rec.profile, rec.flags)
     journal.complete_from_state(info.id, state, [], "crashed")
     done = journal.get(info.id)
     assert done is not None

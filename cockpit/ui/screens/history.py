@@ -127,10 +127,12 @@ class ThroughputOverlay(PlotextPlot):
             plt.yticks([])
             self.refresh()
             return
-        plt.title("gen throughput (tok/s) over minutes of serving")
+        span = max(p[0] for r in with_series for p in r.gen_throughput_series)
+        unit, per = ("seconds", 1.0) if span < 180 else ("minutes", 60.0) if span < 3 * 3600 else ("hours", 3600.0)
+        plt.title(f"gen throughput (tok/s) over {unit} of serving")
         colors = self._colors()
         for i, r in enumerate(with_series):
-            xs = [p[0] / 60.0 for p in r.gen_throughput_series]
+            xs = [p[0] / per for p in r.gen_throughput_series]
             ys = [p[1] for p in r.gen_throughput_series]
             plt.plot(xs, ys, marker="braille", color=colors[i % len(colors)], label=_short_id(r.id))
         self.refresh()
