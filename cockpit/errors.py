@@ -38,6 +38,13 @@ def report(exc: BaseException) -> int:
     if isinstance(exc, FlagError):
         print(f"cockpit: error: {exc}", file=sys.stderr)
         return 2
+    from cockpit.transport.base import TransportError
+
+    if isinstance(exc, TransportError):
+        print(f"cockpit: error: {exc}", file=sys.stderr)
+        if exc.hint:
+            print(f"  hint: {exc.hint}", file=sys.stderr)
+        return 1
     if isinstance(exc, CockpitError):
         print(f"cockpit: error: {exc}", file=sys.stderr)
         if exc.hint:
