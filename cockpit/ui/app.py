@@ -114,6 +114,20 @@ class CockpitApp(App[int]):
         name = profile.name if isinstance(profile, Profile) else None
         self.push_screen(HistoryScreen(name))
 
+    def on_relaunch_requested(self, message: Any) -> None:
+        """The history screen's `l`: a past run's flags for this profile's next run."""
+        from cockpit.ui.screens.dashboard import DashboardScreen
+
+        for screen in reversed(self.screen_stack):
+            if isinstance(screen, DashboardScreen):
+                if message.profile and message.profile != screen.profile.name:
+                    self.notify(f"run {message.run_id} is of profile {message.profile}, not {screen.profile.name}",
+                                severity="warning")
+                    return
+                screen.relaunch_with(dict(message.flags), message.run_id)
+                return
+        self.notify("open the profile's dashboard first, then relaunch from its history", severity="warning")
+
     def binding_rows(self) -> list[tuple[str, str, str]]:
         """(key, description, id) for the active screen and the app, as the help screen lists them."""
         rows: list[tuple[str, str, str]] = []

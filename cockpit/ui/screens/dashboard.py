@@ -377,6 +377,21 @@ class DashboardScreen(Screen[None]):
 
         effective_flags(self.profile, overrides)
 
+    def relaunch_with(self, flags: dict[str, Any], source: str | None = None) -> None:
+        """Restart with another run's flags: only the ones that differ become changes."""
+        current = self._run_flags()
+        changes = tuple(
+            FlagChange(f"--{k.lstrip('-')}", current.get(k), v) for k, v in flags.items() if current.get(k) != v
+        )
+        words = ", ".join(c.as_diff() for c in changes) or "the same flags"
+        origin = f" of run {source}" if source else ""
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._start_restart(changes)
+
+        self.app.push_screen(ConfirmScreen("Relaunch", f"Restart with the flags{origin}: {words}?"), answered)
+
     # ---- actions ----
     def action_show_crash(self) -> None:
         self._open_crash_modal()

@@ -51,12 +51,9 @@ def _on(p: GpuProcess, g: GpuSample) -> bool:
 
 
 def rank_names(snapshot: RunSnapshot) -> list[str]:
-    """Every rank known from the log, then any rank the supervisor mapped but the log has not named."""
-    names = list(snapshot.state.ranks)
-    for r in snapshot.rank_gpu:
-        if r not in names:
-            names.append(r)
-    return names
+    """Every rank known from the log or mapped by the supervisor, in rank order (logs interleave)."""
+    names = set(snapshot.state.ranks) | set(snapshot.rank_gpu)
+    return sorted(names, key=fmt.rank_sort_key)
 
 
 class RankBars(Widget):

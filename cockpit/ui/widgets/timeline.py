@@ -60,7 +60,7 @@ class StartupTimeline(Widget):
             return Text("no startup milestones yet", style=self._style("dim"))
         label_w = max(4, *(len(r) for r in state.ranks))
         lines = []
-        for rank in state.ranks.values():
+        for rank in sorted(state.ranks.values(), key=lambda r: fmt.rank_sort_key(r.rank)):
             t = Text(no_wrap=True, overflow="ellipsis")
             t.append(rank.rank.ljust(label_w), style=self._style("label"))
             for label, secs, started in stage_durations(rank):
