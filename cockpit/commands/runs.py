@@ -28,7 +28,7 @@ from cockpit.journal.report import (
 
 
 def run(args: argparse.Namespace) -> int:
-    journal = Journal.open()
+    journal = Journal.open(readonly=True)  # listing runs never creates or writes anything
     try:
         sub = getattr(args, "runs_command", None)
         if sub == "show":

@@ -332,17 +332,22 @@ class Journal:
         *,
         migrations: Sequence[Migration] = MIGRATIONS,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
+        readonly: bool = False,
     ) -> Journal:
         """Open (creating if needed) the journal at `path` (default: the user data dir).
 
-        Raises JournalError (one line for the operator) when the file was written by a newer
-        Cockpit or is not a journal; such a file is never written to."""
+        `readonly=True` is for readers (`cockpit runs`, the history screen): nothing is created
+        or written; a missing journal reads as empty. (An older journal is still migrated first,
+        as any cockpit would.) Raises JournalError (one line for the operator) when the file was
+        written by a newer Cockpit or is not a journal; such a file is never written to."""
         path = Path(path) if path is not None else default_path()
         found = read_version(path)  # read-only look first: a newer journal stays untouched
         if found is not None and found > len(migrations):
             from cockpit.journal.schema import JournalTooNew
 
             raise JournalTooNew(path, found, len(migrations))
+        if readonly and (found is None or found == len(migrations)):
+            return cls._open_readonly(path, found is not None, migrations, busy_timeout_ms)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -366,6 +371,22 @@ class Journal:
         except sqlite3.Error as exc:
             conn.close()
             raise JournalError(f"cannot use journal {path}: {exc}") from exc
+        return cls(conn, path)
+
+    @classmethod
+    def _open_readonly(cls, path: Path, exists: bool, migrations: Sequence[Migration], busy_timeout_ms: int) -> Journal:
+        try:
+            if exists:
+                conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                                       timeout=busy_timeout_ms / 1000, check_same_thread=False)
+            else:  # nothing recorded yet: an empty journal in memory, so readers need no special case
+                conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+                migrate(conn, path, migrations)
+                conn.execute("PRAGMA query_only = ON")
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+        except sqlite3.Error as exc:
+            raise JournalError(f"cannot open journal {path}: {exc}") from exc
         return cls(conn, path)
 
     def close(self) -> None:

@@ -226,3 +226,21 @@ def test_time_to_ready_is_wall_clock_less_the_logs_lag(journal: Journal) -> None
     st.last_ts = (t0 + timedelta(seconds=85)).isoformat(sep=" ")
     journal.record_progress("r2", st, [])
     assert journal.get("r2").time_to_ready_s == pytest.approx(80)  # type: ignore[union-attr]
+
+
+def test_a_readonly_journal_creates_nothing_and_refuses_writes(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "journal.sqlite3"
+    with Journal.open(missing, readonly=True) as j:
+        assert j.list_runs() == [] and j.get("x") is None and j.running_runs("p") == []
+    assert not missing.parent.exists()
+
+    path = tmp_path / "journal.sqlite3"
+    writer = Journal.open(path)
+    writer.record_start(run_info("r1"), "p", {"tp": 8})
+    with Journal.open(path, readonly=True) as reader:
+        assert [r.id for r in reader.list_runs()] == ["r1"]
+        writer.record_progress("r1", ready_state(), [])  # the writer carries on while a reader reads
+        assert reader.get("r1").outcome == "ready"  # type: ignore[union-attr]
+        with pytest.raises(JournalError):
+            reader.record_start(run_info("r2"), "p", {})
+    writer.close()

@@ -126,3 +126,4 @@ def test_an_empty_journal(tmp_path: Path) -> None:
     assert out.returncode == 0 and "no runs" in out.stdout
     out = cockpit(tmp_path, "runs", "--json")
     assert out.returncode == 0 and json.loads(out.stdout) == []
+    assert not (tmp_path / "cockpit").exists()  # reading the journal never creates one

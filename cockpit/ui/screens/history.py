@@ -192,7 +192,7 @@ class HistoryScreen(Screen[None]):
         from cockpit.journal import Journal
 
         try:
-            journal = Journal.open(self.journal_path)
+            journal = Journal.open(self.journal_path, readonly=True)
             try:
                 runs = journal.list_runs(self.profile_name)
             finally:
