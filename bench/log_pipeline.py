@@ -131,7 +131,7 @@ def time_cmd(argv: list[str], runs: int, ok: tuple[int, ...]) -> tuple[float, by
     out = b""
     for _ in range(runs):
         t = time.perf_counter()
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+        proc = subprocess.run(argv, capture_output=True, check=False)
         times.append(time.perf_counter() - t)
         if proc.returncode not in ok:
             raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[-500:]}")

@@ -74,7 +74,7 @@ def test_ten_megabyte_line_is_capped_and_skipped_without_buffering() -> None:
 def test_truncated_records_and_half_lines() -> None:
     text = (DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log").read_bytes()
     for cut in (1, 17, 100, 1000, len(text) // 2, len(text) - 3):
-        p, s = run([text[:cut]])
+        p, _ = run([text[:cut]])
         assert p.lines_seen == text[:cut].count(b"\n") + (0 if text[:cut].endswith(b"\n") else 1)
 
 

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from cockpit.backends.sglang import logparse
-from cockpit.backends.sglang.logparse import SGLangLogParser, classify, parse_server_args, read_log, split_record
+from cockpit.backends.sglang.logparse import (
+    SGLangLogParser,
+    classify,
+    parse_server_args,
+    read_log,
+    split_record,
+)
 from cockpit.core import events as ev
 from cockpit.core.reducer import apply
 from cockpit.core.state import RunState
@@ -297,3 +303,60 @@ def test_read_log_accepts_paths_and_streams(tmp_path: Path) -> None:
 def test_module_constants_are_sane() -> None:
     assert logparse.LINE_CAP == 64 * 1024
     assert logparse.TAIL_SAMPLE < logparse.WINDOW
+
+
+def _routine(rnd: random.Random, i: int, kind: str | None = None) -> str:
+    k = kind or rnd.choice(["access", "access", "decode", "prefill"])
+    if k == "access":
+        return f'[2026-02-24 12:00:{i % 60:02d}] INFO:     10.0.0.3:{30000 + i % 9999} - "GET /health HTTP/1.1" 200 OK\n'
+    if k == "decode":
+        return (f"[2026-02-24 12:00:{i % 60:02d} TP0] Decode batch, #running-req: 3, #token: {i}, token usage: 0.20, "
+                f"cuda graph: True, gen throughput (token/s): {i % 500 + 1}.00, #queue-req: 0\n")
+    return (f"[2026-02-24 12:00:{i % 60:02d} TP0] Prefill batch, #new-seq: 1, #new-token: 9, #cached-token: 0, "
+            f"token usage: 0.20, #running-req: 1, #queue-req: 0, input throughput (token/s): 1.00, cuda graph: False\n")
+
+
+NEWS = [
+    "[2026-02-24 12:00:00 TP0] KV cache pool is full. Retract requests. #retracted_reqs: 1, #new_tokens_gained: 5, "
+    "#new_token_ratio: 0.4100 -> 0.7000\n",
+    "[2026-02-24 12:00:00 TP5] Load weight begin. avail mem=70.00 GB\n",
+    '  File "/x/model_runner.py", line 1, in forward_decode\n',
+    "[2026-02-24 12:00:00 TP2] Memory pool end. avail mem=3.00 GB\n",
+    '[2026-02-24 12:00:00] INFO:     10.0.0.3:1 - "GET /health HTTP/1.1" 503 Service Unavailable\n',
+]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bulk_scan_finds_every_line_with_news_at_its_true_number(seed: int) -> None:
+    rnd = random.Random(seed)
+    lines: list[str] = []
+    for i in range(rnd.randint(3000, 12000)):
+        lines.append(rnd.choice(NEWS) if rnd.random() < 0.002 else _routine(rnd, i))
+    data = "".join(lines).encode()
+    p = SGLangLogParser()
+    got: list[ev.Event] = []
+    step = rnd.choice([1 << 20, 100_000, 65_537])
+    for k in range(0, len(data), step):
+        got += p.feed(data[k:k + step])
+    got += p.finish()
+    assert p.lines_seen == len(lines)
+    # every event sits on the line that, classified alone, gives exactly that event
+    for e in got:
+        assert e in classify(e.line, lines[e.line - 1].rstrip("\n"))
+    # every line with news was found (routine lines are only sampled)
+    expected = {i + 1 for i, line in enumerate(lines) if line in NEWS and "503" not in line}
+    found = {e.line for e in got if not isinstance(e, (ev.DecodeBatch, ev.PrefillBatch, ev.HttpAccess))}
+    assert expected <= found
+
+
+@pytest.mark.parametrize(("last", "phase"), [("decode", "decode"), ("prefill", "prefill"), ("access", "decode")])
+@pytest.mark.parametrize("n", [700, 5000, 20011])
+def test_crash_phase_from_the_last_batch_in_a_busy_log(last: str, phase: str, n: int) -> None:
+    rnd = random.Random(n)
+    head = (DATA / "sglang-0.5.9-llama70b-tp8-healthy.log").read_text()
+    body = [_routine(rnd, i) for i in range(n)]
+    body += [_routine(rnd, n, "prefill"), _routine(rnd, n + 1, "decode"), _routine(rnd, n + 2, last)]
+    text = head + "".join(body) + "[2026-02-24 12:01:00] SIGQUIT received. signum=None, frame=None. It usually means one child failed.\n"
+    st = read_log(__import__("io").BytesIO(text.encode()))
+    assert st.crash is not None
+    assert (st.crash.kind, st.crash.phase, st.crash.line) == ("unknown", phase, text.count("\n"))

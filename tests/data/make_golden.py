@@ -29,7 +29,7 @@ def oom_text(req: str, gpu: int, total: str, free: str, inuse: str) -> str:
 class Log:
     def __init__(self, day: str, hms: tuple[int, int, int], ms: bool = False) -> None:
         self.day = day
-        self.t = hms[0] * 3600 + hms[1] * 60 + hms[2]
+        self.t: float = hms[0] * 3600 + hms[1] * 60 + hms[2]
         self.ms = ms
         self.lines: list[str] = []
 
