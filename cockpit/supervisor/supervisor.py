@@ -675,12 +675,14 @@ class Supervisor:
         last_logs = last_snap = 0.0
         while True:
             now = time.monotonic()
+            # intervals count from the end of the previous delivery, so a slow snapshot build
+            # (deep copy of the state) never squeezes two callbacks closer than the cap
             if now - last_logs >= LOG_BATCH_INTERVAL_S:
                 self._flush_logs()
-                last_logs = now
+                last_logs = time.monotonic()
             if now - last_snap >= SNAPSHOT_INTERVAL_S and self._dirty:
                 self._publish()
-                last_snap = now
+                last_snap = time.monotonic()
             self._journal_tick()
             await asyncio.sleep(LOG_BATCH_INTERVAL_S / 2)
 

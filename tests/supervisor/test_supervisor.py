@@ -1,0 +1,179 @@
+"""The Supervisor API against the local simulator: batching, crash detection, restart and leftovers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from cockpit.core.findings import FlagChange
+from cockpit.core.profile import load_profile
+from cockpit.supervisor.api import LogBatch, RunSnapshot
+from cockpit.supervisor.supervisor import (
+    LeftoversHoldGpus,
+    RunRefused,
+    Supervisor,
+    node_log,
+    rank_gpu_map,
+)
+from tests.conftest import free_port
+
+PY = sys.executable
+
+
+def _profile(tmp_path: Path, sim_dir: Path, *, traffic: str = "steady", speed: str = "200") -> Path:
+    port = free_port()
+    program = [PY, "-m", "cockpit", "sim", "--sim-gpu", "rtx-pro-6000", "--sim-speed", speed,
+               "--sim-traffic", traffic, "--sim-dir", str(sim_dir)]
+    p = tmp_path / "sup.yaml"
+    p.write_text(
+        "name: suptest\n"
+        "version: 0.5.9\n"
+        "hosts: [{ssh: local}]\n"
+        f"program: {program!r}\n".replace("'", '"')
+        + f"workdir: {tmp_path / 'work'}\n"
+        "log: logs/sglang.log\n"
+        f"env: {{COCKPIT_SIM_GPU_DIR: '{sim_dir}'}}\n"
+        "server:\n"
+        "  model-path: /models/Kimi-K2.5\n"
+        "  trust-remote-code: true\n"
+        "  tp: 8\n"
+        "  mem-fraction-static: 0.88\n"
+        f"  port: {port}\n"
+    )
+    return p
+
+
+@pytest.fixture
+async def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Path]:
+    sim_dir = tmp_path / "gpus"
+    sim_dir.mkdir()
+    monkeypatch.setenv("COCKPIT_RUNS_ROOT", str(tmp_path / "runs"))
+    monkeypatch.setenv("COCKPIT_SIM_GPU_DIR", str(sim_dir))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    path = _profile(tmp_path, sim_dir)
+    yield path
+    sup = Supervisor(load_profile(path))
+    await sup.stop(timeout=3, kill_leftovers=False)
+    await sup.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def test_batches_rates_crash_detection_and_reattach(env: Path) -> None:
+    snaps: list[tuple[float, RunSnapshot]] = []
+    batches: list[tuple[float, LogBatch]] = []
+    sup = Supervisor(load_profile(env), on_snapshot=lambda s: snaps.append((time.monotonic(), s)),
+                     on_logs=lambda b: batches.append((time.monotonic(), b)))
+    info = await sup.start()
+    with pytest.raises(RunRefused):
+        await sup.start(attach=False)
+    runner = asyncio.create_task(sup.run())
+    assert await sup.wait_until(lambda s: s.is_ready(), 60), sup.snapshot().state.phase
+    await asyncio.sleep(2.0)  # steady traffic: batch lines keep coming
+
+    # ≤ 10 snapshots a second, log batches at 10-20 Hz, never one callback per line
+    t_end = snaps[-1][0]
+    recent = [t for t, _ in snaps if t > t_end - 1.5]
+    assert len(recent) <= 17
+    gaps = [b - a for (a, _), (b, _) in zip(snaps, snaps[1:], strict=False)]
+    assert min(gaps) >= 0.09
+    lines = sum(len(b.lines) for _, b in batches)
+    assert lines > len(batches)
+    bgaps = [b - a for (a, _), (b, _) in zip(batches, batches[1:], strict=False)]
+    assert min(bgaps) >= 0.045
+    # every line of the run arrives once, in order, numbered from 1
+    numbers = [ln.number for _, b in batches for ln in b.lines]
+    assert numbers == list(range(1, len(numbers) + 1))
+    snap = sup.snapshot()
+    assert snap.run is not None and snap.run.id == info.id
+    assert len(snap.state.ranks) == 8
+    assert snap.rank_gpu["TP3"] == ("local", 3)
+    assert any(g.used_gb for g in snap.gpus)
+
+    # a second cockpit attaches to the same run instead of launching
+    other = Supervisor(load_profile(env))
+    assert (await other.start()).id == info.id
+    await other.close()
+
+    # the server dies without a word: crashed within a second
+    assert info.pgid is not None
+    killed_at = time.monotonic()
+    os.killpg(info.pgid, signal.SIGKILL)
+    assert await sup.wait_until(lambda s: s.state_phase == "crashed", 5)
+    assert time.monotonic() - killed_at < 1.0
+    assert sup.snapshot().state.crash is not None
+    await sup.close()
+    await runner
+
+
+async def test_restart_waits_for_leftovers_and_never_launches_on_top(env: Path, tmp_path: Path) -> None:
+    sup = Supervisor(load_profile(env))
+    first = await sup.start()
+    runner = asyncio.create_task(sup.run())
+    assert await sup.wait_until(lambda s: s.is_ready(), 60)
+    sim_dir = tmp_path / "gpus"
+    # an orphan that holds memory on GPU 3 (outside the run's session: a stop won't reach it)
+    holder = subprocess.Popen(
+        [PY, "-c",
+         "import sys, time\nfrom pathlib import Path\nfrom cockpit.sim.gpus import ProcFile\n"
+         "ProcFile(Path(sys.argv[1]), 3).set(7.5)\nprint('held', flush=True)\ntime.sleep(600)\n",
+         str(sim_dir)],
+        stdout=subprocess.PIPE, start_new_session=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+        change = [FlagChange("--mem-fraction-static", 0.88, 0.85)]
+        with pytest.raises(LeftoversHoldGpus) as exc:
+            await sup.restart(change, timeout=5)
+        assert [p.pid for p in exc.value.leftovers] == [holder.pid]
+        # the old run is gone and nothing new was launched on top of the held memory
+        assert first.pid is not None and not _alive(first.pid)
+        assert await Supervisor(load_profile(env)).attach() is None
+        # the operator agrees: kill the leftover, then launch with the change
+        second = await sup.restart(change, timeout=5, kill_leftovers=True)
+        assert second.id != first.id
+        holder.wait(10)
+        assert sup.snapshot().flag_diff and sup.snapshot().flag_diff[0].to_value == 0.85
+        assert second.flags["mem-fraction-static"] == 0.85
+        assert await sup.wait_until(lambda s: s.is_ready(), 60)
+        res = await sup.stop(timeout=5)
+        assert res.stopped and res.leftovers == []
+        assert sup.snapshot().state.phase == "stopped"
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        await sup.close()
+        await runner
+
+
+def test_rank_gpu_mapping() -> None:
+    ranks = ["TP0", "TP3", "TP11", "DP1 TP3"]
+    assert rank_gpu_map(ranks, ["a"], {"tp": 4}, {"CUDA_VISIBLE_DEVICES": "4,5,6,7"})["TP3"] == ("a", 7)
+    assert rank_gpu_map(ranks, ["a"], {"tp-size": 4, "base-gpu-id": 2}, {})["TP3"] == ("a", 5)
+    two = rank_gpu_map(ranks, ["a", "b"], {"tp": 16}, {})
+    assert two["TP11"] == ("b", 3) and two["TP3"] == ("a", 3)
+    assert "TP3" not in rank_gpu_map(["TP3"], ["a"], {"tp": 4}, {"CUDA_VISIBLE_DEVICES": "0,1"})
+
+
+def test_node_log_names() -> None:
+    from cockpit.core.profile import parse_profile
+
+    p = parse_profile({"name": "x", "log": "logs/sglang.log"})
+    assert node_log(p, 0) == "logs/sglang.log"
+    assert node_log(p, 1) == "logs/sglang.node1.log"
+    p = parse_profile({"name": "x", "log": "server"})
+    assert node_log(p, 2) == "server.node2"
