@@ -7,6 +7,7 @@ Nothing here reads files, sockets or processes; the supervisor does, in an async
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -82,6 +83,7 @@ class DashboardScreen(Screen[None]):
         self._phase_key: tuple[str | None, str] | None = None
         self._phase_since: float | None = None
         self._crashes_seen: set[tuple[str | None, int]] = set()
+        self._announced: set[tuple[str | None, str]] = set()
         self._following = False
         self._busy: str | None = None  # "stopping" / "restarting" while such an action runs
 
@@ -173,6 +175,8 @@ class DashboardScreen(Screen[None]):
 
     async def _restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False) -> None:
         self._busy = "restarting"
+        # The supervisor's own publisher pauses while it relaunches: show its progress meanwhile.
+        watcher = asyncio.create_task(self._watch_progress())
         try:
             await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers)
             self.post_message(ActionDone("restart"))
@@ -185,7 +189,18 @@ class DashboardScreen(Screen[None]):
                 self.post_message(ActionDone("restart", str(exc) or type(exc).__name__))
         finally:
             self._busy = None
+            watcher.cancel()
         await self._follow_again()
+
+    async def _watch_progress(self) -> None:
+        last = None
+        while True:
+            snap = self.supervisor.snapshot()
+            key = (snap.lifecycle, snap.progress, snap.run.id if snap.run else None)
+            if key != last:
+                last = key
+                self.post_message(SnapshotArrived(snap))
+            await asyncio.sleep(0.25)
 
     async def _stop(self, then_exit: bool) -> None:
         self._busy = "stopping"
@@ -306,7 +321,21 @@ class DashboardScreen(Screen[None]):
         self.query_one("#plot-usage", SeriesPlot).show(snap.state.token_usage)
         self.query_one(StartupTimeline).show(snap.state)
         self.query_one(GpuProcesses).show(snap)
+        self._announce_new_critical(snap)
         self._maybe_show_crash(snap)
+
+    def _announce_new_critical(self, snap: RunSnapshot) -> None:
+        """A critical finding the operator has not seen yet (e.g. low headroom as capture ends)
+        also pops up once, so it is not missed while looking at the log."""
+        if snap.state.crash is not None:
+            return
+        run_id = snap.run.id if snap.run else None
+        for f in snap.findings:
+            key = (run_id, f.id)
+            if f.severity == "critical" and key not in self._announced:
+                self._announced.add(key)
+                change = (" → " + ", ".join(c.as_diff() for c in f.changes)) if f.changes else ""
+                self.notify(f.message + change, title="Critical", severity="error", timeout=12, markup=False)
 
     def _refresh_header(self) -> None:
         self.query_one(RunHeader).show(self.snapshot, self._phase_since, self.clock(), self.note)
