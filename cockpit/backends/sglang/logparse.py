@@ -553,7 +553,7 @@ def _classify_anywhere(line: int, ts: str | None, rank: str | None, msg: str, ou
         specific = ev.NcclTimeout(line, ts, rank, msg)
     elif "warmup error" in msg or "Initialization failed" in msg:
         specific = ev.WarmupFailed(line, ts, rank, msg)
-    elif "lready in use" in msg or "[Errno 98]" in msg:
+    elif "ddress already in use" in msg or "[Errno 98]" in msg:
         specific = ev.PortInUse(line, ts, rank, msg)
     elif ts is None and "Killed" in msg and (msg.strip() == "Killed" or "Killed process" in msg or " Killed " in msg):
         specific = ev.Killed(line, ts, rank, msg.strip())
