@@ -81,12 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.add_argument("--profile", default=None)
     rsub = s.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
+    # SUPPRESS: a --json given before the subcommand (`runs --json show ID`) must survive
     r = rsub.add_parser("show", help="one run in full")
     r.add_argument("id")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     r = rsub.add_parser("compare", help="runs side by side")
     r.add_argument("ids", nargs="+", metavar="ID")
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
 
     # `cockpit sim` parses its own (SGLang-shaped) arguments.
     sub.add_parser("sim", help="a faithful SGLang stand-in (simulated GPUs)", add_help=False)
