@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
 import subprocess
@@ -89,11 +90,11 @@ async def test_batches_rates_crash_detection_and_reattach(env: Path) -> None:
     t_end = snaps[-1][0]
     recent = [t for t, _ in snaps if t > t_end - 1.5]
     assert len(recent) <= 17
-    gaps = [b - a for (a, _), (b, _) in zip(snaps, snaps[1:], strict=False)]
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(snaps)]
     assert min(gaps) >= 0.09
     lines = sum(len(b.lines) for _, b in batches)
     assert lines > len(batches)
-    bgaps = [b - a for (a, _), (b, _) in zip(batches, batches[1:], strict=False)]
+    bgaps = [b - a for (a, _), (b, _) in itertools.pairwise(batches)]
     assert min(bgaps) >= 0.045
     # every line of the run arrives once, in order, numbered from 1
     numbers = [ln.number for _, b in batches for ln in b.lines]
