@@ -136,3 +136,22 @@ def test_model_presets_start_up(sim, args: list[str], model: str, rank: str, wei
         assert r.kv_tokens == pytest.approx(1244811, rel=0.002)
     if model == "llama-3.1-8b":
         assert "TP0]" not in run.text()  # a single GPU prints no rank prefix
+
+
+def test_second_node_runs_its_ranks_and_a_dummy_health(sim) -> None:
+    run = sim(["--model-path", "/models/Kimi-K2.5", "--tp", "16", "--nnodes", "2", "--node-rank", "1",
+               "--dist-init-addr", "10.0.0.1:5000", "--mem-fraction-static", "0.88"])
+    run.wait_for(r"TP15\] max_total_num_tokens=|TP8\] Capture cuda graph end", timeout=20)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if status_of(run.port, "/health") == 200:
+                break
+        except OSError:
+            time.sleep(0.05)
+    assert status_of(run.port, "/health") == 200
+    assert status_of(run.port, "/generate", method="GET") == 404
+    text = run.text()
+    assert "TP8] Init torch distributed begin." in text and "TP15]" in text and " TP0]" not in text
+    assert "fired up" not in text
+    assert len(run.children()) == 8
