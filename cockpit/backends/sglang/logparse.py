@@ -34,6 +34,7 @@ WINDOW = 64 * 1024  # bytes per routine-check window
 FULL_FEED_LINES = 512  # a feed with at most this many lines is classified line by line in full
 SUB_WINDOW = 8 * 1024  # a window with news is checked again in pieces of this size
 TAIL_SAMPLE = 8192  # bytes at the end of a window searched for its last batch lines
+SAMPLE_EVERY = 2  # one batch line per this many windows (~1 per 1,000 lines) feeds the series
 READ_CHUNK = 1 << 20
 
 # A routine line holds exactly one of these (batch lines / uvicorn access lines).
@@ -594,6 +595,7 @@ class SGLangLogParser:
         self._skipping = False  # inside the dropped rest of an over-long line
         self._lines = 0
         self._last_line = 0  # the last line handed to classify (lines are never classified twice)
+        self._windows = 0
 
     @property
     def lines_seen(self) -> int:
@@ -686,7 +688,9 @@ class SGLangLogParser:
                 self._lines += snl
                 pos = se
             self._lines = base
-        self._sample(buf, s, e, nl, out)
+        self._windows += 1
+        if self._windows % SAMPLE_EVERY == 0:
+            self._sample(buf, s, e, nl, out)
         self._lines += nl
 
     def _emit(self, lineno: int, raw: bytes, out: list[Event], peek: Peek = _no_peek) -> None:
