@@ -143,19 +143,31 @@ class ProcFile:
         self.pid = pid or os.getpid()
         self.path = directory / f"proc-{self.pid}.json"
         self.used_gib = 0.0
+        self.util_pct: float | None = None
+        self.written_at = 0.0
 
-    def set(self, used_gib: float) -> None:
+    def set(self, used_gib: float, util_pct: float | None = None) -> None:
+        """Rewrite the file. `util_pct` (optional, additive to the contract) is the GPU busy %;
+        readers trust it only while `updated` is recent, so busy ranks rewrite it periodically."""
         self.used_gib = max(0.0, used_gib)
+        if util_pct is not None:
+            self.util_pct = util_pct
+        record: dict[str, Any] = {
+            "pid": self.pid,
+            "gpu_index": self.gpu_index,
+            "used_mib": round(self.used_gib * MIB_PER_GIB, 1),
+            "updated": time.time(),
+        }
+        if self.util_pct is not None:
+            record["util_pct"] = round(self.util_pct, 1)
         with contextlib.suppress(OSError):
-            atomic_write_json(
-                self.path,
-                {
-                    "pid": self.pid,
-                    "gpu_index": self.gpu_index,
-                    "used_mib": round(self.used_gib * MIB_PER_GIB, 1),
-                    "updated": time.time(),
-                },
-            )
+            atomic_write_json(self.path, record)
+        self.written_at = time.monotonic()
+
+    def refresh(self, every_s: float = 2.0) -> None:
+        """Keep `updated` fresh while the GPU is busy."""
+        if self.util_pct and time.monotonic() - self.written_at >= every_s:
+            self.set(self.used_gib)
 
     def add(self, gib: float) -> None:
         self.set(self.used_gib + gib)

@@ -82,9 +82,9 @@ class RankProcess:
     def free(self) -> float:
         return gpus.free_gib(self.cfg.sim_dir, self.gpu_index, self.cfg.gpu.total_mib)
 
-    def mem(self, static_delta: float = 0.0) -> None:
+    def mem(self, static_delta: float = 0.0, util: float | None = None) -> None:
         self.static_gib += static_delta
-        self.proc.set(self.static_gib + self.reserved_gib)
+        self.proc.set(self.static_gib + self.reserved_gib, util)
 
     def send(self, *msg: Any) -> None:
         try:
@@ -250,7 +250,7 @@ class RankProcess:
         free = self.free()
         if model.workspace_gib > free:
             self._startup_oom(model.workspace_gib, free, "workspace")
-        self.mem(model.workspace_gib)
+        self.mem(model.workspace_gib, util=60.0)
         if new:
             if cfg.prefill_graph:
                 t_cap = self._capture_prefill(t_cap)
@@ -259,6 +259,7 @@ class RankProcess:
         elif cfg.decode_graph:
             t_cap = self._capture_decode(t_cap)
         self.after_capture_gib = self.free()
+        self.mem(util=0.0)
         _, t_sync = self.allreduce_min("capture", 0.0)
         clock.sleep_until(t_sync + 0.4)
 
@@ -449,15 +450,17 @@ class RankProcess:
     def serve_peer(self) -> None:
         while True:
             msg = self.recv(2.0)
-            if msg is None:
-                continue
-            self.handle_common(msg)
+            if msg is not None:
+                self.handle_common(msg)
+            self.proc.refresh()
 
     def handle_common(self, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
         if kind == "reserve":
             self.reserved_gib = float(msg[1])
             self.mem()
+        elif kind == "util":
+            self.mem(util=float(msg[1]))
         elif kind == "oom":
             self.prefill_oom(msg[1])
         elif kind == "stop":
@@ -535,6 +538,13 @@ class RankProcess:
             if wall - last_stats >= 0.5:
                 last_stats = wall
                 self.send("stats", self.stats_snapshot())
+            util = (92.0 + self.rng.uniform(0, 6)) if (sched.running or sched.waiting or sched.chunked) else 0.0
+            if (util > 0) != bool(self.proc.util_pct):
+                self.mem(util=util)
+                peers = [r for r in range(cfg.local_ranks) if r != self.local]
+                if peers:
+                    self.send("bcast", peers, ("util", util))
+            self.proc.refresh()
             busy = sched.busy() or traffic is not None
             with contextlib.suppress(OSError, EOFError):
                 self.conn.poll(0.1 if busy else 1.0)

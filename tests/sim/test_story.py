@@ -181,3 +181,32 @@ def test_idle_ranks_do_not_spin(sim) -> None:
     time.sleep(2.0)
     used = cpu() - before
     assert used < 0.4, f"9 idle processes used {used:.2f} s of CPU in 2 s"
+
+
+def test_telemetry_agent_sees_the_simulated_gpus(sim) -> None:
+    """The agent's "sim" source reads the run as it would read NVML: per-GPU and per-process memory."""
+    import subprocess
+    import sys
+
+    from cockpit.telemetry.client import agent_source
+
+    def sample() -> dict:
+        out = subprocess.run([sys.executable, "-", "--once", "--sim-dir", str(run.gpu_dir), "--source", "sim"],
+                             input=agent_source(), capture_output=True, timeout=30, check=True)
+        return json.loads(out.stdout.decode().splitlines()[-1])
+
+    run = sim([*KIMI, "--mem-fraction-static", "0.88", "--sim-traffic", "steady"], speed=100)
+    run.wait_for("The server is fired up and ready to roll!")
+    run.wait_for(r"Decode batch, #running-req: [1-9]")
+    s = sample()
+    assert s["source"] == "sim" and len(s["gpus"]) == 8
+    g3 = next(g for g in s["gpus"] if g["index"] == 3)
+    assert g3["mem_total_mib"] == 97887
+    # used = total − free after capture (5.55 GiB), plus the prefill activations kept cached
+    assert 97887 - 5.56 * 1024 <= g3["mem_used_mib"] <= 97887 - 2.0 * 1024
+    assert g3["util_pct"] is not None and g3["util_pct"] > 50  # busy serving the steady traffic
+    assert {p["pid"] for p in s["procs"]} == set(run.children())
+    run.proc.send_signal(signal.SIGTERM)
+    run.wait_exit(10)
+    s = sample()
+    assert all(g["mem_used_mib"] == 0 for g in s["gpus"]) and s["procs"] == []
