@@ -107,6 +107,12 @@ class SimServer:
                         if i != local:
                             child_ends[i].close()
                     RankProcess(self.cfg, local, child_ends[local], self.clock, self.pid).run()
+                except Exception:
+                    # a bug in the simulator, not a simulated failure: say so on stderr
+                    import traceback
+
+                    traceback.print_exc()
+                    code = 1
                 except BaseException:
                     code = 1
                 finally:
@@ -294,7 +300,7 @@ class SimServer:
     def _warmup(self) -> None:
         cfg = self.cfg
         # uvicorn needs a moment before the warmup thread's first request; /health answers 503 meanwhile
-        time.sleep(max(0.25, self.clock.real(1.0)))
+        time.sleep(max(0.5, self.clock.real(1.0)))
         host = "127.0.0.1" if cfg.host in ("0.0.0.0", "::", "") else cfg.host
         if not cfg.skip_warmup:
             try:

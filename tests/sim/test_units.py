@@ -150,3 +150,14 @@ def test_steady_traffic_has_a_long_document_every_240s() -> None:
             docs.append(a.t)
     assert docs == [LONG_DOC_EVERY_S, 2 * LONG_DOC_EVERY_S]
     assert list(arrivals("none")) == []
+
+
+def test_rank_prefixes() -> None:
+    cfg = load_config([*KIMI, "--dp", "8", "--enable-dp-attention", "--ep", "8"])
+    assert cfg.rank_prefix(3) == "DP3 TP3 EP3"
+    cfg = load_config(["--model-path", "/m", "--tp", "4", "--pp-size", "2"])
+    assert cfg.rank_prefix(5) == "PP1 TP1"
+    assert load_config(["--model-path", "/m"]).rank_prefix(0) == ""
+    two = load_config(["--model-path", "/m", "--tp", "16", "--nnodes", "2", "--node-rank", "1"])
+    assert (two.local_ranks, two.first_rank, two.rank_prefix(two.first_rank)) == (8, 8, "TP8")
+    assert load_config([*KIMI, "--base-gpu-id", "2", "--gpu-id-step", "2"]).gpu_index(3) == 8
