@@ -303,3 +303,11 @@ def test_reducer_is_deterministic_and_copy_safe() -> None:
     assert a.to_json() == b.to_json()
     c = a.copy()
     assert c.to_json() == a.to_json()
+
+
+def test_node1_dump_does_not_restart_the_run() -> None:
+    st = state_of("sglang-0.5.9-kimi-0.93-prefill-oom.log")
+    before = st.to_json()
+    args = dict(st.server_args, node_rank=1)
+    apply(st, ev.ServerArgs(5000, "2026-02-24 12:00:00", None, args, "ServerArgs"))
+    assert st.to_json() == before

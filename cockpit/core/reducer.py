@@ -200,8 +200,20 @@ def _oom_kill_kind(state: RunState) -> str:
 # ---- handlers -----------------------------------------------------------------------------------
 
 
+def _node_rank(args: dict[str, object]) -> object:
+    return args.get("node_rank") or 0
+
+
 def _server_args(state: RunState, e: ev.ServerArgs) -> None:
-    if state.ranks or state.crash is not None or state.ready_in_log:
+    old = state.server_args
+    if old and _node_rank(old) != _node_rank(e.args):
+        # another node of the same multi-node run prints its own dump: node 0's is the one to keep
+        if _node_rank(e.args) == 0:
+            state.server_args = dict(e.args)
+        return
+    if old and (state.ranks or state.crash is not None or state.ready_in_log):
+        _reset(state)  # the same node started again: this log now holds a new run
+    elif state.crash is not None:
         _reset(state)
     state.server_args = dict(e.args)
     _hint_format(state, FORMAT_059 if e.form == "ServerArgs" else FORMAT_0523, strong=True)
