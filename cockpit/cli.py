@@ -94,6 +94,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _glue_set_values(args: list[str]) -> list[str]:
+    """`--set --mem-fraction-static=0.88` → `--set=--mem-fraction-static=0.88`: argparse would read a
+    value that starts with dashes as another option, and DESIGN.md accepts the flag either way."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--set" and i + 1 < len(args) and args[i + 1].startswith("-"):
+            out.append("--set=" + args[i + 1])
+            i += 2
+            continue
+        if args[i] == "--":
+            out.extend(args[i:])
+            break
+        out.append(args[i])
+        i += 1
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] == "sim":
@@ -101,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return sim_main(args_list[1:])
     parser = build_parser()
-    args = parser.parse_args(args_list)
+    args = parser.parse_args(_glue_set_values(args_list))
     command = args.command or "tui"
     if command == "tui" and not hasattr(args, "profile"):
         args.profile = None

@@ -138,9 +138,10 @@ def local_env(tmp_path: Path) -> Iterator[Env]:
     e.cockpit("down", "simtest", "--timeout", "3")
 
 
-def _scenario(env: Env) -> None:
+def _scenario(env: Env, *sets: str) -> None:
     """up → refused second up → status → logs → down, with the checks the spec asks for."""
-    up = env.cockpit("up", "simtest", "--wait", "ready", "--timeout", "90")
+    set_args = [a for item in sets for a in ("--set", item)]
+    up = env.cockpit("up", "simtest", *set_args, "--wait", "ready", "--timeout", "90")
     assert up.returncode == 0, up.stdout + up.stderr
     assert "READY" in up.stdout
 
@@ -152,6 +153,9 @@ def _scenario(env: Env) -> None:
     assert st.returncode in (0, 1), st.stderr
     data = json.loads(st.stdout)
     assert data["phase"] == "ready" and data["health"] == "200"
+    for item in sets:
+        flag, _, value = item.partition("=")
+        assert {"flag": "--" + flag.lstrip("-"), "to": float(value)}.items() <= data["flag_diff"][0].items()
     assert len(data["ranks"]) == 8
     for r in data["ranks"]:
         g = r["gpu"]
@@ -181,7 +185,20 @@ def _scenario(env: Env) -> None:
 
 
 def test_up_status_logs_down_local(local_env: Env) -> None:
-    _scenario(local_env)
+    _scenario(local_env, "--mem-fraction-static=0.86")
+    runs = json.loads(local_env.cockpit("runs", "--json", check=True).stdout)
+    assert len(runs) == 1
+    rec = runs[0]
+    assert rec["outcome"] == "stopped" and rec["ended_at"]
+    assert rec["flags"]["mem-fraction-static"] == 0.86
+    assert rec["max_total_num_tokens"] and rec["min_headroom_gb"]
+
+
+def test_up_refuses_the_hicache_mistake_before_launch(local_env: Env) -> None:
+    up = local_env.cockpit("up", "simtest", "--set", "enable-hierarchical-cache=true", "--set", "hicache-size=300")
+    assert up.returncode == 1
+    assert "refused before launch" in up.stderr and "300" in up.stderr
+    assert not local_env.runs_dir("simtest").exists() or not (local_env.runs_dir("simtest") / "current").exists()
 
 
 def test_up_status_logs_down_over_ssh(ssh_home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -239,7 +256,7 @@ def test_logs_follow_across_killed_connections(ssh_home, tmp_path: Path) -> None
         run_dir = _current_run(env)
         offset = int((run_dir / "log_offset").read_text())
         expected = env.log.read_bytes()[offset:]
-        assert out == expected
+        assert out == expected, err.decode()[-3000:]
         assert out.count(b"\n") > 50
     finally:
         env.cockpit("down", "simtest", "--timeout", "3")

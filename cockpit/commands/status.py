@@ -25,9 +25,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _status(profile: Profile, as_json: bool) -> int:
+    from cockpit.supervisor.cli_support import open_journal
     from cockpit.supervisor.supervisor import Supervisor
 
-    sup = Supervisor(profile)
+    journal = open_journal()
+    sup = Supervisor(profile, journal=journal)
     try:
         info = await sup.attach(include_ended=True)
         if info is None:
@@ -40,6 +42,8 @@ async def _status(profile: Profile, as_json: bool) -> int:
         snap = await sup.refresh_once()
     finally:
         await sup.close()
+        if journal is not None:
+            journal.close()
     if as_json:
         print(json.dumps(status_json(snap), indent=2))
     else:

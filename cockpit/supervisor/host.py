@@ -20,12 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cockpit.transport.base import Stream, Transport, TransportError
+from cockpit.transport.base import HostKeyError, Stream, Transport, TransportError
+from cockpit.transport.local import CommandTimeout
 
 HOSTSIDE_SOURCE: bytes = (Path(__file__).resolve().parent / "hostside.py").read_bytes()
 
 # Tests (and operators with an unusual layout) point every host's run directories elsewhere.
 RUNS_ROOT_ENV = "COCKPIT_RUNS_ROOT"
+RETRIES = 3  # repeatable operations survive a connection dropped under them
+RETRY_DELAY_S = 0.5
 
 
 class HostOpError(TransportError):
@@ -56,6 +59,21 @@ class HostOps:
         return [self.python, "-", json.dumps(req, separators=(",", ":"))]
 
     async def call(self, req: dict[str, Any], timeout: float | None = 60.0) -> dict[str, Any]:
+        """Run one operation. Operations that are safe to repeat (all but launch) are retried when
+        the connection drops under them, the way the log follower reconnects."""
+        attempts = 1 if req["op"] == "launch" else RETRIES + 1
+        for attempt in range(attempts):
+            try:
+                return await self._call_once(req, timeout)
+            except (HostKeyError, HostOpError, CommandTimeout):
+                raise  # a refused key, a failed operation or a hung host: repeating won't help
+            except TransportError:
+                if attempt + 1 >= attempts:
+                    raise
+                await asyncio.sleep(RETRY_DELAY_S * (2**attempt))
+        raise AssertionError("unreachable")
+
+    async def _call_once(self, req: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         done = await self.transport.run(self._argv(req), stdin=HOSTSIDE_SOURCE, timeout=timeout)
         text = done.stdout.decode("utf-8", "replace").strip().splitlines()
         if done.returncode != 0 or not text:

@@ -455,10 +455,7 @@ class Supervisor:
         self._flags = flags
         self._run = self._run_info_from_nodes()
         self._set("running", "starting")
-        if self.journal is not None:
-            with contextlib.suppress(Exception):
-                self.journal.record_start(self._run, self.profile.name, flags)
-                self._journal_ended = False
+        self._journal_start()
         return self._run
 
     async def _stop_nodes(self, launched: list[dict[str, Any]], timeout: float) -> None:
@@ -493,6 +490,7 @@ class Supervisor:
         self._run = self._run_info_from_nodes()
         if alive:
             self._set("running", "")
+            self._journal_start()
         else:
             # the exit is applied to the state once the log has been read (refresh_once / run)
             self._set("stopped" if first.get("stopped_by") else "failed", "the run has ended")
@@ -506,6 +504,7 @@ class Supervisor:
         self._pending.clear()
         self._dropped = 0
         self._stopping = False
+        self._journal_ended = False
         for node in self.nodes:
             node.parser = None
             node.run = None
@@ -554,6 +553,15 @@ class Supervisor:
         if any(n.exited is None for n in self.nodes if n.run) and self._lifecycle == "running":
             await self._probe_once()
         await self._telemetry_once()
+        if self.journal is not None and self._run is not None:
+            if all(n.exited is not None for n in self.nodes if n.run):
+                # a run nobody watched to its end: complete it from its log
+                outcome = "crashed" if self._state.phase == "crashed" else "stopped"
+                self._journal_call("complete_from_state", self._run.id, self._state,
+                                   list(self._current_findings()), outcome)
+                self._journal_ended = True
+            else:
+                self._journal_tick(force=True)
         return self.snapshot()
 
     async def _follow(self, node: _Node, *, follow: bool) -> None:
@@ -710,24 +718,42 @@ class Supervisor:
                 log.exception("on_snapshot listener failed")
         self._notify()
 
-    def _journal_tick(self) -> None:
+    def _journal_call(self, what: str, *args: Any) -> None:
+        """The journal never stops a run: its failures are logged and skipped."""
+        if self.journal is None:
+            return
+        try:
+            getattr(self.journal, what)(*args)
+        except Exception as exc:
+            log.warning("journal %s failed: %s", what, exc)
+
+    def _journal_start(self) -> None:
+        if self._run is not None:
+            self._journal_ended = False
+            self._journal_call("record_start", self._run, self.profile.name, dict(self._flags))
+
+    def _journal_tick(self, force: bool = False) -> None:
         if self.journal is None or self._run is None or self._journal_ended:
             return
         now = time.monotonic()
-        if now - self._journal_progress_at < 5.0:
+        if not force and now - self._journal_progress_at < 1.0:
             return
         self._journal_progress_at = now
-        with contextlib.suppress(Exception):
-            self.journal.record_progress(self._run.id, self._state, list(self._findings))
+        # cheap: the journal writes only when something it keeps has changed
+        self._journal_call("record_progress", self._run.id, self._state, list(self._current_findings()))
+
+    def _state_was_read(self) -> bool:
+        return any(n.parser is not None for n in self.nodes if n.run)
 
     def _journal_end(self) -> None:
         if self.journal is None or self._run is None or self._journal_ended:
             return
         self._journal_ended = True
-        phase = self._state.phase
-        outcome = "crashed" if phase == "crashed" else "stopped"
-        with contextlib.suppress(Exception):
-            self.journal.record_end(self._run.id, outcome, self._state, list(self._current_findings()))
+        outcome = "crashed" if self._state.phase == "crashed" else "stopped"
+        # `down` stops a run without reading its log: keep what the journal learnt so far
+        state = self._state if self._state_was_read() else None
+        findings = list(self._current_findings()) if state is not None else []
+        self._journal_call("record_end", self._run.id, outcome, state, findings)
 
     # ------------------------------------------------------------------ readiness probe
     def _version(self) -> str | None:
@@ -990,7 +1016,7 @@ class Supervisor:
         """Detach: stop following; the server keeps running on its hosts."""
         self._closed.set()
         await self._cancel_tasks()
-        for node in self._nodes or []:
-            with contextlib.suppress(Exception):
-                await node.transport.close()
+        if self._state_was_read():
+            self._journal_tick(force=True)
+        # transports are pooled (transport_for) and shared with other views: their owner closes them
 
