@@ -106,24 +106,40 @@ def _add_decisive(crash: Crash, line: str) -> None:
         crash.decisive_lines.append(line)
 
 
-def _phase_from_frames(frames: list[str]) -> str | None:
-    found: set[str] = set()
-    for fr in frames:
-        file, _, func = fr.rpartition(":")
-        lf = file.lower()
-        if ("graph_runner" in lf and "capture" in func) or (func.startswith("capture") and "graph" in lf):
-            found.add("graph_capture")
-        elif func in ("init_cache_with_memory_pool", "init_memory_pool", "load_model") or "hiradix" in lf \
-                or "HiRadixCache" in func:
-            found.add("startup")
-        elif func == "forward_extend":
-            found.add("prefill")
-        elif func == "forward_decode":
-            found.add("decode")
-    for phase in ("graph_capture", "startup", "prefill", "decode"):
-        if phase in found:
-            return phase
+def _frame_phase(frame: str) -> str | None:
+    file, _, func = frame.rpartition(":")
+    lf = file.lower()
+    if ("graph_runner" in lf and "capture" in func) or (func.startswith("capture") and "graph" in lf):
+        return "graph_capture"
+    if func in ("init_cache_with_memory_pool", "init_memory_pool", "load_model") or "hiradix" in lf \
+            or "HiRadixCache" in func:
+        return "startup"
+    if func == "forward_extend":
+        return "prefill"
+    if func == "forward_decode":
+        return "decode"
     return None
+
+
+_FRAME_PRECEDENCE = ("graph_capture", "startup", "prefill", "decode")
+
+
+def _deciding_frame(frames: list[str]) -> tuple[str, str] | None:
+    """(phase, frame) from the most telling traceback frame: graph capture beats cache init beats
+    prefill/decode (a capture runs the model's forward too)."""
+    best: tuple[int, str, str] | None = None
+    for fr in frames:
+        phase = _frame_phase(fr)
+        if phase is not None:
+            rank = _FRAME_PRECEDENCE.index(phase)
+            if best is None or rank < best[0]:
+                best = (rank, phase, fr)
+    return (best[1], best[2]) if best else None
+
+
+def _phase_from_frames(frames: list[str]) -> str | None:
+    found = _deciding_frame(frames)
+    return found[0] if found else None
 
 
 def _crash_phase(state: RunState, kind: str, event: ev.Event) -> str:
@@ -182,12 +198,23 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
             if crash.rank is None:
                 crash.rank = _crash_rank(state, event)
         _add_decisive(crash, _describe(event))
+        _add_frame(state)
         return
     phase = _crash_phase(state, kind, event)
     state.crash = Crash(kind=kind, phase=phase, rank=_crash_rank(state, event), line=event.line, message=text)
     _add_decisive(state.crash, _describe(event))
+    _add_frame(state)
     state.phase = "crashed"
     state.phase_since = event.ts or state.last_ts
+
+
+def _add_frame(state: RunState) -> None:
+    """The traceback frame that names the phase is one of the lines an operator must read."""
+    c = _ctx(state)
+    found = _deciding_frame(c.frames) if c.exc_seen else None
+    if found is not None and state.crash is not None:
+        file, _, func = found[1].rpartition(":")
+        _add_decisive(state.crash, f'File "{file}", in {func}')
 
 
 def _oom_kill_kind(state: RunState) -> str:
