@@ -302,3 +302,18 @@ def test_two_node_run_on_two_loopback_hosts(ssh_home, tmp_path: Path) -> None:  
             assert not _alive(pid)
     finally:
         env.cockpit("down", "simtest", "--timeout", "3")
+
+
+def test_up_reports_a_startup_crash_with_its_diagnosis(local_env: Env) -> None:
+    # Kimi's 79.4 GiB of weights per rank leave no KV pool at 0.5 of a 95.6 GiB card
+    up = local_env.cockpit("up", "simtest", "--set", "mem-fraction-static=0.5", "--wait", "ready", "--timeout", "60")
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert "init_not_enough_memory" in up.stderr
+    assert "--mem-fraction-static 0.5 →" in up.stderr
+    st = local_env.cockpit("status", "simtest", "--json")
+    assert st.returncode == 1
+    data = json.loads(st.stdout)
+    assert data["phase"] == "crashed" and data["crash"]["kind"] == "init_not_enough_memory"
+    # a crashed run does not block the next launch
+    again = local_env.cockpit("up", "simtest", "--wait", "started")
+    assert again.returncode == 0, again.stdout + again.stderr
