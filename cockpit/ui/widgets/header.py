@@ -77,7 +77,8 @@ class RunHeader(Widget):
                 line.append(f"ready: {snap.readiness}", style=self._style("dim"))
         second = Text(no_wrap=True, overflow="ellipsis")
         if snap is not None:
-            if snap.progress:
+            settled = snap.lifecycle == "running" and snap.state.phase == "ready"
+            if snap.progress and not settled:
                 second.append(snap.progress, style=self._style("progress"))
             elif snap.run is not None:
                 r = snap.run

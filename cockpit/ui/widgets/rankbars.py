@@ -210,6 +210,9 @@ class RankBars(Widget):
         total = gpu.total_gb if gpu else None
         used = gpu.used_gb if gpu else None
         weights = rank.weights_gb or 0.0
+        if rank.weights_gb is None and rank.pre_load_avail_gb is not None and total and used is not None:
+            # Weights are loading: what the GPU gained since `Load weight begin` is weights so far.
+            weights = max(0.0, used - (total - rank.pre_load_avail_gb))
         kv = rank.kv_gb or 0.0
         graphs = rank.graph_gb or 0.0
         named = weights + kv + graphs
