@@ -135,3 +135,14 @@ def test_device_files_and_empty_files(tmp_path: Path) -> None:
     assert read_log(empty).lines_seen == 0
     if os.path.exists("/dev/null"):
         assert read_log("/dev/null").phase == "unknown"
+
+
+def test_tqdm_bar_redrawn_past_the_cap_keeps_its_last_segment() -> None:
+    bar = b"".join(b"Loading safetensors checkpoint shards:  %3d%% Completed | %d/64\r" % (i % 100, i % 64) for i in range(5000))
+    record = b"[2026-02-24 11:55:55 TP3] Load weight end. elapsed=68.10 s, type=X, dtype=torch.bfloat16, avail mem=15.20 GB, mem usage=79.40 GB."
+    stream = bar + record + b"\r\n" + b"[2026-02-24 11:55:56 TP3] Memory pool end. avail mem=4.57 GB\n"
+    assert len(bar) > 4 * LINE_CAP
+    for step in (len(stream), 65536, 4099, 777):
+        p, s = run([stream[i:i + step] for i in range(0, len(stream), step)])
+        assert p.lines_seen == 2, step
+        assert s.ranks["TP3"].weights_gb == 79.40 and s.ranks["TP3"].avail_before_capture_gb == 4.57

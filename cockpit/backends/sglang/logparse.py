@@ -571,13 +571,13 @@ def _classify_anywhere(line: int, ts: str | None, rank: str | None, msg: str, ou
 
 def _clean(raw: bytes) -> str:
     """One line's bytes -> text: CRLF and tqdm `\\r` redraws (keep the last segment), ANSI, bad UTF-8."""
-    if len(raw) > LINE_CAP:
-        raw = raw[:LINE_CAP]
     if b"\r" in raw:
         raw = raw.rstrip(b"\r")
         cut = raw.rfind(b"\r")
         if cut != -1:
             raw = raw[cut + 1 :]
+    if len(raw) > LINE_CAP:
+        raw = raw[:LINE_CAP]
     text = raw.decode("utf-8", "replace")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
@@ -593,6 +593,10 @@ class SGLangLogParser:
     def __init__(self) -> None:
         self._pending = b""
         self._skipping = False  # inside the dropped rest of an over-long line
+        self._long_head = b""  # that line's first LINE_CAP bytes
+        self._long_cur = b""  # its current `\r` segment (capped)
+        self._long_prev = b""  # and the last non-empty one before it
+        self._long_cr = False
         self._lines = 0
         self._last_line = 0  # the last line handed to classify (lines are never classified twice)
         self._windows = 0
@@ -608,14 +612,15 @@ class SGLangLogParser:
         start = 0
         if self._skipping:
             nl = data.find(b"\n")
+            self._skip(data if nl == -1 else data[:nl])
             if nl == -1:
                 return out
-            self._skipping = False
+            self._end_long_line(out)
             start = nl + 1
         if self._pending:
             nl = data.find(b"\n", start)
             if nl == -1:
-                self._keep(self._pending + data[start:], out)
+                self._keep(self._pending + data[start:])
                 return out
             # finish the waiting line on its own; the rest is scanned in place (no 1 MiB copies)
             line = self._pending + data[start : nl + 1]
@@ -627,28 +632,53 @@ class SGLangLogParser:
             self._block(data, start, end, out)
         else:
             end = start
-        self._keep(data[end:], out)
+        self._keep(data[end:])
         return out
 
-    def _keep(self, tail: bytes, out: list[Event]) -> None:
-        """Hold a partial last line; one longer than the cap is classified by its head and the rest skipped."""
+    def _keep(self, tail: bytes) -> None:
+        """Hold a partial last line. One longer than the cap is not buffered: its head and its last
+        `\r` segment (a tqdm bar redrawn for minutes, maybe ending in a record) are kept, capped."""
         if len(tail) > LINE_CAP:
-            self._lines += 1
-            self._last_line = self._lines
-            out.extend(classify(self._lines, _clean(tail[:LINE_CAP])))
             self._skipping = True
+            self._long_head = tail[:LINE_CAP]
+            self._long_cur = self._long_prev = b""
+            self._long_cr = False
             self._pending = b""
+            self._skip(tail)
         else:
             self._pending = tail
 
+    def _skip(self, part: bytes) -> None:
+        """More of an over-long line (without its newline): track its last non-empty `\r` segment."""
+        segs = part.split(b"\r")
+        if len(self._long_cur) < LINE_CAP:
+            self._long_cur = (self._long_cur + segs[0][:LINE_CAP])[:LINE_CAP]
+        if len(segs) == 1:
+            return
+        self._long_cr = True
+        for seg in (self._long_cur, *segs[1:-1]):
+            if seg:
+                self._long_prev = seg[:LINE_CAP]
+        self._long_cur = segs[-1][:LINE_CAP]
+
+    def _end_long_line(self, out: list[Event]) -> None:
+        self._lines += 1
+        self._last_line = self._lines
+        raw = (self._long_cur or self._long_prev) if self._long_cr else self._long_head
+        out.extend(classify(self._lines, _clean(raw)))
+        self._skipping = False
+        self._long_head = self._long_cur = self._long_prev = b""
+        self._long_cr = False
+
     def finish(self) -> list[Event]:
         out: list[Event] = []
-        if self._pending and not self._skipping:
+        if self._skipping:
+            self._end_long_line(out)
+        elif self._pending:
             self._lines += 1
             self._last_line = self._lines
             out.extend(classify(self._lines, _clean(self._pending)))
         self._pending = b""
-        self._skipping = False
         return out
 
     # -- internals --
