@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,12 +122,11 @@ def prune_dead(directory: Path) -> int:
     except OSError:
         return 0
     for name in names:
-        if not (name.startswith("proc-") and name.endswith(".json")):
+        # proc-<pid>.json, or a temporary .proc-<pid>.json.<pid>.tmp left by a kill mid-write
+        m = re.match(r"^\.?proc-(\d+)\.json(?:\.\d+\.tmp)?$", name)
+        if not m:
             continue
-        try:
-            pid = int(name[5:-5])
-        except ValueError:
-            continue
+        pid = int(m.group(1))
         if not pid_alive(pid):
             with contextlib.suppress(OSError):
                 (directory / name).unlink()

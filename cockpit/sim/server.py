@@ -100,6 +100,10 @@ class SimServer:
         for local in range(self.n):
             pid = os.fork()
             if pid == 0:  # the rank process
+                # not the main process's handlers: a signal before the rank installs its own must
+                # not make this copy of the main process act on its siblings
+                for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+                    signal.signal(sig, signal.SIG_DFL)
                 code = 0
                 try:
                     for i, c in enumerate(self.conns):
