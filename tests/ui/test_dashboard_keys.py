@@ -168,3 +168,18 @@ async def test_history_key_opens_history_or_says_unavailable() -> None:
             assert any("history not available" in n.message for n in app._notifications)
         else:
             assert isinstance(app.screen, HistoryScreen)
+
+
+async def test_compact_layout_cycles_panels_with_v() -> None:
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _ready(pilot)
+        assert screen.has_class("-narrow")
+        assert screen.query_one("#advice-box").display
+        await pilot.press("v")
+        assert screen.panel == "plots" and screen.query_one("#plots-box").display
+        assert not screen.query_one("#advice-box").display
+        await pilot.press("v", "v")
+        assert screen.panel == "processes" and screen.query_one("#procs-box").display
+        await pilot.press("v")
+        assert screen.panel == "advice"

@@ -129,6 +129,14 @@ async def test_launch_crash_restart_with_the_change_reaches_ready(demo_env: Path
             assert run.flags.get("mem-fraction-static") == 0.88
         finally:
             await sup.close()
+        # opening the profile again attaches to that run: no second launch
+        again = CockpitApp(profile=profile)
+        async with again.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: phase(again) == "ready", 30, "the attached run")
+            snap = dashboard(again).snapshot
+            assert snap is not None and snap.run is not None and snap.run.id == run.id
+            await pilot.press("q", "enter")
+            await wait_for(pilot, lambda: again.return_code is not None, 20, "the app to exit")
     finally:
         await stop_leftover_server(profile)
 

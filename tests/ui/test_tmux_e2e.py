@@ -93,3 +93,37 @@ def test_demo_in_tmux_crash_then_restart_with_the_change(pane: Pane) -> None:
     pane.wait(r"leave it running", 10)
     pane.keys("Enter")
     time.sleep(1.0)
+
+
+def test_picker_at_80x24_under_screen_256color(tmp_path: Path) -> None:
+    """The picker in a small pane with TERM=screen-256color, then too small, then big again."""
+    env = {
+        "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "screen-256color", "LANG": "C.UTF-8",
+    }
+    for k in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        Path(env[k]).mkdir()
+    socket = f"cockpit-e2e-picker-{os.getpid()}"
+    p = Pane(socket, "picker")
+    argv = ["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "picker", "-x", "80", "-y", "24"]
+    argv += ["env", "-i", *(f"{k}={v}" for k, v in env.items()), sys.executable, "-m", "cockpit"]
+    subprocess.run(argv, check=True, cwd=tmp_path)
+    try:
+        screen = p.wait(r"demo", 30)
+        assert "Cockpit · profiles" in screen
+        p.wait(r"command", 30)  # the preview of the highlighted profile
+        p.tmux("resize-window", "-t", "picker", "-x", "50", "-y", "12")
+        p.wait(r"needs at least 60×16", 10)
+        p.tmux("resize-window", "-t", "picker", "-x", "100", "-y", "30")
+        p.wait(r"Cockpit · profiles", 10)
+        p.keys("q")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if subprocess.run(["tmux", "-L", socket, "has-session", "-t", "picker"], capture_output=True).returncode:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("q did not quit the picker")
+    finally:
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True)

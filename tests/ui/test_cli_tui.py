@@ -1,0 +1,40 @@
+"""`cockpit tui` / `cockpit demo` refuse bad input with one line and exit 2, before any TUI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _cockpit(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cockpit", *args], capture_output=True, text=True, cwd=cwd, timeout=60)
+
+
+def test_unknown_theme_is_bad_input(tmp_path: Path) -> None:
+    out = _cockpit("tui", "--theme", "solarized", cwd=tmp_path)
+    assert out.returncode == 2
+    assert "unknown theme 'solarized'" in out.stderr and "dark, light, high-contrast" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_missing_profile_is_bad_input(tmp_path: Path) -> None:
+    out = _cockpit("tui", "no-such-profile", cwd=tmp_path)
+    assert out.returncode == 2
+    assert "no-such-profile" in out.stderr and "no such file" in out.stderr
+
+
+def test_demo_sim_speed_must_be_positive(tmp_path: Path) -> None:
+    out = _cockpit("demo", "--sim-speed", "0", cwd=tmp_path)
+    assert out.returncode == 2
+    assert "--sim-speed must be positive" in out.stderr
+
+
+def test_demo_profile_speed_override() -> None:
+    from cockpit.commands.demo import demo_profile
+
+    p = demo_profile(12.5)
+    assert p.program is not None
+    i = p.program.index("--sim-speed")
+    assert p.program[i + 1] == "12.5"
+    assert p.name == "demo" and p.flag("mem-fraction-static") == 0.93
