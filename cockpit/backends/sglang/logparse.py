@@ -38,7 +38,7 @@ SAMPLE_EVERY = 2  # one batch line per this many windows (~1 per 1,000 lines) fe
 READ_CHUNK = 1 << 20
 
 # A routine line holds exactly one of these (batch lines / uvicorn access lines).
-_BATCH_MARK = b" batch, #"
+_BATCH_MARK = b"#running-req: "  # in every Prefill and Decode batch line, both versions
 _ACCESS_MARK = b" HTTP/1."
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
