@@ -86,6 +86,17 @@ def write_devices(directory: Path, gpu: GpuPreset, count: int) -> None:
         atomic_write_json(path, {"gpu": gpu.key, "devices": [devices[i] for i in sorted(devices)]})
 
 
+def write_host(directory: Path, total_gb: float, available_gb: float, pid: int) -> None:
+    """`host.json` (additive to the contract): the simulated host's memory in decimal GB, so that
+    a HiCache story shows the simulated 449 GB rather than this machine's RAM. Ignore it when
+    `pid` is dead."""
+    atomic_write_json(
+        directory / "host.json",
+        {"pid": pid, "mem_total_gb": round(total_gb, 2), "mem_available_gb": round(max(0.0, available_gb), 2),
+         "updated": time.time()},
+    )
+
+
 def read_procs(directory: Path) -> list[dict[str, Any]]:
     """Every proc file whose process is alive."""
     out: list[dict[str, Any]] = []

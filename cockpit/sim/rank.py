@@ -75,6 +75,7 @@ class RankProcess:
         self.graph_prefill_gib = 0.0
         self.after_capture_gib = 0.0
         self.max_running = 0
+        self.hicache_gb = 0.0  # host memory this rank pinned for its HiCache pool (decimal GB)
         self.inbox: list[tuple[Any, ...]] = []
         self.margin = max(0.3, 0.06 * cfg.speed)  # keeps TP0's tqdm line ahead of its peers' lines
 
@@ -289,6 +290,7 @@ class RankProcess:
             "startup_available": round(self.after_capture_gib, 2),
             "max_running_requests": self.max_running,
             "startup_time": round(self.clock.now(), 2),
+            "hicache_gb": round(self.hicache_gb, 2),
         }
         self.send("ready", self.local, info)
 
@@ -445,6 +447,7 @@ class RankProcess:
             self.clock.sleep_until(t_pool + plan.pinned_at(self.local))
             raise _Hang()  # blocked on the dead peer at the next collective
         self.clock.sleep_until(t_pool + plan.pinned_at(self.local))
+        self.hicache_gb = size_gb
 
     # ---- serving ----
     def serve_peer(self) -> None:

@@ -83,10 +83,15 @@ class SimServer:
         gpus.prune_dead(cfg.sim_dir)
         count = max(cfg.opts.num_gpus or 0, 8, max(cfg.gpu_index(i) for i in range(self.n)) + 1)
         gpus.write_devices(cfg.sim_dir, cfg.gpu, count)
+        host_gb = cfg.opts.host_mem_gb
+        gpus.write_host(cfg.sim_dir, host_gb, host_gb, self.pid)
         self._spawn_ranks()
         threading.Thread(target=self._reader, name="rank-reader", daemon=True).start()
         if not self._wait_ready():
             return 1
+        pinned = sum(float(info.get("hicache_gb") or 0) for info in self.ready.values())
+        if pinned:
+            gpus.write_host(cfg.sim_dir, host_gb, host_gb - pinned, self.pid)
         if cfg.node_rank > 0:
             return self._serve_dummy_health()
         return self._serve_http()

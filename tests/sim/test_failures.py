@@ -114,6 +114,9 @@ def test_hicache_that_fits_allocates_on_every_rank(sim) -> None:
     assert state.phase == "ready" and state.crash is None
     assert state.hicache_host_gb_per_rank == 48.0
     assert len(state.hicache_allocating_ranks) == 8
+    host = json.loads((run.gpu_dir / "host.json").read_text())
+    assert host["pid"] == run.pid and host["mem_total_gb"] == 449
+    assert host["mem_available_gb"] == pytest.approx(449 - 8 * 48)
 
 
 def test_kv_pool_full_retracts_requests_and_keeps_serving(sim) -> None:
