@@ -5,10 +5,11 @@ Why the scanning looks the way it does: a busy server log is millions of uvicorn
 the crash) are rare. Python's `re` runs at ~125 MB/s and a per-line Python loop is slower still,
 while `bytes.count` runs at GB/s. So the parser works on big byte blocks cut into windows and asks
 C, per window, "does every line here look routine?" (newlines == batch markers + access markers).
-Routine windows cost three `count` calls and a sample of their last batch lines (enough for the
-throughput series and for "which batch ran last" when a crash follows); only windows that hold
-something else are split down and classified line by line. Small feeds (a live tail) are
-classified line by line in full, so the live view sees every batch and access line.
+Routine windows cost three `count` calls (every other one also gives its last batch line to the
+throughput series); a window that holds something else is re-checked in 8 KiB pieces and only the
+lines that are not routine are classified, each after the batch line just before it (so "which
+batch ran last" is right when a crash follows). Small feeds (a live tail) are classified line by
+line in full, so the live view sees every batch and access line.
 
 Line numbers stay exact (the newlines of every window are counted), lines are capped at 64 KiB
 (the rest of an over-long line is skipped without buffering it), bytes that are not UTF-8 are
@@ -21,7 +22,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -798,7 +799,7 @@ class SGLangLogParser:
         return count
 
 
-def iter_chunks(source: BinaryIO, size: int = READ_CHUNK) -> Any:
+def iter_chunks(source: BinaryIO, size: int = READ_CHUNK) -> Iterator[bytes]:
     while True:
         chunk = source.read(size)
         if not chunk:
