@@ -360,3 +360,29 @@ def test_crash_phase_from_the_last_batch_in_a_busy_log(last: str, phase: str, n:
     st = read_log(__import__("io").BytesIO(text.encode()))
     assert st.crash is not None
     assert (st.crash.kind, st.crash.phase, st.crash.line) == ("unknown", phase, text.count("\n"))
+
+
+def test_bulk_scan_classifies_few_routine_lines() -> None:
+    """The design promise behind the benchmark: routine lines are counted in C, not parsed one by one."""
+    data, _ = busy_log(100_000)
+    p = SGLangLogParser()
+    evs = p.feed(data) + p.finish()
+    routine = [e for e in evs if isinstance(e, (ev.DecodeBatch, ev.PrefillBatch, ev.HttpAccess))]
+    assert p.lines_seen > 100_000
+    assert len(routine) < p.lines_seen / 200
+
+
+def test_read_log_from_standard_input() -> None:
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from cockpit.backends.sglang.logparse import read_log; "
+            "s = read_log('-'); print(json.dumps([s.phase, s.crash.kind, s.crash.line, s.lines_seen]))")
+    with open(DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log", "rb") as f:
+        out = subprocess.run([sys.executable, "-c", code], stdin=f, capture_output=True, check=True, text=True)
+    import json
+
+    phase, kind, line, lines = json.loads(out.stdout)
+    text = (DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log").read_bytes()
+    assert (phase, kind, lines) == ("crashed", "cuda_oom", text.count(b"\n"))
+    assert text.split(b"\n")[line - 1].startswith(b"torch.OutOfMemoryError")

@@ -311,3 +311,35 @@ def test_node1_dump_does_not_restart_the_run() -> None:
     args = dict(st.server_args, node_rank=1)
     apply(st, ev.ServerArgs(5000, "2026-02-24 12:00:00", None, args, "ServerArgs"))
     assert st.to_json() == before
+
+
+def test_log_warnings_and_timeline() -> None:
+    p = SGLangLogParser()
+    text = (
+        b"[2026-10-31 09:12:06 TP0] Load weight begin. avail mem=78.21 GB\n"
+        b"[2026-10-31 09:12:06 TP3] The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+        b"pre_model_load_memory=78.2, local_gpu_memory=87.1, local_gpu_memory * 0.9=78.39\n"
+        b"[2026-10-31 09:13:21 TP0] KV pool holds 60000 tokens, fewer than --context-length 262144. One full-length "
+        b"request cannot fit, so long requests will be refused or truncated at serving time.\n"
+    )
+    st = RunState()
+    for e in p.feed(text):
+        apply(st, e)
+    assert len(st.log_warnings) == 2
+    assert st.log_warnings[0].startswith("TP3: The memory capacity is unbalanced")
+    assert st.log_warnings[1] == "KV pool holds 60000 tokens, fewer than --context-length 262144"
+    assert st.ranks["TP0"].timeline == {"weights_begin": "2026-10-31 09:12:06"}
+    assert st.phase == "loading" and st.phase_since == "2026-10-31 09:12:06"
+
+
+def test_process_exit_before_the_log_tells_why() -> None:
+    """The supervisor may see the pid die before it reads the last log lines: the log still decides."""
+    st = state_of("sglang-0.5.9-kimi-0.88-healthy.log")
+    apply(st, ev.ProcessExited(0, None, None, 137))
+    assert st.crash is not None and st.crash.kind == "unknown" and st.crash.exit_code == 137
+    p = SGLangLogParser()
+    tail = (DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log").read_bytes()
+    tail = tail[tail.index(b"[2026-02-24 11:51:26 TP3] Scheduler hit"):]
+    for e in p.feed(tail) + p.finish():
+        apply(st, e)
+    assert (st.crash.kind, st.crash.phase, st.crash.rank, st.crash.exit_code) == ("cuda_oom", "prefill", "TP3", 137)

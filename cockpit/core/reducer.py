@@ -403,13 +403,23 @@ def _retract(state: RunState, e: ev.KvRetract) -> None:
 
 def _sched_exc(state: RunState, e: ev.SchedulerException) -> None:
     c = _ctx(state)
-    if state.crash is None:
-        c.frames = []
-        c.exc_seen = True
-        c.exc_rank = e.rank
+    crash = state.crash
+    if crash is not None and crash.kind not in _VAGUE_KINDS:
+        _add_decisive(crash, _describe(e))  # another rank failing after the first: context only
+        return
+    c.frames = []
+    c.exc_seen = True
+    c.exc_rank = e.rank
+    if crash is None:
         _crash(state, e, "unknown")
-    else:
-        _add_decisive(state.crash, _describe(e))
+        return
+    # the process exit (or a SIGQUIT) was seen first; the exception is the better evidence
+    if crash.rank is None:
+        crash.rank = _crash_rank(state, e)
+    if crash.line == 0:
+        crash.line = e.line
+        crash.message = _describe(e)
+    _add_decisive(crash, _describe(e))
 
 
 def _frame(state: RunState, e: ev.TracebackFrame) -> None:
