@@ -9,7 +9,7 @@ import sys
 
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.dashboard import DashboardScreen
-from tests.ui.story import T0, story_log_lines, story_snapshot
+from tests.ui.story import T0, story_log_lines, story_snapshot, two_node_snapshot
 from tests.ui.test_dashboard_snapshots import PROFILE
 
 
@@ -31,6 +31,7 @@ class PreviewApp(CockpitApp):
             "crashed": lambda: story_snapshot(0.93, "ready", crashed=True),
             "restarted": lambda: story_snapshot(0.88, "ready", restarted=True),
             "loading": lambda: story_snapshot(0.93, "loading"),
+            "two-node": two_node_snapshot,
         }[self.which]()
         screen.apply_snapshot(snap)
 

@@ -43,6 +43,33 @@ def _rank(i: int, mfs: float, phase: str) -> RankMemory:
     return r
 
 
+def two_node_snapshot() -> RunSnapshot:
+    """TP16 over two hosts (gpu-box-1 logs TP0-7, gpu-box-2 TP8-15), READY at 0.88."""
+    base = story_snapshot(0.88, "ready")
+    state = base.state.copy()
+    gpus = []
+    rank_gpu = {}
+    for i in range(16):
+        host = "gpu-box-1" if i < 8 else "gpu-box-2"
+        rm = _rank(i % 8, 0.88, "ready")
+        rm.rank = f"TP{i}"
+        state.ranks[rm.rank] = rm
+        rank_gpu[rm.rank] = (host, i % 8)
+        used = round(TOTAL_GIB - (rm.avail_after_capture_gb or 0.0), 2)
+        gpus.append(GpuSample(host=host, index=i % 8, uuid=None, name=None, used_gb=used, total_gb=TOTAL_GIB,
+                              util_pct=90.0, temp_c=None, power_w=None, sampled_at=T0 - 0.5, source="agent"))
+    hosts = tuple(
+        HostSample(host=h, mem_total_gb=449.0, mem_available_gb=400.0, cgroup_limit_gb=None, sampled_at=T0 - 0.5, source="agent")
+        for h in ("gpu-box-1", "gpu-box-2")
+    )
+    run = RunInfo(id="20261129-120000-tp16", profile="two-node-tp16", hosts=("gpu-box-1", "gpu-box-2"), pid=5100,
+                  pgid=5100, started_at="2026-11-29T12:00:00Z", run_dir="/r", log_path="/l",
+                  flags={"mem-fraction-static": 0.88, "tp": 16, "enable-hierarchical-cache": True, "hicache-size": 48})
+    state.hicache_host_gb_per_rank = 48.0
+    return RunSnapshot(taken_at=T0, profile="two-node-tp16", lifecycle="running", state=state, findings=base.findings,
+                       run=run, gpus=tuple(gpus), hosts=hosts, readiness="log + /health", health="200", rank_gpu=rank_gpu)
+
+
 def story_snapshot(mfs: float = 0.93, phase: str = "ready", *, crashed: bool = False, restarted: bool = False) -> RunSnapshot:
     state = RunState(format="sglang-0.5.9", phase="crashed" if crashed else phase, phase_since="2026-11-29 11:55:46")
     state.server_args = {"mem_fraction_static": mfs, "tp_size": 8, "model_path": "/models/Kimi-K2.5"}

@@ -7,7 +7,7 @@ from typing import Any
 from cockpit.core.profile import parse_profile
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.dashboard import DashboardScreen
-from tests.ui.story import T0, story_log_lines, story_snapshot
+from tests.ui.story import T0, story_log_lines, story_snapshot, two_node_snapshot
 
 PROFILE = parse_profile(
     {
@@ -59,3 +59,11 @@ def test_loading_light_theme_80x24(snap_compare) -> None:  # type: ignore[no-unt
 
 def test_too_small_59x15(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(make_app(), terminal_size=(59, 15), run_before=feed(story_snapshot(0.93, "ready")))
+
+
+def test_two_nodes_16_ranks_160x48(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(make_app(), terminal_size=(160, 48), run_before=feed(two_node_snapshot()))
+
+
+def test_two_nodes_16_ranks_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=feed(two_node_snapshot()))

@@ -93,7 +93,9 @@ class DashboardScreen(Screen[None]):
         with Vertical(id="body"):
             hosts = tuple(h.label for h in self.profile.hosts)
             yield RunHeader(self.profile.name, hosts, id="header")
-            yield RankBars(id="bars")
+            with VerticalScroll(id="bars-box") as bars_box:
+                bars_box.can_focus = False  # 16+ ranks scroll here; the keys stay with the log
+                yield RankBars(id="bars")
             with Container(id="panels"):
                 with VerticalScroll(id="advice-box", classes="panel") as box:
                     box.border_title = "Advice"

@@ -92,4 +92,4 @@ class RunHeader(Widget):
             if second.cell_len:
                 second.append(*sep)
             second.append(self._note, style=self._style("progress"))
-        return Text("\n").join([line, second])
+        return Text("\n", no_wrap=True, overflow="ellipsis").join([line, second])

@@ -131,6 +131,12 @@ class LogPane(ScrollView, can_focus=True):
     def _resize(self) -> None:
         self.virtual_size = Size(max(self._width, self.scrollable_content_region.width), len(self._shown))
 
+    def on_resize(self) -> None:
+        # A panel switch or a terminal resize changes the height: stay at the end when following.
+        self._resize()
+        if not self.paused:
+            self.call_after_refresh(self._scroll_end_if_following)
+
     # ---- following / pausing ----
     def pause(self) -> None:
         if not self.paused:

@@ -56,4 +56,4 @@ class GpuProcesses(Widget):
             if not p.belongs_to_run:
                 t.append("  ⚠ not this run (leftover?)", style=self._style("leftover"))
             lines.append(t)
-        return Text("\n").join(lines)
+        return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)

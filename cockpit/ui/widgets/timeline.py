@@ -72,4 +72,4 @@ class StartupTimeline(Widget):
                 else:
                     t.append(f"{label} –", style=self._style("dim"))
             lines.append(t)
-        return Text("\n").join(lines)
+        return Text("\n", no_wrap=True, overflow="ellipsis").join(lines)
