@@ -130,6 +130,8 @@ class RankProcess:
         os._exit(1)
 
     def on_sigterm(self, signum: int, frame: Any) -> None:
+        # tearing down CUDA and NCCL takes a moment: the memory is released when the process exits
+        time.sleep(min(2.0, max(0.05, self.clock.real(2.0))))
         self.proc.remove()
         with contextlib.suppress(OSError):
             for name in os.listdir(self.cfg.sim_dir):
