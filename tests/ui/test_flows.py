@@ -188,3 +188,29 @@ async def test_pick_launch_filter_and_quit_stopping_the_server(demo_env: Path) -
     finally:
         await stop_leftover_server(picked)
         await asyncio.sleep(0)
+
+
+async def test_preflight_refuses_the_hicache_mistake_before_launch(demo_env: Path) -> None:
+    """8 ranks × --hicache-size 300 on this host: refused with the per-rank arithmetic, nothing runs."""
+    base = fast_demo(demo_env)
+    server = dict(base.server)
+    server.update({"enable-hierarchical-cache": True, "hicache-size": 300})
+    profile = base.model_copy(update={"server": server})
+    app = CockpitApp(profile=profile)
+    async with app.run_test(size=(140, 45)) as pilot:
+        await wait_for(pilot, lambda: dashboard(app).note.startswith("launch refused"), 60, "the preflight refusal")
+        dash = dashboard(app)
+        hicache = [f for f in dash.preflight_findings if "hicache" in f.id]
+        assert hicache and hicache[0].severity == "critical"
+        advice = str(dash.query_one("#advice").render())
+        assert "8 ranks × 300 GB" in advice and hicache[0].changes and "→" in advice
+        assert dash.snapshot is None or dash.snapshot.run is None
+        await pilot.press("q", "enter")
+        await wait_for(pilot, lambda: app.return_code is not None, 20, "the app to exit")
+    from cockpit.supervisor.supervisor import Supervisor
+
+    sup = Supervisor(profile)
+    try:
+        assert await sup.attach() is None, "a refused profile never launches"
+    finally:
+        await sup.close()
