@@ -157,7 +157,8 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> str:
         if state.last_batch_kind in ("prefill", "decode"):
             return state.last_batch_kind
         return "serving"
-    if state.phase == "capturing" and kind == "cuda_oom":
+    if state.phase == "capturing":
+        # whatever ended it (an OOM, a SIGKILL with no message, an NCCL hang), it died capturing
         return "graph_capture"
     return "startup"
 
