@@ -5,6 +5,7 @@ repeated), sshd restarted, a changed host key, a dead or silent jump host (bound
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import socket
@@ -118,7 +119,7 @@ async def test_supervisor_follow_survives_20_killed_connections(ssh_env, tmp_pat
     finally:
         await sup.close()
         runner.cancel()
-        with pytest.raises((asyncio.CancelledError, Exception)):
+        with contextlib.suppress(asyncio.CancelledError):
             await runner
     log = Path(info.log_path).read_bytes()
     expected = [ln.decode()[:4000] for ln in split_lines(log)]
