@@ -38,3 +38,15 @@ def test_demo_profile_speed_override() -> None:
     i = p.program.index("--sim-speed")
     assert p.program[i + 1] == "12.5"
     assert p.name == "demo" and p.flag("mem-fraction-static") == 0.93
+
+
+def test_theme_from_config_file(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from cockpit.commands.tui import resolve_theme
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "cockpit").mkdir()
+    (tmp_path / "cockpit" / "config.yaml").write_text("theme: high-contrast\n")
+    assert resolve_theme(None) == "high-contrast"
+    assert resolve_theme("light") == "light"  # --theme wins
+    (tmp_path / "cockpit" / "config.yaml").write_text("theme: nonsense\n")
+    assert resolve_theme(None) == "dark"

@@ -183,3 +183,36 @@ async def test_compact_layout_cycles_panels_with_v() -> None:
         assert screen.panel == "processes" and screen.query_one("#procs-box").display
         await pilot.press("v")
         assert screen.panel == "advice"
+
+
+async def test_relaunch_from_history_asks_with_the_flag_diff() -> None:
+    from cockpit.ui.screens.dialogs import ConfirmScreen
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _ready(pilot)
+        # the history screen's RelaunchRequested carries flags, profile and run_id
+        msg = type("RelaunchRequested", (), {})()
+        msg.flags = {"mem-fraction-static": 0.88, "tp": 8}  # type: ignore[attr-defined]
+        msg.profile = "demo"  # type: ignore[attr-defined]
+        msg.run_id = "r1"  # type: ignore[attr-defined]
+        app.on_relaunch_requested(msg)
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "--mem-fraction-static 0.93 → 0.88" in app.screen.body and "tp" not in app.screen.body.split(":")[-1]
+        await pilot.press("n")
+        assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_idle_dashboard_costs_little_cpu() -> None:
+    import time
+
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await _ready(pilot)
+        await pilot.pause(0.5)
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        await pilot.pause(3.0)
+        cpu = time.process_time() - cpu0
+        wall = time.monotonic() - wall0
+        assert cpu < 0.25 * wall, f"{cpu:.2f} s of CPU in {wall:.1f} s idle"
