@@ -92,7 +92,10 @@ class LineFilter:
         if needles is not None:
             if not needles:
                 return True
-            return any(n in text for n in needles)
+            for n in needles:  # noqa: SIM110 - a plain loop is twice as fast as any() over a generator
+                if n in text:
+                    return True
+            return False
         assert self._regex is not None
         return self._regex.search(text) is not None
 
