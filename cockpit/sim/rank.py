@@ -75,6 +75,7 @@ class RankProcess:
         self.graph_prefill_gib = 0.0
         self.after_capture_gib = 0.0
         self.max_running = 0
+        self.reserve_seq = 0
         self.hicache_gb = 0.0  # host memory this rank pinned for its HiCache pool (decimal GB)
         self.inbox: list[tuple[Any, ...]] = []
         self.margin = max(0.3, 0.06 * cfg.speed)  # keeps TP0's tqdm line ahead of its peers' lines
@@ -464,6 +465,7 @@ class RankProcess:
         if kind == "reserve":
             self.reserved_gib = float(msg[1])
             self.mem()
+            self.allreduce_min(f"reserve-{msg[2]}", 0.0)  # TP0 waits until every GPU shows it
         elif kind == "util":
             self.mem(util=float(msg[1]))
         elif kind == "oom":
@@ -603,7 +605,10 @@ class RankProcess:
         self.mem()
         peers = [r for r in range(self.cfg.local_ranks) if r != self.local]
         if peers:
-            self.send("bcast", peers, ("reserve", need))
+            # the next OOM decision reads every rank's file: wait until they all show the new mark
+            self.reserve_seq += 1
+            self.send("bcast", peers, ("reserve", need, self.reserve_seq))
+            self.allreduce_min(f"reserve-{self.reserve_seq}", 0.0)
 
 
 def gpus_extra(index: int) -> float:
