@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 import secrets
@@ -169,8 +170,15 @@ def _line_rank(text: str) -> tuple[bool, str | None]:
     ts, rank, _msg = split_record(text)
     if ts is None:
         return False, None
-    tokens = [t for t in (rank or "").split() if RANK_TOKEN_RE.match(t)]
-    return True, " ".join(tokens) if tokens else None
+    return True, _rank_label(rank or "")
+
+
+@functools.lru_cache(maxsize=4096)
+def _rank_label(prefix: str) -> str | None:
+    # Every line repeats one of a few prefixes ("TP3", "DP1 TP3"): pick the rank tokens out once
+    # per prefix, not once per line (this runs for every line the TUI shows, 20k+ a second).
+    tokens = [t for t in prefix.split() if RANK_TOKEN_RE.match(t)]
+    return " ".join(tokens) if tokens else None
 
 
 class _Glue:
@@ -245,6 +253,7 @@ class _Node:
     exited: ServerExited | None = None
     link_up: bool = True
     args_seen: bool = False  # this node's server_args dump was applied
+    mid_line: bool = False  # the last chunk ended inside a line (a giant line arrives in pieces)
     key: str = ""  # the run-directory name of the profile on this node
     log: str = ""  # the log path (relative to workdir) on this node
 
@@ -513,6 +522,7 @@ class Supervisor:
             node.rank = None
             node.exited = None
             node.args_seen = False
+            node.mid_line = False
         self._dirty = self._diag_dirty = True
 
     def _run_info_from_nodes(self) -> RunInfo:
@@ -586,6 +596,7 @@ class Supervisor:
                 elif isinstance(item, ServerExited):
                     self._server_exited(node, item)
                 elif isinstance(item, LogReset):
+                    node.mid_line = False
                     self._progress = f"{node.label}: log {item.why}; following the new file"
                 elif isinstance(item, LinkState):
                     node.link_up = item.up
@@ -610,19 +621,29 @@ class Supervisor:
             cut = len(data)
             for _ in range(LOG_RING_LINES + (0 if not data.endswith(b"\n") else 1)):
                 cut = data.rfind(b"\n", 0, cut)
-            node.lines += data.count(b"\n", 0, cut + 1)
+            node.lines += data.count(b"\n", 0, cut + 1) - (1 if node.mid_line else 0)
+            node.mid_line = False
             node.rank = None
             data = data[cut + 1 :]
         text = data.decode("utf-8", "replace")
-        for raw in text.splitlines():
+        label = node.label  # a property chain: once per chunk, not once per line
+        # newlines only: a tqdm \r, a form feed or a \x1c in binary garbage is not a line break
+        # in the file, and line numbers must stay the file's (the parser counts the same way)
+        pieces = text.split("\n")
+        if pieces and pieces[-1] == "":
+            pieces.pop()
+        if node.mid_line and pieces:
+            pieces.pop(0)  # the rest of a giant line shown (capped) and counted with its first piece
+        node.mid_line = not data.endswith(b"\n")
+        for raw in pieces:
             node.lines += 1
-            line = ANSI_RE.sub("", raw)
+            line = ANSI_RE.sub("", raw) if "\x1b" in raw else raw
             if "\r" in line:  # tqdm redraws: the last segment is what a terminal shows
                 line = line.rsplit("\r", 1)[-1] or line.strip("\r")
             is_record, rank = _line_rank(line)
             if is_record:
                 node.rank = rank
-            ll = LogLine(node.lines, node.rank, line[:LINE_CAP], node.label)
+            ll = LogLine(node.lines, node.rank, line[:LINE_CAP], label)
             self._ring.append(ll)
             if len(self._pending) >= LOG_PENDING_MAX:
                 self._pending.popleft()
