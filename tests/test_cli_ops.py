@@ -245,13 +245,20 @@ def test_logs_follow_across_killed_connections(ssh_home, tmp_path: Path) -> None
         up = env.cockpit("up", "simtest", "--wait", "ready", "--timeout", "90")
         assert up.returncode == 0, up.stdout + up.stderr
         follower = env.popen("logs", "simtest", "-f")
+        assert follower.stdout is not None
+        first = b""
+        while not first.endswith(b"\n"):  # it is connected and printing: now cut it off
+            # os.read, not readline(): communicate() reads the raw pipe and a buffered read-ahead would be lost
+            byte = os.read(follower.stdout.fileno(), 1)
+            assert byte, follower.stderr.read() if follower.stderr else b""
+            first += byte
         for _ in range(3):
-            time.sleep(1.0)
             ssh_home.kill_connections()
-        time.sleep(1.0)
+            time.sleep(1.0)
         down = env.cockpit("down", "simtest", "--timeout", "10")
         assert down.returncode == 0, down.stdout + down.stderr
         out, err = follower.communicate(timeout=60)
+        out = first + out
         assert b"connection lost" in err, err
         run_dir = _current_run(env)
         offset = int((run_dir / "log_offset").read_text())
