@@ -200,3 +200,12 @@ def test_sigkill_of_the_group_leaves_dead_files_behind(sim) -> None:
         time.sleep(0.05)  # the orphaned ranks are reaped by init a moment later
     assert gpus.read_procs(run.gpu_dir) == []
     assert gpus.free_gib(run.gpu_dir, 3, 97887) == pytest.approx(97887 / 1024)
+
+
+def test_burst_at_093_kills_the_worst_rank_even_at_very_high_speed(sim) -> None:
+    # every rank lacks the memory for a full chunk; the one with the least (TP3) runs out first
+    run = sim([*KIMI, "--mem-fraction-static", "0.93", "--sim-traffic", "burst"], speed=1000)
+    assert run.wait_exit(30) == SIGKILLED
+    _, crash = crash_of(run)
+    assert (crash.kind, crash.phase, crash.rank) == ("cuda_oom", "prefill", "TP3")
+    assert len(re.findall(r"Scheduler hit an exception", run.text())) == 1
