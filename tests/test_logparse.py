@@ -386,3 +386,35 @@ def test_read_log_from_standard_input() -> None:
     text = (DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log").read_bytes()
     assert (phase, kind, lines) == ("crashed", "cuda_oom", text.count(b"\n"))
     assert text.split(b"\n")[line - 1].startswith(b"torch.OutOfMemoryError")
+
+
+@pytest.mark.parametrize("workers", ["2", "3"])
+def test_parallel_read_of_a_big_file_tells_the_same_story(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          workers: str) -> None:
+    data, crash_line = busy_log(40_000)
+    log = tmp_path / "busy.log"
+    log.write_bytes(data + b"[2026-02-24 11:59:59 TP0] Load weight begin. avail mem=1.00 GB")  # no final newline
+    monkeypatch.setattr(logparse, "PARALLEL_MIN_BYTES", 1 << 16)
+    monkeypatch.setenv("COCKPIT_LOG_WORKERS", "1")
+    one = read_log(log)
+    monkeypatch.setenv("COCKPIT_LOG_WORKERS", workers)
+    assert logparse._workers(len(data)) == int(workers)
+    many = read_log(log)
+    a, b = one.to_json(), many.to_json()
+    a.pop("peak_gen_throughput")
+    b.pop("peak_gen_throughput")
+    assert a == b
+    assert many.lines_seen == data.count(b"\n") + 1
+    assert many.crash is not None and many.crash.line == crash_line
+    assert many.retractions == 2 and many.min_headroom_gb == 0.82
+    assert len(many.gen_throughput) > 10
+
+
+def test_parallel_cuts_fall_on_line_starts(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    data = b"".join(b"line %d " % i + b"x" * (i % 50) + b"\n" for i in range(5000)) + b"tail"
+    log.write_bytes(data)
+    with open(log, "rb") as f:
+        cuts = logparse._line_starts(f, len(data), 7)
+    assert cuts[0] == 0 and cuts[-1] == len(data) and cuts == sorted(cuts)
+    assert all(c == len(data) or data[c - 1:c] == b"\n" for c in cuts[1:-1])

@@ -20,7 +20,9 @@ and nothing in the input makes the parser raise.
 from __future__ import annotations
 
 import ast
+import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -601,6 +603,7 @@ class SGLangLogParser:
         self._lines = 0
         self._last_line = 0  # the last line handed to classify (lines are never classified twice)
         self._windows = 0
+        self._unsampled: tuple[bytes, int, int, int, int] | None = None
 
     @property
     def lines_seen(self) -> int:
@@ -673,6 +676,12 @@ class SGLangLogParser:
 
     def finish(self) -> list[Event]:
         out: list[Event] = []
+        if self._unsampled is not None:
+            buf, ws, we, wnl, before = self._unsampled
+            self._unsampled = None
+            lines, self._lines = self._lines, before
+            self._sample(buf, ws, we, wnl, out)  # the last batch line before the end counts
+            self._lines = lines
         if self._skipping:
             self._end_long_line(out)
         elif self._pending:
@@ -722,6 +731,10 @@ class SGLangLogParser:
         self._windows += 1
         if self._windows % SAMPLE_EVERY == 0:
             self._sample(buf, s, e, nl, out)
+            self._unsampled = None
+        else:
+            # remembered so that finish() can still give the last batch line of the input
+            self._unsampled = (buf, s, e, nl, self._lines)
         self._lines += nl
 
     def _emit(self, lineno: int, raw: bytes, out: list[Event], peek: Peek = _no_peek) -> None:
@@ -796,6 +809,7 @@ class SGLangLogParser:
             if evs:
                 out.extend(evs)
         self._last_line = max(self._last_line, base + count)
+        self._unsampled = None
         return count
 
 
@@ -807,8 +821,141 @@ def iter_chunks(source: BinaryIO, size: int = READ_CHUNK) -> Iterator[bytes]:
         yield chunk
 
 
+PARALLEL_MIN_BYTES = 48 << 20  # a file at least this big is cut into ranges parsed by forked workers
+MAX_WORKERS = 4
+
+
+def _parse_range(fd: int, start: int, end: int) -> tuple[int, list[Event]]:
+    """Events of the lines in bytes [start, end) of a file, numbered from 1. `pread` keeps the
+    shared file offset out of it (forked workers share it with the parent)."""
+    parser = SGLangLogParser()
+    out: list[Event] = []
+    pos = start
+    while pos < end:
+        chunk = os.pread(fd, min(READ_CHUNK, end - pos), pos)
+        if not chunk:
+            break
+        pos += len(chunk)
+        out += parser.feed(chunk)
+    out += parser.finish()
+    return parser.lines_seen, out
+
+
+def _line_starts(f: BinaryIO, size: int, parts: int) -> list[int]:
+    """`parts` + 1 offsets cutting the file at line starts, in order (ranges may be empty)."""
+    cuts = [0]
+    for i in range(1, parts):
+        pos = max(size * i // parts, cuts[-1])
+        f.seek(pos)
+        while True:
+            block = f.read(65536)
+            if not block:
+                pos = size
+                break
+            nl = block.find(b"\n")
+            if nl != -1:
+                pos += nl + 1
+                break
+            pos += len(block)
+        cuts.append(min(pos, size))
+    cuts.append(size)
+    return cuts
+
+
+def _workers(size: int) -> int:
+    if size < PARALLEL_MIN_BYTES or not hasattr(os, "fork"):
+        return 1
+    env = os.environ.get("COCKPIT_LOG_WORKERS")
+    if env is not None:
+        return max(1, int(env)) if env.isdigit() else 1
+    import threading
+
+    if threading.active_count() != 1:
+        return 1  # forking a threaded process is not safe
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    try:
+        idle = cpus - os.getloadavg()[0]  # on a saturated host more processes only add overhead
+    except OSError:
+        idle = cpus
+    return max(1, min(MAX_WORKERS, cpus, int(idle + 0.5), size // (PARALLEL_MIN_BYTES // 2)))
+
+
+def _parallel_events(f: BinaryIO, size: int, n: int, total: list[int]) -> Iterator[Event]:
+    """Parse a big regular file in n ranges at once (fork; this process takes the first range).
+
+    Each range yields its events numbered from 1; they are renumbered here, in order, from the line
+    counts of the ranges before. A worker that fails is replaced by parsing its range here.
+    """
+    import pickle
+
+    cuts = _line_starts(f, size, n)
+    children: list[tuple[int, int, int, int]] = []  # (pid, read fd, start, end)
+    for i in range(1, n):
+        start, end = cuts[i], cuts[i + 1]
+        try:
+            rfd, wfd = os.pipe()
+            pid = os.fork()
+        except OSError:
+            children.append((-1, -1, start, end))
+            continue
+        if pid == 0:  # the worker: parse, send, leave without running any of the parent's cleanup
+            code = 0
+            try:
+                os.close(rfd)
+                data = pickle.dumps(_parse_range(f.fileno(), start, end), protocol=pickle.HIGHEST_PROTOCOL)
+                with os.fdopen(wfd, "wb") as w:
+                    w.write(data)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(wfd)
+        children.append((pid, rfd, start, end))
+    try:
+        lines, events = _parse_range(f.fileno(), cuts[0], cuts[1])
+        yield from events
+        base = lines
+        total.append(lines)
+        for pid, rfd, start, end in children:
+            got: tuple[int, list[Event]] | None = None
+            if pid > 0:
+                with os.fdopen(rfd, "rb") as r:
+                    data = r.read()
+                _, status = os.waitpid(pid, 0)
+                if os.waitstatus_to_exitcode(status) == 0 and data:
+                    try:
+                        got = pickle.loads(data)
+                    except Exception:
+                        got = None
+            count, evs = got if got is not None else _parse_range(f.fileno(), start, end)
+            for e in evs:
+                # the worker's events are fresh objects nobody else holds yet: renumber in place
+                object.__setattr__(e, "line", e.line + base)
+                yield e
+            base += count
+            total.append(count)
+    finally:
+        for pid, rfd, _, _ in children:  # on an early exit, reap what is left
+            if pid > 0:
+                try:
+                    os.close(rfd)
+                except OSError:
+                    pass
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+
+
 def read_log(source: str | Path | BinaryIO, state: RunState | None = None) -> RunState:
-    """Parse a whole log (a path, or an open binary stream such as sys.stdin.buffer) into a RunState."""
+    """Parse a whole log (a path, or an open binary stream such as sys.stdin.buffer) into a RunState.
+
+    A big regular file is parsed in ranges by forked workers (see _parallel_events); the result is
+    the same as a sequential parse except for which routine batch lines are sampled into the series.
+    """
     from cockpit.core.reducer import apply
 
     st = state if state is not None else RunState(backend="sglang")
@@ -826,6 +973,14 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None) -> Ru
             consume(sys.stdin.buffer)
         else:
             with open(source, "rb") as f:
+                info = os.fstat(f.fileno())
+                n = _workers(info.st_size) if stat.S_ISREG(info.st_mode) else 1
+                if n > 1:
+                    total: list[int] = []
+                    for e in _parallel_events(f, info.st_size, n, total):
+                        apply(st, e)
+                    st.lines_seen = max(st.lines_seen, sum(total))
+                    return st
                 consume(f)
     else:
         consume(source)
