@@ -497,6 +497,7 @@ class RankProcess:
             prefill_tok_per_s=model.prefill_tok_per_s * speed_factor,
             decode_step_s=model.decode_step_ms / 1000 / speed_factor,
             decode_per_req_s=model.decode_per_req_ms / 1000 / speed_factor,
+            context_len=cfg.context_len,
         )
         self.finished: list[Req] = []
         sched = Scheduler(params, log=self.log.info, on_prefill=self.on_prefill, on_finish=self.finished.append)
@@ -538,6 +539,7 @@ class RankProcess:
                         "cached_tokens": r.cached_tokens,
                         "e2e_latency": (r.finished_at or now) - r.arrival,
                         "error": r.error,
+                        "status": r.error_status,
                         "finish_reason": "length",
                     })
             self.finished.clear()

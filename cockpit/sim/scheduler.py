@@ -40,6 +40,7 @@ class Req:
     retractions: int = 0
     generated_before_retract: int = 0  # a retracted request re-prefills its output so far
     error: str | None = None
+    error_status: int = 400
 
     @property
     def remaining_prompt(self) -> int:
@@ -68,6 +69,7 @@ class SchedParams:
     prefill_tok_per_s: float
     decode_step_s: float
     decode_per_req_s: float
+    context_len: int = 1 << 30
 
 
 @dataclass
@@ -127,10 +129,11 @@ class Scheduler:
 
     def add(self, req: Req) -> None:
         """A request that arrives at req.arrival (queued in arrival order)."""
-        if req.prompt_tokens + 1 > self.p.pool_tokens:
+        limit = min(self.p.context_len, self.p.pool_tokens) - 1
+        if req.prompt_tokens > limit:
             req.error = (
-                f"The input ({req.prompt_tokens} tokens) is longer than the KV cache pool "
-                f"({self.p.pool_tokens} tokens)."
+                f"Input length ({req.prompt_tokens} tokens) exceeds the maximum allowed length ({limit} tokens). "
+                "Use a shorter input or enable --allow-auto-truncate."
             )
             req.finished_at = max(self.t, req.arrival)
             self.on_finish(req)
@@ -266,13 +269,22 @@ class Scheduler:
         k = min(k, max(1, math.ceil((horizon - self.t) / step)))
         free = self.p.pool_tokens - self.tokens_used
         if free < n:
-            if not self._retract():
-                raise KvPoolExhausted(
-                    "Decode out of memory. Try to lower your batch size.\n"
-                    f"Try to allocate {n} tokens.\n"
-                    f"Available tokens: {free} (available_size={free} + evictable_size=0)\n"
-                )
-            return
+            if self._retract():
+                return
+            if self.p.version == "0.5.23":
+                # 0.5.23 aborts the last request instead of crashing the scheduler
+                last = self.running.pop()
+                self.log(f"retract_decode: aborted last request {last.rid} due to OOM")
+                last.error = ("Out of memory even after retracting all other requests in the decode batch. "
+                              "Aborting the last request.")
+                last.error_status = 500
+                self._finish(last)
+                return
+            raise KvPoolExhausted(
+                "Decode out of memory. Try to lower your batch size.\n"
+                f"Try to allocate {n} tokens.\n"
+                f"Available tokens: {free} (available_size={free} + evictable_size=0)\n"
+            )
         k = max(1, min(k, free // n))
         for r in self.running:
             r.generated += k

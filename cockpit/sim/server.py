@@ -478,7 +478,8 @@ def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
                     server.status = "UnHealthy"
                     return self._reply(503, None)
                 # a real /health runs a one-token generation and checks for output once a second
-                time.sleep(max(0.05, server.clock.real(1.0)))
+                if os.environ.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "true").lower() not in ("0", "false"):
+                    time.sleep(max(0.05, server.clock.real(1.0)))
                 server.status = "Up"
                 return self._reply(200, None)
             if path == "/ready" and cfg.new_format:
@@ -534,7 +535,7 @@ def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
                 prompt = count_tokens(str(body.get("text") or ""))
             r = server.submit(prompt, max_new)
             if r.get("error"):
-                return self._reply(400, {"error": {"message": r["error"]}})
+                return self._reply(int(r.get("status") or 400), {"error": {"message": r["error"]}})
             n = int(r["completion_tokens"])
             out = {
                 "text": fake_text(n, r["rid"]),
@@ -559,7 +560,9 @@ def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
                 prompt = count_tokens(str(body.get("prompt") or ""))
             r = server.submit(prompt, max_new)
             if r.get("error"):
-                return self._reply(400, {"object": "error", "message": r["error"], "type": "BadRequestError", "code": 400})
+                code = int(r.get("status") or 400)
+                kind = "BadRequestError" if code == 400 else "InternalServerError"
+                return self._reply(code, {"object": "error", "message": r["error"], "type": kind, "code": code})
             n = int(r["completion_tokens"])
             text = fake_text(n, r["rid"])
             usage = {"prompt_tokens": r["prompt_tokens"], "completion_tokens": n, "total_tokens": r["prompt_tokens"] + n}

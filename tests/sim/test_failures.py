@@ -209,3 +209,22 @@ def test_burst_at_093_kills_the_worst_rank_even_at_very_high_speed(sim) -> None:
     _, crash = crash_of(run)
     assert (crash.kind, crash.phase, crash.rank) == ("cuda_oom", "prefill", "TP3")
     assert len(re.findall(r"Scheduler hit an exception", run.text())) == 1
+
+
+def test_0523_aborts_the_last_request_instead_of_crashing(sim) -> None:
+    run = sim([*KIMI, "--mem-fraction-static", "0.88", "--max-total-tokens", "2000", "--sim-version", "0.5.23"])
+    run.wait_for("The server is fired up and ready to roll!")
+    conn = http.client.HTTPConnection("127.0.0.1", run.port, timeout=20)
+    conn.request("POST", "/generate", body=json.dumps({"input_ids": list(range(1500)),
+                                                       "sampling_params": {"max_new_tokens": 1000}}))
+    r = conn.getresponse()
+    body = json.loads(r.read())
+    assert r.status == 500
+    assert "Out of memory even after retracting all other requests in the decode batch." in body["error"]["message"]
+    assert re.search(r"TP0\] retract_decode: aborted last request \w+ due to OOM", run.text())
+    assert run.proc.poll() is None
+    # an input longer than the pool is refused up front
+    conn = http.client.HTTPConnection("127.0.0.1", run.port, timeout=20)
+    conn.request("POST", "/generate", body=json.dumps({"input_ids": list(range(2500))}))
+    r = conn.getresponse()
+    assert r.status == 400 and "exceeds the maximum allowed length (1999 tokens)" in r.read().decode()
