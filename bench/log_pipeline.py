@@ -126,26 +126,38 @@ def _cockpit_argv() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "cockpit"]
 
 
-def time_cmd(argv: list[str], runs: int, ok: tuple[int, ...]) -> tuple[float, float, bytes]:
-    """Median wall seconds, median CPU seconds (user + system, from the child's rusage: steadier
-    than wall time on a shared machine) and the last run's standard output."""
-    walls: list[float] = []
-    cpus: list[float] = []
+def _run_once(argv: list[str], ok: tuple[int, ...]) -> tuple[float, float, bytes]:
+    """Wall seconds, CPU seconds (user + system, from the child's rusage: steadier than wall time
+    on a shared machine) and standard output of one run."""
+    with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
+        t = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=fout, stderr=ferr)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in ok:
+            ferr.seek(0)
+            raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {ferr.read().decode(errors='replace')[-500:]}")
+        fout.seek(0)
+        return wall, usage.ru_utime + usage.ru_stime, fout.read()
+
+
+def time_pair(a: list[str], b: list[str], runs: int, ok: tuple[int, ...]) -> tuple[tuple[float, float], tuple[float, float], bytes]:
+    """Medians (wall, CPU) of `a` and `b`, run alternately so that both see the same machine load."""
+    aw: list[float] = []
+    ac: list[float] = []
+    bw: list[float] = []
+    bc: list[float] = []
     out = b""
     for _ in range(runs):
-        with tempfile.TemporaryFile() as fout, tempfile.TemporaryFile() as ferr:
-            t = time.perf_counter()
-            proc = subprocess.Popen(argv, stdout=fout, stderr=ferr)
-            _, status, usage = os.wait4(proc.pid, 0)
-            walls.append(time.perf_counter() - t)
-            cpus.append(usage.ru_utime + usage.ru_stime)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            if proc.returncode not in ok:
-                ferr.seek(0)
-                raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {ferr.read().decode(errors='replace')[-500:]}")
-            fout.seek(0)
-            out = fout.read()
-    return statistics.median(walls), statistics.median(cpus), out
+        w, c, _ = _run_once(a, ok)
+        aw.append(w)
+        ac.append(c)
+        w, c, out = _run_once(b, ok)
+        bw.append(w)
+        bc.append(c)
+    med = statistics.median
+    return (med(aw), med(ac)), (med(bw), med(bc)), out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         with open(path, "rb") as f:
             while f.read(1 << 24):
                 pass
-        grep_s, grep_cpu, _ = time_cmd([grep, "-E", GREP_PATTERN, str(path)], args.runs, ok=(0, 1))
-        diag_s, diag_cpu, out = time_cmd([*_cockpit_argv(), "diagnose", "--json", str(path)], args.runs, ok=(0, 1))
+        (grep_s, grep_cpu), (diag_s, diag_cpu), out = time_pair(
+            [grep, "-E", GREP_PATTERN, str(path)], [*_cockpit_argv(), "diagnose", "--json", str(path)], args.runs, ok=(0, 1)
+        )
         result = json.loads(out)
         crash = result.get("crash") or {}
         summary = {
