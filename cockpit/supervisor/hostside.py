@@ -156,7 +156,8 @@ def _run_info(run_dir):
     waiter = _read_int(os.path.join(run_dir, "waiter_pid"))
     alive = _is_our_server(run_dir, pid) if pid else False
     exit_code = _read_int(os.path.join(run_dir, "exit_code"))
-    members = _session_members(sid, exclude=(waiter,) if waiter else ()) if (sid and (alive or exit_code is None)) else []
+    # the session's processes, even after the server itself ended: orphaned ranks still hold GPUs
+    members = _session_members(sid, exclude=(waiter,) if waiter else ()) if sid else []
     try:
         with open(os.path.join(run_dir, "argv.json")) as f:
             argv = json.load(f)
@@ -543,7 +544,9 @@ def op_follow(req):
     _frame(out, {"t": "start", "off": offset, "ino": ino, "path": path})
     last_hb = time.time()
     exited = False
-    idle_rounds = 0
+    dead_at = None
+    last_check = 0.0
+    check_every = float(req.get("watch_every", 0.25))
     while True:
         progressed = False
         if f is None:
@@ -587,29 +590,33 @@ def op_follow(req):
                     pending = b""
                     _frame(out, {"t": "reset", "why": "truncated", "ino": ino})
                     progressed = True
+        now = time.time()
+        if watch_pid and dead_at is None and now - last_check >= check_every:
+            # checked on a clock, not only when idle: a log kept busy by other writers must not
+            # delay the news
+            last_check = now
+            alive = _is_our_server(watch_dir, watch_pid) if watch_dir else _alive(watch_pid)
+            if not alive:
+                dead_at = now
+        if dead_at is not None and not exited and (not progressed or now - dead_at > 1.0):
+            # the server's last lines were drained first (EOF), or 1 s of others' lines passed
+            code = None
+            deadline = time.time() + 1.0
+            while watch_dir and code is None and time.time() < deadline:
+                code = _read_int(os.path.join(watch_dir, "exit_code"))
+                if code is None:
+                    time.sleep(0.05)
+            if pending:
+                _frame(out, {"t": "data", "off": offset, "len": len(pending), "ino": ino}, pending)
+                offset += len(pending)
+                pending = b""
+            _frame(out, {"t": "exit", "pid": watch_pid, "code": code})
+            exited = True
         if not progressed:
             if not follow:
                 if pending:
                     _frame(out, {"t": "data", "off": offset, "len": len(pending), "ino": ino}, pending)
                 break
-            if watch_pid and not exited:
-                alive = _is_our_server(watch_dir, watch_pid) if watch_dir else _alive(watch_pid)
-                if not alive:
-                    idle_rounds += 1
-                    # one more read round after death so that the last lines come first
-                    if idle_rounds >= 2:
-                        code = None
-                        deadline = time.time() + 1.0
-                        while watch_dir and code is None and time.time() < deadline:
-                            code = _read_int(os.path.join(watch_dir, "exit_code"))
-                            if code is None:
-                                time.sleep(0.05)
-                        if pending:
-                            _frame(out, {"t": "data", "off": offset, "len": len(pending), "ino": ino}, pending)
-                            offset += len(pending)
-                            pending = b""
-                        _frame(out, {"t": "exit", "pid": watch_pid, "code": code})
-                        exited = True
             now = time.time()
             if now - last_hb >= hb_every:
                 _frame(out, {"t": "hb", "off": offset, "size": os.fstat(f.fileno()).st_size if f else None})

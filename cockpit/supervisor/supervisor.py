@@ -417,6 +417,11 @@ class Supervisor:
         if live is not None:
             if attach:
                 return live
+            n0 = nodes[0].run or {}
+            if not n0.get("alive") and n0.get("members"):
+                raise RunRefused(
+                    f"{self.profile.name}: the server of run {live.id} has exited but its processes "
+                    f"{n0['members']} are still alive on {live.hosts[0]} (and may hold GPU memory)", live)
             raise RunRefused(f"{self.profile.name} is already running on {live.hosts[0]} (run {live.id}, pid {live.pid})", live)
         self._set("launching", "launching the server")
         run_id = new_run_id()
@@ -878,6 +883,19 @@ class Supervisor:
     def rank_gpu(self) -> dict[str, tuple[str, int]]:
         return rank_gpu_map(self._state.ranks.keys(), [n.label for n in self.nodes], self._flags, self.profile.env)
 
+    def run_gpus(self) -> set[tuple[str, int]]:
+        """(host, GPU) pairs the run uses: from the ranks its log showed, else from its flags."""
+        found = set(self.rank_gpu().values())
+        if found:
+            return found
+        try:
+            tp = int(_flag(self._flags, "tp-size", "tp", "tensor-parallel-size", default=1))
+            pp = int(_flag(self._flags, "pp-size", "pipeline-parallel-size", default=1))
+        except (TypeError, ValueError):
+            return set()
+        names = [f"PP{p} TP{t}" if pp > 1 else f"TP{t}" for p in range(pp) for t in range(tp)]
+        return set(rank_gpu_map(names, [n.label for n in self.nodes], self._flags, self.profile.env).values())
+
     def snapshot(self) -> RunSnapshot:
         findings = self._current_findings()
         try:
@@ -933,7 +951,7 @@ class Supervisor:
             return StopResult(True, False, [])
         self._stopping = True
         self._set("stopping", f"stopping {self.profile.name} (SIGTERM, SIGKILL after {timeout:g} s)")
-        gpus_of_run = set(self.rank_gpu().values())
+        gpus_of_run = self.run_gpus()
         results = await asyncio.gather(
             *(n.ops.stop(n.key, n.run["run_id"], timeout) for n in self.nodes if n.run),
             return_exceptions=True,

@@ -212,3 +212,26 @@ def test_tail_offset(tmp_path: Path, lines: int) -> None:
     with open(p, "rb") as f:
         off = hostside.tail_offset(f, 9, lines)
     assert p.read_bytes()[off:] == b"".join([b"1\n", b"22\n", b"333\n"][-lines:])
+
+
+async def test_orphaned_processes_of_a_dead_server_block_the_next_launch(tmp_path: Path) -> None:
+    ops = _ops(tmp_path)
+    parent = (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "print('up', flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    res = await ops.launch("o", "r1", [sys.executable, "-c", parent], env={}, cwd=str(tmp_path), log="o.log")
+    run = res["run"]
+    assert _wait(lambda: "up" in (tmp_path / "o.log").read_text())
+    os.kill(run["pid"], signal.SIGKILL)  # the main process dies, its child (a "rank") lives on
+    assert _wait(lambda: not _alive(run["pid"]))
+    found = await ops.find("o")
+    assert found is not None and not found["alive"] and len(found["members"]) == 1
+    again = await ops.launch("o", "r2", [sys.executable, "-c", "pass"], env={}, cwd=str(tmp_path), log="o.log")
+    assert again.get("refused") == "live"
+    stopped = await ops.stop("o", None, timeout=3)
+    assert stopped["stopped"] and not any(_alive(p) for p in found["members"])
+    res = await ops.launch("o", "r3", [sys.executable, "-c", "pass"], env={}, cwd=str(tmp_path), log="o.log")
+    assert res.get("launched"), res
