@@ -84,6 +84,7 @@ class DashboardScreen(Screen[None]):
         self._phase_since: float | None = None
         self._crashes_seen: set[tuple[str | None, int]] = set()
         self._announced: set[tuple[str | None, str]] = set()
+        self._run_started = False
         self._following = False
         self._busy: str | None = None  # "stopping" / "restarting" while such an action runs
 
@@ -247,6 +248,7 @@ class DashboardScreen(Screen[None]):
         run = message.run
         if run is None:
             return
+        self._run_started = True
         verb = "attached to the running" if message.attached else "launched"
         self.note = f"{verb} run {run.id}"
         self._refresh_header()
@@ -470,8 +472,14 @@ class DashboardScreen(Screen[None]):
     def action_launch(self) -> None:
         if self.supervisor_factory is None:
             return
-        if self._following or self._busy:
-            self.notify("a run is being followed: s stops it, r restarts it", severity="warning")
+        if self._busy:
+            self.notify(f"already {self._busy}", severity="warning")
+            return
+        if self._following:
+            if self._run_ended():
+                self._start_restart(())  # launch again with this run's flags
+            else:
+                self.notify("the run is live: s stops it, r restarts it", severity="warning")
             return
         if self.profile.source:
             from cockpit.core.profile import ProfileError, load_profile
@@ -481,7 +489,9 @@ class DashboardScreen(Screen[None]):
             except ProfileError as exc:
                 self.notify(str(exc), title="Profile", severity="error", timeout=10)
                 return
-        self.supervisor = None
+        old, self.supervisor = self.supervisor, None
+        if old is not None:
+            self.run_worker(old.close(), group="closing", exit_on_error=False)
         self.preflight_findings = []
         self.run_worker(self._supervise(), name="supervise", group="supervisor", exit_on_error=False)
 
@@ -495,11 +505,14 @@ class DashboardScreen(Screen[None]):
         if self.from_picker:
             self._ask_quit(back=True)
 
+    def _run_ended(self) -> bool:
+        snap = self.snapshot
+        if snap is None:
+            return False
+        return snap.state.phase in ("crashed", "stopped") or snap.lifecycle in ("stopped", "failed")
+
     def _ask_quit(self, back: bool) -> None:
-        running = self.supervisor is not None and self.snapshot is not None and self.snapshot.state.phase not in (
-            "crashed",
-            "stopped",
-        )
+        running = self.supervisor is not None and self._run_started and not self._run_ended()
 
         def answered(choice: str | None) -> None:
             if choice == "leave":
