@@ -343,3 +343,11 @@ def test_process_exit_before_the_log_tells_why() -> None:
     for e in p.feed(tail) + p.finish():
         apply(st, e)
     assert (st.crash.kind, st.crash.phase, st.crash.rank, st.crash.exit_code) == ("cuda_oom", "prefill", "TP3", 137)
+
+
+def test_two_nodes_into_one_state() -> None:
+    st = state_of("sglang-0.5.9-llama70b-tp8-healthy.log")
+    read_log(DATA / "sglang-0.5.9-llama405b-tp16-node1.log", st)
+    assert list(st.ranks) == [f"TP{i}" for i in range(16)]
+    assert st.phase == "ready" and st.crash is None
+    assert st.ranks["TP12"].avail_after_capture_gb == pytest.approx(11.29)
