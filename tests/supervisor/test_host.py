@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -140,13 +141,14 @@ async def test_follow_survives_killed_connections_without_loss_or_repeat(tmp_pat
     k = asyncio.create_task(killer())
     async def consume() -> None:
         nonlocal exited
-        async for item in fol.items():
-            if isinstance(item, LogChunk):
-                assert item.offset == len(got)
-                got.extend(item.data)
-            elif isinstance(item, ServerExited):
-                exited = item
-                break
+        async with contextlib.aclosing(fol.items()) as items:
+            async for item in items:
+                if isinstance(item, LogChunk):
+                    assert item.offset == len(got)
+                    got.extend(item.data)
+                elif isinstance(item, ServerExited):
+                    exited = item
+                    break
 
     await asyncio.wait_for(consume(), 30)
     await k
@@ -164,10 +166,11 @@ async def test_follow_tail_truncation_and_rotation(tmp_path: Path) -> None:
     seen: list[object] = []
 
     async def consume() -> None:
-        async for item in fol.items():
-            seen.append(item)
-            if isinstance(item, LogChunk) and b"after-rotate" in item.data:
-                return
+        async with contextlib.aclosing(fol.items()) as items:
+            async for item in items:
+                seen.append(item)
+                if isinstance(item, LogChunk) and b"after-rotate" in item.data:
+                    return
 
     task = asyncio.create_task(consume())
     await asyncio.sleep(0.5)

@@ -4,6 +4,7 @@ survives killed connections with no line lost or repeated."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -53,15 +54,16 @@ async def test_launch_outlives_the_ssh_connection_and_follow_resumes(ssh_env, tm
 
     async def consume() -> None:
         nonlocal exited, downs
-        async for item in fol.items():
-            if isinstance(item, LogChunk):
-                assert item.offset == len(got)
-                got.extend(item.data)
-            elif isinstance(item, LinkState) and not item.up:
-                downs += 1
-            elif isinstance(item, ServerExited):
-                exited = item
-                return
+        async with contextlib.aclosing(fol.items()) as items:
+            async for item in items:
+                if isinstance(item, LogChunk):
+                    assert item.offset == len(got)
+                    got.extend(item.data)
+                elif isinstance(item, LinkState) and not item.up:
+                    downs += 1
+                elif isinstance(item, ServerExited):
+                    exited = item
+                    return
 
     await asyncio.wait_for(consume(), 60)
     await k
