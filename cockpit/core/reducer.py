@@ -324,8 +324,8 @@ def _capture_begin(state: RunState, e: ev.GraphCaptureBegin) -> None:
 
 def _capture_end(state: RunState, e: ev.GraphCaptureEnd) -> None:
     rm = state.rank(_rank_label(e))
-    if state.ready_in_log:
-        return  # headroom is what was free when the server declared itself ready
+    if "ready" in rm.timeline:
+        return  # headroom is what this rank had free when the server declared itself ready
     rm.graph_gb = round((rm.graph_gb or 0.0) + e.graph_gb, 4)
     rm.avail_after_capture_gb = e.avail_gb
     rm.captures_done += 1
