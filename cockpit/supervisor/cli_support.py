@@ -38,8 +38,14 @@ def run_command(coro: Awaitable[T]) -> T:
     """asyncio.run, closing every pooled transport (SSH connections) before returning."""
 
     async def main() -> T:
+        from cockpit.errors import CockpitError
+        from cockpit.transport.base import TransportError
+
         try:
             return await coro
+        except TransportError as exc:
+            # an unreachable host or a refused key: one line and the transport's hint, exit 1
+            raise CockpitError(str(exc), hint=exc.hint) from None
         finally:
             from cockpit.transport import close_all
 
