@@ -46,6 +46,29 @@ _ACCESS_MARK = b" HTTP/1."
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
+
+class _lazy:  # lower case: it reads like re.compile where the patterns are defined
+    """A regex compiled on first use: most patterns only meet the rare lines with news, and
+    compiling ~35 of them at import would cost `cockpit diagnose` ~10 ms before any work."""
+
+    __slots__ = ("_rx", "_src")
+
+    def __init__(self, src: str) -> None:
+        self._src = src
+        self._rx: re.Pattern[str] | None = None
+
+    def _get(self) -> re.Pattern[str]:
+        rx = self._rx
+        if rx is None:
+            rx = self._rx = re.compile(self._src)
+        return rx
+
+    def match(self, text: str) -> re.Match[str] | None:
+        return self._get().match(text)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self._get().search(text)
+
 # ---- record prefix ---------------------------------------------------------------------------
 
 
@@ -84,51 +107,51 @@ def split_record(line: str) -> tuple[str | None, str | None, str]:
 # ---- message grammar (applied to one line's message) --------------------------------------------
 
 _F = r"([\d.]+)"
-_RX_LOAD_BEGIN = re.compile(r"^Load weight begin\. avail mem=" + _F + r" GB")
-_RX_LOAD_END_MEM = re.compile(r"avail mem=" + _F + r" GB, mem usage=" + _F + r" GB")
-_RX_ELAPSED = re.compile(r"(?:Time elapsed: |elapsed=)" + _F + r" s")
-_RX_TYPE = re.compile(r"type=([^,]+)")
-_RX_DTYPE = re.compile(r"dtype=([^,]+)")
-_RX_QUANT = re.compile(r"(quant=[^,]+(?:, fmt=[^,]+)?)")
-_RX_KV = re.compile(
+_RX_LOAD_BEGIN = _lazy(r"^Load weight begin\. avail mem=" + _F + r" GB")
+_RX_LOAD_END_MEM = _lazy(r"avail mem=" + _F + r" GB, mem usage=" + _F + r" GB")
+_RX_ELAPSED = _lazy(r"(?:Time elapsed: |elapsed=)" + _F + r" s")
+_RX_TYPE = _lazy(r"type=([^,]+)")
+_RX_DTYPE = _lazy(r"dtype=([^,]+)")
+_RX_QUANT = _lazy(r"(quant=[^,]+(?:, fmt=[^,]+)?)")
+_RX_KV = _lazy(
     r"^(?:(?P<label>.+?) )?KV Cache (?P<ub>is allocated|VA upper bound)\. (?:dtype: (?P<dtype>[^,]+), )?"
     r"#tokens: (?P<tokens>\d+), (?:K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|KV size: (?P<kv>[\d.]+) GB)"
 )
-_RX_POST_CAPTURE_KV = re.compile(
+_RX_POST_CAPTURE_KV = _lazy(
     r"^Post-capture KV sizing: KV cache allocated\. dtype: (?P<dtype>[^,]+), #tokens: (?P<tokens>\d+), "
     r"KV size: (?P<kv>[\d.]+) GB"
 )
-_RX_POOL_END = re.compile(r"^Memory pool end\. avail mem=" + _F + r" GB")
-_RX_AVAIL = re.compile(r"avail mem=" + _F + r" GB")
-_RX_MEM_USAGE = re.compile(r"mem usage=" + _F + r" GB")
-_RX_CAPTURE = re.compile(r"^Capture (?P<what>.+?) (?P<step>begin|end)\. ")
-_RX_CAPTURE_FAILED = re.compile(r"Capture (?:\S+ )*?(?:cuda|CUDA|npu|cpu|musa) graph failed")
-_RX_ALLOC_09 = re.compile(r"^Allocating " + _F + r" GB host memory for hierarchical KV cache")
-_RX_ALLOC_23 = re.compile(r"^Allocating (\S+) hierarchical KV host pool: (\d+) tokens, " + _F + r" GB host memory")
-_RX_BELOW_CTX = re.compile(r"^KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
-_RX_UVICORN = re.compile(r"Uvicorn running on \S*?:(\d+)")
-_RX_ACCESS = re.compile(r'^(?:INFO|WARNING|ERROR):\s+\S+ - "([A-Z]+) (\S+) HTTP/[\d.]+" (\d{3})')
-_RX_RETRACT = re.compile(r"#retracted_reqs: (\d+)")
-_RX_DIST_END = re.compile(r"elapsed=" + _F + r" s(?:, mem usage=" + _F + r" GB)?")
-_RX_FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
-_RX_EXC_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)): ?(.*)$")
+_RX_POOL_END = _lazy(r"^Memory pool end\. avail mem=" + _F + r" GB")
+_RX_AVAIL = _lazy(r"avail mem=" + _F + r" GB")
+_RX_MEM_USAGE = _lazy(r"mem usage=" + _F + r" GB")
+_RX_CAPTURE = _lazy(r"^Capture (?P<what>.+?) (?P<step>begin|end)\. ")
+_RX_CAPTURE_FAILED = _lazy(r"Capture (?:\S+ )*?(?:cuda|CUDA|npu|cpu|musa) graph failed")
+_RX_ALLOC_09 = _lazy(r"^Allocating " + _F + r" GB host memory for hierarchical KV cache")
+_RX_ALLOC_23 = _lazy(r"^Allocating (\S+) hierarchical KV host pool: (\d+) tokens, " + _F + r" GB host memory")
+_RX_BELOW_CTX = _lazy(r"^KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
+_RX_UVICORN = _lazy(r"Uvicorn running on \S*?:(\d+)")
+_RX_ACCESS = _lazy(r'^(?:INFO|WARNING|ERROR):\s+\S+ - "([A-Z]+) (\S+) HTTP/[\d.]+" (\d{3})')
+_RX_RETRACT = _lazy(r"#retracted_reqs: (\d+)")
+_RX_DIST_END = _lazy(r"elapsed=" + _F + r" s(?:, mem usage=" + _F + r" GB)?")
+_RX_FRAME = _lazy(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+_RX_EXC_LINE = _lazy(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)): ?(.*)$")
 _SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
-_RX_OOM_REQ = re.compile(r"Tried to allocate " + _SIZE)
-_RX_OOM_GPU = re.compile(r"GPU (\d+)")
-_RX_OOM_TOTAL = re.compile(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
-_RX_OOM_TOTAL_OLD = re.compile(_SIZE + r" total capacity; .*?" + _SIZE + r" free")
-_RX_NEM_MFS = re.compile(r"mem_fraction_static=([\d.]+)")
-_RX_NEM_23 = re.compile(
+_RX_OOM_REQ = _lazy(r"Tried to allocate " + _SIZE)
+_RX_OOM_GPU = _lazy(r"GPU (\d+)")
+_RX_OOM_TOTAL = _lazy(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
+_RX_OOM_TOTAL_OLD = _lazy(_SIZE + r" total capacity; .*?" + _SIZE + r" free")
+_RX_NEM_MFS = _lazy(r"mem_fraction_static=([\d.]+)")
+_RX_NEM_23 = _lazy(
     r"--mem-fraction-static=([\d.]+)\. Raise --mem-fraction-static above ([\d.]+) "
     r"\(minimum viable = 1 - available/pre = ([\d.]+)\)"
 )
-_RX_HOST_MEM = re.compile(r"Requesting " + _F + r" GB but only have " + _F + r" GB free")
-_RX_RANK_DEAD = re.compile(r"Rank (\d+) scheduler is dead")
-_RX_RANK_INIT = re.compile(r"Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
-_RX_SUBPROC = re.compile(r"Subprocess scheduler_(\d+) \(pid=\d+\) crashed with exit code (-?\d+)")
-_RX_TERMINATED = re.compile(r"Scheduler or DataParallelController \d+ terminated with (-?\d+)")
-_RX_EXIT_CODE = re.compile(r"^Exit code: (-?\d+)")
-_RX_TRY_ALLOC = re.compile(r"Try to allocate (\d+) tokens")
+_RX_HOST_MEM = _lazy(r"Requesting " + _F + r" GB but only have " + _F + r" GB free")
+_RX_RANK_DEAD = _lazy(r"Rank (\d+) scheduler is dead")
+_RX_RANK_INIT = _lazy(r"Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
+_RX_SUBPROC = _lazy(r"Subprocess scheduler_(\d+) \(pid=\d+\) crashed with exit code (-?\d+)")
+_RX_TERMINATED = _lazy(r"Scheduler or DataParallelController \d+ terminated with (-?\d+)")
+_RX_EXIT_CODE = _lazy(r"^Exit code: (-?\d+)")
+_RX_TRY_ALLOC = _lazy(r"Try to allocate (\d+) tokens")
 
 _UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,
               "KB": 1e3 / 2**30, "MB": 1e6 / 2**30, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}
