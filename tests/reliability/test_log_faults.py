@@ -10,7 +10,9 @@ import hashlib
 import os
 import random
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,19 +81,19 @@ async def test_follower_truncation_rotation_partial_line_and_garbage(tmp_path: P
     log.write_bytes(b"")
     fol = LogFollower(ops, str(log), poll_s=0.02)
     got = bytearray()  # what was delivered since the last reset, while it is small
-    seen = {"n": 0, "sha": hashlib.sha256()}  # and all of it, hashed (the test holds no copies)
+    seen: dict[str, Any] = {"n": 0, "sha": hashlib.sha256()}  # all of it, hashed (no copies held)
     resets: list[str] = []
     box: dict[str, int] = {"peak": 0}
 
     def delivered() -> tuple[int, str]:
-        return int(seen["n"]), seen["sha"].hexdigest()  # type: ignore[attr-defined]
+        return int(seen["n"]), seen["sha"].hexdigest()
 
     async def consume() -> None:
         async for item in fol.items():
             if isinstance(item, LogChunk):
                 assert item.offset == seen["n"], (item.offset, seen["n"])
-                seen["n"] += len(item.data)  # type: ignore[operator]
-                seen["sha"].update(item.data)  # type: ignore[attr-defined]
+                seen["n"] += len(item.data)
+                seen["sha"].update(item.data)
                 if len(got) < 4096:
                     got.extend(item.data[:4096])
             elif isinstance(item, LogReset):
@@ -99,7 +101,7 @@ async def test_follower_truncation_rotation_partial_line_and_garbage(tmp_path: P
                 got.clear()
                 seen["n"], seen["sha"] = 0, hashlib.sha256()
 
-    async def settle(pred, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    async def settle(pred: Callable[[], bool], timeout: float = 20.0) -> None:
         for _ in range(int(timeout / 0.02)):
             if pred():
                 return
@@ -124,8 +126,8 @@ async def test_follower_truncation_rotation_partial_line_and_garbage(tmp_path: P
         _, box["peak"] = tracemalloc.get_traced_memory()
         ledger.fault("logs", 3)  # garbage, 10 MB line, partial line
         # truncation (copytruncate), then a partial line
-        with open(log, "r+b") as f:
-            f.truncate(0)
+        with open(log, "r+b") as ft:
+            ft.truncate(0)
         await settle(lambda: resets == ["truncated"])
         with open(log, "ab") as f:
             f.write(b"after truncate\r\nhalf")
