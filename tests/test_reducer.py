@@ -351,3 +351,22 @@ def test_two_nodes_into_one_state() -> None:
     assert list(st.ranks) == [f"TP{i}" for i in range(16)]
     assert st.phase == "ready" and st.crash is None
     assert st.ranks["TP12"].avail_after_capture_gb == pytest.approx(11.29)
+
+
+def test_crash_rank_comes_from_the_prefix_not_the_gpu_index() -> None:
+    """On node 1 of a TP16 run, TP12 runs on local GPU 4: the OOM text says `GPU 4`."""
+    text = (DATA / "sglang-0.5.9-llama405b-tp16-node1.log").read_bytes() + (
+        b"[2026-03-09 09:20:00 TP12] Scheduler hit an exception: Traceback (most recent call last):\n"
+        b'  File "/opt/sglang/python/sglang/srt/model_executor/model_runner.py", line 2380, in forward_decode\n'
+        b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 4 has a total capacity of "
+        b"79.19 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 78.10 GiB memory in use.\n"
+    )
+    p = SGLangLogParser()
+    st = RunState()
+    evs = p.feed(text) + p.finish()
+    for e in evs:
+        apply(st, e)
+    oom = [e for e in evs if isinstance(e, ev.CudaOom)]
+    assert oom[0].gpu == 4 and oom[0].requested_gib == 2.0 and oom[0].free_gib == 1.06
+    assert st.crash is not None
+    assert (st.crash.kind, st.crash.phase, st.crash.rank, st.crash.line) == ("cuda_oom", "decode", "TP12", text.count(b"\n"))
