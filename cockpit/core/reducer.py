@@ -38,7 +38,6 @@ class _Context:
     exc_rank: str | None = None  # the rank of the last `Scheduler hit an exception`
     exc_seen: bool = False
     frames: list[str] = field(default_factory=list)  # "file:function" since that exception
-    batch_seen: bool = False
 
 
 _CTX_ATTR = "_reducer_context"
@@ -372,7 +371,6 @@ def _ready(state: RunState, e: ev.ServerReady) -> None:
 
 def _prefill(state: RunState, e: ev.PrefillBatch) -> None:
     state.last_batch_kind = "prefill"
-    _ctx(state).batch_seen = True
     if e.running_req is not None:
         state.running_requests = e.running_req
     if e.queue_req is not None:
@@ -386,7 +384,6 @@ def _prefill(state: RunState, e: ev.PrefillBatch) -> None:
 
 def _decode(state: RunState, e: ev.DecodeBatch) -> None:
     state.last_batch_kind = "decode"
-    _ctx(state).batch_seen = True
     if e.running_req is not None:
         state.running_requests = e.running_req
     if e.queue_req is not None:
