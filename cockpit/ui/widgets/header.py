@@ -38,7 +38,7 @@ class RunHeader(Widget):
 
     def show(self, snapshot: RunSnapshot | None, phase_since: float | None, now: float, note: str = "") -> None:
         self._snapshot, self._phase_since, self._now, self._note = snapshot, phase_since, now, note
-        self.refresh(layout=True)
+        self.refresh()  # a fixed two-line height: no layout pass (it cost ~30 ms a snapshot)
 
     def tick(self, now: float) -> None:
         self._now = now
