@@ -185,14 +185,25 @@ def crash_lines(ts: str, rank: str = "TP3") -> list[str]:
 # ---------------------------------------------------------------- a profile whose server is the writer
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def writer_profile(tmp: Path, name: str, writer_args: list[str], *, ssh: str = "local",
-                   python: str | None = None, ranks: int = 8, sim_dir: Path | None = None) -> Path:
+                   python: str | None = None, ranks: int = 8, sim_dir: Path | None = None,
+                   port: int | None = None) -> Path:
     """A profile YAML in `tmp` that launches bench/_writer.py (through the real launch path: the
     host program, a detached process, its stdout appended to the log) instead of SGLang."""
     workdir = tmp / "work"
     workdir.mkdir(parents=True, exist_ok=True)
     env = {"COCKPIT_SIM_GPU_DIR": str(sim_dir)} if sim_dir else {}
     prog = [python or sys.executable, str(WRITER), *writer_args]
+    if port:
+        prog += ["--port", str(port)]
     lines = [
         f"name: {name}",
         "backend: sglang",
@@ -207,7 +218,8 @@ def writer_profile(tmp: Path, name: str, writer_args: list[str], *, ssh: str = "
         "  model-path: /models/Kimi-K2.5",
         f"  tp: {ranks}",
         "  mem-fraction-static: 0.88",
-        "  port: 1",  # nothing listens there: the readiness probe is refused at once, cheaply
+        # port 1: nobody listens, the readiness probe is refused at once; else the writer answers 200
+        f"  port: {port or 1}",
     ]
     path = tmp / f"{name}.yaml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -45,6 +45,26 @@ def sim_gpus(directory: Path, count: int) -> list[subprocess.Popen[bytes]]:
     return kids
 
 
+def serve_health(port: int) -> None:
+    """A READY server's HTTP side: every GET answers 200 (the readiness probe's view of SGLang)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Ok(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the stdlib's spelling
+            body = b"{}"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:  # the log is the flood's, not the probe's
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), Ok)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=8)
@@ -58,7 +78,10 @@ def main() -> int:
     ap.add_argument("--linger", type=float, default=0.0, help="seconds to stay alive after the last line")
     ap.add_argument("--sim-gpus", type=Path, default=None)
     ap.add_argument("--sim-count", type=int, default=0)
+    ap.add_argument("--port", type=int, default=0, help="answer HTTP 200 here (/health, /health_generate, ...)")
     args, _sglang_flags = ap.parse_known_args()
+    if args.port:
+        serve_health(args.port)
 
     kids = sim_gpus(args.sim_gpus, args.sim_count) if args.sim_gpus and args.sim_count else []
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))

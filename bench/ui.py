@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import children, median, pct, print_machine, proc_cpu_s, proc_rss_mb, writer_profile
+from _common import children, free_port, median, pct, print_machine, proc_cpu_s, proc_rss_mb, writer_profile
 
 FILTERS = ("memory", "errors", "batches", "all")
 
@@ -106,7 +106,8 @@ def keys_during_flood(tmp: Path, presses: int, rate: float) -> dict[str, Any]:
     sim = tmp / "flood-gpus"
     seconds = presses * 0.6 + 30
     writer_profile(tmp, "flood", ["--rate", str(int(rate)), "--hz", "20", "--seconds", str(seconds), "--delay", "4",
-                                  "--sim-gpus", str(sim), "--sim-count", "8", "--linger", "60"], sim_dir=sim)
+                                  "--sim-gpus", str(sim), "--sim-count", "8", "--linger", "60"], sim_dir=sim,
+                   port=free_port())
     pane = Pane(tmp, "flood", cockpit("tui", str(tmp / "flood.yaml")), env)
     lat: list[float] = []
     try:
@@ -166,7 +167,8 @@ def idle_cpu(tmp: Path, ranks: int, seconds: float) -> dict[str, Any]:
     name = f"idle{ranks}"
     sim = tmp / f"{name}-gpus"
     writer_profile(tmp, name, ["--ranks", str(ranks), "--seconds", "0", "--linger", str(seconds + 120),
-                               "--sim-gpus", str(sim), "--sim-count", str(ranks)], ranks=ranks, sim_dir=sim)
+                               "--sim-gpus", str(sim), "--sim-count", str(ranks)], ranks=ranks, sim_dir=sim,
+                   port=free_port())
     pane = Pane(tmp, name, cockpit("tui", str(tmp / f"{name}.yaml")), env)
     try:
         pane.wait(r"\bREADY\b", 60)
