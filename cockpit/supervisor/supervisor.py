@@ -316,6 +316,7 @@ class Supervisor:
         self._dirty = True
         self._diag_dirty = True
         self._stopping = False
+        self._crash_before_stop = False
         self._closed = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._changed = asyncio.Condition()
@@ -518,6 +519,7 @@ class Supervisor:
         self._pending.clear()
         self._dropped = 0
         self._stopping = False
+        self._crash_before_stop = False
         self._journal_ended = False
         for node in self.nodes:
             node.parser = None
@@ -699,8 +701,10 @@ class Supervisor:
             self._journal_end()
 
     def _mark_stopped(self) -> None:
-        # A stop we asked for is not a crash, whatever the exit code says.
-        if self._state.crash is not None and self._state.crash.kind != "unknown":
+        """A stop we asked for is not a crash, whatever the exit code says (137 after SIGKILL can
+        read as the OOM killer). A crash the log showed before the stop stays a crash."""
+        crash = self._state.crash
+        if crash is not None and (self._crash_before_stop or (not self._stopping and crash.kind != "unknown")):
             return
         self._state.crash = None
         self._state.phase = "stopped"
@@ -949,6 +953,7 @@ class Supervisor:
             await self.attach()
         if self._run is None:
             return StopResult(True, False, [])
+        self._crash_before_stop = self._state.crash is not None
         self._stopping = True
         self._set("stopping", f"stopping {self.profile.name} (SIGTERM, SIGKILL after {timeout:g} s)")
         gpus_of_run = self.run_gpus()
