@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cockpit.core.findings import Finding
-from cockpit.core.profile import Profile
 from cockpit.core.state import RunState
+
+if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
+    from cockpit.core.profile import Profile
 
 
 class FlagError(ValueError):
@@ -58,7 +60,9 @@ class Backend(Protocol):
 
     def versions(self) -> tuple[str, ...]: ...
 
-    def build_argv(self, profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None) -> list[str]:
+    def build_argv(
+        self, profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None
+    ) -> list[str]:
         """The argv that starts the server (never a shell string). Raises FlagError."""
         ...
 
@@ -66,7 +70,8 @@ class Backend(Protocol):
 
     def new_state(self) -> RunState: ...
 
-    def diagnose(self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = ()) -> list[Finding]:
-        ...
+    def diagnose(
+        self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = ()
+    ) -> list[Finding]: ...
 
     def preflight(self, profile: Profile, hosts: Iterable[HostFacts]) -> list[Finding]: ...

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.base import FlagError, HostFacts
 from cockpit.backends.sglang.flags import DEFAULT_VERSION, canonical, graph_max_bs_flag, version_key
@@ -46,8 +46,10 @@ from cockpit.backends.sglang.memory import (
     plan_mfs_for_headroom,
 )
 from cockpit.core.findings import Finding, FlagChange, sort_findings
-from cockpit.core.profile import Profile
 from cockpit.core.state import RunState
+
+if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
+    from cockpit.core.profile import Profile
 
 DEFAULT_TARGET_HEADROOM_GB = 5.0
 DEFAULT_WARN_HEADROOM_GB = 3.0
@@ -62,7 +64,9 @@ FLOOR_MARGIN = 0.02
 
 
 class _Ctx:
-    def __init__(self, state: RunState, profile: Profile | None, hosts: list[HostFacts], target: float, warn: float):
+    def __init__(
+        self, state: RunState, profile: Profile | None, hosts: list[HostFacts], target: float, warn: float
+    ):
         self.state = state
         self.profile = profile
         self.hosts = hosts
@@ -82,7 +86,9 @@ class _Ctx:
             pv = self.profile_flags.get("mem_fraction_static")
             self.mfs = float(pv) if isinstance(pv, (int, float)) and not isinstance(pv, bool) else None
         self.P = state.min_pre_load_avail_gb
-        a_vals = [r.after_weights_avail_gb for r in state.ranks.values() if r.after_weights_avail_gb is not None]
+        a_vals = [
+            r.after_weights_avail_gb for r in state.ranks.values() if r.after_weights_avail_gb is not None
+        ]
         self.A = min(a_vals) if a_vals else None
         self.headroom = state.min_headroom_gb
         self.worst = state.worst_rank
@@ -126,8 +132,13 @@ class _Ctx:
         if self.mfs is None or self.P is None or self.P <= 0:
             return None
         return plan_mfs_for_headroom(
-            self.mfs, self.P, worst_free, target,
-            tokens_now=self.tokens, cell_bytes=self.cell, after_weights_avail=self.A,
+            self.mfs,
+            self.P,
+            worst_free,
+            target,
+            tokens_now=self.tokens,
+            cell_bytes=self.cell,
+            after_weights_avail=self.A,
         )
 
     def lowering_alternatives(self) -> tuple[FlagChange, ...]:
@@ -178,7 +189,14 @@ def _gb(x: float | None) -> str:
 
 
 def _mfs_finding(
-    ctx: _Ctx, fid: str, severity: str, ranks: tuple[str, ...], lead: str, move: MfsMove | None, *, fallback_step: float = 0.03
+    ctx: _Ctx,
+    fid: str,
+    severity: str,
+    ranks: tuple[str, ...],
+    lead: str,
+    move: MfsMove | None,
+    *,
+    fallback_step: float = 0.03,
 ) -> Finding:
     """A finding whose advice is "lower --mem-fraction-static", with the numbers behind it."""
     alts = ctx.lowering_alternatives()
@@ -187,26 +205,40 @@ def _mfs_finding(
             msg = f"{lead} Lower --mem-fraction-static (the log did not show its value or P), or shrink the prefill chunk / graph batch."
             return Finding(fid, severity, msg, ranks, (), {}, None, alts)
         new = round(ctx.mfs - fallback_step, 2)
-        msg = (f"{lead} Lower --mem-fraction-static {ctx.mfs:g} → {new:g}; the log did not show P (free before weights) "
-               "so the gain cannot be computed.")
-        return Finding(fid, severity, msg, ranks, (FlagChange("--mem-fraction-static", ctx.mfs, new),), {}, None, alts)
+        msg = (
+            f"{lead} Lower --mem-fraction-static {ctx.mfs:g} → {new:g}; the log did not show P (free before weights) "
+            "so the gain cannot be computed."
+        )
+        return Finding(
+            fid, severity, msg, ranks, (FlagChange("--mem-fraction-static", ctx.mfs, new),), {}, None, alts
+        )
     predicted: dict[str, Any] = {"headroom_gb": round(move.headroom, 2)}
     if move.tokens_after is not None:
         predicted["max_total_num_tokens"] = move.tokens_after
     cost = ""
     if move.tokens_now is not None and move.tokens_after is not None:
         cost = f", costing {move.tokens_now - move.tokens_after:,} KV tokens ({move.tokens_now:,} → {move.tokens_after:,})"
-    msg = (f"{lead} Lower --mem-fraction-static {move.mfs_old:g} → {move.mfs_new:g}: frees "
-           f"{move.mfs_old - move.mfs_new:.2f} × P {move.pre_load_avail:.2f} = {(move.mfs_old - move.mfs_new) * move.pre_load_avail:.2f} GiB per GPU, "
-           f"predicted headroom ≈ {move.headroom:.2f} GiB (target {move.target:g}){cost}.")
+    msg = (
+        f"{lead} Lower --mem-fraction-static {move.mfs_old:g} → {move.mfs_new:g}: frees "
+        f"{move.mfs_old - move.mfs_new:.2f} × P {move.pre_load_avail:.2f} = {(move.mfs_old - move.mfs_new) * move.pre_load_avail:.2f} GiB per GPU, "
+        f"predicted headroom ≈ {move.headroom:.2f} GiB (target {move.target:g}){cost}."
+    )
     if ctx.mfs_inferred:
         msg += f" (--mem-fraction-static was not set; SGLang's own choice, {move.mfs_old:g}, is inferred from A − KV = P·(1 − mfs).)"
     if move.below_floor:
-        msg += (f" Warning: {move.mfs_new:g} is at or below the floor 1 − A/P = {move.floor:.3f}, where startup fails; "
-                "shrink --chunked-prefill-size or the graph batch size instead.")
+        msg += (
+            f" Warning: {move.mfs_new:g} is at or below the floor 1 − A/P = {move.floor:.3f}, where startup fails; "
+            "shrink --chunked-prefill-size or the graph batch size instead."
+        )
     return Finding(
-        fid, severity, msg, ranks, (FlagChange("--mem-fraction-static", move.mfs_old, move.mfs_new),),
-        predicted, move.arithmetic(), alts,
+        fid,
+        severity,
+        msg,
+        ranks,
+        (FlagChange("--mem-fraction-static", move.mfs_old, move.mfs_new),),
+        predicted,
+        move.arithmetic(),
+        alts,
     )
 
 
@@ -222,8 +254,10 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
     kind = crash.kind
     if kind == "cuda_oom":
         if ctx.headroom is not None:
-            lead = (f"CUDA out of memory in {crash.phase}{where} (line {crash.line}); after graph capture the worst rank "
-                    f"({ctx.worst}) had only {ctx.headroom:.2f} GiB free for activations.")
+            lead = (
+                f"CUDA out of memory in {crash.phase}{where} (line {crash.line}); after graph capture the worst rank "
+                f"({ctx.worst}) had only {ctx.headroom:.2f} GiB free for activations."
+            )
             move = ctx.mfs_move(ctx.headroom, ctx.target)
         else:
             lead = f"CUDA out of memory in {crash.phase}{where} (line {crash.line}); the headroom after capture is not in the log."
@@ -238,26 +272,44 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
     if kind in ("hicache_host_memory", "host_oom_killed"):
         return [_hicache_crash(ctx, kind, ranks, where, crash.message)]
     if kind == "nccl_timeout":
-        msg = (f"A NCCL collective timed out{where} (line {crash.line}): a peer rank died or hung first, or the "
-               "network between nodes stalled. Look for the first rank that failed above this line; raise "
-               "--dist-timeout only if a slow but healthy step is expected.")
+        msg = (
+            f"A NCCL collective timed out{where} (line {crash.line}): a peer rank died or hung first, or the "
+            "network between nodes stalled. Look for the first rank that failed above this line; raise "
+            "--dist-timeout only if a slow but healthy step is expected."
+        )
         return [Finding("nccl_timeout", "critical", msg, ranks)]
     if kind == "port_in_use":
         port = _as_int(ctx.flag("port")) or 30000
-        msg = (f"Port {port} is already in use (line {crash.line}): another server (perhaps an earlier run that did "
-               f"not stop) is listening. Stop it, or move this run to another port.")
+        msg = (
+            f"Port {port} is already in use (line {crash.line}): another server (perhaps an earlier run that did "
+            f"not stop) is listening. Stop it, or move this run to another port."
+        )
         return [Finding("port_in_use", "critical", msg, ranks, (FlagChange("--port", port, port + 1),))]
     if kind == "warmup_failed":
-        msg = (f"The warmup request failed{where} (line {crash.line}) after the model loaded; the server never "
-               "became ready. The decisive lines above say why; --skip-server-warmup only hides the problem.")
-        return [Finding("warmup_failed", "critical", msg, ranks, (), {}, None,
-                        (FlagChange("--skip-server-warmup", False, True),))]
+        msg = (
+            f"The warmup request failed{where} (line {crash.line}) after the model loaded; the server never "
+            "became ready. The decisive lines above say why; --skip-server-warmup only hides the problem."
+        )
+        return [
+            Finding(
+                "warmup_failed",
+                "critical",
+                msg,
+                ranks,
+                (),
+                {},
+                None,
+                (FlagChange("--skip-server-warmup", False, True),),
+            )
+        ]
     msg = f"The server died{where} (line {crash.line}) with no known signature: {crash.message.strip()[:200]}"
     return [Finding("crash_unclassified", "critical", msg, ranks)]
 
 
 def _graph_capture_oom(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int) -> Finding:
-    before = [r.avail_before_capture_gb for r in ctx.state.ranks.values() if r.avail_before_capture_gb is not None]
+    before = [
+        r.avail_before_capture_gb for r in ctx.state.ranks.values() if r.avail_before_capture_gb is not None
+    ]
     graphs = [r.graph_gb for r in ctx.state.ranks.values() if r.graph_gb]
     graph_need = max(graphs) if graphs else GRAPH_GB_GUESS
     gflag = graph_max_bs_flag(ctx.version)
@@ -265,13 +317,17 @@ def _graph_capture_oom(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int)
     move = None
     if before:
         worst_before = min(before)
-        lead += (f" Only {worst_before:.2f} GiB were free before capture; graphs need about {graph_need:.2f} GiB"
-                 f"{'' if graphs else ' (a guess)'} and {ctx.target:g} GiB should stay free after.")
+        lead += (
+            f" Only {worst_before:.2f} GiB were free before capture; graphs need about {graph_need:.2f} GiB"
+            f"{'' if graphs else ' (a guess)'} and {ctx.target:g} GiB should stay free after."
+        )
         move = ctx.mfs_move(worst_before, ctx.target + graph_need)
     f = _mfs_finding(ctx, "graph_capture_oom", "critical", ranks, lead, move)
     alts = list(f.alternatives)
     if version_key(ctx.version) >= version_key("0.5.23"):
-        alts.append(FlagChange("--cuda-graph-backend-prefill", ctx.flag("cuda_graph_backend_prefill"), "disabled"))
+        alts.append(
+            FlagChange("--cuda-graph-backend-prefill", ctx.flag("cuda_graph_backend_prefill"), "disabled")
+        )
     msg = f.message + f" Or capture fewer graphs: {gflag} smaller."
     return Finding(f.id, f.severity, msg, f.ranks, f.changes, f.predicted, f.arithmetic, tuple(alts))
 
@@ -287,14 +343,21 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
         floor = float(m.group(1))
     elif ctx.A is not None and ctx.P:
         floor = mfs_floor(ctx.A, ctx.P)
-    lead = (f"Startup failed{where}: the weights left no GPU memory for the KV pool at --mem-fraction-static "
-            f"{ctx.mfs if ctx.mfs is not None else '(unknown)'}. This is the opposite of an OOM: RAISE "
-            "--mem-fraction-static (lowering it makes this worse).")
+    lead = (
+        f"Startup failed{where}: the weights left no GPU memory for the KV pool at --mem-fraction-static "
+        f"{ctx.mfs if ctx.mfs is not None else '(unknown)'}. This is the opposite of an OOM: RAISE "
+        "--mem-fraction-static (lowering it makes this worse)."
+    )
     if floor is None:
         new = ceil2((ctx.mfs or 0.8) + 0.05)
         msg = lead + " P and A are not in the log, so the floor 1 − A/P is unknown; try a higher value."
-        return Finding("init_not_enough_memory", "critical", msg, ranks,
-                       (FlagChange("--mem-fraction-static", ctx.mfs, min(new, 0.95)),))
+        return Finding(
+            "init_not_enough_memory",
+            "critical",
+            msg,
+            ranks,
+            (FlagChange("--mem-fraction-static", ctx.mfs, min(new, 0.95)),),
+        )
     new = ceil2(floor + FLOOR_MARGIN)
     if ctx.mfs is not None:
         new = max(new, ceil2(ctx.mfs + 0.01))
@@ -307,14 +370,24 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
         predicted["kv_pool_gb"] = round(kv_pool_gib(ctx.P, ctx.A, new), 2)
     if new >= 0.96:
         msg += " That leaves almost nothing for activations: the model barely fits; add GPUs (more TP) or quantize."
-    return Finding("init_not_enough_memory", "critical", msg, ranks,
-                   (FlagChange("--mem-fraction-static", ctx.mfs, new),), predicted, arith)
+    return Finding(
+        "init_not_enough_memory",
+        "critical",
+        msg,
+        ranks,
+        (FlagChange("--mem-fraction-static", ctx.mfs, new),),
+        predicted,
+        arith,
+    )
 
 
 def _kv_exhausted(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int) -> Finding:
-    lead = (f"The KV pool ran out of tokens{where} (line {line}): "
-            f"{ctx.tokens:,} tokens were not enough for the running requests." if ctx.tokens
-            else f"The KV pool ran out of tokens{where} (line {line}).")
+    lead = (
+        f"The KV pool ran out of tokens{where} (line {line}): "
+        f"{ctx.tokens:,} tokens were not enough for the running requests."
+        if ctx.tokens
+        else f"The KV pool ran out of tokens{where} (line {line})."
+    )
     mrr = ctx.state.max_running_requests or _as_int(ctx.flag("max_running_requests"))
     alts: list[FlagChange] = []
     if mrr:
@@ -323,13 +396,25 @@ def _kv_exhausted(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int) -> F
         spare = ctx.headroom - ctx.target
         new = round(ctx.mfs + spare / ctx.P - 0.005, 2)
         if new > ctx.mfs:
-            msg = (f"{lead} There is {ctx.headroom:.2f} GiB free after capture, {spare:.2f} GiB above the target: "
-                   f"raise --mem-fraction-static {ctx.mfs:g} → {new:g} to grow the pool, or admit fewer requests.")
+            msg = (
+                f"{lead} There is {ctx.headroom:.2f} GiB free after capture, {spare:.2f} GiB above the target: "
+                f"raise --mem-fraction-static {ctx.mfs:g} → {new:g} to grow the pool, or admit fewer requests."
+            )
             predicted = {"headroom_gb": round(ctx.headroom - (new - ctx.mfs) * ctx.P, 2)}
-            return Finding("kv_pool_exhausted", "critical", msg, ranks,
-                           (FlagChange("--mem-fraction-static", ctx.mfs, new),), predicted, None, tuple(alts))
-    msg = (f"{lead} The GPU has no spare memory for a bigger pool: admit fewer requests at once "
-           "(--max-running-requests), enable HiCache, or add GPUs.")
+            return Finding(
+                "kv_pool_exhausted",
+                "critical",
+                msg,
+                ranks,
+                (FlagChange("--mem-fraction-static", ctx.mfs, new),),
+                predicted,
+                None,
+                tuple(alts),
+            )
+    msg = (
+        f"{lead} The GPU has no spare memory for a bigger pool: admit fewer requests at once "
+        "(--max-running-requests), enable HiCache, or add GPUs."
+    )
     return Finding("kv_pool_exhausted", "critical", msg, ranks, tuple(alts[:1]), {}, None, ())
 
 
@@ -357,11 +442,18 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
     if kind == "host_oom_killed":
         lead = f"The kernel OOM killer SIGKILLed a scheduler{where}: the host ran out of RAM."
         if not hicache_on:
-            msg = lead + " HiCache is off; look for other memory users on the host (dataloaders, another server)."
+            msg = (
+                lead
+                + " HiCache is off; look for other memory users on the host (dataloaders, another server)."
+            )
             return Finding("host_oom_killed", "critical", msg, ranks)
     else:
         lead = f"HiCache could not get its host memory{where}: {message.strip()[:160]}"
-    lead += f" --hicache-size is GB per rank: {n} ranks × {size:g} GB." if size else " --hicache-size is GB per rank."
+    lead += (
+        f" --hicache-size is GB per rank: {n} ranks × {size:g} GB."
+        if size
+        else " --hicache-size is GB per rank."
+    )
     avail = _host_available(ctx.hosts)
     reserve = ctx.profile.policy.host_reserve_gb if ctx.profile is not None else 40.0
     if avail is None and size:
@@ -375,12 +467,21 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
     budget = hicache_budget(n, size, avail, reserve)
     fit = budget.max_size_gb
     if budget.fits:
-        msg = (lead + f" By the numbers it should fit ({budget.arithmetic()}): something else on the host held "
-               "memory at launch, or ranks per node is higher than this log shows.")
+        msg = (
+            lead + f" By the numbers it should fit ({budget.arithmetic()}): something else on the host held "
+            "memory at launch, or ranks per node is higher than this log shows."
+        )
         return Finding(kind, "critical", msg, ranks, (), {}, budget.arithmetic())
     msg = lead + f" {budget.arithmetic()}. Use --hicache-size {fit}."
-    return Finding(kind, "critical", msg, ranks, (FlagChange("--hicache-size", size, fit),),
-                   {"host_gb": round(hicache_budget(n, fit, avail, reserve).needed_gb, 1)}, budget.arithmetic())
+    return Finding(
+        kind,
+        "critical",
+        msg,
+        ranks,
+        (FlagChange("--hicache-size", size, fit),),
+        {"host_gb": round(hicache_budget(n, fit, avail, reserve).needed_gb, 1)},
+        budget.arithmetic(),
+    )
 
 
 _HOST_FREE = re.compile(r"Requesting (?P<req>\d+(?:\.\d+)?) GB but only have (?P<free>\d+(?:\.\d+)?) GB free")
@@ -405,8 +506,10 @@ def _host_available_from_log(ctx: _Ctx, message: str, size: float, n: int) -> tu
     failing = crash.rank if crash else None
     pinned = [r for r in ctx.state.hicache_allocating_ranks if r != failing]
     avail = free + SGLANG_HICACHE_RESERVE_GB + len(pinned) * size
-    return avail, (f"{free:g} GB free + {SGLANG_HICACHE_RESERVE_GB:.1f} GB SGLang reserve + {len(pinned)} ranks × "
-                   f"{size:g} GB already pinned = {avail:.1f} GB")
+    return avail, (
+        f"{free:g} GB free + {SGLANG_HICACHE_RESERVE_GB:.1f} GB SGLang reserve + {len(pinned)} ranks × "
+        f"{size:g} GB already pinned = {avail:.1f} GB"
+    )
 
 
 def _as_float(v: Any) -> float | None:
@@ -425,19 +528,34 @@ def _host_available(hosts: list[HostFacts]) -> float | None:
 
 def _headroom_findings(ctx: _Ctx) -> list[Finding]:
     st = ctx.state
-    after = {r.rank: r.avail_after_capture_gb for r in st.ranks.values() if r.avail_after_capture_gb is not None}
+    after = {
+        r.rank: r.avail_after_capture_gb for r in st.ranks.values() if r.avail_after_capture_gb is not None
+    }
     if not after or ctx.headroom is None:
         return []
     worst = ctx.headroom
     worst_ranks = tuple(sorted((r for r, v in after.items() if v <= worst + 0.05), key=lambda r: after[r]))
     if worst >= ctx.target:
-        msg = (f"Headroom after graph capture is {worst:.2f} GiB on the worst rank ({ctx.worst}), at or above the "
-               f"{ctx.target:g} GiB target on every rank.")
+        msg = (
+            f"Headroom after graph capture is {worst:.2f} GiB on the worst rank ({ctx.worst}), at or above the "
+            f"{ctx.target:g} GiB target on every rank."
+        )
         return [Finding("headroom_ok", "ok", msg, (), (), {"headroom_gb": round(worst, 2)})]
     severity = "critical" if worst < ctx.warn else "warning"
-    lead = (f"Only {worst:.2f} GiB free after CUDA-graph capture on {', '.join(worst_ranks)} "
-            f"(target {ctx.target:g}, warn below {ctx.warn:g}): the first large prefill batch can run out of memory.")
-    return [_mfs_finding(ctx, "low_headroom_after_graph_capture", severity, worst_ranks, lead, ctx.mfs_move(worst, ctx.target))]
+    lead = (
+        f"Only {worst:.2f} GiB free after CUDA-graph capture on {', '.join(worst_ranks)} "
+        f"(target {ctx.target:g}, warn below {ctx.warn:g}): the first large prefill batch can run out of memory."
+    )
+    return [
+        _mfs_finding(
+            ctx,
+            "low_headroom_after_graph_capture",
+            severity,
+            worst_ranks,
+            lead,
+            ctx.mfs_move(worst, ctx.target),
+        )
+    ]
 
 
 def _imbalance_findings(ctx: _Ctx) -> list[Finding]:
@@ -445,7 +563,10 @@ def _imbalance_findings(ctx: _Ctx) -> list[Finding]:
     if len(ranks) < 2:
         return []
     out: list[Finding] = []
-    for label, attr in (("free before weights load", "pre_load_avail_gb"), ("free after graph capture", "avail_after_capture_gb")):
+    for label, attr in (
+        ("free before weights load", "pre_load_avail_gb"),
+        ("free after graph capture", "avail_after_capture_gb"),
+    ):
         vals = {r.rank: getattr(r, attr) for r in ranks if getattr(r, attr) is not None}
         if len(vals) < 2:
             continue
@@ -461,10 +582,20 @@ def _imbalance_findings(ctx: _Ctx) -> list[Finding]:
         low.sort(key=lambda t: -t[1])
         parts = [f"{n} {v:.2f} GiB ({g:.2f} below its peers)" for n, g, v in low]
         gpus = ", ".join(_gpu_of(n) for n, _, _ in low)
-        msg = (f"{label.capitalize()}: {'; '.join(parts)}. Another process probably holds memory on {gpus}; "
-               "the KV pool is sized from the smallest rank, so every rank loses that much.")
-        out.append(Finding("rank_memory_imbalance", "warning", msg, tuple(n for n, _, _ in low),
-                           (), {"gap_gb": round(low[0][1], 2)}))
+        msg = (
+            f"{label.capitalize()}: {'; '.join(parts)}. Another process probably holds memory on {gpus}; "
+            "the KV pool is sized from the smallest rank, so every rank loses that much."
+        )
+        out.append(
+            Finding(
+                "rank_memory_imbalance",
+                "warning",
+                msg,
+                tuple(n for n, _, _ in low),
+                (),
+                {"gap_gb": round(low[0][1], 2)},
+            )
+        )
         break  # one finding: the earliest evidence is the clearest
     return out
 
@@ -481,11 +612,20 @@ def _kv_below_context(ctx: _Ctx) -> list[Finding]:
     if not ctx_len or not tokens or tokens >= ctx_len:
         return []
     new_ctx = max(1024, tokens // 1024 * 1024)
-    msg = (f"The KV pool holds {tokens:,} tokens, fewer than one request at the full context length {ctx_len:,}: "
-           "a long request can never be scheduled. Give the pool more memory (higher --mem-fraction-static if the "
-           "headroom allows, more GPUs) or cap --context-length.")
-    return [Finding("kv_pool_below_context", "warning", msg, (),
-                    (FlagChange("--context-length", _as_int(ctx.flag("context_length")), new_ctx),))]
+    msg = (
+        f"The KV pool holds {tokens:,} tokens, fewer than one request at the full context length {ctx_len:,}: "
+        "a long request can never be scheduled. Give the pool more memory (higher --mem-fraction-static if the "
+        "headroom allows, more GPUs) or cap --context-length."
+    )
+    return [
+        Finding(
+            "kv_pool_below_context",
+            "warning",
+            msg,
+            (),
+            (FlagChange("--context-length", _as_int(ctx.flag("context_length")), new_ctx),),
+        )
+    ]
 
 
 # ---- entry point ----------------------------------------------------------------------------------

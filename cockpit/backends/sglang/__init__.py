@@ -7,13 +7,15 @@ model, so they are imported inside the methods below (importing them here would 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.base import HostFacts, LogParser
 from cockpit.backends.sglang.flags import VERSIONS
 from cockpit.core.findings import Finding
-from cockpit.core.profile import Profile
 from cockpit.core.state import RunState
+
+if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
+    from cockpit.core.profile import Profile
 
 
 class SGLangBackend:
@@ -22,7 +24,9 @@ class SGLangBackend:
     def versions(self) -> tuple[str, ...]:
         return VERSIONS
 
-    def build_argv(self, profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None) -> list[str]:
+    def build_argv(
+        self, profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None
+    ) -> list[str]:
         from cockpit.backends.sglang.command import build_argv
 
         return build_argv(profile, overrides, version=version)
@@ -35,7 +39,9 @@ class SGLangBackend:
     def new_state(self) -> RunState:
         return RunState(backend=self.name)
 
-    def diagnose(self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = ()) -> list[Finding]:
+    def diagnose(
+        self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = ()
+    ) -> list[Finding]:
         from cockpit.core.diagnosis import diagnose
 
         return diagnose(state, profile, hosts)
