@@ -67,3 +67,8 @@ def test_two_nodes_16_ranks_160x48(snap_compare) -> None:  # type: ignore[no-unt
 
 def test_two_nodes_16_ranks_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=feed(two_node_snapshot()))
+
+
+def test_crash_modal_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    snap = story_snapshot(0.93, "ready", crashed=True)
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=feed(snap))

@@ -83,7 +83,7 @@ def test_demo_in_tmux_crash_then_restart_with_the_change(pane: Pane) -> None:
     assert "█" in screen  # the bars have filled
     screen = pane.wait(r"0\.93 → 0\.88", 120)  # advice, then the crash modal
     screen = pane.wait(r"CRASHED", 120)
-    screen = pane.wait(r"r restart with the change", 30)
+    screen = pane.wait(r"r restart with the change", 60)
     pane.keys("r")
     screen = pane.wait(r"READY .*mfs 0\.88 \(profile 0\.93\)", 180)
     rows = [line for line in screen.splitlines() if re.match(r"\s*TP\d ", line) and "█" in line]
