@@ -105,6 +105,10 @@ class RankBars(Widget):
 
     def tick(self, now: float) -> None:
         """Ages only: the 1 Hz clock."""
+        if self._snapshot is not None and 0 <= now - self._now < 0.5:
+            # A snapshot (telemetry at 1 Hz) painted fresh ages moments ago: a second full repaint
+            # of every rank row would double the idle CPU (64 ranks: ~25 ms a paint).
+            return
         self._now = now
         self.refresh()
 
