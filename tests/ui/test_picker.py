@@ -76,3 +76,29 @@ async def test_picker_shows_command_line_and_hicache_arithmetic(profiles_here: P
         assert isinstance(app.screen, PickerScreen)
         await pilot.press("q")
     assert app.return_code == 0
+
+
+async def test_picker_measures_remote_hosts_over_ssh(ssh_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """The story's mistake on a host reached by SSH (a real sshd on loopback, alias gpu-box-1):
+    refused in the picker with the per-rank arithmetic, measured before anything launches."""
+    from cockpit.locations import bundled_dir
+
+    monkeypatch.chdir(tmp_path)
+    path = bundled_dir("profiles") / "kimi-k2.5-tp8-hicache300.yaml"
+    app = CockpitApp(supervisor_factory=None, extra_profiles=[path])
+    async with app.run_test(size=(140, 45)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PickerScreen)
+        screen.query_one("#picker-list").highlighted = screen.paths.index(path)  # type: ignore[attr-defined]
+        for _ in range(600):
+            await pilot.pause(0.05)
+            pv = screen.preview
+            if pv is not None and pv.path == path and not pv.measured.startswith("measuring"):
+                break
+        pv = screen.preview
+        assert pv is not None and pv.measured == "facts measured on the hosts", pv.measured if pv else None
+        hicache = [f for f in pv.findings if f.id == "hicache_host_memory"]
+        assert hicache and hicache[0].severity == "critical"
+        text = str(screen.query_one("#preview-text").render())
+        assert "8 ranks × 300 GB" in text and "gpu-box-1" in text

@@ -28,6 +28,7 @@ from cockpit.ui.screens.dashboard import too_small_words
 from cockpit.ui.widgets.advice import MARKS, change_words, predicted_words
 
 LIVE_CHECK_TIMEOUT_S = 8.0
+MEASURE_TIMEOUT_S = 20.0
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Preview:
     argv_error: str | None = None
     findings: list[Finding] = field(default_factory=list)
     preflight_error: str | None = None
+    measured: str = "measuring the hosts…"  # where the facts behind `findings` come from
 
 
 class PreviewReady(Message):
@@ -92,14 +94,27 @@ def build_preview(path: Path) -> Preview:
 
 
 def _host_facts(profile: Profile) -> list[Any]:
-    """Local facts for a local profile; remote hosts are checked by `cockpit check` over SSH."""
-    if not all(h.is_local for h in profile.hosts):
-        return []
-    try:
-        hostfacts = importlib.import_module("cockpit.hostfacts")
-        return [hostfacts.local_host_facts()]
-    except Exception:
-        return []
+    """Local facts for a local profile; remote hosts are named with unknown facts (preflight says
+    so) until the measured preflight over SSH answers (PickerScreen._measure)."""
+    from cockpit.backends.base import HostFacts
+
+    if all(h.is_local for h in profile.hosts):
+        try:
+            hostfacts = importlib.import_module("cockpit.hostfacts")
+            return [hostfacts.local_host_facts()]
+        except Exception:
+            pass
+    return [HostFacts(host=h.label) for h in profile.hosts]
+
+
+class PreviewMeasured(Message):
+    """Preflight with facts measured on the profile's hosts (the same check a launch runs)."""
+
+    def __init__(self, path: Path, findings: list[Finding] | None, error: str | None) -> None:
+        super().__init__()
+        self.path = path
+        self.findings = findings
+        self.error = error
 
 
 class PickerScreen(Screen[None]):
@@ -197,6 +212,38 @@ class PickerScreen(Screen[None]):
     def _preview_ready(self, message: PreviewReady) -> None:
         self.preview = message.preview
         self._render_preview()
+        if message.preview.profile is not None:
+            self._measure(message.preview.path, message.preview.profile)
+
+    @work(exclusive=True, group="measure", exit_on_error=False)
+    async def _measure(self, path: Path, profile: Profile) -> None:
+        try:
+            from cockpit.supervisor.supervisor import Supervisor
+        except ImportError:
+            self.post_message(PreviewMeasured(path, None, "the supervisor is not available in this build"))
+            return
+        sup = Supervisor(profile)
+        try:
+            findings = await asyncio.wait_for(sup.preflight(), timeout=MEASURE_TIMEOUT_S)
+            self.post_message(PreviewMeasured(path, sort_findings(list(findings)), None))
+        except Exception as exc:  # unreachable host: keep the unmeasured findings, say why
+            self.post_message(PreviewMeasured(path, None, str(exc) or type(exc).__name__))
+        finally:
+            with contextlib.suppress(Exception):
+                await sup.close()
+
+    @on(PreviewMeasured)
+    def _measured(self, message: PreviewMeasured) -> None:
+        pv = self.preview
+        if pv is None or pv.path != message.path:
+            return
+        if message.findings is not None:
+            pv.findings = message.findings
+            pv.preflight_error = None
+            pv.measured = "facts measured on the hosts"
+        else:
+            pv.measured = f"hosts not measured: {message.error}"
+        self._render_preview()
 
     def _render_preview(self) -> None:
         pv = self.preview
@@ -222,7 +269,8 @@ class PickerScreen(Screen[None]):
             t.append("  " + shlex.join(pv.argv) + "\n")
         else:
             t.append("  " + (pv.argv_error or "unknown") + "\n", style="red")
-        t.append("\npreflight\n", style="bold")
+        t.append("\npreflight", style="bold")
+        t.append(f"  ({pv.measured})\n", style="dim")
         if pv.preflight_error:
             t.append("  " + pv.preflight_error + "\n", style="red")
         elif not pv.findings:
