@@ -174,7 +174,20 @@ async def test_pick_launch_filter_and_quit_stopping_the_server(demo_env: Path) -
             await pilot.press("2")
             assert dashboard(app).rank_focus == "TP1"
             assert all("TP1" in ln.text for ln in pane.shown_lines)
-            await pilot.press("0", "q")
+            run_id = dashboard(app).snapshot.run.id  # type: ignore[union-attr]
+            # back to the picker, leaving the server running: the profile is marked live
+            await pilot.press("0", "escape")
+            assert isinstance(app.screen, QuitScreen)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.screen is picker, 20, "the picker again")
+            await wait_for(pilot, lambda: picker.live.get(path) == run_id, 30, "the live marker")
+            assert "● live" in str(picker.query_one("#picker-list").get_option_at_index(picker.paths.index(path)).prompt)  # type: ignore[attr-defined]
+            # opening it attaches to that run
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, DashboardScreen), 10, "the dashboard again")
+            await wait_for(pilot, lambda: dashboard(app).snapshot is not None and dashboard(app).snapshot.run is not None, 30, "attach")  # type: ignore[union-attr]
+            assert dashboard(app).snapshot.run.id == run_id  # type: ignore[union-attr]
+            await pilot.press("q")
             assert isinstance(app.screen, QuitScreen)
             await pilot.press("s")
             await wait_for(pilot, lambda: app.return_code is not None, 60, "stop and exit")

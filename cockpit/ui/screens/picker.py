@@ -141,6 +141,11 @@ class PickerScreen(Screen[None]):
     def on_mount(self) -> None:
         self._reload()
 
+    def on_screen_resume(self) -> None:
+        # Back from a dashboard: the run may have been left running (or stopped) meanwhile.
+        if self.paths:
+            self._find_live_runs(list(self.paths))
+
     def on_resize(self, event: Resize) -> None:
         self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
 
