@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import codecs
 import sys
 from typing import Any
 
@@ -35,7 +36,7 @@ def _make_filter(spec: str, rank: str | None) -> Any:
 
 
 async def _logs(profile: Profile, args: argparse.Namespace) -> int:
-    from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, ServerExited
+    from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
     from cockpit.supervisor.supervisor import Supervisor
 
     sup = Supervisor(profile)
@@ -61,23 +62,53 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
             watch={"pid": run["pid"], "run_dir": run["run_dir"]} if args.follow and alive else None,
         )
         prefix = f"{node.label} | " if multi else ""
+        # A line longer than the follower's chunk cap (4 MB) arrives in pieces: it is printed as
+        # one line (decoded across the cuts, shown or not by its first piece), not one per piece.
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        mid = keep_mid = False  # the last chunk ended inside a line; that line is being shown
+
+        def end_line() -> None:
+            nonlocal mid
+            if mid and keep_mid:
+                out.write("\n")
+                out.flush()
+            mid = False
+
         try:
             async for item in fol.items():
                 if isinstance(item, LogChunk):
-                    text = item.data.decode("utf-8", "replace")
                     # split on newlines only: a tqdm line keeps its carriage returns, as in the file
-                    lines = text.split("\n")
-                    if lines and lines[-1] == "":
-                        lines.pop()
-                    shown = [prefix + ln for ln in lines if filt.matches(ln)]
-                    if shown:
-                        out.write("\n".join(shown) + "\n")
+                    lines = decoder.decode(item.data).split("\n")
+                    tail = lines.pop()  # "" when the chunk ends with a newline
+                    parts: list[str] = []
+                    for i, ln in enumerate(lines):
+                        if i == 0 and mid:
+                            if keep_mid:
+                                parts.append(ln + "\n")
+                        elif filt.matches(ln):
+                            parts.append(prefix + ln + "\n")
+                    if tail:
+                        if mid and not lines:
+                            if keep_mid:
+                                parts.append(tail)
+                        else:
+                            keep_mid = filt.matches(tail)
+                            if keep_mid:
+                                parts.append(prefix + tail)
+                    mid = not item.data.endswith(b"\n")
+                    if parts:
+                        out.write("".join(parts))
                         out.flush()
+                elif isinstance(item, LogReset):
+                    end_line()
+                    decoder.reset()
                 elif isinstance(item, ServerExited):
+                    end_line()
                     print(f"cockpit: {node.label}: the server exited (code {item.code})", file=sys.stderr)
                     return
                 elif isinstance(item, LinkState) and not item.up:
                     print(f"cockpit: {node.label}: connection lost ({item.reason}); reconnecting…", file=sys.stderr)
+            end_line()  # a last line without its newline still ends the output's line
         finally:
             await fol.close()
 
