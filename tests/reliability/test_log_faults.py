@@ -219,3 +219,42 @@ def test_parser_partial_line_completed_later(chunk: int, ledger) -> None:
         apply(st, e)
     assert st.ranks["TP1"].weights_gb == 68.63
     ledger.tried("logs", len(line) // chunk)
+
+
+def test_cockpit_logs_prints_the_hostile_log_line_for_line(tmp_path: Path, ledger) -> None:
+    from tests.reliability.helpers import make_env
+
+    env = make_env(tmp_path)
+    go = tmp_path / "go"
+    program = [PY, HOSTILE, str(go)]
+    import json
+
+    env.write_profile("hostile", f"name: hostile\nprogram: {json.dumps(program)}\nworkdir: {tmp_path / 'work'}\n"
+                                 "log: logs/h.log\n")
+    up = env.cockpit("up", "hostile", "--wait", "started", "--timeout", "30")
+    assert up.returncode == 0, up.stdout + up.stderr
+    go.touch()
+    run_dir = env.current_run("hostile")
+    for _ in range(300):
+        if (run_dir / "exit_code").exists():
+            break
+        import time
+
+        time.sleep(0.05)
+    logs = subprocess_run(env, "logs", "hostile")
+    assert logs.returncode == 0, logs.stderr[-2000:]
+    raw = (tmp_path / "work/logs/h.log").read_bytes()
+    expected = raw.decode("utf-8", "replace").encode("utf-8")
+    got_lines, want_lines = split_lines(logs.stdout), split_lines(expected)
+    ledger.tried("logs", len(want_lines))
+    lost, repeated = ledger.lines(want_lines, got_lines)
+    assert (lost, repeated) == (0, 0), (len(want_lines), len(got_lines))
+    assert logs.stdout == expected
+    ledger.fault("logs")
+    ledger.survive("logs")
+
+
+def subprocess_run(env, *args: str):  # type: ignore[no-untyped-def]
+    import subprocess
+
+    return subprocess.run([PY, "-m", "cockpit", *args], env=env.env, capture_output=True, timeout=120, cwd=env.root)
