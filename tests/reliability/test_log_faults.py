@@ -7,8 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 import random
+import subprocess
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +26,7 @@ from cockpit.supervisor.api import LogBatch
 from cockpit.supervisor.host import HostOps, LogChunk, LogFollower, LogReset
 from cockpit.supervisor.supervisor import LINE_CAP, Supervisor
 from cockpit.transport.local import LocalTransport
-from tests.reliability.helpers import PY, split_lines
+from tests.reliability.helpers import PY, make_env, split_lines, wait_for
 
 HOSTILE = str(Path(__file__).with_name("_hostile_server.py"))
 MB = 1 << 20
@@ -32,8 +34,6 @@ MB = 1 << 20
 
 def _hostile_bytes() -> tuple[bytes, bytes]:
     """The hostile server's log, as (first part, completion), produced by the real script."""
-    import subprocess
-
     done = subprocess.run([PY, "-c", (
         "import sys, runpy; sys.argv = ['x', '/']; m = runpy.run_path(" + repr(HOSTILE) + ");"
         "m['part_one'](); sys.stdout.flush(); sys.stdout.buffer.write(b'\\0SPLIT\\0'); m['part_two']()")],
@@ -222,26 +222,18 @@ def test_parser_partial_line_completed_later(chunk: int, ledger) -> None:
 
 
 def test_cockpit_logs_prints_the_hostile_log_line_for_line(tmp_path: Path, ledger) -> None:
-    from tests.reliability.helpers import make_env
-
     env = make_env(tmp_path)
     go = tmp_path / "go"
     program = [PY, HOSTILE, str(go)]
-    import json
-
     env.write_profile("hostile", f"name: hostile\nprogram: {json.dumps(program)}\nworkdir: {tmp_path / 'work'}\n"
                                  "log: logs/h.log\n")
     up = env.cockpit("up", "hostile", "--wait", "started", "--timeout", "30")
     assert up.returncode == 0, up.stdout + up.stderr
     go.touch()
     run_dir = env.current_run("hostile")
-    for _ in range(300):
-        if (run_dir / "exit_code").exists():
-            break
-        import time
-
-        time.sleep(0.05)
-    logs = subprocess_run(env, "logs", "hostile")
+    assert wait_for(lambda: (run_dir / "exit_code").exists(), 15)
+    logs = subprocess.run([PY, "-m", "cockpit", "logs", "hostile"], env=env.env, capture_output=True, timeout=120,
+                          cwd=env.root)
     assert logs.returncode == 0, logs.stderr[-2000:]
     raw = (tmp_path / "work/logs/h.log").read_bytes()
     expected = raw.decode("utf-8", "replace").encode("utf-8")
@@ -253,8 +245,3 @@ def test_cockpit_logs_prints_the_hostile_log_line_for_line(tmp_path: Path, ledge
     ledger.fault("logs")
     ledger.survive("logs")
 
-
-def subprocess_run(env, *args: str):  # type: ignore[no-untyped-def]
-    import subprocess
-
-    return subprocess.run([PY, "-m", "cockpit", *args], env=env.env, capture_output=True, timeout=120, cwd=env.root)

@@ -216,7 +216,6 @@ def test_profile_values_are_refused_by_key_or_passed_as_one_argv_element(ssh_env
                 f"{local} run locally, {remote} over SSH")
     assert not canary.exists(), "a shell interpreted a profile value"
     assert not (work / "CANARY").exists()
-    ledger.survive("profiles", local + remote)
 
 
 async def test_hostile_argv_env_and_workdir_through_the_real_launch_over_ssh(ssh_env, tmp_path: Path, ledger) -> None:
@@ -249,7 +248,6 @@ async def test_hostile_argv_env_and_workdir_through_the_real_launch_over_ssh(ssh
         ledger.tried("profiles", 2 * len(hostile))
     assert not canary.exists()
     assert not any(p.name == "CANARY" for p in tmp_path.rglob("CANARY"))
-    ledger.survive("profiles")
 
 
 def test_a_hostile_python_path_is_never_run_by_a_shell(ssh_env, tmp_path: Path, ledger) -> None:
