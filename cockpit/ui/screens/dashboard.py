@@ -316,7 +316,7 @@ class DashboardScreen(Screen[None]):
             if self._phase_key is not None and not self.note.startswith(("launch refused", "supervisor:")):
                 self.note = ""  # "restarted", "attached to …": news of the previous phase
             self._phase_key = key
-            self._phase_since = now
+            self._phase_since = now - self._phase_age_in_log(snap)
         self._refresh_header()
         self.query_one(RankBars).show(
             snap, now, self._policy(), self.rank_focus, hicache_gb_per_rank=self._hicache_per_rank(snap)
@@ -342,6 +342,15 @@ class DashboardScreen(Screen[None]):
                 self._announced.add(key)
                 change = (" → " + ", ".join(c.as_diff() for c in f.changes)) if f.changes else ""
                 self.notify(f.message + change, title="Critical", severity="error", timeout=12, markup=False)
+
+    @staticmethod
+    def _phase_age_in_log(snap: RunSnapshot) -> float:
+        """How long the log says the run has been in its phase (attaching to a run READY for
+        hours shows hours, not the seconds since we attached). Both times are the server's clock."""
+        if snap.lifecycle != "running":
+            return 0.0
+        age = fmt.seconds_between(snap.state.phase_since, snap.state.last_ts)
+        return age if age is not None and age > 0 else 0.0
 
     def _refresh_header(self) -> None:
         self.query_one(RunHeader).show(self.snapshot, self._phase_since, self.clock(), self.note)
