@@ -134,6 +134,11 @@ class HostOps:
         res = await self.call({"op": "free_port"})
         return str(res["addr"]), int(res["port"])
 
+    async def scan(self, path: str, offset: int, ino: int | None, *, head_bytes: int, tail_lines: int) -> dict[str, Any]:
+        req = {"op": "scan", "path": path, "offset": offset, "ino": ino, "head_bytes": head_bytes,
+               "tail_lines": tail_lines}
+        return await self.call(req, timeout=600)
+
     async def read(self, path: str, start: int, end: int | None) -> bytes:
         res = await self.call({"op": "read", "path": path, "start": start, "end": end})
         return base64.b64decode(res.get("data", ""))
@@ -226,6 +231,7 @@ class LogFollower:
         retry_max_s: float = 5.0,
         poll_s: float = 0.1,
         max_chunk: int = 4 << 20,
+        end: int | None = None,
     ):
         self.ops = ops
         self.path = path
@@ -237,6 +243,7 @@ class LogFollower:
         self.retry_max_s = retry_max_s
         self.poll_s = poll_s
         self.max_chunk = max_chunk  # big reads while catching up on a long log; live chunks are small
+        self.end = end  # with follow=False: stop at this byte
         self.exited: ServerExited | None = None
         self._stream: Stream | None = None
         self._closed = False
@@ -262,6 +269,8 @@ class LogFollower:
                 "poll": self.poll_s,
                 "max_chunk": self.max_chunk,
             }
+            if self.end is not None:
+                req["end"] = self.end
             if first and self.tail is not None:
                 req["tail"] = self.tail
             if self.watch and self.exited is None:

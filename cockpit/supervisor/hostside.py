@@ -18,6 +18,8 @@ Operations (the request's "op"):
   alive   which of the given pids are alive.
   read    bytes [start, end) of a file (older log lines on demand).
   free_port  a TCP port free on the host and its outward address (multi-node --dist-init-addr).
+  scan    for a log too big to read whole: where its head ends, where its last N lines begin,
+          and how many lines lie between (counted at C speed, not sent).
   follow  stream a log from a byte offset as framed chunks (see below), optionally watching the
           server pid and reporting its exit.
 
@@ -439,6 +441,37 @@ def op_alive(req):
     return {"alive": [p for p in req.get("pids", []) if _alive(int(p))]}
 
 
+def op_scan(req):
+    """Where to read a big log: the head (startup lines), the tail, and how many lines lie between.
+
+    {path, offset, ino, head_bytes, tail_lines} -> {size, ino, offset, head_end, tail_start, skipped_lines}
+    """
+    path = _expand(req["path"])
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        size = st.st_size
+        offset = int(req.get("offset", 0))
+        if (req.get("ino") is not None and st.st_ino != req["ino"]) or size < offset:
+            offset = 0
+        head_end = min(size, offset + int(req.get("head_bytes", 64 << 20)))
+        if head_end < size:
+            f.seek(offset)
+            head = f.read(head_end - offset)
+            head_end = offset + head.rfind(b"\n") + 1
+        tail_start = max(head_end, tail_offset(f, size, int(req.get("tail_lines", 20000)), head_end))
+        skipped = 0
+        f.seek(head_end)
+        left = tail_start - head_end
+        while left > 0:
+            block = f.read(min(left, 4 << 20))
+            if not block:
+                break
+            skipped += block.count(b"\n")
+            left -= len(block)
+    return {"size": size, "ino": st.st_ino, "offset": offset, "head_end": head_end,
+            "tail_start": tail_start, "skipped_lines": skipped}
+
+
 def op_free_port(req):
     """A TCP port free on this host now, and an address other nodes can reach it at."""
     import socket
@@ -517,6 +550,7 @@ def op_follow(req):
     poll = float(req.get("poll", 0.1))
     cap = int(req.get("max_chunk", 256 * 1024))
     hb_every = float(req.get("heartbeat", 2.0))
+    end = req.get("end")  # with follow false: stop at this byte (a head read)
     watch = req.get("watch") or {}
     watch_pid = watch.get("pid")
     watch_dir = watch.get("run_dir")
@@ -556,7 +590,8 @@ def op_follow(req):
                 pending = b""
                 _frame(out, {"t": "reset", "why": "created", "ino": ino})
         if f is not None:
-            data = f.read(cap)
+            want = cap if end is None else max(0, min(cap, int(end) - offset - len(pending)))
+            data = f.read(want) if want else b""
             if data:
                 progressed = True
                 buf = pending + data
@@ -567,6 +602,8 @@ def op_follow(req):
                     _frame(out, {"t": "data", "off": offset, "len": cut, "ino": ino}, buf[:cut])
                     offset += cut
                 pending = buf[cut:]
+            elif end is not None:
+                pass  # the head read is done: no rotation/truncation checks past `end`
             else:
                 # at EOF: truncated or rotated?
                 try:
@@ -633,6 +670,7 @@ OPS = {
     "alive": op_alive,
     "read": op_read,
     "free_port": op_free_port,
+    "scan": op_scan,
     "follow": op_follow,
 }
 

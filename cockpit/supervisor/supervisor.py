@@ -43,6 +43,9 @@ LOG_PENDING_MAX = 20000  # undelivered lines kept for a slow consumer; beyond th
 LINE_CAP = 4000  # characters per log line shown (a tqdm bar or a giant repr stays one line)
 HEALTH_INTERVAL_S = 2.0  # SGLang's /health costs ≥ 1 s: don't poll fast
 GPU_RELEASE_TIMEOUT_S = 60.0
+BIG_LOG_BYTES = 256 << 20  # a run's log above this is read as head + tail (lines between counted)
+BIG_LOG_HEAD_BYTES = 64 << 20  # the startup (memory lifecycle) is in the first MBs of a run
+BIG_LOG_TAIL_LINES = 20000
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 RANK_TOKEN_RE = re.compile(r"^(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+$")
 
@@ -181,6 +184,17 @@ def _rank_label(prefix: str) -> str | None:
     return " ".join(tokens) if tokens else None
 
 
+def _skip_parser_lines(parser: Any, n: int) -> None:
+    """Tell the parser that n lines went by unread, so its line numbers stay those of the file."""
+    skip = getattr(parser, "skip_lines", None)
+    if skip is not None:
+        skip(n)
+    elif hasattr(parser, "_lines"):
+        # SGLangLogParser counts lines in `_lines`/`_last_line` (no public setter yet)
+        parser._lines += n
+        parser._last_line = parser._lines
+
+
 class _Glue:
     """The backend pieces the supervisor needs, imported when first used."""
 
@@ -253,6 +267,7 @@ class _Node:
     exited: ServerExited | None = None
     link_up: bool = True
     args_seen: bool = False  # this node's server_args dump was applied
+    cursor: tuple[int, int | None] | None = None  # (offset, inode) where this run's log was read up to
     mid_line: bool = False  # the last chunk ended inside a line (a giant line arrives in pieces)
     key: str = ""  # the run-directory name of the profile on this node
     log: str = ""  # the log path (relative to workdir) on this node
@@ -530,6 +545,7 @@ class Supervisor:
             node.exited = None
             node.args_seen = False
             node.mid_line = False
+            node.cursor = None
         self._dirty = self._diag_dirty = True
 
     def _run_info_from_nodes(self) -> RunInfo:
@@ -587,14 +603,11 @@ class Supervisor:
         if node.parser is None:
             node.parser = _Glue.new_parser()
         watch = {"pid": run["pid"], "run_dir": run["run_dir"]} if run.get("pid") and follow else None
-        fol = LogFollower(
-            node.ops,
-            run["log_path"],
-            offset=int(run.get("log_offset") or 0),
-            ino=run.get("log_inode"),
-            follow=follow,
-            watch=watch,
-        )
+        if node.cursor is not None:  # read before (status, then follow): resume, never re-read
+            offset, ino = node.cursor
+        else:
+            offset, ino = await self._read_big_log_head(node, int(run.get("log_offset") or 0), run.get("log_inode"))
+        fol = LogFollower(node.ops, run["log_path"], offset=offset, ino=ino, follow=follow, watch=watch)
         node.follower = fol
         try:
             async for item in fol.items():
@@ -616,7 +629,35 @@ class Supervisor:
                     self._server_exited(node, ServerExited(int(ended.get("pid") or 0), ended.get("exit_code")))
         finally:
             node.follower = None
+            node.cursor = (fol.offset, fol.ino)
             await fol.close()
+
+    async def _read_big_log_head(self, node: _Node, offset: int, ino: int | None) -> tuple[int, int | None]:
+        """A run's log of many GB (days of batch lines) is not read whole: its head (the startup,
+        where the memory story is) and its last lines are; the lines between are counted on the
+        host so line numbers stay exact. Returns where following starts."""
+        run = node.run or {}
+        try:
+            scan = await node.ops.scan(run["log_path"], offset, ino, head_bytes=BIG_LOG_HEAD_BYTES,
+                                       tail_lines=BIG_LOG_TAIL_LINES)
+        except (TransportError, OSError):
+            return offset, ino  # e.g. no log yet: follow from the start
+        if scan["size"] - scan["offset"] <= BIG_LOG_BYTES:
+            return offset, ino
+        fol = LogFollower(node.ops, run["log_path"], offset=scan["offset"], ino=scan["ino"], follow=False,
+                          end=scan["head_end"])
+        try:
+            async for item in fol.items():
+                if isinstance(item, LogChunk):
+                    self._feed(node, item.data)
+        finally:
+            await fol.close()
+        skipped = int(scan["skipped_lines"])
+        node.lines += skipped
+        _skip_parser_lines(node.parser, skipped)
+        self._progress = (f"{node.label}: a {scan['size'] / 1e9:.1f} GB log: read its startup and its last "
+                          f"{BIG_LOG_TAIL_LINES} lines ({skipped} lines between were counted, not parsed)")
+        return int(scan["tail_start"]), scan["ino"]
 
     def _feed(self, node: _Node, data: bytes) -> None:
         for ev in node.parser.feed(data):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import signal
 import subprocess
@@ -178,3 +179,59 @@ def test_node_log_names() -> None:
     assert node_log(p, 1) == "logs/sglang.node1.log"
     p = parse_profile({"name": "x", "log": "server"})
     assert node_log(p, 2) == "server.node2"
+
+
+async def test_a_huge_log_is_read_as_head_and_tail_with_exact_line_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cockpit.supervisor.supervisor as supmod
+
+    # thresholds scaled down so a few MB stand for many GB
+    monkeypatch.setattr(supmod, "BIG_LOG_BYTES", 1 << 20)
+    monkeypatch.setattr(supmod, "BIG_LOG_HEAD_BYTES", 256 << 10)
+    monkeypatch.setattr(supmod, "BIG_LOG_TAIL_LINES", 500)
+    monkeypatch.setenv("COCKPIT_RUNS_ROOT", str(tmp_path / "runs"))
+    golden = Path(__file__).resolve().parent.parent / "data" / "sglang-0.5.9-kimi-0.88-healthy.log"
+    log = tmp_path / "work" / "big.log"
+    log.parent.mkdir()
+    log.write_bytes(b"an older run's line\n" * 1000)  # the run starts at an offset
+    writer = (
+        "import sys, time\n"
+        "sys.stdout.write(open(sys.argv[1]).read())\n"
+        "line = '[2026-02-24 12:00:00 TP0] Decode batch, #running-req: 3, #token: 900, token usage: 0.01, "
+        "cuda graph: True, gen throughput (token/s): 123.45, #queue-req: 0\\n'\n"
+        "sys.stdout.write(line * 40000)\n"
+        "sys.stdout.write('the last line\\n')\n"
+        "sys.stdout.flush()\n"
+        "time.sleep(600)\n"
+    )
+    script = tmp_path / "writer.py"
+    script.write_text(writer)
+    p = tmp_path / "big.yaml"
+    p.write_text(
+        "name: bigtest\nhosts: [{ssh: local}]\n"
+        f"program: {json.dumps([PY, str(script), str(golden)])}\n"
+        f"workdir: {tmp_path / 'work'}\nlog: big.log\n"
+        "server: {model-path: /models/Kimi-K2.5, tp: 8}\n"
+    )
+    sup = Supervisor(load_profile(p))
+    try:
+        await sup.start()
+        size = log.stat().st_size
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not log.read_bytes().endswith(b"the last line\n"):
+            await asyncio.sleep(0.1)
+        assert log.stat().st_size > size + (2 << 20)
+        snap = await sup.refresh_once()
+        st = snap.state
+        assert len(st.ranks) == 8 and st.min_headroom_gb is not None  # the startup came from the head
+        run_lines = log.read_bytes().split(b"\n")[1000:-1]
+        assert sup.nodes[0].parser.lines_seen == len(run_lines)  # line numbers are the file's
+        assert st.lines_seen == len(run_lines) - 1  # the last decode line, numbered as in the file
+        last = sup.recent_lines()
+        assert last[-1].text == "the last line" and last[-1].number == len(run_lines)
+        assert len(last) <= 5000
+        assert "counted, not parsed" in snap.progress
+    finally:
+        await sup.stop(timeout=3)
+        await sup.close()
