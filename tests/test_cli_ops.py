@@ -53,14 +53,14 @@ class Env:
 
 def _profile_text(name: str, hosts: list[str], root: Path, sim_dir: Path, port: int, *, tp: int = 8,
                   extra_server: str = "", traffic: str = "steady", model: str = "/models/Kimi-K2.5",
-                  mfs: float = 0.88) -> str:
+                  mfs: float = 0.88, version: str = "0.5.9") -> str:
     host_lines = "\n".join(f"  - ssh: {h}" for h in hosts)
     # program[0] = this interpreter: works locally and on the loopback "remote" hosts alike
     program = [PY, "-m", "cockpit", "sim", "--sim-gpu", "rtx-pro-6000", "--sim-speed", SIM_SPEED,
-               "--sim-traffic", traffic, "--sim-dir", str(sim_dir)]
+               "--sim-traffic", traffic, "--sim-dir", str(sim_dir), "--sim-version", version]
     return (
         f"name: {name}\n"
-        f"version: 0.5.9\n"
+        f"version: {version}\n"
         f"hosts:\n{host_lines}\n"
         f"program: {json.dumps(program)}\n"
         f"workdir: {root / 'work'}\n"
@@ -324,3 +324,15 @@ def test_up_reports_a_startup_crash_with_its_diagnosis(local_env: Env) -> None:
     # a crashed run does not block the next launch
     again = local_env.cockpit("up", "simtest", "--wait", "started")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_up_on_sglang_0_5_23_is_ready_by_its_ready_endpoint(tmp_path: Path) -> None:
+    env = _make_env(tmp_path, ["local"], version="0.5.23", traffic="none")
+    try:
+        up = env.cockpit("up", "simtest", "--wait", "ready", "--timeout", "90", "--json")
+        assert up.returncode == 0, up.stdout + up.stderr
+        data = json.loads(up.stdout)
+        assert data["readiness"] == "log + /ready" and data["health"] == "200" and data["ready"] is True
+        assert data["format"] == "sglang-0.5.23"
+    finally:
+        env.cockpit("down", "simtest", "--timeout", "3")
