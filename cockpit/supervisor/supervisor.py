@@ -530,6 +530,7 @@ class Supervisor:
         self._state = RunState(backend=self.profile.backend)
         self._findings = ()
         self._health = None
+        self._health_port = None  # a restart may have changed --port
         self._ring.clear()
         self._pending.clear()
         self._dropped = 0
