@@ -227,3 +227,47 @@ async def test_preflight_refuses_the_hicache_mistake_before_launch(demo_env: Pat
         assert await sup.attach() is None, "a refused profile never launches"
     finally:
         await sup.close()
+
+
+async def test_restart_asks_before_killing_a_leftover_that_holds_gpu_memory(demo_env: Path) -> None:
+    """Another process holds memory on GPU 3 (a real process, declared to the simulated GPU the way a
+    CUDA process shows up): `r` never launches on top of it; the TUI names it and kills it only
+    when the operator says yes, then the new run reaches READY."""
+    import json
+    import subprocess
+    import sys
+
+    from cockpit.ui.screens.dialogs import ConfirmScreen
+
+    profile = fast_demo(demo_env)
+    app = CockpitApp(profile=profile)
+    intruder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        async with app.run_test(size=(140, 45)) as pilot:
+            await wait_for(pilot, lambda: phase(app) == "ready", 90, "READY")
+            first = dashboard(app).snapshot.run.id  # type: ignore[union-attr]
+            proc_file = demo_env / "gpus" / f"proc-{intruder.pid}.json"
+            proc_file.write_text(json.dumps({"pid": intruder.pid, "gpu_index": 3, "used_mib": 2048.0, "updated": time.time()}))
+            await wait_for(pilot, lambda: isinstance(app.screen, CrashScreen), 120, "the crash modal")
+            await pilot.press("r")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), 60, "the leftover question")
+            body = app.screen.body  # type: ignore[attr-defined]
+            assert f"pid {intruder.pid} on GPU 3" in body and "Kill them" in body
+            assert intruder.poll() is None, "nothing is killed before the operator answers"
+            await pilot.press("y")
+            await wait_for(pilot, lambda: intruder.poll() is not None, 30, "the leftover killed")
+
+            def new_run_ready() -> bool:
+                s = dashboard(app).snapshot
+                return bool(s and s.run and s.run.id != first and s.state.phase == "ready")
+
+            await wait_for(pilot, new_run_ready, 120, "the new run READY")
+            s = dashboard(app).snapshot
+            assert s is not None and [c.as_diff() for c in s.flag_diff] == ["--mem-fraction-static 0.93 → 0.88"]
+            await pilot.press("q", "s")
+            await wait_for(pilot, lambda: app.return_code is not None, 60, "stop and exit")
+    finally:
+        if intruder.poll() is None:
+            intruder.kill()
+        intruder.wait()
+        await stop_leftover_server(profile)
