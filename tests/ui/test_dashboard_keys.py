@@ -216,3 +216,25 @@ async def test_idle_dashboard_costs_little_cpu() -> None:
         cpu = time.process_time() - cpu0
         wall = time.monotonic() - wall0
         assert cpu < 0.25 * wall, f"{cpu:.2f} s of CPU in {wall:.1f} s idle"
+
+
+async def test_crash_edit_refuses_an_unknown_flag_before_anything_stops() -> None:
+    app = make_app()
+    async with app.run_test(size=(140, 45)) as pilot:
+        await _ready(pilot, story_snapshot(0.93, "ready", crashed=True))
+        await pilot.pause()
+        modal = app.screen
+        assert isinstance(modal, CrashScreen)
+        await pilot.press("e")
+        edit = modal.query_one("#crash-edit")
+        edit.value = "mem-fraction-statik=0.88"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is modal, "a refused edit keeps the modal open"
+        assert any("mem-fraction-statik" in n.message for n in app._notifications)
+        edit.value = "mem-fraction-static=0.87"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await pilot.pause()
+        # accepted: the modal closes and a restart is attempted (no supervisor in this test)
+        assert isinstance(app.screen, DashboardScreen)
+        assert any("nothing to restart" in n.message for n in app._notifications)
