@@ -348,7 +348,11 @@ class Supervisor:
             nodes = []
             for i, host in enumerate(self.profile.hosts):
                 t = self._given_transports[i] if self._given_transports else _transport_for(host)
-                nodes.append(_Node(i, host, t, HostOps(t, runs_root=self._runs_root),
+                # the host program runs on the profile's own python when it names one (it is there:
+                # the server needs it), else on the host's python3
+                python = None if host.is_local else (
+                    self.profile.python if self.profile.python.startswith("/") else "python3")
+                nodes.append(_Node(i, host, t, HostOps(t, python=python, runs_root=self._runs_root),
                                    key=node_key(self.profile, i), log=node_log(self.profile, i)))
             self._nodes = nodes
         return self._nodes
