@@ -94,8 +94,9 @@ class RankProcess:
         except (OSError, ValueError):
             os._exit(1)
 
-    def recv(self, timeout: float | None) -> tuple[Any, ...] | None:
-        if self.inbox:
+    def recv(self, timeout: float | None, *, skip_inbox: bool = False) -> tuple[Any, ...] | None:
+        """The next message: first what a collective set aside, then the pipe from the main process."""
+        if self.inbox and not skip_inbox:
             return self.inbox.pop(0)
         try:
             if timeout is not None and not self.conn.poll(timeout):
@@ -109,7 +110,8 @@ class RankProcess:
         """(min over ranks, the simulated time the last rank arrived): a gloo all_reduce(MIN)."""
         self.send("allreduce", tag, self.local, value)
         while True:
-            msg = self.recv(None)
+            # read the pipe itself: messages set aside stay in order for the serving loop
+            msg = self.recv(None, skip_inbox=True)
             assert msg is not None
             if msg[0] == "allreduce_result" and msg[1] == tag:
                 return float(msg[2]), float(msg[3])
@@ -219,8 +221,11 @@ class RankProcess:
         budget = a_min - min_mem * (1 - cfg.mfs)
         cell = model.cell_bytes(cfg.attn_tp) * cfg.kv_bytes // model.kv_bytes
         tokens = int(budget * GIB // cell) if budget > 0 else 0
+        if tokens // cfg.page_size <= 0:
+            # every rank computes the same negative budget and raises
+            self.fail(crashes.not_enough_memory_traceback(cfg.version, cfg.mfs, a_min, min_mem), delay_real=0.01 * self.local)
         if cfg.max_total_tokens:
-            if cfg.max_total_tokens > tokens and tokens > 0:
+            if cfg.max_total_tokens > tokens:
                 if not new:
                     self.log.info(
                         f"max_total_tokens={cfg.max_total_tokens} is larger than the profiled value {tokens}. "
@@ -228,9 +233,7 @@ class RankProcess:
                     )
             else:
                 tokens = int(cfg.max_total_tokens)
-        tokens = tokens // cfg.page_size * cfg.page_size
-        if tokens <= 0:
-            self.fail(crashes.not_enough_memory_traceback(cfg.version, cfg.mfs, a_min, min_mem), delay_real=0.01 * self.local)
+        tokens = max(cfg.page_size, tokens // cfg.page_size * cfg.page_size)
         self.kv_tokens = tokens
         self.kv_gib = tokens * cell / GIB
         self.mem(self.kv_gib + model.pool_extra_gib)

@@ -9,6 +9,7 @@ remove their GPU files and the main process exits 0.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import http.client
 import json
 import os
@@ -73,6 +74,8 @@ class SimServer:
         signal.signal(signal.SIGQUIT, self._on_sigquit)
         signal.signal(signal.SIGTERM, self._on_sigterm)
         signal.signal(signal.SIGINT, self._on_sigterm)
+        # `kill -USR1 <pid>` dumps every thread's stack to the log: for debugging the simulator
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
         self.log.info(server_args_line(cfg))
         if cfg.new_format and cfg.args.get("disable_cuda_graph"):
             self.log.info(

@@ -18,9 +18,9 @@ SYSTEM_PROMPT_TOKENS = 256
 STEADY_RATE = 4.0
 LONG_DOC_EVERY_S = 240.0
 LONG_DOC_TOKENS = 12000
-BURST_EVERY_S = 60.0
+BURST_EVERY_S = 90.0
 BURST_FIRST_S = 20.0
-BURST_SIZE = 48
+BURST_SIZE = 32
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def arrivals(mode: str, seed: int = 0) -> Iterator[Arrival]:
             t += rng.expovariate(0.5)
             while t >= next_burst:
                 for i in range(BURST_SIZE):
-                    yield Arrival(next_burst + i * 0.01, rng.randint(1500, 5000), rng.randint(400, 1500), 0)
+                    yield Arrival(next_burst + i * 0.01, rng.randint(1500, 4000), rng.randint(300, 1000), 0)
                 next_burst += BURST_EVERY_S
             yield Arrival(t, rng.randint(200, 900), rng.randint(100, 300), 0)
         return

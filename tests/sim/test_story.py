@@ -210,3 +210,29 @@ def test_telemetry_agent_sees_the_simulated_gpus(sim) -> None:
     run.wait_exit(10)
     s = sample()
     assert all(g["mem_used_mib"] == 0 for g in s["gpus"]) and s["procs"] == []
+
+
+def test_concurrent_clients_during_steady_traffic(sim) -> None:
+    """Real clients while the built-in traffic runs: every request is answered (no lost messages)."""
+    import threading
+
+    run = sim([*KIMI, "--mem-fraction-static", "0.88", "--sim-traffic", "steady"], speed=100)
+    run.wait_for("The server is fired up and ready to roll!")
+    failures: list[str] = []
+
+    def client(n: int) -> None:
+        for k in range(12):
+            try:
+                status, body = post(run.port, "/generate", {"text": "x " * (10 + k), "sampling_params": {"max_new_tokens": 8 + n}},
+                                    timeout=15)
+                if status != 200 or body["meta_info"]["completion_tokens"] != 8 + n:
+                    failures.append(f"{n}/{k}: {status} {body}")
+            except OSError as exc:
+                failures.append(f"{n}/{k}: {exc!r}")
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

@@ -3,6 +3,8 @@ the batch scheduler. No processes here; the process-level behaviour is in the ot
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from cockpit.sim import hicache
@@ -161,3 +163,22 @@ def test_rank_prefixes() -> None:
     two = load_config(["--model-path", "/m", "--tp", "16", "--nnodes", "2", "--node-rank", "1"])
     assert (two.local_ranks, two.first_rank, two.rank_prefix(two.first_rank)) == (8, 8, "TP8")
     assert load_config([*KIMI, "--base-gpu-id", "2", "--gpu-id-step", "2"]).gpu_index(3) == 8
+
+
+def test_a_collective_sets_other_messages_aside_without_losing_them(tmp_path) -> None:
+    """Regression: a request queued while TP0 waited in a collective made it spin forever."""
+    from multiprocessing import Pipe
+
+    from cockpit.sim.clock import Clock
+    from cockpit.sim.rank import RankProcess
+
+    cfg = load_config([*KIMI, "--sim-dir", str(tmp_path)])
+    main_end, rank_end = Pipe(duplex=True)
+    rank = RankProcess(cfg, 0, rank_end, Clock(100.0), os.getpid())
+    rank.inbox.append(("req", "earlier", 5, 5, 0))
+    main_end.send(("req", "during", 7, 7, 0))
+    main_end.send(("allreduce_result", "reserve-2", 1.5, 9.0))
+    assert rank.allreduce_min("reserve-2", 3.0) == (1.5, 9.0)
+    assert main_end.recv() == ("allreduce", "reserve-2", 0, 3.0)
+    assert [m[1] for m in rank.inbox] == ["earlier", "during"]
+    assert rank.recv(0) == ("req", "earlier", 5, 5, 0)
