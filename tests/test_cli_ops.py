@@ -170,6 +170,11 @@ def _scenario(env: Env, *sets: str) -> None:
     assert "Load weight begin" in logs.stdout and "Capture cuda graph end" in logs.stdout
     assert "KV Cache is allocated" in logs.stdout
     assert "Decode batch" not in logs.stdout and "Prefill batch" not in logs.stdout
+    tp3 = env.cockpit("logs", "simtest", "--filter", "memory", "--rank", "3").stdout.splitlines()
+    assert tp3 and all(" TP3]" in ln for ln in tp3 if ln.startswith("[")), tp3[:5]
+    assert len(env.cockpit("logs", "simtest", "--tail", "5").stdout.splitlines()) == 5
+    bad = env.cockpit("logs", "simtest", "--filter", "([unclosed")
+    assert bad.returncode == 2, bad.stderr
 
     run_dir = _current_run(env)
     sid = int((run_dir / "sid").read_text()) if (run_dir / "sid").exists() else None

@@ -574,6 +574,8 @@ def op_follow(req):
             offset = 0  # truncated
         if req.get("tail") is not None:
             offset = max(offset, tail_offset(f, size, int(req["tail"]), offset))
+        if not follow and end is None:
+            end = size  # a one-off read is the log as it is now (`--tail 5` prints 5 lines)
         f.seek(offset)
     _frame(out, {"t": "start", "off": offset, "ino": ino, "path": path})
     last_hb = time.time()
