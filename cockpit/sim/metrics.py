@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cockpit.sim.config import SimConfig
-
-TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 120.0, 160.0)
-E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0, 500.0, 1000.0)
+from cockpit.sim.scheduler import E2E_BUCKETS, TTFT_BUCKETS
 
 GAUGES = (
     ("num_running_reqs", "The number of running requests."),
@@ -39,14 +37,17 @@ def _labels(d: dict[str, str]) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in d.items()) + "}"
 
 
-def _hist(name: str, help_: str, values: list[float], buckets: tuple[float, ...], labels: dict[str, str]) -> list[str]:
+def _hist(name: str, help_: str, hist: dict[str, Any] | None, buckets: tuple[float, ...], labels: dict[str, str]) -> list[str]:
     out = [f"# HELP sglang:{name} {help_}", f"# TYPE sglang:{name} histogram"]
-    for b in buckets:
-        n = sum(1 for v in values if v <= b)
-        out.append(f"sglang:{name}_bucket{_labels({**labels, 'le': str(b)})} {float(n)}")
-    out.append(f"sglang:{name}_bucket{_labels({**labels, 'le': '+Inf'})} {float(len(values))}")
-    out.append(f"sglang:{name}_count{_labels(labels)} {float(len(values))}")
-    out.append(f"sglang:{name}_sum{_labels(labels)} {float(sum(values))}")
+    counts = list((hist or {}).get("counts") or [0] * (len(buckets) + 1))
+    running = 0
+    for b, c in zip(buckets, counts, strict=False):
+        running += c
+        out.append(f"sglang:{name}_bucket{_labels({**labels, 'le': str(b)})} {float(running)}")
+    n = int((hist or {}).get("count") or 0)
+    out.append(f"sglang:{name}_bucket{_labels({**labels, 'le': '+Inf'})} {float(n)}")
+    out.append(f"sglang:{name}_count{_labels(labels)} {float(n)}")
+    out.append(f"sglang:{name}_sum{_labels(labels)} {float((hist or {}).get('sum') or 0.0)}")
     return out
 
 
@@ -93,7 +94,7 @@ def render_metrics(cfg: SimConfig, stats: dict[str, Any], startup: dict[str, Any
                      f"{float(values.get(name, 0) or 0)}")
         lines.append(f"sglang:{base}_created{_labels(tok if base in ('prompt_tokens', 'generation_tokens', 'num_requests') else sched)} {started_wall:.3f}")
     lines += _hist("time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-                   [float(v) for v in values.get("ttft", [])], TTFT_BUCKETS, tok)
+                   values.get("ttft"), TTFT_BUCKETS, tok)
     lines += _hist("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
-                   [float(v) for v in values.get("e2e", [])], E2E_BUCKETS, tok)
+                   values.get("e2e"), E2E_BUCKETS, tok)
     return "\n".join(lines) + "\n"

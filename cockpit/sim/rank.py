@@ -579,8 +579,8 @@ class RankProcess:
             "cached_tokens_total": st.cached_tokens_total,
             "num_retracted_requests_total": st.num_retracted_requests_total,
             "cuda_graph_passes_total": st.cuda_graph_passes_total,
-            "ttft": st.ttft[-2000:],
-            "e2e": st.e2e[-2000:],
+            "ttft": st.ttft.to_json(),
+            "e2e": st.e2e.to_json(),
         }
 
     def on_prefill(self, new_tokens: int) -> None:

@@ -72,6 +72,33 @@ class SchedParams:
     context_len: int = 1 << 30
 
 
+TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 120.0, 160.0)
+E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 150.0, 200.0,
+               250.0, 300.0, 350.0, 500.0, 1000.0)
+
+
+@dataclass
+class Histogram:
+    """A Prometheus histogram kept as counts, so a days-long run stays bounded."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)  # per bucket (not cumulative), + the +Inf bucket
+    total: float = 0.0
+    n: int = 0
+
+    def observe(self, v: float) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.bounds) + 1)
+        i = next((k for k, b in enumerate(self.bounds) if v <= b), len(self.bounds))
+        self.counts[i] += 1
+        self.total += v
+        self.n += 1
+
+    def to_json(self) -> dict[str, object]:
+        return {"bounds": list(self.bounds), "counts": list(self.counts or [0] * (len(self.bounds) + 1)),
+                "sum": self.total, "count": self.n}
+
+
 @dataclass
 class Stats:
     num_requests_total: int = 0
@@ -81,8 +108,8 @@ class Stats:
     num_retracted_requests_total: int = 0
     cuda_graph_passes_total: int = 0
     last_gen_throughput: float = 0.0
-    ttft: list[float] = field(default_factory=list)
-    e2e: list[float] = field(default_factory=list)
+    ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
+    e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
 
 
 class Scheduler:
@@ -237,7 +264,7 @@ class Scheduler:
             # the prefill produces the first output token
             if r.first_token_at is None:
                 r.first_token_at = self.t
-                self.stats.ttft.append(self.t - r.arrival)
+                self.stats.ttft.observe(self.t - r.arrival)
                 self.stats.num_requests_total += 1
                 self.stats.prompt_tokens_total += r.prompt_tokens
             r.generated += 1
@@ -352,5 +379,5 @@ class Scheduler:
 
     def _finish(self, r: Req) -> None:
         r.finished_at = self.t
-        self.stats.e2e.append(self.t - r.arrival)
+        self.stats.e2e.observe(self.t - r.arrival)
         self.on_finish(r)

@@ -182,3 +182,25 @@ def test_a_collective_sets_other_messages_aside_without_losing_them(tmp_path) ->
     assert main_end.recv() == ("allreduce", "reserve-2", 0, 3.0)
     assert [m[1] for m in rank.inbox] == ["earlier", "during"]
     assert rank.recv(0) == ("req", "earlier", 5, 5, 0)
+
+
+def test_metrics_histograms_are_cumulative_and_parse() -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from cockpit.sim.metrics import render_metrics
+    from cockpit.sim.scheduler import E2E_BUCKETS, TTFT_BUCKETS, Histogram
+
+    ttft = Histogram(TTFT_BUCKETS)
+    for v in (0.05, 0.3, 0.3, 500.0):
+        ttft.observe(v)
+    cfg = load_config([*KIMI, "--enable-metrics"])
+    text = render_metrics(cfg, {"ttft": ttft.to_json(), "e2e": Histogram(E2E_BUCKETS).to_json(), "token_usage": 0.4},
+                          {"token_capacity": 58833}, 0.0)
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    samples = {(s.name, s.labels.get("le")): s.value for s in fams["sglang:time_to_first_token_seconds"].samples}
+    assert samples[("sglang:time_to_first_token_seconds_bucket", "0.1")] == 1
+    assert samples[("sglang:time_to_first_token_seconds_bucket", "0.4")] == 3
+    assert samples[("sglang:time_to_first_token_seconds_bucket", "+Inf")] == 4
+    assert samples[("sglang:time_to_first_token_seconds_count", None)] == 4
+    assert fams["sglang:token_usage"].samples[0].value == 0.4
+    assert fams["sglang:max_total_num_tokens"].samples[0].value == 58833
