@@ -138,7 +138,8 @@ def keys_during_flood(tmp: Path, presses: int, rate: float) -> dict[str, Any]:
         down(tmp, "flood", env)
         pane.close()
     return {"presses": presses, "rate": rate, "p50_s": pct(lat, 50), "p99_s": pct(lat, 99), "max_s": max(lat),
-            "tui_cpu_share": cpu_share, "tui_rss_mb": rss, "dropped_on_screen": int(dropped.group(1)) if dropped else 0}
+            "tui_cpu_share": cpu_share, "tui_rss_mb": rss, "dropped_on_screen": int(dropped.group(1)) if dropped else 0,
+            "slowest_ms": [round(x * 1e3) for x in sorted(lat)[-5:]]}
 
 
 def grep_flood_cpu(tmp: Path, rate: float, seconds: float) -> dict[str, Any]:
@@ -245,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"keys during a {args.rate:,.0f} lines/s flood: p50 {k['p50_s'] * 1e3:.0f} ms, p99 {k['p99_s'] * 1e3:.0f} ms, "
                   f"max {k['max_s'] * 1e3:.0f} ms over {k['presses']} presses (must p99 < 150 ms); TUI at "
                   f"{k['tui_cpu_share'] * 100:.0f}% of a core, RSS {k['tui_rss_mb']:.0f} MB, {k['dropped_on_screen']} lines "
-                  f"dropped; tail -F | grep in a pane: {g['cpu_share'] * 100:.0f}% of a core", flush=True)
+                  f"dropped; slowest {k['slowest_ms']} ms; tail -F | grep in a pane: {g['cpu_share'] * 100:.0f}% of a core", flush=True)
         if args.only in (None, "idle"):
             for ranks in (8, 64):
                 i = out[f"idle_{ranks}"] = idle_cpu(tmp, ranks, args.idle_seconds)
