@@ -341,3 +341,24 @@ def test_up_on_sglang_0_5_23_is_ready_by_its_ready_endpoint(tmp_path: Path) -> N
         assert data["format"] == "sglang-0.5.23"
     finally:
         env.cockpit("down", "simtest", "--timeout", "3")
+
+
+def test_down_reports_leftovers_with_the_command_that_kills_them(local_env: Env) -> None:
+    up = local_env.cockpit("up", "simtest", "--wait", "ready", "--timeout", "90")
+    assert up.returncode == 0, up.stdout + up.stderr
+    holder = subprocess.Popen(
+        [PY, "-c",
+         "import sys, time\nfrom pathlib import Path\nfrom cockpit.sim.gpus import ProcFile\n"
+         "ProcFile(Path(sys.argv[1]), 5).set(3.0)\nprint('held', flush=True)\ntime.sleep(600)\n",
+         str(local_env.sim_dir)],
+        stdout=subprocess.PIPE, start_new_session=True, env=local_env.env,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+        down = local_env.cockpit("down", "simtest", "--timeout", "10")
+        assert down.returncode == 1, down.stdout + down.stderr
+        assert f"leftover: pid {holder.pid}" in down.stderr and f"kill -9 {holder.pid}" in down.stderr
+        assert holder.poll() is None  # reported, never killed without the operator
+    finally:
+        holder.kill()
+        holder.wait(5)
