@@ -22,14 +22,15 @@ PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
 SIM_SPEED = "200"
 
-# A log writer that runs until a stop file appears: numbered lines of varied length, some longer
+# A log writer that runs until a stop file appears (at most 5 minutes): numbered lines of varied length, some longer
 # than one 64 KiB transport read (so chunk boundaries fall inside lines), then exits 0.
 WRITER = r"""
 import os, sys, time
 stop = sys.argv[1]
 delay = float(sys.argv[2])
+give_up = time.time() + 300  # never outlive a test that died before touching the stop file
 i = 0
-while not os.path.exists(stop):
+while not os.path.exists(stop) and time.time() < give_up:
     if i % 97 == 13:
         body = 'L' * (70000 + i % 5000)
     else:

@@ -53,6 +53,7 @@ async def test_soak_supervisor_follow_under_killed_connections_and_sshd_restarts
         assert await sup.wait_until(lambda s: s.any_exited, 60)
         await asyncio.sleep(0.3)
     finally:
+        stop.touch()
         await sup.close()
         runner.cancel()
         with contextlib.suppress(asyncio.CancelledError):

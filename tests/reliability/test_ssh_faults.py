@@ -71,6 +71,7 @@ def test_logs_follow_survives_20_killed_connections(ssh_home, tmp_path: Path, le
         time.sleep(0.5)
         stop.touch()
     finally:
+        stop.touch()
         rc = follower.wait(60)
     out, err = bytes(follower.out), bytes(follower.err)
     assert rc == 0, err.decode()[-2000:]
@@ -117,6 +118,7 @@ async def test_supervisor_follow_survives_20_killed_connections(ssh_env, tmp_pat
         assert ok, "the supervisor did not see the writer exit"
         await asyncio.sleep(0.3)  # the last batch
     finally:
+        stop.touch()
         await sup.close()
         runner.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -164,6 +166,7 @@ async def test_sshd_restarted_mid_follow_reconnects(ssh_env, tmp_path: Path, led
         stop.touch()
         await asyncio.wait_for(task, 60)
     finally:
+        stop.touch()
         await fol.close()
     assert downs >= 1 and ups >= 1
     lost, repeated = ledger.lines(split_lines((tmp_path / "rs.log").read_bytes()), split_lines(bytes(got)))
