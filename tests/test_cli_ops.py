@@ -362,3 +362,18 @@ def test_down_reports_leftovers_with_the_command_that_kills_them(local_env: Env)
     finally:
         holder.kill()
         holder.wait(5)
+
+
+def test_check_measures_ssh_hosts_with_the_agent(ssh_home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    env = _make_env(tmp_path, ["gpu-box-1"], base_env={**os.environ, **ssh_home.env})
+    # the simulated GPUs exist once a simulator has written them: fake the device list it writes
+    from cockpit.sim.gpus import write_devices
+    from cockpit.sim.presets import GPUS
+
+    write_devices(env.sim_dir, GPUS["rtx-pro-6000"], 8)
+    res = env.cockpit("check", "simtest", "--json")
+    assert res.returncode in (0, 1), res.stderr
+    data = json.loads(res.stdout)
+    host = data["hosts"][0]
+    assert host["host"] == "gpu-box-1" and host["source"] == "agent"
+    assert host["mem_available_gb"] is not None and host["gpu_count"] == 8
