@@ -338,7 +338,6 @@ class Supervisor:
         self._last_snapshot: RunSnapshot | None = None
         self._journal_progress_at = 0.0
         self._journal_ended = False
-        self._telemetry_streams: list[Any] = []
         self._health_port: int | None = None
         self._sim_dir = telemetry_feed.sim_dir_of(profile)
 
@@ -396,9 +395,6 @@ class Supervisor:
         with contextlib.suppress(RuntimeError):
             asyncio.get_running_loop().create_task(_wake())
 
-    def _ensure_async(self) -> None:
-        """Nothing to do since asyncio primitives bind their loop lazily (kept as one hook)."""
-
     # ------------------------------------------------------------------ preflight
     async def preflight(self, overrides: dict[str, Any] | None = None) -> list[Finding]:
         """Flags and host facts checked before a launch (HiCache per-rank arithmetic, GPUs, RAM)."""
@@ -430,7 +426,6 @@ class Supervisor:
     async def start(self, overrides: dict[str, Any] | None = None, *, attach: bool = True) -> RunInfo:
         """Launch the profile's server detached on every node. A live run is attached to (never
         launched twice) when `attach` is true, else refused with RunRefused."""
-        self._ensure_async()
         overrides = {normalise_flag_name(k): v for k, v in (overrides or {}).items()}
         nodes = self.nodes
         live = await self._find_live()
@@ -504,7 +499,6 @@ class Supervisor:
     async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
         """The profile's live run (pid alive, still our process) on its hosts, resumed; with
         include_ended, the newest run even if it has ended (status of a crashed run)."""
-        self._ensure_async()
         nodes = self.nodes
         first = await nodes[0].ops.find(nodes[0].key)
         if first is None:
@@ -571,7 +565,6 @@ class Supervisor:
     # ------------------------------------------------------------------ monitoring
     async def run(self) -> None:
         """Follow every node's log, telemetry and the readiness probe until stop() or close()."""
-        self._ensure_async()
         if self._run is None:
             raise CockpitError(f"{self.profile.name}: no run to follow", hint="start() or attach() first")
         self._tasks = [asyncio.create_task(self._follow(node, follow=True)) for node in self.nodes if node.run]
@@ -586,7 +579,6 @@ class Supervisor:
 
     async def refresh_once(self) -> RunSnapshot:
         """Read each node's log of the run to its current end, one probe: a snapshot for `status`."""
-        self._ensure_async()
         await asyncio.gather(*(self._follow(node, follow=False) for node in self.nodes if node.run))
         if any(n.exited is None for n in self.nodes if n.run) and self._lifecycle == "running":
             await self._probe_once()
@@ -979,7 +971,6 @@ class Supervisor:
 
     async def wait_until(self, cond: Callable[[Supervisor], bool], timeout: float) -> bool:
         """Wait (while run() works) until cond(self) holds; False on timeout."""
-        self._ensure_async()
         deadline = time.monotonic() + timeout
         while not cond(self):
             left = deadline - time.monotonic()
@@ -994,7 +985,6 @@ class Supervisor:
     async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False) -> StopResult:
         """SIGTERM the run's process groups, SIGKILL after `timeout`, then wait until its GPU
         memory is released; leftovers still holding memory are reported (and killed on request)."""
-        self._ensure_async()
         if self._run is None:
             await self.attach()
         if self._run is None:
