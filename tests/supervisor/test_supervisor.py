@@ -235,3 +235,14 @@ async def test_a_huge_log_is_read_as_head_and_tail_with_exact_line_numbers(
     finally:
         await sup.stop(timeout=3)
         await sup.close()
+
+
+async def test_two_cockpits_racing_on_one_profile_launch_once(env: Path) -> None:
+    a, b = Supervisor(load_profile(env)), Supervisor(load_profile(env))
+    ra, rb = await asyncio.gather(a.start(), b.start())
+    assert ra.id == rb.id and ra.pid == rb.pid
+    assert ra.pid is not None and _alive(ra.pid)
+    runs_dir = Path(os.environ["COCKPIT_RUNS_ROOT"]) / "suptest"
+    assert len([d for d in runs_dir.iterdir() if d.is_dir()]) == 1
+    await a.close()
+    await b.close()
