@@ -190,6 +190,9 @@ class RankProcess:
         t_load = t_sync + 0.05
         clock.sleep_until(t_load + self.rng.uniform(0.0, 0.03))
         self.log.info(f"Load weight begin. avail mem={self.free():.2f} GB")
+        # TP0's tqdm bar stays open (no newline) while it loads: barriers on both sides of the bar
+        # keep every other rank's lines out of it, however late a busy machine runs a process
+        self.allreduce_min("weights_begin", 0.0)
         load_s = model.shards * model.load_s_per_shard
         free = self.free()
         if self.weights_gib > free:
@@ -323,7 +326,7 @@ class RankProcess:
         self.static_gib = base + self.weights_gib
         self.mem()
 
-    def _graph_progress(self, t0: float, dur: float, total_gib: float, sizes: list[int], label: str) -> None:
+    def _graph_progress(self, t0: float, dur: float, total_gib: float, sizes: list[int], label: str, bar: bool = True) -> None:
         """Capture graphs largest first; memory grows as they are captured; TP0 draws the tqdm bar."""
         n = len(sizes)
         base = self.static_gib
@@ -341,7 +344,7 @@ class RankProcess:
             k = n * j // steps
             self.static_gib = base + total_gib * k / n
             self.mem()
-            if self.is_tp0:
+            if self.is_tp0 and bar:
                 avail = self.free()
                 size = order[min(k, n - 1)]
                 pct = 100 * k // n
@@ -363,9 +366,11 @@ class RankProcess:
         else:
             self.log.info(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB")
             if self.is_tp0:
-                self.clock.sleep_until(t_cap + self.margin / 2)
                 self.log.info(f"Capture cuda graph bs {sizes}")
-        self._graph_progress(t_cap + self.margin, dur, graph, sizes, "decode")
+        # the minimum spare memory over ranks: if some rank will fail, TP0 draws no bar that its
+        # traceback could land in
+        spare, _ = self.allreduce_min("decode_capture_begin", self.free() - graph)
+        self._graph_progress(t_cap + self.margin, dur, graph, sizes, "decode", bar=spare > 0.02)
         self.allreduce_min("decode_captured", 0.0)
         self.graph_gib = graph
         end = t_cap + 2 * self.margin + dur
@@ -388,7 +393,8 @@ class RankProcess:
         dur = 0.85 * model.capture_s
         avail = self.free()
         self.log.info(f"Capture target prefill CUDA graph begin. backend=breakable, num_tokens={sizes}, avail mem={avail:.2f} GB")
-        self._graph_progress(t_cap + self.margin, dur, graph, sizes, "prefill")
+        spare, _ = self.allreduce_min("prefill_capture_begin", self.free() - graph)
+        self._graph_progress(t_cap + self.margin, dur, graph, sizes, "prefill", bar=spare > 0.02)
         self.allreduce_min("prefill_captured", 0.0)
         self.graph_prefill_gib = graph
         end = t_cap + 2 * self.margin + dur
