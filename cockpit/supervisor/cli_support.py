@@ -109,6 +109,11 @@ def status_exit_code(snap: RunSnapshot) -> int:
     return exit_code_for(list(snap.findings))
 
 
+def rank_sort_key(rank: str) -> tuple[int, ...]:
+    """"DP1 TP3" → (1, 3): ranks in numeric order (the log lists them in arrival order)."""
+    return tuple(int("".join(ch for ch in tok if ch.isdigit()) or 0) for tok in rank.split())
+
+
 def _fmt_gb(v: float | None) -> str:
     return "?" if v is None else f"{v:.2f}"
 
@@ -142,7 +147,7 @@ def render_status(snap: RunSnapshot) -> str:
         lines.append(f"KV pool: max_total_num_tokens={st.max_total_num_tokens}")
     if st.ranks:
         lines.append(f"{'RANK':<10} {'GPU':>8} {'USED/TOTAL GB':>15} {'AGE':>6} {'WEIGHTS':>8} {'FREE AFTER CAPTURE':>19}")
-        for r in st.ranks.values():
+        for r in sorted(st.ranks.values(), key=lambda r: rank_sort_key(r.rank)):
             g = rank_gpu_json(snap, r.rank)
             gpu = "?" if g["index"] is None else f"{g['host']}:{g['index']}" if len(snap.rank_gpu) and run and len(run.hosts) > 1 else str(g["index"])
             used = f"{_fmt_gb(g['used_gb'])}/{_fmt_gb(g['total_gb'])}"
