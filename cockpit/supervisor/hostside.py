@@ -420,7 +420,8 @@ def op_stop(req):
     deadline = time.time() + 3
     while _read(os.path.join(run_dir, "exit_code")) is None and time.time() < deadline:
         time.sleep(0.05)
-    if not os.path.exists(os.path.join(run_dir, "stopped_by")):
+    # only a run that was still going is "stopped": a crashed one stays crashed in later reports
+    if (info["alive"] or info["members"]) and not os.path.exists(os.path.join(run_dir, "stopped_by")):
         _write(os.path.join(run_dir, "stopped_by"), "cockpit")
     return {"stopped": not left, "killed": killed, "left": left, "run": _run_info(run_dir)}
 
