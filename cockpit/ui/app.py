@@ -141,6 +141,9 @@ class CockpitApp(App[int]):
                 continue
             seen.add((b.action, b.description))
             rows.append((self.get_key_display(b), b.description, b.id))
+        # The screen's own keys first, then the focused pane's (log scrolling), then the app's.
+        order = {"log": 1, "app": 2}
+        rows.sort(key=lambda r: order.get(r[2].split(".")[0], 0))
         return rows
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:

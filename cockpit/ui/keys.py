@@ -14,6 +14,8 @@ APP_BINDINGS: list[BindingType] = [
 
 DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("q", "quit_dashboard", "Quit", id="dash.quit"),
+    # early in the list so the compact footer still shows it
+    Binding("question_mark", "app.help", "Help", key_display="?", id="dash.help"),
     Binding("escape", "back", "Profiles", show=False, id="dash.back"),
     Binding("f", "cycle_filter", "Filter", id="dash.filter"),
     Binding("m", "filter('memory')", "Memory lines", show=False, id="dash.filter_memory"),
@@ -38,6 +40,7 @@ DASHBOARD_BINDINGS: list[BindingType] = [
 
 PICKER_BINDINGS: list[BindingType] = [
     Binding("q", "quit_picker", "Quit", id="picker.quit"),
+    Binding("question_mark", "app.help", "Help", key_display="?", id="picker.help"),
     Binding("enter", "open", "Open", id="picker.open"),
     Binding("w", "why", "Arithmetic", id="picker.why"),
     Binding("g", "refresh", "Refresh", id="picker.refresh"),

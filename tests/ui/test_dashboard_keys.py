@@ -128,7 +128,7 @@ async def test_help_theme_and_palette() -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         ids = {row[2] for row in app.screen.rows}
-        assert {"dash.quit", "dash.filter", "dash.restart", "dash.rank1", "app.theme", "app.help"} <= ids
+        assert {"dash.quit", "dash.filter", "dash.restart", "dash.rank1", "app.theme", "dash.help"} <= ids
         await pilot.press("escape")
         assert app.theme == "cockpit-dark"
         await pilot.press("t")

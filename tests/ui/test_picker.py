@@ -81,10 +81,18 @@ async def test_picker_shows_command_line_and_hicache_arithmetic(profiles_here: P
 async def test_picker_measures_remote_hosts_over_ssh(ssh_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     """The story's mistake on a host reached by SSH (a real sshd on loopback, alias gpu-box-1):
     refused in the picker with the per-rank arithmetic, measured before anything launches."""
+    import sys
+
+    import yaml
+
     from cockpit.locations import bundled_dir
 
     monkeypatch.chdir(tmp_path)
-    path = bundled_dir("profiles") / "kimi-k2.5-tp8-hicache300.yaml"
+    # The bundled story profile, with a python that exists on this "GPU host" (the agent runs on it).
+    data = yaml.safe_load((bundled_dir("profiles") / "kimi-k2.5-tp8-hicache300.yaml").read_text())
+    data["python"] = sys.executable
+    path = tmp_path / "kimi-k2.5-tp8-hicache300-here.yaml"
+    path.write_text(yaml.safe_dump(data))
     app = CockpitApp(supervisor_factory=None, extra_profiles=[path])
     async with app.run_test(size=(140, 45)) as pilot:
         await pilot.pause()
@@ -99,6 +107,6 @@ async def test_picker_measures_remote_hosts_over_ssh(ssh_env, tmp_path: Path, mo
         pv = screen.preview
         assert pv is not None and pv.measured == "facts measured on the hosts", pv.measured if pv else None
         hicache = [f for f in pv.findings if f.id == "hicache_host_memory"]
-        assert hicache and hicache[0].severity == "critical"
+        assert hicache and hicache[0].severity == "critical", [(f.id, f.message) for f in pv.findings]
         text = str(screen.query_one("#preview-text").render())
         assert "8 ranks × 300 GB" in text and "gpu-box-1" in text

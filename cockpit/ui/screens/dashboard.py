@@ -128,6 +128,7 @@ class DashboardScreen(Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
+        self.query_one(Footer).compact = event.size.width < 120  # more keys fit on a narrow terminal
 
     # ---- supervisor worker (I/O lives there) ----
     def _post_snapshot(self, snapshot: RunSnapshot) -> None:

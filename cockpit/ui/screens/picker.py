@@ -148,6 +148,7 @@ class PickerScreen(Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
+        self.query_one(Footer).compact = event.size.width < 120  # more keys fit on a narrow terminal
 
     def _reload(self) -> None:
         self.paths = profile_files(self.extra)
