@@ -9,8 +9,8 @@
 - One connection per host carries every channel (commands, log followers, the telemetry agent,
   port forwards). After a drop the next call reconnects; failed attempts back off 1, 2, 4 … s.
 - The remote command line is built from the argv list with shlex quoting only. Environment
-  variables travel as `env K=V` in that argv (sshd's AcceptEnv usually refuses SSH env
-  requests); the working directory as a quoted `cd --` before `exec`. This assumes a POSIX
+  variables travel as a quoted `export 'K=V'` before `exec` (sshd's AcceptEnv usually refuses
+  SSH env requests); the working directory as a quoted `cd --` before `exec`. This assumes a POSIX
   login shell on the host (sh, bash, zsh, dash), which is what GPU hosts run.
 """
 
@@ -95,17 +95,18 @@ def remote_command_line(
         else:
             target = shlex.quote(cwd)
         parts.append(f"cd -- {target} 2>/dev/null || {{ echo {_CWD_MARK.decode()} >&2; exit {_CWD_EXIT}; }};")
-    cmd = ["exec"]
     if env:
-        cmd.append("env")
+        # `export 'K=V'`, not `exec env K=V cmd`: env(1) would read a command named like `X=1`
+        # as one more assignment and run the next argv element in its place.
+        assigns = []
         for k, v in env.items():
             if not _ENV_NAME.match(str(k)):
                 raise ValueError(f"environment variable name {k!r} is not valid")
             if "\x00" in str(v):
                 raise ValueError(f"environment variable {k} must not contain a NUL byte")
-            cmd.append(f"{k}={v}")
-    cmd.extend(args)
-    parts.append(shlex.join(cmd))
+            assigns.append(shlex.quote(f"{k}={v}"))
+        parts.append("export " + " ".join(assigns) + ";")
+    parts.append(shlex.join(["exec", *args]))
     return " ".join(parts)
 
 
