@@ -270,3 +270,20 @@ def test_a_hostile_python_path_is_never_run_by_a_shell(ssh_env, tmp_path: Path, 
     ledger.tried("profiles", n)
     assert not canary.exists()
     assert os.listdir(tmp_path) == []
+
+
+async def test_a_program_name_with_an_equals_sign_is_a_command_not_an_assignment(ssh_env, tmp_path: Path, ledger) -> None:
+    # With environment variables to pass, a first argv element like `X=1` must still be the
+    # command (not found), as it is locally; never an assignment that promotes the next element.
+    canary = tmp_path / "CANARY"
+    argv = ["X=1", "sh", "-c", f"touch {canary}"]
+    for t in (LocalTransport(), SSHTransport("gpu-box-1")):
+        try:
+            done = await t.run(argv, env={"A": "1"}, timeout=20)
+            assert done.returncode != 0, (t.label, done)
+        except TransportError as exc:
+            assert "not found" in str(exc), str(exc)
+        finally:
+            await t.close()
+        ledger.tried("profiles")
+    assert not canary.exists(), "over SSH, `env` read X=1 as an assignment and ran the next element"
