@@ -116,3 +116,12 @@ def sim(tmp_path: Path) -> Iterator:
 
 KIMI = ["--model-path", "/models/Kimi-K2.5", "--tp", "8", "--trust-remote-code", "--sim-gpu", "rtx-pro-6000",
         "--sim-model", "kimi-k2.5"]
+
+
+RECORD_INSIDE = re.compile(r".\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?(?: [A-Z_]+\d+)*\] ")
+
+
+def assert_lines_intact(text: str) -> None:
+    """No record starts in the middle of a line (a peer's line appended to TP0's open tqdm bar)."""
+    bad = [line[:160] for line in text.splitlines() if RECORD_INSIDE.search(line)]
+    assert bad == [], bad[:3]

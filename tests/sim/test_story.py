@@ -21,7 +21,7 @@ import pytest
 from cockpit.backends.sglang.logparse import read_log
 from cockpit.sim import gpus
 
-from .conftest import KIMI
+from .conftest import KIMI, assert_lines_intact
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -79,6 +79,7 @@ def test_mfs_093_crashes_in_prefill_on_tp3(sim) -> None:
     # at --sim-speed 50 "within a minute of readiness" (at speed 20) is well under 24 s
     assert (ts(crash) - ts(ready)).total_seconds() <= 24
 
+    assert_lines_intact(text)
     state = read_log(run.log_path)
     assert state.phase == "crashed"
     assert state.crash is not None
@@ -122,6 +123,7 @@ def test_mfs_088_serves_steady_traffic(sim) -> None:
 
     text = run.text()
     assert "Scheduler hit an exception" not in text
+    assert_lines_intact(text)
     state = read_log(run.log_path)
     assert state.phase == "ready"
     tp3 = state.ranks["TP3"]

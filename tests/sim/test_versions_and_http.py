@@ -12,7 +12,7 @@ import pytest
 
 from cockpit.backends.sglang.logparse import read_log
 
-from .conftest import KIMI
+from .conftest import KIMI, assert_lines_intact
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -54,6 +54,7 @@ def test_0523_log_formats_and_ready_endpoint(sim) -> None:
     metrics = _get(run.port, "/metrics").decode()
     assert "sglang:startup_available_gpu_memory_gb{" in metrics and 'phase="decode"' in metrics
 
+    assert_lines_intact(run.text())
     state = read_log(run.log_path)
     assert state.format == "sglang-0.5.23" and state.phase == "ready"
     assert len(state.ranks) == 8
