@@ -291,7 +291,7 @@ class SimServer:
         self.log.uvicorn("Application startup complete.")
         handler = _make_handler(self)
         try:
-            self.httpd = ThreadingHTTPServer((cfg.host, cfg.port), handler)
+            self.httpd = _HTTPServer((cfg.host, cfg.port), handler)
         except OSError as exc:
             self.log.uvicorn(
                 f"[Errno {exc.errno}] error while attempting to bind on address ('{cfg.host}', {cfg.port}): "
@@ -407,6 +407,26 @@ class SimServer:
         }
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that went away mid-answer is routine; anything else gets one uvicorn-style line
+        import sys
+
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            return
+        Log("").uvicorn(f"Exception in ASGI application: {exc!r}", level="ERROR")
+
+
+def _positive_int(v: Any, default: int) -> int:
+    try:
+        return max(1, int(v)) if v is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
 def _jsonable(v: Any) -> bool:
     try:
         json.dumps(v)
@@ -454,7 +474,10 @@ def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
             self._reply(404, {"detail": "Not Found"})
 
         def _body(self) -> dict[str, Any]:
-            n = int(self.headers.get("Content-Length") or 0)
+            try:
+                n = max(0, int(self.headers.get("Content-Length") or 0))
+            except ValueError:
+                n = 0
             raw = self.rfile.read(n) if n else b""
             try:
                 data = json.loads(raw or b"{}")
@@ -531,7 +554,7 @@ def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
 
         def _generate(self, body: dict[str, Any]) -> None:
             sp = body.get("sampling_params") or {}
-            max_new = int(sp.get("max_new_tokens") or 128)
+            max_new = _positive_int(sp.get("max_new_tokens") if isinstance(sp, dict) else None, 128)
             if "input_ids" in body and isinstance(body["input_ids"], list):
                 prompt = max(1, len(body["input_ids"]))
             else:
@@ -554,7 +577,7 @@ def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
             return self._stream_or_reply(body, out, lambda: [out])
 
         def _openai(self, path: str, body: dict[str, Any]) -> None:
-            max_new = int(body.get("max_completion_tokens") or body.get("max_tokens") or 128)
+            max_new = _positive_int(body.get("max_completion_tokens") or body.get("max_tokens"), 128)
             if path.endswith("chat/completions"):
                 msgs = body.get("messages") or []
                 text = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))

@@ -156,3 +156,22 @@ def test_second_node_runs_its_ranks_and_a_dummy_health(sim) -> None:
     assert "TP8] Init torch distributed begin." in text and "TP15]" in text and " TP0]" not in text
     assert "fired up" not in text
     assert len(run.children()) == 8
+
+
+def test_bad_requests_do_not_disturb_the_server(sim) -> None:
+    run = sim([*KIMI, "--mem-fraction-static", "0.88"])
+    run.wait_for("The server is fired up and ready to roll!")
+    conn = http.client.HTTPConnection("127.0.0.1", run.port, timeout=10)
+    conn.request("POST", "/generate", body=b"{not json", headers={"Content-Type": "application/json"})
+    r = conn.getresponse()
+    assert r.status == 200 and json.loads(r.read())["meta_info"]["completion_tokens"] == 128
+    conn = http.client.HTTPConnection("127.0.0.1", run.port, timeout=10)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps({"messages": "oops", "max_tokens": "many"}))
+    r = conn.getresponse()
+    assert r.status == 200 and json.loads(r.read())["usage"]["completion_tokens"] == 128
+    # a client that hangs up mid-request
+    with socket.create_connection(("127.0.0.1", run.port)) as s:
+        s.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{")
+    assert status_of(run.port, "/nope") == 404
+    assert status_of(run.port, "/health") == 200
+    assert "Traceback" not in run.text()
