@@ -156,7 +156,12 @@ class SimConfig:
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp
+        return self.dp_replicas * self.tp * self.pp
+
+    @property
+    def dp_replicas(self) -> int:
+        """Plain data parallelism (--dp-size N without DP attention): N copies of the TP group."""
+        return self.dp if self.dp > 1 and not self.dp_attention else 1
 
     @property
     def local_ranks(self) -> int:
@@ -180,10 +185,13 @@ class SimConfig:
         """The log prefix tokens of a scheduler: DP, PP, TP, EP in SGLang's order."""
         if self.world_size == 1:
             return ""
-        pp_rank, tp_rank = divmod(global_rank, self.tp)
+        dp_rank, in_group = divmod(global_rank, self.tp * self.pp)
+        pp_rank, tp_rank = divmod(in_group, self.tp)
         parts = []
         if self.dp_attention and self.dp > 1:
             parts.append(f"DP{tp_rank // self.attn_tp}")
+        elif self.dp_replicas > 1:
+            parts.append(f"DP{dp_rank}")
         if self.pp > 1:
             parts.append(f"PP{pp_rank}")
         if self.tp > 1:

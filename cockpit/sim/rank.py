@@ -57,6 +57,7 @@ class RankProcess:
         self.local = local_rank
         self.rank = cfg.first_rank + local_rank
         self.tp_rank = self.rank % cfg.tp
+        # batch lines and the scheduler: DP group 0's TP0 (other replicas' schedulers stay idle)
         self.conn = conn
         self.clock = clock
         self.main_pid = main_pid
@@ -589,6 +590,10 @@ class RankProcess:
             "e2e": st.e2e.to_json(),
         }
 
+    def group(self) -> range:
+        """The local ranks that run TP0's batches: its own TP x PP group (not other DP replicas)."""
+        return range(min(self.cfg.local_ranks, self.cfg.tp * self.cfg.pp))
+
     def on_prefill(self, new_tokens: int) -> None:
         """Does every rank have the activation memory for this prefill? If not, the worst one dies."""
         need = self.cfg.model.act_gib(new_tokens)
@@ -596,7 +601,7 @@ class RankProcess:
             return
         extra = need - self.reserved_gib
         fractions: dict[int, float] = {}
-        for local in range(self.cfg.local_ranks):
+        for local in self.group():
             free = gpus.free_gib(self.cfg.sim_dir, self.cfg.gpu_index(local), self.cfg.gpu.total_mib)
             if free < extra:
                 fractions[local] = free / extra
@@ -614,6 +619,8 @@ class RankProcess:
             raise _Hang()
         self.reserved_gib = need
         self.mem()
+        # every rank, other DP replicas too (their own traffic grows their activations alike);
+        # the collective below counts all local ranks
         peers = [r for r in range(self.cfg.local_ranks) if r != self.local]
         if peers:
             # the next OOM decision reads every rank's file: wait until they all show the new mark

@@ -204,3 +204,11 @@ def test_metrics_histograms_are_cumulative_and_parse() -> None:
     assert samples[("sglang:time_to_first_token_seconds_count", None)] == 4
     assert fams["sglang:token_usage"].samples[0].value == 0.4
     assert fams["sglang:max_total_num_tokens"].samples[0].value == 58833
+
+
+def test_plain_data_parallel_runs_every_replica() -> None:
+    cfg = load_config(["--model-path", "/m", "--tp", "4", "--dp", "2"])
+    assert (cfg.world_size, cfg.local_ranks) == (8, 8)
+    assert [cfg.rank_prefix(r) for r in (0, 3, 4, 7)] == ["DP0 TP0", "DP0 TP3", "DP1 TP0", "DP1 TP3"]
+    att = load_config(["--model-path", "/m", "--tp", "8", "--dp", "8", "--enable-dp-attention"])
+    assert att.world_size == 8 and att.rank_prefix(5) == "DP5 TP5"

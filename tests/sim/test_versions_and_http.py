@@ -175,3 +175,14 @@ def test_bad_requests_do_not_disturb_the_server(sim) -> None:
     assert status_of(run.port, "/nope") == 404
     assert status_of(run.port, "/health") == 200
     assert "Traceback" not in run.text()
+
+
+def test_plain_data_parallel_prefixes(sim) -> None:
+    run = sim(["--model-path", "meta-llama/Llama-3.1-70B-Instruct", "--tp", "4", "--dp", "2", "--sim-gpu", "h100",
+               "--mem-fraction-static", "0.85", "--sim-traffic", "steady"])
+    run.wait_for("The server is fired up and ready to roll!")
+    run.wait_for(r"\[[^\]]* DP0 TP0\] Decode batch")
+    text = run.text()
+    assert "DP1 TP3] Capture cuda graph end." in text and len(run.children()) == 8
+    state = read_log(run.log_path)
+    assert state.phase == "ready" and len(state.ranks) == 8
