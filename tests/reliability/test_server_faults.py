@@ -138,3 +138,29 @@ async def test_leftover_rank_holding_gpu_memory_blocks_the_restart(tmp_path: Pat
         if leftover is not None and leftover.poll() is None:
             leftover.kill()
             leftover.wait()
+
+
+def test_cockpit_down_names_a_leftover_rank_and_how_to_kill_it(tmp_path: Path, ledger) -> None:
+    from tests.reliability.helpers import make_env
+
+    env = make_env(tmp_path)
+    sim = tmp_path / "gpus"
+    sim.mkdir()
+    env.env["COCKPIT_SIM_GPU_DIR"] = str(sim)
+    env.write_profile("lo", sim_profile("lo", "local", tmp_path, sim, speed="200", tp=2, traffic="none"))
+    up = env.cockpit("up", "lo", "--wait", "ready", "--timeout", "60")
+    assert up.returncode == 0, up.stdout + up.stderr
+    leftover = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        ProcFile(sim, 1, leftover.pid).set(40.0)
+        ledger.fault("server")
+        down = env.cockpit("down", "lo", "--timeout", "5")
+        assert down.returncode == 1, down.stdout + down.stderr
+        text = down.stdout + down.stderr
+        assert f"pid {leftover.pid}" in text and "kill" in text, text
+        assert alive(leftover.pid)  # asked, not killed behind the operator's back
+        ledger.survive("server")
+    finally:
+        leftover.kill()
+        leftover.wait()
+        env.cockpit("down", "lo", "--timeout", "3")
