@@ -154,3 +154,35 @@ async def test_agent_killed_values_unknown_then_recovered(fake_nvidia_smi, tmp_p
         await gen.aclose()
         for pid in _agent_pids():
             os.kill(pid, signal.SIGKILL)
+
+
+def test_status_shows_unknown_gpu_values_as_null_then_recovers(tmp_path: Path, ledger) -> None:
+    from tests.reliability.helpers import make_env, sim_profile
+
+    env = make_env(tmp_path)
+    sim = tmp_path / "gpus"
+    sim.mkdir()
+    env.env["COCKPIT_SIM_GPU_DIR"] = str(sim)
+    env.write_profile("tel", sim_profile("tel", "local", tmp_path, sim, speed="200", tp=2, traffic="none"))
+    try:
+        up = env.cockpit("up", "tel", "--wait", "ready", "--timeout", "60")
+        assert up.returncode == 0, up.stdout + up.stderr
+
+        def ranks() -> list[dict]:
+            st = env.cockpit("status", "tel", "--json")
+            return list(json.loads(st.stdout)["ranks"])
+
+        assert all(r["gpu"]["used_gb"] and r["gpu"]["used_gb"] > 10 for r in ranks())
+        # the GPU source goes away (the simulator's device list is gone, as a driver would be)
+        devices = sim / "devices.json"
+        devices.rename(sim / "devices.json.away")
+        ledger.fault("telemetry")
+        for r in ranks():
+            g = r["gpu"]
+            assert g["index"] is not None  # which GPU is still known from the flags
+            assert g["used_gb"] is None and g["total_gb"] is None and g["age_s"] is None, g
+        (sim / "devices.json.away").rename(devices)
+        assert all(r["gpu"]["used_gb"] and r["gpu"]["used_gb"] > 10 for r in ranks())
+        ledger.survive("telemetry")
+    finally:
+        env.cockpit("down", "tel", "--timeout", "5")
