@@ -5,6 +5,7 @@ cockpits on one profile never launch twice."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import signal
 import sqlite3
@@ -131,3 +132,25 @@ def test_two_cockpits_on_one_profile_launch_once(tmp_path: Path, ledger) -> None
         ledger.survive("cockpit")
     finally:
         env.cockpit("down", "twice", "--timeout", "3")
+
+
+def test_closed_terminal_hangs_up_the_cockpit_not_the_server(tmp_path: Path, ledger) -> None:
+    # a tmux pane or an SSH session to the jump host closing: SIGHUP to the cockpit's whole process group
+    env = _env(tmp_path, "hup", speed="60")
+    try:
+        up = subprocess.Popen([PY, "-m", "cockpit", "up", "hup", "--wait", "ready", "--timeout", "90"], env=env.env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=env.root,
+                              start_new_session=True)
+        assert wait_for(lambda: (env.runs_root / "hup" / "current").exists(), 60)
+        run_dir = env.current_run("hup")
+        assert wait_for(lambda: (run_dir / "pid").exists(), 30)
+        os.killpg(up.pid, signal.SIGHUP)
+        up.wait(10)
+        ledger.fault("cockpit")
+        pid = int((run_dir / "pid").read_text())
+        time.sleep(0.5)
+        assert alive(pid)
+        assert wait_for(lambda: _status(env, "hup")["phase"] == "ready", 60, step=0.5)
+        ledger.survive("cockpit")
+    finally:
+        env.cockpit("down", "hup", "--timeout", "3")
