@@ -260,6 +260,8 @@ async def test_transport_for_pools_per_host(ssh_env: SshHome) -> None:
     from cockpit.core.profile import Host
     from cockpit.transport import LocalTransport, close_all, transport_for
 
+    # The pool is per process; earlier tests (other event loops) may have left entries in it.
+    await close_all()
     a = transport_for(Host(ssh="gpu-box-1"))
     assert a is transport_for("gpu-box-1")
     assert isinstance(transport_for(Host(ssh="local")), LocalTransport)
