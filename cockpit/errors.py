@@ -25,12 +25,8 @@ class BadInput(CockpitError):
 
 def report(exc: BaseException) -> int:
     """Print `exc` for the operator and return the exit code the CLI contract gives it."""
+    from cockpit.backends.base import FlagError
     from cockpit.core.profile import ProfileError
-
-    try:
-        from cockpit.backends.base import FlagError
-    except ImportError:  # pragma: no cover - the backend package is always present
-        FlagError = ValueError  # type: ignore[misc,assignment]  # noqa: N806
 
     if isinstance(exc, ProfileError):
         print(f"cockpit: error: {exc}", file=sys.stderr)
