@@ -11,11 +11,11 @@ from __future__ import annotations
 import copy
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 # Phase words, identical in JSON, the journal and (upper-cased) on screen.
 Phase = Literal["loading", "kv_pool", "capturing", "warmup", "ready", "crashed", "stopped", "unknown"]
-PHASES: tuple[str, ...] = ("loading", "kv_pool", "capturing", "warmup", "ready", "crashed", "stopped", "unknown")
+PHASES: tuple[str, ...] = get_args(Phase)
 
 CrashKind = Literal[
     "cuda_oom",
@@ -29,20 +29,9 @@ CrashKind = Literal[
     "port_in_use",
     "unknown",
 ]
-CRASH_KINDS: tuple[str, ...] = (
-    "cuda_oom",
-    "graph_capture_oom",
-    "kv_pool_exhausted",
-    "init_not_enough_memory",
-    "hicache_host_memory",
-    "host_oom_killed",
-    "nccl_timeout",
-    "warmup_failed",
-    "port_in_use",
-    "unknown",
-)
+CRASH_KINDS: tuple[str, ...] = get_args(CrashKind)
 CrashPhase = Literal["startup", "graph_capture", "prefill", "decode", "serving"]
-CRASH_PHASES: tuple[str, ...] = ("startup", "graph_capture", "prefill", "decode", "serving")
+CRASH_PHASES: tuple[str, ...] = get_args(CrashPhase)
 
 # Bounded series: about an hour of decode lines at SGLang's default log interval.
 SERIES_MAX_POINTS = 4096
