@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -80,6 +81,9 @@ class CockpitApp(App[int]):
             from cockpit.ui.screens.picker import PickerScreen
 
             self.push_screen(PickerScreen(extra=self.extra_profiles))
+        # ~120k objects from imports and start-up live as long as the app: keep them out of the
+        # full collections, which otherwise stall the event loop for ~90 ms during a log flood.
+        self.call_after_refresh(gc.freeze)
 
     def dashboard_for(self, profile: Profile, from_picker: bool) -> Screen[Any]:
         from cockpit.ui.screens.dashboard import DashboardScreen
