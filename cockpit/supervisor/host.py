@@ -167,6 +167,7 @@ class LogReset:
 class ServerExited:
     pid: int
     code: int | None
+    stopped_by: str | None = None  # set when a stop (from any cockpit) ended it: not a crash
 
 
 @dataclass(frozen=True)
@@ -312,7 +313,8 @@ class LogFollower:
                         elif kind == "exit":
                             if self.exited is None:
                                 code = head.get("code")
-                                self.exited = ServerExited(int(head.get("pid") or 0), None if code is None else int(code))
+                                self.exited = ServerExited(int(head.get("pid") or 0), None if code is None else int(code),
+                                                           head.get("stopped_by"))
                                 yield self.exited
                         elif kind == "error":
                             error = str(head.get("msg"))

@@ -399,6 +399,11 @@ def op_stop(req):
 
     left = members()
     killed = False
+    # Marked before the first signal: a cockpit watching the run from elsewhere reads the exit
+    # (even a SIGKILL after the timeout, 137) as this stop, not as a crash. Only a run that was
+    # still going is "stopped": a crashed one stays crashed in later reports.
+    if (info["alive"] or info["members"]) and not os.path.exists(os.path.join(run_dir, "stopped_by")):
+        _write(os.path.join(run_dir, "stopped_by"), "cockpit")
     if left or info["alive"]:
         _signal_all(pgid if info["alive"] else None, left, signal.SIGTERM)
         deadline = time.time() + timeout
@@ -420,9 +425,6 @@ def op_stop(req):
     deadline = time.time() + 3
     while _read(os.path.join(run_dir, "exit_code")) is None and time.time() < deadline:
         time.sleep(0.05)
-    # only a run that was still going is "stopped": a crashed one stays crashed in later reports
-    if (info["alive"] or info["members"]) and not os.path.exists(os.path.join(run_dir, "stopped_by")):
-        _write(os.path.join(run_dir, "stopped_by"), "cockpit")
     return {"stopped": not left, "killed": killed, "left": left, "run": _run_info(run_dir)}
 
 
@@ -650,7 +652,8 @@ def op_follow(req):
                 _frame(out, {"t": "data", "off": offset, "len": len(pending), "ino": ino}, pending)
                 offset += len(pending)
                 pending = b""
-            _frame(out, {"t": "exit", "pid": watch_pid, "code": code})
+            stopped_by = _read(os.path.join(watch_dir, "stopped_by")) if watch_dir else None
+            _frame(out, {"t": "exit", "pid": watch_pid, "code": code, "stopped_by": stopped_by})
             exited = True
         if not progressed:
             if not follow:

@@ -730,7 +730,7 @@ class Supervisor:
         node.exited = ex
         self._finish_parser(node)
         _Glue.apply(self._state, _Glue.process_exited(ex.code))
-        if self._stopping or (node.run or {}).get("stopped_by"):
+        if self._stopping or (node.run or {}).get("stopped_by") or ex.stopped_by:
             self._mark_stopped()
         self._dirty = self._diag_dirty = True
         if not self._stopping:
