@@ -154,3 +154,79 @@ def test_closed_terminal_hangs_up_the_cockpit_not_the_server(tmp_path: Path, led
         ledger.survive("cockpit")
     finally:
         env.cockpit("down", "hup", "--timeout", "3")
+
+
+async def test_a_stop_from_another_cockpit_reads_as_stopped_not_crashed(tmp_path: Path, ledger) -> None:
+    import asyncio
+    import contextlib
+
+    import yaml
+
+    from cockpit.core.profile import parse_profile
+    from cockpit.supervisor.supervisor import Supervisor
+
+    env = _env(tmp_path, "other", speed="200")
+    prof = parse_profile(yaml.safe_load((env.root / "profiles/other.yaml").read_text()), "other.yaml")
+    watcher = Supervisor(prof, runs_root=str(env.runs_root))
+    up = await asyncio.to_thread(env.cockpit, "up", "other", "--wait", "ready", "--timeout", "60")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert await watcher.attach() is not None
+    runner = asyncio.create_task(watcher.run())
+    try:
+        assert await watcher.wait_until(lambda s: s.state_phase == "ready", 30)
+        down = await asyncio.to_thread(env.cockpit, "down", "other", "--timeout", "10")
+        assert down.returncode == 0, down.stdout + down.stderr
+        ledger.fault("cockpit")
+        assert await watcher.wait_until(lambda s: s.any_exited, 15)
+        await asyncio.sleep(0.3)
+        snap = watcher.snapshot()
+        assert snap.state.phase == "stopped" and snap.state.crash is None, (snap.state.phase, snap.state.crash)
+        assert snap.lifecycle == "stopped", snap.lifecycle
+        ledger.survive("cockpit")
+    finally:
+        await watcher.close()
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+        env.cockpit("down", "other", "--timeout", "3")
+
+
+STUBBORN = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\ntime.sleep(300)\n"
+
+
+async def test_a_stop_that_needs_sigkill_from_another_cockpit_reads_as_stopped(tmp_path: Path, ledger) -> None:
+    # SGLang often outlives SIGTERM and gets SIGKILLed by the stop (exit 137): a cockpit watching
+    # from another pane must not report that as a crash (nor journal it as one).
+    import asyncio
+    import contextlib
+
+    from cockpit.core.profile import parse_profile
+    from cockpit.supervisor.supervisor import Supervisor
+
+    env = make_env(tmp_path)
+    script = tmp_path / "stubborn.py"
+    script.write_text(STUBBORN)
+    data = {"name": "stub", "program": [PY, str(script)], "workdir": str(tmp_path / "w"), "log": "s.log"}
+    env.write_profile("stub", json.dumps(data))
+    up = await asyncio.to_thread(env.cockpit, "up", "stub", "--wait", "started", "--timeout", "30")
+    assert up.returncode == 0, up.stdout + up.stderr
+    watcher = Supervisor(parse_profile(data, "stub.yaml"), runs_root=str(env.runs_root))
+    assert await watcher.attach() is not None
+    runner = asyncio.create_task(watcher.run())
+    try:
+        await asyncio.sleep(0.5)
+        down = await asyncio.to_thread(env.cockpit, "down", "stub", "--timeout", "1")
+        assert down.returncode == 0 and "SIGKILL" in down.stdout, down.stdout + down.stderr
+        ledger.fault("cockpit")
+        assert await watcher.wait_until(lambda s: s.any_exited, 15)
+        await asyncio.sleep(0.3)
+        snap = watcher.snapshot()
+        assert snap.state.crash is None and snap.state.phase == "stopped", (snap.state.phase, snap.state.crash)
+        assert snap.lifecycle == "stopped"
+        ledger.survive("cockpit")
+    finally:
+        await watcher.close()
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+        env.cockpit("down", "stub", "--timeout", "1")
