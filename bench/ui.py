@@ -127,6 +127,7 @@ def keys_during_flood(tmp: Path, presses: int, rate: float) -> dict[str, Any]:
             while want not in pane.text():
                 if time.perf_counter() - t > 10:
                     raise SystemExit(f"{want} not on screen 10 s after the key")
+                time.sleep(0.003)  # each capture is a process; polling flat out would starve the TUI
             lat.append(time.perf_counter() - t)
             cur = nxt
             time.sleep(random.uniform(0.2, 0.4))
