@@ -212,3 +212,18 @@ def test_plain_data_parallel_runs_every_replica() -> None:
     assert [cfg.rank_prefix(r) for r in (0, 3, 4, 7)] == ["DP0 TP0", "DP0 TP3", "DP1 TP0", "DP1 TP3"]
     att = load_config(["--model-path", "/m", "--tp", "8", "--dp", "8", "--enable-dp-attention"])
     assert att.world_size == 8 and att.rank_prefix(5) == "DP5 TP5"
+
+
+def test_log_record_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from cockpit.sim.logfmt import fmt_size, server_args_line, timestamp
+
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", timestamp())
+    monkeypatch.setenv("SGLANG_LOG_MS", "1")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}", timestamp())
+    assert fmt_size(224 * 2**20) == "224.00 MiB" and fmt_size(95.59 * 2**30) == "95.59 GiB"
+    old = server_args_line(load_config([*KIMI, "--mem-fraction-static", "0.93"]))
+    assert old.startswith("server_args=ServerArgs(model_path='/models/Kimi-K2.5', ") and "mem_fraction_static=0.93," in old
+    new = server_args_line(load_config([*KIMI, "--sim-version", "0.5.23"]))
+    assert new.startswith("server_args={'model_path': '/models/Kimi-K2.5', ") and "'cuda_graph_max_bs_decode': 512" in new
