@@ -197,13 +197,12 @@ def writer_profile(tmp: Path, name: str, writer_args: list[str], *, ssh: str = "
                    python: str | None = None, ranks: int = 8, sim_dir: Path | None = None,
                    port: int | None = None) -> Path:
     """A profile YAML in `tmp` that launches bench/_writer.py (through the real launch path: the
-    host program, a detached process, its stdout appended to the log) instead of SGLang."""
+    host program, a detached process, its stdout appended to the log) instead of SGLang. The
+    writer serves HTTP 200 on the profile's port, so the readiness probe sees a READY server."""
     workdir = tmp / "work"
     workdir.mkdir(parents=True, exist_ok=True)
     env = {"COCKPIT_SIM_GPU_DIR": str(sim_dir)} if sim_dir else {}
     prog = [python or sys.executable, str(WRITER), *writer_args]
-    if port:
-        prog += ["--port", str(port)]
     lines = [
         f"name: {name}",
         "backend: sglang",
@@ -218,8 +217,8 @@ def writer_profile(tmp: Path, name: str, writer_args: list[str], *, ssh: str = "
         "  model-path: /models/Kimi-K2.5",
         f"  tp: {ranks}",
         "  mem-fraction-static: 0.88",
-        # port 1: nobody listens, the readiness probe is refused at once; else the writer answers 200
-        f"  port: {port or 1}",
+        # the command builder passes --port to the writer, which answers 200 there like a READY server
+        f"  port: {port or free_port()}",
     ]
     path = tmp / f"{name}.yaml"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")

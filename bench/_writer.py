@@ -61,7 +61,11 @@ def serve_health(port: int) -> None:
         def log_message(self, *args: object) -> None:  # the log is the flood's, not the probe's
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", port), Ok)
+    try:
+        httpd = ThreadingHTTPServer(("127.0.0.1", port), Ok)
+    except OSError as exc:  # taken, or a privileged port: the probe then sees "refused"
+        print(f"bench writer: no HTTP on port {port}: {exc}", file=sys.stderr)
+        return
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
 
 
@@ -78,7 +82,8 @@ def main() -> int:
     ap.add_argument("--linger", type=float, default=0.0, help="seconds to stay alive after the last line")
     ap.add_argument("--sim-gpus", type=Path, default=None)
     ap.add_argument("--sim-count", type=int, default=0)
-    ap.add_argument("--port", type=int, default=0, help="answer HTTP 200 here (/health, /health_generate, ...)")
+    # SGLang's own --port (the command builder passes the profile's): answer HTTP 200 there, as a READY server would
+    ap.add_argument("--port", type=int, default=0)
     args, _sglang_flags = ap.parse_known_args()
     if args.port:
         serve_health(args.port)
