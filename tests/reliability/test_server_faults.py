@@ -164,3 +164,35 @@ def test_cockpit_down_names_a_leftover_rank_and_how_to_kill_it(tmp_path: Path, l
         leftover.kill()
         leftover.wait()
         env.cockpit("down", "lo", "--timeout", "3")
+
+
+async def test_sigkill_over_ssh_is_seen_within_1s(ssh_env, tmp_path: Path, ledger) -> None:
+    sim = tmp_path / "gpus"
+    sim.mkdir()
+    profile = parse_profile(yaml.safe_load(sim_profile("kill-ssh", "gpu-box-1", tmp_path, sim, speed="200", tp=2)),
+                            "kill-ssh.yaml")
+    marks: dict[str, float] = {}
+    killed: list[int] = []
+
+    def on_snapshot(snap: RunSnapshot) -> None:
+        if "kill" not in marks and snap.state.phase == "ready" and snap.run is not None:
+            killed.extend(_members(snap.run.run_dir))
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+            marks["kill"] = time.monotonic()
+        elif "kill" in marks and "seen" not in marks and snap.state.phase == "crashed" and snap.lifecycle == "failed":
+            marks["seen"] = time.monotonic()
+
+    sup = Supervisor(profile, runs_root=str(tmp_path / "runs"), on_snapshot=on_snapshot)
+    await sup.start(attach=False)
+    runner = asyncio.create_task(sup.run())
+    try:
+        assert await sup.wait_until(lambda s: "seen" in marks, 60)
+    finally:
+        await sup.close()
+        await _end(runner)
+    ledger.fault("server", len(killed))
+    took = marks["seen"] - marks["kill"]
+    ledger.note(f"SIGKILL over SSH: crash seen after {took:.2f} s")
+    assert took <= DETECT_LIMIT_S, took
+    ledger.survive("server", len(killed))
