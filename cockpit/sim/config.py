@@ -8,7 +8,7 @@ the default --mem-fraction-static, chunked prefill size, decode graph batch size
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -148,7 +148,6 @@ class SimConfig:
     kv_dtype: str
     skip_warmup: bool
     seed: int
-    extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def speed(self) -> float:

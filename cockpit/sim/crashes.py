@@ -91,7 +91,6 @@ def prefill_oom_traceback(version: str, arch_file: str, oom: str) -> str:
 
 
 def capture_oom_traceback(version: str, oom: str, prefill: bool = False) -> str:
-    frames = _scheduler_top(version)[:1]
     frames = [
         ("sglang/srt/managers/scheduler.py", 3160 if version != "0.5.23" else 3501, "run_scheduler_process", "scheduler = Scheduler("),
         ("sglang/srt/managers/scheduler.py", 348, "__init__", "self.init_model_worker()"),

@@ -260,7 +260,7 @@ class RankProcess:
         clock.sleep_until(t_cap)
         free = self.free()
         if model.workspace_gib > free:
-            self._startup_oom(model.workspace_gib, free, "workspace")
+            self._startup_oom(model.workspace_gib, free)
         self.mem(model.workspace_gib, util=60.0)
         if new:
             if cfg.prefill_graph:
@@ -426,7 +426,7 @@ class RankProcess:
             reserved_unallocated_gib=unalloc,
         )
 
-    def _startup_oom(self, need: float, free: float, what: str) -> NoReturn:
+    def _startup_oom(self, need: float, free: float) -> NoReturn:
         self.fail(crashes.workspace_oom_traceback(self.cfg.version, self._oom_text(min(need, free + 0.5), free)))
 
     def _capture_oom(self, need: float, free: float, prefill: bool) -> NoReturn:

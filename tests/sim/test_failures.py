@@ -228,3 +228,21 @@ def test_0523_aborts_the_last_request_instead_of_crashing(sim) -> None:
     conn.request("POST", "/generate", body=json.dumps({"input_ids": list(range(2500))}))
     r = conn.getresponse()
     assert r.status == 400 and "exceeds the maximum allowed length (1999 tokens)" in r.read().decode()
+
+
+def test_attention_workspace_oom_at_startup(sim) -> None:
+    run = sim([*KIMI, "--mem-fraction-static", "0.985"])
+    assert run.wait_exit() == SIGKILLED
+    assert "in init_attention_backend" in run.text()
+    _, crash = crash_of(run)
+    assert crash.kind in ("cuda_oom", "graph_capture_oom") and crash.phase in ("startup", "graph_capture")
+
+
+def test_weights_that_do_not_fit_fail_while_loading(sim) -> None:
+    run = sim(["--model-path", "meta-llama/Llama-3.1-70B-Instruct", "--sim-gpu", "h100"])
+    assert run.wait_exit() == SIGKILLED
+    text = run.text()
+    assert "in load_model" in text and "torch.OutOfMemoryError: CUDA out of memory." in text
+    assert "Load weight end" not in text
+    _, crash = crash_of(run)
+    assert (crash.kind, crash.phase) == ("cuda_oom", "startup")
