@@ -277,8 +277,8 @@ def test_logs_follow_across_killed_connections(ssh_home, tmp_path: Path) -> None
 def test_two_node_run_on_two_loopback_hosts(ssh_home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # Both "hosts" are this machine and share its simulated GPUs: a model small enough for two
     # ranks per GPU (at a low mem-fraction-static) stands in for two separate 8-GPU nodes. They
-    # also share one port, where node 1's dummy /health cannot bind once node 0's API is up, so
-    # this test follows the startup (every rank of both nodes merged into one state), not readiness.
+    # also share one port: node 1's dummy /health cannot bind there, which the simulator tolerates,
+    # and readiness rests on node 0's log line and /health only (node 1's would always say 200).
     env = _make_env(tmp_path, ["gpu-box-1", "gpu-box-2"], base_env={**os.environ, **ssh_home.env}, tp=16,
                     traffic="none", model="/models/Llama-3.1-70B-Instruct", mfs=0.4)
     try:
@@ -289,9 +289,10 @@ def test_two_node_run_on_two_loopback_hosts(ssh_home, tmp_path: Path) -> None:  
         while time.monotonic() < deadline:
             data = json.loads(env.cockpit("status", "simtest", "--json").stdout)
             captured = [r for r in data["ranks"] if r["avail_after_capture_gb"] is not None]
-            if len(captured) >= 16:
+            if len(captured) >= 16 and data["phase"] == "ready":
                 break
             time.sleep(0.5)
+        assert data["phase"] == "ready", data["phase"]
         names = [r["rank"] for r in data["ranks"]]
         assert {f"TP{i}" for i in range(16)} <= set(names), names
         assert data["run"]["hosts"] == ["gpu-box-1", "gpu-box-2"]

@@ -371,9 +371,13 @@ class SimServer:
 
         try:
             self.httpd = ThreadingHTTPServer((cfg.host, cfg.port), Dummy)
-        except OSError:
-            self._kill_children(signal.SIGKILL)
-            return 1
+        except OSError as exc:
+            # Several simulated nodes on one machine share its ports: node 0's API already holds
+            # this one. Nothing trusts a node >= 1 /health anyway, so keep the ranks serving.
+            # (worded so that it reads as no crash signature: the port is simply someone else's)
+            _stderr_line(f"[sim] node {cfg.node_rank}: no dummy health server, port {cfg.port} is held by another node (errno {exc.errno})")
+            while True:
+                time.sleep(0.5)
         self.httpd.serve_forever(poll_interval=0.5)
         return 0
 
@@ -617,3 +621,8 @@ def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
 
 def run_server(cfg: SimConfig) -> int:
     return SimServer(cfg).run()
+
+
+def _stderr_line(text: str) -> None:
+    """One unprefixed line on stderr, written whole (as a real process's stray output would be)."""
+    os.write(2, (text + "\n").encode())
