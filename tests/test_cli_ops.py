@@ -360,9 +360,19 @@ def test_down_reports_leftovers_with_the_command_that_kills_them(local_env: Env)
         assert down.returncode == 1, down.stdout + down.stderr
         assert f"leftover: pid {holder.pid}" in down.stderr and f"kill -9 {holder.pid}" in down.stderr
         assert holder.poll() is None  # reported, never killed without the operator
+        # and a new launch never lands on top of it: refused, naming the pid and how to free it
+        again = local_env.cockpit("up", "simtest", "--wait", "started", "--timeout", "30")
+        assert again.returncode == 1, again.stdout + again.stderr
+        assert f"{holder.pid} (GPU 5" in again.stderr and f"kill -9 {holder.pid}" in again.stderr
+        assert "launched run" not in again.stdout
+        assert holder.poll() is None
     finally:
         holder.kill()
         holder.wait(5)
+    # once the GPU is free the same command launches
+    up2 = local_env.cockpit("up", "simtest", "--wait", "started", "--timeout", "30")
+    assert up2.returncode == 0, up2.stdout + up2.stderr
+    local_env.cockpit("down", "simtest", "--timeout", "10")
 
 
 def test_check_measures_ssh_hosts_with_the_agent(ssh_home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

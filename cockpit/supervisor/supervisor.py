@@ -67,7 +67,9 @@ class LeftoversHoldGpus(CockpitError):
 
     def __init__(self, leftovers: list[GpuProcess]):
         pids = ", ".join(f"{p.pid} (GPU {p.gpu_index} on {p.host})" for p in leftovers)
-        super().__init__(f"GPU memory is still held by pid {pids}", hint="kill them, or stop with kill_leftovers=True")
+        kills = "; ".join(f"kill -9 {p.pid} on {p.host}" for p in leftovers)
+        super().__init__(f"GPU memory is held by pid {pids}: launching now would land on top of it",
+                         hint=f"check what they are, then free the GPUs ({kills}) and launch again")
         self.leftovers = leftovers
 
 
@@ -415,9 +417,13 @@ class Supervisor:
         return out
 
     # ------------------------------------------------------------------ launch / attach
-    async def start(self, overrides: dict[str, Any] | None = None, *, attach: bool = True) -> RunInfo:
+    async def start(self, overrides: dict[str, Any] | None = None, *, attach: bool = True,
+                    kill_leftovers: bool = False) -> RunInfo:
         """Launch the profile's server detached on every node. A live run is attached to (never
-        launched twice) when `attach` is true, else refused with RunRefused."""
+        launched twice) when `attach` is true, else refused with RunRefused. Processes already
+        holding memory on the GPUs the run will use refuse the launch (LeftoversHoldGpus) unless
+        kill_leftovers: a server started on top of them would size its KV pool from what is left
+        and die, or starve them."""
         overrides = {normalise_flag_name(k): v for k, v in (overrides or {}).items()}
         nodes = self.nodes
         live = await self._find_live()
@@ -430,6 +436,9 @@ class Supervisor:
                     f"{self.profile.name}: the server of run {live.id} has exited but its processes "
                     f"{n0['members']} are still alive on {live.hosts[0]} (and may hold GPU memory)", live)
             raise RunRefused(f"{self.profile.name} is already running on {live.hosts[0]} (run {live.id}, pid {live.pid})", live)
+        busy = await self._wait_gpu_release(self._gpus_for_flags(merged_flags(self.profile, overrides)), kill_leftovers)
+        if busy:
+            raise LeftoversHoldGpus(busy)
         self._set("launching", "launching the server")
         run_id = new_run_id()
         dist_addr: str | None = None
@@ -922,15 +931,17 @@ class Supervisor:
     def run_gpus(self) -> set[tuple[str, int]]:
         """(host, GPU) pairs the run uses: from the ranks its log showed, else from its flags."""
         found = set(self.rank_gpu().values())
-        if found:
-            return found
+        return found or self._gpus_for_flags(self._flags)
+
+    def _gpus_for_flags(self, flags: dict[str, Any]) -> set[tuple[str, int]]:
+        """(host, GPU) pairs a run with these flags will use (before its log names any rank)."""
         try:
-            tp = int(_flag(self._flags, "tp-size", "tp", "tensor-parallel-size", default=1))
-            pp = int(_flag(self._flags, "pp-size", "pipeline-parallel-size", default=1))
+            tp = int(_flag(flags, "tp-size", "tp", "tensor-parallel-size", default=1))
+            pp = int(_flag(flags, "pp-size", "pipeline-parallel-size", default=1))
         except (TypeError, ValueError):
             return set()
         names = [f"PP{p} TP{t}" if pp > 1 else f"TP{t}" for p in range(pp) for t in range(tp)]
-        return set(rank_gpu_map(names, [n.label for n in self.nodes], self._flags, self.profile.env).values())
+        return set(rank_gpu_map(names, [n.label for n in self.nodes], flags, self.profile.env).values())
 
     def snapshot(self) -> RunSnapshot:
         findings = self._current_findings()

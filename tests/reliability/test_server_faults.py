@@ -120,7 +120,7 @@ async def test_leftover_rank_holding_gpu_memory_blocks_the_restart(tmp_path: Pat
         with pytest.raises(LeftoversHoldGpus) as ei:
             await sup.restart({"mem-fraction-static": 0.85})
         assert [p.pid for p in ei.value.leftovers] == [leftover.pid]
-        assert "GPU memory is still held by pid" in str(ei.value)
+        assert "GPU memory is held by pid" in str(ei.value)
         # nothing was launched on top: the newest run is still the first one, and it is stopped
         assert (runs / "leftover" / "current").read_text().strip() == first.id
         assert len([d for d in (runs / "leftover").iterdir() if d.is_dir()]) == 1
