@@ -68,3 +68,32 @@ def test_widgets_do_no_io() -> None:
                 assert not {a.name.split(".")[0] for a in node.names} & banned, py
             elif isinstance(node, ast.ImportFrom) and node.module:
                 assert node.module.split(".")[0] not in banned, py
+
+
+def test_core_imports_nothing_above_it() -> None:
+    """Imports only go downwards: cockpit.core is the bottom layer (pure domain)."""
+    offenders = []
+    for py in (ROOT / "core").rglob("*.py"):
+        tree = ast.parse(py.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            mod = None
+            if isinstance(node, ast.ImportFrom) and node.module:
+                mod = node.module
+            elif isinstance(node, ast.Import):
+                mod = next((a.name for a in node.names if a.name.startswith("cockpit")), None)
+            if mod and mod.startswith("cockpit") and not mod.startswith("cockpit.core"):
+                offenders.append(f"{py.name}: {mod}")
+    assert offenders == [], offenders
+
+
+def test_backends_import_no_io_layer() -> None:
+    """Backends sit on the core only: no supervisor, transport, telemetry, journal or UI."""
+    above = ("cockpit.supervisor", "cockpit.transport", "cockpit.telemetry", "cockpit.journal", "cockpit.ui",
+             "cockpit.commands", "cockpit.cli", "cockpit.sim")
+    offenders = []
+    for py in (ROOT / "backends").rglob("*.py"):
+        tree = ast.parse(py.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(above):
+                offenders.append(f"{py.name}: {node.module}")
+    assert offenders == [], offenders

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from cockpit.backends.base import FlagError, HostFacts
+from cockpit.backends.sglang.preflight import preflight
 from cockpit.core.findings import FlagChange, exit_code_for
-from cockpit.core.preflight import preflight
 from cockpit.core.profile import Profile, parse_profile
 from cockpit.hostfacts import cgroup_headroom_bytes, local_host_facts
 

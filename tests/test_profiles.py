@@ -9,7 +9,7 @@ import pytest
 from cockpit.backends.base import HostFacts
 from cockpit.backends.sglang.command import build_argv, build_node_argv
 from cockpit.backends.sglang.flags import parse_server_args, resolve_version
-from cockpit.core.preflight import preflight
+from cockpit.backends.sglang.preflight import preflight
 from cockpit.core.profile import load_profile
 
 PROFILES = Path(__file__).resolve().parents[1] / "profiles"

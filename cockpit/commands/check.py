@@ -17,8 +17,8 @@ import sys
 from collections.abc import Mapping
 
 from cockpit.backends.base import HostFacts
+from cockpit.backends.sglang.preflight import preflight
 from cockpit.core.findings import Finding, exit_code_for
-from cockpit.core.preflight import preflight
 from cockpit.core.profile import Profile, load_profile
 from cockpit.errors import BadInput
 

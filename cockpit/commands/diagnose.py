@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from cockpit.core.diagnosis import diagnose
+from cockpit.backends.sglang.diagnosis import diagnose
 from cockpit.core.findings import exit_code_for
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput

@@ -224,7 +224,7 @@ class _Glue:
     @staticmethod
     def diagnose(state: RunState, profile: Profile, hosts: Any) -> list[Finding]:
         try:
-            from cockpit.core.diagnosis import diagnose
+            from cockpit.backends.sglang.diagnosis import diagnose
         except ImportError:
             return []
         return list(diagnose(state, profile, hosts))

@@ -1,7 +1,7 @@
 """The SGLang backend: flags per version, command builder, log parser, memory model, diagnosis.
 
-Diagnosis and preflight live in cockpit.core and import this package's flag table and memory
-model, so they are imported inside the methods below (importing them here would be circular).
+Diagnosis and preflight are this package's modules too (they speak SGLang's flags and memory
+model); they are imported inside the methods below so that importing the package stays cheap.
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ class SGLangBackend:
     def diagnose(
         self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = ()
     ) -> list[Finding]:
-        from cockpit.core.diagnosis import diagnose
+        from cockpit.backends.sglang.diagnosis import diagnose
 
         return diagnose(state, profile, hosts)
 
     def preflight(self, profile: Profile, hosts: Iterable[HostFacts]) -> list[Finding]:
-        from cockpit.core.preflight import preflight
+        from cockpit.backends.sglang.preflight import preflight
 
         return preflight(profile, list(hosts))

@@ -83,7 +83,7 @@ def build_preview(path: Path) -> Preview:
     except Exception as exc:  # FlagError and friends: the operator must see why
         pv.argv_error = str(exc)
     try:
-        from cockpit.core.preflight import preflight
+        from cockpit.backends.sglang.preflight import preflight
 
         pv.findings = sort_findings(list(preflight(prof, _host_facts(prof))))
     except ImportError:
