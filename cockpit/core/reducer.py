@@ -40,14 +40,10 @@ class _Context:
     frames: list[str] = field(default_factory=list)  # "file:function" since that exception
 
 
-_CTX_ATTR = "_reducer_context"
-
-
 def _ctx(state: RunState) -> _Context:
-    c = state.__dict__.get(_CTX_ATTR)
-    if c is None:
-        c = _Context()
-        state.__dict__[_CTX_ATTR] = c
+    c = state.reducer_memory
+    if not isinstance(c, _Context):
+        c = state.reducer_memory = _Context()
     return c
 
 
@@ -72,8 +68,8 @@ def _rank_label(e: ev.Event) -> str:
 def _reset(state: RunState) -> None:
     fresh = RunState(backend=state.backend)
     lines = state.lines_seen
+    # a dataclass without slots: take every field of a fresh state (reducer memory included)
     state.__dict__.update(fresh.__dict__)
-    state.__dict__.pop(_CTX_ATTR, None)
     state.lines_seen = lines
 
 

@@ -130,6 +130,8 @@ class RunState:
     running_requests: int | None = None
     queued_requests: int | None = None
     last_batch_kind: str | None = None  # "prefill" / "decode": which batch ran last (crash phase)
+    # what the reducer remembers between events (traceback frames since an exception); not published
+    reducer_memory: Any = field(default=None, repr=False, compare=False)
 
     # ---- derived values (never stored twice) ----
     def rank(self, name: str) -> RankMemory:

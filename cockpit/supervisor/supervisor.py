@@ -180,13 +180,7 @@ def _rank_label(prefix: str) -> str | None:
 
 def _skip_parser_lines(parser: Any, n: int) -> None:
     """Tell the parser that n lines went by unread, so its line numbers stay those of the file."""
-    skip = getattr(parser, "skip_lines", None)
-    if skip is not None:
-        skip(n)
-    elif hasattr(parser, "_lines"):
-        # SGLangLogParser counts lines in `_lines`/`_last_line` (no public setter yet)
-        parser._lines += n
-        parser._last_line = parser._lines
+    parser.skip_lines(n)
 
 
 class _Glue:

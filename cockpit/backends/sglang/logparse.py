@@ -632,6 +632,12 @@ class SGLangLogParser:
     def lines_seen(self) -> int:
         return self._lines
 
+    def skip_lines(self, n: int) -> None:
+        """n whole lines went by unread (the middle of a huge log): keep numbering as the file does.
+        Call it only between complete lines (no partial line pending)."""
+        self._lines += n
+        self._last_line = self._lines
+
     def feed(self, data: bytes) -> list[Event]:
         out: list[Event] = []
         if not data:
