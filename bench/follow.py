@@ -193,6 +193,9 @@ class GrepFollow:
         for p in (self.tail, self.grep):
             p.kill()
             p.wait()
+        self._t.join(5)
+        if self.grep.stdout is not None:
+            self.grep.stdout.close()
 
     def delivered_at(self, line: int) -> float | None:
         tops = [a[1] for a in self.arrivals]
