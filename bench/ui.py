@@ -10,6 +10,8 @@
          and for 64 ranks (64 simulated GPUs).
   frame  time from starting `cockpit tui` (picker) / `cockpit tui PROFILE` to the first frame on
          screen, median of --runs.
+  memory (--only memory) RSS of the TUI process, sampled every second, while it follows 10M lines
+         appended as fast as the writer can.
 
 The alternative in the same run: `tail -F LOG | grep --line-buffered` in a tmux pane, its CPU
 during the same kind of flood (it paints nothing but lines).
@@ -192,6 +194,41 @@ def idle_cpu(tmp: Path, ranks: int, seconds: float) -> dict[str, Any]:
             "helpers": len(helpers), "rank_rows_on_screen": len(re.findall(r"^\s*\S*\s*TP\d+ ", screen, re.M))}
 
 
+def tui_memory(tmp: Path, lines: int) -> dict[str, Any]:
+    """RSS of the TUI process while it follows `lines` lines appended as fast as possible."""
+    env = tui_env(tmp)
+    sim = tmp / "mem-gpus"
+    times = tmp / "mem.times.json"
+    writer_profile(tmp, "mem", ["--rate", "0", "--lines", str(lines), "--delay", "4", "--times", str(times),
+                                "--sim-gpus", str(sim), "--sim-count", "8", "--linger", "600"], sim_dir=sim,
+                   port=free_port())
+    pane = Pane(tmp, "mem", cockpit("tui", str(tmp / "mem.yaml")), env)
+    samples: list[tuple[float, float]] = []
+    try:
+        pane.wait(r"\bREADY\b", 60)
+        pid = pane.pid()
+        t0 = time.monotonic()
+        cpu0 = last_cpu = proc_cpu_s(pid)
+        quiet = 0
+        while time.monotonic() - t0 < 900:
+            time.sleep(1.0)
+            samples.append((time.monotonic() - t0, proc_rss_mb(pid)))
+            cpu = proc_cpu_s(pid)
+            # done: the writer has finished and the TUI has gone quiet (caught up)
+            quiet = quiet + 1 if times.exists() and cpu - last_cpu < 0.2 else 0
+            last_cpu = cpu
+            if quiet >= 3:
+                break
+        wall = time.monotonic() - t0
+        cpu_used = proc_cpu_s(pid) - cpu0
+    finally:
+        down(tmp, "mem", env)
+        pane.close()
+    rss = [mb for _, mb in samples]
+    return {"lines": lines, "wall_s": wall, "cpu_s": cpu_used, "rss_max_mb": max(rss), "rss_end_mb": rss[-1],
+            "rss_at_quarters_mb": [rss[min(len(rss) - 1, len(rss) * q // 4)] for q in (0, 1, 2, 3, 4)]}
+
+
 def first_frame(tmp: Path, runs: int) -> dict[str, Any]:
     env = tui_env(tmp)
     writer_profile(tmp, "frame", ["--seconds", "0", "--linger", "300"])
@@ -227,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=20000)
     ap.add_argument("--idle-seconds", type=float, default=20)
     ap.add_argument("--runs", type=int, default=5, help="first-frame runs")
-    ap.add_argument("--only", choices=("keys", "idle", "frame"), default=None)
+    ap.add_argument("--only", choices=("keys", "idle", "frame", "memory"), default=None)
+    ap.add_argument("--memory-lines", type=int, default=10_000_000, help="lines for --only memory")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if shutil.which("tmux") is None:
@@ -255,6 +293,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"idle, {ranks} ranks READY, telemetry at 1 Hz, {args.idle_seconds:g} s: TUI process "
                       f"{i['tui_pct']:.1f}% of a core (must < {limit}%), its {i['helpers']} helper processes "
                       f"{i['helpers_pct']:.1f}%, RSS {i['tui_rss_mb']:.0f} MB", flush=True)
+        if args.only == "memory":
+            m = out["memory"] = tui_memory(tmp, args.memory_lines)
+            print(f"TUI following {m['lines']:,} lines appended at full speed ({m['wall_s']:.0f} s, "
+                  f"{m['cpu_s']:.1f} CPU-s in the TUI process): RSS max "
+                  f"{m['rss_max_mb']:.0f} MB, at 0/25/50/75/100 % of the run "
+                  f"{' / '.join(f'{x:.0f}' for x in m['rss_at_quarters_mb'])} MB (must < 200 MB, flat)", flush=True)
     if args.json:
         print(json.dumps(out, indent=2))
     return 0
