@@ -1,5 +1,5 @@
 #!/bin/sh
-# Every Cockpit benchmark in sequence (~12 min on a 2-core machine; 10M-line runs included).
+# Every Cockpit benchmark in sequence (~13 min on a 2-core machine; 10M-line runs included).
 # Each prints the machine, its figures and the ratio against the alternative it runs beside.
 # Usage: bench/run_all.sh [OUTPUT_DIR]   (one .txt per benchmark there, default bench/out/, git-ignored)
 set -eu
@@ -19,3 +19,4 @@ run log_pipeline_10m bench/log_pipeline.py --lines 10000000 --runs 3
 run follow bench/follow.py --memory
 run remote bench/remote.py
 run ui bench/ui.py
+run ui_memory bench/ui.py --only memory
