@@ -348,8 +348,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"growth after the first 1M lines {m['rss_growth_after_1m_mb']:+.1f} MB; "
                   f"{m['lines_per_s'] / 1e3:.0f}k lines/s, {m['lines_per_cpu_s'] / 1e3:.0f}k per CPU-s", flush=True)
     if args.json:
-        for part in out.values():
-            part.pop("samples", None) if "samples" in part and not args.memory else None
         print(json.dumps(out, indent=2, default=str))
     return 0
 
