@@ -72,6 +72,12 @@ class LineFilter:
         self._current_record_matches_rank = False
 
     @property
+    def stateless(self) -> bool:
+        """Each line is judged on its own (no rank: no record to follow), so lines may be checked
+        in any order, e.g. newest first."""
+        return self._rank_tokens is None
+
+    @property
     def is_all(self) -> bool:
         return self._needles == () and self._rank_tokens is None
 

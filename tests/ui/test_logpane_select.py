@@ -1,0 +1,81 @@
+"""The log pane's filter selection over a full ring: the newest lines at once, the rest in slices,
+with the same result as filtering the whole ring in one pass."""
+
+from __future__ import annotations
+
+from cockpit.supervisor.api import LogLine
+from cockpit.ui.filtering import make_matcher
+from cockpit.ui.widgets.logpane import DEFAULT_CAPACITY, LogPane
+from tests.ui.test_dashboard_snapshots import make_app
+
+
+def _flood(n: int, start: int = 0) -> list[LogLine]:
+    out = []
+    for i in range(start, start + n):
+        rank = f"TP{i % 8}"
+        if i % 50 == 0:
+            text = f"[2026-11-29 11:57:00 {rank}] Load weight end. avail mem=20.{i % 100:02d} GB"
+        elif i % 2:
+            text = f"[2026-11-29 11:57:00 {rank}] Decode batch. #running-req: {i % 97}, #token: {i}"
+        else:
+            text = f'[2026-11-29 11:57:00] INFO:     127.0.0.1:4{i % 1000:03d} - "POST /generate HTTP/1.1" 200 OK'
+        out.append(LogLine(i + 1, rank, text))
+    return out
+
+
+async def test_filter_on_a_full_ring_answers_at_once_and_completes() -> None:
+    app = make_app()
+    async with app.run_test(size=(140, 45)) as pilot:
+        pane = app.screen.query_one(LogPane)
+        pane.add_lines(_flood(DEFAULT_CAPACITY + 1000))
+        await pilot.pause()
+        matcher = make_matcher("memory")
+        pane.set_filter(matcher, None, "Log [memory]")
+        # the screen's lines are there before any slice has run
+        assert 0 < len(pane._shown) < len(pane._lines) // 50
+        assert all("avail mem" in ln.text for ln in pane._shown)
+        assert pane._shown[-1] is next(ln for ln in reversed(pane._lines) if "avail mem" in ln.text)
+        for _ in range(50):
+            await pilot.pause()
+            if not pane._unselected:
+                break
+        assert pane._unselected == 0
+        want = [ln for ln in pane._lines if "avail mem" in ln.text]
+        assert list(pane._shown) == want
+        assert f"{len(want)}/{len(pane._lines)} lines" in str(pane.border_title)
+        assert pane.scroll_y == pane.max_scroll_y  # still following
+
+
+async def test_slices_keep_a_paused_view_on_the_same_lines() -> None:
+    app = make_app()
+    async with app.run_test(size=(140, 45)) as pilot:
+        pane = app.screen.query_one(LogPane)
+        pane.add_lines(_flood(DEFAULT_CAPACITY))
+        await pilot.pause()
+        pane.pause()
+        pane.set_filter(make_matcher("batches"), None, "Log [batches]")
+        await pilot.pause()
+        top = pane._shown[int(pane.scroll_y)]
+        pane._finish_selection()
+        await pilot.pause()
+        assert pane._shown[int(pane.scroll_y)] is top
+        assert list(pane._shown) == [ln for ln in pane._lines if "Decode batch" in ln.text]
+
+
+async def test_lines_arriving_during_a_selection() -> None:
+    app = make_app()
+    async with app.run_test(size=(140, 45)):
+        pane = app.screen.query_one(LogPane)
+        pane.add_lines(_flood(DEFAULT_CAPACITY))
+        pane.set_filter(make_matcher("memory"), None, "Log [memory]")
+        pending = pane._unselected
+        assert pending > 0
+        # new lines push unselected ones off the ring: they are simply never selected
+        pane.add_lines(_flood(5000, start=DEFAULT_CAPACITY))
+        assert pane._unselected == pending - 5000
+        got = pane.shown_lines
+        assert got == [ln for ln in pane._lines if "avail mem" in ln.text]
+        # a rank filter reads in log order, all at once
+        pane.set_filter(make_matcher("memory", "3"), None, "Log [memory] · TP3")
+        assert pane._unselected == 0
+        assert pane.shown_lines == [ln for ln in pane._lines if "avail mem" in ln.text and ln.rank == "TP3"]
