@@ -316,6 +316,8 @@ class Supervisor:
         self._ring: deque[LogLine] = deque(maxlen=LOG_RING_LINES)
         self._pending: deque[LogLine] = deque()
         self._dropped = 0
+        # set whenever there is something to publish: the publisher sleeps on it when idle
+        self._wake = asyncio.Event()
         self._dirty = True
         self._diag_dirty = True
         self._stopping = False
@@ -330,6 +332,17 @@ class Supervisor:
         self._sim_dir = telemetry_feed.sim_dir_of(profile)
 
     # ------------------------------------------------------------------ plumbing
+    @property
+    def _dirty(self) -> bool:
+        """Something changed since the last snapshot (also: log lines may be waiting)."""
+        return self._dirty_flag
+
+    @_dirty.setter
+    def _dirty(self, value: bool) -> None:
+        self._dirty_flag = value
+        if value:
+            self._wake.set()
+
     def _nodes_or_make(self) -> list[_Node]:
         if self._nodes is None:
             nodes = []
@@ -745,19 +758,36 @@ class Supervisor:
         self._state.phase = "stopped"
 
     async def _publisher(self) -> None:
-        last_logs = last_snap = 0.0
+        """Log batches at ≤ 15 Hz and snapshots at ≤ 10 Hz, woken by new data, never polling.
+
+        Intervals count from the end of the previous delivery, so a slow snapshot build never
+        squeezes two callbacks closer than the cap. With nothing new it sleeps until data comes
+        (or, with a journal, until its next 1 s progress tick).
+        """
+        last_logs = last_snap = -1e9
         while True:
             now = time.monotonic()
-            # intervals count from the end of the previous delivery, so a slow snapshot build
-            # (deep copy of the state) never squeezes two callbacks closer than the cap
-            if now - last_logs >= LOG_BATCH_INTERVAL_S:
+            if (self._pending or self._dropped) and now - last_logs >= LOG_BATCH_INTERVAL_S:
                 self._flush_logs()
                 last_logs = time.monotonic()
-            if now - last_snap >= SNAPSHOT_INTERVAL_S and self._dirty:
+            if self._dirty and now - last_snap >= SNAPSHOT_INTERVAL_S:
                 self._publish()
                 last_snap = time.monotonic()
             self._journal_tick()
-            await asyncio.sleep(LOG_BATCH_INTERVAL_S / 2)
+            due: list[float] = []
+            if self._pending or self._dropped:
+                due.append(last_logs + LOG_BATCH_INTERVAL_S)
+            if self._dirty:
+                due.append(last_snap + SNAPSHOT_INTERVAL_S)
+            if due:
+                await asyncio.sleep(max(0.0, min(due) - time.monotonic()))
+                continue
+            self._wake.clear()  # nothing runs between here and the wait: no change is missed
+            timeout = None
+            if self.journal is not None and self._run is not None and not self._journal_ended:
+                timeout = max(0.0, self._journal_progress_at + 1.0 - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
 
     def _flush_logs(self) -> None:
         if not self._pending and not self._dropped:

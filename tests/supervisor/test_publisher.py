@@ -1,0 +1,80 @@
+"""The supervisor's publisher: capped rates under a flood, asleep when nothing happens.
+
+Lines are put where the follow path puts them (`_pending`, then `_dirty`), which is what
+`Supervisor._feed` does after parsing; the full path against the simulator is in test_supervisor.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from pathlib import Path
+
+from cockpit.core.profile import load_profile
+from cockpit.supervisor.api import LogBatch, LogLine, RunSnapshot
+from cockpit.supervisor.supervisor import Supervisor
+
+
+def _supervisor(tmp_path: Path, snaps: list[float], batches: list[tuple[float, LogBatch]]) -> Supervisor:
+    p = tmp_path / "pub.yaml"
+    p.write_text("name: pubtest\nversion: 0.5.9\nhosts: [{ssh: local}]\nprogram: [/bin/true]\n"
+                 f"workdir: {tmp_path}\nlog: sglang.log\nserver:\n  model-path: /models/m\n  port: 30000\n")
+
+    def on_snapshot(_: RunSnapshot) -> None:
+        snaps.append(time.monotonic())
+
+    return Supervisor(load_profile(p), on_snapshot=on_snapshot,
+                      on_logs=lambda b: batches.append((time.monotonic(), b)))
+
+
+async def test_publisher_caps_rates_in_a_flood_and_sleeps_when_idle(tmp_path: Path) -> None:
+    snaps: list[float] = []
+    batches: list[tuple[float, LogBatch]] = []
+    sup = _supervisor(tmp_path, snaps, batches)
+    wakes = 0
+    tick = sup._journal_tick
+
+    def counting_tick(force: bool = False) -> None:  # once per publisher wake-up
+        nonlocal wakes
+        wakes += 1
+        tick(force)
+
+    sup._journal_tick = counting_tick  # type: ignore[method-assign]
+    task = asyncio.create_task(sup._publisher())
+    try:
+        # a flood: 1,000 writes a second
+        n = 0
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.0:
+            for _ in range(20):
+                n += 1
+                sup._pending.append(LogLine(n, "TP0", f"line {n}"))
+            sup._dirty = True
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.3)
+        delivered = [ln.number for _, b in batches for ln in b.lines]
+        assert delivered == list(range(1, n + 1))  # every line, in order, once
+        assert len(batches) <= 17  # ≤ 15 Hz over ~1.1 s
+        assert min(b - a for (a, _), (b, _) in itertools.pairwise(batches)) >= 1 / 15 - 0.005
+        assert 5 <= len(snaps) <= 12  # ≤ 10 Hz
+        assert min(b - a for a, b in itertools.pairwise(snaps)) >= 0.095
+
+        # idle: no busy wake-ups (the old loop woke ~30 times a second)
+        await asyncio.sleep(0.2)
+        wakes_before, snaps_before = wakes, len(snaps)
+        await asyncio.sleep(1.0)
+        assert wakes - wakes_before <= 1
+        assert len(snaps) == snaps_before
+
+        # and new data is delivered at once, not at the next poll
+        t = time.monotonic()
+        sup._pending.append(LogLine(n + 1, None, "late line"))
+        sup._dirty = True
+        while len(snaps) == snaps_before:
+            await asyncio.sleep(0.001)
+        assert batches[-1][1].lines[-1].text == "late line"
+        assert batches[-1][0] - t < 0.05
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
