@@ -12,12 +12,88 @@ sizes are decimal GB. Unknown values are None, never 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from operator import attrgetter
+from typing import Any, TypeVar, dataclass_transform
+
+_C = TypeVar("_C", bound=type)
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+@dataclass_transform(frozen_default=True)
+def _event(cls: _C) -> _C:
+    """What `@dataclass(frozen=True, slots=True)` gave these classes — the constructor (positional
+    or keyword, defaults), `==`, `hash`, `repr`, immutability, `__slots__`, pickling and copying —
+    for a fraction of its cost: building ~40 classes through `dataclasses` took ~30 ms of every
+    `cockpit diagnose` start-up (it generates and compiles six methods per class and builds each
+    class twice). Here only `__init__` is generated per class; the rest is shared (`_EventBase`)."""
+    ns = dict(cls.__dict__)
+    inherited: tuple[str, ...] = getattr(cls, "__event_fields__", ())
+    own = [f for f in ns.get("__annotations__", {}) if f not in inherited]
+    fields = (*inherited, *own)
+    # class attributes holding defaults would clash with the slots: they move into __init__
+    defaults = {**getattr(cls, "__event_defaults__", {}), **{f: ns.pop(f) for f in own if f in ns}}
+    params = []
+    for f in fields:
+        if f in defaults:
+            params.append(f"{f}=_d_{f}")
+        elif any("=" in p for p in params):
+            raise TypeError(f"{cls.__name__}: field {f!r} without a default follows one with a default")
+        else:
+            params.append(f)
+    body = "".join(f"    _set(self, {f!r}, {f})\n" for f in fields)
+    scope: dict[str, Any] = {"_set": object.__setattr__, **{f"_d_{f}": v for f, v in defaults.items()}}
+    exec(f"def __init__(self, {', '.join(params)}) -> None:\n{body}", scope)  # source: own field names only
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    ns.pop("__dict__", None)
+    ns.pop("__weakref__", None)
+    ns.update(
+        __slots__=tuple(own),
+        __init__=init,
+        __event_fields__=fields,
+        __event_defaults__=defaults,
+        __match_args__=fields,
+        _values=attrgetter(*fields),  # every event has line, ts and rank: always a tuple
+    )
+    return type(cls)(cls.__name__, cls.__bases__, ns)
+
+
+class _EventBase:
+    """The methods every event shares (field values read in declaration order by `_values`)."""
+
+    __slots__ = ()
+    __event_fields__: tuple[str, ...] = ()
+    _values: Any
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return bool(self._values(self) == self._values(other))
+
+    def __hash__(self) -> int:
+        return hash(self._values(self))
+
+    def __repr__(self) -> str:
+        vals = self._values(self)
+        inner = ", ".join(f"{f}={v!r}" for f, v in zip(self.__event_fields__, vals, strict=True))
+        return f"{self.__class__.__qualname__}({inner})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        from dataclasses import FrozenInstanceError
+
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickling (forked parser workers) and copy/deepcopy rebuild through __init__
+        return (self.__class__, self._values(self))
+
+
+@_event
+class Event(_EventBase):
     line: int
     ts: str | None
     rank: str | None
@@ -26,40 +102,40 @@ class Event:
 # ---- startup lifecycle -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class ServerArgs(Event):
     args: dict[str, Any]  # snake_case keys, python values where they parse, else the text
     form: str  # "ServerArgs" (0.5.9 repr) or "dict" (0.5.23)
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class DistInitBegin(Event):
     fmt: str  # "sglang-0.5.9" (`Init torch distributed`) or "sglang-0.5.23" (`Init parallel`)
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class DistInitEnd(Event):
     elapsed_s: float | None
     mem_usage_gb: float | None  # 0.5.9 prints it here; 0.5.23 in `Memory baseline taken`
     fmt: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class MemoryBaseline(Event):
     mem_usage_gb: float
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class MemoryImbalance(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class WeightLoadBegin(Event):
     avail_gb: float
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class WeightLoadEnd(Event):
     elapsed_s: float | None
     avail_gb: float
@@ -69,7 +145,7 @@ class WeightLoadEnd(Event):
     quant: str | None = None  # 0.5.23 `quant=fp8, fmt=e4m3`
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class KvCacheAllocated(Event):
     tokens: int
     kv_gb: float  # K + V, or the MLA `KV size`
@@ -78,18 +154,18 @@ class KvCacheAllocated(Event):
     upper_bound: bool = False  # 0.5.23 `VA upper bound` (post-capture sizing), not the final pool
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class MemoryPoolEnd(Event):
     avail_gb: float
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class GraphCaptureBegin(Event):
     what: str  # "cuda graph" (0.5.9), "target prefill CUDA graph", "target decode CUDA graph", "draft cuda graph"…
     avail_gb: float | None
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class GraphCaptureEnd(Event):
     what: str
     elapsed_s: float | None
@@ -97,7 +173,7 @@ class GraphCaptureEnd(Event):
     avail_gb: float
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class MaxTotalTokens(Event):
     max_total_num_tokens: int
     chunked_prefill_size: int | None
@@ -107,32 +183,32 @@ class MaxTotalTokens(Event):
     available_gpu_mem_gb: float | None
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class HiCacheAllocating(Event):
     host_gb: float  # decimal GB per rank
     tokens: int | None = None  # 0.5.23 only
     label: str | None = None  # 0.5.23 pool label (`kv`)
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class KvPoolBelowContext(Event):
     tokens: int
     context_len: int
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class UvicornRunning(Event):
     port: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class HttpAccess(Event):
     method: str
     path: str
     status: int
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class ServerReady(Event):
     pass
 
@@ -140,7 +216,7 @@ class ServerReady(Event):
 # ---- serving ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class PrefillBatch(Event):
     new_seq: int | None
     new_token: int | None
@@ -152,7 +228,7 @@ class PrefillBatch(Event):
     cuda_graph: bool | None
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class DecodeBatch(Event):
     running_req: int | None
     tokens: int | None
@@ -162,7 +238,7 @@ class DecodeBatch(Event):
     cuda_graph: bool | None
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class KvRetract(Event):
     n: int  # requests retracted
 
@@ -170,18 +246,18 @@ class KvRetract(Event):
 # ---- failures --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class SchedulerException(Event):
     """`Scheduler hit an exception:` — the rank in the prefix is the one that failed."""
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class TracebackFrame(Event):
     function: str
     file: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class ExceptionLine(Event):
     """The `SomeError: message` line that ends a Python traceback (any error, classified or not)."""
 
@@ -189,7 +265,7 @@ class ExceptionLine(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class CudaOom(Event):
     """torch's `CUDA out of memory. Tried to allocate …` (sizes in GiB; gpu = local CUDA index, not the rank)."""
 
@@ -200,14 +276,14 @@ class CudaOom(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class GraphCaptureFailed(Event):
     """`Capture cuda graph failed:` / 0.5.23 `Capture prefill CUDA graph failed:`."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class KvPoolExhausted(Event):
     """SGLang's own KV accounting ran out: `Prefill out of memory. Try to lower your batch size.`"""
 
@@ -216,7 +292,7 @@ class KvPoolExhausted(Event):
     tokens: int | None = None  # `Try to allocate N tokens.`
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class NotEnoughMemory(Event):
     """Startup could not size the KV pool: raise --mem-fraction-static."""
 
@@ -226,7 +302,7 @@ class NotEnoughMemory(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class HiCacheHostMemory(Event):
     """`Not enough host memory available. Requesting x GB but only have y GB free.` (decimal GB)."""
 
@@ -235,7 +311,7 @@ class HiCacheHostMemory(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class RankDead(Event):
     """A scheduler process died: `Rank i scheduler is dead`, `… died during initialization (exit code: c)`,
     `Subprocess scheduler_i (pid=…) crashed with exit code c`, `Scheduler or DataParallelController … terminated with c`."""
@@ -246,51 +322,51 @@ class RankDead(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class ExitCode(Event):
     """`Exit code: -9`, the line after `Rank i scheduler is dead` (0.5.9)."""
 
     exit_code: int
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class NcclTimeout(Event):
     """`Watchdog caught collective operation timeout`, `DistBackendError`, NCCL errors."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class SchedulerWatchdogTimeout(Event):
     """`Scheduler watchdog timeout (self.watchdog_timeout=300, …)`: a forward pass hung."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class WarmupFailed(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class PortInUse(Event):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class SigquitReceived(Event):
     from_child: bool  # True: `Received sigquit from a child process` (launch phase)
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class Killed(Event):
     """The shell's `Killed` (or the kernel's `Out of memory: Killed process`)."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@_event
 class ProcessExited(Event):
     """Emitted by the supervisor when the server's pid dies (no log line: line=0)."""
 
