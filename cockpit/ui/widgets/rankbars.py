@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
+from textual.strip import Strip
+from textual.visual import Visual, visualize
 from textual.widget import Widget
 
 from cockpit.core.state import RankMemory
@@ -88,6 +90,8 @@ class RankBars(Widget):
         self._policy = Policy()
         self._focus_rank: str | None = None
         self._hicache_gb_per_rank: float | None = None
+        self._names_of: RunSnapshot | None = None
+        self._names: list[str] = []
 
     def show(
         self,
@@ -124,30 +128,51 @@ class RankBars(Widget):
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"rankbars--{name}", partial=True)
 
-    def render(self) -> Text:
-        width = max(20, self.size.width)
+    def render_line(self, y: int) -> Strip:
+        """One row. Textual asks only for the rows on screen: with 64 ranks in a box that shows
+        a dozen, the others cost nothing until scrolled to (they used to be built on every paint).
+        Each row goes through the same conversion Textual applies to a whole `render()`."""
+        width = self.size.width
+        row = self._row(y)
+        if row is None:
+            return Strip.blank(width, self.visual_style.rich_style)
+        line = Text(no_wrap=True, overflow="crop")
+        line.append_text(row)
+        return Visual.to_strips(self, visualize(self, line, markup=False), width, 1, self.visual_style)[0]
+
+    def _row(self, y: int) -> Text | None:
         snap = self._snapshot
         if snap is None:
-            return Text("waiting for the first sample…", style=self._style("unknown"))
-        names = rank_names(snap)
+            return Text("waiting for the first sample…", style=self._style("unknown")) if y == 0 else None
+        if self._names_of is not snap:  # once per snapshot, not once per row
+            self._names_of, self._names = snap, rank_names(snap)
+        names = self._names
+        if y == 0:
+            return self._heading(*self._columns(names))
+        label_w, bar_w, used_w, head_w, util_w, age_w = self._columns(names)
+        if not names:
+            if y == 1:
+                return Text("no ranks yet: the log has not named any", style=self._style("unknown"))
+            first_host = 2
+        else:
+            if y <= len(names):
+                name = names[y - 1]
+                rank = snap.state.ranks.get(name) or RankMemory(rank=name)
+                return self._rank_row(snap, rank, y - 1, label_w, bar_w, used_w, head_w, util_w, age_w)
+            first_host = 1 + len(names)
+        hosts = snap.hosts or ()
+        if 0 <= y - first_host < len(hosts):
+            return self._host_row(snap, hosts[y - first_host], label_w, bar_w)
+        return None
+
+    def _columns(self, names: list[str]) -> tuple[int, int, int, int, int, int]:
+        width = max(20, self.size.width)
         label_w = max([4, *(len(n) for n in names)])
         compact = width < 100
         # fixed columns: label, used/total, headroom, [util], age
         used_w, head_w, util_w, age_w = 14, 10, 0 if compact else 5, 6
         bar_w = max(8, width - label_w - used_w - head_w - util_w - age_w - 5)
-        out = Text(no_wrap=True, overflow="crop")
-        out.append_text(self._heading(label_w, bar_w, used_w, head_w, util_w, age_w))
-        if not names:
-            out.append("\n")
-            out.append("no ranks yet: the log has not named any", style=self._style("unknown"))
-        for i, name in enumerate(names):
-            out.append("\n")
-            rank = snap.state.ranks.get(name) or RankMemory(rank=name)
-            out.append_text(self._rank_row(snap, rank, i, label_w, bar_w, used_w, head_w, util_w, age_w))
-        for host in snap.hosts or ():
-            out.append("\n")
-            out.append_text(self._host_row(snap, host, label_w, bar_w))
-        return out
+        return label_w, bar_w, used_w, head_w, util_w, age_w
 
     def _heading(self, label_w: int, bar_w: int, used_w: int, head_w: int, util_w: int, age_w: int) -> Text:
         h = self._style("heading")
