@@ -28,7 +28,6 @@ Memory numbers are GiB, as SGLang prints them. Changes name flags as the run's v
 from __future__ import annotations
 
 import re
-import statistics
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +158,14 @@ class _Ctx:
         else:
             alts.append(FlagChange(gflag, bs, max(1, bs // 2) if bs else 128))
         return tuple(alts)
+
+
+def _median(xs: list[float]) -> float:
+    """statistics.median, without importing `statistics` (~10 ms of every `cockpit diagnose`:
+    it pulls in fractions, decimal and random)."""
+    s = sorted(xs)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 def run_version(state: RunState, profile: Profile | None = None) -> str:
@@ -573,7 +580,7 @@ def _imbalance_findings(ctx: _Ctx) -> list[Finding]:
         low = []
         for name, v in vals.items():
             peers = [x for n, x in vals.items() if n != name]
-            gap = statistics.median(peers) - v
+            gap = _median(peers) - v
             if gap >= IMBALANCE_GB - 1e-9:
                 low.append((name, gap, v))
         # If most ranks look "low", the spread is not one intruder; don't guess.
