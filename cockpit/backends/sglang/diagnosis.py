@@ -542,6 +542,7 @@ def _headroom_findings(ctx: _Ctx) -> list[Finding]:
         return []
     worst = ctx.headroom
     worst_ranks = tuple(sorted((r for r, v in after.items() if v <= worst + 0.05), key=lambda r: after[r]))
+    short = sum(1 for v in after.values() if v < ctx.target)
     if worst >= ctx.target:
         msg = (
             f"Headroom after graph capture is {worst:.2f} GiB on the worst rank ({ctx.worst}), at or above the "
@@ -550,8 +551,9 @@ def _headroom_findings(ctx: _Ctx) -> list[Finding]:
         return [Finding("headroom_ok", "ok", msg, (), (), {"headroom_gb": round(worst, 2)})]
     severity = "critical" if worst < ctx.warn else "warning"
     lead = (
-        f"Only {worst:.2f} GiB free after CUDA-graph capture on {', '.join(worst_ranks)} "
-        f"(target {ctx.target:g}, warn below {ctx.warn:g}): the first large prefill batch can run out of memory."
+        f"Only {worst:.2f} GiB free after CUDA-graph capture on {worst_ranks[0]} "
+        f"({short} of {len(after)} ranks below the {ctx.target:g} GiB target, warn below {ctx.warn:g}): "
+        "the first large prefill batch can run out of memory."
     )
     return [
         _mfs_finding(
