@@ -36,6 +36,7 @@ LINE_CAP = 64 * 1024  # longest line kept; the rest of a longer line is dropped
 WINDOW = 64 * 1024  # bytes per routine-check window
 FULL_FEED_LINES = 512  # a feed with at most this many lines is classified line by line in full
 SUB_WINDOW = 8 * 1024  # a window with news is checked again in pieces of this size
+HALF_PIECES = 4  # pieces in each half of a window (a window is checked half by half)
 TAIL_SAMPLE = 8192  # bytes at the end of a window searched for its last batch lines
 SAMPLE_EVERY = 2  # one batch line per this many windows (~1 per 1,000 lines) feeds the series
 READ_CHUNK = 1 << 20
@@ -739,24 +740,28 @@ class SGLangLogParser:
             pos = end
 
     def _window(self, buf: bytes, s: int, e: int, out: list[Event]) -> None:
-        nl = buf.count(b"\n", s, e)
-        news = nl - buf.count(_BATCH_MARK, s, e) - buf.count(_ACCESS_MARK, s, e)
-        if news:
-            # something besides routine lines: find it in smaller pieces with the same test,
-            # stopping once every line with news is accounted for
-            base = self._lines
-            pos = s
-            while pos < e and news > 0:
-                se = buf.find(b"\n", min(pos + SUB_WINDOW, e) - 1, e) + 1 or e
-                snl = buf.count(b"\n", pos, se)
-                sub_news = snl - buf.count(_BATCH_MARK, pos, se) - buf.count(_ACCESS_MARK, pos, se)
-                if sub_news:
-                    self._last_batch_before(buf, pos, out)
-                    self._dirty(buf[pos:se].split(b"\n")[:-1], out)
-                    news -= sub_news
-                self._lines += snl
-                pos = se
-            self._lines = base
+        base = self._lines
+        nl = 0
+        pos = s
+        while pos < e:
+            # The window is checked in halves (HALF_PIECES pieces each, cut where the piece scan
+            # cuts them), so that a line with news costs a second look at half a window, not a
+            # whole one. Newlines are counted by what `replace` removes: that path finds them
+            # with memchr, about twice as fast as `count`'s byte loop.
+            he = pos
+            for _ in range(HALF_PIECES):
+                he = buf.find(b"\n", min(he + SUB_WINDOW, e) - 1, e) + 1 or e
+                if he == e:
+                    break
+            half = buf[pos:he]
+            hnl = len(half) - len(half.replace(b"\n", b""))
+            news = hnl - buf.count(_BATCH_MARK, pos, he) - buf.count(_ACCESS_MARK, pos, he)
+            if news:
+                self._lines = base + nl
+                self._find_news(buf, pos, he, news, out)
+            nl += hnl
+            pos = he
+        self._lines = base
         self._windows += 1
         if self._windows % SAMPLE_EVERY == 0:
             self._sample(buf, s, e, nl, out)
@@ -765,6 +770,21 @@ class SGLangLogParser:
             # remembered so that finish() can still give the last batch line of the input
             self._unsampled = (buf, s, e, nl, self._lines)
         self._lines += nl
+
+    def _find_news(self, buf: bytes, s: int, e: int, news: int, out: list[Event]) -> None:
+        """buf[s:e] holds `news` lines besides routine ones (self._lines: the lines before s): find
+        them in pieces with the same test, stopping once every line with news is accounted for."""
+        pos = s
+        while pos < e and news > 0:
+            se = buf.find(b"\n", min(pos + SUB_WINDOW, e) - 1, e) + 1 or e
+            snl = buf.count(b"\n", pos, se)
+            sub_news = snl - buf.count(_BATCH_MARK, pos, se) - buf.count(_ACCESS_MARK, pos, se)
+            if sub_news:
+                self._last_batch_before(buf, pos, out)
+                self._dirty(buf[pos:se].split(b"\n")[:-1], out)
+                news -= sub_news
+            self._lines += snl
+            pos = se
 
     def _emit(self, lineno: int, raw: bytes, out: list[Event], peek: Peek = _no_peek) -> None:
         if lineno <= self._last_line:
