@@ -786,8 +786,11 @@ class Supervisor:
             timeout = None
             if self.journal is not None and self._run is not None and not self._journal_ended:
                 timeout = max(0.0, self._journal_progress_at + 1.0 - time.monotonic())
+            # not asyncio.wait_for: on 3.11 it can swallow a cancel that lands as the event is set,
+            # and close() would then wait for this task forever
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
 
     def _flush_logs(self) -> None:
         if not self._pending and not self._dropped:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from cockpit.core.profile import load_profile
-from cockpit.supervisor.api import LogBatch, LogLine, RunSnapshot
+from cockpit.supervisor.api import LogBatch, LogLine, RunInfo, RunSnapshot
 from cockpit.supervisor.supervisor import Supervisor
 
 
@@ -78,3 +78,31 @@ async def test_publisher_caps_rates_in_a_flood_and_sleeps_when_idle(tmp_path: Pa
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+class _Journal:
+    """Takes the publisher's 1 s progress ticks (the TUI's supervisor has a journal)."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+
+    def record_progress(self, *_: object) -> None:
+        self.ticks += 1
+
+
+async def test_publisher_stops_when_cancelled_as_data_arrives(tmp_path: Path) -> None:
+    # close() cancels the publisher and waits for it: a cancel that lands as new data wakes it
+    # must still end it (asyncio.wait_for on 3.11 swallowed such a cancel: `q s` hung the TUI)
+    sup = _supervisor(tmp_path, [], [])
+    sup.journal = _Journal()
+    sup._run = RunInfo(id="r1", profile="pubtest", hosts=("local",), pid=None, pgid=None,
+                       started_at="2026-11-29T12:00:00Z", run_dir=str(tmp_path), log_path=str(tmp_path / "l"))
+    for _ in range(20):
+        task = asyncio.create_task(sup._publisher())
+        await asyncio.sleep(0.15)  # asleep: nothing new since the first snapshot
+        sup._dirty = True
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=2)
+        assert done, "the publisher ignored its cancel"
+        assert task.cancelled()
+    assert sup.journal.ticks >= 1
