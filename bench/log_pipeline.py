@@ -121,6 +121,17 @@ def generate(path: Path, lines: int, seed: int = 1) -> None:
         f.write("\n".join(tail) + "\n")
 
 
+def _compile_bytecode() -> None:
+    """Bring the package's .pyc files up to date, as `pip install` does. Where
+    PYTHONDONTWRITEBYTECODE is set (it is on the development machine) a module edited since its
+    last .pyc is otherwise compiled again in every timed run, 5-15 ms each."""
+    import compileall
+
+    import cockpit
+
+    compileall.compile_dir(Path(cockpit.__file__).parent, quiet=1)
+
+
 def _cockpit_argv() -> list[str]:
     exe = Path(sys.executable).with_name("cockpit")
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "cockpit"]
@@ -184,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             gen_s = 0.0
         size = path.stat().st_size
+        _compile_bytecode()
         # warm the page cache so both commands read from memory
         with open(path, "rb") as f:
             while f.read(1 << 24):
