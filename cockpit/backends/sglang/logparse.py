@@ -36,7 +36,6 @@ LINE_CAP = 64 * 1024  # longest line kept; the rest of a longer line is dropped
 WINDOW = 64 * 1024  # bytes per routine-check window
 FULL_FEED_LINES = 512  # a feed with at most this many lines is classified line by line in full
 SUB_WINDOW = 8 * 1024  # a window with news is checked again in pieces of this size
-HALF_PIECES = 4  # pieces in each half of a window (a window is checked half by half)
 TAIL_SAMPLE = 8192  # bytes at the end of a window searched for its last batch lines
 SAMPLE_EVERY = 2  # one batch line per this many windows (~1 per 1,000 lines) feeds the series
 READ_CHUNK = 1 << 20
@@ -743,16 +742,18 @@ class SGLangLogParser:
         base = self._lines
         nl = 0
         pos = s
+        find = buf.find
+        step = SUB_WINDOW - 1
         while pos < e:
-            # The window is checked in halves (HALF_PIECES pieces each, cut where the piece scan
-            # cuts them), so that a line with news costs a second look at half a window, not a
-            # whole one. Newlines are counted by what `replace` removes: that path finds them
-            # with memchr, about twice as fast as `count`'s byte loop.
-            he = pos
-            for _ in range(HALF_PIECES):
-                he = buf.find(b"\n", min(he + SUB_WINDOW, e) - 1, e) + 1 or e
-                if he == e:
-                    break
+            # The window is checked in halves of four pieces, cut where _find_news cuts its
+            # pieces (buf[e - 1] is a newline, so a search that starts past it gives e), so that
+            # a line with news costs a second look at half a window, not a whole one. Newlines
+            # are counted by what `replace` removes: that path finds them with memchr, about
+            # twice as fast as `count`'s byte loop.
+            he = find(b"\n", pos + step, e) + 1 or e
+            he = find(b"\n", he + step, e) + 1 or e
+            he = find(b"\n", he + step, e) + 1 or e
+            he = find(b"\n", he + step, e) + 1 or e
             half = buf[pos:he]
             hnl = len(half) - len(half.replace(b"\n", b""))
             news = hnl - buf.count(_BATCH_MARK, pos, he) - buf.count(_ACCESS_MARK, pos, he)
