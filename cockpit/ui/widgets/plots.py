@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
+from textual.timer import Timer
 from textual_plotext import PlotextPlot
 
 from cockpit.core.state import SeriesPoint
@@ -23,6 +25,10 @@ class SeriesPlot(PlotextPlot):
     """One series; the title carries the numbers (now, peak) so the plot reads at a glance."""
 
     MAX_POINTS = 600  # what fits a wide pane; older points are summarised by the peak in the title
+    # A trend needs no more than two redraws a second, and one costs ~10 ms (plotext): in a busy
+    # server's flood every 10 Hz snapshot brings points, and two plots redrawn each time were the
+    # biggest block a key press could land behind.
+    MIN_REDRAW_S = 0.5
 
     def __init__(self, title: str, unit: str, color_variable: str, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -32,6 +38,8 @@ class SeriesPlot(PlotextPlot):
         self._values: list[float] = []
         self._peak: float | None = None
         self._count = -1
+        self._plotted_at = -1e9
+        self._redraw: Timer | None = None
 
     def show(self, series: Sequence[SeriesPoint]) -> None:
         if len(series) == self._count and (not series or (self._values and series[-1].value == self._values[-1])):
@@ -40,6 +48,15 @@ class SeriesPlot(PlotextPlot):
         values = [p.value for p in series]
         self._peak = max(values) if values else None
         self._values = values[-self.MAX_POINTS :]
+        wait = self._plotted_at + self.MIN_REDRAW_S - time.monotonic()
+        if wait <= 0:
+            self._plot_now()
+        elif self._redraw is None:  # the newest points are drawn when the interval is up
+            self._redraw = self.set_timer(wait, self._plot_now)
+
+    def _plot_now(self) -> None:
+        self._redraw = None
+        self._plotted_at = time.monotonic()
         self.replot()
 
     def on_mount(self) -> None:
