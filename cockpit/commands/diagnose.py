@@ -8,6 +8,7 @@ finding is critical, 2 on bad input (a missing or unreadable file), always as on
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 
@@ -42,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
     target = args.target_headroom_gb
     if target is not None and not 0 < target <= 200:
         raise BadInput(f"--target-headroom-gb {target:g}: expected a value between 0 and 200 GiB")
+    # Everything imported so far lives as long as this one-shot command: set it aside so the
+    # collections that parsing triggers do not walk it again (~10 ms of a 1M-line diagnose).
+    gc.freeze()
     state = read_logs(list(args.logs))
     findings = diagnose(state, target_headroom_gb=target)
     if args.json:
