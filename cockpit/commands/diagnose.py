@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     if target is not None and not 0 < target <= 200:
         raise BadInput(f"--target-headroom-gb {target:g}: expected a value between 0 and 200 GiB")
     # Everything imported so far lives as long as this one-shot command: set it aside so the
-    # collections that parsing triggers do not walk it again (~10 ms of a 1M-line diagnose).
+    # collections that parsing triggers do not walk it again (~3 ms of a 1M-line diagnose).
     gc.freeze()
     state = read_logs(list(args.logs))
     findings = diagnose(state, target_headroom_gb=target)
