@@ -14,6 +14,7 @@ they are the whole story when nothing else was printed (the host OOM killer leav
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from cockpit.core import events as ev
@@ -365,30 +366,27 @@ def _ready(state: RunState, e: ev.ServerReady) -> None:
     _advance(state, "ready", e.ts)
 
 
-def _prefill(state: RunState, e: ev.PrefillBatch) -> None:
-    state.last_batch_kind = "prefill"
+def _batch(state: RunState, kind: str, e: ev.PrefillBatch | ev.DecodeBatch, series: deque[SeriesPoint],
+           throughput: float | None) -> None:
+    """A prefill or decode batch line: queue figures, the batch kind (a crash's phase), the series."""
+    state.last_batch_kind = kind
     if e.running_req is not None:
         state.running_requests = e.running_req
     if e.queue_req is not None:
         state.queued_requests = e.queue_req
     if e.ts is not None:
-        if e.input_throughput is not None:
-            state.input_throughput.append(SeriesPoint(e.ts, e.input_throughput))
+        if throughput is not None:
+            series.append(SeriesPoint(e.ts, throughput))
         if e.token_usage is not None:
             state.token_usage.append(SeriesPoint(e.ts, e.token_usage))
+
+
+def _prefill(state: RunState, e: ev.PrefillBatch) -> None:
+    _batch(state, "prefill", e, state.input_throughput, e.input_throughput)
 
 
 def _decode(state: RunState, e: ev.DecodeBatch) -> None:
-    state.last_batch_kind = "decode"
-    if e.running_req is not None:
-        state.running_requests = e.running_req
-    if e.queue_req is not None:
-        state.queued_requests = e.queue_req
-    if e.ts is not None:
-        if e.gen_throughput is not None:
-            state.gen_throughput.append(SeriesPoint(e.ts, e.gen_throughput))
-        if e.token_usage is not None:
-            state.token_usage.append(SeriesPoint(e.ts, e.token_usage))
+    _batch(state, "decode", e, state.gen_throughput, e.gen_throughput)
 
 
 def _retract(state: RunState, e: ev.KvRetract) -> None:
