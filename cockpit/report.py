@@ -15,7 +15,8 @@ from cockpit.core.state import RunState
 MARK = {"critical": "✖", "warning": "▲", "info": "·", "ok": "●"}
 
 
-def _gb(v: float | None) -> str:
+def gb_text(v: float | None) -> str:
+    """A GiB figure for the CLI tables: two decimals, `?` when unknown (never 0)."""
     return "?" if v is None else f"{v:.2f}"
 
 
@@ -31,9 +32,9 @@ def rank_table(state: RunState) -> list[str]:
     rows = [head]
     worst = state.worst_rank
     for r in state.ranks.values():
-        after = _gb(r.avail_after_capture_gb) + (" ◀ worst" if r.rank == worst and len(state.ranks) > 1 else "")
-        rows.append((r.rank, _gb(r.pre_load_avail_gb), _gb(r.weights_gb), _int(r.kv_tokens),
-                     _gb(r.avail_before_capture_gb), _gb(r.graph_gb), after))
+        after = gb_text(r.avail_after_capture_gb) + (" ◀ worst" if r.rank == worst and len(state.ranks) > 1 else "")
+        rows.append((r.rank, gb_text(r.pre_load_avail_gb), gb_text(r.weights_gb), _int(r.kv_tokens),
+                     gb_text(r.avail_before_capture_gb), gb_text(r.graph_gb), after))
     widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
     out = []
     for row in rows:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from cockpit.core.findings import Finding, exit_code_for, sort_findings
 from cockpit.core.profile import Profile, load_profile
+from cockpit.report import gb_text
 from cockpit.supervisor.api import RunSnapshot
 
 T = TypeVar("T")
@@ -114,10 +115,6 @@ def rank_sort_key(rank: str) -> tuple[int, ...]:
     return tuple(int("".join(ch for ch in tok if ch.isdigit()) or 0) for tok in rank.split())
 
 
-def _fmt_gb(v: float | None) -> str:
-    return "?" if v is None else f"{v:.2f}"
-
-
 def render_findings(findings: list[Finding]) -> list[str]:
     lines = []
     marks = {"critical": "✖", "warning": "▲", "info": "●", "ok": "✔"}
@@ -150,10 +147,10 @@ def render_status(snap: RunSnapshot) -> str:
         for r in sorted(st.ranks.values(), key=lambda r: rank_sort_key(r.rank)):
             g = rank_gpu_json(snap, r.rank)
             gpu = "?" if g["index"] is None else f"{g['host']}:{g['index']}" if len(snap.rank_gpu) and run and len(run.hosts) > 1 else str(g["index"])
-            used = f"{_fmt_gb(g['used_gb'])}/{_fmt_gb(g['total_gb'])}"
+            used = f"{gb_text(g['used_gb'])}/{gb_text(g['total_gb'])}"
             age = "?" if g["age_s"] is None else f"{g['age_s']:.1f}s"
             lines.append(
-                f"{r.rank:<10} {gpu:>8} {used:>15} {age:>6} {_fmt_gb(r.weights_gb):>8} {_fmt_gb(r.avail_after_capture_gb):>19}"
+                f"{r.rank:<10} {gpu:>8} {used:>15} {age:>6} {gb_text(r.weights_gb):>8} {gb_text(r.avail_after_capture_gb):>19}"
             )
     if st.crash is not None:
         c = st.crash
