@@ -266,8 +266,13 @@ class SchedulerException(Event):
 
 @_event
 class TracebackFrame(Event):
+    """`File "…", line N, in function`. `phase` is the backend's reading of what the frame proves
+    ("graph_capture", "startup", "prefill", "decode"; None when it proves nothing): the core knows
+    no engine's function names."""
+
     function: str
     file: str | None = None
+    phase: str | None = None
 
 
 @_event

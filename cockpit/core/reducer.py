@@ -6,9 +6,8 @@ a crash or a stop; a new `server_args` dump after a run has started means the lo
 run, and the state starts over.
 
 The crash story is assembled from several lines: `[… TP3] Scheduler hit an exception:` names the
-rank, the traceback frames name the phase (forward_extend = prefill, forward_decode = decode, the
-CUDA-graph runner's capture = graph capture, cache init = startup), and the exception line names the
-kind. SIGQUIT, `Killed` and dead-rank lines that follow only add to the decisive lines, except that
+rank, the traceback frames name the phase (the backend reads each frame's phase from the engine's
+function names and puts it on the event), and the exception line names the kind. SIGQUIT, `Killed` and dead-rank lines that follow only add to the decisive lines, except that
 they are the whole story when nothing else was printed (the host OOM killer leaves no traceback).
 """
 
@@ -38,7 +37,8 @@ class _Context:
 
     exc_rank: str | None = None  # the rank of the last `Scheduler hit an exception`
     exc_seen: bool = False
-    frames: list[str] = field(default_factory=list)  # "file:function" since that exception
+    # (phase the backend read from the frame, "file:function") since that exception
+    frames: list[tuple[str | None, str]] = field(default_factory=list)
 
 
 def _ctx(state: RunState) -> _Context:
@@ -102,38 +102,24 @@ def _add_decisive(crash: Crash, line: str) -> None:
         crash.decisive_lines.append(line)
 
 
-def _frame_phase(frame: str) -> str | None:
-    file, _, func = frame.rpartition(":")
-    lf = file.lower()
-    if ("graph_runner" in lf and "capture" in func) or (func.startswith("capture") and "graph" in lf):
-        return "graph_capture"
-    if func in ("init_cache_with_memory_pool", "init_memory_pool", "load_model") or "hiradix" in lf \
-            or "HiRadixCache" in func:
-        return "startup"
-    if func == "forward_extend":
-        return "prefill"
-    if func == "forward_decode":
-        return "decode"
-    return None
-
-
+# When several frames name a phase, the most telling wins: graph capture beats cache init beats
+# prefill/decode (a capture runs the model's forward too).
 _FRAME_PRECEDENCE = ("graph_capture", "startup", "prefill", "decode")
 
 
-def _deciding_frame(frames: list[str]) -> tuple[str, str] | None:
-    """(phase, frame) from the most telling traceback frame: graph capture beats cache init beats
-    prefill/decode (a capture runs the model's forward too)."""
+def _deciding_frame(frames: list[tuple[str | None, str]]) -> tuple[str, str] | None:
+    """(phase, "file:function") of the most telling traceback frame (the backend named each
+    frame's phase when it parsed the line)."""
     best: tuple[int, str, str] | None = None
-    for fr in frames:
-        phase = _frame_phase(fr)
-        if phase is not None:
+    for phase, fr in frames:
+        if phase in _FRAME_PRECEDENCE:
             rank = _FRAME_PRECEDENCE.index(phase)
             if best is None or rank < best[0]:
                 best = (rank, phase, fr)
     return (best[1], best[2]) if best else None
 
 
-def _phase_from_frames(frames: list[str]) -> str | None:
+def _phase_from_frames(frames: list[tuple[str | None, str]]) -> str | None:
     found = _deciding_frame(frames)
     return found[0] if found else None
 
@@ -416,7 +402,7 @@ def _sched_exc(state: RunState, e: ev.SchedulerException) -> None:
 
 def _frame(state: RunState, e: ev.TracebackFrame) -> None:
     c = _ctx(state)
-    c.frames.append(f"{e.file or ''}:{e.function}")
+    c.frames.append((e.phase, f"{e.file or ''}:{e.function}"))
     if len(c.frames) > _MAX_FRAMES:
         del c.frames[0]
     crash = state.crash

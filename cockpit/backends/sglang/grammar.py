@@ -292,6 +292,22 @@ def _cuda_oom(line: int, ts: str | None, rank: str | None, text: str) -> ev.Cuda
     )
 
 
+def frame_phase(file: str, func: str) -> str | None:
+    """The phase a traceback frame proves: the CUDA-graph runner's capture = graph capture, cache
+    and model init = startup, forward_extend = prefill, forward_decode = decode."""
+    lf = file.lower()
+    if ("graph_runner" in lf and "capture" in func) or (func.startswith("capture") and "graph" in lf):
+        return "graph_capture"
+    if func in ("init_cache_with_memory_pool", "init_memory_pool", "load_model") or "hiradix" in lf \
+            or "HiRadixCache" in func:
+        return "startup"
+    if func == "forward_extend":
+        return "prefill"
+    if func == "forward_decode":
+        return "decode"
+    return None
+
+
 Peek = Callable[[], str | None]
 
 
@@ -516,7 +532,7 @@ def _classify_anywhere(line: int, ts: str | None, rank: str | None, msg: str, ou
         if s.startswith("File "):
             m = _RX_FRAME.match(msg)
             if m:
-                out.append(ev.TracebackFrame(line, ts, rank, m.group(2), m.group(1)))
+                out.append(ev.TracebackFrame(line, ts, rank, m.group(2), m.group(1), frame_phase(m.group(1), m.group(2))))
             return
         if s.startswith("Exit code:"):
             m = _RX_EXIT_CODE.match(s)
