@@ -24,13 +24,17 @@ CrashKind = Literal[
     "init_not_enough_memory",
     "hicache_host_memory",
     "host_oom_killed",
-    "nccl_timeout",
+    "nccl_timeout",  # a collective timed out
+    "nccl_error",  # NCCL failed otherwise (e.g. "unhandled system error" at init)
+    "watchdog_timeout",  # the server's own scheduler watchdog fired (a forward pass hung)
     "warmup_failed",
     "port_in_use",
-    "unknown",
+    "startup_error",  # a Python import/usage/config error before serving
+    "unknown",  # a crash is proven, its cause isn't
 ]
 CRASH_KINDS: tuple[str, ...] = get_args(CrashKind)
-CrashPhase = Literal["startup", "graph_capture", "prefill", "decode", "serving"]
+# `unknown`: nothing in the log proves the phase (Crash.phase_reason says what was missing)
+CrashPhase = Literal["startup", "graph_capture", "prefill", "decode", "serving", "unknown"]
 CRASH_PHASES: tuple[str, ...] = get_args(CrashPhase)
 
 # Bounded series: about an hour of decode lines at SGLang's default log interval.
@@ -79,11 +83,13 @@ class Crash:
     message: str  # the decisive line's text (the OOM line, not the whole traceback)
     decisive_lines: list[str] = field(default_factory=list)  # a few lines an operator must read
     exit_code: int | None = None
+    phase_reason: str = ""  # the evidence for `phase` (or, for `unknown`, what was missing)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "phase": self.phase,
+            "phase_reason": self.phase_reason,
             "rank": self.rank,
             "line": self.line,
             "message": self.message,
@@ -124,6 +130,14 @@ class RunState:
     # warnings that are facts from the log, not findings (imbalance warning text, KV < context)
     log_warnings: list[str] = field(default_factory=list)
     retractions: int = 0
+    # `Decode out of memory happened` (SGLang retracts requests and carries on): how often, and the
+    # highest token usage seen by a batch line at or before one (how close to the pool limit)
+    decode_retractions: int = 0
+    decode_retraction_usage: float | None = None
+    # SGLang's own advice lines, quoted as printed ("Raise --mem-fraction-static above 0.91 …")
+    engine_advice: list[str] = field(default_factory=list)
+    lines_recognised: int = 0  # lines the backend's grammar recognised as its server's log
+    lines_unparsed: int = 0  # recognised lines whose figures did not parse or were impossible (skipped)
     gen_throughput: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_MAX_POINTS))
     input_throughput: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_MAX_POINTS))
     token_usage: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_MAX_POINTS))
@@ -199,4 +213,9 @@ class RunState:
             "crash": self.crash.to_json() if self.crash else None,
             "peak_gen_throughput": self.peak_gen_throughput,
             "retractions": self.retractions,
+            "decode_retractions": self.decode_retractions,
+            "engine_advice": list(self.engine_advice),
+            "lines_seen": self.lines_seen,
+            "lines_recognised": self.lines_recognised,
+            "lines_unparsed": self.lines_unparsed,
         }
