@@ -302,6 +302,13 @@ class TracebackStart(Event):
 
 
 @_event
+class PoolSize(Event):
+    """`self.max_total_num_tokens=N` in a watchdog's debug dump: the KV pool's size in tokens."""
+
+    tokens: int
+
+
+@_event
 class CollectiveSeq(Event):
     """A collective's sequence number (`SeqNum=1522789`, `last enqueued NCCL work: 1522789`): a
     high number proves the server had been serving (startup issues a few thousand at most)."""

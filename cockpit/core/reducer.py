@@ -37,6 +37,13 @@ class _Context:
 
     exc_rank: str | None = None  # the rank of the last `Scheduler hit an exception`
     exc_seen: bool = False
+    frame_line: int = -100  # line of the last traceback frame (an exception line right after ends it)
+    provisional: bool = False  # the crash rests on a bare traceback: later serving withdraws it
+    phase_before: str = "unknown"  # the phase before that provisional crash
+    phase_since_before: str | None = None
+    max_seq: int = 0  # the highest collective sequence number seen
+    requests: int = 0  # request log lines (access lines to anything but health/info endpoints)
+    batches: int = 0  # prefill/decode batch lines
     # (phase the backend read from the frame, "file:function") since that exception
     frames: list[tuple[str | None, str]] = field(default_factory=list)
 
@@ -77,7 +84,8 @@ def _reset(state: RunState) -> None:
 def _where(e: ev.Event) -> str:
     if e.ts is None:
         return ""
-    return f"[{e.ts}{' ' + e.rank if e.rank else ''}] "
+    inner = " ".join(x for x in (e.ts, e.rank) if x)
+    return f"[{inner}] " if inner else ""
 
 
 def _describe(e: ev.Event) -> str:
@@ -85,7 +93,7 @@ def _describe(e: ev.Event) -> str:
     if isinstance(e, ev.ExceptionLine):
         text = f"{e.exc_type}: {e.text}"
     elif isinstance(e, ev.SchedulerException):
-        text = "Scheduler hit an exception: Traceback (most recent call last):"
+        text = e.text
     elif isinstance(e, ev.TracebackFrame):
         text = f'File "{e.file}", in {e.function}'
     elif isinstance(e, ev.ExitCode):
@@ -104,7 +112,7 @@ def _add_decisive(crash: Crash, line: str) -> None:
 
 # When several frames name a phase, the most telling wins: graph capture beats cache init beats
 # prefill/decode (a capture runs the model's forward too).
-_FRAME_PRECEDENCE = ("graph_capture", "startup", "prefill", "decode")
+_FRAME_PRECEDENCE = ("graph_capture", "startup", "prefill", "decode", "serving")
 
 
 def _deciding_frame(frames: list[tuple[str | None, str]]) -> tuple[str, str] | None:
@@ -124,25 +132,48 @@ def _phase_from_frames(frames: list[tuple[str | None, str]]) -> str | None:
     return found[0] if found else None
 
 
-def _crash_phase(state: RunState, kind: str, event: ev.Event) -> str:
+# A collective sequence number this high proves hours of serving: startup (weights, capture,
+# warmup) issues a few thousand collectives per group, not a hundred thousand.
+SERVING_SEQ = 100_000
+# Crash kinds that can only happen before the server serves.
+_STARTUP_KINDS = ("init_not_enough_memory", "port_in_use", "warmup_failed", "startup_error")
+_LIFECYCLE = ("loading", "kv_pool", "capturing", "warmup")
+
+
+def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]:
+    """(phase, the evidence for it): from the crash's own words, traceback frames, the lifecycle
+    lines, the last batch line, request logs and collective sequence numbers, in that order. When
+    nothing proves a phase it is `unknown`, and the reason says what was missing."""
     c = _ctx(state)
     if kind == "graph_capture_oom":
-        return "graph_capture"
+        return "graph_capture", "out of memory while capturing CUDA graphs"
     if isinstance(event, ev.KvPoolExhausted) and event.stage in ("prefill", "decode"):
-        return event.stage
-    from_frames = _phase_from_frames(c.frames) if c.exc_seen or c.frames else None
-    if from_frames:
-        return from_frames
-    if kind in ("init_not_enough_memory", "port_in_use", "hicache_host_memory", "warmup_failed"):
-        return "startup"
-    if state.ready_in_log or state.phase == "ready":
+        return event.stage, f"SGLang's message names the {event.stage} batch"
+    found = _deciding_frame(c.frames) if c.exc_seen or c.frames else None
+    before_ready = not state.ready_in_log and state.phase in _LIFECYCLE
+    if found is not None:
+        phase, frame = found
+        func = frame.rpartition(":")[2]
+        if phase == "serving" and before_ready:
+            return "startup", f"the event loop ({func}) ran before the server said ready: the warmup request"
+        return phase, f"traceback frame {func}"
+    if kind in _STARTUP_KINDS:
+        return "startup", f"{kind} only happens before the server is ready"
+    if kind == "hicache_host_memory" and not state.ready_in_log:
+        return "startup", "HiCache sizes its host pool at startup"
+    if state.phase == "capturing" and not state.ready_in_log:
+        return "graph_capture", "the last lifecycle line was a graph capture that never ended"
+    if state.ready_in_log or c.batches:
         if state.last_batch_kind in ("prefill", "decode"):
-            return state.last_batch_kind
-        return "serving"
-    if state.phase == "capturing":
-        # whatever ended it (an OOM, a SIGKILL with no message, an NCCL hang), it died capturing
-        return "graph_capture"
-    return "startup"
+            return state.last_batch_kind, f"the last batch line before it was a {state.last_batch_kind} batch"
+        return "serving", "after the server said ready"
+    if before_ready:
+        return "startup", f"the log was at {state.phase} and the server never said ready"
+    if c.max_seq >= SERVING_SEQ:
+        return "serving", f"collective sequence number {c.max_seq:,}: the server had been serving"
+    if c.requests:
+        return "serving", f"{c.requests} request log line(s) before it"
+    return "unknown", "no lifecycle, batch, request or traceback line before it names the phase"
 
 
 def _crash_rank(state: RunState, event: ev.Event) -> str | None:
@@ -165,8 +196,9 @@ def _label_for_index(state: RunState, index: int) -> str:
     return token
 
 
-def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = None) -> None:
-    """Record (or sharpen) the crash. The first specific kind wins; later lines only add context."""
+def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = None, provisional: bool = False) -> None:
+    """Record (or sharpen) the crash. The first specific kind wins; later lines only add context.
+    `provisional`: the only evidence is a bare traceback; the server serving afterwards withdraws it."""
     text = message if message is not None else _describe(event)
     crash = state.crash
     if crash is not None:
@@ -177,16 +209,21 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
             crash.kind = kind
             crash.line = event.line
             crash.message = text
-            crash.phase = _crash_phase(state, kind, event)
+            crash.phase, crash.phase_reason = _crash_phase(state, kind, event)
             if crash.rank is None:
                 crash.rank = _crash_rank(state, event)
+            _ctx(state).provisional = False
         _add_decisive(crash, _describe(event))
         _add_frame(state)
         return
-    phase = _crash_phase(state, kind, event)
-    state.crash = Crash(kind=kind, phase=phase, rank=_crash_rank(state, event), line=event.line, message=text)
+    phase, reason = _crash_phase(state, kind, event)
+    state.crash = Crash(kind=kind, phase=phase, rank=_crash_rank(state, event), line=event.line, message=text,
+                        phase_reason=reason)
     _add_decisive(state.crash, _describe(event))
     _add_frame(state)
+    c = _ctx(state)
+    c.provisional = provisional
+    c.phase_before, c.phase_since_before = state.phase, state.phase_since
     state.phase = "crashed"
     state.phase_since = event.ts or state.last_ts
 
@@ -266,7 +303,7 @@ def _load_begin(state: RunState, e: ev.WeightLoadBegin) -> None:
 
 def _load_end(state: RunState, e: ev.WeightLoadEnd) -> None:
     rm = state.rank(_rank_label(e))
-    if rm.weights_gb is None:
+    if rm.after_weights_avail_gb is None:  # a draft model loads later: the target's figures count
         rm.weights_gb = e.weights_gb
         rm.after_weights_avail_gb = e.avail_gb
         if e.ts:
@@ -278,7 +315,7 @@ def _kv(state: RunState, e: ev.KvCacheAllocated) -> None:
     if e.dtype is not None:
         _hint_format(state, FORMAT_0523)
     rm = state.rank(_rank_label(e))
-    if not e.upper_bound and rm.kv_tokens is None:
+    if not e.upper_bound and rm.kv_gb is None:
         rm.kv_tokens = e.tokens
         rm.kv_gb = e.kv_gb
         if e.ts:
@@ -308,8 +345,10 @@ def _capture_end(state: RunState, e: ev.GraphCaptureEnd) -> None:
     rm = state.rank(_rank_label(e))
     if "ready" in rm.timeline:
         return  # headroom is what this rank had free when the server declared itself ready
-    rm.graph_gb = round((rm.graph_gb or 0.0) + e.graph_gb, 4)
-    rm.avail_after_capture_gb = e.avail_gb
+    if e.graph_gb is not None:
+        rm.graph_gb = round((rm.graph_gb or 0.0) + e.graph_gb, 4)
+    if e.avail_gb is not None:
+        rm.avail_after_capture_gb = e.avail_gb
     rm.captures_done += 1
     if e.ts:
         rm.timeline["capture_end"] = e.ts
@@ -345,6 +384,7 @@ def _uvicorn(state: RunState, e: ev.UvicornRunning) -> None:
 
 
 def _ready(state: RunState, e: ev.ServerReady) -> None:
+    _alive(state, e)
     state.ready_in_log = True
     for rm in state.ranks.values():
         if e.ts:
@@ -355,6 +395,8 @@ def _ready(state: RunState, e: ev.ServerReady) -> None:
 def _batch(state: RunState, kind: str, e: ev.PrefillBatch | ev.DecodeBatch, series: deque[SeriesPoint],
            throughput: float | None) -> None:
     """A prefill or decode batch line: queue figures, the batch kind (a crash's phase), the series."""
+    _alive(state, e)
+    _ctx(state).batches += 1
     state.last_batch_kind = kind
     if e.running_req is not None:
         state.running_requests = e.running_req
@@ -377,13 +419,80 @@ def _decode(state: RunState, e: ev.DecodeBatch) -> None:
 
 def _retract(state: RunState, e: ev.KvRetract) -> None:
     state.retractions += e.n  # requests retracted, summed over every `Retract requests` line
+    _retraction(state)
+
+
+def _decode_retraction(state: RunState, e: ev.DecodeRetraction) -> None:
+    if e.retracted is not None:
+        state.retractions += e.retracted
+    _retraction(state)
+
+
+def _retraction(state: RunState) -> None:
+    """The pool was full during decode and SGLang retracted requests (it carries on): how often, and
+    the token usage the last batch line showed before it (how close to the pool limit)."""
+    state.decode_retractions += 1
+    if state.token_usage:
+        usage = state.token_usage[-1].value
+        if state.decode_retraction_usage is None or usage > state.decode_retraction_usage:
+            state.decode_retraction_usage = usage
+
+
+def _advice(state: RunState, e: ev.EngineAdvice) -> None:
+    text = _where(e) + e.text
+    if text not in state.engine_advice and len(state.engine_advice) < 16:
+        state.engine_advice.append(text)
+
+
+def _pool_size(state: RunState, e: ev.PoolSize) -> None:
+    if state.max_total_num_tokens is None:
+        state.max_total_num_tokens = e.tokens
+
+
+def _access(state: RunState, e: ev.HttpAccess) -> None:
+    if not e.path.startswith(("/health", "/get_model_info", "/model_info", "/get_server_info", "/metrics",
+                              "/server_info", "/ping", "/ready", "/v1/models")):
+        _ctx(state).requests += 1
+        _alive(state, e)
+
+
+def _seq(state: RunState, e: ev.CollectiveSeq) -> None:
+    c = _ctx(state)
+    c.max_seq = max(c.max_seq, e.seq)
+    crash = state.crash
+    if crash is not None and crash.phase == "unknown" and e.seq >= SERVING_SEQ:
+        crash.phase, crash.phase_reason = "serving", f"collective sequence number {e.seq:,}: the server had been serving"
+
+
+def _unparsed(state: RunState, e: ev.Unparsed) -> None:
+    state.lines_unparsed += 1
+
+
+def _alive(state: RunState, e: ev.Event) -> None:
+    """The server served after a crash that rested on a bare traceback: that traceback was not
+    fatal. Withdraw the crash; keep it as a warning (a fact from the log)."""
+    c = _ctx(state)
+    crash = state.crash
+    if not c.provisional or crash is None or e.line <= crash.line:
+        return
+    note = f"line {crash.line}: {crash.message[:160]} (a traceback the server survived)"
+    if note not in state.log_warnings:
+        state.log_warnings.append(note)
+    state.crash = None
+    state.phase, state.phase_since = c.phase_before, c.phase_since_before
+    c.provisional = False
+    c.exc_seen = False
+    c.frames = []
 
 
 def _sched_exc(state: RunState, e: ev.SchedulerException) -> None:
     c = _ctx(state)
     crash = state.crash
     if crash is not None and crash.kind not in _VAGUE_KINDS:
+        if crash.rank is None and e.rank is not None:
+            crash.rank = e.rank  # the signature came first (torch's own log line): the header names the rank
         _add_decisive(crash, _describe(e))  # another rank failing after the first: context only
+        c.provisional = False
         return
     c.frames = []
     c.exc_seen = True
@@ -391,6 +500,7 @@ def _sched_exc(state: RunState, e: ev.SchedulerException) -> None:
     if crash is None:
         _crash(state, e, "unknown")
         return
+    c.provisional = False
     # the process exit (or a SIGQUIT) was seen first; the exception is the better evidence
     if crash.rank is None:
         crash.rank = _crash_rank(state, e)
@@ -400,28 +510,58 @@ def _sched_exc(state: RunState, e: ev.SchedulerException) -> None:
     _add_decisive(crash, _describe(e))
 
 
+def _tb_start(state: RunState, e: ev.TracebackStart) -> None:
+    """A bare `Traceback (most recent call last):`: frames follow. A chained traceback ("During
+    handling of the above exception …") keeps the frames already seen."""
+    c = _ctx(state)
+    if state.crash is None and e.line - c.frame_line > 8:
+        c.frames = []
+    c.exc_seen = True
+
+
 def _frame(state: RunState, e: ev.TracebackFrame) -> None:
     c = _ctx(state)
     c.frames.append((e.phase, f"{e.file or ''}:{e.function}"))
+    c.frame_line = e.line
     if len(c.frames) > _MAX_FRAMES:
         del c.frames[0]
     crash = state.crash
     if crash is not None and crash.kind in _VAGUE_KINDS and c.exc_seen:
-        crash.phase = _crash_phase(state, crash.kind, e)
+        crash.phase, crash.phase_reason = _crash_phase(state, crash.kind, e)
+
+
+# Exceptions that, before the server serves, mean the launch itself was wrong (an import, a path,
+# an argument), not a resource: `startup_error`.
+_STARTUP_EXC = ("ModuleNotFoundError", "ImportError", "SyntaxError", "IndentationError", "FileNotFoundError",
+                "NotImplementedError", "ArgumentError", "ArgumentTypeError", "HFValidationError",
+                "RepositoryNotFoundError", "OSError", "ValueError", "TypeError", "KeyError", "AttributeError")
+_NOT_STARTUP_ERRORS = ("NCCL", "nccl", "CUDA", "cuda", "distributed", "store", "timeout", "memory")
 
 
 def _exc_line(state: RunState, e: ev.ExceptionLine) -> None:
+    c = _ctx(state)
     crash = state.crash
-    if crash is not None and crash.kind in _VAGUE_KINDS and _ctx(state).exc_seen:
+    if crash is None:
+        if c.frames and e.line - c.frame_line <= 4:
+            # the end of a bare traceback: the text proves something died, not yet what killed the server
+            kind = "unknown"
+            phase, _ = _crash_phase(state, kind, e)
+            short = e.exc_type.rpartition(".")[2]
+            if phase == "startup" and short in _STARTUP_EXC and not any(w in e.text for w in _NOT_STARTUP_ERRORS):
+                kind = "startup_error"
+            _crash(state, e, kind, f"{e.exc_type}: {e.text}", provisional=True)
+        return
+    if crash.kind in _VAGUE_KINDS and c.exc_seen:
         # the line that ends the traceback says what went wrong, even when no rule classifies it
         crash.message = f"{e.exc_type}: {e.text}"
         crash.line = e.line
-        crash.phase = _crash_phase(state, crash.kind, e)
+        crash.phase, crash.phase_reason = _crash_phase(state, crash.kind, e)
         _add_decisive(crash, _describe(e))
 
 
 def _cuda_oom(state: RunState, e: ev.CudaOom) -> None:
-    phase = _phase_from_frames(_ctx(state).frames) if _ctx(state).exc_seen else None
+    c = _ctx(state)
+    phase = _phase_from_frames(c.frames) if c.exc_seen or c.frames else None
     if phase is None and state.phase == "capturing" and not state.ready_in_log:
         phase = "graph_capture"
     kind = "graph_capture_oom" if phase == "graph_capture" else "cuda_oom"
@@ -431,7 +571,7 @@ def _cuda_oom(state: RunState, e: ev.CudaOom) -> None:
 def _graph_failed(state: RunState, e: ev.GraphCaptureFailed) -> None:
     _crash(state, e, "graph_capture_oom" if "out of memory" in e.text.lower() else "unknown", e.text.strip())
     if state.crash is not None and state.crash.kind == "unknown":
-        state.crash.phase = "graph_capture"
+        state.crash.phase, state.crash.phase_reason = "graph_capture", "SGLang says the graph capture failed"
 
 
 def _kv_exhausted(state: RunState, e: ev.KvPoolExhausted) -> None:
@@ -439,6 +579,8 @@ def _kv_exhausted(state: RunState, e: ev.KvPoolExhausted) -> None:
 
 
 def _not_enough(state: RunState, e: ev.NotEnoughMemory) -> None:
+    if e.mem_fraction_static is not None:
+        state.stated_flags.setdefault("mem_fraction_static", e.mem_fraction_static)
     _crash(state, e, "init_not_enough_memory", e.text.strip())
 
 
@@ -470,8 +612,16 @@ def _nccl(state: RunState, e: ev.NcclTimeout) -> None:
     _crash(state, e, "nccl_timeout", e.text.strip())
 
 
+def _nccl_error(state: RunState, e: ev.NcclError) -> None:
+    _crash(state, e, "nccl_error", e.text.strip())
+
+
+def _startup_error(state: RunState, e: ev.StartupError) -> None:
+    _crash(state, e, "startup_error", e.text.strip())
+
+
 def _watchdog(state: RunState, e: ev.SchedulerWatchdogTimeout) -> None:
-    _crash(state, e, "unknown", e.text.strip())
+    _crash(state, e, "watchdog_timeout", e.text.strip())
 
 
 def _warmup(state: RunState, e: ev.WarmupFailed) -> None:
@@ -530,10 +680,17 @@ _HANDLERS: dict[type, object] = {
     ev.KvPoolBelowContext: _below_ctx,
     ev.UvicornRunning: _uvicorn,
     ev.ServerReady: _ready,
+    ev.HttpAccess: _access,
     ev.PrefillBatch: _prefill,
     ev.DecodeBatch: _decode,
     ev.KvRetract: _retract,
+    ev.DecodeRetraction: _decode_retraction,
+    ev.EngineAdvice: _advice,
+    ev.PoolSize: _pool_size,
+    ev.CollectiveSeq: _seq,
+    ev.Unparsed: _unparsed,
     ev.SchedulerException: _sched_exc,
+    ev.TracebackStart: _tb_start,
     ev.TracebackFrame: _frame,
     ev.ExceptionLine: _exc_line,
     ev.CudaOom: _cuda_oom,
@@ -544,6 +701,8 @@ _HANDLERS: dict[type, object] = {
     ev.RankDead: _rank_dead,
     ev.ExitCode: _exit_code,
     ev.NcclTimeout: _nccl,
+    ev.NcclError: _nccl_error,
+    ev.StartupError: _startup_error,
     ev.SchedulerWatchdogTimeout: _watchdog,
     ev.WarmupFailed: _warmup,
     ev.PortInUse: _port,

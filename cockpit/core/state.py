@@ -134,6 +134,9 @@ class RunState:
     # highest token usage seen by a batch line at or before one (how close to the pool limit)
     decode_retractions: int = 0
     decode_retraction_usage: float | None = None
+    # flags whose value a message states outside the server_args dump (a decisive line's
+    # `--mem-fraction-static=0.88`): snake_case keys, as in server_args
+    stated_flags: dict[str, Any] = field(default_factory=dict)
     # SGLang's own advice lines, quoted as printed ("Raise --mem-fraction-static above 0.91 …")
     engine_advice: list[str] = field(default_factory=list)
     lines_recognised: int = 0  # lines the backend's grammar recognised as its server's log
@@ -178,7 +181,9 @@ class RunState:
     @property
     def mem_fraction_static(self) -> float | None:
         v = self.server_args.get("mem_fraction_static")
-        return float(v) if isinstance(v, (int, float)) else None
+        if v is None:
+            v = self.stated_flags.get("mem_fraction_static")
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
     @property
     def peak_gen_throughput(self) -> float | None:
@@ -215,7 +220,5 @@ class RunState:
             "retractions": self.retractions,
             "decode_retractions": self.decode_retractions,
             "engine_advice": list(self.engine_advice),
-            "lines_seen": self.lines_seen,
-            "lines_recognised": self.lines_recognised,
             "lines_unparsed": self.lines_unparsed,
         }

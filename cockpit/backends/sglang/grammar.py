@@ -1,62 +1,100 @@
 """SGLang's log grammar: one line's text -> the events it states.
 
-`split_record` reads the record prefix (`[timestamp DP1 TP3] msg`); `classify` turns a cleaned line
-into events: the record grammar dispatches on the message's first character (a dict-free switch on
-the lines that matter), and the failure signatures are looked for in any line, record or not
-(traceback text has no prefix). The streaming scanner (`scanner.py`) decides which lines reach
-`classify`; the bulk reader (`logparse.py`) feeds files to the scanner.
+`split_record` reads the record prefix (`[timestamp DP1 TP3] msg`, and the older or damaged forms:
+`[gpu_id=0] msg` of 0.1-0.3, `[TP0] msg` with the time trimmed, a record whose opening bracket was
+lost). `classify_line` turns a cleaned, unwrapped line into events and says how sure it is that the
+line is SGLang's (`failures.STRONG` / `GENERIC` / `FOREIGN` / `NONE`): the record grammar dispatches
+on the message's first character (a dict-free switch on the lines that matter), and the failure
+signatures (`failures.py`) are looked for in any line, record or not. The streaming scanner
+(`scanner.py`) decides which lines reach it; the bulk reader (`logparse.py`) feeds it files.
+
+A recognised line whose figures do not parse or are impossible yields one `Unparsed` event instead
+of its own: skipped and counted, never fatal (textutil.py).
 """
 
 from __future__ import annotations
 
 import ast
-import re
-from collections.abc import Callable
 from typing import Any
 
+from cockpit.backends.sglang.failures import (
+    FOREIGN,
+    GENERIC,
+    NONE,
+    STRONG,
+    Peek,
+    classify_failure,
+    frame_phase,
+    kv_exhausted,
+)
+from cockpit.backends.sglang.textutil import (
+    SECONDS_MAX,
+    bounded,
+    count,
+    gib,
+    host_gb_pair,
+    lazy,
+    opt_float,
+    opt_int,
+)
 from cockpit.core import events as ev
 from cockpit.core.events import Event
 
-
-class _lazy:  # lower case: it reads like re.compile where the patterns are defined
-    """A regex compiled on first use: most patterns only meet the rare lines with news, and
-    compiling ~35 of them at import would cost `cockpit diagnose` ~10 ms before any work."""
-
-    __slots__ = ("_rx", "_src")
-
-    def __init__(self, src: str) -> None:
-        self._src = src
-        self._rx: re.Pattern[str] | None = None
-
-    def _get(self) -> re.Pattern[str]:
-        rx = self._rx
-        if rx is None:
-            rx = self._rx = re.compile(self._src)
-        return rx
-
-    def match(self, text: str) -> re.Match[str] | None:
-        return self._get().match(text)
-
-    def search(self, text: str) -> re.Match[str] | None:
-        return self._get().search(text)
+__all__ = ["FOREIGN", "GENERIC", "NONE", "STRONG", "Peek", "classify", "classify_line", "frame_phase",
+           "parse_server_args", "split_record"]
 
 # ---- record prefix ---------------------------------------------------------------------------
+
+_RANK_TOKENS = ("DP", "PP", "TP", "EP", "ATTN_CP", "MOE_DP", "CP")
+
+
+def _rank_only(prefix: str) -> bool:
+    """`TP0`, `DP1 TP3`, `DP0 TP0 EP0`: rank tokens only (a trimmed-timestamp record)."""
+    parts = prefix.split()
+    if not parts or len(parts) > 6:
+        return False
+    for p in parts:
+        head = p.rstrip("0123456789")
+        if head == p or head not in _RANK_TOKENS:
+            return False
+    return True
 
 
 def split_record(line: str) -> tuple[str | None, str | None, str]:
     """`[2026-02-24 11:55:44.123 DP1 TP3] msg` -> ("2026-02-24 11:55:44.123", "DP1 TP3", "msg").
 
     A line that is not a record start (traceback text, tqdm, NCCL, `Killed`) comes back as
-    (None, None, line). Rank tokens are kept as printed, unknown ones included.
+    (None, None, line). Rank tokens are kept as printed, unknown ones included. Records without a
+    timestamp (`[gpu_id=0] msg` of 0.1-0.3, `[TP0] msg` with the time trimmed by the reporter) come
+    back with ts "" (a record, but no time).
     """
-    if len(line) < 21 or line[0] != "[" or line[5] != "-" or line[11] != " " or line[14] != ":":
+    n = len(line)
+    if n < 4:
+        return None, None, line
+    c0 = line[0]
+    if c0 != "[":
+        # `2025-02-09 10:14:05 TP0] msg`: a record that lost its opening bracket in a paste
+        if c0.isdigit() and n > 21 and line[4] == "-" and line[10] == " " and line[13] == ":":
+            close = line.find("] ", 19, 120)
+            if close != -1 and line[:4].isdigit() and line[17:19].isdigit():
+                return _split_bracketed("[" + line[: close + 1], line[close + 2 :])
+        return None, None, line
+    if line[1:8] == "gpu_id=":
+        close = line.find("]", 8, 16)
+        if close != -1 and line[8:close].isdigit():
+            return "", f"TP{int(line[8:close])}", line[close + 2 :] if line[close + 1 : close + 2] == " " else line[close + 1 :]
+        return None, None, line
+    if n < 21 or line[5] != "-" or line[11] != " " or line[14] != ":":
+        close = line.find("] ", 1, 40)
+        if close != -1 and _rank_only(line[1:close]):
+            return "", line[1:close], line[close + 2 :]
         return None, None, line
     if not (line[1:5].isdigit() and line[18:20].isdigit()):
         return None, None, line
     pos = 20
     if line[20] == ".":
         pos = 21
-        while pos < len(line) and line[pos].isdigit():
+        while pos < n and line[pos].isdigit():
             pos += 1
     close = line.find("]", pos)
     if close == -1:
@@ -75,94 +113,68 @@ def split_record(line: str) -> tuple[str | None, str | None, str]:
     return ts, rank, msg
 
 
+def _split_bracketed(head: str, msg: str) -> tuple[str | None, str | None, str]:
+    ts, rank, _ = split_record(head + " x")
+    if ts is None:
+        return None, None, head[1:] + " " + msg
+    return ts, rank, msg
+
+
 # ---- message grammar (applied to one line's message) --------------------------------------------
 
 _F = r"([\d.]+)"
-_RX_LOAD_BEGIN = _lazy(r"^Load weight begin\. avail mem=" + _F + r" GB")
-_RX_LOAD_END_MEM = _lazy(r"avail mem=" + _F + r" GB, mem usage=" + _F + r" GB")
-_RX_ELAPSED = _lazy(r"(?:Time elapsed: |elapsed=)" + _F + r" s")
-_RX_TYPE = _lazy(r"type=([^,]+)")
-_RX_DTYPE = _lazy(r"dtype=([^,]+)")
-_RX_QUANT = _lazy(r"(quant=[^,]+(?:, fmt=[^,]+)?)")
-_RX_KV = _lazy(
+_RX_LOAD_BEGIN = lazy(r"^Load weight begin\. avail mem=" + _F + r" ?GB")
+_RX_LOAD_END_MEM = lazy(r"avail mem=" + _F + r" ?GB(?:, mem usage=" + _F + r" ?GB)?")
+_RX_ELAPSED = lazy(r"(?:Time elapsed: |elapsed=)" + _F + r" ?s")
+_RX_TYPE = lazy(r"type=([^,]+)")
+_RX_DTYPE = lazy(r"dtype=([^,]+)")
+_RX_QUANT = lazy(r"(quant=[^,]+(?:, fmt=[^,]+)?)")
+_RX_KV = lazy(
     r"^(?:(?P<label>.+?) )?KV Cache (?P<ub>is allocated|VA upper bound)\. (?:dtype: (?P<dtype>[^,]+), )?"
-    r"#tokens: (?P<tokens>\d+), (?:K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|KV size: (?P<kv>[\d.]+) GB)"
+    r"(?:#tokens: (?P<tokens>\d+), )?(?:K size: (?P<k>[\d.]+) ?GB, V size: (?P<v>[\d.]+) ?GB|KV size: (?P<kv>[\d.]+) ?GB)"
 )
-_RX_POST_CAPTURE_KV = _lazy(
+_RX_POST_CAPTURE_KV = lazy(
     r"^Post-capture KV sizing: KV cache allocated\. dtype: (?P<dtype>[^,]+), #tokens: (?P<tokens>\d+), "
     r"KV size: (?P<kv>[\d.]+) GB"
 )
-_RX_POOL_END = _lazy(r"^Memory pool end\. avail mem=" + _F + r" GB")
-_RX_AVAIL = _lazy(r"avail mem=" + _F + r" GB")
-_RX_MEM_USAGE = _lazy(r"mem usage=" + _F + r" GB")
-_RX_CAPTURE = _lazy(r"^Capture (?P<what>.+?) (?P<step>begin|end)\. ")
-_RX_CAPTURE_FAILED = _lazy(r"Capture (?:\S+ )*?(?:cuda|CUDA|npu|cpu|musa) graph failed")
-_RX_ALLOC_09 = _lazy(r"^Allocating " + _F + r" GB host memory for hierarchical KV cache")
-_RX_ALLOC_23 = _lazy(r"^Allocating (\S+) hierarchical KV host pool: (\d+) tokens, " + _F + r" GB host memory")
-_RX_BELOW_CTX = _lazy(r"^KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
-_RX_UVICORN = _lazy(r"Uvicorn running on \S*?:(\d+)")
-_RX_ACCESS = _lazy(r'^(?:INFO|WARNING|ERROR):\s+\S+ - "([A-Z]+) (\S+) HTTP/[\d.]+" (\d{3})')
-_RX_RETRACT = _lazy(r"#retracted_reqs: (\d+)")
-_RX_DIST_END = _lazy(r"elapsed=" + _F + r" s(?:, mem usage=" + _F + r" GB)?")
-_RX_FRAME = _lazy(r'^\s*File "([^"]*)", line \d+, in (\S+)')
-_RX_EXC_LINE = _lazy(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)): ?(.*)$")
-_SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
-_RX_OOM_REQ = _lazy(r"Tried to allocate " + _SIZE)
-_RX_OOM_GPU = _lazy(r"GPU (\d+)")
-_RX_OOM_TOTAL = _lazy(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
-_RX_OOM_TOTAL_OLD = _lazy(_SIZE + r" total capacity; .*?" + _SIZE + r" free")
-_RX_NEM_MFS = _lazy(r"mem_fraction_static=([\d.]+)")
-_RX_NEM_23 = _lazy(
-    r"--mem-fraction-static=([\d.]+)\. Raise --mem-fraction-static above ([\d.]+) "
-    r"\(minimum viable = 1 - available/pre = ([\d.]+)\)"
-)
-_RX_HOST_MEM = _lazy(r"Requesting " + _F + r" GB but only have " + _F + r" GB free")
-_RX_RANK_DEAD = _lazy(r"Rank (\d+) scheduler is dead")
-_RX_RANK_INIT = _lazy(r"Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
-_RX_SUBPROC = _lazy(r"Subprocess scheduler_(\d+) \(pid=\d+\) crashed with exit code (-?\d+)")
-_RX_TERMINATED = _lazy(r"Scheduler or DataParallelController \d+ terminated with (-?\d+)")
-_RX_EXIT_CODE = _lazy(r"^Exit code: (-?\d+)")
-_RX_TRY_ALLOC = _lazy(r"Try to allocate (\d+) tokens")
-
-_UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,
-              "KB": 1e3 / 2**30, "MB": 1e6 / 2**30, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}
+_RX_POOL_END = lazy(r"^Memory pool end\. avail mem=" + _F + r" ?GB")
+_RX_AVAIL = lazy(r"avail[ _]mem=" + _F + r" ?GB")
+_RX_MEM_USAGE = lazy(r"mem usage=" + _F + r" ?GB")
+_RX_CAPTURE = lazy(r"^Capture (?P<what>.+?) (?P<step>begin|end)\.(?: |$)")
+_RX_ALLOC_09 = lazy(r"^Allocating " + _F + r" GB host memory for hierarchical KV cache")
+_RX_ALLOC_23 = lazy(r"^Allocating (\S+) hierarchical KV host pool: (\d+) tokens, " + _F + r" GB host memory")
+_RX_BELOW_CTX = lazy(r"^KV pool holds (\d+) tokens, fewer than --context-length (\d+)")
+_RX_UVICORN = lazy(r"Uvicorn running on \S*?:(\d+)")
+_RX_ACCESS = lazy(r'^(?:INFO|WARNING|ERROR):\s+\S+ - "([A-Z]+) (\S+) HTTP/[\d.]+" (\d{3})')
+_RX_RETRACT = lazy(r"#retracted_reqs: (\d+)")
+_RX_DIST_END = lazy(r"elapsed=" + _F + r" s(?:, mem usage=" + _F + r" GB)?")
+_RX_RANK_DEAD = lazy(r"Rank (\d+) scheduler is dead")
+_RX_RANK_INIT = lazy(r"Rank (\d+) scheduler died during initialization \(exit code: (-?\d+)\)")
+_RX_SUBPROC = lazy(r"Subprocess scheduler_(\d+) \(pid=\d+\) crashed with exit code (-?\d+)")
+_RX_TERMINATED = lazy(r"Scheduler or DataParallelController \d+ terminated with (-?\d+)")
+_RX_EXIT_CODE = lazy(r"^Exit code: (-?\d+)")
+_RX_SELF_MAX_TOKENS = lazy(r"^self\.max_total_num_tokens=(\d+)")
 
 
-def _gib(num: str, unit: str) -> float | None:
-    try:
-        return round(float(num) * _UNITS_GIB.get(unit, 1.0), 4)
-    except ValueError:
-        return None
-
-
-def _float(s: str | None) -> float | None:
-    if s is None:
-        return None
-    try:
-        return float(s)
-    except ValueError:
-        return None
-
-
-def _int(s: str | None) -> int | None:
-    if s is None:
-        return None
-    try:
-        return int(s)
-    except ValueError:
-        return None
+def _code(s: str) -> int:
+    """An exit code or rank index as printed (a few digits, maybe negative)."""
+    if len(s) > 6:
+        raise ValueError(f"exit code / index {s[:20]!r} too long")
+    return int(s)
 
 
 def _fields(body: str) -> dict[str, str]:
     """`#running-req: 3, token usage: 0.08, gen throughput (token/s): 2874.31` -> {key: value}.
 
     Field order differs between versions and optional fields come and go, so never rely on it.
+    Older releases separate the head with a full stop (`Decode batch. #running-req: 2, …`).
     """
     out: dict[str, str] = {}
     for part in body.split(", "):
         k, sep, v = part.rpartition(": ")
         if sep:
-            out[k] = v
+            dot = k.rfind(". ")
+            out[k[dot + 2 :] if dot != -1 else k] = v
     return out
 
 
@@ -177,34 +189,49 @@ def _graph_flag(f: dict[str, str]) -> bool | None:
     return None
 
 
+def _usage(f: dict[str, str]) -> float | None:
+    return opt_float(f.get("token usage", f.get("full token usage")), 100.0)
+
+
 def _prefill(line: int, ts: str | None, rank: str | None, msg: str) -> ev.PrefillBatch:
     f = _fields(msg)
-    usage = f.get("token usage", f.get("full token usage"))
     return ev.PrefillBatch(
         line, ts, rank,
-        new_seq=_int(f.get("#new-seq")),
-        new_token=_int(f.get("#new-token")),
-        cached_token=_int(f.get("#cached-token")),
-        token_usage=_float(usage),
-        running_req=_int(f.get("#running-req")),
-        queue_req=_int(f.get("#queue-req")),
-        input_throughput=_float(f.get("input throughput (token/s)")),
+        new_seq=opt_int(f.get("#new-seq")),
+        new_token=opt_int(f.get("#new-token")),
+        cached_token=opt_int(f.get("#cached-token")),
+        token_usage=_usage(f),
+        running_req=opt_int(f.get("#running-req")),
+        queue_req=opt_int(f.get("#queue-req")),
+        input_throughput=opt_float(f.get("input throughput (token/s)"), 1e9),
         cuda_graph=_graph_flag(f),
     )
 
 
 def _decode(line: int, ts: str | None, rank: str | None, msg: str) -> ev.DecodeBatch:
     f = _fields(msg)
-    usage = f.get("token usage", f.get("full token usage"))
     return ev.DecodeBatch(
         line, ts, rank,
-        running_req=_int(f.get("#running-req")),
-        tokens=_int(f.get("#token", f.get("#full token"))),
-        token_usage=_float(usage),
-        gen_throughput=_float(f.get("gen throughput (token/s)")),
-        queue_req=_int(f.get("#queue-req")),
+        running_req=opt_int(f.get("#running-req")),
+        tokens=opt_int(f.get("#token", f.get("#full token"))),
+        token_usage=_usage(f),
+        gen_throughput=opt_float(f.get("gen throughput (token/s)"), 1e9),
+        queue_req=opt_int(f.get("#queue-req")),
         cuda_graph=_graph_flag(f),
     )
+
+
+def _old_fill(line: int, msg: str) -> ev.PrefillBatch:
+    """0.1's `new fill batch. #seq: 1. #cached_token: 478. #new_token: 254. … #running_req: 4. …`"""
+    f: dict[str, str] = {}
+    for part in msg.split(". "):
+        k, sep, v = part.partition(": ")
+        if sep:
+            f[k.strip()] = v.strip().rstrip(".")
+    return ev.PrefillBatch(line, None, None, new_seq=opt_int(f.get("#seq")), new_token=opt_int(f.get("#new_token")),
+                           cached_token=opt_int(f.get("#cached_token")), token_usage=None,
+                           running_req=opt_int(f.get("#running_req")), queue_req=opt_int(f.get("#remaining_req")),
+                           input_throughput=None, cuda_graph=None)
 
 
 def _split_top(body: str) -> list[str]:
@@ -271,45 +298,6 @@ def parse_server_args(msg: str) -> tuple[dict[str, Any], str] | None:
     return None
 
 
-def _cuda_oom(line: int, ts: str | None, rank: str | None, text: str) -> ev.CudaOom:
-    req = _RX_OOM_REQ.search(text)
-    gpu = _RX_OOM_GPU.search(text)
-    tot = _RX_OOM_TOTAL.search(text)
-    total = free = None
-    if tot:
-        total, free = _gib(tot.group(1), tot.group(2)), _gib(tot.group(3), tot.group(4))
-    else:
-        old = _RX_OOM_TOTAL_OLD.search(text)
-        if old:
-            total, free = _gib(old.group(1), old.group(2)), _gib(old.group(3), old.group(4))
-    return ev.CudaOom(
-        line, ts, rank,
-        requested_gib=_gib(req.group(1), req.group(2)) if req else None,
-        gpu=int(gpu.group(1)) if gpu else None,
-        total_gib=total,
-        free_gib=free,
-        text=text,
-    )
-
-
-def frame_phase(file: str, func: str) -> str | None:
-    """The phase a traceback frame proves: the CUDA-graph runner's capture = graph capture, cache
-    and model init = startup, forward_extend = prefill, forward_decode = decode."""
-    lf = file.lower()
-    if ("graph_runner" in lf and "capture" in func) or (func.startswith("capture") and "graph" in lf):
-        return "graph_capture"
-    if func in ("init_cache_with_memory_pool", "init_memory_pool", "load_model") or "hiradix" in lf \
-            or "HiRadixCache" in func:
-        return "startup"
-    if func == "forward_extend":
-        return "prefill"
-    if func == "forward_decode":
-        return "decode"
-    return None
-
-
-Peek = Callable[[], str | None]
-
 
 def _no_peek() -> str | None:
     return None
@@ -317,14 +305,46 @@ def _no_peek() -> str | None:
 
 def classify(line: int, text: str, peek: Peek = _no_peek) -> list[Event]:
     """Every event one log line yields (usually none or one). `text` is the line without its
-    newline, already cleaned of ANSI codes and tqdm redraws. `peek` returns the next line's text
-    (for the two-line KV-exhaustion message) or None."""
+    newline, already cleaned of control codes and tqdm redraws. `peek` returns the next line's
+    text (for the two-line KV-exhaustion message) or None."""
+    return classify_line(line, text, peek)[0]
+
+
+def classify_line(line: int, text: str, peek: Peek = _no_peek, in_traceback: bool = False) -> tuple[list[Event], int]:
+    """`classify`, plus how sure the line is SGLang's (failures.STRONG / GENERIC / FOREIGN / NONE).
+    `in_traceback`: the line follows a traceback frame (source text, unless it is the exception)."""
     ts, rank, msg = split_record(text)
     out: list[Event] = []
-    if ts is not None:
-        _classify_record(line, ts, rank, msg, out, peek)
-    _classify_anywhere(line, ts, rank, msg, out, peek)
-    return out
+    try:
+        if ts is not None:
+            _classify_record(line, ts, rank, msg, out, peek)
+            recog = STRONG
+        else:
+            recog = _classify_unprefixed(line, msg, out)
+        if not out:
+            r = classify_failure(line, ts, rank, msg, out, peek, in_traceback and ts is None)
+            if ts is None:
+                recog = max(recog, r) if r != FOREIGN else FOREIGN
+    except ValueError as exc:  # a figure that does not parse or cannot be: skip the line, count it
+        return [ev.Unparsed(line, ts, rank, f"{exc}: {text[:200]}")], (STRONG if ts is not None else NONE)
+    return out, recog
+
+
+def _classify_unprefixed(line: int, msg: str, out: list[Event]) -> int:
+    """SGLang text that carries no record prefix: 0.1's batch lines, watchdog dumps."""
+    c = msg[:1]
+    if c == "n" and msg.startswith("new fill batch. "):
+        out.append(_old_fill(line, msg))
+        return STRONG
+    if c == "#" and msg.startswith("#running-req: ") and "gen throughput" in msg:
+        out.append(_decode(line, None, None, msg))
+        return STRONG
+    if c == "s" and msg.startswith("self.max_total_num_tokens="):
+        m = _RX_SELF_MAX_TOKENS.match(msg)
+        if m:
+            out.append(ev.PoolSize(line, None, None, count(m.group(1))))
+            return STRONG
+    return NONE
 
 
 def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[Event], peek: Peek) -> None:
@@ -332,18 +352,21 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
     if c == "D":
         if msg.startswith("Decode batch"):
             out.append(_decode(line, ts, rank, msg))
+        elif msg.startswith("Decode out of memory happened"):
+            m = _RX_RETRACT.search(msg)
+            out.append(ev.DecodeRetraction(line, ts, rank, count(m.group(1)) if m else None, msg))
         elif msg.startswith("Decode out of memory"):
-            out.append(_kv_exhausted(line, ts, rank, msg, "decode", peek))
+            out.append(kv_exhausted(line, ts, rank, msg, "decode", peek))
         return
     if c == "P":
         if msg.startswith("Prefill batch"):
             out.append(_prefill(line, ts, rank, msg))
         elif msg.startswith("Prefill out of memory"):
-            out.append(_kv_exhausted(line, ts, rank, msg, "prefill", peek))
+            out.append(kv_exhausted(line, ts, rank, msg, "prefill", peek))
         elif msg.startswith("Post-capture KV sizing: KV cache allocated"):
             m = _RX_POST_CAPTURE_KV.match(msg)
             if m:
-                out.append(ev.KvCacheAllocated(line, ts, rank, int(m["tokens"]), float(m["kv"]), None,
+                out.append(ev.KvCacheAllocated(line, ts, rank, count(m["tokens"]), gib(m["kv"]), None,
                                                m["dtype"].strip(), upper_bound=False))
         return
     if c in "IWE" and msg[:5] in ("INFO:", "WARNI", "ERROR"):
@@ -353,13 +376,13 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             return
         if "Uvicorn running on" in msg:
             u = _RX_UVICORN.search(msg)
-            out.append(ev.UvicornRunning(line, ts, rank, int(u.group(1)) if u else None))
+            out.append(ev.UvicornRunning(line, ts, rank, _code(u.group(1)) if u else None))
         return
     if c == "L":
         if msg.startswith("Load weight begin."):
             m = _RX_LOAD_BEGIN.match(msg)
             if m:
-                out.append(ev.WeightLoadBegin(line, ts, rank, float(m.group(1))))
+                out.append(ev.WeightLoadBegin(line, ts, rank, gib(m.group(1))))
         elif msg.startswith("Load weight end."):
             m = _RX_LOAD_END_MEM.search(msg)
             if m:
@@ -369,9 +392,9 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
                 qu = _RX_QUANT.search(msg)
                 out.append(ev.WeightLoadEnd(
                     line, ts, rank,
-                    elapsed_s=float(el.group(1)) if el else None,
-                    avail_gb=float(m.group(1)),
-                    weights_gb=float(m.group(2)),
+                    elapsed_s=bounded(el.group(1), SECONDS_MAX) if el else None,
+                    avail_gb=gib(m.group(1)),
+                    weights_gb=gib(m.group(2)) if m.group(2) is not None else None,
                     model_type=ty.group(1).strip() if ty else None,
                     dtype=dt.group(1).strip() if dt else None,
                     quant=qu.group(1) if qu else None,
@@ -380,9 +403,9 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
     if "KV Cache " in msg:
         m = _RX_KV.match(msg)
         if m:
-            kv = float(m["kv"]) if m["kv"] is not None else round(float(m["k"]) + float(m["v"]), 2)
+            kv = gib(m["kv"]) if m["kv"] is not None else round(gib(m["k"]) + gib(m["v"]), 2)
             out.append(ev.KvCacheAllocated(
-                line, ts, rank, int(m["tokens"]), kv, m["label"],
+                line, ts, rank, count(m["tokens"]) if m["tokens"] is not None else None, kv, m["label"],
                 m["dtype"].strip() if m["dtype"] else None, upper_bound=m["ub"] == "VA upper bound",
             ))
         return
@@ -390,13 +413,11 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
         if msg.startswith("Memory pool end."):
             m = _RX_POOL_END.match(msg)
             if m:
-                out.append(ev.MemoryPoolEnd(line, ts, rank, float(m.group(1))))
+                out.append(ev.MemoryPoolEnd(line, ts, rank, gib(m.group(1))))
         elif msg.startswith("Memory baseline taken."):
             mu = _RX_MEM_USAGE.search(msg)
             if mu:
-                out.append(ev.MemoryBaseline(line, ts, rank, float(mu.group(1))))
-        elif msg.startswith("max_total_num_tokens="):
-            pass  # lower-case m: handled below
+                out.append(ev.MemoryBaseline(line, ts, rank, gib(mu.group(1))))
         return
     if c == "C":
         if msg.startswith("Capture "):
@@ -405,13 +426,12 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
                 what = m["what"]
                 av = _RX_AVAIL.search(msg)
                 if m["step"] == "begin":
-                    out.append(ev.GraphCaptureBegin(line, ts, rank, what, float(av.group(1)) if av else None))
+                    out.append(ev.GraphCaptureBegin(line, ts, rank, what, gib(av.group(1)) if av else None))
                 else:
                     mu = _RX_MEM_USAGE.search(msg)
                     el = _RX_ELAPSED.search(msg)
-                    if mu and av:
-                        out.append(ev.GraphCaptureEnd(line, ts, rank, what, float(el.group(1)) if el else None,
-                                                      float(mu.group(1)), float(av.group(1))))
+                    out.append(ev.GraphCaptureEnd(line, ts, rank, what, bounded(el.group(1), SECONDS_MAX) if el else None,
+                                                  gib(mu.group(1)) if mu else None, gib(av.group(1)) if av else None))
         return
     if c == "m":
         if msg.startswith("max_total_num_tokens="):
@@ -421,63 +441,74 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
                 if sep:
                     f[k] = v
             avail = f.get("available_gpu_mem", f.get("available_cpu_mem"))
-            tokens = _int(f.get("max_total_num_tokens"))
-            if tokens is not None:
-                out.append(ev.MaxTotalTokens(
-                    line, ts, rank, tokens,
-                    chunked_prefill_size=_int(f.get("chunked_prefill_size")),
-                    max_prefill_tokens=_int(f.get("max_prefill_tokens")),
-                    max_running_requests=_int(f.get("max_running_requests")),
-                    context_len=_int(f.get("context_len")),
-                    available_gpu_mem_gb=_float(avail.split()[0]) if avail else None,
-                ))
+            tokens = opt_int(f.get("max_total_num_tokens"))
+            if tokens is None:
+                raise ValueError(f"max_total_num_tokens={f.get('max_total_num_tokens', '')[:40]!r}")
+            out.append(ev.MaxTotalTokens(
+                line, ts, rank, tokens,
+                chunked_prefill_size=opt_int(f.get("chunked_prefill_size"), signed=True),
+                max_prefill_tokens=opt_int(f.get("max_prefill_tokens")),
+                max_running_requests=opt_int(f.get("max_running_requests")),
+                context_len=opt_int(f.get("context_len")),
+                available_gpu_mem_gb=gib(avail.split()[0]) if avail else None,
+            ))
         return
     if c == "A":
         if msg.startswith("Allocating "):
             m = _RX_ALLOC_09.match(msg)
             if m:
-                out.append(ev.HiCacheAllocating(line, ts, rank, float(m.group(1))))
+                out.append(ev.HiCacheAllocating(line, ts, rank, host_gb_pair(m.group(1), "0")[0]))
             else:
                 m = _RX_ALLOC_23.match(msg)
                 if m:
-                    out.append(ev.HiCacheAllocating(line, ts, rank, float(m.group(3)), int(m.group(2)), m.group(1)))
+                    out.append(ev.HiCacheAllocating(line, ts, rank, host_gb_pair(m.group(3), "0")[0],
+                                                    count(m.group(2)), m.group(1)))
         return
     if c == "s":
         if msg.startswith("server_args="):
             parsed = parse_server_args(msg)
             if parsed is not None:
                 out.append(ev.ServerArgs(line, ts, rank, parsed[0], parsed[1]))
+        elif msg.startswith("self.max_total_num_tokens="):
+            m = _RX_SELF_MAX_TOKENS.match(msg)
+            if m:
+                out.append(ev.PoolSize(line, ts, rank, count(m.group(1))))
         return
     if c == "I":
         if msg.startswith("Init torch distributed begin"):
             out.append(ev.DistInitBegin(line, ts, rank, "sglang-0.5.9"))
         elif msg.startswith("Init torch distributed ends"):
             m = _RX_DIST_END.search(msg)
-            out.append(ev.DistInitEnd(line, ts, rank, _float(m.group(1)) if m else None,
-                                      _float(m.group(2)) if m else None, "sglang-0.5.9"))
+            out.append(ev.DistInitEnd(line, ts, rank, bounded(m.group(1), SECONDS_MAX) if m else None,
+                                      gib(m.group(2)) if m and m.group(2) else None, "sglang-0.5.9"))
         elif msg.startswith("Init parallel begin"):
             out.append(ev.DistInitBegin(line, ts, rank, "sglang-0.5.23"))
         elif msg.startswith("Init parallel ends"):
             m = _RX_DIST_END.search(msg)
-            out.append(ev.DistInitEnd(line, ts, rank, _float(m.group(1)) if m else None, None, "sglang-0.5.23"))
+            out.append(ev.DistInitEnd(line, ts, rank, bounded(m.group(1), SECONDS_MAX) if m else None, None,
+                                      "sglang-0.5.23"))
         return
     if c == "T":
         if msg.startswith("The server is fired up and ready to roll"):
             out.append(ev.ServerReady(line, ts, rank))
         elif msg.startswith("The memory capacity is unbalanced"):
             out.append(ev.MemoryImbalance(line, ts, rank, msg))
+        elif msg.startswith("Traceback (most recent call last)"):
+            out.append(ev.SchedulerException(line, ts, rank, msg))  # a bare header names the rank too
+        elif msg.startswith("TpModelWorkerClient hit an exception"):
+            out.append(ev.SchedulerException(line, ts, rank, msg))
         return
     if c == "K":
         if msg.startswith("KV cache pool is full. Retract requests"):
             m = _RX_RETRACT.search(msg)
-            out.append(ev.KvRetract(line, ts, rank, int(m.group(1)) if m else 1))
+            out.append(ev.KvRetract(line, ts, rank, count(m.group(1)) if m else 1))
         elif msg.startswith("KV pool holds"):
             m = _RX_BELOW_CTX.match(msg)
             if m:
-                out.append(ev.KvPoolBelowContext(line, ts, rank, int(m.group(1)), int(m.group(2))))
+                out.append(ev.KvPoolBelowContext(line, ts, rank, count(m.group(1)), count(m.group(2))))
         return
     if c == "O" and msg.startswith("Out of memory. Try to lower your batch size"):
-        out.append(_kv_exhausted(line, ts, rank, msg, None, peek))
+        out.append(kv_exhausted(line, ts, rank, msg, None, peek))
         return
     if c == "S":
         if msg.startswith("Scheduler hit an exception"):
@@ -487,18 +518,22 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
         elif msg.startswith("Subprocess scheduler_"):
             m = _RX_SUBPROC.search(msg)
             if m:
-                out.append(ev.RankDead(line, ts, rank, int(m.group(1)), int(m.group(2)), "crashed", msg))
+                out.append(ev.RankDead(line, ts, rank, _code(m.group(1)), _code(m.group(2)), "crashed", msg))
         elif msg.startswith("Scheduler or DataParallelController"):
             m = _RX_TERMINATED.search(msg)
-            out.append(ev.RankDead(line, ts, rank, None, int(m.group(1)) if m else None, "terminated", msg))
+            out.append(ev.RankDead(line, ts, rank, None, _code(m.group(1)) if m else None, "terminated", msg))
         elif msg.startswith("Scheduler watchdog timeout"):
+            out.append(ev.SchedulerWatchdogTimeout(line, ts, rank, msg))
+        return
+    if c == "W":
+        if msg.startswith("Watchdog timeout (self.watchdog_timeout"):
             out.append(ev.SchedulerWatchdogTimeout(line, ts, rank, msg))
         return
     if c == "E":
         if msg.startswith("Exit code:"):
             m = _RX_EXIT_CODE.match(msg)
             if m:
-                out.append(ev.ExitCode(line, ts, rank, int(m.group(1))))
+                out.append(ev.ExitCode(line, ts, rank, _code(m.group(1))))
         return
     if c == "R":
         if msg.startswith("Received sigquit from a child"):
@@ -506,75 +541,9 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
         elif msg.startswith("Rank "):
             m = _RX_RANK_INIT.search(msg)
             if m:
-                out.append(ev.RankDead(line, ts, rank, int(m.group(1)), int(m.group(2)), "died_during_init", msg))
+                out.append(ev.RankDead(line, ts, rank, _code(m.group(1)), _code(m.group(2)), "died_during_init", msg))
             else:
                 m = _RX_RANK_DEAD.search(msg)
                 if m:
-                    out.append(ev.RankDead(line, ts, rank, int(m.group(1)), None, "dead", msg))
+                    out.append(ev.RankDead(line, ts, rank, _code(m.group(1)), None, "dead", msg))
         return
-
-
-def _kv_exhausted(line: int, ts: str | None, rank: str | None, msg: str, stage: str | None, peek: Peek) -> ev.KvPoolExhausted:
-    m = _RX_TRY_ALLOC.search(msg)
-    if m is None:
-        nxt = peek()
-        if nxt is not None:
-            m = _RX_TRY_ALLOC.search(nxt)
-    return ev.KvPoolExhausted(line, ts, rank, stage, msg, int(m.group(1)) if m else None)
-
-
-# Substrings that make any line (record or not) worth a closer look for failure signatures.
-def _classify_anywhere(line: int, ts: str | None, rank: str | None, msg: str, out: list[Event], peek: Peek) -> None:
-    if out:
-        return  # the record grammar already explained this line
-    if ts is None:
-        s = msg.lstrip()
-        if s.startswith("File "):
-            m = _RX_FRAME.match(msg)
-            if m:
-                out.append(ev.TracebackFrame(line, ts, rank, m.group(2), m.group(1), frame_phase(m.group(1), m.group(2))))
-            return
-        if s.startswith("Exit code:"):
-            m = _RX_EXIT_CODE.match(s)
-            if m:
-                out.append(ev.ExitCode(line, ts, rank, int(m.group(1))))
-            return
-    specific: Event | None = None
-    if "raph failed" in msg and _RX_CAPTURE_FAILED.search(msg):
-        specific = ev.GraphCaptureFailed(line, ts, rank, msg)
-    elif "CUDA out of memory" in msg:
-        specific = _cuda_oom(line, ts, rank, msg)
-    elif "ut of memory. Try to lower your batch size" in msg:
-        stage = "prefill" if "Prefill out of memory" in msg else "decode" if "Decode out of memory" in msg else None
-        specific = _kv_exhausted(line, ts, rank, msg, stage, peek)
-    elif "Not enough memory. Please try to increase --mem-fraction-static" in msg:
-        mm = _RX_NEM_MFS.search(msg)
-        specific = ev.NotEnoughMemory(line, ts, rank, float(mm.group(1)) if mm else None, None, None, msg)
-    elif "Loaded weights leave no GPU memory" in msg:
-        m23 = _RX_NEM_23.search(msg)
-        if m23:
-            specific = ev.NotEnoughMemory(line, ts, rank, float(m23.group(1)), float(m23.group(3)),
-                                          float(m23.group(2)), msg)
-        else:
-            specific = ev.NotEnoughMemory(line, ts, rank, None, None, None, msg)
-    elif "Not enough host memory available" in msg:
-        hm = _RX_HOST_MEM.search(msg)
-        specific = ev.HiCacheHostMemory(line, ts, rank, float(hm.group(1)) if hm else None,
-                                        float(hm.group(2)) if hm else None, msg)
-    elif "No host memory is left for HiCache" in msg:
-        specific = ev.HiCacheHostMemory(line, ts, rank, None, None, msg)
-    elif "Watchdog caught collective operation timeout" in msg or "DistBackendError" in msg or "NCCL error" in msg:
-        specific = ev.NcclTimeout(line, ts, rank, msg)
-    elif "warmup error" in msg or "Initialization failed" in msg:
-        specific = ev.WarmupFailed(line, ts, rank, msg)
-    elif "ddress already in use" in msg or "[Errno 98]" in msg:
-        specific = ev.PortInUse(line, ts, rank, msg)
-    elif ts is None and "Killed" in msg and (msg.strip() == "Killed" or "Killed process" in msg or " Killed " in msg):
-        specific = ev.Killed(line, ts, rank, msg.strip())
-    if specific is not None:
-        out.append(specific)
-    if ts is None:
-        m = _RX_EXC_LINE.match(msg)
-        if m:
-            out.append(ev.ExceptionLine(line, ts, rank, m.group(1), m.group(2)))
-

@@ -47,7 +47,19 @@ PARALLEL_MIN_BYTES = 48 << 20  # a file at least this big is cut into ranges par
 MAX_WORKERS = 4
 
 
-def _parse_range(fd: int, start: int, end: int) -> tuple[int, list[Event]]:
+Counts = tuple[int, int, int]  # (strong, generic, foreign) lines: SGLangLogParser's recognition tally
+
+
+def _tally(parser: SGLangLogParser) -> Counts:
+    return parser.strong, parser.generic, parser.foreign
+
+
+def _recognised(strong: int, generic: int, foreign: int) -> int:
+    """SGLangLogParser.lines_recognised over several parsers' tallies."""
+    return 0 if strong == 0 and foreign > 0 else strong + generic
+
+
+def _parse_range(fd: int, start: int, end: int) -> tuple[int, list[Event], Counts]:
     """Events of the lines in bytes [start, end) of a file, numbered from 1. `pread` keeps the
     shared file offset out of it (forked workers share it with the parent)."""
     parser = SGLangLogParser()
@@ -60,7 +72,7 @@ def _parse_range(fd: int, start: int, end: int) -> tuple[int, list[Event]]:
         pos += len(chunk)
         out += parser.feed(chunk)
     out += parser.finish()
-    return parser.lines_seen, out
+    return parser.lines_seen, out, _tally(parser)
 
 
 def _line_starts(f: BinaryIO, size: int, parts: int) -> list[int]:
@@ -105,7 +117,7 @@ def _workers(size: int) -> int:
     return max(1, min(MAX_WORKERS, cpus, int(idle + 0.5), size // (PARALLEL_MIN_BYTES // 2)))
 
 
-def _parallel_events(f: BinaryIO, size: int, n: int, total: list[int]) -> Iterator[Event]:
+def _parallel_events(f: BinaryIO, size: int, n: int, total: list[int], tallies: list[Counts]) -> Iterator[Event]:
     """Parse a big regular file in n ranges at once (fork; this process takes the first range).
 
     Each range yields its events numbered from 1; they are renumbered here, in order, from the line
@@ -137,12 +149,13 @@ def _parallel_events(f: BinaryIO, size: int, n: int, total: list[int]) -> Iterat
         os.close(wfd)
         children.append((pid, rfd, start, end))
     try:
-        lines, events = _parse_range(f.fileno(), cuts[0], cuts[1])
+        lines, events, counts = _parse_range(f.fileno(), cuts[0], cuts[1])
         yield from events
         base = lines
         total.append(lines)
+        tallies.append(counts)
         for pid, rfd, start, end in children:
-            got: tuple[int, list[Event]] | None = None
+            got: tuple[int, list[Event], Counts] | None = None
             if pid > 0:
                 with os.fdopen(rfd, "rb") as r:
                     data = r.read()
@@ -152,7 +165,8 @@ def _parallel_events(f: BinaryIO, size: int, n: int, total: list[int]) -> Iterat
                         got = pickle.loads(data)
                     except Exception:
                         got = None
-            count, evs = got if got is not None else _parse_range(f.fileno(), start, end)
+            count, evs, counts = got if got is not None else _parse_range(f.fileno(), start, end)
+            tallies.append(counts)
             for e in evs:
                 # the worker's events are fresh objects nobody else holds yet: renumber in place
                 object.__setattr__(e, "line", e.line + base)
@@ -199,12 +213,16 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None) -> Ru
                 n = _workers(info.st_size) if stat.S_ISREG(info.st_mode) else 1
                 if n > 1:
                     total: list[int] = []
-                    for e in _parallel_events(f, info.st_size, n, total):
+                    tallies: list[Counts] = []
+                    for e in _parallel_events(f, info.st_size, n, total, tallies):
                         apply(st, e)
                     st.lines_seen = max(st.lines_seen, sum(total))
+                    strong, generic, foreign = (sum(c[i] for c in tallies) for i in range(3))
+                    st.lines_recognised += _recognised(strong, generic, foreign)
                     return st
                 consume(f)
     else:
         consume(source)
     st.lines_seen = max(st.lines_seen, parser.lines_seen)
+    st.lines_recognised += parser.lines_recognised
     return st

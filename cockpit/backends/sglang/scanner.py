@@ -15,16 +15,18 @@ and access line.
 
 Line numbers stay exact (the newlines of every window are counted), lines are capped at 64 KiB
 (the rest of an over-long line is skipped without buffering it), bytes that are not UTF-8 are
-replaced, ANSI colour codes are stripped, a tqdm line redrawn with `\\r` keeps its last segment,
+replaced, escape sequences and control characters are removed (`core.sanitize.clean_text`, after a
+tqdm line redrawn with `\\r` is cut to its last segment), wrapper prefixes are stripped (`wrappers.py`)
 and nothing in the input makes the parser raise.
 """
 
 from __future__ import annotations
 
-import re
-
-from cockpit.backends.sglang.grammar import Peek, _no_peek, classify
+from cockpit.backends.sglang.grammar import FOREIGN, GENERIC, STRONG, Peek, _no_peek, classify_line
+from cockpit.backends.sglang.wrappers import Unwrapper
+from cockpit.core import events as ev
 from cockpit.core.events import Event
+from cockpit.core.sanitize import clean_text
 
 LINE_CAP = 64 * 1024  # longest line kept; the rest of a longer line is dropped
 WINDOW = 64 * 1024  # bytes per routine-check window
@@ -38,13 +40,14 @@ READ_CHUNK = 1 << 20
 _BATCH_MARK = b"#running-req: "  # in every Prefill and Decode batch line, both versions
 _ACCESS_MARK = b" HTTP/1."
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+TRACEBACK_SOURCE_LINES = 3  # after a frame: its source line and, on Python 3.11+, a caret line
 
 # ---- the streaming parser ----------------------------------------------------------------------
 
 
 def _clean(raw: bytes) -> str:
-    """One line's bytes -> text: CRLF and tqdm `\\r` redraws (keep the last segment), ANSI, bad UTF-8."""
+    """One line's bytes -> text: CRLF and tqdm `\\r` redraws (keep the last segment), bad UTF-8,
+    then `clean_text` (escape sequences and control characters: the one rule for log text)."""
     if b"\r" in raw:
         raw = raw.rstrip(b"\r")
         cut = raw.rfind(b"\r")
@@ -52,10 +55,7 @@ def _clean(raw: bytes) -> str:
             raw = raw[cut + 1 :]
     if len(raw) > LINE_CAP:
         raw = raw[:LINE_CAP]
-    text = raw.decode("utf-8", "replace")
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    return text
+    return clean_text(raw.decode("utf-8", "replace"), keep_newlines=False)
 
 
 class SGLangLogParser:
@@ -75,10 +75,41 @@ class SGLangLogParser:
         self._last_line = 0  # the last line handed to classify (lines are never classified twice)
         self._windows = 0
         self._unsampled: tuple[bytes, int, int, int, int] | None = None
+        self._unwrapper = Unwrapper()
+        self._frame_line = -TRACEBACK_SOURCE_LINES - 1  # the last traceback frame's line number
+        # lines by what they prove (see recognition): SGLang's own, any Python/torch server's, another engine's
+        self.strong = 0
+        self.generic = 0
+        self.foreign = 0
 
     @property
     def lines_seen(self) -> int:
         return self._lines
+
+    @property
+    def lines_recognised(self) -> int:
+        """Lines read as this server's log: SGLang's own text, plus Python/torch structure
+        (tracebacks, NCCL) unless another engine's lines say the log is not SGLang's."""
+        if self.strong == 0 and self.foreign > 0:
+            return 0
+        return self.strong + self.generic
+
+    def _classify(self, lineno: int, text: str, peek: Peek = _no_peek, tally: bool = True) -> list[Event]:
+        """One cleaned line -> events: the wrapper prefix off, the grammar, the recognition tally."""
+        text = self._unwrapper.unwrap(text)
+        events, recog = classify_line(lineno, text, peek, lineno - self._frame_line <= TRACEBACK_SOURCE_LINES)
+        if events:
+            last = events[-1]
+            if type(last) is ev.TracebackFrame:
+                self._frame_line = lineno
+        if tally:
+            if recog == STRONG:
+                self.strong += 1
+            elif recog == GENERIC:
+                self.generic += 1
+            elif recog == FOREIGN:
+                self.foreign += 1
+        return events
 
     def skip_lines(self, n: int) -> None:
         """n whole lines went by unread (the middle of a huge log): keep numbering as the file does.
@@ -146,7 +177,7 @@ class SGLangLogParser:
         self._lines += 1
         self._last_line = self._lines
         raw = (self._long_cur or self._long_prev) if self._long_cr else self._long_head
-        out.extend(classify(self._lines, _clean(raw)))
+        out.extend(self._classify(self._lines, _clean(raw)))
         self._skipping = False
         self._long_head = self._long_cur = self._long_prev = b""
         self._long_cr = False
@@ -164,7 +195,7 @@ class SGLangLogParser:
         elif self._pending:
             self._lines += 1
             self._last_line = self._lines
-            out.extend(classify(self._lines, _clean(self._pending)))
+            out.extend(self._classify(self._lines, _clean(self._pending)))
         self._pending = b""
         return out
 
@@ -204,7 +235,9 @@ class SGLangLogParser:
             he = find(b"\n", he + step, e) + 1 or e
             half = buf[pos:he]
             hnl = len(half) - len(half.replace(b"\n", b""))
-            news = hnl - buf.count(_BATCH_MARK, pos, he) - buf.count(_ACCESS_MARK, pos, he)
+            batches = buf.count(_BATCH_MARK, pos, he)
+            self.strong += batches  # every batch line is SGLang's own: recognised without a look
+            news = hnl - batches - buf.count(_ACCESS_MARK, pos, he)
             if news:
                 self._lines = base + nl
                 self._find_news(buf, pos, he, news, out)
@@ -235,13 +268,15 @@ class SGLangLogParser:
             self._lines += snl
             pos = se
 
-    def _emit(self, lineno: int, raw: bytes, out: list[Event], peek: Peek = _no_peek) -> None:
+    def _emit(self, lineno: int, raw: bytes, out: list[Event], peek: Peek = _no_peek, tally: bool = False) -> None:
+        """Classify one line of a window. `tally`: count its recognition (routine batch lines were
+        counted by the window already)."""
         if lineno <= self._last_line:
             return  # already classified (a sample may meet a line the dirty path took)
         self._last_line = lineno
         text = _clean(raw)
         if text:
-            out.extend(classify(lineno, text, peek))
+            out.extend(self._classify(lineno, text, peek, tally))
 
     def _sample(self, buf: bytes, s: int, e: int, nl: int, out: list[Event]) -> None:
         """Keep a window's last batch line: one point of the series per window."""
@@ -281,7 +316,7 @@ class SGLangLogParser:
             def peek(i: int = i) -> str | None:
                 return _clean(lines[i + 1]) if i + 1 < count else None
 
-            self._emit(base + i + 1, raw, out, peek)
+            self._emit(base + i + 1, raw, out, peek, True)
             done = i
 
     def _classify_lines(self, lines: list[bytes], base: int, out: list[Event]) -> int:
@@ -303,7 +338,7 @@ class SGLangLogParser:
             def peek(i: int = i) -> str | None:
                 return text(i + 1) if i + 1 < count else None
 
-            evs = classify(base + i + 1, t, peek)
+            evs = self._classify(base + i + 1, t, peek)
             if evs:
                 out.extend(evs)
         self._last_line = max(self._last_line, base + count)
