@@ -112,7 +112,7 @@ def _add_decisive(crash: Crash, line: str) -> None:
 
 # When several frames name a phase, the most telling wins: graph capture beats cache init beats
 # prefill/decode (a capture runs the model's forward too).
-_FRAME_PRECEDENCE = ("graph_capture", "startup", "prefill", "decode", "serving")
+_FRAME_PRECEDENCE = ("graph_capture", "startup", "prefill", "decode")
 
 
 def _deciding_frame(frames: list[tuple[str | None, str]]) -> tuple[str, str] | None:
@@ -152,11 +152,7 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
     found = _deciding_frame(c.frames) if c.exc_seen or c.frames else None
     before_ready = not state.ready_in_log and state.phase in _LIFECYCLE
     if found is not None:
-        phase, frame = found
-        func = frame.rpartition(":")[2]
-        if phase == "serving" and before_ready:
-            return "startup", f"the event loop ({func}) ran before the server said ready: the warmup request"
-        return phase, f"traceback frame {func}"
+        return found[0], f"traceback frame {found[1].rpartition(':')[2]}"
     if kind in _STARTUP_KINDS:
         return "startup", f"{kind} only happens before the server is ready"
     if kind == "hicache_host_memory" and not state.ready_in_log:
@@ -205,6 +201,8 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
         upgrade = crash.kind in _VAGUE_KINDS and kind not in _VAGUE_KINDS
         upgrade = upgrade or (crash.kind == "cuda_oom" and kind == "graph_capture_oom")
         upgrade = upgrade or (crash.kind == "host_oom_killed" and kind == "hicache_host_memory")
+        # `terminate … DistBackendError`, then its what(): "Watchdog caught collective operation timeout"
+        upgrade = upgrade or (crash.kind == "nccl_error" and kind == "nccl_timeout")
         if upgrade:
             crash.kind = kind
             crash.line = event.line
@@ -336,6 +334,10 @@ def _capture_begin(state: RunState, e: ev.GraphCaptureBegin) -> None:
     rm = state.rank(_rank_label(e))
     if rm.avail_before_capture_gb is None and e.avail_gb is not None:
         rm.avail_before_capture_gb = e.avail_gb
+    if e.avail_gb is not None and "ready" not in rm.timeline:
+        if rm.capture_begin_avail_gb is None:
+            rm.capture_begin_avail_gb = e.avail_gb
+        rm.avail_at_capture_begin_gb = e.avail_gb  # the capture now running: if it fails, this is what it had
     if e.ts:
         rm.timeline.setdefault("capture_begin", e.ts)
     _advance(state, "capturing", e.ts)
@@ -397,6 +399,10 @@ def _batch(state: RunState, kind: str, e: ev.PrefillBatch | ev.DecodeBatch, seri
     """A prefill or decode batch line: queue figures, the batch kind (a crash's phase), the series."""
     _alive(state, e)
     _ctx(state).batches += 1
+    if state.phase == "unknown":
+        # the log starts mid-run (an excerpt, a rotated file): batch lines mean it serves. With the
+        # startup in view, the ready line decides (the warmup request prints batch lines too).
+        _advance(state, "ready", e.ts)
     state.last_batch_kind = kind
     if e.running_req is not None:
         state.running_requests = e.running_req

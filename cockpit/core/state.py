@@ -55,6 +55,10 @@ class RankMemory:
     graph_gb: float | None = None  # sum of every graph capture's `mem usage` (0.5.23 captures two)
     avail_after_capture_gb: float | None = None  # last `avail mem=` before ready: the OOM headroom
     captures_done: int = 0
+    capture_begin_avail_gb: float | None = None  # `avail mem=` of the first `Capture … begin` line
+    # free memory at the start of the most recent capture (0.5.23 captures prefill, then decode
+    # graphs: an OOM in the second is sized from what it started with, not from the first's start)
+    avail_at_capture_begin_gb: float | None = None
     # startup timeline: milestone name -> timestamp text as logged ("init", "weights_begin",
     # "weights_end", "kv_pool", "capture_begin", "capture_end", "ready")
     timeline: dict[str, str] = field(default_factory=dict)
@@ -68,6 +72,8 @@ class RankMemory:
             "kv_tokens": self.kv_tokens,
             "kv_gb": self.kv_gb,
             "avail_before_capture_gb": self.avail_before_capture_gb,
+            "capture_begin_avail_gb": self.capture_begin_avail_gb,
+            "last_capture_begin_avail_gb": self.avail_at_capture_begin_gb,
             "graph_gb": self.graph_gb,
             "avail_after_capture_gb": self.avail_after_capture_gb,
             "timeline": dict(self.timeline),

@@ -52,9 +52,15 @@ _RX_SEQ = lazy(r"SeqNum=(\d+)|work sequence id:? (\d+)|last enqueued (?:NCCL )?w
 _RX_EXC_HEADER = lazy(r"^Exception in (?:ControllerSingle|ControllerMulti|ModelTpServer|thread [^:]*)\s*:\s*$")
 _RX_ARGPARSE = lazy(r"^(?:\S*(?:launch_server|sglang)\S*|\S+\.py): error: ")
 _RX_VLLM = lazy(
-    r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\]"
-    r"|^\(?(?:EngineCore|APIServer|VllmWorker|Worker)\w*(?:_\w+)? pid=\d+\)? |/vllm/|\bvLLM\b"
+    r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\]"
+    r"|\((?:EngineCore|APIServer|VllmWorker|RayWorkerVllm|Worker_\w+)\w*[^)]*pid=\d+\)|/vllm/|\bvLLM\b"
 )
+# a call in a traceback's source line that names a phase (the excerpt cut before its own frame)
+_RX_PHASE_CALL = lazy(r"\b(forward_extend|forward_decode|forward_prefill_batch|forward_decode_batch"
+                      r"|capture_one_batch_size|capture|init_memory_pool|init_cuda_graphs)\(")
+# SGLang telling the operator which flag to move ("… try to increase --mamba-full-memory-ratio.")
+_RX_ADVICE = lazy(r"(?:[Tt]ry to |[Pp]lease |[Cc]onsider )?(?:increas|decreas|rais|lower|reduc|enlarg|shrink)\w* "
+                  r"(?:the )?(--[a-z][\w-]+)[^.;]*")
 _RX_TORCH_LOG = lazy(r"^\[rank\d+\]:\[[EWIF]\d{4} ")
 
 # Recognition of a line (see SGLangLogParser.recognition): SGLang's own text, structure any Python
@@ -67,8 +73,8 @@ def frame_phase(file: str, func: str) -> str | None:
 
     Graph capture: the graph runner's capture or constructor. Startup: scheduler / worker / model
     runner / cache constructors, model loading, memory-pool and distributed init. Prefill / decode:
-    the forward and result paths of each. Serving: the scheduler's event loop (the weakest proof: it
-    only says init had finished). Anything else proves nothing.
+    the forward and result paths of each. The event loop proves nothing: it also runs the warmup
+    request before the server says ready. Anything else proves nothing.
     """
     lf = file.lower()
     if "graph_runner" in lf and ("capture" in func or func == "__init__"):
@@ -83,8 +89,6 @@ def frame_phase(file: str, func: str) -> str | None:
         return "prefill"
     if func in _DECODE_FUNCS:
         return "decode"
-    if func in _LOOP_FUNCS:
-        return "serving"
     return None
 
 
@@ -103,10 +107,6 @@ _PREFILL_FUNCS = frozenset((
 _DECODE_FUNCS = frozenset((
     "forward_decode", "forward_decode_batch", "process_batch_result_decode", "prepare_for_decode",
     "alloc_for_decode", "update_running_batch", "retract_decode",
-))
-_LOOP_FUNCS = frozenset((
-    "event_loop_normal", "event_loop_overlap", "event_loop_pp", "run_event_loop", "loop_for_forward",
-    "exposed_step", "forward_step", "forward_thread_func", "forward_thread_func_", "run_batch",
 ))
 
 
@@ -191,7 +191,13 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
             return STRONG if ("Controller" in s or "ModelTpServer" in s) else GENERIC
         exc = RX_EXC_LINE.match(msg)
         if in_traceback and exc is None:
-            return NONE  # source text quoted by the traceback: it names errors without being one
+            # source text quoted by the traceback: it names errors without being one, but a call
+            # in it can name the phase when the excerpt stops before the callee's own frame
+            call = _RX_PHASE_CALL.search(msg) if "(" in msg else None
+            if call:
+                func = call.group(1)
+                out.append(ev.TracebackFrame(line, ts, rank, func, None, frame_phase("sglang/graph_runner", func)))
+            return NONE
         if _RX_VLLM.search(msg):
             return FOREIGN
         if _RX_ARGPARSE.match(s):
@@ -202,7 +208,14 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
     specific = _signature(line, ts, rank, msg, peek, out)
     if specific is not None:
         out.append(specific)
-        recog = GENERIC
+        # prose that quotes an error (a README: "misses `CUDA out of memory`") is not a log line:
+        # only a line shaped like the failure's own output says this is a server's log
+        if ts is not None or exc is not None or _error_shaped(msg):
+            recog = GENERIC
+    if "--" in msg and (exc is not None or ts is not None):
+        adv = _RX_ADVICE.search(msg)
+        if adv and not any(isinstance(e, ev.EngineAdvice) for e in out):
+            out.append(ev.EngineAdvice(line, ts, rank, adv.group(0).strip(), adv.group(1), None))
     if exc is not None:
         out.append(ev.ExceptionLine(line, ts, rank, exc.group(1), exc.group(2)))
         recog = GENERIC
@@ -217,6 +230,13 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
     return recog
 
 
+def _error_shaped(msg: str) -> bool:
+    s = msg.strip()
+    return (s == "Killed" or "Killed process" in s or "Tried to allocate" in s or "what():" in s
+            or "terminate called" in s or "[ERROR]" in s or _RX_TORCH_LOG.match(s) is not None
+            or "ProcessGroupNCCL" in s)
+
+
 def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek, out: list[Event]) -> Event | None:
     """The one failure a line states, most specific first."""
     if "raph failed" in msg and _RX_CAPTURE_FAILED.search(msg):
@@ -226,6 +246,9 @@ def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek
         return kv_exhausted(line, ts, rank, msg, stage, peek)
     if "Decode out of memory happened" in msg:
         return None  # a retraction (the record grammar reads it); survivable, never a crash
+    if "Not enough space for" in msg or "out of memory for req_to_token" in msg.lower():
+        # SGLang's own request-slot / mamba-state pools ran out: its accounting, not the device's
+        return ev.KvPoolExhausted(line, ts, rank, None, msg, None)
     if ("ut of memory" in msg or "OutOfMemory" in msg or "MemoryAllocation" in msg) and is_oom(msg):
         return cuda_oom(line, ts, rank, msg)
     if "Not enough memory. Please try to increase --mem-fraction-static" in msg \

@@ -186,7 +186,8 @@ def _parallel_events(f: BinaryIO, size: int, n: int, total: list[int], tallies: 
                     pass
 
 
-def read_log(source: str | Path | BinaryIO, state: RunState | None = None) -> RunState:
+def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
+             stats: dict[str, int] | None = None) -> RunState:
     """Parse a whole log (a path, or an open binary stream such as sys.stdin.buffer) into a RunState.
 
     A big regular file is parsed in ranges by forked workers (see _parallel_events); the result is
@@ -216,13 +217,18 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None) -> Ru
                     tallies: list[Counts] = []
                     for e in _parallel_events(f, info.st_size, n, total, tallies):
                         apply(st, e)
-                    st.lines_seen = max(st.lines_seen, sum(total))
                     strong, generic, foreign = (sum(c[i] for c in tallies) for i in range(3))
-                    st.lines_recognised += _recognised(strong, generic, foreign)
-                    return st
+                    return _done(st, sum(total), _recognised(strong, generic, foreign), foreign, stats)
                 consume(f)
     else:
         consume(source)
-    st.lines_seen = max(st.lines_seen, parser.lines_seen)
-    st.lines_recognised += parser.lines_recognised
+    return _done(st, parser.lines_seen, parser.lines_recognised, parser.foreign, stats)
+
+
+def _done(st: RunState, lines: int, recognised: int, foreign: int, stats: dict[str, int] | None) -> RunState:
+    """Record how much of the input was read; `stats` (the caller's) gets this input's counts."""
+    st.lines_seen = max(st.lines_seen, lines)
+    st.lines_recognised += recognised
+    if stats is not None:
+        stats.update(lines=lines, recognised=recognised, foreign=foreign)
     return st

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import re
 
+from cockpit.backends.sglang.grammar import split_record
+
 MAX_TEMPLATES = 8
 LEARN_LINES = 4000
 MAX_PREFIX = 160
@@ -75,8 +77,8 @@ class Unwrapper:
         return [t.pattern for t in self._templates]
 
     def unwrap(self, text: str) -> str:
-        if not text or _looks_like_record(text):
-            return text
+        if not text or _looks_like_record(text) or (text[0] == "[" and split_record(text)[0] is not None):
+            return text  # already a record (`[TP0] …` with its time trimmed, `[gpu_id=0] …`)
         for t in self._templates:
             m = t.match(text)
             if m and m.end() < len(text):
