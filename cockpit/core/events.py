@@ -145,7 +145,7 @@ class MemoryImbalance(Event):
 
 @_event
 class WeightLoadBegin(Event):
-    avail_gb: float
+    avail_gb: float | None  # None: 0.1's `Rank 0: load weight begin.` printed no figure
 
 
 @_event

@@ -150,21 +150,24 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
     if isinstance(event, ev.KvPoolExhausted) and event.stage in ("prefill", "decode"):
         return event.stage, f"SGLang's message names the {event.stage} batch"
     found = _deciding_frame(c.frames) if c.exc_seen or c.frames else None
-    before_ready = not state.ready_in_log and state.phase in _LIFECYCLE
+    life = c.phase_before if state.phase == "crashed" else state.phase  # where the run was when it died
+    before_ready = not state.ready_in_log and life in _LIFECYCLE
     if found is not None:
         return found[0], f"traceback frame {found[1].rpartition(':')[2]}"
     if kind in _STARTUP_KINDS:
         return "startup", f"{kind} only happens before the server is ready"
+    if isinstance(event, ev.RankDead) and event.how in ("dead", "died_during_init"):
+        return "startup", "SGLang reports a dead scheduler this way while it waits for the ranks to start"
     if kind == "hicache_host_memory" and not state.ready_in_log:
         return "startup", "HiCache sizes its host pool at startup"
-    if state.phase == "capturing" and not state.ready_in_log:
+    if life == "capturing" and not state.ready_in_log:
         return "graph_capture", "the last lifecycle line was a graph capture that never ended"
     if state.ready_in_log or c.batches:
         if state.last_batch_kind in ("prefill", "decode"):
             return state.last_batch_kind, f"the last batch line before it was a {state.last_batch_kind} batch"
         return "serving", "after the server said ready"
     if before_ready:
-        return "startup", f"the log was at {state.phase} and the server never said ready"
+        return "startup", f"the log was at {life} and the server never said ready"
     if c.max_seq >= SERVING_SEQ:
         return "serving", f"collective sequence number {c.max_seq:,}: the server had been serving"
     if c.requests:
@@ -292,7 +295,7 @@ def _imbalance(state: RunState, e: ev.MemoryImbalance) -> None:
 
 def _load_begin(state: RunState, e: ev.WeightLoadBegin) -> None:
     rm = state.rank(_rank_label(e))
-    if rm.pre_load_avail_gb is None:  # a draft model loads later: P is the first
+    if rm.pre_load_avail_gb is None and e.avail_gb is not None:  # a draft model loads later: P is the first
         rm.pre_load_avail_gb = e.avail_gb
         if e.ts:
             rm.timeline.setdefault("weights_begin", e.ts)
@@ -306,7 +309,8 @@ def _load_end(state: RunState, e: ev.WeightLoadEnd) -> None:
         rm.after_weights_avail_gb = e.avail_gb
         if e.ts:
             rm.timeline.setdefault("weights_end", e.ts)
-    _advance(state, "kv_pool", e.ts)
+    if all(r.after_weights_avail_gb is not None for r in state.ranks.values() if r.pre_load_avail_gb is not None):
+        _advance(state, "kv_pool", e.ts)  # the run has loaded once every rank that began has finished
 
 
 def _kv(state: RunState, e: ev.KvCacheAllocated) -> None:
@@ -517,16 +521,28 @@ def _sched_exc(state: RunState, e: ev.SchedulerException) -> None:
 
 
 def _tb_start(state: RunState, e: ev.TracebackStart) -> None:
-    """A bare `Traceback (most recent call last):`: frames follow. A chained traceback ("During
-    handling of the above exception …") keeps the frames already seen."""
+    """A bare `Traceback (most recent call last):`: something raised. Without a header naming the
+    process it is a provisional crash (an excerpt is pasted for its traceback; in a whole log the
+    server serving afterwards withdraws it). A chained traceback ("During handling of the above
+    exception …") keeps the frames already seen."""
     c = _ctx(state)
     if state.crash is None and e.line - c.frame_line > 8:
         c.frames = []
     c.exc_seen = True
+    if state.crash is None:
+        _crash(state, e, "unknown", "Traceback (most recent call last):", provisional=True)
 
 
 def _frame(state: RunState, e: ev.TracebackFrame) -> None:
     c = _ctx(state)
+    if state.crash is None and e.line - c.frame_line > 8:
+        # a traceback whose header is not in view (an excerpt that starts mid-trace)
+        c.frames = []
+        c.exc_seen = True
+        c.frames.append((e.phase, f"{e.file or ''}:{e.function}"))
+        c.frame_line = e.line
+        _crash(state, e, "unknown", _describe(e), provisional=True)
+        return
     c.frames.append((e.phase, f"{e.file or ''}:{e.function}"))
     c.frame_line = e.line
     if len(c.frames) > _MAX_FRAMES:
@@ -562,6 +578,9 @@ def _exc_line(state: RunState, e: ev.ExceptionLine) -> None:
         crash.message = f"{e.exc_type}: {e.text}"
         crash.line = e.line
         crash.phase, crash.phase_reason = _crash_phase(state, crash.kind, e)
+        short = e.exc_type.rpartition(".")[2]
+        if crash.phase == "startup" and short in _STARTUP_EXC and not any(w in e.text for w in _NOT_STARTUP_ERRORS):
+            crash.kind = "startup_error"
         _add_decisive(crash, _describe(e))
 
 

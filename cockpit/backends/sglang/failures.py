@@ -49,7 +49,7 @@ _RX_EXIT_CODE = lazy(r"^Exit code: (-?\d+)")
 _RX_CHILD_FAILED = lazy(r"Child process unexpectedly failed with an exit code (-?\d+)")
 _RX_TRY_ALLOC = lazy(r"Try to allocate (\d+) tokens")
 _RX_SEQ = lazy(r"SeqNum=(\d+)|work sequence id:? (\d+)|last enqueued (?:NCCL )?work: (\d+)")
-_RX_EXC_HEADER = lazy(r"^Exception in (?:ControllerSingle|ControllerMulti|ModelTpServer|thread [^:]*)\s*:\s*$")
+_RX_EXC_HEADER = lazy(r"^(?:Exception in (?:ControllerSingle|ControllerMulti|ModelTpServer|thread [^:]*)|Process [\w:-]+)\s*:\s*$")
 _RX_ARGPARSE = lazy(r"^(?:\S*(?:launch_server|sglang)\S*|\S+\.py): error: ")
 _RX_VLLM = lazy(
     r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\]"
@@ -57,7 +57,10 @@ _RX_VLLM = lazy(
 )
 # a call in a traceback's source line that names a phase (the excerpt cut before its own frame)
 _RX_PHASE_CALL = lazy(r"\b(forward_extend|forward_decode|forward_prefill_batch|forward_decode_batch"
-                      r"|capture_one_batch_size|capture|init_memory_pool|init_cuda_graphs)\(")
+                      r"|capture_one_batch_size|capture|init_memory_pool|init_cuda_graphs"
+                      r"|Scheduler|ModelRunner|TpModelWorker|TpWorkerClass|CudaGraphRunner|ModelRpcClient)\(")
+_CALL_PHASE = {"Scheduler": "startup", "ModelRunner": "startup", "TpModelWorker": "startup",
+               "TpWorkerClass": "startup", "ModelRpcClient": "startup", "CudaGraphRunner": "graph_capture"}
 # SGLang telling the operator which flag to move ("… try to increase --mamba-full-memory-ratio.")
 _RX_ADVICE = lazy(r"(?:[Tt]ry to |[Pp]lease |[Cc]onsider )?(?:increas|decreas|rais|lower|reduc|enlarg|shrink)\w* "
                   r"(?:the )?(--[a-z][\w-]+)[^.;]*")
@@ -85,9 +88,9 @@ def frame_phase(file: str, func: str) -> str | None:
         return "startup"
     if func == "__init__" and ("sglang" in lf or "sgl" in lf) and any(k in lf for k in _STARTUP_FILES):
         return "startup"
-    if func in _PREFILL_FUNCS:
-        return "prefill"
-    if func in _DECODE_FUNCS:
+    if func in _PREFILL_FUNCS or (func.startswith("event_loop") and "prefill" in func):
+        return "prefill"  # a disaggregated prefill server's loop runs prefill only
+    if func in _DECODE_FUNCS or (func.startswith("event_loop") and "decode" in func):
         return "decode"
     return None
 
@@ -186,9 +189,12 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
                 out.append(ev.ExitCode(line, ts, rank, int(m.group(1))))
                 return GENERIC
             return NONE
-        if s.startswith("Exception in ") and _RX_EXC_HEADER.match(s):
+        if s.startswith(("Exception in ", "Process ")) and _RX_EXC_HEADER.match(s):
             out.append(ev.SchedulerException(line, ts, rank, s))
             return STRONG if ("Controller" in s or "ModelTpServer" in s) else GENERIC
+        if "init state: Traceback" in s:  # 0.1's `router init state: Traceback …`
+            out.append(ev.SchedulerException(line, ts, rank, s))
+            return STRONG
         exc = RX_EXC_LINE.match(msg)
         if in_traceback and exc is None:
             # source text quoted by the traceback: it names errors without being one, but a call
@@ -196,7 +202,8 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
             call = _RX_PHASE_CALL.search(msg) if "(" in msg else None
             if call:
                 func = call.group(1)
-                out.append(ev.TracebackFrame(line, ts, rank, func, None, frame_phase("sglang/graph_runner", func)))
+                phase = _CALL_PHASE.get(func) or frame_phase("sglang/graph_runner", func)
+                out.append(ev.TracebackFrame(line, ts, rank, func, None, phase))
             return NONE
         if _RX_VLLM.search(msg):
             return FOREIGN

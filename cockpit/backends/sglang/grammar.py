@@ -74,20 +74,33 @@ def split_record(line: str) -> tuple[str | None, str | None, str]:
     c0 = line[0]
     if c0 != "[":
         # `2025-02-09 10:14:05 TP0] msg`: a record that lost its opening bracket in a paste
-        if c0.isdigit() and n > 21 and line[4] == "-" and line[10] == " " and line[13] == ":":
+        if c0.isdigit() and n > 21 and line[4] == "-" and line[10] in " T" and line[13] == ":":
+            if ".py:" in line[:120]:
+                # a logging config of its own: `2025-04-13 14:53:38 INFO 511 [pynccl.py:78] msg`
+                m = _RX_PY_LOGGING.match(line)
+                if m:
+                    return m.group(1), None, line[m.end():]
             close = line.find("] ", 19, 120)
             if close != -1 and line[:4].isdigit() and line[17:19].isdigit():
                 return _split_bracketed("[" + line[: close + 1], line[close + 2 :])
         return None, None, line
-    if line[1:8] == "gpu_id=":
-        close = line.find("]", 8, 16)
-        if close != -1 and line[8:close].isdigit():
-            return "", f"TP{int(line[8:close])}", line[close + 2 :] if line[close + 1 : close + 2] == " " else line[close + 1 :]
+    if line[1:8] == "gpu_id=" or line[1:5] == "gpu=":
+        eq = line.find("=", 1, 9) + 1
+        close = line.find("]", eq, eq + 8)
+        if close != -1 and line[eq:close].isdigit():
+            return "", f"TP{int(line[eq:close])}", line[close + 2 :] if line[close + 1 : close + 2] == " " else line[close + 1 :]
         return None, None, line
     if n < 21 or line[5] != "-" or line[11] != " " or line[14] != ":":
         close = line.find("] ", 1, 40)
-        if close != -1 and _rank_only(line[1:close]):
-            return "", line[1:close], line[close + 2 :]
+        if close == -1:
+            return None, None, line
+        inner = line[1:close]
+        if _rank_only(inner):
+            return "", inner, line[close + 2 :]
+        # `[16:43:29 TP0]` (time only) and `[12-16 14:27:08]` (no year): trimmed or short stamps
+        stamp, _, ranks = inner.partition(" ") if inner[2:3] == ":" else (inner[:14], "", inner[15:])
+        if _short_stamp(stamp) and (not ranks or _rank_only(ranks)):
+            return stamp, ranks or None, line[close + 2 :]
         return None, None, line
     if not (line[1:5].isdigit() and line[18:20].isdigit()):
         return None, None, line
@@ -111,6 +124,18 @@ def split_record(line: str) -> tuple[str | None, str | None, str]:
     rank = prefix.strip() or None
     msg = line[close + 2 :] if line[close + 1 : close + 2] == " " else line[close + 1 :]
     return ts, rank, msg
+
+
+def _short_stamp(s: str) -> bool:
+    """`16:43:29`, `16:43:29.123` or `12-16 14:27:08`."""
+    if len(s) >= 14 and s[2] == "-" and s[5] == " ":
+        s = s[6:]
+        if not (s[:2].isdigit() and s[3:5].isdigit()):
+            return False
+    return len(s) >= 8 and s[2] == ":" and s[5] == ":" and s[:2].isdigit() and s[3:5].isdigit() and s[6:8].isdigit()
+
+
+_RX_PY_LOGGING = lazy(r"^(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?) +(?:[A-Z]+ +)?(?:\d+ +)?\[[\w.]+\.py:\d+\] ")
 
 
 def _split_bracketed(head: str, msg: str) -> tuple[str | None, str | None, str]:
@@ -330,6 +355,11 @@ def classify_line(line: int, text: str, peek: Peek = _no_peek, in_traceback: boo
     return out, recog
 
 
+_LIFECYCLE_HEADS = ("Load weight begin. avail mem=", "Load weight end. ", "Memory pool end. avail mem=",
+                    "KV Cache is allocated. ", "Capture cuda graph begin. ", "Capture cuda graph end. ",
+                    "max_total_num_tokens=")
+
+
 def _classify_unprefixed(line: int, msg: str, out: list[Event]) -> int:
     """SGLang text that carries no record prefix: 0.1's batch lines, watchdog dumps."""
     c = msg[:1]
@@ -339,6 +369,19 @@ def _classify_unprefixed(line: int, msg: str, out: list[Event]) -> int:
     if c == "#" and msg.startswith("#running-req: ") and "gen throughput" in msg:
         out.append(_decode(line, None, None, msg))
         return STRONG
+    if c == "R" and msg.startswith("Rank ") and ": load weight begin" in msg[:28]:
+        idx = msg[5 : msg.find(":")]
+        if idx.isdigit() and len(idx) < 6:
+            out.append(ev.WeightLoadBegin(line, None, f"TP{int(idx)}", None))  # 0.1: no figures
+        return STRONG
+    if c == "R" and msg.startswith("Rank ") and ": load weight " in msg[:28]:
+        return STRONG
+    if msg[:1] in " \t" or c in "LMCKm":
+        s = msg.strip()
+        if s.startswith(_LIFECYCLE_HEADS):
+            # a record cut from its prefix (a terminal or an OCR broke the line): SGLang's own words
+            _classify_record(line, "", None, s, out, _no_peek)
+            return STRONG if out else NONE
     if c == "s" and msg.startswith("self.max_total_num_tokens="):
         m = _RX_SELF_MAX_TOKENS.match(msg)
         if m:
