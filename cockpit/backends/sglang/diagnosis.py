@@ -532,11 +532,15 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
     size = ctx.state.hicache_host_gb_per_rank or _as_float(flags.get("hicache_size"))
     hicache_on = bool(flags.get("enable_hierarchical_cache")) or bool(size)
     n = ranks_per_node(flags)
+    gpus = next((h.gpu_count for h in ctx.hosts if h.gpu_count), None)
     if "tp_size" not in flags:
-        # no server_args in this log: count the ranks it mentions (a lower bound)
-        seen = [*ctx.state.ranks, *ctx.state.hicache_allocating_ranks, *ranks]
-        idx = [int(m.group(1)) for r in seen if (m := re.search(r"TP(\d+)", r))]
-        n = max(n, len(set(seen)), (max(idx) + 1) if idx else 0)
+        if gpus:
+            n = gpus  # the operator's what-if: one rank per GPU on this node
+        else:
+            # no server_args in this log: count the ranks it mentions (a lower bound)
+            seen = [*ctx.state.ranks, *ctx.state.hicache_allocating_ranks, *ranks]
+            idx = [int(m.group(1)) for r in seen if (m := re.search(r"TP(\d+)", r))]
+            n = max(n, len(set(seen)), (max(idx) + 1) if idx else 0)
     if kind == "host_oom_killed":
         lead = f"The kernel OOM killer SIGKILLed a scheduler{where}: the host ran out of RAM."
         if not hicache_on:
@@ -560,7 +564,12 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
             avail, how = est
             lead += f" Host RAM available at launch, estimated from the log: {how}."
     if avail is None or not size:
-        msg = lead + " Host memory is unknown here; `cockpit check PROFILE` computes the size that fits."
+        sglang_res = SGLANG_HICACHE_RESERVE_GB
+        msg = lead + (
+            " The host's available memory is not in the log, and it is what decides the size: give it with "
+            "`cockpit diagnose LOG --host-mem-gb G --gpus N` (or run `cockpit check PROFILE` on the host), and the "
+            f"per-rank size that fits is ⌊(G − {reserve:g} GB reserve − {sglang_res:.1f} GB SGLang reserve) / {n}⌋ GB."
+        )
         return Finding(kind, "critical", msg, ranks)
     budget = hicache_budget(n, size, avail, reserve)
     fit = budget.max_size_gb
@@ -570,6 +579,11 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
             "memory at launch, or ranks per node is higher than this log shows."
         )
         return Finding(kind, "critical", msg, ranks, (), {}, budget.arithmetic())
+    if fit < 1:
+        msg = (lead + f" {budget.arithmetic()}: no --hicache-size fits on this host. What would: HiCache off, "
+               "fewer ranks per node, or more free host memory.")
+        return Finding(kind, "critical", msg, ranks, (), {}, budget.arithmetic(),
+                       (FlagChange("--enable-hierarchical-cache", True, False),))
     msg = lead + f" {budget.arithmetic()}. Use --hicache-size {fit}."
     return Finding(
         kind,
