@@ -232,8 +232,8 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
             seq = sm.group(1) or sm.group(2) or sm.group(3)
             if len(seq) <= 13:
                 out.append(ev.CollectiveSeq(line, ts, rank, int(seq)))
-    if ts is None and recog == NONE and _RX_TORCH_LOG.match(msg):
-        recog = GENERIC
+    if ts is None and recog == NONE and (_RX_TORCH_LOG.match(msg) or " NCCL INFO " in msg or " NCCL WARN " in msg):
+        recog = GENERIC  # torch's C++ log and NCCL's debug lines: any distributed server prints them
     return recog
 
 
