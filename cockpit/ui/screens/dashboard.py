@@ -395,7 +395,8 @@ class DashboardScreen(Screen[None]):
             self.notify("no crash in this run", severity="information")
             return
         modal = CrashScreen(
-            snap.state.crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides
+            snap.state.crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides,
+            backend=self.profile.backend,
         )
         self.app.push_screen(modal, self._crash_choice)
 
@@ -418,9 +419,9 @@ class DashboardScreen(Screen[None]):
 
     def _validate_overrides(self, overrides: dict[str, Any]) -> None:
         """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""
-        from cockpit.backends.sglang.command import effective_flags
+        from cockpit.backends import get_backend
 
-        effective_flags(self.profile, overrides)
+        get_backend(self.profile.backend).effective_flags(self.profile, overrides)
 
     def relaunch_with(self, flags: dict[str, Any], source: str | None = None) -> None:
         """Restart with another run's flags: only the ones that differ become changes."""
