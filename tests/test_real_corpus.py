@@ -28,10 +28,10 @@ CASES = accuracy.cases()
 def test_the_corpus_is_there() -> None:
     sglang = [c for c in CASES if c[0] == "sglang"]
     assert len(sglang) >= 40, "the SGLang corpus lost its excerpts"
-    for _, log, yml in CASES:
+    for directory, log, yml in CASES:
         doc = accuracy.yaml.safe_load(yml.read_text())
         assert doc.get("source") and isinstance(doc.get("expect"), dict), yml.name
-        assert log.stat().st_size > 0, log.name
+        assert log.stat().st_size > 0 or directory == "nonlogs", log.name
 
 
 @pytest.mark.parametrize(("directory", "log", "yml"), CASES, ids=[f"{d}/{p.stem}" for d, p, _ in CASES])

@@ -20,11 +20,15 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from cockpit.backends import get_backend
 from cockpit.backends.base import HostFacts
 from cockpit.core.findings import Finding, exit_code_for
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
 
+# The engine whose logs `diagnose` reads. (Another backend's logs are refused as unrecognised
+# until detection routes them to it.)
+BACKEND = "sglang"
 # Below this share of recognised lines the report says how little of the file it could read.
 PARTIAL_SHARE = 0.5
 
@@ -40,8 +44,7 @@ class FileRead:
 
 
 def read_logs(paths: list[str], reads: list[FileRead] | None = None) -> RunState:
-    from cockpit.backends.sglang.logparse import read_log
-
+    backend = get_backend(BACKEND)
     state: RunState | None = None
     if paths.count("-") > 1:
         raise BadInput("standard input (-) can be read only once")
@@ -49,7 +52,7 @@ def read_logs(paths: list[str], reads: list[FileRead] | None = None) -> RunState
         stats: dict[str, int] = {}
         try:
             src = sys.stdin.buffer if path == "-" else path
-            state = read_log(src, state, stats=stats)
+            state = backend.read_log(src, state, stats)
         except FileNotFoundError:
             raise BadInput(f"{path}: no such file") from None
         except IsADirectoryError:
@@ -86,15 +89,13 @@ def diagnose_logs(
 ) -> tuple[RunState, list[Finding], list[FileRead]]:
     """What `cockpit diagnose` computes (the CLI prints it; the corpus tests call this directly).
     Raises BadInput for a file with no SGLang line in it."""
-    from cockpit.backends.sglang.diagnosis import diagnose
-
     reads: list[FileRead] = []
     state = read_logs(paths, reads)
     for r in reads:
         if r.recognised == 0:
             what = "; it looks like a vLLM log, which Cockpit cannot read yet" if r.foreign else ""
             raise BadInput(f"no SGLang log lines recognised in {r.path} ({r.lines:,} lines read{what})")
-    findings = diagnose(state, hosts=hosts or (), target_headroom_gb=target_headroom_gb)
+    findings = get_backend(BACKEND).diagnose(state, hosts=hosts or (), target_headroom_gb=target_headroom_gb)
     return state, findings, reads
 
 
