@@ -38,8 +38,10 @@ class _Context:
     exc_rank: str | None = None  # the rank of the last `Scheduler hit an exception`
     exc_seen: bool = False
     frame_line: int = -100  # line of the last traceback frame (an exception line right after ends it)
-    provisional: bool = False  # the crash rests on a bare traceback: later serving withdraws it
-    phase_before: str = "unknown"  # the phase before that provisional crash
+    # A crash that rests on a bare traceback alone: it becomes the crash when the input ends or the
+    # process exits (`end_of_input`, ProcessExited), and is dropped if the server serves on.
+    pending: Crash | None = None
+    phase_before: str = "unknown"  # the run's phase when the crash happened (its lifecycle)
     phase_since_before: str | None = None
     max_seq: int = 0  # the highest collective sequence number seen
     requests: int = 0  # request log lines (access lines to anything but health/info endpoints)
@@ -197,8 +199,18 @@ def _label_for_index(state: RunState, index: int) -> str:
 
 def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = None, provisional: bool = False) -> None:
     """Record (or sharpen) the crash. The first specific kind wins; later lines only add context.
-    `provisional`: the only evidence is a bare traceback; the server serving afterwards withdraws it."""
+    `provisional`: the only evidence is a bare traceback; it waits as `pending` (see _Context)."""
     text = message if message is not None else _describe(event)
+    c = _ctx(state)
+    if provisional:
+        if state.crash is None and c.pending is None:
+            phase, reason = _crash_phase(state, kind, event)
+            c.pending = Crash(kind=kind, phase=phase, rank=_crash_rank(state, event), line=event.line,
+                              message=text, phase_reason=reason)
+            _add_decisive(c.pending, _describe(event))
+        return
+    if state.crash is None and c.pending is not None:
+        _commit_pending(state)  # the traceback before this line belongs to the same story
     crash = state.crash
     if crash is not None:
         upgrade = crash.kind in _VAGUE_KINDS and kind not in _VAGUE_KINDS
@@ -213,7 +225,6 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
             crash.phase, crash.phase_reason = _crash_phase(state, kind, event)
             if crash.rank is None:
                 crash.rank = _crash_rank(state, event)
-            _ctx(state).provisional = False
         _add_decisive(crash, _describe(event))
         _add_frame(state)
         return
@@ -222,11 +233,30 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
                         phase_reason=reason)
     _add_decisive(state.crash, _describe(event))
     _add_frame(state)
+    _enter_crashed(state, event.ts)
+
+
+def _enter_crashed(state: RunState, ts: str | None) -> None:
     c = _ctx(state)
-    c.provisional = provisional
     c.phase_before, c.phase_since_before = state.phase, state.phase_since
     state.phase = "crashed"
-    state.phase_since = event.ts or state.last_ts
+    state.phase_since = ts or state.last_ts
+
+
+def _commit_pending(state: RunState) -> None:
+    """The pending traceback was the end: it is the crash."""
+    c = _ctx(state)
+    if c.pending is None or state.crash is not None:
+        return
+    state.crash, c.pending = c.pending, None
+    _add_frame(state)
+    _enter_crashed(state, None)
+
+
+def end_of_input(state: RunState) -> None:
+    """The whole input has been read (a file, an excerpt): a traceback nothing came after is the
+    crash the log shows."""
+    _commit_pending(state)
 
 
 def _add_frame(state: RunState) -> None:
@@ -479,18 +509,16 @@ def _unparsed(state: RunState, e: ev.Unparsed) -> None:
 
 
 def _alive(state: RunState, e: ev.Event) -> None:
-    """The server served after a crash that rested on a bare traceback: that traceback was not
-    fatal. Withdraw the crash; keep it as a warning (a fact from the log)."""
+    """The server served after a bare traceback: it was not fatal. Drop it; keep it as a warning
+    (a fact from the log)."""
     c = _ctx(state)
-    crash = state.crash
-    if not c.provisional or crash is None or e.line <= crash.line:
+    p = c.pending
+    if p is None or e.line <= p.line:
         return
-    note = f"line {crash.line}: {crash.message[:160]} (a traceback the server survived)"
-    if note not in state.log_warnings:
+    note = f"line {p.line}: {p.message[:160]} (a traceback the server survived)"
+    if note not in state.log_warnings and len(state.log_warnings) < 32:
         state.log_warnings.append(note)
-    state.crash = None
-    state.phase, state.phase_since = c.phase_before, c.phase_since_before
-    c.provisional = False
+    c.pending = None
     c.exc_seen = False
     c.frames = []
 
@@ -502,15 +530,14 @@ def _sched_exc(state: RunState, e: ev.SchedulerException) -> None:
         if crash.rank is None and e.rank is not None:
             crash.rank = e.rank  # the signature came first (torch's own log line): the header names the rank
         _add_decisive(crash, _describe(e))  # another rank failing after the first: context only
-        c.provisional = False
         return
+    c.pending = None  # a header starts the story afresh: the bare traceback before it was context
     c.frames = []
     c.exc_seen = True
     c.exc_rank = e.rank
     if crash is None:
         _crash(state, e, "unknown")
         return
-    c.provisional = False
     # the process exit (or a SIGQUIT) was seen first; the exception is the better evidence
     if crash.rank is None:
         crash.rank = _crash_rank(state, e)
@@ -526,16 +553,15 @@ def _tb_start(state: RunState, e: ev.TracebackStart) -> None:
     server serving afterwards withdraws it). A chained traceback ("During handling of the above
     exception …") keeps the frames already seen."""
     c = _ctx(state)
-    if state.crash is None and e.line - c.frame_line > 8:
+    if state.crash is None and c.pending is None and e.line - c.frame_line > 8:
         c.frames = []
     c.exc_seen = True
-    if state.crash is None:
-        _crash(state, e, "unknown", "Traceback (most recent call last):", provisional=True)
+    _crash(state, e, "unknown", "Traceback (most recent call last):", provisional=True)
 
 
 def _frame(state: RunState, e: ev.TracebackFrame) -> None:
     c = _ctx(state)
-    if state.crash is None and e.line - c.frame_line > 8:
+    if state.crash is None and c.pending is None and e.line - c.frame_line > 8:
         # a traceback whose header is not in view (an excerpt that starts mid-trace)
         c.frames = []
         c.exc_seen = True
@@ -547,7 +573,7 @@ def _frame(state: RunState, e: ev.TracebackFrame) -> None:
     c.frame_line = e.line
     if len(c.frames) > _MAX_FRAMES:
         del c.frames[0]
-    crash = state.crash
+    crash = state.crash or c.pending
     if crash is not None and crash.kind in _VAGUE_KINDS and c.exc_seen:
         crash.phase, crash.phase_reason = _crash_phase(state, crash.kind, e)
 
@@ -562,18 +588,13 @@ _NOT_STARTUP_ERRORS = ("NCCL", "nccl", "CUDA", "cuda", "distributed", "store", "
 
 def _exc_line(state: RunState, e: ev.ExceptionLine) -> None:
     c = _ctx(state)
-    crash = state.crash
-    if crash is None:
-        if c.frames and e.line - c.frame_line <= 4:
-            # the end of a bare traceback: the text proves something died, not yet what killed the server
-            kind = "unknown"
-            phase, _ = _crash_phase(state, kind, e)
-            short = e.exc_type.rpartition(".")[2]
-            if phase == "startup" and short in _STARTUP_EXC and not any(w in e.text for w in _NOT_STARTUP_ERRORS):
-                kind = "startup_error"
-            _crash(state, e, kind, f"{e.exc_type}: {e.text}", provisional=True)
-        return
-    if crash.kind in _VAGUE_KINDS and c.exc_seen:
+    if state.crash is None and c.pending is None:
+        if not (c.frames and e.line - c.frame_line <= 4):
+            return  # an error-looking line outside a traceback proves nothing by itself
+        # the end of a bare traceback: the text proves something died, not yet that the server did
+        _crash(state, e, "unknown", f"{e.exc_type}: {e.text}", provisional=True)
+    crash = state.crash or c.pending
+    if crash is not None and crash.kind in _VAGUE_KINDS and c.exc_seen:
         # the line that ends the traceback says what went wrong, even when no rule classifies it
         crash.message = f"{e.exc_type}: {e.text}"
         crash.line = e.line
@@ -623,6 +644,7 @@ def _rank_dead(state: RunState, e: ev.RankDead) -> None:
 
 
 def _exit_code(state: RunState, e: ev.ExitCode) -> None:
+    _commit_pending(state)
     crash = state.crash
     if crash is None:
         return
@@ -671,6 +693,8 @@ def _killed(state: RunState, e: ev.Killed) -> None:
 
 
 def _exited(state: RunState, e: ev.ProcessExited) -> None:
+    if e.exit_code not in _STOP_EXITS:
+        _commit_pending(state)  # the process died after that traceback: it was the end
     if state.crash is not None:
         if state.crash.exit_code is None:
             state.crash.exit_code = e.exit_code

@@ -101,6 +101,10 @@ _STARTUP_FUNCS = frozenset((
     "ncclCommInitRank", "init_weights_update_group", "launch_server", "_launch_subprocesses",
     "_set_envs_and_config", "check_server_args", "__post_init__",
 ))
+# a scheduler / worker process's entry function: an exception raised in it, not below it, happened
+# before the process reached its loop
+_ENTRY_FUNCS = frozenset(("run_scheduler_process", "run_tp_server", "start_controller_process",
+                          "run_data_parallel_controller_process", "run_detokenizer_process"))
 _STARTUP_FILES = ("managers/scheduler", "tp_worker", "model_runner", "mem_cache/", "memory_pool",
                   "parallel_state", "model_loader", "hiradix", "radix_cache")
 _PREFILL_FUNCS = frozenset((
@@ -168,8 +172,10 @@ def not_enough_memory(line: int, ts: str | None, rank: str | None, msg: str, out
 
 
 def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out: list[Event], peek: Peek,
-                     in_traceback: bool) -> int:
-    """Failure signatures in one line (record or not); returns the line's recognition class."""
+                     last_frame: str | None = None) -> int:
+    """Failure signatures in one line (record or not); returns the line's recognition class.
+    `last_frame`: the function of the traceback frame just above, when the line follows one."""
+    in_traceback = last_frame is not None
     recog = NONE
     if ts is None:
         s = msg.lstrip()
@@ -224,6 +230,9 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
         if adv and not any(isinstance(e, ev.EngineAdvice) for e in out):
             out.append(ev.EngineAdvice(line, ts, rank, adv.group(0).strip(), adv.group(1), None))
     if exc is not None:
+        if last_frame in _ENTRY_FUNCS:
+            # raised by a process's entry function itself, before its loop ran: it was starting
+            out.append(ev.TracebackFrame(line, ts, rank, last_frame, None, "startup"))
         out.append(ev.ExceptionLine(line, ts, rank, exc.group(1), exc.group(2)))
         recog = GENERIC
     if ts is None and ("SeqNum=" in msg or "sequence id" in msg or "enqueued" in msg):

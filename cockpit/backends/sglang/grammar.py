@@ -335,9 +335,10 @@ def classify(line: int, text: str, peek: Peek = _no_peek) -> list[Event]:
     return classify_line(line, text, peek)[0]
 
 
-def classify_line(line: int, text: str, peek: Peek = _no_peek, in_traceback: bool = False) -> tuple[list[Event], int]:
+def classify_line(line: int, text: str, peek: Peek = _no_peek, last_frame: str | None = None) -> tuple[list[Event], int]:
     """`classify`, plus how sure the line is SGLang's (failures.STRONG / GENERIC / FOREIGN / NONE).
-    `in_traceback`: the line follows a traceback frame (source text, unless it is the exception)."""
+    `last_frame`: the function of the traceback frame just above, when the line follows one (it is
+    then source text, unless it is the exception)."""
     ts, rank, msg = split_record(text)
     out: list[Event] = []
     try:
@@ -347,7 +348,7 @@ def classify_line(line: int, text: str, peek: Peek = _no_peek, in_traceback: boo
         else:
             recog = _classify_unprefixed(line, msg, out)
         if not out:
-            r = classify_failure(line, ts, rank, msg, out, peek, in_traceback and ts is None)
+            r = classify_failure(line, ts, rank, msg, out, peek, last_frame if ts is None else None)
             if ts is None:
                 recog = max(recog, r) if r != FOREIGN else FOREIGN
     except ValueError as exc:  # a figure that does not parse or cannot be: skip the line, count it

@@ -226,7 +226,11 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
 
 
 def _done(st: RunState, lines: int, recognised: int, foreign: int, stats: dict[str, int] | None) -> RunState:
-    """Record how much of the input was read; `stats` (the caller's) gets this input's counts."""
+    """The input has ended: a traceback nothing came after is the crash (reducer.end_of_input).
+    Record how much of the input was read; `stats` (the caller's) gets this input's counts."""
+    from cockpit.core.reducer import end_of_input
+
+    end_of_input(st)
     st.lines_seen = max(st.lines_seen, lines)
     st.lines_recognised += recognised
     if stats is not None:

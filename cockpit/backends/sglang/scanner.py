@@ -77,6 +77,7 @@ class SGLangLogParser:
         self._unsampled: tuple[bytes, int, int, int, int] | None = None
         self._unwrapper = Unwrapper()
         self._frame_line = -TRACEBACK_SOURCE_LINES - 1  # the last traceback frame's line number
+        self._frame_func = ""  # and its function
         # lines by what they prove (see recognition): SGLang's own, any Python/torch server's, another engine's
         self.strong = 0
         self.generic = 0
@@ -97,11 +98,13 @@ class SGLangLogParser:
     def _classify(self, lineno: int, text: str, peek: Peek = _no_peek, tally: bool = True) -> list[Event]:
         """One cleaned line -> events: the wrapper prefix off, the grammar, the recognition tally."""
         text = self._unwrapper.unwrap(text)
-        events, recog = classify_line(lineno, text, peek, lineno - self._frame_line <= TRACEBACK_SOURCE_LINES)
+        near = lineno - self._frame_line <= TRACEBACK_SOURCE_LINES
+        events, recog = classify_line(lineno, text, peek, self._frame_func if near else None)
         if events:
             last = events[-1]
-            if type(last) is ev.TracebackFrame:
+            if type(last) is ev.TracebackFrame and last.file is not None:
                 self._frame_line = lineno
+                self._frame_func = last.function
         if tally:
             if recog == STRONG:
                 self.strong += 1
