@@ -302,6 +302,16 @@ class TracebackStart(Event):
 
 
 @_event
+class FlagStated(Event):
+    """A line that states a flag's value in force outside the server_args dump ("Automatically
+    reduce --mem-fraction-static to 0.760 because this is a multimodal model.")."""
+
+    dest: str  # snake_case, as in server_args
+    value: Any
+    text: str
+
+
+@_event
 class PoolSize(Event):
     """`self.max_total_num_tokens=N` in a watchdog's debug dump: the KV pool's size in tokens."""
 

@@ -484,6 +484,10 @@ def _advice(state: RunState, e: ev.EngineAdvice) -> None:
         state.engine_advice.append(text)
 
 
+def _flag_stated(state: RunState, e: ev.FlagStated) -> None:
+    state.stated_flags[e.dest] = e.value  # the latest statement is the value in force
+
+
 def _pool_size(state: RunState, e: ev.PoolSize) -> None:
     if state.max_total_num_tokens is None:
         state.max_total_num_tokens = e.tokens
@@ -736,6 +740,7 @@ _HANDLERS: dict[type, object] = {
     ev.DecodeRetraction: _decode_retraction,
     ev.EngineAdvice: _advice,
     ev.PoolSize: _pool_size,
+    ev.FlagStated: _flag_stated,
     ev.CollectiveSeq: _seq,
     ev.Unparsed: _unparsed,
     ev.SchedulerException: _sched_exc,

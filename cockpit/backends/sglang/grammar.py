@@ -178,6 +178,8 @@ _RX_RANK_INIT = lazy(r"Rank (\d+) scheduler died during initialization \(exit co
 _RX_SUBPROC = lazy(r"Subprocess scheduler_(\d+) \(pid=\d+\) crashed with exit code (-?\d+)")
 _RX_TERMINATED = lazy(r"Scheduler or DataParallelController \d+ terminated with (-?\d+)")
 _RX_EXIT_CODE = lazy(r"^Exit code: (-?\d+)")
+_RX_FLAG_SET = lazy(r"(?:[Aa]utomatically |[Aa]uto-)?(?:reduce|adjust|set|lower|raise|increase|change)\w* "
+                    r"(?:the )?--mem-fraction-static to (\d*\.\d+)")
 _RX_SELF_MAX_TOKENS = lazy(r"^self\.max_total_num_tokens=(\d+)")
 
 
@@ -393,6 +395,11 @@ def _classify_unprefixed(line: int, msg: str, out: list[Event]) -> int:
 
 def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[Event], peek: Peek) -> None:
     c = msg[:1]
+    if "-fraction-static to " in msg:
+        m = _RX_FLAG_SET.search(msg)
+        if m:
+            out.append(ev.FlagStated(line, ts, rank, "mem_fraction_static", bounded(m.group(1), 1.0), msg))
+        return
     if c == "D":
         if msg.startswith("Decode batch"):
             out.append(_decode(line, ts, rank, msg))
