@@ -44,7 +44,7 @@ class _Context:
     phase_before: str = "unknown"  # the run's phase when the crash happened (its lifecycle)
     phase_since_before: str | None = None
     max_seq: int = 0  # the highest collective sequence number seen
-    requests: int = 0  # request log lines (access lines to anything but health/info endpoints)
+    requests: int = 0  # request log lines (POST access lines: health, metrics and info are GETs)
     batches: int = 0  # prefill/decode batch lines
     # (phase the backend read from the frame, "file:function") since that exception
     frames: list[tuple[str | None, str]] = field(default_factory=list)
@@ -420,7 +420,7 @@ def _uvicorn(state: RunState, e: ev.UvicornRunning) -> None:
 
 
 def _ready(state: RunState, e: ev.ServerReady) -> None:
-    _alive(state, e)
+    _alive(state, e)  # (rare: no need to skip the call)
     state.ready_in_log = True
     for rm in state.ranks.values():
         if e.ts:
@@ -431,8 +431,10 @@ def _ready(state: RunState, e: ev.ServerReady) -> None:
 def _batch(state: RunState, kind: str, e: ev.PrefillBatch | ev.DecodeBatch, series: deque[SeriesPoint],
            throughput: float | None) -> None:
     """A prefill or decode batch line: queue figures, the batch kind (a crash's phase), the series."""
-    _alive(state, e)
-    _ctx(state).batches += 1
+    c = _ctx(state)
+    if c.pending is not None:
+        _alive(state, e)
+    c.batches += 1
     if state.phase == "unknown":
         # the log starts mid-run (an excerpt, a rotated file): batch lines mean it serves. With the
         # startup in view, the ready line decides (the warmup request prints batch lines too).
@@ -494,10 +496,11 @@ def _pool_size(state: RunState, e: ev.PoolSize) -> None:
 
 
 def _access(state: RunState, e: ev.HttpAccess) -> None:
-    if not e.path.startswith(("/health", "/get_model_info", "/model_info", "/get_server_info", "/metrics",
-                              "/server_info", "/ping", "/ready", "/v1/models")):
-        _ctx(state).requests += 1
-        _alive(state, e)
+    if e.method == "POST":  # a request (health checks, metrics and info are GETs)
+        c = _ctx(state)
+        c.requests += 1
+        if c.pending is not None:
+            _alive(state, e)
 
 
 def _seq(state: RunState, e: ev.CollectiveSeq) -> None:

@@ -197,11 +197,15 @@ def _fields(body: str) -> dict[str, str]:
     Older releases separate the head with a full stop (`Decode batch. #running-req: 2, …`).
     """
     out: dict[str, str] = {}
-    for part in body.split(", "):
+    parts = body.split(", ")
+    head = parts[0]
+    dot = head.find(". ")  # `Decode batch. #running-req: 2`: the first field shares the head's part
+    if dot != -1:
+        parts[0] = head[dot + 2 :]
+    for part in parts:
         k, sep, v = part.rpartition(": ")
         if sep:
-            dot = k.rfind(". ")
-            out[k[dot + 2 :] if dot != -1 else k] = v
+            out[k] = v
     return out
 
 
@@ -395,11 +399,6 @@ def _classify_unprefixed(line: int, msg: str, out: list[Event]) -> int:
 
 def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[Event], peek: Peek) -> None:
     c = msg[:1]
-    if "-fraction-static to " in msg:
-        m = _RX_FLAG_SET.search(msg)
-        if m:
-            out.append(ev.FlagStated(line, ts, rank, "mem_fraction_static", bounded(m.group(1), 1.0), msg))
-        return
     if c == "D":
         if msg.startswith("Decode batch"):
             out.append(_decode(line, ts, rank, msg))
@@ -505,7 +504,11 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             ))
         return
     if c == "A":
-        if msg.startswith("Allocating "):
+        if "-fraction-static to " in msg:  # `Automatically reduce --mem-fraction-static to 0.760 …`
+            m = _RX_FLAG_SET.search(msg)
+            if m:
+                out.append(ev.FlagStated(line, ts, rank, "mem_fraction_static", bounded(m.group(1), 1.0), msg))
+        elif msg.startswith("Allocating "):
             m = _RX_ALLOC_09.match(msg)
             if m:
                 out.append(ev.HiCacheAllocating(line, ts, rank, host_gb_pair(m.group(1), "0")[0]))
