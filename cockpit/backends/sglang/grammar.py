@@ -147,6 +147,9 @@ def _split_bracketed(head: str, msg: str) -> tuple[str | None, str | None, str]:
 
 # ---- message grammar (applied to one line's message) --------------------------------------------
 
+FORMAT_059 = "sglang-0.5.9"
+FORMAT_0523 = "sglang-0.5.23"
+
 _F = r"([\d.]+)"
 _RX_LOAD_BEGIN = lazy(r"^Load weight begin\. avail mem=" + _F + r" ?GB")
 _RX_LOAD_END_MEM = lazy(r"avail mem=" + _F + r" ?GB(?:, mem usage=" + _F + r" ?GB)?")
@@ -458,6 +461,8 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
                 line, ts, rank, count(m["tokens"]) if m["tokens"] is not None else None, kv, m["label"],
                 m["dtype"].strip() if m["dtype"] else None, upper_bound=m["ub"] == "VA upper bound",
             ))
+            if m["dtype"]:
+                out.append(ev.FormatSeen(line, ts, rank, FORMAT_0523))  # `dtype:` in the KV line: 0.5.15+
         return
     if c == "M":
         if msg.startswith("Memory pool end."):
@@ -468,6 +473,7 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             mu = _RX_MEM_USAGE.search(msg)
             if mu:
                 out.append(ev.MemoryBaseline(line, ts, rank, gib(mu.group(1))))
+                out.append(ev.FormatSeen(line, ts, rank, FORMAT_0523))  # 0.5.23 only
         return
     if c == "C":
         if msg.startswith("Capture "):
@@ -477,6 +483,8 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
                 av = _RX_AVAIL.search(msg)
                 if m["step"] == "begin":
                     out.append(ev.GraphCaptureBegin(line, ts, rank, what, gib(av.group(1)) if av else None))
+                    if what.startswith("target "):  # `Capture target … CUDA graph` exists only in 0.5.23
+                        out.append(ev.FormatSeen(line, ts, rank, FORMAT_0523))
                 else:
                     mu = _RX_MEM_USAGE.search(msg)
                     el = _RX_ELAPSED.search(msg)
@@ -523,6 +531,8 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             parsed = parse_server_args(msg)
             if parsed is not None:
                 out.append(ev.ServerArgs(line, ts, rank, parsed[0], parsed[1]))
+                out.append(ev.FormatSeen(line, ts, rank, FORMAT_059 if parsed[1] == "ServerArgs" else FORMAT_0523,
+                                         strong=True))
         elif msg.startswith("self.max_total_num_tokens="):
             m = _RX_SELF_MAX_TOKENS.match(msg)
             if m:
@@ -530,17 +540,17 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
         return
     if c == "I":
         if msg.startswith("Init torch distributed begin"):
-            out.append(ev.DistInitBegin(line, ts, rank, "sglang-0.5.9"))
+            out.append(ev.DistInitBegin(line, ts, rank, FORMAT_059))
         elif msg.startswith("Init torch distributed ends"):
             m = _RX_DIST_END.search(msg)
             out.append(ev.DistInitEnd(line, ts, rank, bounded(m.group(1), SECONDS_MAX) if m else None,
-                                      gib(m.group(2)) if m and m.group(2) else None, "sglang-0.5.9"))
+                                      gib(m.group(2)) if m and m.group(2) else None, FORMAT_059))
         elif msg.startswith("Init parallel begin"):
-            out.append(ev.DistInitBegin(line, ts, rank, "sglang-0.5.23"))
+            out.append(ev.DistInitBegin(line, ts, rank, FORMAT_0523))
         elif msg.startswith("Init parallel ends"):
             m = _RX_DIST_END.search(msg)
             out.append(ev.DistInitEnd(line, ts, rank, bounded(m.group(1), SECONDS_MAX) if m else None, None,
-                                      "sglang-0.5.23"))
+                                      FORMAT_0523))
         return
     if c == "T":
         if msg.startswith("The server is fired up and ready to roll"):
