@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,11 +92,9 @@ def _host_facts(profile: Profile) -> list[Any]:
     from cockpit.backends.base import HostFacts
 
     if all(h.is_local for h in profile.hosts):
-        try:
-            hostfacts = importlib.import_module("cockpit.hostfacts")
-            return [hostfacts.local_host_facts()]
-        except Exception:
-            pass
+        from cockpit.telemetry.hostfacts import local_host_facts
+
+        return [local_host_facts()]
     return [HostFacts(host=h.label) for h in profile.hosts]
 
 
