@@ -24,6 +24,7 @@ from cockpit.backends import get_backend
 from cockpit.core.findings import Finding, sort_findings
 from cockpit.core.profile import Profile, ProfileError, load_profile
 from cockpit.ui.keys import PICKER_BINDINGS
+from cockpit.ui.messages import ProfileChosen
 from cockpit.ui.screens.dashboard import too_small_words
 from cockpit.ui.widgets.advice import MARKS, change_words, predicted_words
 
@@ -290,11 +291,7 @@ class PickerScreen(Screen[None]):
             else:
                 self.notify("still checking this profile…", severity="warning")
             return
-        from cockpit.ui.app import CockpitApp
-
-        app = self.app
-        assert isinstance(app, CockpitApp)
-        app.push_screen(app.dashboard_for(pv.profile, from_picker=True))
+        self.post_message(ProfileChosen(pv.profile))
 
     def action_why(self) -> None:
         self.show_arithmetic = not self.show_arithmetic
