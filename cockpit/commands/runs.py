@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from cockpit.core.ranks import rank_sort_key
 from cockpit.errors import BadInput
 from cockpit.journal import Journal, RunRecord
 from cockpit.journal.report import (
@@ -22,7 +23,6 @@ from cockpit.journal.report import (
     fmt_time,
     fmt_tps,
     fmt_value,
-    rank_sort_key,
     table,
 )
 

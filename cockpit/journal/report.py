@@ -4,7 +4,6 @@ history screen share (pure functions over RunRecords, no I/O)."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -12,11 +11,6 @@ from typing import Any
 from cockpit.journal.journal import RunRecord
 
 UNKNOWN = "—"  # unknown is shown as unknown, never as 0
-
-
-def rank_sort_key(rank: str) -> tuple[Any, ...]:
-    """"DP1 TP10" after "DP1 TP9": numbers compare as numbers (ranks arrive in log order)."""
-    return tuple(int(tok) if tok.isdigit() else tok for tok in re.split(r"(\d+)", rank))
 
 
 def fmt_gb(v: float | None) -> str:

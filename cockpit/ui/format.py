@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
@@ -123,9 +122,3 @@ def signed_int(n: int) -> str:
     return f"+{n:,}" if n > 0 else f"−{abs(n):,}" if n < 0 else "±0"
 
 
-_RANK_TOKEN = re.compile(r"([A-Za-z]+)(\d+)")
-
-
-def rank_sort_key(label: str) -> tuple[tuple[str, int], ...]:
-    """`PP1 TP0` after `PP0 TP7`, `TP10` after `TP9`: ranks in the order of their numbers."""
-    return tuple((m.group(1), int(m.group(2))) for m in _RANK_TOKEN.finditer(label))
