@@ -1,7 +1,7 @@
 """The backend interface: everything that is specific to one inference server.
 
 The supervisor, the commands and the UI talk to an engine only through a `Backend`, obtained with
-`cockpit.backends.get_backend(profile.backend)`. SGLang implements it first (`backends/sglang/`);
+`cockpit.backends.get_backend(profile.backend)`. SGLang implements it first (`cockpit/backends/<engine>/`);
 a second engine adds a package of its own that implements the same methods (see the "Adding a
 backend" section of docs/ARCHITECTURE.md) and one line in `get_backend`.
 

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from cockpit.core.findings import Finding, exit_code_for, sort_findings
 from cockpit.core.profile import Profile, load_profile
+from cockpit.core.ranks import rank_sort_key
 from cockpit.report import gb_text
 from cockpit.supervisor.api import RunSnapshot
 
@@ -108,11 +109,6 @@ def status_exit_code(snap: RunSnapshot) -> int:
     if snap.state.phase == "crashed":
         return 1
     return exit_code_for(list(snap.findings))
-
-
-def rank_sort_key(rank: str) -> tuple[int, ...]:
-    """"DP1 TP3" → (1, 3): ranks in numeric order (the log lists them in arrival order)."""
-    return tuple(int("".join(ch for ch in tok if ch.isdigit()) or 0) for tok in rank.split())
 
 
 def render_findings(findings: list[Finding]) -> list[str]:

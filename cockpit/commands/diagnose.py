@@ -12,14 +12,14 @@ import gc
 import json
 import sys
 
-from cockpit.backends.sglang.diagnosis import diagnose
+from cockpit.backends import DEFAULT_BACKEND, get_backend
 from cockpit.core.findings import exit_code_for
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
 
 
 def read_logs(paths: list[str]) -> RunState:
-    from cockpit.backends.sglang.logparse import read_log
+    read_log = get_backend(DEFAULT_BACKEND).read_log
 
     state: RunState | None = None
     if paths.count("-") > 1:
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     # collections that parsing triggers do not walk it again (~3 ms of a 1M-line diagnose).
     gc.freeze()
     state = read_logs(list(args.logs))
-    findings = diagnose(state, target_headroom_gb=target)
+    findings = get_backend(state.backend).diagnose(state, target_headroom_gb=target)
     if args.json:
         out = state.to_json()
         out["findings"] = [f.to_json() for f in findings]

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from cockpit.backends import DEFAULT_BACKEND, get_backend
-from cockpit.core.findings import Finding, FlagChange
+from cockpit.core.findings import Finding, FlagChange, value_text
 from cockpit.core.state import Crash
 from cockpit.ui.keys import CRASH_BINDINGS
 from cockpit.ui.widgets.advice import change_words, predicted_words
@@ -113,7 +113,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
             return
         edit = self.query_one("#crash-edit", Input)
         changes = self.proposal.changes if self.proposal else ()
-        edit.value = " ".join(f"{c.flag.lstrip('-')}={_plain(c.to_value)}" for c in changes)
+        edit.value = " ".join(f"{c.flag.lstrip('-')}={value_text(c.to_value)}" for c in changes)
         edit.display = True
         edit.focus()
         self.query_one("#crash-keys", Static).update("enter restart with these flags · esc back")
@@ -139,14 +139,6 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
 
     def _editing(self) -> bool:
         return self.query_one("#crash-edit", Input).has_focus
-
-
-def _plain(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
 
 
 def parse_flag_edits(
