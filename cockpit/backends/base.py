@@ -152,8 +152,11 @@ class Backend(Protocol):
     def new_state(self) -> RunState:
         ...
 
-    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None) -> RunState:
-        """A whole log file (or binary stream) read into a state (continuing `state` when given)."""
+    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
+                 stats: dict[str, int] | None = None) -> RunState:
+        """A whole log file (or binary stream) read into a state (continuing `state` when given).
+        `stats` (the caller's dict) gets this input's `lines`, `recognised` (lines read as this
+        server's log) and `foreign` (lines of another engine's log) counts."""
         ...
 
     def record_rank(self, line: str) -> str | None:

@@ -42,6 +42,9 @@ def crash_kind_words(kind: str) -> str:
         "hicache_host_memory": "HiCache: not enough host memory",
         "host_oom_killed": "killed by the host's OOM killer",
         "nccl_timeout": "NCCL timeout",
+        "nccl_error": "NCCL error",
+        "watchdog_timeout": "scheduler watchdog timeout",
+        "startup_error": "startup error",
         "warmup_failed": "warmup failed",
         "port_in_use": "port already in use",
     }.get(kind, "unknown crash")
