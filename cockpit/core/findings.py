@@ -20,8 +20,10 @@ class FlagChange:
 
     def as_diff(self) -> str:
         """`--mem-fraction-static 0.93 → 0.88` — the form the TUI, the CLI and the docs all use."""
-        before = "unset" if self.from_value is None else _fmt(self.from_value)
-        return f"{self.flag} {before} → {_fmt(self.to_value)}"
+        from cockpit.core.secrets import mask_value
+
+        before = "unset" if self.from_value is None else _fmt(mask_value(self.flag, self.from_value))
+        return f"{self.flag} {before} → {_fmt(mask_value(self.flag, self.to_value))}"
 
 
 def _fmt(v: Any) -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.profile import Host, Profile, normalise_flag_name
+from cockpit.core.sanitize import clean_text, has_control
 from cockpit.core.state import RunState
 from cockpit.errors import CockpitError
 from cockpit.supervisor import telemetry_feed
@@ -46,7 +47,6 @@ GPU_RELEASE_TIMEOUT_S = 60.0
 BIG_LOG_BYTES = 256 << 20  # a run's log above this is read as head + tail (lines between counted)
 BIG_LOG_HEAD_BYTES = 64 << 20  # the startup (memory lifecycle) is in the first MBs of a run
 BIG_LOG_TAIL_LINES = 20000
-ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 RANK_TOKEN_RE = re.compile(r"^(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+$")
 
 
@@ -692,9 +692,11 @@ class Supervisor:
 
         for raw in pieces:
             node.lines += 1
-            line = ANSI_RE.sub("", raw) if "\x1b" in raw else raw
+            line = raw
             if "\r" in line:  # tqdm redraws: the last segment is what a terminal shows
                 line = line.rsplit("\r", 1)[-1] or line.strip("\r")
+            if has_control(line):  # no escape sequence of the log reaches a terminal
+                line = clean_text(line)
             ts, prefix, _msg = split_record(line)  # a record start: its rank; else the record's
             if ts is not None:
                 node.rank = _rank_label(prefix or "")

@@ -161,13 +161,12 @@ async def test_follower_truncation_rotation_partial_line_and_garbage(tmp_path: P
 
 def _shown(raw: bytes) -> str:
     """What the supervisor shows for one line of the file (see Supervisor._feed)."""
-    import re
+    from cockpit.core.sanitize import clean_text
 
     text = raw.decode("utf-8", "replace")
-    text = re.sub(r"\x1b\[[0-9;?]*[ -/]*[@-~]", "", text)
     if "\r" in text:
         text = text.rsplit("\r", 1)[-1] or text.strip("\r")
-    return text[:LINE_CAP]
+    return clean_text(text)[:LINE_CAP]
 
 
 async def test_supervisor_counts_and_shows_each_hostile_line_once(tmp_path: Path, ledger) -> None:
