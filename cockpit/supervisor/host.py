@@ -1,6 +1,6 @@
 """The cockpit-side half of the host program: run hostside.py's operations over any Transport.
 
-`HostOps` sends hostside.py's text on stdin to `python3 - '<json>'` on the host (this very
+`HostOps` sends hostside.py's text, then the request, on stdin to `python3 -` on the host (this very
 interpreter when the host is local), so launch, attach, stop and log follow work the same over
 LocalTransport and SSHTransport. `LogFollower` turns the follow program's frames into data
 chunks with their byte offsets, and reconnects after a dropped connection exactly after the last
@@ -53,10 +53,16 @@ class HostOps:
     def label(self) -> str:
         return self.transport.label
 
-    def _argv(self, req: dict[str, Any]) -> list[str]:
+    def _program(self, req: dict[str, Any]) -> tuple[list[str], bytes]:
+        """argv and stdin of one operation. The request travels on stdin, after the program's
+        text, never in argv: a launch's waiter keeps its argv for the whole run, and any local
+        user can read argv (`ps`); the request holds the profile's env (HF_TOKEN, ...)."""
         if self.runs_root and "runs_root" not in req:
             req = {**req, "runs_root": self.runs_root}
-        return [self.python, "-", json.dumps(req, separators=(",", ":"))]
+        text = json.dumps(req, separators=(",", ":"))
+        # a JSON string (ASCII, escaped) is also a Python string literal
+        call = b"\nsys.exit(main(['-', " + json.dumps(text).encode() + b"]))\n"
+        return [self.python, "-"], HOSTSIDE_SOURCE + call
 
     async def call(self, req: dict[str, Any], timeout: float | None = 60.0) -> dict[str, Any]:
         """Run one operation. Operations that are safe to repeat (all but launch) are retried when
@@ -74,7 +80,8 @@ class HostOps:
         raise AssertionError("unreachable")
 
     async def _call_once(self, req: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-        done = await self.transport.run(self._argv(req), stdin=HOSTSIDE_SOURCE, timeout=timeout)
+        argv, stdin = self._program(req)
+        done = await self.transport.run(argv, stdin=stdin, timeout=timeout)
         text = done.stdout.decode("utf-8", "replace").strip().splitlines()
         if done.returncode != 0 or not text:
             err = done.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -144,7 +151,8 @@ class HostOps:
         return base64.b64decode(res.get("data", ""))
 
     async def follow_stream(self, req: dict[str, Any]) -> Stream:
-        return await self.transport.stream(self._argv({"op": "follow", **req}), stdin=HOSTSIDE_SOURCE)
+        argv, stdin = self._program({"op": "follow", **req})
+        return await self.transport.stream(argv, stdin=stdin)
 
 
 @dataclass(frozen=True)

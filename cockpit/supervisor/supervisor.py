@@ -630,7 +630,8 @@ class Supervisor:
             if not follow:
                 self._finish_parser(node)
                 ended = node.run or {}
-                if not ended.get("alive") and ended.get("exit_code") is not None and node.exited is None:
+                over = ended.get("exit_code") is not None or ended.get("lost")  # lost: its waiter died too
+                if not ended.get("alive") and over and node.exited is None:
                     self._server_exited(node, ServerExited(int(ended.get("pid") or 0), ended.get("exit_code")))
         finally:
             node.follower = None
