@@ -395,6 +395,18 @@ def _open_log(log_path):
     os.makedirs(log_dir, exist_ok=True)
     _check_log_dir(log_dir)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0)
+    # Looked at first for a clear message (the kernel's protected_symlinks/regular may answer a
+    # planted file with a bare EACCES); O_NOFOLLOW and fstat below close the race.
+    try:
+        lst = os.lstat(log_path)
+    except OSError:
+        lst = None
+    if lst is not None and (os.path.islink(log_path) or lst.st_uid != os.getuid()):
+        if os.path.islink(log_path):
+            raise LogRefused(f"log {log_path} is a symbolic link (to {os.readlink(log_path)!r}): refusing to "
+                             "append to whatever it points at; remove it, or name the real file as the log")
+        raise LogRefused(f"log {log_path} belongs to {_owner_name(lst.st_uid)}, not to {_owner_name(os.getuid())}; "
+                         "move it aside (or fix its owner) and launch again")
     try:
         # a new log is 0600: SGLang prints its server_args (an --api-key among them) into it
         fd = os.open(log_path, flags | os.O_NONBLOCK, 0o600)
