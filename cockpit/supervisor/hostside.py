@@ -545,7 +545,7 @@ def _waiter(run_dir, argv, env_add, cwd, log_fd, w, files):
     try:
         _waiter_run(run_dir, argv, env_add, cwd, log_fd, w, files)
     except DiskError as exc:
-        _report(w, {"error": f"{exc}; nothing was launched", "disk": True})
+        _report(w, {"error": f"{exc}; nothing is running", "disk": True})
     except Exception as exc:  # the launcher must hear why, never read silence as success
         _report(w, {"error": f"the launch waiter failed: {type(exc).__name__}: {exc}"})
 
@@ -609,14 +609,14 @@ def _waiter_run(run_dir, argv, env_add, cwd, log_fd, w, files):
         _record(run_dir, files, "pid", str(proc.pid))
         _record(run_dir, files, "pgid", str(proc.pid))
         _record(run_dir, files, "started_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    except DiskError:
+    except DiskError as exc:
         # A server nobody could find, stop or see exit is worse than none: stop it, then say why.
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             pass
         proc.wait()
-        raise
+        raise DiskError(f"{exc}; the server (pid {proc.pid}) was started and stopped again") from None
     _report(w, {"pid": proc.pid})
     code = proc.wait()
     if code < 0:
