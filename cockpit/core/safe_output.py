@@ -5,8 +5,9 @@ Every command but the TUI prints text that can hold log lines (a crash message, 
 print can forget; wrapping the two streams once makes it hold for all of them. Cockpit's own
 CLI output carries no escape sequences, so nothing of ours is lost.
 
-Carriage returns survive (`logs` keeps a tqdm line as the file has it); every escape sequence
-and other control character between them is dropped.
+Carriage returns survive (a tqdm line keeps its redraws); every escape sequence and other
+control character between them is dropped. `cockpit logs` into a pipe or a file stays the log
+byte for byte (its own contract); to a terminal it is cleaned like everything else.
 """
 
 from __future__ import annotations
@@ -64,9 +65,11 @@ class CleanWriter(io.TextIOBase):
         return getattr(self._inner, name)
 
 
-def guard_terminal() -> None:
-    """Wrap sys.stdout and sys.stderr (once) for a non-TUI command."""
-    if not isinstance(sys.stdout, CleanWriter):
+def guard_terminal(*, pipe_stays_raw: bool = False) -> None:
+    """Wrap sys.stdout and sys.stderr (once) for a non-TUI command. `pipe_stays_raw`: stdout
+    that is not a terminal is left alone (`cockpit logs > copy.log` is the log byte for byte;
+    `logs` cleans what it prints to a terminal itself)."""
+    if not isinstance(sys.stdout, CleanWriter) and not (pipe_stays_raw and not sys.stdout.isatty()):
         sys.stdout = CleanWriter(sys.stdout)
     if not isinstance(sys.stderr, CleanWriter):
         sys.stderr = CleanWriter(sys.stderr)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cockpit.transport.base import HostKeyError, Stream, Transport, TransportError
+from cockpit.transport.base import HostKeyError, Stream, Transport, TransportError, Unreachable
 from cockpit.transport.local import CommandTimeout
 
 HOSTSIDE_SOURCE: bytes = (Path(__file__).resolve().parent / "hostside.py").read_bytes()
@@ -71,8 +71,8 @@ class HostOps:
         for attempt in range(attempts):
             try:
                 return await self._call_once(req, timeout)
-            except (HostKeyError, HostOpError, CommandTimeout):
-                raise  # a refused key, a failed operation or a hung host: repeating won't help
+            except (HostKeyError, HostOpError, CommandTimeout, Unreachable):
+                raise  # a refused key, a failed operation, a hung or unreachable host: repeating won't help
             except TransportError:
                 if attempt + 1 >= attempts:
                     raise
@@ -180,10 +180,15 @@ class ServerExited:
 
 @dataclass(frozen=True)
 class LinkState:
-    """The follow connection dropped (up=False, with the reason) or came back (up=True)."""
+    """The follow connection dropped (up=False, with the reason) or came back (up=True).
+
+    `fatal`: it will not come back by itself (the host key CHANGED): following stopped, and
+    `hint` says how the operator accepts the new key after checking its fingerprint."""
 
     up: bool
     reason: str = ""
+    fatal: bool = False
+    hint: str | None = None
 
 
 FollowItem = LogChunk | LogReset | ServerExited | LinkState
@@ -286,6 +291,12 @@ class LogFollower:
                 req["watch"] = self.watch
             try:
                 self._stream = await self.ops.follow_stream(req)
+            except HostKeyError as exc:
+                if not self.follow:
+                    raise
+                # never "reconnecting" to a host that now shows another key: say what it is, stop
+                yield LinkState(False, str(exc), fatal=True, hint=exc.hint)
+                return
             except TransportError as exc:
                 if not self.follow:
                     raise
@@ -331,6 +342,7 @@ class LogFollower:
             finally:
                 s, self._stream = self._stream, None
                 if s is not None:
+                    error = error or getattr(s, "end_reason", None)  # e.g. keepalives unanswered
                     with contextlib.suppress(Exception):
                         await s.close()
             if self._closed:

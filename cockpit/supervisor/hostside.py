@@ -285,7 +285,7 @@ def _run_tag(pid):
 
 def _tagged_processes(pdir):
     """{run_dir: [pid, ...]} of live processes tagged with a run of this profile directory."""
-    out = {}
+    out = {}  # type: dict[str, list[int]]
     if not os.path.isdir("/proc"):
         return out
     prefix = pdir.rstrip("/") + "/"

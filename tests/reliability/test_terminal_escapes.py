@@ -11,7 +11,10 @@ stdout or stderr; the words around the sequences must still be there.
 from __future__ import annotations
 
 import json
+import os
+import pty
 import sqlite3
+import subprocess
 from pathlib import Path
 
 from cockpit.core.state import Crash
@@ -43,6 +46,30 @@ def hostile_log(tmp_path: Path) -> Path:
     path.write_bytes("".join(lines).encode())
     assert path.read_text().count("\x1b]52;") == 2
     return path
+
+
+def on_tty(env, *args: str, timeout: float = 60) -> tuple[int, str]:
+    """Run cockpit with stdout and stderr on a real pseudo-terminal; (exit code, what it printed)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([PY, "-m", "cockpit", *args], env=env.env, cwd=env.root, stdin=subprocess.DEVNULL,
+                            stdout=slave, stderr=slave)
+    os.close(slave)
+    out = bytearray()
+    try:
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child closed its end
+                break
+            if not data:
+                break
+            out += data
+        rc = proc.wait(timeout)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    return rc, out.decode("utf-8", "replace")
 
 
 def assert_clean(text: str, where: str) -> None:
@@ -77,11 +104,17 @@ def test_run_paths_print_no_escape_sequence(tmp_path: Path, ledger) -> None:
     assert up.returncode == 1, up.stdout + up.stderr  # it crashed: the report goes to stderr
     assert_clean(up.stdout + up.stderr, "up --wait ready")
     outputs = {"up": up.stdout + up.stderr}
-    for args in (("logs", "esc", "--filter", "errors"), ("logs", "esc"), ("status", "esc"),
-                 ("status", "esc", "--json")):
+    for args in (("status", "esc"), ("status", "esc", "--json")):
         done = env.cockpit(*args)
         outputs[" ".join(args)] = done.stdout + done.stderr
         assert_clean(done.stdout + done.stderr, " ".join(args))
+        ledger.tried("terminal", len(SEQUENCES))
+    # `logs` into a pipe is the log byte for byte (its contract); on a terminal it is cleaned
+    for args in (("logs", "esc", "--filter", "errors"), ("logs", "esc")):
+        rc, text = on_tty(env, *args)
+        assert rc == 0, text
+        outputs[" ".join(args)] = text
+        assert_clean(text, " ".join(args) + " (on a terminal)")
         ledger.tried("terminal", len(SEQUENCES))
     assert "CUDA out of memory" in outputs["logs esc --filter errors"]
     assert "CRASH cuda_oom" in outputs["status esc"], outputs["status esc"]
