@@ -128,6 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.profile = None
         args.theme = None
     module = importlib.import_module(f"cockpit.commands.{command}")
+    if command not in ("tui", "demo"):  # log text never drives the terminal (issue 18, item 1)
+        from cockpit.core.safe_output import guard_terminal
+
+        guard_terminal(pipe_stays_raw=command == "logs")
     try:
         return int(module.run(args) or 0)
     except KeyboardInterrupt:
