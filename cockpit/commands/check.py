@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from cockpit.backends.base import HostFacts
 from cockpit.backends.sglang.preflight import preflight
-from cockpit.core.findings import Finding, exit_code_for
+from cockpit.core.findings import Finding, exit_code_for, sort_findings
 from cockpit.core.profile import Profile, load_profile
 from cockpit.errors import BadInput
 
@@ -73,6 +73,19 @@ def check_profile(
     return preflight(profile, facts, version=version), facts
 
 
+def _plan_finding(profile: Profile, facts: list[HostFacts], measured: Mapping[str, HostFacts] | None) -> Finding:
+    """The memory plan (cockpit plan) as one finding, from the same host facts and what-ifs. The
+    model's metadata is read on node 0; a host the agent could not reach is not tried twice."""
+    from cockpit.commands.plan import plan_finding, profile_plan_finding
+    from cockpit.supervisor.cli_support import run_command
+
+    node0 = profile.hosts[0]
+    if not node0.is_local and node0.label not in (measured or {}):
+        return plan_finding(None, f"{node0.label} could not be reached to read the model's config.json")
+    finding, _plan = run_command(profile_plan_finding(profile, facts=facts))
+    return finding
+
+
 def run(args: argparse.Namespace) -> int:
     from cockpit.backends.sglang.command import build_argv, build_node_argv
     from cockpit.locations import resolve_profile
@@ -93,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     findings, facts = check_profile(
         profile, measured, host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus
     )
+    findings = sort_findings([*findings, _plan_finding(profile, facts, measured)])
     # a multi-node run starts one command per node; show each (node rank filled in)
     if len(profile.hosts) > 1:
         node_argvs = [build_node_argv(profile, i) for i in range(len(profile.hosts))]

@@ -228,10 +228,10 @@ def parse_config(raw: dict[str, Any], where: str = "config.json", name: str | No
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and layer_types:
         swa_layers = sum(1 for t in layer_types[:layers] if "sliding" in str(t))
-    elif window and cfg.get("use_sliding_window") is not False and cfg.get("max_window_layers") is None:
-        if cfg.get("sliding_window_pattern"):
-            p = int(cfg["sliding_window_pattern"])
-            swa_layers = sum(1 for i in range(layers) if (i + 1) % p)
+    elif window and cfg.get("use_sliding_window") is not False and cfg.get("sliding_window_pattern"):
+        # Gemma-style: every p-th layer is full attention, the others slide
+        p = int(cfg["sliding_window_pattern"])
+        swa_layers = sum(1 for i in range(layers) if (i + 1) % p)
     if swa_layers and not window:
         raise ModelConfigError(f"{prefix}: {arch} has sliding-attention layers but no sliding_window")
 

@@ -11,6 +11,14 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class GpuFacts:
+    """The GPUs a plan is made for."""
+
+    total_gib: float  # memory.total of the smallest GPU the ranks use
+    free_gib: float | None = None  # the least free memory on those GPUs now (another process's share)
+
+
+@dataclass(frozen=True)
 class PlanRow:
     flag: str  # "--mem-fraction-static" / "--gpu-memory-utilization"
     value: float

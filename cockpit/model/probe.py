@@ -38,7 +38,7 @@ def _read(path, cap):
     with open(path, "rb") as f:
         data = f.read(cap + 1)
     if len(data) > cap:
-        raise ValueError("%s is larger than %d bytes; not metadata?" % (path, cap))
+        raise ValueError(f"{path} is larger than {cap} bytes; not metadata?")
     return data.decode("utf-8", "replace")
 
 
@@ -49,12 +49,12 @@ def collect(model_path, env=None):
         if model_path.count("/") == 1 and not model_path.startswith((".", "/")):
             d = _hf_snapshot(model_path, env)
             if d is None:
-                return {"error": "%s is not a directory and is not in the Hugging Face cache on this host" % model_path}
+                return {"error": f"{model_path} is not a directory and is not in the Hugging Face cache on this host"}
         else:
-            return {"error": "%s is not a directory on this host" % model_path}
+            return {"error": f"{model_path} is not a directory on this host"}
     cfg = os.path.join(d, "config.json")
     if not os.path.isfile(cfg):
-        return {"error": "%s has no config.json" % d}
+        return {"error": f"{d} has no config.json"}
     out = {"dir": d, "config": _read(cfg, CONFIG_CAP), "index": None, "headers": []}
     idx = os.path.join(d, "model.safetensors.index.json")
     if os.path.isfile(idx):
@@ -67,14 +67,14 @@ def collect(model_path, env=None):
         with open(os.path.join(d, name), "rb") as f:
             head = f.read(8)
             if len(head) < 8:
-                return {"error": "%s/%s is shorter than a safetensors header" % (d, name)}
+                return {"error": f"{d}/{name} is shorter than a safetensors header"}
             (n,) = struct.unpack("<Q", head)
             if n > HEADER_CAP:
-                return {"error": "%s/%s: header length %d is not a safetensors header" % (d, name, n)}
+                return {"error": f"{d}/{name}: header length {n} is not a safetensors header"}
             head += f.read(n)
         total += len(head)
         if total > HEADERS_TOTAL_CAP:
-            return {"error": "%s: safetensors headers exceed %d bytes" % (d, HEADERS_TOTAL_CAP)}
+            return {"error": f"{d}: safetensors headers exceed {HEADERS_TOTAL_CAP} bytes"}
         out["headers"].append([name, base64.b64encode(head).decode("ascii")])
     return out
 
@@ -84,7 +84,7 @@ def main(argv):
     try:
         res = collect(str(req["path"]), {**os.environ, **(req.get("env") or {})})
     except (OSError, ValueError, KeyError) as exc:
-        res = {"error": "%s: %s" % (type(exc).__name__, exc)}
+        res = {"error": f"{type(exc).__name__}: {exc}"}
     sys.stdout.write(json.dumps(res) + "\n")
     return 0
 

@@ -172,7 +172,7 @@ def _param_groups(cfg: ModelConfig) -> dict[str, tuple[float, str]]:
             split += cfg.q_lora_rank * nh * (nope + rope)
         else:
             split += h * nh * (nope + rope)
-        groups["attn"] = (split * L, f"model.layers.0.self_attn.o_proj.weight")
+        groups["attn"] = (split * L, "model.layers.0.self_attn.o_proj.weight")
         groups["replicated"] = (repl * L + 2 * h * L, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight")
         groups["kv_proj"] = (0, "model.layers.0.self_attn.k_proj.weight")
     else:

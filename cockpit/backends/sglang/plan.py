@@ -24,13 +24,25 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.sglang.flags import resolve_version, version_key
-from cockpit.backends.sglang.memory import GIB, cell_bytes_mha, cell_bytes_mla, default_mfs, floor2, gpu_bucket, kv_pool_gib, kv_tokens
+from cockpit.backends.sglang.memory import (
+    GIB,
+    cell_bytes_mha,
+    cell_bytes_mla,
+    default_mfs,
+    floor2,
+    gpu_bucket,
+    kv_pool_gib,
+    kv_tokens,
+)
 from cockpit.model.config import ModelConfig, ModelConfigError
-from cockpit.model.plan import Calibration, MemoryPlan, PlanRow
+from cockpit.model.plan import Calibration, GpuFacts, MemoryPlan, PlanRow
 from cockpit.model.weights import Parallel, WeightIndex, split_weights
+
+if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
+    from cockpit.core.profile import Profile
 
 FLAG = "--mem-fraction-static"
 TABLE = tuple(round(0.80 + 0.01 * i, 2) for i in range(16))  # 0.80 … 0.95, the values operators use
@@ -55,12 +67,6 @@ KV_DTYPE_BYTES = {"fp8_e5m2": 1.0, "fp8_e4m3": 1.0, "mxfp8": 1.0, "bf16": 2.0, "
 
 
 @dataclass(frozen=True)
-class GpuFacts:
-    total_gib: float  # memory.total of the smallest GPU the ranks use
-    free_gib: float | None = None  # the least free memory on those GPUs now (another process's share)
-
-
-@dataclass(frozen=True)
 class Settings:
     """The server flags that move the budget, typed (dest names as SGLang's ServerArgs)."""
 
@@ -79,7 +85,7 @@ class Settings:
     max_total_tokens: int | None = None
     page_size: int = 1
     decode_graph: bool = True
-    prefill_graph: bool = True
+    prefill_graph: bool = False  # 0.5.23's prefill graphs (settings_from_flags decides)
     speculative_algorithm: str | None = None
 
     @property
@@ -124,6 +130,31 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
         prefill_graph=prefill_graph,
         speculative_algorithm=num("speculative_algorithm"),
     )
+
+
+def profile_settings(profile: Profile, overrides: dict[str, Any] | None = None) -> Settings:
+    """Settings of a profile's server flags with `--set` overrides (FlagError for a bad flag)."""
+    from cockpit.backends.sglang.command import effective_flags
+
+    version = resolve_version(profile.version)
+    flags = {dest: val for dest, (_spec, val) in effective_flags(profile, overrides, version=version).items()}
+    return settings_from_flags(flags, version)
+
+
+def cli_settings(overrides: dict[str, Any], *, tp: int, dp: int | None = None, ep: int | None = None,
+                 version: str | None = None) -> Settings:
+    """Settings for the profile-less form: --tp/--dp/--ep plus `--set` flags, checked by the flag table."""
+    from cockpit.backends.sglang.flags import canonical
+
+    v = resolve_version(version)
+    items: dict[str, Any] = {"tp": tp}
+    if dp:
+        items["dp"] = dp
+    if ep:
+        items["ep"] = ep
+    items.update(overrides)
+    flags = {canonical(k, v).dest: val for k, val in items.items()}
+    return settings_from_flags(flags, v)
 
 
 def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
@@ -283,7 +314,7 @@ def plan(
     terms = {k: v for k, v in terms.items() if not math.isnan(v)}
     return MemoryPlan(
         backend="sglang", version=s.version, model=cfg.name, gpu_mem_gib=gpu.total_gib, tp=s.tp, dp=s.dp, ep=s.ep,
-        weights_gib_per_rank=w, kv_bytes_per_token=int(round(cell)), rows=rows, current=current,
+        weights_gib_per_rank=w, kv_bytes_per_token=round(cell), rows=rows, current=current,
         current_is_default=is_default, recommended=recommended, target_headroom_gib=target_headroom,
         warn_headroom_gib=warn_headroom, terms=terms,
         calibrated_from=calibration.run_id if calibration else None, calibration_error=cal_err, notes=tuple(notes),

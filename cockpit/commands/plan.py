@@ -1,0 +1,298 @@
+"""`cockpit plan PROFILE [--gpu-mem-gb X] [--gpus N] [--set FLAG=VALUE]… [--json]` and
+`cockpit plan --model-config DIR --gpu-mem-gb X --tp N [--dp N] [--ep N] [--backend B] [--set …] [--json]`.
+
+The memory plan before the first launch: the model's facts (config.json and the checkpoint's weight
+bytes, read on the GPU host over its transport — metadata only), the GPUs (measured, or the what-if
+`--gpu-mem-gb`, GiB as nvidia-smi reports it), the backend's budget, and — when the journal holds a
+finished run of the same setup — calibration from what that run measured.
+
+`plan_for_profile` / `plan_finding` are what `cockpit check`, `cockpit up` and the picker call.
+Exit codes: 0, 1 when the profile's value is predicted below the warn headroom, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from cockpit.core.findings import Finding, FlagChange
+from cockpit.errors import BadInput, CockpitError
+
+if TYPE_CHECKING:
+    from cockpit.backends.base import HostFacts
+    from cockpit.core.profile import Profile
+    from cockpit.model.plan import Calibration, MemoryPlan
+    from cockpit.model.read import ModelFacts
+
+FINDING_ID = "memory_plan"
+
+
+# ---- the pieces --------------------------------------------------------------------------------
+
+
+def _budget(backend: str) -> Any:
+    """The backend's budget module (engine knowledge stays in cockpit/backends/<engine>/)."""
+    if backend == "sglang":
+        from cockpit.backends.sglang import plan as budget
+
+        return budget
+    raise BadInput(
+        f"no memory plan for backend {backend!r} yet: the plan knows sglang "
+        "(vLLM's budget arrives with its backend; see docs/PLAN.md)"
+    )
+
+
+def _gpu_facts(facts: list[HostFacts], profile: Profile | None, gpu_mem_gib: float | None) -> Any:
+    """The smallest GPU's total and the least free memory now on the GPUs the ranks will use."""
+    from cockpit.model.plan import GpuFacts
+
+    if gpu_mem_gib is not None:
+        return GpuFacts(gpu_mem_gib)
+    totals = [f.gpu_mem_total_gib for f in facts if f.gpu_mem_total_gib]
+    if not totals:
+        where = ", ".join(f.host for f in facts) or "the hosts"
+        raise CockpitError(f"GPU memory unknown on {where}", hint="pass --gpu-mem-gb (memory per GPU, GiB as nvidia-smi shows it)")
+    visible = None
+    if profile is not None and profile.env.get("CUDA_VISIBLE_DEVICES"):
+        try:
+            visible = {int(x) for x in profile.env["CUDA_VISIBLE_DEVICES"].split(",") if x.strip()}
+        except ValueError:
+            visible = None
+    frees = [g for f in facts for i, g in enumerate(f.gpu_free_gib) if g is not None and (visible is None or i in visible)]
+    return GpuFacts(min(totals), min(frees) if frees else None)
+
+
+def _calibration_runs(profile_name: str | None) -> list[Any]:
+    try:
+        from cockpit.journal import Journal
+
+        j = Journal.open(readonly=True)
+    except CockpitError:
+        return []
+    try:
+        return j.list_runs(profile_name)
+    finally:
+        j.close()
+
+
+def _calibration_by_id(run_id: str, flag: str) -> Calibration:
+    from cockpit.journal import Journal
+    from cockpit.model.plan import Calibration
+
+    j = Journal.open(readonly=True)
+    try:
+        r = j.get(run_id)
+    finally:
+        j.close()
+    if r is None:
+        raise BadInput(f"--calibrate-from {run_id}: no such run in the journal (`cockpit runs` lists them)")
+    value = {str(k).lstrip("-"): v for k, v in r.flags.items()}.get(flag.lstrip("-"))
+    if r.max_total_num_tokens is None or r.min_headroom_gb is None or not isinstance(value, (int, float)):
+        raise BadInput(f"--calibrate-from {run_id}: the run recorded no KV tokens, headroom or {flag}; it cannot calibrate")
+    return Calibration(r.id, float(value), int(r.max_total_num_tokens), float(r.min_headroom_gb), r.started_at)
+
+
+async def read_profile_model(profile: Profile) -> ModelFacts:
+    """The profile's model-path read on its first host (node 0), over that host's transport."""
+    from cockpit.model.config import ModelConfigError
+    from cockpit.model.read import read_model_on_host
+    from cockpit.transport import transport_for
+
+    path = profile.flag("model-path")
+    if not path:
+        raise ModelConfigError(f"{profile.name}: server.model-path is not set")
+    host = profile.hosts[0]
+    python = None if host.is_local else profile.python
+    return await read_model_on_host(transport_for(host), str(path), python=python, env=profile.env)
+
+
+async def plan_for_profile(
+    profile: Profile,
+    overrides: dict[str, Any] | None = None,
+    *,
+    facts: list[HostFacts] | None = None,
+    gpu_mem_gib: float | None = None,
+    calibrate: bool = True,
+    calibration: Calibration | None = None,
+    model: ModelFacts | None = None,
+) -> MemoryPlan:
+    """The profile's memory plan. Raises ModelConfigError (bad or unreadable model), CockpitError."""
+    budget = _budget(profile.backend)
+    settings = budget.profile_settings(profile, overrides)
+    if model is None:
+        model = await read_profile_model(profile)
+    if facts is None:
+        from cockpit.commands.check import host_facts_for
+
+        facts = host_facts_for(profile) if gpu_mem_gib is None else []
+    gpu = _gpu_facts(facts, profile, gpu_mem_gib)
+    if calibration is None and calibrate:
+        from cockpit.model.plan import pick_calibration
+
+        flags = {**profile.server, **(overrides or {})}
+        calibration = pick_calibration(
+            _calibration_runs(profile.name), backend=profile.backend, flags=flags,
+            hosts=tuple(h.label for h in profile.hosts), value_flag=budget.FLAG,
+        )
+    return budget.plan(
+        model.config, model.weights, gpu, settings,
+        target_headroom=profile.policy.target_headroom_gb, warn_headroom=profile.policy.warn_headroom_gb,
+        calibration=calibration,
+    )
+
+
+def plan_finding(mp: MemoryPlan | None, error: str | None = None) -> Finding:
+    """The plan as one finding: critical below the warn headroom, warning below the target."""
+    if mp is None:
+        return Finding(FINDING_ID, "info", f"memory plan not made: {error}")
+    cur, rec = mp.current, mp.recommended
+    sev = mp.severity
+    changes: tuple[FlagChange, ...] = ()
+    predicted: dict[str, Any] = {}
+    if cur is not None:
+        predicted = {"headroom_gb": round(cur.headroom_after_capture_gib, 2), "max_total_num_tokens": cur.max_total_num_tokens}
+    if sev in ("critical", "warning") and rec is not None and cur is not None and rec.value != cur.value:
+        changes = (FlagChange(rec.flag, None if mp.current_is_default else cur.value, rec.value),)
+        predicted = {"headroom_gb": round(rec.headroom_after_capture_gib, 2), "max_total_num_tokens": rec.max_total_num_tokens}
+    msg = mp.summary()
+    if sev == "critical":
+        msg += f" — below the {mp.warn_headroom_gib:g} GiB warn level: the first large prefill may run out of memory"
+    elif sev == "warning":
+        msg += f" — below the {mp.target_headroom_gib:g} GiB target"
+    msg += f" ({'calibrated from run ' + mp.calibrated_from if mp.calibrated_from else 'estimate, not yet calibrated by a run'})"
+    t = mp.terms
+    arithmetic = (
+        f"P ≈ {t.get('pre_load_avail_gib', 0):.2f} GiB, weights {mp.weights_gib_per_rank:.2f} GiB/rank, "
+        f"KV {mp.kv_bytes_per_token:,} B/token; headroom = P·(1 − mfs) − req_to_token {t.get('req_to_token_gib', 0):.2f}"
+        f" − workspaces {t.get('attention_workspace_gib', 0):.2f}"
+        + (f" − graphs {t['graph_gib']:.2f}" if "graph_gib" in t else " (calibrated: δ·P around the measured run)")
+    )
+    return Finding(FINDING_ID, "ok" if sev == "ok" else sev, msg, changes=changes, predicted=predicted, arithmetic=arithmetic)
+
+
+async def profile_plan_finding(
+    profile: Profile, overrides: dict[str, Any] | None = None, *, facts: list[HostFacts] | None = None,
+    gpu_mem_gib: float | None = None,
+) -> tuple[Finding, MemoryPlan | None]:
+    """plan_finding for a profile, never raising for an unreadable model or unknown GPUs (that is an
+    info finding: the plan is advice, the launch is the operator's)."""
+    from cockpit.transport.base import TransportError
+
+    try:
+        mp = await plan_for_profile(profile, overrides, facts=facts, gpu_mem_gib=gpu_mem_gib)
+    except (CockpitError, TransportError, OSError) as exc:
+        return plan_finding(None, str(exc)), None
+    return plan_finding(mp), mp
+
+
+# ---- the command -------------------------------------------------------------------------------
+
+
+def _model_config_plan(args: argparse.Namespace, overrides: dict[str, Any]) -> MemoryPlan:
+    from cockpit.model.read import read_model_dir
+
+    if args.gpu_mem_gb is None or args.tp is None:
+        raise BadInput("--model-config needs --gpu-mem-gb and --tp")
+    budget = _budget(args.backend)
+    settings = budget.cli_settings(overrides, tp=args.tp, dp=args.dp, ep=args.ep, version=args.server_version)
+    model = read_model_dir(args.model_config)
+    cal = _calibration_by_id(args.calibrate_from, budget.FLAG) if args.calibrate_from else None
+    from cockpit.model.plan import GpuFacts
+
+    return budget.plan(model.config, model.weights, GpuFacts(args.gpu_mem_gb), settings,
+                       target_headroom=args.target_headroom_gb, warn_headroom=args.warn_headroom_gb, calibration=cal)
+
+
+def _profile_plan(args: argparse.Namespace, overrides: dict[str, Any]) -> MemoryPlan:
+    from cockpit.commands.check import apply_what_if, host_facts_for
+    from cockpit.supervisor.cli_support import load_profile_arg, run_command
+
+    profile = load_profile_arg(args.profile)
+    budget = _budget(profile.backend)
+    budget.profile_settings(profile, overrides)  # a flag SGLang would refuse: exit 2 before any I/O
+    facts = None
+    if args.gpu_mem_gb is None:
+        measured = None
+        if any(not h.is_local for h in profile.hosts):
+            from cockpit.supervisor.telemetry_feed import measure_hosts
+
+            measured = run_command(measure_hosts(profile))
+        facts = apply_what_if(host_facts_for(profile, measured), None, None, args.gpus)
+    cal = _calibration_by_id(args.calibrate_from, budget.FLAG) if args.calibrate_from else None
+    return run_command(plan_for_profile(profile, overrides, facts=facts, gpu_mem_gib=args.gpu_mem_gb,
+                                        calibrate=not args.no_calibration, calibration=cal))
+
+
+def run(args: argparse.Namespace) -> int:
+    from cockpit.backends.sglang.command import parse_overrides
+
+    for name, val in (("--gpu-mem-gb", args.gpu_mem_gb),):
+        if val is not None and val <= 0:
+            raise BadInput(f"{name} {val:g}: expected a positive number of GiB")
+    for name, ival in (("--gpus", args.gpus), ("--tp", args.tp), ("--dp", args.dp), ("--ep", args.ep)):
+        if ival is not None and ival <= 0:
+            raise BadInput(f"{name} {ival}: expected a positive whole number")
+    overrides = parse_overrides(list(args.overrides or []))
+    if args.model_config and args.profile:
+        raise BadInput("give a PROFILE or --model-config DIR, not both")
+    if args.model_config:
+        mp = _model_config_plan(args, overrides)
+    elif args.profile:
+        mp = _profile_plan(args, overrides)
+    else:
+        raise BadInput("cockpit plan needs a PROFILE, or --model-config DIR --gpu-mem-gb X --tp N")
+    if args.json:
+        print(json.dumps(mp.to_json(), indent=2))
+    else:
+        sys.stdout.write(render_plan(mp))
+    return 1 if mp.severity == "critical" else 0
+
+
+def render_plan(mp: MemoryPlan) -> str:
+    """The plan as text: facts, the table, the profile's value and the recommendation."""
+    from cockpit.core.sanitize import clean_text
+
+    t = mp.terms
+    lines = [
+        f"memory plan · {clean_text(mp.model)} · {mp.backend} {mp.version} · TP{mp.tp}"
+        + (f" DP{mp.dp}" if mp.dp > 1 else "") + (f" EP{mp.ep}" if mp.ep > 1 else "")
+        + f" · {mp.gpu_mem_gib:.2f} GiB per GPU",
+        f"  weights per rank        {mp.weights_gib_per_rank:8.2f} GiB",
+        f"  KV bytes per token      {mp.kv_bytes_per_token:8,} B (per rank)",
+        f"  free before weights (P) {t.get('pre_load_avail_gib', 0):8.2f} GiB (estimated)",
+    ]
+    if "graph_gib" in t:
+        lines.append(f"  CUDA graphs             {t['graph_gib']:8.2f} GiB (estimated, max bs {t.get('cuda_graph_max_bs', 0):.0f})")
+    lines.append(f"  req_to_token pool       {t.get('req_to_token_gib', 0):8.2f} GiB (context {t.get('context_length', 0):,.0f})")
+    if mp.calibrated_from:
+        err = mp.calibration_error
+        lines.append(
+            f"  calibrated from run {mp.calibrated_from}: the estimate was off by {err.get('max_total_num_tokens', 0):+,.0f} KV tokens "
+            f"({err.get('max_total_num_tokens_pct', 0):+.1f} %) and {err.get('headroom_after_capture_gib', 0):+.2f} GiB headroom"
+        )
+    lines.append("")
+    cur_v = mp.current.value if mp.current else None
+    rec_v = mp.recommended.value if mp.recommended else None
+    lines.append(f"  {mp.flag:<24} {'KV tokens':>12} {'KV GiB':>8} {'headroom after capture':>24}")
+    rows = list(mp.rows)
+    if mp.current is not None and all(abs(r.value - mp.current.value) > 1e-9 for r in rows):
+        rows.append(mp.current)
+        rows.sort(key=lambda r: r.value)
+    for r in rows:
+        mark = []
+        if cur_v is not None and abs(r.value - cur_v) < 1e-9:
+            mark.append("← default" if mp.current_is_default else "← profile")
+        if rec_v is not None and abs(r.value - rec_v) < 1e-9:
+            mark.append("← recommended")
+        h = r.headroom_after_capture_gib
+        flag = "  !" if h < mp.warn_headroom_gib else ("  ·" if h < mp.target_headroom_gib else "   ")
+        lines.append(f"  {r.value:<24g} {r.max_total_num_tokens:>12,} {r.kv_gib:>8.2f} {h:>20.2f} GiB{flag} {' '.join(mark)}".rstrip())
+    lines.append("")
+    lines.append("  " + plan_finding(mp).message)
+    if mp.recommended is None:
+        lines.append(f"  no value meets the {mp.target_headroom_gib:g} GiB target headroom")
+    for n in mp.notes:
+        lines.append(f"  note: {clean_text(n)}")
+    return "\n".join(lines) + "\n"
