@@ -94,6 +94,24 @@ def _calibration_by_id(run_id: str, flag: str) -> Calibration:
     return Calibration(r.id, float(value), int(r.max_total_num_tokens), float(r.min_headroom_gb), r.started_at)
 
 
+async def measured_facts(profile: Profile) -> list[HostFacts]:
+    """Every host measured by the telemetry agent (as a launch's preflight does: the simulator's GPUs
+    count too); a host that cannot be measured keeps what this machine knows, or stays unknown."""
+    from cockpit.commands.check import host_facts_for
+    from cockpit.supervisor.host import HostOps
+    from cockpit.supervisor.telemetry_feed import host_facts, sample_once, sim_dir_of
+    from cockpit.transport import transport_for
+    from cockpit.transport.base import TransportError
+
+    measured: dict[str, HostFacts] = {}
+    for host in profile.hosts:
+        try:
+            measured[host.label] = host_facts(await sample_once(HostOps(transport_for(host)), sim_dir=sim_dir_of(profile)))
+        except (TransportError, OSError, ValueError):
+            continue
+    return host_facts_for(profile, measured)
+
+
 async def read_profile_model(profile: Profile) -> ModelFacts:
     """The profile's model-path read on its first host (node 0), over that host's transport."""
     from cockpit.model.config import ModelConfigError
@@ -206,7 +224,7 @@ def _model_config_plan(args: argparse.Namespace, overrides: dict[str, Any]) -> M
 
 
 def _profile_plan(args: argparse.Namespace, overrides: dict[str, Any]) -> MemoryPlan:
-    from cockpit.commands.check import apply_what_if, host_facts_for
+    from cockpit.commands.check import apply_what_if
     from cockpit.supervisor.cli_support import load_profile_arg, run_command
 
     profile = load_profile_arg(args.profile)
@@ -214,12 +232,7 @@ def _profile_plan(args: argparse.Namespace, overrides: dict[str, Any]) -> Memory
     budget.profile_settings(profile, overrides)  # a flag SGLang would refuse: exit 2 before any I/O
     facts = None
     if args.gpu_mem_gb is None:
-        measured = None
-        if any(not h.is_local for h in profile.hosts):
-            from cockpit.supervisor.telemetry_feed import measure_hosts
-
-            measured = run_command(measure_hosts(profile))
-        facts = apply_what_if(host_facts_for(profile, measured), None, None, args.gpus)
+        facts = apply_what_if(run_command(measured_facts(profile)), None, None, args.gpus)
     cal = _calibration_by_id(args.calibrate_from, budget.FLAG) if args.calibrate_from else None
     return run_command(plan_for_profile(profile, overrides, facts=facts, gpu_mem_gib=args.gpu_mem_gb,
                                         calibrate=not args.no_calibration, calibration=cal))

@@ -42,15 +42,9 @@ async def _plan_refuses(profile: Profile, overrides: dict[str, Any], *, force: b
     """The memory plan before a launch: a value predicted below the warn headroom is refused (the
     crash it predicts costs a whole model load), unless --force. An unreadable model or unknown GPUs
     never block a launch: the plan is then only mentioned."""
-    from cockpit.commands.check import host_facts_for
-    from cockpit.commands.plan import profile_plan_finding
+    from cockpit.commands.plan import measured_facts, profile_plan_finding
 
-    measured = None
-    if any(not h.is_local for h in profile.hosts):
-        from cockpit.supervisor.telemetry_feed import measure_hosts
-
-        measured = await measure_hosts(profile)
-    finding, _plan = await profile_plan_finding(profile, overrides, facts=host_facts_for(profile, measured))
+    finding, _plan = await profile_plan_finding(profile, overrides, facts=await measured_facts(profile))
     if finding.severity != "critical":
         return False
     if force:

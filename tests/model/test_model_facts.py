@@ -12,9 +12,17 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cockpit.backends.sglang.plan import Settings, cell_bytes
-from cockpit.model.config import ModelConfigError, parse_config
+from cockpit.model.config import ModelConfig, ModelConfigError, parse_config
 from cockpit.model.read import read_model_dir, read_model_on_host
-from cockpit.model.weights import GIB, Parallel, Tensor, WeightIndex, index_from_headers, parse_safetensors_header, split_weights
+from cockpit.model.weights import (
+    GIB,
+    Parallel,
+    Tensor,
+    WeightIndex,
+    index_from_headers,
+    parse_safetensors_header,
+    split_weights,
+)
 from cockpit.transport.local import LocalTransport
 from tests.data.models import synth
 
@@ -25,7 +33,7 @@ MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "qwen3-32b", "qwen3-30b
           "deepseek-v3", "kimi-k2.5", "gpt-oss-120b"]
 
 
-def _cfg(name: str):  # type: ignore[no-untyped-def]
+def _cfg(name: str) -> ModelConfig:
     return parse_config(synth.load_config(name), name, name=name)
 
 
@@ -143,7 +151,7 @@ def test_safetensors_header_reader(tmp_path: Path) -> None:
         parse_safetensors_header((2**40).to_bytes(8, "little"), "y.safetensors")
     facts = read_model_dir(tmp_path / "m")
     assert facts.weights is not None and facts.weights.total_bytes == total
-    assert "safetensors headers (3 files)" == facts.weights.source
+    assert facts.weights.source == "safetensors headers (3 files)"
 
 
 def test_index_total_size_wins_over_headers(tmp_path: Path) -> None:
@@ -159,7 +167,7 @@ def test_missing_or_broken_model_dir_is_bad_input(tmp_path: Path) -> None:
     with pytest.raises(ModelConfigError, match="is not a directory"):
         read_model_dir(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ModelConfigError, match="has no config.json"):
+    with pytest.raises(ModelConfigError, match=r"has no config\.json"):
         read_model_dir(tmp_path / "empty")
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "config.json").write_text("{not json")
