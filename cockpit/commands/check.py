@@ -14,7 +14,6 @@ import argparse
 import dataclasses
 import json
 import sys
-
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.errors import BadInput, CockpitError
@@ -23,7 +23,7 @@ from cockpit.errors import BadInput, CockpitError
 if TYPE_CHECKING:
     from cockpit.backends.base import HostFacts
     from cockpit.core.profile import Profile
-    from cockpit.model.plan import Calibration, MemoryPlan
+    from cockpit.model.plan import MemoryPlan
     from cockpit.model.read import ModelFacts
 
 FINDING_ID = "memory_plan"
@@ -32,39 +32,8 @@ FINDING_ID = "memory_plan"
 # ---- the pieces --------------------------------------------------------------------------------
 
 
-def _budget(backend: str) -> Any:
-    """The backend's budget module (engine knowledge stays in cockpit/backends/<engine>/)."""
-    if backend == "sglang":
-        from cockpit.backends.sglang import plan as budget
-
-        return budget
-    raise BadInput(
-        f"no memory plan for backend {backend!r} yet: the plan knows sglang "
-        "(vLLM's budget arrives with its backend; see docs/PLAN.md)"
-    )
-
-
-def _gpu_facts(facts: list[HostFacts], profile: Profile | None, gpu_mem_gib: float | None) -> Any:
-    """The smallest GPU's total and the least free memory now on the GPUs the ranks will use."""
-    from cockpit.model.plan import GpuFacts
-
-    if gpu_mem_gib is not None:
-        return GpuFacts(gpu_mem_gib)
-    totals = [f.gpu_mem_total_gib for f in facts if f.gpu_mem_total_gib]
-    if not totals:
-        where = ", ".join(f.host for f in facts) or "the hosts"
-        raise CockpitError(f"GPU memory unknown on {where}", hint="pass --gpu-mem-gb (memory per GPU, GiB as nvidia-smi shows it)")
-    visible = None
-    if profile is not None and profile.env.get("CUDA_VISIBLE_DEVICES"):
-        try:
-            visible = {int(x) for x in profile.env["CUDA_VISIBLE_DEVICES"].split(",") if x.strip()}
-        except ValueError:
-            visible = None
-    frees = [g for f in facts for i, g in enumerate(f.gpu_free_gib) if g is not None and (visible is None or i in visible)]
-    return GpuFacts(min(totals), min(frees) if frees else None)
-
-
-def _calibration_runs(profile_name: str | None) -> list[Any]:
+def _journal_runs(profile_name: str | None = None) -> list[Any]:
+    """Finished and live runs from the journal (read-only; an unusable journal calibrates nothing)."""
     try:
         from cockpit.journal import Journal
 
@@ -77,36 +46,17 @@ def _calibration_runs(profile_name: str | None) -> list[Any]:
         j.close()
 
 
-def _calibration_by_id(run_id: str, flag: str) -> Calibration:
-    from cockpit.journal import Journal
-    from cockpit.model.plan import Calibration
-
-    j = Journal.open(readonly=True)
-    try:
-        r = j.get(run_id)
-    finally:
-        j.close()
-    if r is None:
-        raise BadInput(f"--calibrate-from {run_id}: no such run in the journal (`cockpit runs` lists them)")
-    value = {str(k).lstrip("-"): v for k, v in r.flags.items()}.get(flag.lstrip("-"))
-    if r.max_total_num_tokens is None or r.min_headroom_gb is None or not isinstance(value, (int, float)):
-        raise BadInput(f"--calibrate-from {run_id}: the run recorded no KV tokens, headroom or {flag}; it cannot calibrate")
-    return Calibration(r.id, float(value), int(r.max_total_num_tokens), float(r.min_headroom_gb), r.started_at)
-
-
 async def measured_facts(profile: Profile) -> list[HostFacts]:
     """Every host measured by the telemetry agent (as a launch's preflight does: the simulator's GPUs
     count too); a host that cannot be measured keeps what this machine knows, or stays unknown."""
-    from cockpit.commands.check import host_facts_for
-    from cockpit.supervisor.host import HostOps
-    from cockpit.supervisor.telemetry_feed import host_facts, sample_once, sim_dir_of
+    from cockpit.telemetry.hostfacts import host_facts_for, measure, sim_dir_of, sim_env
     from cockpit.transport import transport_for
     from cockpit.transport.base import TransportError
 
     measured: dict[str, HostFacts] = {}
     for host in profile.hosts:
         try:
-            measured[host.label] = host_facts(await sample_once(HostOps(transport_for(host)), sim_dir=sim_dir_of(profile)))
+            measured[host.label] = await measure(transport_for(host), env=sim_env(sim_dir_of(profile)))
         except (TransportError, OSError, ValueError):
             continue
     return host_facts_for(profile, measured)
@@ -126,39 +76,44 @@ async def read_profile_model(profile: Profile) -> ModelFacts:
     return await read_model_on_host(transport_for(host), str(path), python=python, env=profile.env)
 
 
+def _backend_plan(
+    profile: Profile, facts: list[HostFacts], model: ModelFacts, overrides: dict[str, Any] | None,
+    *, calibrate: bool = True, calibrate_from: str | None = None,
+) -> MemoryPlan:
+    from cockpit.backends import get_backend
+
+    try:
+        backend = get_backend(profile.backend)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    runs = _journal_runs(None if calibrate_from else profile.name) if (calibrate or calibrate_from) else []
+    mp = backend.memory_plan(profile, facts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
+    if mp is None:
+        raise BadInput(f"no memory plan for backend {profile.backend!r} yet (see docs/PLAN.md)")
+    return cast("MemoryPlan", mp)
+
+
 async def plan_for_profile(
     profile: Profile,
     overrides: dict[str, Any] | None = None,
     *,
     facts: list[HostFacts] | None = None,
-    gpu_mem_gib: float | None = None,
     calibrate: bool = True,
-    calibration: Calibration | None = None,
+    calibrate_from: str | None = None,
     model: ModelFacts | None = None,
 ) -> MemoryPlan:
     """The profile's memory plan. Raises ModelConfigError (bad or unreadable model), CockpitError."""
-    budget = _budget(profile.backend)
-    settings = budget.profile_settings(profile, overrides)
+    from cockpit.backends import get_backend
+
+    try:
+        get_backend(profile.backend).effective_flags(profile, overrides)  # a refused flag: exit 2 before any I/O
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
     if model is None:
         model = await read_profile_model(profile)
     if facts is None:
-        from cockpit.commands.check import host_facts_for
-
-        facts = host_facts_for(profile) if gpu_mem_gib is None else []
-    gpu = _gpu_facts(facts, profile, gpu_mem_gib)
-    if calibration is None and calibrate:
-        from cockpit.model.plan import pick_calibration
-
-        flags = {**profile.server, **(overrides or {})}
-        calibration = pick_calibration(
-            _calibration_runs(profile.name), backend=profile.backend, flags=flags,
-            hosts=tuple(h.label for h in profile.hosts), value_flag=budget.FLAG,
-        )
-    return budget.plan(
-        model.config, model.weights, gpu, settings,
-        target_headroom=profile.policy.target_headroom_gb, warn_headroom=profile.policy.warn_headroom_gb,
-        calibration=calibration,
-    )
+        facts = await measured_facts(profile)
+    return _backend_plan(profile, facts, model, overrides, calibrate=calibrate, calibrate_from=calibrate_from)
 
 
 def plan_finding(mp: MemoryPlan | None, error: str | None = None) -> Finding:
@@ -192,14 +147,13 @@ def plan_finding(mp: MemoryPlan | None, error: str | None = None) -> Finding:
 
 async def profile_plan_finding(
     profile: Profile, overrides: dict[str, Any] | None = None, *, facts: list[HostFacts] | None = None,
-    gpu_mem_gib: float | None = None,
 ) -> tuple[Finding, MemoryPlan | None]:
     """plan_finding for a profile, never raising for an unreadable model or unknown GPUs (that is an
     info finding: the plan is advice, the launch is the operator's)."""
     from cockpit.transport.base import TransportError
 
     try:
-        mp = await plan_for_profile(profile, overrides, facts=facts, gpu_mem_gib=gpu_mem_gib)
+        mp = await plan_for_profile(profile, overrides, facts=facts)
     except (CockpitError, TransportError, OSError) as exc:
         return plan_finding(None, str(exc)), None
     return plan_finding(mp), mp
@@ -208,38 +162,65 @@ async def profile_plan_finding(
 # ---- the command -------------------------------------------------------------------------------
 
 
-def _model_config_plan(args: argparse.Namespace, overrides: dict[str, Any]) -> MemoryPlan:
+def _what_if_gpu(facts: list[HostFacts], gpu_mem_gb: float | None, gpus: int | None) -> list[HostFacts]:
+    from cockpit.telemetry.hostfacts import apply_what_if
+
+    return apply_what_if(facts, None, gpu_mem_gb, gpus)
+
+
+def _overrides(backend_name: str, items: list[str]) -> dict[str, Any]:
+    from cockpit.backends import get_backend
+
+    try:
+        backend = get_backend(backend_name)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    return backend.parse_overrides(items)
+
+
+def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
+    """The profile-less form: a profile made of the options (local host, the model directory)."""
+    from cockpit.backends.base import HostFacts
+    from cockpit.core.profile import parse_profile
     from cockpit.model.read import read_model_dir
 
     if args.gpu_mem_gb is None or args.tp is None:
         raise BadInput("--model-config needs --gpu-mem-gb and --tp")
-    budget = _budget(args.backend)
-    settings = budget.cli_settings(overrides, tp=args.tp, dp=args.dp, ep=args.ep, version=args.server_version)
+    overrides = _overrides(args.backend, list(args.overrides or []))
+    server: dict[str, Any] = {"model-path": args.model_config, "tp": args.tp}
+    if args.dp:
+        server["dp"] = args.dp
+    if args.ep:
+        server["ep"] = args.ep
+    profile = parse_profile({
+        "name": "plan", "backend": args.backend, "version": args.server_version, "server": server,
+        "policy": {"target-headroom-gb": args.target_headroom_gb, "warn-headroom-gb": args.warn_headroom_gb},
+    }, "--model-config")
     model = read_model_dir(args.model_config)
-    cal = _calibration_by_id(args.calibrate_from, budget.FLAG) if args.calibrate_from else None
-    from cockpit.model.plan import GpuFacts
-
-    return budget.plan(model.config, model.weights, GpuFacts(args.gpu_mem_gb), settings,
-                       target_headroom=args.target_headroom_gb, warn_headroom=args.warn_headroom_gb, calibration=cal)
+    facts = [HostFacts(host="local", gpu_mem_total_gib=args.gpu_mem_gb, gpu_count=args.gpus, source="override")]
+    return _backend_plan(profile, facts, model, overrides, calibrate=False, calibrate_from=args.calibrate_from)
 
 
-def _profile_plan(args: argparse.Namespace, overrides: dict[str, Any]) -> MemoryPlan:
-    from cockpit.commands.check import apply_what_if
-    from cockpit.supervisor.cli_support import load_profile_arg, run_command
+def _profile_plan(args: argparse.Namespace) -> MemoryPlan:
+    from cockpit.backends.base import HostFacts
+    from cockpit.commands._support import load_profile_arg, run_command
 
     profile = load_profile_arg(args.profile)
-    budget = _budget(profile.backend)
-    budget.profile_settings(profile, overrides)  # a flag SGLang would refuse: exit 2 before any I/O
-    facts = None
-    if args.gpu_mem_gb is None:
-        facts = apply_what_if(run_command(measured_facts(profile)), None, None, args.gpus)
-    cal = _calibration_by_id(args.calibrate_from, budget.FLAG) if args.calibrate_from else None
-    return run_command(plan_for_profile(profile, overrides, facts=facts, gpu_mem_gib=args.gpu_mem_gb,
-                                        calibrate=not args.no_calibration, calibration=cal))
+    overrides = _overrides(profile.backend, list(args.overrides or []))
+
+    async def go() -> MemoryPlan:
+        facts = None
+        if args.gpu_mem_gb is not None:
+            facts = _what_if_gpu([HostFacts(host=h.label, source="unknown") for h in profile.hosts], args.gpu_mem_gb, args.gpus)
+        elif args.gpus is not None:
+            facts = _what_if_gpu(await measured_facts(profile), None, args.gpus)
+        return await plan_for_profile(profile, overrides, facts=facts, calibrate=not args.no_calibration,
+                                      calibrate_from=args.calibrate_from)
+
+    return run_command(go())
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.backends.sglang.command import parse_overrides
 
     for name, val in (("--gpu-mem-gb", args.gpu_mem_gb),):
         if val is not None and val <= 0:
@@ -247,13 +228,12 @@ def run(args: argparse.Namespace) -> int:
     for name, ival in (("--gpus", args.gpus), ("--tp", args.tp), ("--dp", args.dp), ("--ep", args.ep)):
         if ival is not None and ival <= 0:
             raise BadInput(f"{name} {ival}: expected a positive whole number")
-    overrides = parse_overrides(list(args.overrides or []))
     if args.model_config and args.profile:
         raise BadInput("give a PROFILE or --model-config DIR, not both")
     if args.model_config:
-        mp = _model_config_plan(args, overrides)
+        mp = _model_config_plan(args)
     elif args.profile:
-        mp = _profile_plan(args, overrides)
+        mp = _profile_plan(args)
     else:
         raise BadInput("cockpit plan needs a PROFILE, or --model-config DIR --gpu-mem-gb X --tp N")
     if args.json:

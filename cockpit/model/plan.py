@@ -135,6 +135,35 @@ def _k(n: int) -> str:
     return f"{n / 1000:.0f} K" if n >= 10_000 else f"{n:,}"
 
 
+def gpu_facts_from_hosts(hosts: Iterable[Any], env: Mapping[str, str] | None = None) -> GpuFacts:
+    """The smallest GPU's total and the least free memory now on the GPUs the ranks will use
+    (CUDA_VISIBLE_DEVICES of the profile's env, else all) from HostFacts-like objects."""
+    from cockpit.errors import CockpitError
+
+    hosts = list(hosts)
+    totals = [h.gpu_mem_total_gib for h in hosts if h.gpu_mem_total_gib]
+    if not totals:
+        where = ", ".join(h.host for h in hosts) or "the hosts"
+        raise CockpitError(f"GPU memory unknown on {where}", hint="pass --gpu-mem-gb (memory per GPU, GiB as nvidia-smi shows it)")
+    visible = None
+    cvd = (env or {}).get("CUDA_VISIBLE_DEVICES")
+    if cvd:
+        try:
+            visible = {int(x) for x in cvd.split(",") if x.strip()}
+        except ValueError:
+            visible = None  # UUIDs: every GPU counts
+    frees = [g for h in hosts for i, g in enumerate(h.gpu_free_gib) if g is not None and (visible is None or i in visible)]
+    return GpuFacts(min(totals), min(frees) if frees else None)
+
+
+def calibration_from_run(r: Any, value_flag: str) -> Calibration | None:
+    """A journal run as a calibration, when it recorded KV tokens, headroom and the setting."""
+    value = _norm(r.flags).get(value_flag.lstrip("-"))
+    if r.max_total_num_tokens is None or r.min_headroom_gb is None or not isinstance(value, (int, float)):
+        return None
+    return Calibration(str(r.id), float(value), int(r.max_total_num_tokens), float(r.min_headroom_gb), str(r.started_at))
+
+
 # ---- calibration from the journal -----------------------------------------------------------------
 
 # Flags that change the budget: a run that differs in any of them measured a different setup.

@@ -38,11 +38,23 @@ from cockpit.backends.sglang.memory import (
     kv_tokens,
 )
 from cockpit.model.config import ModelConfig, ModelConfigError
-from cockpit.model.plan import Calibration, GpuFacts, MemoryPlan, PlanRow
+from cockpit.model.plan import (
+    Calibration,
+    GpuFacts,
+    MemoryPlan,
+    PlanRow,
+    calibration_from_run,
+    gpu_facts_from_hosts,
+    pick_calibration,
+)
 from cockpit.model.weights import Parallel, WeightIndex, split_weights
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
+    from collections.abc import Iterable
+
+    from cockpit.backends.base import HostFacts
     from cockpit.core.profile import Profile
+    from cockpit.model.read import ModelFacts
 
 FLAG = "--mem-fraction-static"
 TABLE = tuple(round(0.80 + 0.01 * i, 2) for i in range(16))  # 0.80 … 0.95, the values operators use
@@ -139,22 +151,6 @@ def profile_settings(profile: Profile, overrides: dict[str, Any] | None = None) 
     version = resolve_version(profile.version)
     flags = {dest: val for dest, (_spec, val) in effective_flags(profile, overrides, version=version).items()}
     return settings_from_flags(flags, version)
-
-
-def cli_settings(overrides: dict[str, Any], *, tp: int, dp: int | None = None, ep: int | None = None,
-                 version: str | None = None) -> Settings:
-    """Settings for the profile-less form: --tp/--dp/--ep plus `--set` flags, checked by the flag table."""
-    from cockpit.backends.sglang.flags import canonical
-
-    v = resolve_version(version)
-    items: dict[str, Any] = {"tp": tp}
-    if dp:
-        items["dp"] = dp
-    if ep:
-        items["ep"] = ep
-    items.update(overrides)
-    flags = {canonical(k, v).dest: val for k, val in items.items()}
-    return settings_from_flags(flags, v)
 
 
 def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
@@ -324,3 +320,34 @@ def plan(
 def recommended_value(mp: MemoryPlan) -> float | None:
     """The recommendation rounded the way the δ·P advice rounds (down to two decimals)."""
     return floor2(mp.recommended.value) if mp.recommended else None
+
+
+def memory_plan(
+    profile: Profile,
+    hosts: Iterable[HostFacts],
+    *,
+    model: ModelFacts,
+    overrides: Mapping[str, Any] | None = None,
+    runs: Iterable[Any] = (),
+    calibrate_from: str | None = None,
+) -> MemoryPlan:
+    """The plan of a profile (Backend.memory_plan): its flags with `overrides`, the GPUs in `hosts`
+    (what-ifs applied), the model read on node 0, and a calibration run from `runs` (journal
+    records): `calibrate_from` names one, else the newest run of the same setup is taken."""
+    from cockpit.errors import BadInput
+
+    settings = profile_settings(profile, dict(overrides or {}))
+    gpu = gpu_facts_from_hosts(hosts, profile.env)
+    calibration: Calibration | None = None
+    if calibrate_from is not None:
+        rec = next((r for r in runs if str(r.id) == calibrate_from), None)
+        if rec is None:
+            raise BadInput(f"--calibrate-from {calibrate_from}: no such run in the journal (`cockpit runs` lists them)")
+        calibration = calibration_from_run(rec, FLAG)
+        if calibration is None:
+            raise BadInput(f"--calibrate-from {calibrate_from}: the run recorded no KV tokens, headroom or {FLAG}")
+    else:
+        calibration = pick_calibration(runs, backend=profile.backend, flags={**profile.server, **dict(overrides or {})},
+                                       hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG)
+    return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
+                warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration)
