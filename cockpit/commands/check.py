@@ -33,7 +33,7 @@ def _plan_finding(profile: Profile, facts: list[HostFacts], measured: Mapping[st
     """The memory plan (cockpit plan) as one finding, from the same host facts and what-ifs. The
     model's metadata is read on node 0; a host the agent could not reach is not tried twice."""
     from cockpit.commands._support import run_command
-    from cockpit.commands.plan import plan_finding, profile_plan_finding
+    from cockpit.supervisor.planning import plan_finding, profile_plan_finding
 
     node0 = profile.hosts[0]
     if not node0.is_local and node0.label not in (measured or {}):

@@ -42,7 +42,7 @@ async def _plan_refuses(profile: Profile, overrides: dict[str, Any], *, force: b
     """The memory plan before a launch: a value predicted below the warn headroom is refused (the
     crash it predicts costs a whole model load), unless --force. An unreadable model or unknown GPUs
     never block a launch: the plan is then only mentioned."""
-    from cockpit.commands.plan import measured_facts, profile_plan_finding
+    from cockpit.supervisor.planning import measured_facts, profile_plan_finding
 
     finding, _plan = await profile_plan_finding(profile, overrides, facts=await measured_facts(profile))
     if finding.severity != "critical":
