@@ -54,12 +54,11 @@ def _read(path, default=None):
 
 def _run(argv, timeout=60, cwd=None):
     try:
-        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, cwd=cwd,
-                           stdin=subprocess.DEVNULL)
+        p = subprocess.run(argv, capture_output=True, timeout=timeout, cwd=cwd, stdin=subprocess.DEVNULL)
     except FileNotFoundError:
-        return 127, "", "%s: command not found on the login node" % argv[0]
+        return 127, "", f"{argv[0]}: command not found on the login node"
     except subprocess.TimeoutExpired:
-        return 124, "", "%s did not answer within %d s" % (argv[0], timeout)
+        return 124, "", f"{argv[0]} did not answer within {timeout} s"
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 
@@ -108,13 +107,13 @@ def op_submit(req):
         os.chmod(script, 0o755)
         _write(os.path.join(run_dir, "meta.json"), json.dumps(req.get("meta") or {}))
         workdir = _expand(req.get("workdir") or ".")
-        argv = list(req["sbatch"]) + ["--chdir=" + workdir, "--output=" + os.path.join(run_dir, "batch.log"), script]
+        argv = [*req["sbatch"], "--chdir=" + workdir, "--output=" + os.path.join(run_dir, "batch.log"), script]
         _write(os.path.join(run_dir, "sbatch_argv.json"), json.dumps(argv))
         rc, out, err = _run(argv, timeout=120, cwd=run_dir)
         job = out.strip().split(";")[0].strip()
         if rc != 0 or not job.isdigit():
             _write(os.path.join(run_dir, "submit_error"), err)
-            return {"error": err.strip() or out.strip() or "sbatch exited with %d" % rc, "run_dir": run_dir}
+            return {"error": err.strip() or out.strip() or f"sbatch exited with {rc}", "run_dir": run_dir}
         _write(os.path.join(run_dir, "job_id"), job)
         _write(os.path.join(run_dir, "submitted_at"), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         _write(os.path.join(base, "current"), req["run_id"])
@@ -130,22 +129,22 @@ def op_find(req):
 
 
 def _jobcomp_lines(job_id):
-    rc, out, _err = _run(["scontrol", "show", "config"], timeout=30)
+    _rc, out, _err = _run(["scontrol", "show", "config"], timeout=30)
     conf = {}
     for line in out.splitlines():
         k, sep, v = line.partition("=")
         if sep:
             conf[k.strip()] = v.strip()
     if conf.get("JobCompType") != "jobcomp/filetxt" or not conf.get("JobCompLoc"):
-        return None, "no job-completion file (JobCompType=%s)" % conf.get("JobCompType", "unknown")
+        return None, "no job-completion file (JobCompType={})".format(conf.get("JobCompType", "unknown"))
     found = []
     try:
         with open(conf["JobCompLoc"], errors="replace") as f:
             for line in f:
-                if line.startswith("JobId=%s " % job_id):
+                if line.startswith(f"JobId={job_id} "):
                     found.append(line.rstrip("\n"))
     except OSError as exc:
-        return None, "%s: %s" % (conf["JobCompLoc"], exc.strerror)
+        return None, "{}: {}".format(conf["JobCompLoc"], exc.strerror)
     return "\n".join(found), ""
 
 
@@ -179,7 +178,7 @@ def op_cancel(req):
     job = str(req["job_id"])
     rc, _out, err = _run(["scancel", job], timeout=60)
     if rc != 0 and "Invalid job id" not in err:
-        return {"error": err.strip() or "scancel exited with %d" % rc}
+        return {"error": err.strip() or f"scancel exited with {rc}"}
     deadline = time.monotonic() + float(req.get("timeout") or 60)
     state = _queue_state(job)
     while state and state.split()[0] not in END and time.monotonic() < deadline:
@@ -196,7 +195,7 @@ def main():
     try:
         ans = OPS[req["op"]](req)
     except Exception as exc:  # one line the cockpit shows, never a traceback
-        ans = {"error": "%s: %s" % (type(exc).__name__, exc)}
+        ans = {"error": f"{type(exc).__name__}: {exc}"}
     sys.stdout.write(json.dumps(ans) + "\n")
 
 

@@ -209,7 +209,7 @@ def slurm_cluster(ssh_home: SshHome) -> Iterator[SlurmCluster]:
             ctld = _start([SLURMCTLD, "-D", "-c", "-i"], cluster.env, root / "log" / "ctld.out")
             cluster.procs.append(ctld)
             try:
-                _wait(lambda: _listening(ctld_port) or ctld.poll() is not None, "slurmctld did not listen", 20,
+                _wait(lambda p=ctld_port, c=ctld: _listening(p) or c.poll() is not None, "slurmctld did not listen", 20,
                       root / "log" / "ctld.log")
             except RuntimeError:
                 if attempt == 4:
