@@ -15,7 +15,7 @@
 
     Fields: conf (Path), env (dict: os.environ + SLURM_CONF, for running slurm commands here),
     alias ("slurm-login"), node (the node name), cpus, root (Path), jobcomp (Path).
-    Methods: run(*argv) runs a slurm command here with SLURM_CONF; cancel_all() scancels every
+    Methods: kill_login_connections() drops every SSH link to the login node; run(*argv) runs a slurm command here with SLURM_CONF; cancel_all() scancels every
     job (between tests); fill() / release() occupy every CPU with a held-back sleeper job so the
     next submission stays PENDING (Resources).
 
@@ -58,6 +58,12 @@ class SlurmCluster:
     jobcomp: Path
     alias: str = LOGIN_ALIAS
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
+    login: _Sshd | None = field(default=None, repr=False)
+
+    def kill_login_connections(self) -> int:
+        """Drop every SSH connection to the login node (clients see EOF)."""
+        assert self.login is not None
+        return self.login.kill_connections()
 
     def run(self, *argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         return subprocess.run(list(argv), env=self.env, capture_output=True, text=True, check=check, timeout=timeout)
@@ -238,6 +244,7 @@ def slurm_cluster(ssh_home: SshHome) -> Iterator[SlurmCluster]:
 
         login._write_config = write_config  # type: ignore[method-assign]
         login.start_on_free_port()
+        cluster.login = login
         with open(ssh_home.known_hosts, "a") as f:
             f.write(f"[127.0.0.1]:{login.port} ssh-ed25519 {login.host_key_b64}\n")
         with open(ssh_home.ssh_config, "a") as f:
