@@ -30,7 +30,7 @@ def host_facts_for(profile: Profile, measured: Mapping[str, HostFacts] | None = 
         label = h.label
         if measured and label in measured:
             out.append(dataclasses.replace(measured[label], host=label))
-        elif h.is_local:
+        elif h.is_local and profile.target is None:  # a Slurm job's nodes are not this machine
             from cockpit.hostfacts import local_host_facts
 
             out.append(local_host_facts())
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"--gpus {args.gpus}: expected a positive number of GPUs")
     profile = load_profile(resolve_profile(args.profile))
     measured = None
-    if any(not h.is_local for h in profile.hosts):
+    if profile.target is None and any(not h.is_local for h in profile.hosts):
         # SSH hosts are measured by the telemetry agent over the connection (unreachable: unknown)
         from cockpit.supervisor.cli_support import run_command
         from cockpit.supervisor.telemetry_feed import measure_hosts
@@ -95,7 +95,9 @@ def run(args: argparse.Namespace) -> int:
     )
     # a multi-node run starts one command per node; show each (node rank filled in)
     if len(profile.hosts) > 1:
-        node_argvs = [build_node_argv(profile, i) for i in range(len(profile.hosts))]
+        # a Slurm job learns its head node from the allocation (the batch script fills it in)
+        head = "HEAD_NODE:PORT" if profile.target is not None else None
+        node_argvs = [build_node_argv(profile, i, head) for i in range(len(profile.hosts))]
     else:
         node_argvs = [build_argv(profile)]
     argv = node_argvs[0]

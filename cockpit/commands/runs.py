@@ -58,7 +58,7 @@ def _list(journal: Journal, profile: str | None, as_json: bool) -> int:
     changed = changes_by_run(runs)
     rows = [
         [
-            r.id,
+            r.id + _slurm_job(r),
             r.profile,
             fmt_time(r.started_at),
             fmt_outcome(r),
@@ -73,6 +73,14 @@ def _list(journal: Journal, profile: str | None, as_json: bool) -> int:
     print(table(["ID", "PROFILE", "STARTED", "OUTCOME", "MIN HEADROOM", "KV TOKENS", "PEAK TOK/S",
                  "READY IN", "CHANGED"], rows))
     return 0
+
+
+def _slurm_job(r: RunRecord) -> str:
+    """A Slurm run's job id (its hosts carry `slurm job N`), shown next to the run id."""
+    for h in r.hosts:
+        if h.startswith("slurm job "):
+            return f" (job {h.removeprefix('slurm job ')})"
+    return ""
 
 
 def _find(journal: Journal, run_id: str) -> RunRecord:

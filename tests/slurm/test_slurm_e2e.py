@@ -105,11 +105,12 @@ def test_up_queued_ready_status_logs_down(slurm_cluster: SlurmCluster, ssh_home:
 
     down = _cockpit(env, tmp_path, "down", str(prof), "--timeout", "20")
     assert down.returncode == 0, down.stdout + down.stderr
+    assert f"Slurm job {job} has left the queue (CANCELLED)" in down.stdout, down.stdout
     assert job not in slurm_cluster.run("squeue", "-h", "-o", "%i").stdout.split()
     st = _status(env, tmp_path, prof)
     assert st["slurm"]["state"] == "CANCELLED" and st["phase"] == "stopped" and st["crash"] is None
     runs = _cockpit(env, tmp_path, "runs")
-    assert job in runs.stdout, runs.stdout
+    assert f"(job {job})" in runs.stdout, runs.stdout
 
 
 def test_rejected_at_submit_says_slurms_words(slurm_cluster: SlurmCluster, ssh_home: SshHome, tmp_path: Path) -> None:
