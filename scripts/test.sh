@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need (system packages, a venv with the test extras) and runs the whole
-# suite. Safe to run repeatedly; on a fresh Debian/Ubuntu machine it installs openssh-server and tmux.
+# suite. Safe to run repeatedly; on a fresh Debian/Ubuntu machine it installs openssh-server, tmux,
+# slurm-wlm and munge.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +9,9 @@ need_pkgs=()
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v tmux >/dev/null 2>&1 || need_pkgs+=(tmux)
 command -v ssh-keygen >/dev/null 2>&1 || need_pkgs+=(openssh-client)
+# a real one-node Slurm cluster for tests/slurm (slurmctld + slurmd + munged on loopback)
+[ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v sbatch >/dev/null 2>&1 || need_pkgs+=(slurm-wlm)
+[ -x /usr/sbin/munged ] || need_pkgs+=(munge)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

@@ -26,6 +26,7 @@ installs slurm-wlm and munge.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import shutil
 import signal
@@ -167,6 +168,7 @@ def slurm_cluster(ssh_home: SshHome) -> Iterator[SlurmCluster]:
     os.chmod(key, 0o400)
     sock = root / "munge" / "sock"
     node = socket.gethostname().split(".")[0]
+    user = getpass.getuser()  # root in CI; a non-root slurmd can still run its own user's jobs
     cpus = os.cpu_count() or 1
     cluster = SlurmCluster(root=root, conf=root / "slurm.conf", env={}, node=node, cpus=cpus,
                            jobcomp=root / "jobcomp.txt")
@@ -187,8 +189,8 @@ def slurm_cluster(ssh_home: SshHome) -> Iterator[SlurmCluster]:
                 AuthType=auth/munge
                 AuthInfo=socket={sock}
                 CredType=cred/munge
-                SlurmUser=root
-                SlurmdUser=root
+                SlurmUser={user}
+                SlurmdUser={user}
                 StateSaveLocation={root}/state
                 SlurmdSpoolDir={root}/spool
                 SlurmctldPidFile={root}/ctld.pid

@@ -143,8 +143,17 @@ async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
         assert slurm_cluster.kill_login_connections() > 0
         assert await sup.wait_until(lambda s: len(numbers) > before + 50, 30)
         assert numbers == list(range(1, len(numbers) + 1))  # none lost, none repeated
+
+        # restart = the old job cancelled, a new job with the changed flag
+        old_job = sup.job_id
+        info = await sup.restart({"mem-fraction-static": 0.85})
         job = sup.job_id
-        assert job is not None
+        assert job is not None and job != old_job and info.flags["mem-fraction-static"] == 0.85
+        assert (await sup.login.query([str(old_job)]))[str(old_job)].state == "CANCELLED"
+        numbers.clear()
+        assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().slurm
+        assert "--mem-fraction-static 0.85" in (Path(info.run_dir) / "batch.sh").read_text()
+
         slurm_cluster.run("scancel", job)
         assert await sup.wait_until(lambda s: s.lifecycle == "stopped", 30), sup.snapshot().progress
         snap = sup.snapshot()
