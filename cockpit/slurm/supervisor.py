@@ -2,11 +2,11 @@
 
 Everything the base Supervisor does with one host per node, this one does through the login
 node: node k's log is `node<k>.log` in the run directory on the shared filesystem, followed by
-byte offset with the same LogFollower (so the same no-loss reconnects); the job's state comes from
+byte offset with the same follower (so the same no-loss reconnects); the job's state comes from
 Slurm (`scontrol`, then `sacct`, then the job-completion record) at a modest rate and decides
-when the server has ended and why; telemetry runs the agent as an `srun --overlap` step on each
-node. Only start/attach/stop and the loops differ; parsing, the state, diagnosis, snapshots and
-the journal are the base class's.
+when the server has ended and why; telemetry and the readiness probe reach the nodes as
+`srun --overlap` steps / SSH forwards from the login node. Only start/attach/stop and the
+watchers differ; parsing, the state, diagnosis, snapshots and the journal are the base class's.
 """
 
 from __future__ import annotations
@@ -16,48 +16,54 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Coroutine
 from dataclasses import replace
 from typing import Any
 
+from cockpit.core.findings import FlagChange
 from cockpit.core.profile import Host, Profile, normalise_flag_name
+from cockpit.errors import CockpitError
 from cockpit.slurm.client import SlurmLogin, SubmitRejected
 from cockpit.slurm.jobstate import SlurmJob
 from cockpit.slurm.script import DIST_ADDR, NODE_LOG, render_batch_script, sbatch_argv
 from cockpit.slurm.steps import SrunStepTransport
 from cockpit.supervisor import telemetry_feed
-from cockpit.supervisor.api import RunInfo, RunSnapshot
+from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot
 from cockpit.supervisor.host import HostOps, ServerExited
+from cockpit.supervisor.hostresults import RunRecord
+from cockpit.supervisor.nodes import Node, transport_for
 from cockpit.supervisor.supervisor import (
     RunRefused,
     StopResult,
     Supervisor,
-    _flag,
-    _Glue,
-    _Node,
     changes_to_overrides,
     merged_flags,
     new_run_id,
 )
-from cockpit.transport.base import Transport, TransportError
+from cockpit.supervisor.watch import GpuWatch
+from cockpit.telemetry.samples import TelemetrySample
+from cockpit.transport.base import TransportError
 
 log = logging.getLogger(__name__)
 
 # squeue/scontrol load slurmctld on a big cluster: poll at a modest rate (tests set it faster)
 POLL_ENV = "COCKPIT_SLURM_POLL_S"
 DEFAULT_POLL_S = 5.0
-JOB_PREFIX = "slurm job "  # RunInfo.hosts entry that carries the job id
+JOB_PREFIX = "slurm job "  # RunInfo.hosts entry that carries the job id (the journal keeps hosts)
 
 
-def _login_transport(profile: Profile) -> Transport:
-    assert profile.target is not None
-    host = Host(ssh=profile.target.login)
-    if host.is_local:
-        from cockpit.transport.local import LocalTransport
+class _StepWatch(GpuWatch):
+    """GpuWatch over the job's nodes reached as srun steps; remembers why nothing was measured."""
 
-        return LocalTransport()
-    from cockpit.transport import transport_for
+    note: str | None = "not measured: the job has no nodes yet"
 
-    return transport_for(host)
+    def take(self, node: Node, sample: TelemetrySample) -> None:
+        if sample.source == "none":
+            why = "; ".join(sample.errors) or "no GPU source on the node"
+            self.note = f"not measured on {node.label}: {why}"
+        else:
+            self.note = None
+        super().take(node, sample)
 
 
 class SlurmSupervisor(Supervisor):
@@ -68,76 +74,68 @@ class SlurmSupervisor(Supervisor):
         assert profile.target is not None
         self.target = profile.target
         given = kw.get("transports")
-        self._login_t: Transport = given[0] if given else _login_transport(profile)
-        self.login = SlurmLogin(self._login_t, runs_root=self._runs_root)
+        self._login_t = given[0] if given else transport_for(Host(ssh=self.target.login))
+        runs_root = kw.get("runs_root")
+        self.login = SlurmLogin(self._login_t, runs_root=runs_root)
+        self._runs_root = runs_root
+        # every node's log is read through the login node (the shared filesystem)
+        login_ops = HostOps(self._login_t, runs_root=runs_root)
+        self.nodes[:] = [Node(k, Host.model_construct(ssh=f"node{k}"), self._login_t, login_ops,
+                              key=profile.name, log_file=NODE_LOG.format(k=k)) for k in range(self.target.nodes)]
+        # telemetry reaches the nodes as srun steps, once the allocation names them
+        self._steps: list[Node] = []
+        self.telemetry = _StepWatch(self._steps, interval=self.telemetry.interval,
+                                    sim_dir=telemetry_feed.sim_dir_of(profile), changed=self._changed)
         self.job: SlurmJob | None = None
         self.job_id: str | None = None
-        self._job_at = 0.0  # time.time() of the last state answer
-        self._telemetry_note: str | None = None  # why GPUs are not measured, when they are not
-        self._follow_tasks: dict[int, asyncio.Task[Any]] = {}
-        self._step_ops: dict[int, HostOps] = {}  # node index -> the agent's srun --overlap step
+        self._facts: dict[str, Any] = {}
+        self._job_at: float | None = None  # time.time() of the last answer
+        self._follows: list[asyncio.Task[Any]] = []
         self.poll_s = float(os.environ.get(POLL_ENV) or DEFAULT_POLL_S)
 
     # ------------------------------------------------------------------ nodes
-    def _nodes_or_make(self) -> list[_Node]:
-        if self._nodes is None:
-            ops = HostOps(self._login_t, runs_root=self._runs_root)
-            self._nodes = [
-                _Node(k, Host.model_construct(ssh=f"node{k}"), self._login_t, ops, key=self.profile.name, log="")
-                for k in range(self.target.nodes)
-            ]
-        return self._nodes
-
-    def _name_nodes(self, names: list[str] | tuple[str, ...]) -> None:
+    def _name_nodes(self, names: tuple[str, ...] | list[str]) -> None:
         """Once the allocation is known, node k is called by its name (logs, GPUs, ranks)."""
+        if not self.job_id or [n.label for n in self._steps] == list(names[: len(self.nodes)]):
+            return
+        steps = []
         for node, name in zip(self.nodes, names, strict=False):
-            if node.host.ssh != name:
-                node.host = Host.model_construct(ssh=name)
-                if self.job_id:
-                    # telemetry runs on the node as a job step; logs stay on the shared filesystem,
-                    # read through the login node (node.ops)
-                    self._step_ops[node.index] = HostOps(SrunStepTransport(self._login_t, self.job_id, name),
-                                                         runs_root=self._runs_root)
-        self._dirty = True
+            node.host = Host.model_construct(ssh=name)
+            t = SrunStepTransport(self._login_t, self.job_id, name)
+            steps.append(Node(node.index, node.host, t, HostOps(t, runs_root=self._runs_root), key=node.key,
+                              log_file=node.log_file, run=node.run))
+        self._steps[:] = steps
+        self._changed()
 
-    def _node_run(self, facts: dict[str, Any], k: int) -> dict[str, Any]:
-        return {
-            "run_id": facts["run_id"],
-            "run_dir": facts["run_dir"],
-            "log_path": f"{facts['run_dir']}/{NODE_LOG.format(k=k)}",
-            "log_offset": 0,
-            "log_inode": None,
-            "pid": None,
-            "alive": self.job is None or not self.job.ended,
-            "meta": facts.get("meta") or {},
-            "job_id": facts.get("job_id"),
-        }
+    def _record(self, k: int) -> RunRecord:
+        f = self._facts
+        return RunRecord(run_id=str(f["run_id"]), run_dir=str(f["run_dir"]), started_at=str(f.get("submitted_at") or ""),
+                         log_path=f"{f['run_dir']}/{NODE_LOG.format(k=k)}", alive=self.job is None or not self.job.ended,
+                         flags=dict((f.get("meta") or {}).get("flags") or {}),
+                         overrides=dict((f.get("meta") or {}).get("overrides") or {}))
 
     def _adopt(self, facts: dict[str, Any]) -> RunInfo:
         self._reset_for_run()
+        self._steps[:] = []
+        self._facts = facts
         self.job_id = str(facts.get("job_id") or "") or None
         for node in self.nodes:
-            node.run = self._node_run(facts, node.index)
+            node.host = Host.model_construct(ssh=f"node{node.index}")
+            node.run = self._record(node.index)
+        meta = facts.get("meta") or {}
+        self._flags = dict(meta.get("flags") or self.profile.server)
+        self._overrides = dict(meta.get("overrides") or {})
+        self._run = self._run_info_from_nodes()
         if facts.get("nodes"):
             self._name_nodes(facts["nodes"])
-        meta = facts.get("meta") or {}
-        self._flags = dict(meta.get("flags") or self._flags)
-        self._overrides = dict(meta.get("overrides") or {})
-        self._run = RunInfo(
-            # the journal keeps hosts: the job id rides there (`cockpit runs` shows it)
-            id=str(facts["run_id"]), profile=self.profile.name,
-            hosts=(self.target.login, f"{JOB_PREFIX}{self.job_id}") if self.job_id else (self.target.login,),
-            pid=None, pgid=None,
-            started_at=str(facts.get("submitted_at") or ""), run_dir=str(facts["run_dir"]),
-            log_path=self.nodes[0].run["log_path"] if self.nodes[0].run else "", flags=dict(self._flags),
-            version=self.profile.version,
-        )
         return self._run
 
-    # ------------------------------------------------------------------ preflight
-    async def host_facts(self) -> dict[str, Any]:
-        """The nodes are not known before the allocation: nothing measured (never a guess)."""
-        return {}
+    def _run_info_from_nodes(self) -> RunInfo:
+        n0 = self.nodes[0].run or RunRecord(run_id="None")
+        hosts = (self.target.login, f"{JOB_PREFIX}{self.job_id}") if self.job_id else (self.target.login,)
+        return RunInfo(id=n0.run_id, profile=self.profile.name, hosts=hosts, pid=None, pgid=None,
+                       started_at=n0.started_at, run_dir=n0.run_dir, log_path=n0.log_path, flags=dict(self._flags),
+                       version=self.profile.version)
 
     # ------------------------------------------------------------------ launch / attach
     async def start(self, overrides: dict[str, Any] | None = None, *, attach: bool = True,
@@ -149,11 +147,11 @@ class SlurmSupervisor(Supervisor):
         if live is not None:
             if attach:
                 return live
-            raise RunRefused(f"{self.profile.name} is already {self._job_words()} (run {live.id}, job {self.job_id})", live)
+            raise RunRefused(f"{self.profile.name}: job {self.job_id} is "
+                             f"{self.job.describe() if self.job else 'in the queue'} (run {live.id})", live)
         flags = merged_flags(self.profile, overrides)
-        given = _flag(flags, "dist-init-addr", "nccl-init-addr")
-        dist = None if self.target.nodes == 1 else (str(given) if given else DIST_ADDR)
-        argvs = _Glue.build_argvs(self.profile, overrides, dist)
+        dist = None if self.target.nodes == 1 else (self.backend.rendezvous_addr(flags) or DIST_ADDR)
+        argvs = self.backend.build_node_argvs(self.profile, overrides, dist)
         run_id = new_run_id()
         script = render_batch_script(argvs, env=dict(self.profile.env), profile=self.profile.name, run_id=run_id)
         meta = {"flags": flags, "overrides": overrides, "nodes": self.target.nodes, "target": "slurm"}
@@ -170,23 +168,25 @@ class SlurmSupervisor(Supervisor):
             found = await self.attach()
             if found is not None and attach:
                 return found
-            raise RunRefused(f"{self.profile.name} has a job in the queue already (job {ans['run'].get('job_id')})",
-                             found)
-        info = self._adopt(ans["run"])
+            raise RunRefused(f"{self.profile.name} has a job in the queue already "
+                             f"(job {(ans.get('run') or {}).get('job_id')})", found)
+        self.job = None
+        self._adopt(ans["run"])
         self._overrides, self._flags = overrides, flags
-        self._run = replace(info, flags=dict(flags))
+        self._run = self._run_info_from_nodes()
         await self._poll_state()
-        self._journal_start()
+        if self.recorder is not None:
+            self.recorder.started(self._run)
         return self._run
 
-    def _job_words(self) -> str:
-        return self.job.describe() if self.job is not None else "submitted"
-
     async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
+        """The profile's current job when it is queued or running (with include_ended: also
+        when it has ended), resumed from its run directory."""
         facts = await self.login.find(self.profile.name, self.profile.workdir)
         if facts is None or not facts.get("job_id"):
             return None
-        job = (await self.login.query([str(facts["job_id"])]))[str(facts["job_id"])]
+        jid = str(facts["job_id"])
+        job = (await self.login.query([jid]))[jid]
         if job.ended and not include_ended:
             return None
         if self._run is not None and self._run.id == facts["run_id"]:
@@ -194,10 +194,9 @@ class SlurmSupervisor(Supervisor):
             return self._run
         self.job = job
         info = self._adopt(facts)
-        self.job = job
         self._take_job(job)
-        if not job.ended:
-            self._journal_start()
+        if not job.ended and self.recorder is not None:
+            self.recorder.started(info)
         return info
 
     # ------------------------------------------------------------------ Slurm state
@@ -207,52 +206,47 @@ class SlurmSupervisor(Supervisor):
         try:
             job = (await self.login.query([self.job_id]))[self.job_id]
         except (TransportError, OSError, KeyError) as exc:
-            self._set(progress=f"Slurm state unknown: {exc}")
+            self._say(f"Slurm state unknown: {exc}")
             return None
         self._take_job(job)
         return job
 
     def _take_job(self, job: SlurmJob) -> None:
-        """Slurm's answer → lifecycle and progress words (the end itself is applied by _job_ended)."""
+        """Slurm's answer → lifecycle and progress words (the end itself is applied by _apply_end)."""
         self.job = job
         self._job_at = time.time()
         if job.nodes:
             self._name_nodes(job.nodes)
         for node in self.nodes:
-            if node.run is not None:
-                node.run["alive"] = not job.ended
+            if node.run is not None and node.run.alive == job.ended:
+                node.run = replace(node.run, alive=not job.ended)
         if job.outcome == "queued":
             self._set("launching", job.describe())
-        elif job.outcome == "running":
-            if self._lifecycle in ("idle", "launching", "preflight"):
-                self._set("running", "")
-            else:
-                self._dirty = True
+        elif job.outcome == "running" and self._lifecycle in ("idle", "launching", "preflight"):
+            self._set("running", "")
         elif job.ended and not self._stopping:
             self._set(progress=job.describe())
         else:
-            self._dirty = True
+            self._changed()
 
     async def _state_loop(self) -> None:
         while True:
             job = await self._poll_state()
             if job is not None and job.ended:
-                await self._job_ended(job, drain=True)
+                await self._job_ended(job)
                 return
             await asyncio.sleep(self.poll_s)
 
-    async def _job_ended(self, job: SlurmJob, *, drain: bool) -> None:
+    async def _job_ended(self, job: SlurmJob) -> None:
         """Deliver every node's last lines, then apply the end with Slurm's words."""
-        if drain:
-            tasks = [t for t in self._follow_tasks.values() if not t.done()]
-            for t in tasks:
-                t.cancel()
-            for t in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await t
-            self._follow_tasks.clear()
-            await asyncio.gather(*(self._follow(n, follow=False) for n in self.nodes if n.run),
-                                 return_exceptions=True)
+        follows, self._follows = self._follows, []
+        for t in follows:
+            t.cancel()
+        for t in follows:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.run),
+                             return_exceptions=True)
         self._apply_end(job)
 
     def _apply_end(self, job: SlurmJob) -> None:
@@ -260,7 +254,7 @@ class SlurmSupervisor(Supervisor):
         for node in self.nodes:
             if node.run is not None and node.exited is None:
                 self._server_exited(node, ServerExited(0, job.exit_status, "slurm" if stop else None))
-        crash = self._state.crash
+        crash = self.fold.state.crash
         words = job.describe()
         if crash is not None and not stop:
             if words not in crash.decisive_lines:
@@ -269,113 +263,54 @@ class SlurmSupervisor(Supervisor):
                 crash.message = words
         if not self._stopping:
             self._set("stopped" if stop or crash is None else "failed", words)
-        self._diag_dirty = self._dirty = True
+        self.fold.changed = True
+        self._changed()
 
     # ------------------------------------------------------------------ monitoring
-    async def run(self) -> None:
-        from cockpit.errors import CockpitError
+    def _running_head(self) -> Node | None:
+        if self.job is None or self.job.outcome != "running" or not self._steps:
+            return None
+        return self._steps[0]
 
-        if self._run is None:
-            raise CockpitError(f"{self.profile.name}: no run to follow", hint="start() or attach() first")
-        self._start_tasks()
-        try:
-            await self._closed.wait()
-        finally:
-            await self._cancel_tasks()
-            self._publish(force=True)
+    async def _readiness_loop(self) -> None:
+        """Readiness on the head node, through an SSH forward from the login node to it."""
+        while True:
+            head = self._running_head()
+            if head is not None and not self._stopping:
+                await self.readiness.probe(head, self.backend.api_port(self._flags), self._readiness_path())
+            await asyncio.sleep(2.0 if self.readiness.health != "refused" else 1.0)
 
-    def _start_tasks(self) -> None:
-        self._follow_tasks = {n.index: asyncio.create_task(self._follow(n, follow=True)) for n in self.nodes if n.run}
-        self._tasks = [*self._follow_tasks.values(),
-                       asyncio.create_task(self._publisher()),
-                       asyncio.create_task(self._probe_loop()),
-                       asyncio.create_task(self._telemetry_loop()),
-                       asyncio.create_task(self._state_loop())]
+    async def _telemetry_loop(self) -> None:
+        while self._running_head() is None:
+            await asyncio.sleep(min(1.0, self.poll_s))
+        await self.telemetry.loop()
+
+    def _start_watchers(self) -> None:
+        self._follows = [asyncio.create_task(self.follow.follow(n, follow=True)) for n in self.nodes if n.run]
+        spawn: list[Coroutine[Any, Any, None]] = [self._readiness_loop(), self._telemetry_loop(), self._state_loop()]
+        self._watchers = [*self._follows, *(asyncio.create_task(c) for c in spawn)]
 
     async def refresh_once(self) -> RunSnapshot:
         job = await self._poll_state()
-        await asyncio.gather(*(self._follow(n, follow=False) for n in self.nodes if n.run), return_exceptions=True)
+        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.run),
+                             return_exceptions=True)
         if job is not None and job.ended:
             self._apply_end(job)
-        elif job is not None and job.outcome == "running":
-            await self._probe_once()
-            await self._telemetry_once()
-        if self.journal is not None and self._run is not None:
+        head = self._running_head()
+        if head is not None:
+            await self.readiness.probe(head, self.backend.api_port(self._flags), self._readiness_path())
+            await self.telemetry.once()
+        snap = self.snapshot()
+        if self.recorder is not None and self._run is not None:
             if job is not None and job.ended:
-                outcome = "crashed" if self._state.phase == "crashed" else "stopped"
-                self._journal_call("complete_from_state", self._run.id, self._state,
-                                   list(self._current_findings()), outcome)
-                self._journal_ended = True
+                self.recorder.completed(snap, self._outcome())
             else:
-                self._journal_tick(force=True)
-        return self.snapshot()
+                self.recorder.on_snapshot(snap)
+                self.recorder.tick(force=True)
+        return snap
 
-    def _head(self) -> str | None:
-        return self.job.nodes[0] if self.job is not None and self.job.nodes else None
-
-    async def _probe_once(self) -> None:
-        """Readiness on the head node, through an SSH forward from the login node to it."""
-        from cockpit.telemetry.probes import probe_readiness
-
-        head = self._head()
-        if head is None or self.job is None or self.job.outcome != "running":
-            return
-        try:
-            if self._health_port is None:
-                self._health_port = await self._login_t.forward_port(self._port(), head)
-            health = await probe_readiness(f"http://127.0.0.1:{self._health_port}", self._version())
-        except (TransportError, OSError):
-            health = "unreachable"
-        if health != self._health:
-            self._health = health
-            self._dirty = True
-            self._notify()
-
-    async def _telemetry_loop(self) -> None:
-        """The agent as an `srun --overlap` step per node, once the job runs."""
-        while self.job is None or self.job.outcome != "running" or not self._head():
-            await asyncio.sleep(self.poll_s / 2)
-
-        async def one(node: _Node) -> None:
-            while True:
-                ops = self._step_ops.get(node.index)
-                if ops is None:
-                    await asyncio.sleep(self.poll_s)
-                    continue
-                try:
-                    async for sample in telemetry_feed.stream_samples(ops, interval=self.telemetry_interval,
-                                                                       sim_dir=self._sim_dir):
-                        if sample.source == "none":
-                            why = "; ".join(sample.errors) or "no GPU source on the node"
-                            self._telemetry_note = f"not measured on {node.label}: {why}"
-                        else:
-                            self._telemetry_note = None
-                        self._take_telemetry(node, sample)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    self._telemetry_note = f"not measured: {exc}"
-                await asyncio.sleep(max(1.0, self.poll_s))
-
-        await asyncio.gather(*(one(n) for n in self.nodes))
-
-    async def _telemetry_once(self) -> None:
-        if not self._head():
-            self._telemetry_note = "not measured: the job has no nodes yet"
-            return
-        for node in self.nodes:
-            ops = self._step_ops.get(node.index)
-            if ops is None:
-                continue
-            try:
-                sample = await telemetry_feed.sample_once(ops, sim_dir=self._sim_dir)
-            except (TransportError, OSError, ValueError) as exc:
-                self._telemetry_note = f"not measured: srun --overlap on {node.label} failed: {exc}"
-                continue
-            self._take_telemetry(node, sample)
-
-    async def gpu_processes_now(self) -> list[Any] | None:
-        return None  # the allocation is released with the job: Slurm's epilog owns the GPUs then
+    def is_ready(self) -> bool:
+        return super().is_ready() and self._running_head() is not None
 
     # ------------------------------------------------------------------ snapshots
     def slurm_json(self) -> dict[str, Any] | None:
@@ -393,23 +328,22 @@ class SlurmSupervisor(Supervisor):
             "exit_code": (job.exit_code or None) if job else None,
             "words": job.describe() if job else None,
             "login": self.target.login,
-            "telemetry": self._telemetry_note,
-            "checked_at": self._job_at or None,
+            "telemetry": self.telemetry.note if isinstance(self.telemetry, _StepWatch) else None,
+            "checked_at": self._job_at,
         }
 
     def snapshot(self) -> RunSnapshot:
-        snap = replace(Supervisor.snapshot(self), slurm=self.slurm_json())
-        self._last_snapshot = snap
-        return snap
+        return replace(Supervisor.snapshot(self), slurm=self.slurm_json())
 
     # ------------------------------------------------------------------ stop / restart
     async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False) -> StopResult:
-        """`scancel`, then wait until the job has left the queue (reached an end state)."""
+        """`scancel`, then wait until the job has left the queue (reached an end state). The
+        allocation goes back to Slurm: its epilog, not cockpit, owns the GPUs from then on."""
         if self._run is None:
             await self.attach()
         if self._run is None or not self.job_id:
             return StopResult(True, False, [])
-        self._crash_before_stop = self._state.crash is not None
+        self._crash_before_stop = self.fold.state.crash is not None
         self._stopping = True
         self._set("stopping", f"scancel {self.job_id}; waiting until it has left the queue")
         try:
@@ -419,28 +353,30 @@ class SlurmSupervisor(Supervisor):
             return StopResult(False, False, [])
         job = await self._poll_state()
         if job is not None and job.ended:
-            await self._job_ended(job, drain=bool(self._follow_tasks))
+            await self._job_ended(job)
         self._mark_stopped()
         left = bool(ans.get("left_queue"))
         words = job.describe() if job is not None else f"job {self.job_id} cancelled"
         self._set("stopped" if left else "stopping", words if left else f"job {self.job_id} still {ans.get('state')}")
         res = StopResult(left, False, [], exit_codes={n.label: (job.exit_status if job else None)
                                                       for n in self.nodes if n.run})
-        self._journal_end()
-        self._publish(force=True)
+        self._record_end()
+        self.publisher.publish(force=True)
         return res
 
-    async def restart(self, changes: Any, *, kill_leftovers: bool = False, timeout: float = 30.0) -> RunInfo:
+    async def gpu_processes_now(self) -> list[GpuProcess] | None:
+        return None  # no allocation after the job: nothing cockpit may look at or kill there
+
+    async def restart(self, changes: list[FlagChange] | dict[str, Any], *, kill_leftovers: bool = False,
+                      timeout: float = 30.0) -> RunInfo:
         """A new job with the changed flags (the old one is cancelled first)."""
         overrides = {**self._overrides, **changes_to_overrides(changes)}
-        was_running = bool(self._tasks)
-        await self.stop(timeout=timeout)
-        await self._cancel_tasks()
+        was_running = bool(self._watchers)
+        res = await self.stop(timeout=timeout)
+        if not res.stopped:
+            raise CockpitError(f"Slurm job {self.job_id} did not leave the queue after scancel")
+        await self._cancel_watchers()
         info = await self.start(overrides, attach=False)
         if was_running and not self._closed.is_set():
-            self._start_tasks()
+            self._start_watchers()
         return info
-
-    async def _cancel_tasks(self) -> None:
-        self._follow_tasks.clear()
-        await Supervisor._cancel_tasks(self)
