@@ -100,6 +100,8 @@ def status_json(snap: RunSnapshot) -> dict[str, Any]:
     out["ready"] = snap.state.phase == "ready" and snap.health == "200"
     out["flag_diff"] = [{**c.to_json(), "from": mask_value(c.flag, c.from_value), "to": mask_value(c.flag, c.to_value)}
                         for c in snap.flag_diff]
+    if snap.slurm is not None:
+        out["slurm"] = snap.slurm
     out["gpu_processes"] = [
         {"host": p.host, "pid": p.pid, "gpu": p.gpu_index, "used_gb": p.used_gb, "belongs_to_run": p.belongs_to_run}
         for p in snap.gpu_processes

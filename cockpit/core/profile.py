@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -86,6 +86,65 @@ class Policy(BaseModel):
         return self
 
 
+# Slurm names (partition, account, qos) and time limits as sbatch reads them.
+SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+SLURM_TIME_RE = re.compile(r"^(?:\d+-\d+(?::\d+){0,2}|\d+(?::\d+){0,2}|UNLIMITED|INFINITE)$")
+# sbatch options cockpit sets itself (the job's name, output, directory, script): not in sbatch-args
+SLURM_RESERVED = ("--parsable", "--output", "-o", "--error", "-e", "--chdir", "-D", "--wrap", "--job-name", "-J",
+                  "--nodes", "-N", "--array", "-a", "--test-only", "--wait", "-W")
+
+
+class SlurmTarget(BaseModel):
+    """`target: {kind: slurm, …}`: the server runs as a Slurm job submitted on a login node.
+
+    The allocation decides the nodes, so a Slurm profile has no `hosts:`; every sbatch value travels
+    as its own argv element (never through a shell)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    kind: Literal["slurm"]
+    login: str = Field(description="the login node: an ~/.ssh/config alias, user@host[:port], or 'local'")
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = Field(None, description="time limit as sbatch reads it: MM, HH:MM:SS, D-HH:MM, UNLIMITED")
+    nodes: int = Field(1, ge=1, le=1024)
+    gpus_per_node: int | None = Field(None, alias="gpus-per-node", ge=0, le=64)
+    sbatch_args: list[str] = Field(default_factory=list, alias="sbatch-args", max_length=64)
+
+    @field_validator("login")
+    @classmethod
+    def _check_login(cls, v: str) -> str:
+        return Host._check_dest(v)
+
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _check_name(cls, v: str | None) -> str | None:
+        if v is not None and not SLURM_NAME_RE.match(v):
+            raise ValueError("a Slurm name is letters, digits, '.', '_' or '-' (not starting with '-'), at most 64")
+        return v
+
+    @field_validator("time")
+    @classmethod
+    def _check_time(cls, v: str | None) -> str | None:
+        if v is not None and not SLURM_TIME_RE.match(v):
+            raise ValueError("a time limit looks like 30 (minutes), 4:00:00, 1-12:00 or UNLIMITED")
+        return v
+
+    @field_validator("sbatch_args")
+    @classmethod
+    def _check_args(cls, v: list[str]) -> list[str]:
+        for i, arg in enumerate(v):
+            _no_control_chars(arg, f"item {i}")
+            if not arg.startswith("-") or arg in ("-", "--"):
+                raise ValueError(f"item {i} {arg!r}: each item is one sbatch option, written --name=value")
+            name = arg.split("=", 1)[0]
+            if name[1] != "-":
+                name = name[:2]  # -ofile, -N2
+            if name in SLURM_RESERVED:
+                raise ValueError(f"item {i} {arg!r}: cockpit sets {name} itself (allowed: any other sbatch option)")
+        return v
+
+
 ServerValue = str | int | float | bool | list[str | int | float]
 
 
@@ -103,6 +162,7 @@ class Profile(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     server: dict[str, ServerValue] = Field(default_factory=dict)
     policy: Policy = Field(default_factory=lambda: Policy.model_validate({}))
+    target: SlurmTarget | None = None
     # where this profile was loaded from; not part of the YAML
     source: str | None = Field(None, exclude=True)
 
@@ -182,6 +242,12 @@ class Profile(BaseModel):
     def _check_hosts(self) -> Profile:
         if len(self.hosts) > 1 and any(h.is_local for h in self.hosts):
             raise ValueError("hosts: a multi-node profile must name every node by ssh, not 'local'")
+        if self.target is not None:
+            if "hosts" in self.model_fields_set:
+                raise ValueError("target: a Slurm profile has no hosts: (the allocation decides the nodes)")
+            # one entry per node, each reached through the login node (logs are on the shared
+            # filesystem): len(hosts) stays the node count every layer reads
+            self.hosts = [Host(ssh=self.target.login)] * self.target.nodes
         return self
 
     # ---- helpers used by every layer ----
@@ -241,6 +307,8 @@ def _allowed_keys(loc: list[Any]) -> list[str]:
     for p in loc[:-1]:
         if p == "policy":
             model = Policy
+        elif p == "target":
+            model = SlurmTarget
         elif p == "hosts":
             model = Host
     names = []

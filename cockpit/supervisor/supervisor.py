@@ -99,6 +99,15 @@ def changes_to_overrides(changes: Iterable[FlagChange] | dict[str, Any]) -> dict
 
 
 class Supervisor:
+    def __new__(cls, profile: Profile, **_kw: Any) -> Supervisor:
+        # a `target: {kind: slurm}` profile runs as a Slurm job: every caller that makes a
+        # Supervisor (CLI, TUI) gets the Slurm one without knowing
+        if cls is Supervisor and getattr(profile, "target", None) is not None:
+            from cockpit.slurm.supervisor import SlurmSupervisor
+
+            return super().__new__(SlurmSupervisor)
+        return super().__new__(cls)
+
     def __init__(
         self,
         profile: Profile,
