@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from cockpit.backends.base import HostFacts
 from cockpit.core.findings import Finding
+from cockpit.core.ranks import rank_sort_key
 from cockpit.core.state import RunState
 
 MARK = {"critical": "✖", "warning": "▲", "info": "·", "ok": "●"}
@@ -31,7 +32,7 @@ def rank_table(state: RunState) -> list[str]:
     head = ("RANK", "P GiB", "WEIGHTS", "KV TOKENS", "FREE PRE-CAPTURE", "GRAPHS", "FREE AFTER CAPTURE")
     rows = [head]
     worst = state.worst_rank
-    for r in state.ranks.values():
+    for r in sorted(state.ranks.values(), key=lambda r: rank_sort_key(r.rank)):
         after = gb_text(r.avail_after_capture_gb) + (" ◀ worst" if r.rank == worst and len(state.ranks) > 1 else "")
         rows.append((r.rank, gb_text(r.pre_load_avail_gb), gb_text(r.weights_gb), _int(r.kv_tokens),
                      gb_text(r.avail_before_capture_gb), gb_text(r.graph_gb), after))

@@ -1,7 +1,7 @@
 """The backend interface: everything that is specific to one inference server.
 
 The supervisor, the commands and the UI talk to an engine only through a `Backend`, obtained with
-`cockpit.backends.get_backend(profile.backend)`. SGLang implements it first (`backends/sglang/`);
+`cockpit.backends.get_backend(profile.backend)`. SGLang implements it first (`cockpit/backends/<engine>/`);
 a second engine adds a package of its own that implements the same methods (see the "Adding a
 backend" section of docs/ARCHITECTURE.md) and one line in `get_backend`.
 
@@ -209,8 +209,19 @@ class Backend(Protocol):
         """Findings about a profile before it launches, from the flags and the hosts' facts."""
         ...
 
-    def memory_plan(self, profile: Profile, hosts: Iterable[HostFacts]) -> Any:
-        """Reserved for the memory plan (issue 14): what the GPUs will hold with this profile.
-        Backends without one return None."""
+    def memory_plan(
+        self,
+        profile: Profile,
+        hosts: Iterable[HostFacts],
+        *,
+        model: Any = None,
+        overrides: Mapping[str, Any] | None = None,
+        runs: Iterable[Any] = (),
+        calibrate_from: str | None = None,
+    ) -> Any:
+        """The memory plan before launch (cockpit.model.plan.MemoryPlan): weights per rank, KV
+        tokens and headroom after capture per memory setting, for the GPUs in `hosts` and the model
+        facts `model` (cockpit.model.read.ModelFacts, read by the caller: no I/O here); `runs` are
+        journal records that may calibrate it. None when the backend has no plan or no model."""
         ...
 

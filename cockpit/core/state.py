@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from cockpit.core.ranks import rank_sort_key
+
 # Phase words, identical in JSON, the journal and (upper-cased) on screen.
 Phase = Literal["loading", "kv_pool", "capturing", "warmup", "ready", "crashed", "stopped", "unknown"]
 PHASES: tuple[str, ...] = get_args(Phase)
@@ -220,7 +222,7 @@ class RunState:
             "min_headroom_gb": self.min_headroom_gb,
             "ready_in_log": self.ready_in_log,
             "hicache_host_gb_per_rank": self.hicache_host_gb_per_rank,
-            "ranks": [r.to_json() for r in self.ranks.values()],
+            "ranks": [r.to_json() for r in sorted(self.ranks.values(), key=lambda r: rank_sort_key(r.rank))],
             "crash": self.crash.to_json() if self.crash else None,
             "peak_gen_throughput": self.peak_gen_throughput,
             "retractions": self.retractions,

@@ -179,5 +179,18 @@ class SGLangBackend:
 
         return preflight(profile, list(hosts), version=version)
 
-    def memory_plan(self, profile: Profile, hosts: Iterable[HostFacts]) -> Any:
-        return None
+    def memory_plan(
+        self,
+        profile: Profile,
+        hosts: Iterable[HostFacts],
+        *,
+        model: Any = None,
+        overrides: Mapping[str, Any] | None = None,
+        runs: Iterable[Any] = (),
+        calibrate_from: str | None = None,
+    ) -> Any:
+        if model is None:
+            return None
+        from cockpit.backends.sglang.plan import memory_plan
+
+        return memory_plan(profile, hosts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
