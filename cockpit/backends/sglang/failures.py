@@ -30,7 +30,8 @@ Peek = Callable[[], str | None]
 
 _SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
 RX_FRAME = lazy(r'^\s*File "([^"]*)", line \d+, in (\S+)')
-RX_EXC_LINE = lazy(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning)): ?(.*)$")
+# `torch.OutOfMemoryError: …`, and the bare `Exception: …` / `Error: …` too
+RX_EXC_LINE = lazy(r"^((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt|Failure)): ?(.*)$")
 _RX_OOM = lazy(
     r"(?:CUDA|NPU|HIP|MUSA|XPU|GPU|[Dd]evice) out of memory|CUDA error: out of memory|OutOfMemoryError"
     r"|hipErrorOutOfMemory|cudaErrorMemoryAllocation"
