@@ -427,7 +427,7 @@ def _ready(state: RunState, e: ev.ServerReady) -> None:
 def _batch(state: RunState, kind: str, e: ev.PrefillBatch | ev.DecodeBatch, series: deque[SeriesPoint],
            throughput: float | None) -> None:
     """A prefill or decode batch line: queue figures, the batch kind (a crash's phase), the series."""
-    c = _ctx(state)
+    c = state.reducer_memory or _ctx(state)  # (the hot path: most lines of a busy log are these)
     if c.pending is not None:
         _alive(state, e)
     c.batches += 1
@@ -493,7 +493,7 @@ def _pool_size(state: RunState, e: ev.PoolSize) -> None:
 
 def _access(state: RunState, e: ev.HttpAccess) -> None:
     if e.method == "POST":  # a request (health checks, metrics and info are GETs)
-        c = _ctx(state)
+        c = state.reducer_memory or _ctx(state)
         c.requests += 1
         if c.pending is not None:
             _alive(state, e)

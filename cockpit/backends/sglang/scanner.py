@@ -342,6 +342,8 @@ class SGLangLogParser:
                 t = cleaned[i] = _clean(lines[i])
             return t
 
+        unwrap = self._unwrapper.unwrap
+        tally = self._tally
         for i in range(count):
             t = text(i)
             if not t:
@@ -350,8 +352,18 @@ class SGLangLogParser:
             def peek(i: int = i) -> str | None:
                 return text(i + 1) if i + 1 < count else None
 
-            evs = self._classify(base + i + 1, t, peek)
+            # self._classify, inlined: a live tail sends every line through here
+            lineno = base + i + 1
+            if t[0] != "[" or not t[1:2].isdigit():
+                t = unwrap(t)
+            near = lineno - self._frame_line <= TRACEBACK_SOURCE_LINES
+            evs, recog = classify_line(lineno, t, peek, self._frame_func if near else None)
+            tally[recog] += 1
             if evs:
+                last = evs[-1]
+                if type(last) is ev.TracebackFrame and last.file is not None:
+                    self._frame_line = lineno
+                    self._frame_func = last.function
                 out.extend(evs)
         self._last_line = max(self._last_line, base + count)
         self._unsampled = None
