@@ -538,3 +538,33 @@ def test_a_traceback_the_server_survives_is_not_a_crash() -> None:
             end_of_input(st)
         assert st.crash is not None and st.crash.message == "ValueError: bad request"
         assert st.crash.phase == "decode"  # the last batch line before it
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    ("RuntimeError: CUDA error: out of memory", ev.CudaOom),
+    ("torch.OutOfMemoryError: NPU out of memory. Tried to allocate 72.00 MiB (NPU 0; 61.27 GiB total capacity)", ev.CudaOom),
+    ("RuntimeError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 191.98 GiB of which 1.2 GiB is free.", ev.CudaOom),
+    ("RuntimeError: MUSA out of memory. Tried to allocate 1.00 GiB.", ev.CudaOom),
+    ("[rank3]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
+     "Received a dump signal due to a collective timeout from this local rank and we will try our best to dump the debug info.", ev.NcclTimeout),
+    ("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)", ev.NcclError),
+    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled system error", ev.NcclError),
+    ("[2025-08-13 10:59:23 DP0 TP0] TpModelWorkerClient hit an exception: Traceback (most recent call last):", ev.SchedulerException),
+    ("[2024-10-22 06:31:49 TP0] Traceback (most recent call last):", ev.SchedulerException),
+    ("Exception in ControllerSingle:", ev.SchedulerException),
+    ("Exception in thread Thread-3 (forward_thread_func):", ev.SchedulerException),
+    ("[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)", ev.SchedulerWatchdogTimeout),
+    ("[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845", ev.DecodeRetraction),
+])
+def test_crash_headers_and_wordings(line: str, kind: type) -> None:
+    assert isinstance(one(line), kind), line
+
+
+def test_source_text_in_a_traceback_is_not_an_error() -> None:
+    """`raise RuntimeError(f"NCCL error: …")` under a frame quotes an error; it is not one."""
+    p = SGLangLogParser()
+    out = p.feed(b'  File "/x/sglang/srt/distributed/device_communicators/pynccl_wrapper.py", line 350, in NCCL_CHECK\n'
+                 b'    raise RuntimeError(f"NCCL error: {error_str}")\n'
+                 b"RuntimeError: NCCL error: unhandled system error\n") + p.finish()
+    nccl = [e for e in out if isinstance(e, ev.NcclError)]
+    assert [e.line for e in nccl] == [3]
