@@ -477,9 +477,9 @@ def _retraction(state: RunState) -> None:
 
 
 def _advice(state: RunState, e: ev.EngineAdvice) -> None:
-    text = _where(e) + e.text
-    if text not in state.engine_advice and len(state.engine_advice) < 16:
-        state.engine_advice.append(text)
+    # every rank prints the same advice: keep it once, with the first rank that said it
+    if len(state.engine_advice) < 16 and not any(a.endswith(e.text) for a in state.engine_advice):
+        state.engine_advice.append(_where(e) + e.text)
 
 
 def _flag_stated(state: RunState, e: ev.FlagStated) -> None:
