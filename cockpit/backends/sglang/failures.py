@@ -67,7 +67,7 @@ _RX_ADVICE = lazy(r"(?:[Tt]ry to |[Pp]lease |[Cc]onsider )?(?:increas|decreas|ra
                   r"(?:the )?(--[a-z][\w-]+)[^.;]*")
 _RX_TORCH_LOG = lazy(r"^\[rank\d+\]:\[[EWIF]\d{4} ")
 
-# Recognition of a line (see SGLangLogParser.recognition): SGLang's own text, structure any Python
+# Recognition of a line (SGLangLogParser.lines_recognised sums them): SGLang's own text, structure any Python
 # / torch server prints (tracebacks, NCCL), or another engine's log.
 NONE, GENERIC, STRONG, FOREIGN = 0, 1, 2, 3
 
