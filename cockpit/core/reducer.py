@@ -611,7 +611,8 @@ def _exc_line(state: RunState, e: ev.ExceptionLine) -> None:
 def _cuda_oom(state: RunState, e: ev.CudaOom) -> None:
     c = _ctx(state)
     phase = _phase_from_frames(c.frames) if c.exc_seen or c.frames else None
-    if phase is None and state.phase == "capturing" and not state.ready_in_log:
+    life = c.phase_before if state.phase == "crashed" else state.phase  # a crash's later lines still need it
+    if phase is None and life == "capturing" and not state.ready_in_log:
         phase = "graph_capture"
     kind = "graph_capture_oom" if phase == "graph_capture" else "cuda_oom"
     _crash(state, e, kind, e.text.strip())
