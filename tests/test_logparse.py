@@ -568,3 +568,17 @@ def test_source_text_in_a_traceback_is_not_an_error() -> None:
                  b"RuntimeError: NCCL error: unhandled system error\n") + p.finish()
     nccl = [e for e in out if isinstance(e, ev.NcclError)]
     assert [e.line for e in nccl] == [3]
+
+
+def test_level_tags_and_headers_without_their_prefix() -> None:
+    e = one("[2025-05-25 19:45:03] [ERROR] Scheduler hit an exception: Traceback (most recent call last):")
+    assert isinstance(e, ev.SchedulerException) and e.ts == "2025-05-25 19:45:03"
+    p = SGLangLogParser()
+    st = RunState()
+    for e in p.feed(b"Scheduler hit an exception: Traceback (most recent call last):\n"
+                    b'  File ".../model_loader/loader.py", line 1426, in load_model\n'
+                    b"    param_data = state_dict[key].data\n"
+                    b"KeyError: 'model.layers.47.input_layernorm.weight'\n") + p.finish():
+        apply(st, e)
+    assert st.crash is not None and st.crash.phase == "startup"
+    assert st.crash.kind == "startup_error" and "KeyError" in st.crash.message

@@ -352,6 +352,8 @@ def classify_line(line: int, text: str, peek: Peek = _no_peek, last_frame: str |
     out: list[Event] = []
     try:
         if ts is not None:
+            if msg[:1] == "[" and msg[1:2].isupper():
+                msg = _strip_level(msg)
             _classify_record(line, ts, rank, msg, out, peek)
             recog = STRONG
         else:
@@ -370,9 +372,28 @@ _LIFECYCLE_HEADS = ("Load weight begin. avail mem=", "Load weight end. ", "Memor
                     "max_total_num_tokens=")
 
 
+_LEVELS = ("[ERROR] ", "[WARNING] ", "[INFO] ", "[DEBUG] ", "[CRITICAL] ", "[WARN] ")
+
+
+def _strip_level(msg: str) -> str:
+    """`[ERROR] Scheduler hit an exception: …`: a logging config that adds the level after the
+    prefix; the message is what follows it."""
+    for lv in _LEVELS:
+        if msg.startswith(lv):
+            return msg[len(lv):]
+    return msg
+
+
+_HEADERS = ("Scheduler hit an exception", "TpModelWorkerClient hit an exception")
+
+
 def _classify_unprefixed(line: int, msg: str, out: list[Event]) -> int:
-    """SGLang text that carries no record prefix: 0.1's batch lines, watchdog dumps."""
+    """SGLang text that carries no record prefix: 0.1's batch lines, watchdog dumps, a crash
+    header pasted without its prefix."""
     c = msg[:1]
+    if c in "ST" and msg.startswith(_HEADERS):
+        out.append(ev.SchedulerException(line, None, None, msg))
+        return STRONG
     if c == "n" and msg.startswith("new fill batch. "):
         out.append(_old_fill(line, msg))
         return STRONG
