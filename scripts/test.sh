@@ -2,7 +2,7 @@
 # Installs what the tests need (system packages, a venv with the test extras), runs the whole
 # suite, then the static checks: `ruff check .`, `mypy` and `lint-imports` (the layers contracts in
 # pyproject.toml). Every step runs; the script fails when any of them fails. Safe to run
-# repeatedly; on a fresh Debian/Ubuntu machine it installs openssh-server and tmux.
+# repeatedly; on a fresh Debian/Ubuntu machine it installs openssh-server, tmux, slurm-wlm and munge.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,9 @@ need_pkgs=()
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v tmux >/dev/null 2>&1 || need_pkgs+=(tmux)
 command -v ssh-keygen >/dev/null 2>&1 || need_pkgs+=(openssh-client)
+# a real one-node Slurm cluster for tests/slurm (slurmctld + slurmd + munged on loopback)
+[ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v sbatch >/dev/null 2>&1 || need_pkgs+=(slurm-wlm)
+[ -x /usr/sbin/munged ] || need_pkgs+=(munge)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

@@ -11,10 +11,11 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+from cockpit.commands.render import gb_text
 from cockpit.core.findings import Finding, exit_code_for, sort_findings
 from cockpit.core.profile import Profile, load_profile
 from cockpit.core.ranks import rank_sort_key
-from cockpit.report import gb_text
+from cockpit.core.secrets import mask_mapping, mask_value
 from cockpit.supervisor.api import RunSnapshot
 
 T = TypeVar("T")
@@ -90,14 +91,17 @@ def status_json(snap: RunSnapshot) -> dict[str, Any]:
             "started_at": run.started_at or None,
             "run_dir": run.run_dir,
             "log_path": run.log_path,
-            "flags": dict(run.flags),
+            "flags": mask_mapping(run.flags),
         }
     )
     out["lifecycle"] = snap.lifecycle
     out["health"] = snap.health
     out["readiness"] = snap.readiness
     out["ready"] = snap.state.phase == "ready" and snap.health == "200"
-    out["flag_diff"] = [c.to_json() for c in snap.flag_diff]
+    out["flag_diff"] = [{**c.to_json(), "from": mask_value(c.flag, c.from_value), "to": mask_value(c.flag, c.to_value)}
+                        for c in snap.flag_diff]
+    if snap.slurm is not None:
+        out["slurm"] = snap.slurm
     out["gpu_processes"] = [
         {"host": p.host, "pid": p.pid, "gpu": p.gpu_index, "used_gb": p.used_gb, "belongs_to_run": p.belongs_to_run}
         for p in snap.gpu_processes
@@ -162,7 +166,7 @@ def render_status(snap: RunSnapshot) -> str:
 
 def render_report(snap: RunSnapshot) -> str:
     """The diagnosis as `cockpit diagnose` renders it (cockpit/report.py), with the run's header."""
-    from cockpit.report import render_state
+    from cockpit.commands.render import render_state
 
     head = render_status(snap).splitlines()[0]
     return head + "\n" + render_state(snap.state, list(snap.findings))

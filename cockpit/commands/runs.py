@@ -11,7 +11,7 @@ from cockpit.core.findings import value_text
 from cockpit.core.ranks import rank_sort_key
 from cockpit.errors import BadInput
 from cockpit.journal import Journal, RunRecord
-from cockpit.journal.report import (
+from cockpit.journal.views import (
     RUN_ROW_HEADER,
     UNKNOWN,
     backend_words,
@@ -56,9 +56,17 @@ def _list(journal: Journal, profile: str | None, as_json: bool) -> int:
         where = f" of profile {profile}" if profile else ""
         print(f"no runs{where} in the journal yet ({journal.path}); `cockpit up PROFILE` records one")
         return 0
-    rows = [[row[0], r.profile, *row[1:]] for r, row in zip(runs, run_rows(runs), strict=True)]
+    rows = [[row[0] + _slurm_job(r), r.profile, *row[1:]] for r, row in zip(runs, run_rows(runs), strict=True)]
     print(table([RUN_ROW_HEADER[0], "PROFILE", *RUN_ROW_HEADER[1:]], rows))
     return 0
+
+
+def _slurm_job(r: RunRecord) -> str:
+    """A Slurm run's job id (its hosts carry `slurm job N`), shown next to the run id."""
+    for h in r.hosts:
+        if h.startswith("slurm job "):
+            return f" (job {h.removeprefix('slurm job ')})"
+    return ""
 
 
 def _find(journal: Journal, run_id: str) -> RunRecord:

@@ -20,7 +20,9 @@ class FlagChange:
 
     def as_diff(self) -> str:
         """`--mem-fraction-static 0.93 → 0.88` — the form the TUI, the CLI and the docs all use."""
-        return f"{self.flag} {value_text(self.from_value)} → {value_text(self.to_value)}"
+        from cockpit.core.secrets import mask_value
+
+        return f"{self.flag} {value_text(mask_value(self.flag, self.from_value))} → {value_text(mask_value(self.flag, self.to_value))}"
 
 
 def value_text(v: Any) -> str:

@@ -11,7 +11,7 @@ import functools
 import re
 
 from cockpit.backends.base import CONTINUATION
-from cockpit.backends.sglang.logparse import split_record
+from cockpit.backends.sglang.grammar import split_record
 
 RANK_TOKEN_RE = re.compile(r"^(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+$")
 

@@ -19,8 +19,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
+from cockpit.core.secrets import without_masked
 from cockpit.journal.journal import RunRecord
-from cockpit.journal.report import (
+from cockpit.journal.views import (
     compare_rows,
     run_rows,
 )
@@ -287,7 +288,7 @@ class HistoryScreen(Screen[None]):
             self.notify(f"run {run.id} has no recorded flags", severity="warning")
             return
         # Posted to the app, not the screen: the screen is about to go away.
-        self.app.post_message(RelaunchRequested(run.flags, profile=run.profile, run_id=run.id))
+        self.app.post_message(RelaunchRequested(without_masked(run.flags), profile=run.profile, run_id=run.id))
         self.dismiss()
 
     def action_reload(self) -> None:

@@ -217,7 +217,11 @@ class PickerScreen(Screen[None]):
         sup = Supervisor(profile)
         try:
             findings = await asyncio.wait_for(sup.preflight(), timeout=MEASURE_TIMEOUT_S)
-            self.post_message(PreviewMeasured(path, sort_findings(list(findings)), None))
+            # the memory plan before launch (cockpit plan): its finding joins the preflight's
+            from cockpit.supervisor.planning import profile_plan_finding
+
+            plan, _mp = await asyncio.wait_for(profile_plan_finding(profile), timeout=MEASURE_TIMEOUT_S)
+            self.post_message(PreviewMeasured(path, sort_findings([*findings, plan]), None))
         except Exception as exc:  # unreachable host: keep the unmeasured findings, say why
             self.post_message(PreviewMeasured(path, None, str(exc) or type(exc).__name__))
         finally:

@@ -81,11 +81,19 @@ def render_state(state: RunState, findings: Sequence[Finding], *, title: str | N
     if state.crash is not None:
         c = state.crash
         lines.append("")
-        lines.append(f"CRASH {c.kind} in {c.phase}" + (f" on {c.rank}" if c.rank else "") + f" (line {c.line})")
+        phase = "an unknown phase" if c.phase == "unknown" else c.phase
+        lines.append(f"CRASH {c.kind} in {phase}" + (f" on {c.rank}" if c.rank else "") + f" (line {c.line})")
         lines.append(f"    {c.message.strip()[:300]}")
         for d in c.decisive_lines[:5]:
             if d.strip() and d.strip() != c.message.strip():
                 lines.append(f"    | {d.strip()[:200]}")
+        if c.phase_reason:
+            lines.append(f"    phase {c.phase}: {c.phase_reason}")
+    for w in state.log_warnings[:5]:
+        if "survived" in w:
+            lines.append(f"note: {w[:240]}")
+    for a in state.engine_advice[:3]:
+        lines.append(f"SGLang's own advice: {a[:240]}")
     lines.append("")
     lines += findings_lines(findings)
     return "\n".join(lines) + "\n"
