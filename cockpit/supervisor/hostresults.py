@@ -76,7 +76,7 @@ def run_or_none(d: Any) -> RunRecord | None:
 
 @dataclass(frozen=True)
 class LaunchReply:
-    run: RunRecord | None
+    record: RunRecord | None
     refused: bool = False  # a live run of the profile already holds the lock (another cockpit won)
     error: str | None = None  # the server did not start
 
@@ -90,7 +90,7 @@ class StopReply:
     stopped: bool  # every process of the run is gone
     killed: bool  # SIGKILL was needed after the timeout
     left: tuple[int, ...]  # pids that survived even SIGKILL
-    run: RunRecord | None
+    record: RunRecord | None
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> StopReply:
