@@ -44,7 +44,7 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     if info is None:
         raise CockpitError(f"{profile.name}: no run found on {', '.join(h.label for h in profile.hosts)}",
                            hint=f"`cockpit up {profile.name}` launches one")
-    nodes = [n for n in sup.nodes if n.run]
+    nodes = [n for n in sup.nodes if n.record]
     multi = len(nodes) > 1
     out = sys.stdout
     # Into a pipe or a file the output is the log, byte for byte (grep, less -R and diff see what
@@ -52,18 +52,18 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     raw = not out.isatty()
 
     async def one(node: Node) -> None:
-        run = node.run
-        assert run is not None
+        record = node.record
+        assert record is not None
         filt = _make_filter(args.filter, args.rank)
         nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
         fol = LogFollower(
             node.ops,
-            run.log_path,
-            offset=run.log_offset,
-            ino=run.log_inode,
+            record.log_path,
+            offset=record.log_offset,
+            ino=record.log_inode,
             tail=args.tail,
-            follow=bool(args.follow and run.alive),
-            watch={"pid": run.pid, "run_dir": run.run_dir} if args.follow and run.alive else None,
+            follow=bool(args.follow and record.alive),
+            watch={"pid": record.pid, "run_dir": record.run_dir} if args.follow and record.alive else None,
         )
         prefix = f"{node.label} | " if multi else ""
         # A line longer than the follower's chunk cap (4 MB) arrives in pieces: raw, it is printed
