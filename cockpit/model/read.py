@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from cockpit.model import probe
 from cockpit.model.config import ModelConfig, ModelConfigError, parse_config
-from cockpit.model.weights import WeightIndex, index_from_headers, index_from_json, parse_safetensors_header
+from cockpit.model.weights import (
+    WeightIndex,
+    index_from_headers,
+    index_from_summary,
+    parse_safetensors_header,
+)
 
 if TYPE_CHECKING:
     from cockpit.transport.base import Transport
@@ -41,11 +46,7 @@ def facts_from_probe(answer: Mapping[str, Any], where: str, name: str | None = N
     cfg = parse_config(raw, f"{where}/config.json", name=name)
     weights: WeightIndex | None = None
     if answer.get("index"):
-        try:
-            idx = json.loads(answer["index"])
-        except json.JSONDecodeError as exc:
-            raise ModelConfigError(f"{where}/model.safetensors.index.json: not JSON ({exc})") from None
-        weights = index_from_json(idx, f"{where}/model.safetensors.index.json")
+        weights = index_from_summary(answer["index"], f"{where}/model.safetensors.index.json")
     elif answer.get("headers"):
         tensors = []
         for fname, b64 in answer["headers"]:
@@ -57,7 +58,11 @@ def facts_from_probe(answer: Mapping[str, Any], where: str, name: str | None = N
 def read_model_dir(path: str | Path, name: str | None = None) -> ModelFacts:
     """Facts of a model directory on this machine (config.json + index or safetensors headers)."""
     p = str(path)
-    return facts_from_probe(probe.collect(p), p, name=name or Path(p).name)
+    try:
+        answer = probe.collect(p)
+    except (OSError, ValueError) as exc:  # an unreadable file, an index that is not JSON
+        raise ModelConfigError(f"{p}: {type(exc).__name__}: {exc}") from None
+    return facts_from_probe(answer, p, name=name or Path(p).name)
 
 
 async def read_model_on_host(
