@@ -225,7 +225,7 @@ def test_up_refuses_a_launch_predicted_below_warn_unless_forced(story: dict[str,
         cockpit("down", str(prof), "--timeout", "3", env_root=tmp_path, extra_env=extra)
 
 
-def test_profile_plan_reads_the_model_over_ssh(story: dict[str, Path], ssh_home, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_profile_plan_reads_the_model_over_ssh(story: dict[str, Path], ssh_home, tmp_path: Path) -> None:
     """The profile's host is reached over real sshd: the model's metadata is read there."""
     prof = tmp_path / "remote.yaml"
     prof.write_text(
