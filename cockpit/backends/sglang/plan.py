@@ -286,11 +286,10 @@ def plan(
         mfs_now = d.mfs
         notes.append(f"--mem-fraction-static unset: SGLang {s.version} picks {d.mfs:g} ({d.arithmetic()})")
     current = row(mfs_now)
-    meets = [row(v) for v in SEARCH if row_of(v)[2] >= target_headroom and row_of(v)[1] > 0]
+    # the highest value (two decimals, as the δ·P advice rounds) whose headroom meets the target
+    # and whose pool holds at least one token
+    meets = [r for r in (row(v) for v in SEARCH) if r.headroom_after_capture_gib >= target_headroom and r.max_total_num_tokens > 0]
     recommended = max(meets, key=lambda r: r.value) if meets else None
-    if recommended is not None and current.headroom_after_capture_gib >= target_headroom and current.max_total_num_tokens > 0:
-        # the current value already meets the target: recommend it rather than a higher one
-        recommended = current if current.value >= recommended.value else recommended
     if split.unknown_bytes:
         notes.append(f"{split.unknown_bytes / GIB:.2f} GiB of checkpoint tensors matched no sharding rule: counted whole on every rank")
     if not split.exact_split:
