@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
+    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, GB (HiCache sizing)")
+    s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GB")
+    s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node (HiCache ranks per node)")
 
     s = sub.add_parser("check", help="preflight a profile against its hosts")
     s.add_argument("profile")
@@ -145,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.profile = None
         args.theme = None
     module = importlib.import_module(f"cockpit.commands.{command}")
+    if command not in ("tui", "demo"):  # log text never drives the terminal (issue 18, item 1)
+        from cockpit.core.safe_output import guard_terminal
+
+        guard_terminal(pipe_stays_raw=command == "logs")
     try:
         return int(module.run(args) or 0)
     except KeyboardInterrupt:

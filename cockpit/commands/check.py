@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"--gpus {args.gpus}: expected a positive number of GPUs")
     profile = load_profile(resolve_profile(args.profile))
     measured = None
-    if any(not h.is_local for h in profile.hosts):
+    if profile.target is None and any(not h.is_local for h in profile.hosts):  # a Slurm job's nodes are unknown yet
         # SSH hosts are measured by the telemetry agent over the connection (unreachable: unknown)
         from cockpit.commands._support import run_command
         from cockpit.telemetry.hostfacts import measure_hosts
@@ -64,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
     findings = sort_findings([*findings, _plan_finding(profile, facts, measured)])
     # a multi-node run starts one command per node; show each (node rank filled in)
     backend = get_backend(profile.backend)
-    node_argvs = backend.build_node_argvs(profile)
+    # a Slurm job's head node comes from the allocation (the batch script fills it in)
+    head = "HEAD_NODE:PORT" if profile.target is not None and len(profile.hosts) > 1 else None
+    node_argvs = backend.build_node_argvs(profile, None, head)
     argv = node_argvs[0]
     if args.json:
         # the same shape as `diagnose` and `status` (nothing has run yet: phase unknown, no ranks)

@@ -112,10 +112,11 @@ class SGLangBackend:
     def new_state(self) -> RunState:
         return RunState(backend=self.name)
 
-    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None) -> RunState:
+    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
+                 stats: dict[str, int] | None = None) -> RunState:
         from cockpit.backends.sglang.logparse import read_log
 
-        return read_log(source, state)
+        return read_log(source, state, stats)
 
     def record_rank(self, line: str) -> str | None:
         from cockpit.backends.sglang.records import record_rank
