@@ -158,6 +158,29 @@ def table2() -> list[list[str]]:
     return rows
 
 
+# Real single-GPU logs in tests/data/real/sglang/ whose KV line and `Memory pool end` show what sits
+# between the pool and the free memory: SGLang's req_to_token pool. Their excerpts print no context
+# length; Qwen3's max_position_embeddings (40960) is assumed, with the automatic 2048 requests.
+REAL_POOL = [
+    ("sgl-project-sglang-7227.log", "Qwen3-4B (one ~32 GB GPU)", 40960),
+    ("xorbitsai-inference-3481.log", "Qwen3-14B (one ~48 GB GPU)", 40960),
+]
+
+
+def table3() -> list[list[str]]:
+    rows = []
+    for name, what, ctx in REAL_POOL:
+        st = get_backend("sglang").read_log(DATA / "real" / "sglang" / name)
+        r = next(iter(st.ranks.values()))
+        a, kv, seen = r.after_weights_avail_gb, r.kv_gb, r.avail_before_capture_gb
+        if a is None or kv is None or seen is None:
+            continue
+        rtt = 2048 * (ctx + 4) * 4 / GIB
+        rows.append([f"REAL {what}", f"{a:.2f}", f"{kv:.2f}", f"{rtt:.2f}", f"{a - kv - rtt:.2f}", f"{seen:.2f}",
+                     f"{a - kv - rtt - seen:+.2f}", f"{a - kv - seen:+.2f}"])
+    return rows
+
+
 def show(title: str, head: list[str], rows: list[list[str]]) -> None:
     print(title)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
@@ -172,6 +195,8 @@ def main() -> int:
          ["case", "tokens", "log", "err", "pool end GiB", "log", "err"], table1())
     show("2. the plan before launch (model config + GPU size + flags), then calibrated from a sibling run",
          ["case", "W plan/log", "tokens", "log", "err", "headroom", "log (worst)", "err", "cal. tok err", "cal. head err"], table2())
+    show("3. what sits between the KV pool and `Memory pool end` on real logs: A − KV − req_to_token",
+         ["case", "A", "KV", "req_to_token", "predicted", "log", "err", "err without it"], table3())
     print(f"terms: attention workspace {ATTN_WORKSPACE_GIB} GiB; graph memory estimated (docs/PLAN.md)")
     return 0
 
