@@ -24,7 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cockpit.backends import get_backend  # noqa: E402
-from cockpit.backends.sglang.plan import ATTN_WORKSPACE_GIB, cell_bytes, plan, req_to_token_gib, settings_from_flags  # noqa: E402
+from cockpit.backends.sglang.plan import (  # noqa: E402
+    ATTN_WORKSPACE_GIB,
+    cell_bytes,
+    plan,
+    req_to_token_gib,
+    settings_from_flags,
+)
 from cockpit.model.config import parse_config  # noqa: E402
 from cockpit.model.plan import Calibration, GpuFacts  # noqa: E402
 from cockpit.model.weights import GIB, Tensor, index_from_headers  # noqa: E402

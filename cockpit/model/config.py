@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cockpit.errors import BadInput
 
-
-class ModelConfigError(BadInput):
-    """config.json lacks what the memory plan needs (exit 2, naming the file and field)."""
+class ModelConfigError(ValueError):
+    """The model's metadata cannot be planned (config.json lacks a field, a file is unreadable, a
+    value is not one the plan knows). The CLI reports it as bad input (exit 2) naming the file and
+    field; check, up and the picker as a plan not made. (cockpit.model sits below the backends, so
+    it does not use cockpit.errors.)"""
 
 
 DTYPE_BYTES = {

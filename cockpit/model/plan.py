@@ -10,6 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+class PlanUnavailable(Exception):
+    """A fact the plan needs is unknown (not wrong): the GPUs' memory. `hint` says what to pass."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+
+
 @dataclass(frozen=True)
 class GpuFacts:
     """The GPUs a plan is made for."""
@@ -138,13 +146,11 @@ def _k(n: int) -> str:
 def gpu_facts_from_hosts(hosts: Iterable[Any], env: Mapping[str, str] | None = None) -> GpuFacts:
     """The smallest GPU's total and the least free memory now on the GPUs the ranks will use
     (CUDA_VISIBLE_DEVICES of the profile's env, else all) from HostFacts-like objects."""
-    from cockpit.errors import CockpitError
-
     hosts = list(hosts)
     totals = [h.gpu_mem_total_gib for h in hosts if h.gpu_mem_total_gib]
     if not totals:
         where = ", ".join(h.host for h in hosts) or "the hosts"
-        raise CockpitError(f"GPU memory unknown on {where}", hint="pass --gpu-mem-gb (memory per GPU, GiB as nvidia-smi shows it)")
+        raise PlanUnavailable(f"GPU memory unknown on {where}", hint="pass --gpu-mem-gb (memory per GPU, GiB as nvidia-smi shows it)")
     visible = None
     cvd = (env or {}).get("CUDA_VISIBLE_DEVICES")
     if cvd:

@@ -13,7 +13,7 @@ import pytest
 
 from cockpit.backends.sglang.plan import Settings, cell_bytes
 from cockpit.model.config import ModelConfig, ModelConfigError, parse_config
-from cockpit.model.read import read_model_dir, read_model_on_host
+from cockpit.model.read import read_model_dir
 from cockpit.model.weights import (
     GIB,
     Parallel,
@@ -23,6 +23,7 @@ from cockpit.model.weights import (
     parse_safetensors_header,
     split_weights,
 )
+from cockpit.supervisor.planning import read_model_on_host
 from cockpit.transport.local import LocalTransport
 from tests.data.models import synth
 

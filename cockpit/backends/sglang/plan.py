@@ -333,18 +333,16 @@ def memory_plan(
     """The plan of a profile (Backend.memory_plan): its flags with `overrides`, the GPUs in `hosts`
     (what-ifs applied), the model read on node 0, and a calibration run from `runs` (journal
     records): `calibrate_from` names one, else the newest run of the same setup is taken."""
-    from cockpit.errors import BadInput
-
     settings = profile_settings(profile, dict(overrides or {}))
     gpu = gpu_facts_from_hosts(hosts, profile.env)
     calibration: Calibration | None = None
     if calibrate_from is not None:
         rec = next((r for r in runs if str(r.id) == calibrate_from), None)
         if rec is None:
-            raise BadInput(f"--calibrate-from {calibrate_from}: no such run in the journal (`cockpit runs` lists them)")
+            raise ModelConfigError(f"--calibrate-from {calibrate_from}: no such run in the journal (`cockpit runs` lists them)")
         calibration = calibration_from_run(rec, FLAG)
         if calibration is None:
-            raise BadInput(f"--calibrate-from {calibrate_from}: the run recorded no KV tokens, headroom or {FLAG}")
+            raise ModelConfigError(f"--calibrate-from {calibrate_from}: the run recorded no KV tokens, headroom or {FLAG}")
     else:
         calibration = pick_calibration(runs, backend=profile.backend, flags={**profile.server, **dict(overrides or {})},
                                        hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG)
