@@ -131,3 +131,14 @@ def test_plan_of_a_profile_whose_model_is_a_hugging_face_id(tmp_path: Path) -> N
     golden = read_log(DATA / "sglang-0.5.23-llama70b-tp8-healthy.log")
     assert out["current"]["max_total_num_tokens"] == pytest.approx(golden.max_total_num_tokens, rel=0.01)
     assert cell_bytes(parse_config(synth.load_config("llama-3.1-70b"), "x"), Settings("0.5.23", None, tp=8)) == 40960
+
+
+def test_a_value_below_the_floor_and_a_model_that_does_not_fit() -> None:
+    cfg, idx = facts("kimi-k2.5")
+    low = plan(cfg, idx, GpuFacts(95.6), Settings("0.5.9", 0.5, tp=8))
+    assert low.current is not None and low.current.max_total_num_tokens == 0
+    assert low.severity == "critical"
+    assert low.summary().startswith("0.5 leaves no memory for the KV pool: the server refuses to start (the floor is 0.76")
+    tiny = plan(cfg, idx, GpuFacts(80.0), Settings("0.5.9", 0.9, tp=4))
+    assert tiny.recommended is None and tiny.severity == "critical"
+    assert "do not fit" in tiny.summary() and "larger TP" in tiny.summary()

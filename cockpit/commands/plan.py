@@ -172,6 +172,9 @@ def render_plan(mp: MemoryPlan) -> str:
         if rec_v is not None and abs(r.value - rec_v) < 1e-9:
             mark.append("← recommended")
         h = r.headroom_after_capture_gib
+        if not r.starts:
+            lines.append(f"  {r.value:<24g} {0:>12,} {'—':>8} {'no KV pool: no start':>24}  ! {' '.join(mark)}".rstrip())
+            continue
         flag = "  !" if h < mp.warn_headroom_gib else ("  ·" if h < mp.target_headroom_gib else "   ")
         lines.append(f"  {r.value:<24g} {r.max_total_num_tokens:>12,} {r.kv_gib:>8.2f} {h:>20.2f} GiB{flag} {' '.join(mark)}".rstrip())
     lines.append("")

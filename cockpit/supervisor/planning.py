@@ -135,10 +135,14 @@ def plan_finding(mp: MemoryPlan | None, error: str | None = None) -> Finding:
     if cur is not None:
         predicted = {"headroom_gb": round(cur.headroom_after_capture_gib, 2), "max_total_num_tokens": cur.max_total_num_tokens}
     if sev in ("critical", "warning") and rec is not None and cur is not None and rec.value != cur.value:
+        # below the floor the move is upwards (raise mfs), above it downwards: either way rec
         changes = (FlagChange(rec.flag, None if mp.current_is_default else cur.value, rec.value),)
         predicted = {"headroom_gb": round(rec.headroom_after_capture_gib, 2), "max_total_num_tokens": rec.max_total_num_tokens}
     msg = mp.summary()
-    if sev == "critical":
+    cannot_start = cur is not None and cur.max_total_num_tokens <= 0
+    if cannot_start:
+        pass  # the summary says why it cannot start; "may run out of memory" would understate it
+    elif sev == "critical":
         msg += f" — below the {mp.warn_headroom_gib:g} GiB warn level: the first large prefill may run out of memory"
     elif sev == "warning":
         msg += f" — below the {mp.target_headroom_gib:g} GiB target"
