@@ -205,3 +205,19 @@ async def test_probe_over_real_sshd(ssh_env: SshHome, tmp_path: Path) -> None:
     assert facts.where.startswith("gpu-box-1:")
     assert facts.config.attention == "mla"
     assert facts.weights is not None and facts.weights.total_bytes / GIB == pytest.approx(641.29, abs=0.01)
+
+
+def test_hybrid_state_pools_are_refused_not_guessed() -> None:
+    qwen_next = {**synth.load_config("qwen3-30b-a3b"), "architectures": ["Qwen3NextForCausalLM"],
+                 "linear_num_value_heads": 32, "linear_conv_kernel_dim": 4}
+    with pytest.raises(ModelConfigError, match="Qwen3NextForCausalLM has linear_num_value_heads: hybrid linear-attention/Mamba"):
+        parse_config(qwen_next, "next/config.json")
+    typed = {**synth.load_config("llama-3.1-8b"), "layer_types": ["linear_attention", "full_attention"] * 16}
+    with pytest.raises(ModelConfigError, match="layer_types with linear-attention/Mamba layers"):
+        parse_config(typed, "x/config.json")
+
+
+def test_nsa_indexer_adds_to_the_cell() -> None:
+    v32 = {**synth.load_config("deepseek-v3"), "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}
+    cfg = parse_config(v32, "v32")
+    assert cell_bytes(cfg, Settings("0.5.9", 0.9, tp=8)) == 576 * 61 * 2 + (128 + 4) * 61

@@ -168,6 +168,9 @@ def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
         c = cell_bytes_mla(cfg.kv_lora_rank or 0, cfg.qk_rope_head_dim or 0, layers, b)
         if b == 0.5:  # FP4: one 1-byte scale per 16 elements
             c += (dim // 16) * layers
+        if cfg.index_head_dim:
+            # NSA's indexer keys (fp8 with a 4-byte scale per 128), uint8 storage, every layer
+            c += (cfg.index_head_dim + cfg.index_head_dim // 128 * 4) * layers
         return c
     heads = max(1, cfg.num_kv_heads // s.parallel.attn_tp)
     c = cell_bytes_mha(heads, cfg.head_dim, cfg.v_head_dim, layers, b)
