@@ -221,3 +221,45 @@ def test_nsa_indexer_adds_to_the_cell() -> None:
     v32 = {**synth.load_config("deepseek-v3"), "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}
     cfg = parse_config(v32, "v32")
     assert cell_bytes(cfg, Settings("0.5.9", 0.9, tp=8)) == 576 * 61 * 2 + (128 + 4) * 61
+
+
+def test_the_probe_reads_headers_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every byte the probe reads is counted: the headers and config.json, never tensor data."""
+    import builtins
+
+    from cockpit.model import probe
+
+    raw = synth.load_config("qwen3-32b")
+    total = synth.write_checkpoint(tmp_path / "m", raw, shards=4)
+    read = {"bytes": 0}
+
+    class Counting:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n: int = -1) -> bytes:
+            data = self.f.read(n)
+            read["bytes"] += len(data)
+            return data
+
+        def __enter__(self) -> Counting:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()
+
+    def counting_open(path, mode="r", *a, **kw):
+        return Counting(builtins.open(path, mode, *a, **kw))
+
+    monkeypatch.setattr(probe, "open", counting_open, raising=False)
+    answer = probe.collect(str(tmp_path / "m"))
+    heads = sum(len(synth.header_bytes(ts)) for ts in _shards(raw, 4))
+    assert read["bytes"] <= heads + 2 * len((tmp_path / "m" / "config.json").read_bytes())
+    assert read["bytes"] < total / 10_000
+    assert len(answer["headers"]) == 4
+
+
+def _shards(raw: dict, n: int) -> list[list[synth.T]]:
+    ts = synth.tensors_for(raw)
+    per = -(-len(ts) // n)
+    return [ts[k * per:(k + 1) * per] for k in range(n)]
