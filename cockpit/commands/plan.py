@@ -104,19 +104,17 @@ def _profile_plan(args: argparse.Namespace) -> MemoryPlan:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cockpit.errors import CockpitError
+    from cockpit.model.config import ModelConfigError
+    from cockpit.model.plan import PlanUnavailable
 
-    for name, val in (("--gpu-mem-gb", args.gpu_mem_gb),):
-        if val is not None and val <= 0:
-            raise BadInput(f"{name} {val:g}: expected a positive number of GiB")
+    if args.gpu_mem_gb is not None and args.gpu_mem_gb <= 0:
+        raise BadInput(f"--gpu-mem-gb {args.gpu_mem_gb:g}: expected a positive number of GiB")
     for name, ival in (("--gpus", args.gpus), ("--tp", args.tp), ("--dp", args.dp), ("--ep", args.ep)):
         if ival is not None and ival <= 0:
             raise BadInput(f"{name} {ival}: expected a positive whole number")
     if args.model_config and args.profile:
         raise BadInput("give a PROFILE or --model-config DIR, not both")
-    from cockpit.errors import CockpitError
-    from cockpit.model.config import ModelConfigError
-    from cockpit.model.plan import PlanUnavailable
-
     try:
         if args.model_config:
             mp = _model_config_plan(args)

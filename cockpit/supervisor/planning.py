@@ -1,6 +1,6 @@
 """The memory plan of a profile, the way a launch sees it: the model's facts read on node 0 over its
-transport, the GPUs measured by the agent, the journal's runs for calibration, the backend's budget
-(`get_backend(name).memory_plan`). `cockpit plan`, `cockpit check`, `cockpit up` and the picker all
+transport, the GPUs measured by the agent, the journal's runs for calibration (read by the callers,
+which sit above the journal), the backend's budget (`get_backend(name).memory_plan`). `cockpit plan`, `cockpit check`, `cockpit up` and the picker all
 call `plan_for_profile` / `profile_plan_finding`; `plan_finding` is the one wording of the result.
 """
 
@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from cockpit.transport.base import Transport
 
 FINDING_ID = "memory_plan"
-
-
-# ---- the pieces --------------------------------------------------------------------------------
 
 
 async def measured_facts(profile: Profile) -> list[HostFacts]:
