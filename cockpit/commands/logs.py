@@ -42,7 +42,7 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     sup = Supervisor(profile)
     info = await sup.attach(include_ended=True)
     if info is None:
-        raise CockpitError(f"{profile.name}: no run found on {', '.join(h.label for h in profile.hosts)}",
+        raise CockpitError(f"{profile.name}: no run found on {', '.join(dict.fromkeys(h.label for h in profile.hosts))}",
                            hint=f"`cockpit up {profile.name}` launches one")
     nodes = [n for n in sup.nodes if n.run]
     multi = len(nodes) > 1
