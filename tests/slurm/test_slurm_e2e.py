@@ -75,13 +75,15 @@ def test_up_queued_ready_status_logs_down(slurm_cluster: SlurmCluster, ssh_home:
     try:
         up = _cockpit(env, tmp_path, "up", str(prof), "--wait", "started", "--timeout", "5")
         assert up.returncode == 0, up.stdout + up.stderr
-        assert "launched run" in up.stdout
+        assert "launched run" in up.stdout and "(submitted Slurm job " in up.stdout, up.stdout
         st = _until(env, tmp_path, prof, lambda s: (s.get("slurm") or {}).get("reason") in ("Resources", "Priority"))
         sl = st["slurm"]
         assert sl["state"] == "PENDING" and sl["job_id"].isdigit(), sl
         assert sl["words"] == f"queued: {sl['reason']}" and sl["nodes"] == [] and sl["time_left"] is None
         assert st["lifecycle"] == "launching" and st["ready"] is False
         job = sl["job_id"]
+        text = _cockpit(env, tmp_path, "status", str(prof))
+        assert f"Slurm job {job} · queued: {sl['reason']}" in text.stdout, text.stdout
         # a second `up` is refused while the job waits in the queue
         again = _cockpit(env, tmp_path, "up", str(prof))
         assert again.returncode == 1 and f"job {job}" in again.stderr, again.stderr
