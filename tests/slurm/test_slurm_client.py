@@ -109,3 +109,25 @@ async def test_held_job_and_a_failing_program(login: SlurmLogin, slurm_cluster: 
     assert j.state == "FAILED" and j.outcome == "crash", j
     assert j.exit_code == "3:0" and j.exit_status == 3
     assert "exit code 3:0" in j.describe()
+
+
+async def test_no_accounting_fallback_reads_the_job_completion_record(
+        login: SlurmLogin, slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """The test cluster has no accounting: sacct refuses, and a job slurmctld has forgotten is
+    known from its jobcomp/filetxt record (read here from the cluster's real file)."""
+    from cockpit.slurm.client import job_from_answer
+
+    job = await _submit(login, tmp_path, [PY, "-c", "import sys; sys.exit(5)"])
+    j = await _until(login, job, lambda j: j.ended)
+    assert j.state == "FAILED"
+    sacct = slurm_cluster.run("sacct", "-j", job, "-X", "-n", "-P", check=False)
+    assert sacct.returncode != 0 and "accounting storage is disabled" in sacct.stderr
+    deadline = time.monotonic() + 10
+    while f"JobId={job} " not in slurm_cluster.jobcomp.read_text() and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    record = "\n".join(ln for ln in slurm_cluster.jobcomp.read_text().splitlines() if ln.startswith(f"JobId={job} "))
+    forgotten = job_from_answer(job, {"scontrol": "", "scontrol_error": "slurm_load_jobs error: Invalid job id specified",
+                                      "sacct": "", "sacct_error": sacct.stderr.strip(), "jobcomp": record})
+    assert (forgotten.state, forgotten.outcome, forgotten.exit_code, forgotten.source) == ("FAILED", "crash", "5:0",
+                                                                                          "jobcomp")
+    assert forgotten.node_list == slurm_cluster.node
