@@ -309,6 +309,14 @@ class SlurmSupervisor(Supervisor):
                 self.recorder.tick(force=True)
         return snap
 
+    async def wait_ended(self) -> str:
+        """Until Slurm says the job has ended (`cockpit logs -f`: there is no pid to watch)."""
+        while True:
+            job = await self._poll_state()
+            if job is not None and job.ended:
+                return job.describe()
+            await asyncio.sleep(self.poll_s)
+
     def is_ready(self) -> bool:
         return super().is_ready() and self._running_head() is not None
 

@@ -105,7 +105,15 @@ def test_up_queued_ready_status_logs_down(slurm_cluster: SlurmCluster, ssh_home:
     logs = _cockpit(env, tmp_path, "logs", str(prof), "--tail", "3")
     assert logs.returncode == 0 and len(logs.stdout.splitlines()) == 3, logs.stderr
 
+    follower = subprocess.Popen([PY, "-m", "cockpit", "logs", str(prof), "-f", "--tail", "2"], env=env, cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(2.0)  # following
     down = _cockpit(env, tmp_path, "down", str(prof), "--timeout", "20")
+    # `logs -f` ends when Slurm says the job ended, after the log's last line
+    out, err = follower.communicate(timeout=30)
+    assert f"cockpit: Slurm: job {job} CANCELLED" in err.decode(), err
+    node_log = Path(st["run"]["log_path"]).read_bytes()
+    assert out and node_log.endswith(out.splitlines(keepends=True)[-1])
     assert down.returncode == 0, down.stdout + down.stderr
     assert f"Slurm job {job} has left the queue (CANCELLED)" in down.stdout, down.stdout
     assert job not in slurm_cluster.run("squeue", "-h", "-o", "%i").stdout.split()
