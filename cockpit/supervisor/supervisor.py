@@ -412,7 +412,7 @@ class Supervisor:
                                                              self.telemetry.host_facts_now()))
             except Exception:
                 log.exception("diagnosis failed")
-        return self._findings
+        return tuple(self.follow.link_findings.values()) + self._findings  # a changed host key first
 
     def rank_gpu(self) -> dict[str, tuple[str, int]]:
         return self.backend.rank_gpu_map(self.fold.state.ranks.keys(), [n.label for n in self.nodes],
