@@ -65,6 +65,16 @@ class _StepWatch(GpuWatch):
             self.note = None
         super().take(node, sample)
 
+    async def once(self) -> None:
+        for node in self.nodes:
+            try:
+                sample = await telemetry_feed.sample_once(node.ops, sim_dir=self.sim_dir)
+            except (TransportError, OSError, ValueError) as exc:
+                # e.g. the cluster refuses extra steps in a job: srun's words say so
+                self.note = f"not measured on {node.label}: {exc}"
+                continue
+            self.take(node, sample)
+
 
 class SlurmSupervisor(Supervisor):
     """The Supervisor of a `target: {kind: slurm}` profile (Supervisor(profile) returns one)."""

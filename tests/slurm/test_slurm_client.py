@@ -131,3 +131,22 @@ async def test_no_accounting_fallback_reads_the_job_completion_record(
     assert (forgotten.state, forgotten.outcome, forgotten.exit_code, forgotten.source) == ("FAILED", "crash", "5:0",
                                                                                           "jobcomp")
     assert forgotten.node_list == slurm_cluster.node
+
+
+async def test_telemetry_step_refused_says_not_measured_with_sruns_words(
+        login: SlurmLogin, slurm_cluster: SlurmCluster) -> None:
+    """An `srun --overlap` step the cluster refuses (here: a job that does not exist) leaves the
+    GPUs unmeasured, with srun's reason."""
+    from cockpit.core.profile import Host
+    from cockpit.slurm.steps import SrunStepTransport
+    from cockpit.slurm.supervisor import _StepWatch
+    from cockpit.supervisor.host import HostOps
+    from cockpit.supervisor.nodes import Node
+
+    step = SrunStepTransport(login.transport, "999999", slurm_cluster.node)
+    node = Node(0, Host(ssh=slurm_cluster.node), step, HostOps(step), key="p", log_file="node0.log")
+    watch = _StepWatch([node], interval=1.0, sim_dir=None, changed=lambda: None)
+    await watch.once()
+    assert watch.note is not None and watch.note.startswith(f"not measured on {slurm_cluster.node}: ")
+    assert "999999" in watch.note or "Invalid job id" in watch.note, watch.note
+    assert watch.gpus == {}
