@@ -111,7 +111,7 @@ class SlurmSupervisor(Supervisor):
         steps = []
         for node, name in zip(self.nodes, names, strict=False):
             node.host = Host.model_construct(ssh=name)
-            t = SrunStepTransport(self._login_t, self.job_id, name)
+            t = SrunStepTransport(self._login_t, self.job_id, name, self.target.gpus_per_node)
             steps.append(Node(node.index, node.host, t, HostOps(t, runs_root=self._runs_root), key=node.key,
                               log_file=node.log_file, run=node.run))
         self._steps[:] = steps

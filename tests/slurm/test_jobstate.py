@@ -164,3 +164,14 @@ def test_bundled_two_node_profile_renders_one_step_per_node() -> None:
         "--nodes=2", "--ntasks-per-node=1", "--partition=gpu", "--account=ml-serving", "--time=12:00:00",
         "--gpus-per-node=8", "--exclusive"]
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_telemetry_step_argv_shares_the_allocation() -> None:
+    from cockpit.slurm.steps import SrunStepTransport
+    from cockpit.transport.local import LocalTransport
+
+    t = SrunStepTransport(LocalTransport(), "42", "gpu07", gpus_per_node=8)
+    assert t._argv(["python3", "-", "{}"]) == [
+        "srun", "--jobid=42", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=gpu07", "--gpus-per-node=8",
+        "--quiet", "--job-name=cockpit-telemetry-gpu07", "--", "python3", "-", "{}"]
+    assert "--gpus-per-node=8" not in SrunStepTransport(LocalTransport(), "42", "gpu07")._argv(["x"])
