@@ -185,3 +185,30 @@ async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
 
         await close_all()
     assert os.path.exists(tmp_path / "runs" / "slurmdrop")
+
+
+async def test_down_while_queued_is_a_clean_stop(slurm_cluster: SlurmCluster, ssh_env: SshHome, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in _env(ssh_env, tmp_path).items():
+        if k.startswith(("COCKPIT_", "XDG_")):
+            monkeypatch.setenv(k, v)
+    prof = load_profile(_profile(tmp_path, "slurmqueued"))
+    filler = slurm_cluster.fill()
+    sup = Supervisor(prof)
+    try:
+        info = await sup.start()
+        assert isinstance(sup, SlurmSupervisor) and sup.job is not None and sup.job.outcome == "queued"
+        assert sup.lifecycle == "launching" and sup.snapshot().progress.startswith("queued: ")
+        res = await sup.stop(timeout=10)
+        assert res.stopped and res.leftovers == []
+        snap = sup.snapshot()
+        assert snap.lifecycle == "stopped" and snap.state.phase == "stopped" and snap.state.crash is None
+        assert snap.slurm is not None and snap.slurm["state"] == "CANCELLED" and snap.slurm["nodes"] == []
+        assert not (Path(info.run_dir) / "node0.log").exists()  # it never ran
+        assert await Supervisor(prof).attach() is None  # nothing left to attach to
+    finally:
+        await sup.close()
+        slurm_cluster.release(filler)
+        from cockpit.transport import close_all
+
+        await close_all()
