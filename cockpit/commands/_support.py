@@ -160,7 +160,8 @@ def render_status(snap: RunSnapshot) -> str:
             )
     if st.crash is not None:
         c = st.crash
-        lines.append(f"CRASH {c.kind} in {c.phase} on {c.rank or 'main'} (line {c.line}): {c.message}")
+        phase = "an unknown phase" if c.phase == "unknown" else c.phase
+        lines.append(f"CRASH {c.kind} in {phase} on {c.rank or 'main'} (line {c.line}): {c.message}")
     leftovers = [p for p in snap.gpu_processes if not p.belongs_to_run]
     if leftovers and st.phase in ("stopped", "crashed"):
         lines.append("GPU memory held by: " + ", ".join(f"pid {p.pid} (GPU {p.gpu_index} on {p.host})" for p in leftovers))
