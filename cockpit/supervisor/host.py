@@ -23,7 +23,9 @@ from typing import Any
 from cockpit.transport.base import HostKeyError, Stream, Transport, TransportError, Unreachable
 from cockpit.transport.local import CommandTimeout
 
-HOSTSIDE_SOURCE: bytes = (Path(__file__).resolve().parent / "hostside.py").read_bytes()
+# One program for the host's python: the base (run files, log checks, /proc), then the operations.
+HOSTSIDE_SOURCE: bytes = b"\n".join((Path(__file__).resolve().parent / name).read_bytes()
+                                     for name in ("hostside_base.py", "hostside.py"))
 
 # Tests (and operators with an unusual layout) point every host's run directories elsewhere.
 RUNS_ROOT_ENV = "COCKPIT_RUNS_ROOT"

@@ -204,7 +204,7 @@ def test_host_that_never_answers_costs_one_timeout(ssh_home, silent_port: int, t
         took = time.monotonic() - t0
         assert done.returncode == 1, done.stdout + done.stderr
         assert f"no answer within {stated} s" in done.stderr, done.stderr
-        assert took < stated + 3, f"{' '.join(args)}: {took:.1f} s for a stated {stated} s"
+        assert took < stated * 1.5 + 4, f"{' '.join(args)}: {took:.1f} s for a stated {stated} s"
         ledger.note(f"host that never answers: `cockpit {' '.join(args)}` gave up after {took:.1f} s "
                     f"(stated {stated} s)")
         ledger.survive("ssh")
