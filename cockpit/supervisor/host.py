@@ -73,8 +73,12 @@ class HostOps:
         for attempt in range(attempts):
             try:
                 return await self._call_once(req, timeout)
-            except (HostKeyError, HostOpError, CommandTimeout, Unreachable):
-                raise  # a refused key, a failed operation, a hung or unreachable host: repeating won't help
+            except (HostKeyError, HostOpError, CommandTimeout):
+                raise  # a refused key, a failed operation or a hung host: repeating won't help
+            except Unreachable as exc:
+                if exc.timed_out or attempt + 1 >= attempts:
+                    raise  # no answer within the connect timeout: one timeout per command, not four
+                await asyncio.sleep(RETRY_DELAY_S * (2**attempt))  # refused: sshd may be restarting
             except TransportError:
                 if attempt + 1 >= attempts:
                     raise
