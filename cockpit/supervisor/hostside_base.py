@@ -149,14 +149,22 @@ def _tagged_processes(pdir):
     if not os.path.isdir("/proc"):
         return out
     prefix = pdir.rstrip("/") + "/"
+    me = os.getuid()
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
+        try:
+            if os.stat("/proc/" + name).st_uid != me:
+                continue  # a run's processes are ours; others' environments are not read
+        except OSError:
+            continue
+        st = _proc_stat(int(name))
+        # reading the environment of a process in uninterruptible sleep can block on its memory
+        if st is None or st[0] in ("Z", "X", "D"):
+            continue
         tag = _run_tag(int(name))
         if tag and tag.startswith(prefix) and "/" not in tag[len(prefix):]:
-            st = _proc_stat(int(name))
-            if st is not None and st[0] not in ("Z", "X"):
-                out.setdefault(tag, []).append(int(name))
+            out.setdefault(tag, []).append(int(name))
     return out
 
 
