@@ -1,7 +1,8 @@
-"""`cockpit diagnose LOG… [--json] [--target-headroom-gb F]`: explain SGLang logs.
+"""`cockpit diagnose LOG… [--json] [--target-headroom-gb F]`: explain SGLang and vLLM logs.
 
 Each LOG is a file path or `-` (standard input, read as bytes). Several logs are read in order into
-one state (e.g. a rotated log and its continuation). Exit 0 when nothing is critical, 1 when a
+one state (e.g. a rotated log and its continuation). Which server wrote them is told by the opening
+of the first log (`detect_backend`: each backend scores how much it looks like its own). Exit 0 when nothing is critical, 1 when a
 finding is critical, 2 on bad input (a missing or unreadable file), always as one clear line.
 """
 
@@ -12,21 +13,41 @@ import gc
 import json
 import sys
 
-from cockpit.backends.sglang.diagnosis import diagnose
+from typing import Any
+
 from cockpit.core.findings import exit_code_for
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
 
 
-def read_logs(paths: list[str]) -> RunState:
-    from cockpit.backends.sglang.logparse import read_log
+SNIFF_BYTES = 64 * 1024
 
+
+def _sniff(path: str) -> bytes:
+    """The opening bytes of a log, without consuming them (standard input is peeked)."""
+    try:
+        if path == "-":
+            return bytes(sys.stdin.buffer.peek(SNIFF_BYTES)[:SNIFF_BYTES])
+        with open(path, "rb") as f:
+            return f.read(SNIFF_BYTES)
+    except (OSError, AttributeError, ValueError):
+        return b""  # the read below reports an unreadable file
+
+
+def backend_for(paths: list[str]) -> Any:
+    from cockpit.backends import detect_backend, get_backend
+
+    return get_backend(detect_backend(_sniff(paths[0]) if paths else b""))
+
+
+def read_logs(paths: list[str], backend: Any = None) -> RunState:
+    backend = backend if backend is not None else backend_for(paths)
     state: RunState | None = None
     if paths.count("-") > 1:
         raise BadInput("standard input (-) can be read only once")
     for path in paths:
         try:
-            state = read_log(sys.stdin.buffer, state) if path == "-" else read_log(path, state)
+            state = backend.read_log(sys.stdin.buffer if path == "-" else path, state)
         except FileNotFoundError:
             raise BadInput(f"{path}: no such file") from None
         except IsADirectoryError:
@@ -46,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
     # Everything imported so far lives as long as this one-shot command: set it aside so the
     # collections that parsing triggers do not walk it again (~3 ms of a 1M-line diagnose).
     gc.freeze()
-    state = read_logs(list(args.logs))
-    findings = diagnose(state, target_headroom_gb=target)
+    backend = backend_for(list(args.logs))
+    state = read_logs(list(args.logs), backend)
+    findings = backend.diagnose(state, target_headroom_gb=target)
     if args.json:
         out = state.to_json()
         out["findings"] = [f.to_json() for f in findings]

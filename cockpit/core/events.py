@@ -151,7 +151,7 @@ class WeightLoadBegin(Event):
 @_event
 class WeightLoadEnd(Event):
     elapsed_s: float | None
-    avail_gb: float
+    avail_gb: float | None  # None where the server prints only what the weights took
     weights_gb: float
     model_type: str | None
     dtype: str | None = None  # 0.5.9 only
@@ -183,7 +183,7 @@ class GraphCaptureEnd(Event):
     what: str
     elapsed_s: float | None
     graph_gb: float
-    avail_gb: float
+    avail_gb: float | None  # None where the server prints only what the capture took
 
 
 @_event
@@ -194,6 +194,8 @@ class MaxTotalTokens(Event):
     max_running_requests: int | None
     context_len: int | None
     available_gpu_mem_gb: float | None
+    # True where the server sizes its KV pool before capturing graphs (start-up is not over yet)
+    sized_before_capture: bool = False
 
 
 @_event
@@ -226,7 +228,45 @@ class ServerReady(Event):
     pass
 
 
+@_event
+class LogFormat(Event):
+    """The log's format and server version as far as the log proves it ("vllm-0.33.0")."""
+
+    fmt: str
+
+
+@_event
+class RankMemoryFigures(Event):
+    """A rank's own memory account, printed once start-up sized its memory (GiB as printed).
+
+    Keys that name a RankMemory field (`pre_load_avail_gb`, `weights_gb`, `kv_gb`, `graph_gb`,
+    `avail_after_capture_gb`, `total_gb`) fill it; any other key is kept in `RankMemory.figures`
+    under the backend's own name for its diagnosis."""
+
+    figures: dict[str, float]
+
+
 # ---- serving ---------------------------------------------------------------------------------
+
+
+@_event
+class ServingStats(Event):
+    """A periodic statistics line over an interval (not one batch): throughputs in tokens/s, the
+    KV cache usage as a fraction."""
+
+    prompt_throughput: float | None
+    gen_throughput: float | None
+    running_req: int | None
+    queue_req: int | None
+    kv_usage: float | None
+    preemptions: int | None = None
+
+
+@_event
+class FailedBatch(Event):
+    """The server's dump of the batch it was running when it failed: "prefill" or "decode"."""
+
+    kind: str
 
 
 @_event
@@ -350,6 +390,21 @@ class NcclTimeout(Event):
 
 
 @_event
+class NcclError(Event):
+    """NCCL failed other than by a timeout (`unhandled system error` at init, `NCCL error in: …`)."""
+
+    text: str
+
+
+@_event
+class StartupFailed(Event):
+    """The engine reported that start-up failed without saying why on this line
+    (`EngineCore failed to start.`); a root cause printed after it names the crash instead."""
+
+    text: str
+
+
+@_event
 class SchedulerWatchdogTimeout(Event):
     """`Scheduler watchdog timeout (self.watchdog_timeout=300, …)`: a forward pass hung."""
 
@@ -394,6 +449,8 @@ CRASH_EVENTS: tuple[type[Event], ...] = (
     HiCacheHostMemory,
     RankDead,
     NcclTimeout,
+    NcclError,
+    StartupFailed,
     SchedulerWatchdogTimeout,
     WarmupFailed,
     PortInUse,

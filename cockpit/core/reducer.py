@@ -28,8 +28,11 @@ FORMAT_0523 = "sglang-0.5.23"
 # Exit codes of a deliberate stop (SIGTERM / SIGINT, as a status or as 128 + signal).
 _STOP_EXITS = {0, -15, 143, -2, 130}
 _OOM_KILL_EXITS = {-9, 137}
-# Crash kinds a later, more specific line may replace.
-_VAGUE_KINDS = {"unknown"}
+# Crash kinds a later, more specific line may replace: the higher, the vaguer. A start-up failure
+# reported without its cause (`startup_error`) says more than nothing (`unknown`), less than a root
+# cause printed after it.
+_VAGUENESS = {"unknown": 2, "startup_error": 1}
+_VAGUE_KINDS = set(_VAGUENESS)
 
 
 @dataclass
@@ -184,7 +187,7 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
     text = message if message is not None else _describe(event)
     crash = state.crash
     if crash is not None:
-        upgrade = crash.kind in _VAGUE_KINDS and kind not in _VAGUE_KINDS
+        upgrade = _VAGUENESS.get(kind, 0) < _VAGUENESS.get(crash.kind, 0)
         upgrade = upgrade or (crash.kind == "cuda_oom" and kind == "graph_capture_oom")
         upgrade = upgrade or (crash.kind == "host_oom_killed" and kind == "hicache_host_memory")
         if upgrade:
@@ -240,7 +243,9 @@ def _server_args(state: RunState, e: ev.ServerArgs) -> None:
     elif state.crash is not None:
         _reset(state)
     state.server_args = dict(e.args)
-    _hint_format(state, FORMAT_059 if e.form == "ServerArgs" else FORMAT_0523, strong=True)
+    fmt = {"ServerArgs": FORMAT_059, "dict": FORMAT_0523}.get(e.form)
+    if fmt is not None:  # other servers' argument dumps say nothing of the format: LogFormat does
+        _hint_format(state, fmt, strong=True)
     _advance(state, "loading", e.ts)
 
 
@@ -337,7 +342,24 @@ def _max_total(state: RunState, e: ev.MaxTotalTokens) -> None:
     state.max_running_requests = e.max_running_requests
     state.context_len = e.context_len
     state.available_gpu_mem_gb = e.available_gpu_mem_gb
-    _advance(state, "warmup", e.ts)
+    _advance(state, "kv_pool" if e.sized_before_capture else "warmup", e.ts)
+
+
+def _log_format(state: RunState, e: ev.LogFormat) -> None:
+    _hint_format(state, e.fmt, strong=True)
+
+
+_RANK_FIELDS = ("pre_load_avail_gb", "weights_gb", "kv_gb", "graph_gb", "avail_after_capture_gb", "total_gb")
+
+
+def _rank_figures(state: RunState, e: ev.RankMemoryFigures) -> None:
+    rm = state.rank(_rank_label(e))
+    for key, value in e.figures.items():
+        if key in _RANK_FIELDS:
+            if key == "avail_after_capture_gb" or getattr(rm, key) is None:
+                setattr(rm, key, value)
+        else:
+            rm.figures[key] = value
 
 
 def _hicache(state: RunState, e: ev.HiCacheAllocating) -> None:
@@ -387,6 +409,32 @@ def _prefill(state: RunState, e: ev.PrefillBatch) -> None:
 
 def _decode(state: RunState, e: ev.DecodeBatch) -> None:
     _batch(state, "decode", e, state.gen_throughput, e.gen_throughput)
+
+
+def _stats(state: RunState, e: ev.ServingStats) -> None:
+    """A statistics line covers an interval of mixed batches: it feeds the series and the queue
+    figures but names no batch kind (a crash's phase needs the batch itself)."""
+    if e.running_req is not None:
+        state.running_requests = e.running_req
+    if e.queue_req is not None:
+        state.queued_requests = e.queue_req
+    if e.preemptions:
+        state.retractions += e.preemptions
+    if e.ts is not None:
+        if e.gen_throughput is not None:
+            state.gen_throughput.append(SeriesPoint(e.ts, e.gen_throughput))
+        if e.prompt_throughput is not None:
+            state.input_throughput.append(SeriesPoint(e.ts, e.prompt_throughput))
+        if e.kv_usage is not None:
+            state.token_usage.append(SeriesPoint(e.ts, e.kv_usage))
+
+
+def _failed_batch(state: RunState, e: ev.FailedBatch) -> None:
+    """The batch a failing server dumped: it names the crash's phase when nothing sharper did."""
+    state.last_batch_kind = e.kind
+    crash = state.crash
+    if crash is not None and crash.phase == "serving":
+        crash.phase = e.kind
 
 
 def _retract(state: RunState, e: ev.KvRetract) -> None:
@@ -484,6 +532,14 @@ def _nccl(state: RunState, e: ev.NcclTimeout) -> None:
     _crash(state, e, "nccl_timeout", e.text.strip())
 
 
+def _nccl_error(state: RunState, e: ev.NcclError) -> None:
+    _crash(state, e, "nccl_error", e.text.strip())
+
+
+def _startup_failed(state: RunState, e: ev.StartupFailed) -> None:
+    _crash(state, e, "startup_error", e.text.strip())
+
+
 def _watchdog(state: RunState, e: ev.SchedulerWatchdogTimeout) -> None:
     _crash(state, e, "unknown", e.text.strip())
 
@@ -540,6 +596,12 @@ _HANDLERS: dict[type, object] = {
     ev.GraphCaptureBegin: _capture_begin,
     ev.GraphCaptureEnd: _capture_end,
     ev.MaxTotalTokens: _max_total,
+    ev.LogFormat: _log_format,
+    ev.RankMemoryFigures: _rank_figures,
+    ev.ServingStats: _stats,
+    ev.FailedBatch: _failed_batch,
+    ev.NcclError: _nccl_error,
+    ev.StartupFailed: _startup_failed,
     ev.HiCacheAllocating: _hicache,
     ev.KvPoolBelowContext: _below_ctx,
     ev.UvicornRunning: _uvicorn,

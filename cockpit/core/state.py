@@ -25,12 +25,15 @@ CrashKind = Literal[
     "hicache_host_memory",
     "host_oom_killed",
     "nccl_timeout",
+    "nccl_error",
+    "watchdog_timeout",
     "warmup_failed",
     "port_in_use",
+    "startup_error",
     "unknown",
 ]
 CRASH_KINDS: tuple[str, ...] = get_args(CrashKind)
-CrashPhase = Literal["startup", "graph_capture", "prefill", "decode", "serving"]
+CrashPhase = Literal["startup", "graph_capture", "prefill", "decode", "serving", "unknown"]
 CRASH_PHASES: tuple[str, ...] = get_args(CrashPhase)
 
 # Bounded series: about an hour of decode lines at SGLang's default log interval.
@@ -51,6 +54,9 @@ class RankMemory:
     graph_gb: float | None = None  # sum of every graph capture's `mem usage` (0.5.23 captures two)
     avail_after_capture_gb: float | None = None  # last `avail mem=` before ready: the OOM headroom
     captures_done: int = 0
+    total_gb: float | None = None  # the GPU's total memory, where the log prints it
+    # backend-specific per-rank figures as the log printed them (GiB), by the backend's own names
+    figures: dict[str, float] = field(default_factory=dict)
     # startup timeline: milestone name -> timestamp text as logged ("init", "weights_begin",
     # "weights_end", "kv_pool", "capture_begin", "capture_end", "ready")
     timeline: dict[str, str] = field(default_factory=dict)
@@ -66,6 +72,8 @@ class RankMemory:
             "avail_before_capture_gb": self.avail_before_capture_gb,
             "graph_gb": self.graph_gb,
             "avail_after_capture_gb": self.avail_after_capture_gb,
+            "total_gb": self.total_gb,
+            "figures": dict(self.figures),
             "timeline": dict(self.timeline),
         }
 

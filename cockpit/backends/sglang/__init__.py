@@ -39,12 +39,27 @@ class SGLangBackend:
     def new_state(self) -> RunState:
         return RunState(backend=self.name)
 
+    def read_log(self, source: Any, state: RunState | None = None) -> RunState:
+        from cockpit.backends.sglang.logparse import read_log
+
+        return read_log(source, state)
+
+    def log_score(self, sample: bytes) -> float:
+        """0..1: the share of the opening lines that are SGLang records (`[2026-02-24 11:55:44 TP3] …`)."""
+        from cockpit.backends.sglang.logparse import split_record
+
+        lines = [ln for ln in sample.decode("utf-8", "replace").splitlines()[:2000] if ln.strip()]
+        if not lines:
+            return 0.0
+        return sum(1 for ln in lines if split_record(ln.lstrip())[0] is not None) / len(lines)
+
     def diagnose(
-        self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = ()
+        self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = (),
+        *, target_headroom_gb: float | None = None,
     ) -> list[Finding]:
         from cockpit.backends.sglang.diagnosis import diagnose
 
-        return diagnose(state, profile, hosts)
+        return diagnose(state, profile, hosts, target_headroom_gb=target_headroom_gb)
 
     def preflight(self, profile: Profile, hosts: Iterable[HostFacts]) -> list[Finding]:
         from cockpit.backends.sglang.preflight import preflight

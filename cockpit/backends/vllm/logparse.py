@@ -1,0 +1,618 @@
+"""vLLM's log grammar (0.10 through 0.33, shared/reference/vllm.md §2, §3, §7, §8) -> core events.
+
+A record is `[(<process> pid=<pid>) ]*LEVEL MM-DD HH:MM:SS [file.py:line] msg`: zero or more
+process groups (stacked in ≤0.30 and under Ray; the innermost worker group names the rank), no
+year, no milliseconds. In 0.31+ tqdm bars, uvicorn lines and the tracebacks after
+`Process EngineCore:` are bare; in ≤0.30 they carry the writer's process group but no level.
+Every wrapper the operator's tooling adds in front (docker compose `svc  | `, Kubernetes CRI
+`<time> stdout F `, `srun -l` `0: `, journald) is learnt from a line that holds a vLLM record and
+stripped from the lines after it.
+
+Rank labels follow the core's convention: `TP3`, `PP1 TP0`, `DP1 TP3` (`Worker_DP1_PP1_TP3_EP11`
+-> `DP1 PP1 TP3`). With TP = PP = 1 the worker runs inside EngineCore, so EngineCore's per-rank
+memory lines are `TP0`. A bare `(Worker pid=P)` is resolved through the `world_size=… rank=…`
+line that worker printed.
+
+The year is not in the log: timestamps come out as `YYYY-MM-DD HH:MM:SS` with the year taken from
+the reference date (the file's modification time, or now) and moved on at a Dec → Jan rollover,
+so that every layer that reads a timestamp reads vLLM's the same way as SGLang's.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from cockpit.core import events as ev
+from cockpit.core.events import Event
+from cockpit.core.state import RunState
+
+LINE_CAP = 64 * 1024
+READ_CHUNK = 1 << 20
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_GROUP = r"\([^()]*? pid=\d+(?:, ip=[^)]*)?\) "
+_RX_RECORD = re.compile(
+    r"(?P<prefixes>(?:" + _GROUP + r")*)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<md>\d{2}-\d{2}) (?P<hms>\d{2}:\d{2}:\d{2}) \[?(?P<file>[^\]\s]+):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
+)
+_RX_GROUPS_ONLY = re.compile(r"^(?P<prefixes>(?:" + _GROUP + r")+)(?P<msg>.*)$")
+_RX_ONE_GROUP = re.compile(r"\((?P<name>[^()]*?) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)")
+_RX_WORKER = re.compile(r"^(?:VllmWorker|Worker)(?:[-_ ](?P<tags>.+))?$")
+_RX_TAG = re.compile(r"(?P<kind>DP|PP|PCP|TP|DCP|EP)(?P<idx>\d+)|rank=(?P<rank>\d+)|^(?P<mp>\d+)$")
+_RX_ENGINE = re.compile(r"^EngineCore(?:_(?:DP)?(?P<dp>\d+))?$")
+# What operators' tooling puts in front of a line (learnt, never assumed).
+_WRAPPERS = (
+    re.compile(r"^\S+\s+\|\s?"),  # docker compose
+    re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] "),  # Kubernetes CRI
+    re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d) "),  # docker logs -t, kubectl --timestamps
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@-]+\[\d+\]: "),  # journald
+    re.compile(r"^\d+: "),  # srun -l
+)
+
+_F = r"(-?[\d.]+)"
+_RX_VERSION = re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(?P<v>[^)\s]+)\)|vLLM (?:API )?server version (?P<v2>[^\s,]+)")
+_RX_WORLD = re.compile(r"world_size=(\d+) rank=(\d+) local_rank=(\d+)")
+_RX_LOAD = re.compile(r"Model loading took " + _F + r" ?Gi?B(?: memory)? and " + _F + r" ?s")
+_RX_AVAIL_KV = re.compile(r"Available KV cache memory: " + _F + r" ?GiB")
+_RX_KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
+_RX_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request")
+_RX_GRAPH_DONE = re.compile(r"Graph capturing finished in (\d+) secs?(?:, took " + _F + r" GiB)?")
+_RX_POOL = re.compile(r"CUDA graph pool memory: " + _F + r" GiB \(actual\), " + _F + r" GiB \(estimated\)")
+_RX_UTIL_EQ = re.compile(r"--gpu-memory-utilization=([\d.]+) is equivalent to --gpu-memory-utilization=([\d.]+)")
+_RX_SUMMARY = re.compile(
+    r"Free memory on device \(" + _F + "/" + _F + r" GiB\) on startup\. Desired GPU memory utilization is \("
+    + _F + ", " + _F + r" GiB\)\. Actual usage is (?P<usage>.*?)\. Replace gpu_memory_utilization config with "
+    r"`--kv-cache-memory=(-?\d+)` \(" + _F + r" GiB\) to fit into requested memory, or `--kv-cache-memory=(-?\d+)` \("
+    + _F + r" GiB\) to fully utilize gpu memory\. Current kv cache memory in use is " + _F + " GiB"
+)
+_RX_USAGE_NEW = re.compile(_F + r" GiB for consumed memory \(weights \+ non-torch\), " + _F + r" GiB for peak activation, and "
+                           + _F + " GiB for CUDAGraph memory")
+_RX_USAGE_OLD = re.compile(_F + r" GiB for weight, " + _F + r" GiB for peak activation, " + _F
+                           + r" GiB for non-torch memory, and " + _F + " GiB for CUDAGraph memory")
+_RX_STARTING = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
+_RX_PORT = re.compile(r":(\d+)/?$")
+_RX_STAT = re.compile(r"(Avg prompt throughput|Avg generation throughput|Running|Waiting|Pending|Preemptions|"
+                      r"GPU KV cache usage|KV cache usage): ([\d.]+)")
+_RX_FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+_RX_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)): ?(.*)$")
+_SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
+_RX_OOM_REQ = re.compile(r"Tried to allocate " + _SIZE)
+_RX_OOM_GPU = re.compile(r"GPU (\d+) has a total capacity")
+_RX_OOM_TOTAL = re.compile(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
+_RX_DIED = re.compile(r"died unexpectedly \(exit code: (-?\d+)\)")
+_RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^}]*)\}")
+_UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,
+              "KB": 1e3 / 2**30, "MB": 1e6 / 2**30, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}
+# Exceptions that only wrap a root cause printed elsewhere: never the crash's message.
+_WRAPPER_EXCEPTIONS = ("Engine core initialization failed", "WorkerProc initialization failed",
+                       "EngineCore encountered an issue", "Frontend process failed")
+_NCCL_ERROR_MARKS = ("NCCL error", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError",
+                     "ncclInvalidUsage", "ncclRemoteError", "unhandled system error", "unhandled cuda error")
+
+
+def _gib(num: str, unit: str) -> float | None:
+    try:
+        return round(float(num) * _UNITS_GIB.get(unit, 1.0), 4)
+    except ValueError:
+        return None
+
+
+def _clean(raw: bytes) -> str:
+    """One line's bytes -> text: CRLF, tqdm `\\r` redraws (the last segment), ANSI, bad UTF-8."""
+    if b"\r" in raw:
+        raw = raw.rstrip(b"\r")
+        cut = raw.rfind(b"\r")
+        if cut != -1:
+            raw = raw[cut + 1 :]
+    text = raw[:LINE_CAP].decode("utf-8", "replace")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    return text
+
+
+def rank_label_for(name: str, dp_size: int | None = None) -> tuple[str | None, str]:
+    """A process group's name -> (rank label or None, role: "worker" | "engine" | "api" | "other")."""
+    m = _RX_WORKER.match(name)
+    if m:
+        tags = m["tags"] or ""
+        found: dict[str, int] = {}
+        for t in _RX_TAG.finditer(tags):
+            if t["kind"]:
+                found[t["kind"]] = int(t["idx"])
+            elif t["rank"] is not None:
+                found["TP"] = int(t["rank"])
+            elif t["mp"] is not None:
+                found["TP"] = int(t["mp"])
+        if not found:
+            return None, "worker"
+        parts = [f"{k}{found[k]}" for k in ("DP", "PP") if k in found]
+        parts.append(f"TP{found.get('TP', 0)}")
+        return " ".join(parts), "worker"
+    m = _RX_ENGINE.match(name)
+    if m:
+        dp = int(m["dp"]) if m["dp"] is not None else 0
+        if dp > 0 or (dp_size or 1) > 1:
+            return f"DP{dp} TP0", "engine"
+        return "TP0", "engine"
+    if name.startswith(("APIServer", "ApiServer", "MainProcess", "DPSupervisor")):
+        return None, "api"
+    return None, "other"
+
+
+class VLLMLogParser:
+    """Feed it bytes in any chunking; it returns the events of every line completed so far."""
+
+    def __init__(self, *, reference_time: float | None = None) -> None:
+        self._pending = b""
+        self._lines = 0
+        ref = time.gmtime(reference_time if reference_time is not None else time.time())
+        self._ref_year, self._ref_month = ref.tm_year, ref.tm_mon
+        self._year: int | None = None
+        self._last_month: int | None = None
+        self._wrappers: list[re.Pattern[str]] = []
+        self._pid_label: dict[str, str] = {}
+        self._dp_size: int | None = None
+        self.version: str | None = None
+        self._era: str | None = None
+        self._fmt_sent: str | None = None
+        self._kv_tokens: int | None = None
+        self._context_len: int | None = None
+        self._tokens_sent = False
+        self._kv_sized = False
+        self._kv_gb: dict[str, float] = {}  # rank -> `Available KV cache memory`
+        self._capturing = False
+        self._crashed = False
+
+    @property
+    def lines_seen(self) -> int:
+        return self._lines
+
+    @property
+    def fmt(self) -> str:
+        if self.version:
+            return f"vllm-{self.version}"
+        return f"vllm-{self._era}" if self._era else "vllm-unknown"
+
+    def skip_lines(self, n: int) -> None:
+        self._lines += n
+
+    def feed(self, data: bytes) -> list[Event]:
+        out: list[Event] = []
+        if not data:
+            return out
+        buf = self._pending + data
+        lines = buf.split(b"\n")
+        self._pending = lines.pop()
+        if len(self._pending) > LINE_CAP * 4:
+            self._pending = self._pending[-LINE_CAP:]  # a bar redrawn for hours: keep its tail
+        for raw in lines:
+            self._lines += 1
+            self.classify(self._lines, _clean(raw), out)
+        return out
+
+    def finish(self) -> list[Event]:
+        out: list[Event] = []
+        if self._pending:
+            self._lines += 1
+            self.classify(self._lines, _clean(self._pending), out)
+            self._pending = b""
+        self._flush_tokens(out, self._lines, None, before_capture=not self._crashed)
+        return out
+
+    # ---- one line ---------------------------------------------------------------------------
+
+    def _unwrap(self, text: str) -> str:
+        for _ in range(3):
+            for rx in self._wrappers:
+                m = rx.match(text)
+                if m:
+                    text = text[m.end() :]
+                    break
+            else:
+                return text
+        return text
+
+    def _learn_wrapper(self, head: str) -> None:
+        rest = head
+        for _ in range(3):
+            for rx in _WRAPPERS:
+                m = rx.match(rest)
+                if m:
+                    if rx not in self._wrappers:
+                        self._wrappers.append(rx)
+                    rest = rest[m.end() :]
+                    break
+            else:
+                return
+
+    def _ts(self, md: str, hms: str) -> str:
+        month = int(md[:2])
+        if self._year is None:
+            self._year = self._ref_year - 1 if month > self._ref_month else self._ref_year
+        elif self._last_month == 12 and month == 1:
+            self._year += 1
+        self._last_month = month
+        return f"{self._year}-{md} {hms}"
+
+    def _label(self, prefixes: str) -> tuple[str | None, str]:
+        """The innermost worker group names the rank; else the innermost engine/api group."""
+        best: tuple[str | None, str] = (None, "other")
+        for g in _RX_ONE_GROUP.finditer(prefixes):
+            name, pid = g["name"].strip(), g["pid"]
+            label, role = rank_label_for(name, self._dp_size)
+            if role == "worker":
+                if label is not None:
+                    self._pid_label[pid] = label
+                    if self._era is None or self._era < "0.11+":
+                        self._era = "0.11+" if name.startswith("Worker_") else "0.10"
+                else:
+                    label = self._pid_label.get(pid)
+                best = (label, "worker")
+            elif best[1] != "worker":
+                best = (label, role)
+        return best
+
+    def classify(self, line: int, text: str, out: list[Event]) -> None:
+        if self._wrappers:
+            text = self._unwrap(text)
+        m = _RX_RECORD.search(text)
+        if m is not None and m.start() > 0:
+            head = text[: m.start()]
+            if _RX_GROUPS_ONLY.match(head + " ") is None:
+                self._learn_wrapper(head)
+        ts: str | None = None
+        rank: str | None = None
+        role = "other"
+        if m is not None:
+            ts = self._ts(m["md"], m["hms"])
+            rank, role = self._label(m["prefixes"])
+            msg = m["msg"]
+            pid_m = _RX_ONE_GROUP.search(m["prefixes"] or "")
+            self._record(line, ts, rank, role, msg, pid_m["pid"] if pid_m else None, out)
+        else:
+            g = _RX_GROUPS_ONLY.match(text)
+            if g is not None:
+                rank, role = self._label(g["prefixes"])
+                msg = g["msg"]
+            else:
+                msg = text
+            self._bare(line, rank, role, msg, out)
+        self._anywhere(line, ts, rank, msg, out)
+
+    # ---- records ------------------------------------------------------------------------------
+
+    def _record(self, line: int, ts: str, rank: str | None, role: str, msg: str, pid: str | None,
+                out: list[Event]) -> None:
+        c = msg[:1]
+        mem_rank = rank if role in ("worker", "engine") else None
+        if c == "M":
+            if msg.startswith("Model loading took"):
+                m = _RX_LOAD.search(msg)
+                if m and mem_rank is not None:
+                    out.append(ev.WeightLoadEnd(line, ts, mem_rank, float(m[2]), None, float(m[1]), None))
+            elif msg.startswith("Maximum concurrency for"):
+                m = _RX_CONCURRENCY.search(msg)
+                if m:
+                    self._context_len = int(m[1].replace(",", ""))
+            return
+        if c == "A":
+            if msg.startswith("Available KV cache memory"):
+                m = _RX_AVAIL_KV.search(msg)
+                if m and mem_rank is not None:
+                    self._kv_gb[mem_rank] = float(m[1])
+                    out.append(ev.RankMemoryFigures(line, ts, mem_rank, {"kv_gb": float(m[1])}))
+            elif msg.startswith("Avg prompt throughput"):
+                self._stats(line, ts, msg, out)
+            elif msg.startswith("Auto-fit max_model_len"):
+                pass
+            return
+        if c == "E" and msg.startswith("Engine ") and "Avg prompt throughput" in msg:
+            self._stats(line, ts, msg, out)
+            return
+        if " Engines Aggregated: " in msg[:30]:
+            self._stats(line, ts, msg, out)
+            return
+        if "KV cache size:" in msg[:30]:
+            m = _RX_KV_TOKENS.search(msg)
+            if m:
+                if self._era is None or self._era < "0.28+":
+                    if "Maximum concurrency" in msg:
+                        self._era = "0.28+"
+                self._kv_tokens = int(m[1].replace(",", ""))
+                mc = _RX_CONCURRENCY.search(msg)
+                if mc:
+                    self._context_len = int(mc[1].replace(",", ""))
+                self._kv_sized = True
+                self._capturing = False
+                for r, gb in self._kv_gb.items():
+                    out.append(ev.KvCacheAllocated(line, ts, r, self._kv_tokens, gb, None, None))
+                self._flush_tokens(out, line, ts, before_capture=True, final=False)
+            return
+        if c == "G" and msg.startswith("Graph capturing finished"):
+            m = _RX_GRAPH_DONE.search(msg)
+            if m and mem_rank is not None:
+                if self._kv_sized and m[2] is not None:
+                    out.append(ev.GraphCaptureEnd(line, ts, mem_rank, "cuda graph", float(m[1]), float(m[2]), None))
+                elif not self._capturing:
+                    out.append(ev.GraphCaptureBegin(line, ts, mem_rank, "cuda graph (memory profiling)", None))
+            self._capturing = False
+            return
+        if c == "C":
+            if msg.startswith("CUDA graph pool memory"):
+                m = _RX_POOL.search(msg)
+                if m and mem_rank is not None:
+                    out.append(ev.RankMemoryFigures(line, ts, mem_rank, {"graph_actual_gb": float(m[1]),
+                                                                       "graph_estimate_gb": float(m[2])}))
+            elif msg.startswith("CUDA graph memory profiling is"):
+                m = _RX_UTIL_EQ.search(msg)
+                if m and mem_rank is not None:
+                    out.append(ev.RankMemoryFigures(line, ts, mem_rank, {"util": float(m[1]),
+                                                                       "util_without_graph_estimate": float(m[2])}))
+            return
+        if c == "F" and msg.startswith("Free memory on device (") and " on startup. Desired" in msg:
+            self._summary(line, ts, mem_rank, msg, out)
+            return
+        if c == "w" and msg.startswith("world_size="):
+            m = _RX_WORLD.search(msg)
+            if m:
+                label = rank if rank is not None and role == "worker" else (pid and self._pid_label.get(pid))
+                if not label:
+                    label = f"TP{int(m[2])}"
+                    if pid:
+                        self._pid_label[pid] = label
+                out.append(ev.DistInitBegin(line, ts, label, self.fmt))
+            return
+        if c == "n" and msg.startswith("non-default args:"):
+            self._args(line, ts, msg, out)
+            return
+        if c == "I" and msg.startswith("Initializing"):
+            m = _RX_VERSION.search(msg)
+            if m:
+                self._set_version(m["v"] or m["v2"], line, ts, out)
+            return
+        if c == "v" and msg.startswith("vLLM "):
+            m = _RX_VERSION.search(msg)
+            if m:
+                self._set_version(m["v"] or m["v2"], line, ts, out)
+            return
+        if c == "i" and msg.startswith("init engine (profile, create kv cache, warmup model) took"):
+            self._flush_tokens(out, line, ts, before_capture=False)
+            return
+        if c == "S" and msg.startswith("Starting vLLM "):
+            m = _RX_STARTING.search(msg)
+            if m:
+                self._flush_tokens(out, line, ts, before_capture=False)
+                pm = _RX_PORT.search(m[1])
+                out.append(ev.UvicornRunning(line, ts, None, int(pm[1]) if pm else None))
+            return
+        if c == "D" and msg.startswith("Dumping scheduler output for model execution"):
+            out.append(ev.FailedBatch(line, ts, None, _batch_kind(msg)))
+            return
+        # the rest of a multi-line record (≤0.30 tracebacks) reads like bare text
+        self._bare(line, rank, role, msg, out, ts=ts)
+
+    def _stats(self, line: int, ts: str, msg: str, out: list[Event]) -> None:
+        f = {k: float(v) for k, v in _RX_STAT.findall(msg)}
+        usage = f.get("GPU KV cache usage", f.get("KV cache usage"))
+        waiting = f.get("Waiting", f.get("Pending"))
+        out.append(ev.ServingStats(
+            line, ts, None, f.get("Avg prompt throughput"), f.get("Avg generation throughput"),
+            int(f["Running"]) if "Running" in f else None, int(waiting) if waiting is not None else None,
+            round(usage / 100.0, 4) if usage is not None else None,
+            int(f["Preemptions"]) if "Preemptions" in f else None,
+        ))
+
+    def _summary(self, line: int, ts: str, rank: str | None, msg: str, out: list[Event]) -> None:
+        m = _RX_SUMMARY.search(msg)
+        if m is None or rank is None:
+            return
+        free0, total, util, requested = (float(m[i]) for i in range(1, 5))
+        kv = float(m[10])
+        usage = m["usage"]
+        u = _RX_USAGE_NEW.search(usage)
+        if u:
+            consumed, act, graph = float(u[1]), float(u[2]), float(u[3])
+        else:
+            o = _RX_USAGE_OLD.search(usage)
+            if o is None:
+                return
+            consumed, act, graph = float(o[1]) + float(o[3]), float(o[2]), float(o[4])
+        figures = {
+            "pre_load_avail_gb": free0, "total_gb": total, "kv_gb": kv,
+            # what this rank leaves free once start-up is done: its free memory at start, less what
+            # weights + non-torch, the KV cache and the captured graphs hold (the peak activation is
+            # handed back, and needed again by the largest batch)
+            "avail_after_capture_gb": round(free0 - consumed - kv - graph, 2),
+            "util": util, "requested_gb": requested, "consumed_gb": consumed,
+            "peak_activation_gb": act, "cudagraph_gb": graph,
+            "kv_fit_requested_bytes": float(m[6]), "kv_fit_requested_gb": float(m[7]),
+            "kv_fit_gpu_bytes": float(m[8]), "kv_fit_gpu_gb": float(m[9]),
+        }
+        out.append(ev.RankMemoryFigures(line, ts, rank, figures))
+        if self._kv_tokens is not None:
+            out.append(ev.KvCacheAllocated(line, ts, rank, self._kv_tokens, kv, None, None))
+
+    def _args(self, line: int, ts: str, msg: str, out: list[Event]) -> None:
+        body = msg.partition(":")[2].strip()
+        try:
+            args = ast.literal_eval(body)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return
+        if not isinstance(args, dict):
+            return
+        args = {str(k): v for k, v in args.items()}
+        if "model_tag" in args and "model" not in args:
+            args["model"] = args["model_tag"]
+        args.pop("model_tag", None)
+        dp = args.get("data_parallel_size")
+        if isinstance(dp, int):
+            self._dp_size = dp
+        out.append(ev.ServerArgs(line, ts, None, args, "vllm"))
+        self._fmt_sent = None
+        self._send_fmt(line, ts, out)
+
+    def _set_version(self, v: str, line: int, ts: str | None, out: list[Event]) -> None:
+        if v and v != self.version:
+            self.version = v
+            self._send_fmt(line, ts, out)
+
+    def _send_fmt(self, line: int, ts: str | None, out: list[Event]) -> None:
+        if self.fmt != self._fmt_sent:
+            self._fmt_sent = self.fmt
+            out.append(ev.LogFormat(line, ts, None, self.fmt))
+
+    def _flush_tokens(self, out: list[Event], line: int, ts: str | None, *, before_capture: bool,
+                      final: bool = True) -> None:
+        """The KV cache's token capacity, as the core's pool size. Sent when it is printed (start-up
+        still going) and once more when start-up is over, so the phase moves on only then."""
+        if self._kv_tokens is None or self._tokens_sent:
+            return
+        self._send_fmt(line, ts, out)
+        out.append(ev.MaxTotalTokens(line, ts, None, self._kv_tokens, None, None, None, self._context_len, None,
+                                     sized_before_capture=before_capture))
+        if final:
+            self._tokens_sent = True
+
+    # ---- bare text and failure signatures -----------------------------------------------------
+
+    def _bare(self, line: int, rank: str | None, role: str, msg: str, out: list[Event], ts: str | None = None) -> None:
+        s = msg.lstrip()
+        if s.startswith("File "):
+            m = _RX_FRAME.match(s)
+            if m:
+                out.append(ev.TracebackFrame(line, ts, rank, m[2], m[1]))
+            return
+        if s.startswith("Capturing CUDA graphs"):
+            if not self._capturing:
+                self._capturing = True
+                out.append(ev.GraphCaptureBegin(line, ts, rank or "TP0", s.partition(":")[0][len("Capturing "):], None))
+            return
+        if s[:6] in ("INFO: ", "INFO:\t") or s.startswith("INFO:  "):
+            if "Application startup complete" in s:
+                self._flush_tokens(out, line, ts, before_capture=False)
+                out.append(ev.ServerReady(line, ts, None))
+            return
+
+    def _anywhere(self, line: int, ts: str | None, rank: str | None, msg: str, out: list[Event]) -> None:
+        if out and not isinstance(out[-1], (ev.TracebackFrame,)) and out[-1].line == line:
+            if not isinstance(out[-1], ev.LogFormat):
+                return  # the record grammar already explained this line
+        specific: list[Event] = []
+        if "WorkerProc hit an exception" in msg or "WorkerProc failed" in msg:
+            specific.append(ev.SchedulerException(line, ts, rank))
+        elif "EngineCore failed to start" in msg:
+            specific += [ev.SchedulerException(line, ts, None), ev.StartupFailed(line, ts, None, msg)]
+        elif "EngineCore encountered a fatal error" in msg:
+            specific.append(ev.SchedulerException(line, ts, None))
+        elif "CUDA out of memory" in msg or "CUDA error: out of memory" in msg:
+            specific.append(_cuda_oom(line, ts, rank, msg))
+        elif ("No available memory for the cache blocks" in msg or "KV cache is needed, which is larger than" in msg
+              or "larger than the maximum number of tokens that can be stored in KV cache" in msg
+              or "is less than desired GPU memory utilization" in msg or "Cannot auto-fit max_model_len" in msg):
+            specific.append(ev.NotEnoughMemory(line, ts, rank, None, None, None, msg))
+        elif "collective operation timeout" in msg or ("NCCL" in msg and "timed out" in msg.lower()):
+            specific.append(ev.NcclTimeout(line, ts, rank, msg))
+        elif any(mark in msg for mark in _NCCL_ERROR_MARKS):
+            specific.append(ev.NcclError(line, ts, rank, msg))
+        elif "ddress already in use" in msg or "[Errno 98]" in msg:
+            specific.append(ev.PortInUse(line, ts, rank, msg))
+        elif "died unexpectedly (exit code:" in msg:
+            m = _RX_DIED.search(msg)
+            specific.append(ev.RankDead(line, ts, rank, None, int(m[1]) if m else None, "dead", msg))
+        elif ("Engine core initialization failed" in msg or "Timed out waiting for engine core processes" in msg
+              or "Frontend process failed during engine core initialization" in msg):
+            specific.append(ev.StartupFailed(line, ts, rank, msg))
+        elif ts is None and (msg.strip() == "Killed" or "Killed process" in msg):
+            specific.append(ev.Killed(line, ts, rank, msg.strip()))
+        if specific:
+            self._crashed = True
+            out.extend(specific)
+            if isinstance(specific[-1], (ev.CudaOom, ev.NotEnoughMemory, ev.RankDead, ev.Killed)):
+                self._flush_tokens(out, line, ts, before_capture=False)
+        m = _RX_EXC.match(msg.strip())
+        if m and not any(w in m[2] for w in _WRAPPER_EXCEPTIONS):
+            out.append(ev.ExceptionLine(line, ts, rank, m[1], m[2]))
+
+
+def _batch_kind(msg: str) -> str:
+    """`SchedulerOutput(scheduled_new_reqs=[NewRequestData(…` holds new prompts: prefill. Requests
+    already running that got more than one token this step are a chunked prefill going on."""
+    if "scheduled_new_reqs=[]" not in msg and "scheduled_new_reqs=[" in msg:
+        return "prefill"
+    m = _RX_SCHED_TOKENS.search(msg)
+    if m:
+        counts = [int(x) for x in re.findall(r":\s*(\d+)", m[1])]
+        spec = "scheduled_spec_decode_tokens={}" not in msg and "scheduled_spec_decode_tokens=" in msg
+        if counts and max(counts) > 1 and not spec:
+            return "prefill"
+    return "decode"
+
+
+def _cuda_oom(line: int, ts: str | None, rank: str | None, text: str) -> ev.CudaOom:
+    req = _RX_OOM_REQ.search(text)
+    gpu = _RX_OOM_GPU.search(text)
+    tot = _RX_OOM_TOTAL.search(text)
+    return ev.CudaOom(
+        line, ts, rank,
+        _gib(req[1], req[2]) if req else None,
+        int(gpu[1]) if gpu else None,
+        _gib(tot[1], tot[2]) if tot else None,
+        _gib(tot[3], tot[4]) if tot else None,
+        text,
+    )
+
+
+# ---- whole files ------------------------------------------------------------------------------
+
+
+def log_score(sample: bytes) -> float:
+    """How much a log's opening looks like vLLM's: the share of its lines that are vLLM records or
+    carry a vLLM process group (0..1)."""
+    text = sample.decode("utf-8", "replace")
+    lines = [ln for ln in text.splitlines()[:2000] if ln.strip()]
+    if not lines:
+        return 0.0
+    hits = 0
+    for ln in lines:
+        ln = _ANSI.sub("", ln) if "\x1b" in ln else ln
+        if _RX_RECORD.search(ln) or _RX_ONE_GROUP.search(ln) or "vllm" in ln.lower():
+            hits += 1
+    return hits / len(lines)
+
+
+def read_log(source: str | Path | BinaryIO, state: RunState | None = None) -> RunState:
+    """Parse a whole log (a path or an open binary stream) into a RunState."""
+    import os
+
+    from cockpit.core.reducer import apply
+
+    st = state if state is not None else RunState(backend="vllm")
+    st.backend = "vllm"
+
+    def consume(f: BinaryIO, parser: VLLMLogParser) -> None:
+        while True:
+            chunk = f.read(READ_CHUNK)
+            if not chunk:
+                break
+            for e in parser.feed(chunk):
+                apply(st, e)
+        for e in parser.finish():
+            apply(st, e)
+        st.lines_seen = max(st.lines_seen, parser.lines_seen)
+
+    if isinstance(source, (str, Path)):
+        with open(source, "rb") as f:
+            consume(f, VLLMLogParser(reference_time=os.fstat(f.fileno()).st_mtime))
+    else:
+        consume(source, VLLMLogParser())
+    return st
+
+
+def events_of(text: str) -> list[Any]:
+    """Every event of a log given as text (tests, the simulator's self-checks)."""
+    p = VLLMLogParser()
+    return [*p.feed(text.encode()), *p.finish()]
