@@ -301,7 +301,10 @@ class KvRetract(Event):
 
 @_event
 class SchedulerException(Event):
-    """`Scheduler hit an exception:` — the rank in the prefix is the one that failed."""
+    """`Scheduler hit an exception:` (vLLM `WorkerProc hit an exception.`) — the rank in the prefix
+    is the one that failed. `text` is the line as the server printed it, when not SGLang's."""
+
+    text: str | None = None
 
 
 @_event

@@ -42,6 +42,7 @@ class _Context:
     exc_rank: str | None = None  # the rank of the last `Scheduler hit an exception`
     exc_seen: bool = False
     frames: list[str] = field(default_factory=list)  # "file:function" since that exception
+    phase_before_crash: str | None = None  # what the run was doing when the crash began
 
 
 def _ctx(state: RunState) -> _Context:
@@ -87,7 +88,7 @@ def _describe(e: ev.Event) -> str:
     text = getattr(e, "text", None)
     if isinstance(e, ev.ExceptionLine):
         text = f"{e.exc_type}: {e.text}"
-    elif isinstance(e, ev.SchedulerException):
+    elif isinstance(e, ev.SchedulerException) and text is None:
         text = "Scheduler hit an exception: Traceback (most recent call last):"
     elif isinstance(e, ev.TracebackFrame):
         text = f'File "{e.file}", in {e.function}'
@@ -141,6 +142,13 @@ def _phase_from_frames(frames: list[str]) -> str | None:
     return found[0] if found else None
 
 
+def _run_phase(state: RunState) -> str:
+    """The run's phase, or the one it was in when it crashed (a crash's later lines still need it)."""
+    if state.phase == "crashed":
+        return _ctx(state).phase_before_crash or state.phase
+    return state.phase
+
+
 def _crash_phase(state: RunState, kind: str, event: ev.Event) -> str:
     c = _ctx(state)
     if kind == "graph_capture_oom":
@@ -152,11 +160,11 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> str:
         return from_frames
     if kind in ("init_not_enough_memory", "port_in_use", "hicache_host_memory", "warmup_failed"):
         return "startup"
-    if state.ready_in_log or state.phase == "ready":
+    if state.ready_in_log or _run_phase(state) == "ready":
         if state.last_batch_kind in ("prefill", "decode"):
             return state.last_batch_kind
         return "serving"
-    if state.phase == "capturing":
+    if _run_phase(state) == "capturing":
         # whatever ended it (an OOM, a SIGKILL with no message, an NCCL hang), it died capturing
         return "graph_capture"
     return "startup"
@@ -204,6 +212,7 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
     state.crash = Crash(kind=kind, phase=phase, rank=_crash_rank(state, event), line=event.line, message=text)
     _add_decisive(state.crash, _describe(event))
     _add_frame(state)
+    _ctx(state).phase_before_crash = state.phase
     state.phase = "crashed"
     state.phase_since = event.ts or state.last_ts
 
@@ -484,7 +493,7 @@ def _exc_line(state: RunState, e: ev.ExceptionLine) -> None:
 
 def _cuda_oom(state: RunState, e: ev.CudaOom) -> None:
     phase = _phase_from_frames(_ctx(state).frames) if _ctx(state).exc_seen else None
-    if phase is None and state.phase == "capturing" and not state.ready_in_log:
+    if phase is None and _run_phase(state) == "capturing" and not state.ready_in_log:
         phase = "graph_capture"
     kind = "graph_capture_oom" if phase == "graph_capture" else "cuda_oom"
     _crash(state, e, kind, e.text.strip())

@@ -34,6 +34,7 @@ from cockpit.backends.base import FlagError, HostFacts
 from cockpit.backends.vllm.flags import DEFAULT_VERSION, canonical, default_util, version_key
 from cockpit.backends.vllm.memory import (
     UtilMove,
+    floor2,
     default_max_num_seqs,
     graph_estimate_off,
     lower_util_for,
@@ -273,7 +274,7 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
     m = _RX_FREE_LOW.search(text)
     if m:
         free, total, util, requested = (float(m.group(i)) for i in range(1, 5))
-        new = min(0.99, max(0.01, int((free / total) * 100 - 1e-9 - 1) / 100))  # strictly below F/T, two decimals
+        new = min(0.99, max(0.01, floor2(free / total - 0.005)))  # below F/T with a little to spare
         if new >= util:
             new = round(util - 0.01, 2)
         msg = (f"Start-up refused{where}: only {free:.2f} of {total:.2f} GiB were free, less than "
@@ -281,7 +282,7 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
                f"earlier run that did not stop?): free it, or LOWER --gpu-memory-utilization {util:g} → {new:g} "
                f"(≤ free/total = {free / total:.3f}).")
         predicted = {"budget_gb": round(new * total, 2), "free_gb": free}
-        arith = f"u ≤ F/T = {free:.2f} / {total:.2f} = {free / total:.4f} → {new:.2f} (rounded down, one step below)"
+        arith = f"u ≤ F/T = {free:.2f} / {total:.2f} = {free / total:.4f}; − 0.005 → {new:.2f} (rounded down)"
         return Finding("init_not_enough_memory", "critical", msg, ranks,
                        (FlagChange("--gpu-memory-utilization", util, new),), predicted, arith)
     m2 = _RX_MAX_LEN.search(text)

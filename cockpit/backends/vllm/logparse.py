@@ -40,6 +40,7 @@ _RX_RECORD = re.compile(
     r"(?P<md>\d{2}-\d{2}) (?P<hms>\d{2}:\d{2}:\d{2}) \[?(?P<file>[^\]\s]+):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
 )
 _RX_GROUPS_ONLY = re.compile(r"^(?P<prefixes>(?:" + _GROUP + r")+)(?P<msg>.*)$")
+_RX_TORCH_RANK = re.compile(r"^\[rank(\d+)\]:\s?")
 _RX_ONE_GROUP = re.compile(r"\((?P<name>[^()]*?) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)")
 _RX_WORKER = re.compile(r"^(?:VllmWorker|Worker)(?:[-_ ](?P<tags>.+))?$")
 _RX_TAG = re.compile(r"(?P<kind>DP|PP|PCP|TP|DCP|EP)(?P<idx>\d+)|rank=(?P<rank>\d+)|^(?P<mp>\d+)$")
@@ -166,6 +167,7 @@ class VLLMLogParser:
         self._kv_gb: dict[str, float] = {}  # rank -> `Available KV cache memory`
         self._capturing = False
         self._crashed = False
+        self._workers_seen = False
 
     @property
     def lines_seen(self) -> int:
@@ -271,6 +273,8 @@ class VLLMLogParser:
             ts = self._ts(m["md"], m["hms"])
             rank, role = self._label(m["prefixes"])
             msg = m["msg"]
+            if role == "worker":
+                self._workers_seen = True
             pid_m = _RX_ONE_GROUP.search(m["prefixes"] or "")
             self._record(line, ts, rank, role, msg, pid_m["pid"] if pid_m else None, out)
         else:
@@ -280,7 +284,12 @@ class VLLMLogParser:
                 msg = g["msg"]
             else:
                 msg = text
+                r = _RX_TORCH_RANK.match(text)
+                if r is not None:  # torch.distributed's `[rank2]:` (NCCL watchdog, tracebacks of ranks)
+                    rank, role, msg = f"TP{r[1]}", "worker", text[r.end():]
             self._bare(line, rank, role, msg, out)
+        if role == "engine" and self._workers_seen:
+            rank = None  # with worker processes, EngineCore is no rank: it reports theirs
         self._anywhere(line, ts, rank, msg, out)
 
     # ---- records ------------------------------------------------------------------------------
@@ -503,11 +512,11 @@ class VLLMLogParser:
                 return  # the record grammar already explained this line
         specific: list[Event] = []
         if "WorkerProc hit an exception" in msg or "WorkerProc failed" in msg:
-            specific.append(ev.SchedulerException(line, ts, rank))
+            specific.append(ev.SchedulerException(line, ts, rank, msg.strip()))
         elif "EngineCore failed to start" in msg:
-            specific += [ev.SchedulerException(line, ts, None), ev.StartupFailed(line, ts, None, msg)]
+            specific += [ev.SchedulerException(line, ts, None, msg.strip()), ev.StartupFailed(line, ts, None, msg)]
         elif "EngineCore encountered a fatal error" in msg:
-            specific.append(ev.SchedulerException(line, ts, None))
+            specific.append(ev.SchedulerException(line, ts, None, msg.strip()))
         elif "CUDA out of memory" in msg or "CUDA error: out of memory" in msg:
             specific.append(_cuda_oom(line, ts, rank, msg))
         elif ("No available memory for the cache blocks" in msg or "KV cache is needed, which is larger than" in msg
