@@ -263,6 +263,14 @@ class ServingStats(Event):
 
 
 @_event
+class PhaseEvidence(Event):
+    """A line that proves what the server was doing (a start-up-only or serving-only failure
+    path): the phase of a crash that nothing sharper names. "startup" or "serving"."""
+
+    phase: str
+
+
+@_event
 class FailedBatch(Event):
     """The server's dump of the batch it was running when it failed: "prefill" or "decode"."""
 

@@ -43,6 +43,7 @@ class _Context:
     exc_seen: bool = False
     frames: list[str] = field(default_factory=list)  # "file:function" since that exception
     phase_before_crash: str | None = None  # what the run was doing when the crash began
+    phase_evidence: str | None = None  # what a line proved the server was doing (PhaseEvidence)
 
 
 def _ctx(state: RunState) -> _Context:
@@ -167,6 +168,10 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> str:
     if _run_phase(state) == "capturing":
         # whatever ended it (an OOM, a SIGKILL with no message, an NCCL hang), it died capturing
         return "graph_capture"
+    if c.phase_evidence == "serving":
+        return state.last_batch_kind or "serving"
+    if _run_phase(state) == "unknown" and not state.ranks and not state.server_args and c.phase_evidence is None:
+        return "unknown"  # nothing in the log says how far the server got
     return "startup"
 
 
@@ -442,8 +447,17 @@ def _failed_batch(state: RunState, e: ev.FailedBatch) -> None:
     """The batch a failing server dumped: it names the crash's phase when nothing sharper did."""
     state.last_batch_kind = e.kind
     crash = state.crash
-    if crash is not None and crash.phase == "serving":
+    if crash is not None and crash.phase in ("serving", "unknown"):
         crash.phase = e.kind
+
+
+def _phase_evidence(state: RunState, e: ev.PhaseEvidence) -> None:
+    c = _ctx(state)
+    if c.phase_evidence is None:
+        c.phase_evidence = e.phase
+    crash = state.crash
+    if crash is not None and crash.phase == "unknown":
+        crash.phase = (state.last_batch_kind or "serving") if e.phase == "serving" else e.phase
 
 
 def _retract(state: RunState, e: ev.KvRetract) -> None:
@@ -609,6 +623,7 @@ _HANDLERS: dict[type, object] = {
     ev.RankMemoryFigures: _rank_figures,
     ev.ServingStats: _stats,
     ev.FailedBatch: _failed_batch,
+    ev.PhaseEvidence: _phase_evidence,
     ev.NcclError: _nccl_error,
     ev.StartupFailed: _startup_failed,
     ev.HiCacheAllocating: _hicache,

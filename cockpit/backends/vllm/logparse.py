@@ -39,10 +39,11 @@ _RX_RECORD = re.compile(
     r"(?P<prefixes>(?:" + _GROUP + r")*)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
     r"(?P<md>\d{2}-\d{2}) (?P<hms>\d{2}:\d{2}:\d{2}) \[?(?P<file>[^\]\s]+):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
 )
+_RX_GROUP_ANYWHERE = re.compile(_GROUP)
 _RX_GROUPS_ONLY = re.compile(r"^(?P<prefixes>(?:" + _GROUP + r")+)(?P<msg>.*)$")
 _RX_TORCH_RANK = re.compile(r"^\[rank(\d+)\]:\s?")
 _RX_ONE_GROUP = re.compile(r"\((?P<name>[^()]*?) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)")
-_RX_WORKER = re.compile(r"^(?:VllmWorker|Worker)(?:[-_ ](?P<tags>.+))?$")
+_RX_WORKER = re.compile(r"^(?:VllmWorkerProcess|RayWorkerVllm|VllmWorker|Worker)(?:[-_ ](?P<tags>.+))?$")
 _RX_TAG = re.compile(r"(?P<kind>DP|PP|PCP|TP|DCP|EP)(?P<idx>\d+)|rank=(?P<rank>\d+)|^(?P<mp>\d+)$")
 _RX_ENGINE = re.compile(r"^EngineCore(?:_(?:DP)?(?P<dp>\d+))?$")
 # What operators' tooling puts in front of a line (learnt, never assumed).
@@ -52,7 +53,11 @@ _WRAPPERS = (
     re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d) "),  # docker logs -t, kubectl --timestamps
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@-]+\[\d+\]: "),  # journald
     re.compile(r"^\d+: "),  # srun -l
+    re.compile(r"^\[\d{4}-\d\d-\d\d[T ][^\]]*\] "),  # CI / launcher time stamps
+    re.compile(r"^\[[\w.-]+\]: "),  # a launcher's `[vllm]: `
+    re.compile(r"^\s+\|\s"),  # Buildkite's column
 )
+_CARET_ANSI = re.compile(r"\^\[\[[0-9;]*[A-Za-z]|\s?\[\d{1,2}(?:;\d{1,2})?m\s?")
 
 _F = r"(-?[\d.]+)"
 _RX_VERSION = re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(?P<v>[^)\s]+)\)|vLLM (?:API )?server version (?P<v2>[^\s,]+)")
@@ -84,13 +89,26 @@ _SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
 _RX_OOM_REQ = re.compile(r"Tried to allocate " + _SIZE)
 _RX_OOM_GPU = re.compile(r"GPU (\d+) has a total capacity")
 _RX_OOM_TOTAL = re.compile(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
-_RX_DIED = re.compile(r"died unexpectedly \(exit code: (-?\d+)\)")
+_RX_DIED = re.compile(r"died(?: unexpectedly \(|, )exit code: (-?\d+)")
 _RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^}]*)\}")
 _UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,
               "KB": 1e3 / 2**30, "MB": 1e6 / 2**30, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}
 # Exceptions that only wrap a root cause printed elsewhere: never the crash's message.
 _WRAPPER_EXCEPTIONS = ("Engine core initialization failed", "WorkerProc initialization failed",
                        "EngineCore encountered an issue", "Frontend process failed")
+# Messages only vLLM prints (a log whose heads were stripped by the reporter still reads as vLLM).
+_VLLM_MESSAGES = ("Loading model weights took", "Model loading took", "Memory profiling results", "# GPU blocks:",
+                  "Maximum concurrency for", "KV cache size:", "gpu_memory_utilization", "max_model_len",
+                  "Avg prompt throughput", "EngineCore", "Available KV cache memory")
+# Text only a start-up failure prints: a crash with nothing sharper is a start-up crash.
+_STARTUP_MARKS = ("failed to start", "initialization failed", "in init_device", "in load_model", "in load_weights",
+                  "in initialize_model_parallel", "in init_worker_distributed_environment", "in _initialize_kv_caches",
+                  "in determine_available_memory", "in profile_run", "in wait_for_ready", "in _init_executor",
+                  "ncclCommInitRank", "'init_device'", "warming up sampler", "in _dummy_sampler_run",
+                  "in compile_or_warm_up_model", "in _wait_for_engine_startup", "in wait_for_engine_startup",
+                  "in launch_core_engines", "in make_async_mp_client", "in from_vllm_config",
+                  "in build_async_engine_client", "_repack(", "in gptq_marlin_repack", "in process_weights_after_loading", "in init_distributed_environment",
+                  "in _init_workers_ray", "in init_worker", "Loading safetensors checkpoint shards")
 _NCCL_ERROR_MARKS = ("NCCL error", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError",
                      "ncclInvalidUsage", "ncclRemoteError", "unhandled system error", "unhandled cuda error")
 
@@ -112,6 +130,9 @@ def _clean(raw: bytes) -> str:
     text = raw[:LINE_CAP].decode("utf-8", "replace")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
+    if "[" in text and ("^[[" in text or "m " in text):
+        # colour codes pasted without their ESC byte (`^[[0;36m`, ` [36m`)
+        text = _CARET_ANSI.sub(lambda m: " " if m.group(0).startswith(" ") and m.group(0).endswith(" ") else "", text)
     return text
 
 
@@ -168,6 +189,12 @@ class VLLMLogParser:
         self._capturing = False
         self._crashed = False
         self._workers_seen = False
+        self._v2 = False  # the V2 model runner captures graphs twice (the first to measure them)
+        self._ready = False
+        self._serving_told = False
+        self._startup_told = False
+        self._startup_failed = False
+        self._root_exc: str | None = None
 
     @property
     def lines_seen(self) -> int:
@@ -203,6 +230,8 @@ class VLLMLogParser:
             self.classify(self._lines, _clean(self._pending), out)
             self._pending = b""
         self._flush_tokens(out, self._lines, None, before_capture=not self._crashed)
+        if self._fmt_sent is None and (self._crashed or self._kv_tokens is not None or self._ready):
+            self._send_fmt(self._lines, None, out)  # vLLM's messages without any of its heads
         return out
 
     # ---- one line ---------------------------------------------------------------------------
@@ -230,6 +259,17 @@ class VLLMLogParser:
                     break
             else:
                 return
+
+    def _learn_from_group_line(self, text: str) -> str | None:
+        """A wrapper in front of a process group on a line without a level (≤0.30 bare text)."""
+        gm = _RX_GROUP_ANYWHERE.search(text)
+        if gm is None or gm.start() == 0:
+            return None
+        before = len(self._wrappers)
+        self._learn_wrapper(text[: gm.start()])
+        if len(self._wrappers) == before:
+            return None
+        return self._unwrap(text)
 
     def _ts(self, md: str, hms: str) -> str:
         month = int(md[:2])
@@ -276,9 +316,24 @@ class VLLMLogParser:
             if role == "worker":
                 self._workers_seen = True
             pid_m = _RX_ONE_GROUP.search(m["prefixes"] or "")
+            if m["level"] == "ERROR" and not self._crashed and role in ("worker", "engine", "other"):
+                s = msg.lstrip()
+                if s.startswith(("Traceback (most recent call last)", 'File "')) and "WorkerProc" not in msg:
+                    # a worker or the engine logging a traceback: it is failing (the cause may follow)
+                    self._crashed = True
+                    out.append(ev.SchedulerException(line, ts, rank, msg.strip()))
+            if m["file"] == "model_runner.py" and m["msg"].startswith(("Using V2", "Graph capturing finished")):
+                self._v2 = True
             self._record(line, ts, rank, role, msg, pid_m["pid"] if pid_m else None, out)
+            if self.fmt != self._fmt_sent:  # the first record proves the format; an era may sharpen it
+                self._send_fmt(line, ts, out)
         else:
             g = _RX_GROUPS_ONLY.match(text)
+            if g is None and "pid=" in text:
+                unwrapped = self._learn_from_group_line(text)
+                if unwrapped is not None:
+                    text = unwrapped
+                    g = _RX_GROUPS_ONLY.match(text)
             if g is not None:
                 rank, role = self._label(g["prefixes"])
                 msg = g["msg"]
@@ -287,7 +342,14 @@ class VLLMLogParser:
                 r = _RX_TORCH_RANK.match(text)
                 if r is not None:  # torch.distributed's `[rank2]:` (NCCL watchdog, tracebacks of ranks)
                     rank, role, msg = f"TP{r[1]}", "worker", text[r.end():]
+            if not self._crashed and (msg.startswith("Traceback (most recent call last)")
+                                      or (msg.lstrip().startswith('File "') and "vllm" in msg)):
+                # an uncaught exception printed by a dying process (≤0.30 under its process group)
+                self._crashed = True
+                out.append(ev.SchedulerException(line, None, rank, msg.strip()))
             self._bare(line, rank, role, msg, out)
+            if self._fmt_sent is None and (g is not None or "vllm" in text.lower()):
+                self._send_fmt(line, None, out)  # a vLLM process group, or vLLM's own code in a traceback
         if role == "engine" and self._workers_seen:
             rank = None  # with worker processes, EngineCore is no rank: it reports theirs
         self._anywhere(line, ts, rank, msg, out)
@@ -344,7 +406,7 @@ class VLLMLogParser:
         if c == "G" and msg.startswith("Graph capturing finished"):
             m = _RX_GRAPH_DONE.search(msg)
             if m and mem_rank is not None:
-                if self._kv_sized and m[2] is not None:
+                if (self._kv_sized or not self._v2) and m[2] is not None:
                     out.append(ev.GraphCaptureEnd(line, ts, mem_rank, "cuda graph", float(m[1]), float(m[2]), None))
                 elif not self._capturing:
                     out.append(ev.GraphCaptureBegin(line, ts, mem_rank, "cuda graph (memory profiling)", None))
@@ -404,7 +466,15 @@ class VLLMLogParser:
         # the rest of a multi-line record (≤0.30 tracebacks) reads like bare text
         self._bare(line, rank, role, msg, out, ts=ts)
 
+    def _serving_evidence(self, line: int, ts: str | None, out: list[Event]) -> None:
+        """Only a serving server prints stats lines or answers /health with 200."""
+        if not self._ready and not self._crashed:
+            self._ready = True
+            self._flush_tokens(out, line, ts, before_capture=False)
+            out.append(ev.ServerReady(line, ts, None))
+
     def _stats(self, line: int, ts: str, msg: str, out: list[Event]) -> None:
+        self._serving_evidence(line, ts, out)
         f = {k: float(v) for k, v in _RX_STAT.findall(msg)}
         usage = f.get("GPU KV cache usage", f.get("KV cache usage"))
         waiting = f.get("Waiting", f.get("Pending"))
@@ -502,8 +572,9 @@ class VLLMLogParser:
             return
         if s[:6] in ("INFO: ", "INFO:\t") or s.startswith("INFO:  "):
             if "Application startup complete" in s:
-                self._flush_tokens(out, line, ts, before_capture=False)
-                out.append(ev.ServerReady(line, ts, None))
+                self._serving_evidence(line, ts, out)
+            elif '"GET /health HTTP/' in s and s.rstrip().endswith("200 OK"):
+                self._serving_evidence(line, ts, out)
             return
 
     def _anywhere(self, line: int, ts: str | None, rank: str | None, msg: str, out: list[Event]) -> None:
@@ -514,10 +585,19 @@ class VLLMLogParser:
         if "WorkerProc hit an exception" in msg or "WorkerProc failed" in msg:
             specific.append(ev.SchedulerException(line, ts, rank, msg.strip()))
         elif "EngineCore failed to start" in msg:
-            specific += [ev.SchedulerException(line, ts, None, msg.strip()), ev.StartupFailed(line, ts, None, msg)]
-        elif "EngineCore encountered a fatal error" in msg:
+            # a crash whose cause is the exception around it (startup_error unless memory/NCCL/port)
+            self._startup_failed = True
             specific.append(ev.SchedulerException(line, ts, None, msg.strip()))
-        elif "CUDA out of memory" in msg or "CUDA error: out of memory" in msg:
+            if self._root_exc:
+                specific.append(ev.StartupFailed(line, ts, None, self._root_exc))
+        elif ("EngineCore encountered a fatal error" in msg or "AsyncLLM output_handler failed" in msg
+              or "EngineDeadError" in msg):
+            if "EngineCore encountered a fatal error" in msg:
+                specific.append(ev.SchedulerException(line, ts, None, msg.strip()))
+            if not self._serving_told:  # only a serving engine fails this way
+                self._serving_told = True
+                specific.append(ev.PhaseEvidence(line, ts, None, "serving"))
+        elif "CUDA out of memory" in msg or "out of memory" in msg and ("CUDA error" in msg or "CUDA driver error" in msg):
             specific.append(_cuda_oom(line, ts, rank, msg))
         elif ("No available memory for the cache blocks" in msg or "KV cache is needed, which is larger than" in msg
               or "larger than the maximum number of tokens that can be stored in KV cache" in msg
@@ -534,17 +614,27 @@ class VLLMLogParser:
             specific.append(ev.RankDead(line, ts, rank, None, int(m[1]) if m else None, "dead", msg))
         elif ("Engine core initialization failed" in msg or "Timed out waiting for engine core processes" in msg
               or "Frontend process failed during engine core initialization" in msg):
-            specific.append(ev.StartupFailed(line, ts, rank, msg))
+            # the API server's side: the cause, if any, is in the engine's lines (or not in the log)
+            specific.append(ev.SchedulerException(line, ts, None, msg.strip()))
         elif ts is None and (msg.strip() == "Killed" or "Killed process" in msg):
             specific.append(ev.Killed(line, ts, rank, msg.strip()))
         if specific:
-            self._crashed = True
+            if not all(isinstance(e, ev.PhaseEvidence) for e in specific):
+                self._crashed = True
             out.extend(specific)
             if isinstance(specific[-1], (ev.CudaOom, ev.NotEnoughMemory, ev.RankDead, ev.Killed)):
                 self._flush_tokens(out, line, ts, before_capture=False)
+        if not self._startup_told and not self._ready and any(mark in msg for mark in _STARTUP_MARKS):
+            self._startup_told = True
+            out.append(ev.PhaseEvidence(line, ts, None, "startup"))
         m = _RX_EXC.match(msg.strip())
         if m and not any(w in m[2] for w in _WRAPPER_EXCEPTIONS):
             out.append(ev.ExceptionLine(line, ts, rank, m[1], m[2]))
+            if not specific and not self._ready:
+                # the root cause of a start-up failure that no memory/NCCL/port rule explains
+                self._root_exc = f"{m[1]}: {m[2]}"
+                if self._startup_failed:
+                    out.append(ev.StartupFailed(line, ts, rank, self._root_exc))
 
 
 def _batch_kind(msg: str) -> str:
@@ -588,7 +678,8 @@ def log_score(sample: bytes) -> float:
     hits = 0
     for ln in lines:
         ln = _ANSI.sub("", ln) if "\x1b" in ln else ln
-        if _RX_RECORD.search(ln) or _RX_ONE_GROUP.search(ln) or "vllm" in ln.lower():
+        if _RX_RECORD.search(ln) or _RX_ONE_GROUP.search(ln) or "vllm" in ln.lower() or any(
+                mark in ln for mark in _VLLM_MESSAGES):
             hits += 1
     return hits / len(lines)
 
