@@ -299,7 +299,7 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
             changes.append(FlagChange("--max-model-len", length, est))
             predicted["max_model_len"] = est
             lead += f" vLLM estimates {est:,} tokens fit: --max-model-len {est}."
-        if ctx.total:
+        if ctx.total and ctx.util < 1.0:
             up = raise_util_for(ctx.util, ctx.total, need_kv - avail + 0.1)
             (alts if changes else changes).append(FlagChange("--gpu-memory-utilization", ctx.util, up.util_new))
             predicted["kv_gb"] = round(avail + up.moved_gb * -1, 2)
@@ -318,6 +318,9 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
     lead = (f"Start-up failed{where}: after the weights and the activation peak, --gpu-memory-utilization {ctx.util:g} "
             "left no memory for the KV cache. This is the opposite of an OOM: RAISE --gpu-memory-utilization "
             "(lowering it makes this worse), or lower --max-num-batched-tokens (a smaller activation peak).")
+    if ctx.util >= 1.0:
+        msg = lead + " --gpu-memory-utilization is already 1: the model does not fit these GPUs. Add GPUs or quantize."
+        return Finding("init_not_enough_memory", "critical", msg, ranks, tuple(ctx.batch_alternatives()[1:2]))
     if ctx.total:
         short = -ctx.kv if ctx.kv is not None and ctx.kv < 0 else 0.0
         up = raise_util_for(ctx.util, ctx.total, short + 2.0)
@@ -327,7 +330,7 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
                        (FlagChange("--gpu-memory-utilization", ctx.util, up.util_new),),
                        {"kv_gb": round((ctx.kv if ctx.kv is not None else 0.0) - up.moved_gb, 2)}, arith,
                        tuple(ctx.batch_alternatives()[1:]))
-    new = round(min(0.99, ctx.util + 0.05), 2)
+    new = round(min(1.0, ctx.util + 0.05), 2)
     msg = lead + " The GPU's total memory is not in the log, so the step is a guess."
     return Finding("init_not_enough_memory", "critical", msg, ranks, (FlagChange("--gpu-memory-utilization", ctx.util, new),))
 

@@ -24,7 +24,7 @@ VLLM_KV_SUGGESTION_MARGIN_GIB = 150 / 1024
 # An estimate this far from the captured pool (GiB, and share of the pool) is worth a finding.
 GRAPH_ESTIMATE_OFF_GB = 0.5
 GRAPH_ESTIMATE_OFF_SHARE = 0.25
-UTIL_MAX = 0.99
+UTIL_MAX = 1.0  # vLLM accepts (0, 1]
 
 
 def floor2(x: float) -> float:
