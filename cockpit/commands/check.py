@@ -15,6 +15,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 from cockpit.backends.base import HostFacts
 from cockpit.backends.sglang.preflight import preflight
@@ -70,6 +71,10 @@ def check_profile(
     by the SSH agent. Raises FlagError / ProfileError for a profile SGLang would refuse.
     """
     facts = apply_what_if(host_facts_for(profile, facts_overrides), host_mem_gb, gpu_mem_gb, gpus)
+    if profile.backend != "sglang":  # until every caller asks get_backend (issue 12)
+        from cockpit.backends import get_backend
+
+        return get_backend(profile.backend).preflight(profile, facts, version=version), facts  # type: ignore[call-arg]
     return preflight(profile, facts, version=version), facts
 
 
@@ -94,7 +99,13 @@ def run(args: argparse.Namespace) -> int:
         profile, measured, host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus
     )
     # a multi-node run starts one command per node; show each (node rank filled in)
-    if len(profile.hosts) > 1:
+    backend: Any = None
+    if profile.backend != "sglang":
+        from cockpit.backends import get_backend
+
+        backend = get_backend(profile.backend)
+        node_argvs = backend.build_node_argvs(profile)
+    elif len(profile.hosts) > 1:
         node_argvs = [build_node_argv(profile, i) for i in range(len(profile.hosts))]
     else:
         node_argvs = [build_argv(profile)]
@@ -105,9 +116,14 @@ def run(args: argparse.Namespace) -> int:
         from cockpit.backends.sglang.flags import resolve_version
         from cockpit.core.state import RunState
 
-        version = resolve_version(profile.version)
-        state = RunState(backend=profile.backend, format=f"{profile.backend}-{version}")
-        state.server_args = {dest: val for dest, (_spec, val) in effective_flags(profile, version=version).items()}
+        if backend is not None:
+            version = backend.resolve_version(profile.version)
+            state = RunState(backend=profile.backend, format=f"{profile.backend}-{version}")
+            state.server_args = backend.effective_flags(profile, version=version)
+        else:
+            version = resolve_version(profile.version)
+            state = RunState(backend=profile.backend, format=f"{profile.backend}-{version}")
+            state.server_args = {dest: val for dest, (_spec, val) in effective_flags(profile, version=version).items()}
         out = state.to_json()
         out.update(
             profile=profile.name,

@@ -160,7 +160,7 @@ class VllmSim:
 
     def _spawn(self) -> None:
         for r in range(self.cfg.world):
-            parent, child = Pipe(duplex=False)
+            child, parent = Pipe(duplex=False)  # the worker reads, the main process writes
             pid = os.fork()
             if pid == 0:
                 for sig in (signal.SIGTERM, signal.SIGINT):
@@ -414,6 +414,7 @@ class VllmSim:
         t0 = self.clock.now()
         last_stats = t0
         tick = 0.25
+        last_busy, last_sent = -1.0, 0.0
         try:
             while not self.dead:
                 now = self.clock.now()
@@ -421,9 +422,12 @@ class VllmSim:
                     eng.add(nxt.prompt_tokens, nxt.max_new_tokens, nxt.cached_tokens)
                     nxt = next(stream, None)
                 eng.step(tick)
-                for r in range(cfg.world):
-                    with contextlib.suppress(OSError, BrokenPipeError):
-                        self.conns[r].send(("mem", self.used[r], 85.0 if eng.busy else 0.0))
+                busy = 85.0 if eng.busy else 0.0
+                if busy != last_busy or time.monotonic() - last_sent >= 2.0:  # the files' freshness
+                    last_busy, last_sent = busy, time.monotonic()
+                    for r in range(cfg.world):
+                        with contextlib.suppress(OSError, BrokenPipeError):
+                            self.conns[r].send(("mem", self.used[r], busy))
                 if now - last_stats >= STATS_INTERVAL_S:
                     self._stats(eng, now - last_stats)
                     last_stats = now

@@ -188,6 +188,10 @@ class _Glue:
 
     @staticmethod
     def build_argvs(profile: Profile, overrides: dict[str, Any], dist_init_addr: str | None) -> list[list[str]]:
+        if profile.backend != "sglang":  # until every caller asks get_backend (issue 12)
+            from cockpit.backends import get_backend
+
+            return [get_backend(profile.backend).build_argv(profile, overrides, version=profile.version)]
         from cockpit.backends.sglang import command
 
         if len(profile.hosts) == 1:
@@ -198,7 +202,11 @@ class _Glue:
         ]
 
     @staticmethod
-    def new_parser() -> Any:
+    def new_parser(profile: Profile | None = None) -> Any:
+        if profile is not None and profile.backend != "sglang":
+            from cockpit.backends import get_backend
+
+            return get_backend(profile.backend).new_parser()
         from cockpit.backends.sglang.logparse import SGLangLogParser
 
         return SGLangLogParser()
@@ -217,6 +225,10 @@ class _Glue:
 
     @staticmethod
     def diagnose(state: RunState, profile: Profile, hosts: Any) -> list[Finding]:
+        if profile.backend != "sglang":
+            from cockpit.backends import get_backend
+
+            return list(get_backend(profile.backend).diagnose(state, profile, hosts))
         try:
             from cockpit.backends.sglang.diagnosis import diagnose
         except ImportError:
@@ -225,6 +237,10 @@ class _Glue:
 
     @staticmethod
     def flag_diff(profile: Profile, flags: dict[str, Any]) -> list[FlagChange]:
+        if profile.backend != "sglang":
+            from cockpit.backends import get_backend
+
+            return list(get_backend(profile.backend).flag_diff(profile, flags))  # type: ignore[attr-defined]
         try:
             from cockpit.backends.sglang.command import flag_diff
         except ImportError:
@@ -606,7 +622,7 @@ class Supervisor:
         run = node.run
         assert run is not None
         if node.parser is None:
-            node.parser = _Glue.new_parser()
+            node.parser = _Glue.new_parser(self.profile)
         watch = {"pid": run["pid"], "run_dir": run["run_dir"]} if run.get("pid") and follow else None
         if node.cursor is not None:  # read before (status, then follow): resume, never re-read
             offset, ino = node.cursor
@@ -855,12 +871,18 @@ class Supervisor:
 
     # ------------------------------------------------------------------ readiness probe
     def _version(self) -> str | None:
+        if self.profile.backend != "sglang":
+            return None  # the version only picks SGLang's readiness endpoint; other backends say theirs
         fmt = self._state.format or ""
         return self.profile.version or (fmt.split("-", 1)[1] if fmt.startswith("sglang-") else None)
 
     def _health_path(self) -> str:
         from cockpit.telemetry.probes import readiness_path
 
+        if self.profile.backend != "sglang":
+            from cockpit.backends import get_backend
+
+            return str(get_backend(self.profile.backend).readiness_path(self._version()))  # type: ignore[attr-defined]
         return readiness_path(self._version())
 
     def _port(self) -> int:
