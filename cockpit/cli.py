@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("demo", help="the TUI on the bundled demo profile (simulated SGLang)")
     s.add_argument("--theme", help="dark (default), light or high-contrast")
     s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
+    s.add_argument("--backend", choices=("sglang", "vllm"), default="sglang",
+                   help="which server's story: sglang (Kimi-K2.5, TP8) or vllm (Qwen3-32B, TP2)")
 
     s = sub.add_parser("diagnose", help="parse SGLang logs and explain them")
     s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")

@@ -135,8 +135,10 @@ def load_vllm_config(argv: list[str]) -> VllmSimConfig:
     from cockpit.backends.vllm.flags import default_util, parse_serve_args
 
     opts, rest = split_args(argv)
-    if not rest or rest[0] != "serve":
+    if "serve" not in rest:
         raise SimUsageError("expected `serve MODEL [flags]` (vLLM's own command line)")
+    i = rest.index("serve")  # vLLM flags given before `serve` (a wrapper's) count as well
+    rest = ["serve", *rest[i + 1 :], *rest[:i]]
     version = opts.get("version", "0.33.0")
     if version not in SIM_VLLM_VERSIONS:
         raise SimUsageError(f"argument --sim-version: invalid choice: {version!r} (choose from {', '.join(SIM_VLLM_VERSIONS)})")

@@ -418,6 +418,11 @@ class DashboardScreen(Screen[None]):
 
     def _validate_overrides(self, overrides: dict[str, Any]) -> None:
         """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""
+        if self.profile.backend != "sglang":  # until the UI asks get_backend everywhere (issue 12)
+            from cockpit.backends import get_backend
+
+            get_backend(self.profile.backend).effective_flags(self.profile, overrides)  # type: ignore[attr-defined]
+            return
         from cockpit.backends.sglang.command import effective_flags
 
         effective_flags(self.profile, overrides)
