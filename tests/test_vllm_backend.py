@@ -63,9 +63,9 @@ def test_argv_is_vllm_serve() -> None:
 
 
 def test_profile_errors_name_the_key() -> None:
-    with pytest.raises(FlagError, match="server.swap-space.*no longer"):
+    with pytest.raises(FlagError, match=r"server\.swap-space.*no longer"):
         build_argv(profile(model="m", **{"swap-space": 4}))
-    with pytest.raises(FlagError, match="server.model is required"):
+    with pytest.raises(FlagError, match=r"server\.model is required"):
         build_argv(profile(tp=2))
     with pytest.raises(FlagError, match="invalid float"):
         build_argv(profile(model="m", **{"gpu-memory-utilization": "lots"}))

@@ -15,7 +15,7 @@ def get_backend(name: str) -> Backend:
     if name == "vllm":
         from cockpit.backends.vllm import VLLMBackend
 
-        return VLLMBackend()  # type: ignore[return-value]
+        return VLLMBackend()
     raise ValueError(f"unknown backend {name!r}; the supported backends are: {', '.join(BACKENDS)}")
 
 

@@ -8,7 +8,6 @@ import argparse
 
 from cockpit.core.profile import Profile
 
-
 DEMO_PROFILES = {"sglang": "demo.yaml", "vllm": "demo-vllm.yaml"}
 
 

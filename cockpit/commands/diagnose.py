@@ -12,13 +12,11 @@ import argparse
 import gc
 import json
 import sys
-
 from typing import Any
 
 from cockpit.core.findings import exit_code_for
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
-
 
 SNIFF_BYTES = 64 * 1024
 
@@ -27,7 +25,7 @@ def _sniff(path: str) -> bytes:
     """The opening bytes of a log, without consuming them (standard input is peeked)."""
     try:
         if path == "-":
-            return bytes(sys.stdin.buffer.peek(SNIFF_BYTES)[:SNIFF_BYTES])
+            return bytes(sys.stdin.buffer.peek(SNIFF_BYTES)[:SNIFF_BYTES])  # type: ignore[union-attr]
         with open(path, "rb") as f:
             return f.read(SNIFF_BYTES)
     except (OSError, AttributeError, ValueError):

@@ -269,7 +269,7 @@ class VllmSim:
         g_est = round(m.graph_estimate_gib_512 * scale, 2) if cfg.estimate_graphs and cfg.capture_size else 0.0
         G = round(m.graph_gib_512 * scale, 2) if cfg.capture_size else 0.0
         if cfg.new and cfg.capture_size:
-            self.log.bare(f"Capturing CUDA graphs (PIECEWISE): 100%|██████████| 51/51 [00:04<00:00, 11.02it/s]")
+            self.log.bare("Capturing CUDA graphs (PIECEWISE): 100%|██████████| 51/51 [00:04<00:00, 11.02it/s]")
             for r in range(cfg.world):
                 self.log.record(self.worker(r), "INFO", "model_runner.py:1163", f"Graph capturing finished in 5 secs, took {g_est:.2f} GiB")
         consumed = round(W + N, 2)

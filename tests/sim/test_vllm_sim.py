@@ -12,8 +12,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from cockpit.backends.vllm.logparse import read_log
 from cockpit.backends.vllm.diagnosis import diagnose
+from cockpit.backends.vllm.logparse import read_log
 
 QWEN = ["--sim-backend", "vllm", "--sim-gpu", "h100", "serve", "Qwen/Qwen3-32B", "-tp", "2"]
 

@@ -34,8 +34,8 @@ from cockpit.backends.base import FlagError, HostFacts
 from cockpit.backends.vllm.flags import DEFAULT_VERSION, canonical, default_util, version_key
 from cockpit.backends.vllm.memory import (
     UtilMove,
-    floor2,
     default_max_num_seqs,
+    floor2,
     graph_estimate_off,
     lower_util_for,
     raise_util_for,
@@ -281,10 +281,10 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
                f"--gpu-memory-utilization {util:g} × {total:.2f} = {requested:.2f} GiB. Another process holds the GPU (an "
                f"earlier run that did not stop?): free it, or LOWER --gpu-memory-utilization {util:g} → {new:g} "
                f"(≤ free/total = {free / total:.3f}).")
-        predicted = {"budget_gb": round(new * total, 2), "free_gb": free}
-        arith = f"u ≤ F/T = {free:.2f} / {total:.2f} = {free / total:.4f}; − 0.005 → {new:.2f} (rounded down)"
+        budget = {"budget_gb": round(new * total, 2), "free_gb": free}
+        arith_low = f"u ≤ F/T = {free:.2f} / {total:.2f} = {free / total:.4f}; − 0.005 → {new:.2f} (rounded down)"
         return Finding("init_not_enough_memory", "critical", msg, ranks,
-                       (FlagChange("--gpu-memory-utilization", util, new),), predicted, arith)
+                       (FlagChange("--gpu-memory-utilization", util, new),), budget, arith_low)
     m2 = _RX_MAX_LEN.search(text)
     if m2:
         length, need_kv, avail = int(m2.group(1)), float(m2.group(2)), float(m2.group(3))
@@ -294,7 +294,7 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
         changes: list[FlagChange] = []
         alts: list[FlagChange] = []
         predicted: dict[str, Any] = {}
-        arith = None
+        arith: str | None = None
         if est:
             changes.append(FlagChange("--max-model-len", length, est))
             predicted["max_model_len"] = est

@@ -390,9 +390,8 @@ class VLLMLogParser:
         if "KV cache size:" in msg[:30]:
             m = _RX_KV_TOKENS.search(msg)
             if m:
-                if self._era is None or self._era < "0.28+":
-                    if "Maximum concurrency" in msg:
-                        self._era = "0.28+"
+                if "Maximum concurrency" in msg:
+                    self._era = "0.28+"  # the KV size and concurrency lines merged in 0.28
                 self._kv_tokens = int(m[1].replace(",", ""))
                 mc = _RX_CONCURRENCY.search(msg)
                 if mc:
@@ -571,16 +570,13 @@ class VLLMLogParser:
                 out.append(ev.GraphCaptureBegin(line, ts, rank or "TP0", s.partition(":")[0][len("Capturing "):], None))
             return
         if s[:6] in ("INFO: ", "INFO:\t") or s.startswith("INFO:  "):
-            if "Application startup complete" in s:
-                self._serving_evidence(line, ts, out)
-            elif '"GET /health HTTP/' in s and s.rstrip().endswith("200 OK"):
+            if "Application startup complete" in s or ('"GET /health HTTP/' in s and s.rstrip().endswith("200 OK")):
                 self._serving_evidence(line, ts, out)
             return
 
     def _anywhere(self, line: int, ts: str | None, rank: str | None, msg: str, out: list[Event]) -> None:
-        if out and not isinstance(out[-1], (ev.TracebackFrame,)) and out[-1].line == line:
-            if not isinstance(out[-1], ev.LogFormat):
-                return  # the record grammar already explained this line
+        if out and out[-1].line == line and not isinstance(out[-1], (ev.TracebackFrame, ev.LogFormat)):
+            return  # the record grammar already explained this line
         specific: list[Event] = []
         if "WorkerProc hit an exception" in msg or "WorkerProc failed" in msg:
             specific.append(ev.SchedulerException(line, ts, rank, msg.strip()))
@@ -597,7 +593,7 @@ class VLLMLogParser:
             if not self._serving_told:  # only a serving engine fails this way
                 self._serving_told = True
                 specific.append(ev.PhaseEvidence(line, ts, None, "serving"))
-        elif "CUDA out of memory" in msg or "out of memory" in msg and ("CUDA error" in msg or "CUDA driver error" in msg):
+        elif "CUDA out of memory" in msg or ("out of memory" in msg and ("CUDA error" in msg or "CUDA driver error" in msg)):
             specific.append(_cuda_oom(line, ts, rank, msg))
         elif ("No available memory for the cache blocks" in msg or "KV cache is needed, which is larger than" in msg
               or "larger than the maximum number of tokens that can be stored in KV cache" in msg
