@@ -1,33 +1,49 @@
-"""Server backends. `get_backend(name)` is the one way the layers above obtain one."""
+"""Server backends. `get_backend(profile.backend)` is the one way the layers above obtain one.
+
+A new engine adds its package under `cockpit/backends/<name>/` and one entry in `_REGISTRY`
+(docs/ARCHITECTURE.md, "Adding a backend"). Only this module and the simulator import a backend
+package directly (`lint-imports` enforces it).
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib
+
 from cockpit.backends.base import Backend
 
-BACKENDS: tuple[str, ...] = ("sglang", "vllm")
+DEFAULT_BACKEND = "sglang"  # a profile without `backend:`
+
+# name → (module, class): imported on first use, so `cockpit --help` loads no backend
+_REGISTRY: dict[str, tuple[str, str]] = {
+    "sglang": ("cockpit.backends.sglang", "SGLangBackend"),
+    "vllm": ("cockpit.backends.vllm", "VLLMBackend"),
+}
 
 
+def backend_names() -> tuple[str, ...]:
+    """The backends a profile's `backend:` may name."""
+    return tuple(_REGISTRY)
+
+
+@functools.cache
 def get_backend(name: str) -> Backend:
-    if name == "sglang":
-        from cockpit.backends.sglang import SGLangBackend
-
-        return SGLangBackend()
-    if name == "vllm":
-        from cockpit.backends.vllm import VLLMBackend
-
-        return VLLMBackend()
-    raise ValueError(f"unknown backend {name!r}; the supported backends are: {', '.join(BACKENDS)}")
+    """The backend called `name` (one shared instance: backends hold no state)."""
+    try:
+        module, cls = _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown backend {name!r}; the supported backends are: {', '.join(_REGISTRY)}") from None
+    backend: Backend = getattr(importlib.import_module(module), cls)()
+    return backend
 
 
-def detect_backend(sample: bytes, default: str = "sglang") -> str:
-    """Which backend's log this is, from its opening bytes: the backend whose `log_score` (0..1,
-    the share of lines that look like its records) is highest; `default` when none scores."""
+def detect_backend(sample: bytes, default: str = DEFAULT_BACKEND) -> str:
+    """Which backend wrote a log, from its opening bytes: the one whose `log_score` (0..1, the
+    share of lines that read as its records) is highest; `default` when none scores."""
     best, best_score = default, 0.0
-    for name in BACKENDS:
+    for name in _REGISTRY:
         score_of = getattr(get_backend(name), "log_score", None)
-        if score_of is None:
-            continue
-        score = float(score_of(sample))
+        score = float(score_of(sample)) if score_of is not None else 0.0
         if score > best_score:
             best, best_score = name, score
     return best

@@ -112,10 +112,11 @@ class VLLMBackend:
     def new_state(self) -> RunState:
         return RunState(backend=self.name)
 
-    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None) -> RunState:
+    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
+                 stats: dict[str, int] | None = None) -> RunState:
         from cockpit.backends.vllm.logparse import read_log
 
-        return read_log(source, state)
+        return read_log(source, state, stats)
 
     def log_score(self, sample: bytes) -> float:
         """0..1: how much the opening of a log looks like vLLM's (`cockpit diagnose` routing)."""

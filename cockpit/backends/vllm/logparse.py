@@ -189,12 +189,12 @@ class VLLMLogParser:
         self._capturing = False
         self._crashed = False
         self._workers_seen = False
+        self.recognised = 0  # lines read as vLLM's: records, process groups, or lines with events
+        self._last_was_vllm = False
         self._v2 = False  # the V2 model runner captures graphs twice (the first to measure them)
         self._ready = False
         self._serving_told = False
         self._startup_told = False
-        self._startup_failed = False
-        self._root_exc: str | None = None
 
     @property
     def lines_seen(self) -> int:
@@ -299,6 +299,13 @@ class VLLMLogParser:
         return best
 
     def classify(self, line: int, text: str, out: list[Event]) -> None:
+        before = len(out)
+        self._classify(line, text, out)
+        if len(out) > before or self._last_was_vllm:
+            self.recognised += 1
+
+    def _classify(self, line: int, text: str, out: list[Event]) -> None:
+        self._last_was_vllm = False
         if self._wrappers:
             text = self._unwrap(text)
         m = _RX_RECORD.search(text)
@@ -310,18 +317,13 @@ class VLLMLogParser:
         rank: str | None = None
         role = "other"
         if m is not None:
+            self._last_was_vllm = True
             ts = self._ts(m["md"], m["hms"])
             rank, role = self._label(m["prefixes"])
             msg = m["msg"]
             if role == "worker":
                 self._workers_seen = True
             pid_m = _RX_ONE_GROUP.search(m["prefixes"] or "")
-            if m["level"] == "ERROR" and not self._crashed and role in ("worker", "engine", "other"):
-                s = msg.lstrip()
-                if s.startswith(("Traceback (most recent call last)", 'File "')) and "WorkerProc" not in msg:
-                    # a worker or the engine logging a traceback: it is failing (the cause may follow)
-                    self._crashed = True
-                    out.append(ev.SchedulerException(line, ts, rank, msg.strip()))
             if m["file"] == "model_runner.py" and m["msg"].startswith(("Using V2", "Graph capturing finished")):
                 self._v2 = True
             self._record(line, ts, rank, role, msg, pid_m["pid"] if pid_m else None, out)
@@ -335,6 +337,7 @@ class VLLMLogParser:
                     text = unwrapped
                     g = _RX_GROUPS_ONLY.match(text)
             if g is not None:
+                self._last_was_vllm = True
                 rank, role = self._label(g["prefixes"])
                 msg = g["msg"]
             else:
@@ -342,11 +345,6 @@ class VLLMLogParser:
                 r = _RX_TORCH_RANK.match(text)
                 if r is not None:  # torch.distributed's `[rank2]:` (NCCL watchdog, tracebacks of ranks)
                     rank, role, msg = f"TP{r[1]}", "worker", text[r.end():]
-            if not self._crashed and (msg.startswith("Traceback (most recent call last)")
-                                      or (msg.lstrip().startswith('File "') and "vllm" in msg)):
-                # an uncaught exception printed by a dying process (≤0.30 under its process group)
-                self._crashed = True
-                out.append(ev.SchedulerException(line, None, rank, msg.strip()))
             self._bare(line, rank, role, msg, out)
             if self._fmt_sent is None and (g is not None or "vllm" in text.lower()):
                 self._send_fmt(line, None, out)  # a vLLM process group, or vLLM's own code in a traceback
@@ -562,7 +560,12 @@ class VLLMLogParser:
         if s.startswith("File "):
             m = _RX_FRAME.match(s)
             if m:
-                out.append(ev.TracebackFrame(line, ts, rank, m[2], m[1]))
+                out.append(ev.TracebackFrame(line, ts, rank, m[2], m[1], _frame_phase(m[2], m[1])))
+            return
+        if s.startswith("Traceback (most recent call last)"):
+            # something raised; the header (WorkerProc hit an exception, EngineCore failed to start),
+            # the exception line and what follows say whether it ended the server
+            out.append(ev.TracebackStart(line, ts, rank))
             return
         if s.startswith("Capturing CUDA graphs"):
             if not self._capturing:
@@ -582,10 +585,7 @@ class VLLMLogParser:
             specific.append(ev.SchedulerException(line, ts, rank, msg.strip()))
         elif "EngineCore failed to start" in msg:
             # a crash whose cause is the exception around it (startup_error unless memory/NCCL/port)
-            self._startup_failed = True
             specific.append(ev.SchedulerException(line, ts, None, msg.strip()))
-            if self._root_exc:
-                specific.append(ev.StartupFailed(line, ts, None, self._root_exc))
         elif ("EngineCore encountered a fatal error" in msg or "AsyncLLM output_handler failed" in msg
               or "EngineDeadError" in msg):
             if "EngineCore encountered a fatal error" in msg:
@@ -607,7 +607,7 @@ class VLLMLogParser:
             specific.append(ev.PortInUse(line, ts, rank, msg))
         elif "died unexpectedly (exit code:" in msg:
             m = _RX_DIED.search(msg)
-            specific.append(ev.RankDead(line, ts, rank, None, int(m[1]) if m else None, "dead", msg))
+            specific.append(ev.RankDead(line, ts, rank, None, int(m[1]) if m else None, "crashed", msg))
         elif ("Engine core initialization failed" in msg or "Timed out waiting for engine core processes" in msg
               or "Frontend process failed during engine core initialization" in msg):
             # the API server's side: the cause, if any, is in the engine's lines (or not in the log)
@@ -626,11 +626,26 @@ class VLLMLogParser:
         m = _RX_EXC.match(msg.strip())
         if m and not any(w in m[2] for w in _WRAPPER_EXCEPTIONS):
             out.append(ev.ExceptionLine(line, ts, rank, m[1], m[2]))
-            if not specific and not self._ready:
-                # the root cause of a start-up failure that no memory/NCCL/port rule explains
-                self._root_exc = f"{m[1]}: {m[2]}"
-                if self._startup_failed:
-                    out.append(ev.StartupFailed(line, ts, rank, self._root_exc))
+
+
+_CAPTURE_FUNCS = ("capture_model", "_capture_cudagraphs", "capture_end", "capture_graph", "_capture_graphs", "capture")
+_STARTUP_FUNCS = ("load_model", "load_weights", "init_device", "initialize_model_parallel", "init_worker_distributed_environment",
+                  "ensure_model_parallel_initialized", "init_distributed_environment", "determine_available_memory",
+                  "profile_run", "_initialize_kv_caches", "initialize_from_config", "_dummy_sampler_run",
+                  "process_weights_after_loading", "ncclCommInitRank", "wait_for_ready", "_init_executor",
+                  "_init_workers_ray", "init_worker", "make_async_mp_client", "wait_for_engine_startup",
+                  "_wait_for_engine_startup", "launch_core_engines", "build_async_engine_client", "gptq_marlin_repack")
+
+
+def _frame_phase(function: str, file: str) -> str | None:
+    """What a traceback frame proves (vLLM's own function names; the core knows none)."""
+    if function in _CAPTURE_FUNCS and ("graph" in file or "model_runner" in file or function != "capture"):
+        return "graph_capture"
+    if function in _STARTUP_FUNCS:
+        return "startup"
+    if function == "execute_model" and "model_runner" in file:
+        return None  # a forward at run time: the batch dump says prefill or decode
+    return None
 
 
 def _batch_kind(msg: str) -> str:
@@ -680,11 +695,13 @@ def log_score(sample: bytes) -> float:
     return hits / len(lines)
 
 
-def read_log(source: str | Path | BinaryIO, state: RunState | None = None) -> RunState:
-    """Parse a whole log (a path or an open binary stream) into a RunState."""
+def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
+             stats: dict[str, int] | None = None) -> RunState:
+    """Parse a whole log (a path or an open binary stream) into a RunState; `stats` (the caller's)
+    gets this input's `lines`, `recognised` (lines read as vLLM's) and `foreign` (0) counts."""
     import os
 
-    from cockpit.core.reducer import apply
+    from cockpit.core.reducer import apply, end_of_input
 
     st = state if state is not None else RunState(backend="vllm")
     st.backend = "vllm"
@@ -698,7 +715,11 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None) -> Ru
                 apply(st, e)
         for e in parser.finish():
             apply(st, e)
+        end_of_input(st)
         st.lines_seen = max(st.lines_seen, parser.lines_seen)
+        st.lines_recognised += parser.recognised
+        if stats is not None:
+            stats.update(lines=parser.lines_seen, recognised=parser.recognised, foreign=0)
 
     if isinstance(source, (str, Path)):
         with open(source, "rb") as f:

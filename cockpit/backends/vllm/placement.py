@@ -12,10 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cockpit.backends.base import CONTINUATION
 from cockpit.core.profile import normalise_flag_name
-
-# the widened Backend interface's `base.CONTINUATION`: a line that continues the previous record
-CONTINUATION: Any = None
 
 _TAG = re.compile(r"\b(DP|PP|TP)(\d+)\b")
 
