@@ -123,10 +123,14 @@ class SGLangBackend:
         picks the backend whose score is highest)."""
         from cockpit.backends.sglang.logparse import split_record
 
+        import re
+
+        head = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+\d+)*\] |Rank \d+: load weight|sglang",
+                          re.IGNORECASE)
         lines = [ln for ln in sample.decode("utf-8", "replace").splitlines()[:2000] if ln.strip()]
         if not lines:
             return 0.0
-        return sum(1 for ln in lines if split_record(ln.lstrip())[0] is not None) / len(lines)
+        return sum(1 for ln in lines if split_record(ln.lstrip())[0] is not None or head.search(ln)) / len(lines)
 
     def record_rank(self, line: str) -> str | None:
         from cockpit.backends.sglang.records import record_rank

@@ -686,12 +686,17 @@ def log_score(sample: bytes) -> float:
     lines = [ln for ln in text.splitlines()[:2000] if ln.strip()]
     if not lines:
         return 0.0
-    hits = 0
+    hits = 0.0
     for ln in lines:
         ln = _ANSI.sub("", ln) if "\x1b" in ln else ln
-        if _RX_RECORD.search(ln) or _RX_ONE_GROUP.search(ln) or "vllm" in ln.lower() or any(
+        g = _RX_ONE_GROUP.search(ln)
+        if (g is not None and rank_label_for(g["name"].strip())[1] != "other") or "vllm" in ln.lower() or any(
                 mark in ln for mark in _VLLM_MESSAGES):
             hits += 1
+        elif (m := _RX_RECORD.search(ln)) is not None:
+            # vLLM's head; without its `[` (before 0.8) it is also what SGLang 0.1 printed through
+            # vLLM's loader, so it weighs less than vLLM's own words
+            hits += 1 if "[" in ln[m.start("file") - 1 : m.start("file")] else 0.3
     return hits / len(lines)
 
 
