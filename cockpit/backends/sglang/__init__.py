@@ -121,9 +121,9 @@ class SGLangBackend:
     def log_score(self, sample: bytes) -> float:
         """0..1: the share of a log's opening lines that are SGLang records (`cockpit diagnose`
         picks the backend whose score is highest)."""
-        from cockpit.backends.sglang.logparse import split_record
-
         import re
+
+        from cockpit.backends.sglang.logparse import split_record
 
         head = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+\d+)*\] |Rank \d+: load weight|sglang",
                           re.IGNORECASE)

@@ -106,7 +106,7 @@ class VLLMBackend:
     def new_parser(self) -> LogParser:
         from cockpit.backends.vllm.logparse import VLLMLogParser
 
-        parser: LogParser = VLLMLogParser()  # type: ignore[assignment]
+        parser: LogParser = VLLMLogParser()
         return parser
 
     def new_state(self) -> RunState:
@@ -172,5 +172,8 @@ class VLLMBackend:
 
         return preflight(profile, list(hosts), version=version)
 
-    def memory_plan(self, profile: Profile, hosts: Iterable[HostFacts]) -> Any:
-        return None  # issue 14 (cockpit/backends/vllm/plan.py)
+    def memory_plan(
+        self, profile: Profile, hosts: Iterable[HostFacts], *, model: Any = None,
+        overrides: Mapping[str, Any] | None = None, runs: Iterable[Any] = (), calibrate_from: str | None = None,
+    ) -> Any:
+        return None  # no vLLM memory plan yet (issue 14 may add cockpit/backends/vllm/plan.py)
