@@ -161,3 +161,28 @@ def test_no_cache_blocks_at_util_one_proposes_no_util() -> None:
     s.crash = Crash("init_not_enough_memory", "startup", "TP0", 5, "No available memory for the cache blocks.")
     (f,) = [f for f in diagnose(s) if f.id == "init_not_enough_memory"]
     assert all(c.flag != "--gpu-memory-utilization" for c in f.changes)
+
+
+def test_json_formatter_records() -> None:
+    """0.32+ `--logging-config.formatter json`: one object per record; the worker's rank comes from
+    the multiprocessing name."""
+    import io
+    import json as _json
+
+    from cockpit.backends.vllm.logparse import read_log
+
+    def rec(proc: str, level: str, msg: str) -> str:
+        return _json.dumps({"asctime": "2026-11-29 08:12:29,123", "levelname": level, "name": "vllm.v1.worker",
+                            "processName": proc, "process": 42102, "message": msg})
+
+    text = "\n".join([
+        rec("VllmWorker-1", "INFO", "Model loading took 30.59 GiB memory and 13.2 seconds"),
+        rec("EngineCore", "INFO", "GPU KV cache size: 314,160 tokens, Maximum concurrency for 32,768 tokens per request: 9.59x"),
+        rec("VllmWorker-1", "ERROR", "WorkerProc hit an exception.\nTraceback (most recent call last):\n"
+            '  File "v1/worker/gpu_model_runner.py", line 1, in capture_model\ntorch.OutOfMemoryError: CUDA out of memory. '
+            "Tried to allocate 1.50 GiB. GPU 1 has a total capacity of 79.19 GiB of which 1.21 GiB is free."),
+    ]) + "\n"
+    st = read_log(io.BytesIO(text.encode()))
+    assert detect_backend(text.encode()) == "vllm"
+    assert st.ranks["TP1"].weights_gb == 30.59 and st.max_total_num_tokens == 314160
+    assert st.crash is not None and (st.crash.kind, st.crash.phase, st.crash.rank) == ("graph_capture_oom", "graph_capture", "TP1")

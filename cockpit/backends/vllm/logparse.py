@@ -21,6 +21,7 @@ so that every layer that reads a timestamp reads vLLM's the same way as SGLang's
 from __future__ import annotations
 
 import ast
+import json
 import re
 import time
 from pathlib import Path
@@ -308,6 +309,8 @@ class VLLMLogParser:
         self._last_was_vllm = False
         if self._wrappers:
             text = self._unwrap(text)
+        if text[:1] == "{" and '"message"' in text and self._json_record(line, text, out):
+            return
         m = _RX_RECORD.search(text)
         if m is not None and m.start() > 0:
             head = text[: m.start()]
@@ -351,6 +354,31 @@ class VLLMLogParser:
         if role == "engine" and self._workers_seen:
             rank = None  # with worker processes, EngineCore is no rank: it reports theirs
         self._anywhere(line, ts, rank, msg, out)
+
+    def _json_record(self, line: int, text: str, out: list[Event]) -> bool:
+        """0.32+ `--logging-config.formatter json`: one object per record, `processName` the
+        multiprocessing name (`VllmWorker-3`, `EngineCore`, `MainProcess`)."""
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return False
+        if not isinstance(obj, dict) or not isinstance(obj.get("message"), str):
+            return False
+        self._last_was_vllm = True
+        asctime = str(obj.get("asctime") or "")
+        ts = asctime[:19] if len(asctime) >= 19 and asctime[4:5] == "-" else None
+        rank, role = rank_label_for(str(obj.get("processName") or ""), self._dp_size)
+        if role == "worker":
+            self._workers_seen = True
+        first, *rest = obj["message"].split("\n")
+        self._record(line, ts or "", rank, role, first, str(obj.get("process") or "") or None, out)
+        if self.fmt != self._fmt_sent:
+            self._send_fmt(line, ts, out)
+        self._anywhere(line, ts, rank if role != "engine" or not self._workers_seen else None, first, out)
+        for part in rest:  # a traceback inside the message
+            self._bare(line, rank, role, part, out, ts=ts)
+            self._anywhere(line, ts, rank, part, out)
+        return True
 
     # ---- records ------------------------------------------------------------------------------
 
