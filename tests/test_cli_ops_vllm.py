@@ -79,6 +79,8 @@ def _scenario(env: Env) -> None:
     assert logs.returncode == 0, logs.stderr
     assert "(Worker_TP1 pid=" in logs.stdout and "GPU KV cache size:" in logs.stdout
     assert len(env.cockpit("logs", "vsim", "--tail", "3").stdout.splitlines()) == 3
+    tp1 = env.cockpit("logs", "vsim", "--filter", "Model loading took", "--rank", "1").stdout.splitlines()
+    assert tp1 and all(ln.startswith("(Worker_TP1 pid=") for ln in tp1), tp1
 
     down = env.cockpit("down", "vsim", "--timeout", "10")
     assert down.returncode == 0, down.stdout + down.stderr
