@@ -311,6 +311,12 @@ class VLLMLogParser:
             text = self._unwrap(text)
         if text[:1] == "{" and '"message"' in text and self._json_record(line, text, out):
             return
+        if " HTTP/1." in text and "INFO:  " in text[:80]:
+            # uvicorn's access lines are most of a busy log: one look for a /health 200, nothing more
+            self._last_was_vllm = True
+            if not self._ready and '"GET /health HTTP/' in text and text.rstrip().endswith("200 OK"):
+                self._serving_evidence(line, None, out)
+            return
         m = _RX_RECORD.search(text)
         if m is not None and m.start() > 0:
             head = text[: m.start()]
