@@ -186,3 +186,10 @@ def test_json_formatter_records() -> None:
     assert detect_backend(text.encode()) == "vllm"
     assert st.ranks["TP1"].weights_gb == 30.59 and st.max_total_num_tokens == 314160
     assert st.crash is not None and (st.crash.kind, st.crash.phase, st.crash.rank) == ("graph_capture_oom", "graph_capture", "TP1")
+
+
+def test_a_busy_gpu_is_named() -> None:
+    s = _state(0.92, 79.19, 7.6, 38.35, 314_160)
+    s.ranks["TP0"].pre_load_avail_gb, s.ranks["TP1"].pre_load_avail_gb = 78.31, 76.9
+    (f,) = [f for f in diagnose(s) if f.id == "rank_memory_imbalance"]
+    assert f.ranks == ("TP1",) and f.predicted["gap_gb"] == 1.41 and "--kv-cache-memory-bytes" in f.message

@@ -20,6 +20,7 @@ Finding ids:
 | `low_headroom_after_graph_capture` | critical < warn, warning < target | free memory after start-up on the worst rank |
 | `headroom_ok` | ok | free memory after start-up ≥ target on every rank |
 | `graph_estimate_off` | warning | vLLM's CUDA-graph estimate is far from the captured pool |
+| `rank_memory_imbalance` | warning | one GPU had ≥ 0.3 GiB less free at start than its peers (another process on it) |
 | `kv_pool_below_context` | warning | the KV cache holds fewer tokens than one --max-model-len request |
 | `kv_concurrency` | info | KV tokens vs --max-model-len × --max-num-seqs |
 """
@@ -379,6 +380,26 @@ def _graph_estimate(ctx: _Ctx) -> list[Finding]:
     return []
 
 
+IMBALANCE_GB = 0.3  # a GPU this far below its peers' free memory at start shares it with something
+
+
+def _imbalance(ctx: _Ctx) -> list[Finding]:
+    """vLLM sizes every rank's KV cache from the smallest rank's block count: memory another process
+    holds on one GPU shrinks them all (or fails the start-up check)."""
+    free0 = {r.rank: r.pre_load_avail_gb for r in ctx.state.ranks.values() if r.pre_load_avail_gb is not None}
+    if len(free0) < 2:
+        return []
+    top = max(free0.values())
+    low = sorted(((top - v, name, v) for name, v in free0.items() if top - v >= IMBALANCE_GB), reverse=True)
+    if not low or len(low) > len(free0) // 2:
+        return []
+    gap, name, v = low[0]
+    msg = (f"{name} had {v:.2f} GiB free at start, {gap:.2f} GiB less than its peers: another process holds memory on "
+           "its GPU, and vLLM gives every rank the smallest rank's KV cache. Free that GPU, or pin the KV cache with "
+           "--kv-cache-memory-bytes a little below a healthy run's `to fit into requested memory` value.")
+    return [Finding("rank_memory_imbalance", "warning", msg, tuple(n for _, n, _ in low), (), {"gap_gb": round(gap, 2)})]
+
+
 def _kv_context(ctx: _Ctx) -> list[Finding]:
     st = ctx.state
     length = st.context_len or _num(ctx.flag("max_model_len"))
@@ -423,5 +444,6 @@ def diagnose(
         headroom = [f for f in headroom if f.id != "low_headroom_after_graph_capture"]  # oom_crash says it
     findings += headroom
     findings += _graph_estimate(ctx)
+    findings += _imbalance(ctx)
     findings += _kv_context(ctx)
     return sort_findings(findings)

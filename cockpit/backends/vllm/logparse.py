@@ -69,6 +69,7 @@ _RX_KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
 _RX_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request")
 _RX_GRAPH_DONE = re.compile(r"Graph capturing finished in (\d+) secs?(?:, took " + _F + r" GiB)?")
 _RX_POOL = re.compile(r"CUDA graph pool memory: " + _F + r" GiB \(actual\), " + _F + r" GiB \(estimated\)")
+_RX_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _F + " GiB")
 _RX_UTIL_EQ = re.compile(r"--gpu-memory-utilization=([\d.]+) is equivalent to --gpu-memory-utilization=([\d.]+)")
 _RX_SUMMARY = re.compile(
     r"Free memory on device \(" + _F + "/" + _F + r" GiB\) on startup\. Desired GPU memory utilization is \("
@@ -415,6 +416,11 @@ class VLLMLogParser:
             return
         if c == "E" and msg.startswith("Engine ") and "Avg prompt throughput" in msg:
             self._stats(line, ts, msg, out)
+            return
+        if c == "E" and msg.startswith("Estimated CUDA graph memory:"):
+            m = _RX_ESTIMATE.search(msg)
+            if m and mem_rank is not None:  # the V1 runner's estimate (0.18+), before KV sizing
+                out.append(ev.RankMemoryFigures(line, ts, mem_rank, {"graph_estimate_gb": float(m[1])}))
             return
         if " Engines Aggregated: " in msg[:30]:
             self._stats(line, ts, msg, out)
