@@ -71,11 +71,14 @@ _RX_GRAPH_DONE = re.compile(r"Graph capturing finished in (\d+) secs?(?:, took "
 _RX_POOL = re.compile(r"CUDA graph pool memory: " + _F + r" GiB \(actual\), " + _F + r" GiB \(estimated\)")
 _RX_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _F + " GiB")
 _RX_UTIL_EQ = re.compile(r"--gpu-memory-utilization=([\d.]+) is equivalent to --gpu-memory-utilization=([\d.]+)")
+# 0.26+; 0.16 says `X GiB for weight, … for non-torch memory` and (0.11-era) gives the KV in bytes
+# with no GiB beside the suggestions
 _RX_SUMMARY = re.compile(
-    r"Free memory on device \(" + _F + "/" + _F + r" GiB\) on startup\. Desired GPU memory utilization is \("
-    + _F + ", " + _F + r" GiB\)\. Actual usage is (?P<usage>.*?)\. Replace gpu_memory_utilization config with "
-    r"`--kv-cache-memory=(-?\d+)` \(" + _F + r" GiB\) to fit into requested memory, or `--kv-cache-memory=(-?\d+)` \("
-    + _F + r" GiB\) to fully utilize gpu memory\. Current kv cache memory in use is " + _F + " GiB"
+    r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup\. Desired GPU memory utilization is "
+    r"\((?P<util>[\d.]+), (?P<req>[\d.]+) GiB\)\. Actual usage is (?P<usage>.*?)\. Replace gpu_memory_utilization "
+    r"config with `--kv-cache-memory=(?P<b_req>-?\d+)`(?: \((?P<g_req>-?[\d.]+) GiB\))? to fit into requested memory, "
+    r"or `--kv-cache-memory=(?P<b_gpu>-?\d+)`(?: \((?P<g_gpu>-?[\d.]+) GiB\))? to fully utilize gpu memory\. "
+    r"Current kv cache memory in use is (?P<kv>-?[\d.]+) (?P<kv_unit>GiB|bytes)"
 )
 _RX_USAGE_NEW = re.compile(_F + r" GiB for consumed memory \(weights \+ non-torch\), " + _F + r" GiB for peak activation, and "
                            + _F + " GiB for CUDAGraph memory")
@@ -526,8 +529,8 @@ class VLLMLogParser:
         m = _RX_SUMMARY.search(msg)
         if m is None or rank is None:
             return
-        free0, total, util, requested = (float(m[i]) for i in range(1, 5))
-        kv = float(m[10])
+        free0, total, util, requested = float(m["free"]), float(m["total"]), float(m["util"]), float(m["req"])
+        kv = float(m["kv"]) if m["kv_unit"] == "GiB" else round(float(m["kv"]) / 2**30, 2)
         usage = m["usage"]
         u = _RX_USAGE_NEW.search(usage)
         if u:
@@ -545,8 +548,8 @@ class VLLMLogParser:
             "avail_after_capture_gb": round(free0 - consumed - kv - graph, 2),
             "util": util, "requested_gb": requested, "consumed_gb": consumed,
             "peak_activation_gb": act, "cudagraph_gb": graph,
-            "kv_fit_requested_bytes": float(m[6]), "kv_fit_requested_gb": float(m[7]),
-            "kv_fit_gpu_bytes": float(m[8]), "kv_fit_gpu_gb": float(m[9]),
+            "kv_fit_requested_bytes": float(m["b_req"]), "kv_fit_gpu_bytes": float(m["b_gpu"]),
+            "kv_fit_requested_gb": round(float(m["b_req"]) / 2**30, 2), "kv_fit_gpu_gb": round(float(m["b_gpu"]) / 2**30, 2),
         }
         out.append(ev.RankMemoryFigures(line, ts, rank, figures))
         if self._kv_tokens is not None:
