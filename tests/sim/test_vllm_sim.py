@@ -96,3 +96,16 @@ def test_the_story(sim, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
         assert st2.crash is None and st2.min_headroom_gb is not None and st2.min_headroom_gb >= 5.0
         assert [f.id for f in diagnose(st2) if f.severity == "critical"] == []
         assert "Engine 000: Avg prompt throughput" in held.text()
+
+
+def test_016_format(sim) -> None:  # type: ignore[no-untyped-def]
+    run = sim([*QWEN, "--gpu-memory-utilization", "0.9", "--sim-version", "0.16.0"], speed=200)
+    run.wait_for(r"Application startup complete", timeout=30)
+    text = run.text()
+    assert "(EngineCore_DP0 pid=" in text and "Starting vLLM API server 0 on http://" in text
+    assert f"(APIServer pid={run.pid}) INFO:     Application startup complete." in text
+    st = read_log(run.log_path)
+    assert st.format == "vllm-0.16.0" and st.phase == "ready"
+    assert st.ranks["TP0"].weights_gb == 30.59 and st.ranks["TP0"].graph_gb == 0.86
+    assert st.max_total_num_tokens and st.max_total_num_tokens > 300_000  # no graph estimate in 0.16's budget
+    assert st.ranks["TP0"].avail_after_capture_gb is None  # 0.16 prints the per-rank summary at DEBUG only

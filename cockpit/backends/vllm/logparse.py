@@ -106,7 +106,7 @@ _VLLM_MESSAGES = ("Loading model weights took", "Model loading took", "Memory pr
                   "Maximum concurrency for", "KV cache size:", "gpu_memory_utilization", "max_model_len",
                   "Avg prompt throughput", "EngineCore", "Available KV cache memory")
 # Text only a start-up failure prints: a crash with nothing sharper is a start-up crash.
-_STARTUP_MARKS = ("failed to start", "initialization failed", "in init_device", "in load_model", "in load_weights",
+_STARTUP_MARKS = ("failed to start", "Timed out waiting for engine core", "initialization failed", "in init_device", "in load_model", "in load_weights",
                   "in initialize_model_parallel", "in init_worker_distributed_environment", "in _initialize_kv_caches",
                   "in determine_available_memory", "in profile_run", "in wait_for_ready", "in _init_executor",
                   "ncclCommInitRank", "'init_device'", "warming up sampler", "in _dummy_sampler_run",
