@@ -193,3 +193,11 @@ def test_a_busy_gpu_is_named() -> None:
     s.ranks["TP0"].pre_load_avail_gb, s.ranks["TP1"].pre_load_avail_gb = 78.31, 76.9
     (f,) = [f for f in diagnose(s) if f.id == "rank_memory_imbalance"]
     assert f.ranks == ("TP1",) and f.predicted["gap_gb"] == 1.41 and "--kv-cache-memory-bytes" in f.message
+
+
+def test_multi_node_argv() -> None:
+    p = Profile.model_validate({"name": "v", "backend": "vllm", "version": "0.33.0",
+                                "hosts": [{"ssh": "a"}, {"ssh": "b"}], "server": {"model": "m", "tp": 16}})
+    node0, node1 = get_backend("vllm").build_node_argvs(p, None, "10.0.0.1:29501")
+    assert node0[-8:] == ["--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "29501"]
+    assert "--headless" not in node0 and "--headless" in node1 and node1[node1.index("--node-rank") + 1] == "1"

@@ -97,6 +97,8 @@ def build_node_argv(
     nnodes = len(profile.hosts)
     extra: dict[str, Any] = dict(overrides or {})
     extra.update({"nnodes": nnodes, "node-rank": node_rank})
+    if node_rank > 0:
+        extra["headless"] = True  # only node 0 serves the API
     if dist_init_addr is not None:
         host, _, port = dist_init_addr.rpartition(":")
         extra["master-addr"] = host or dist_init_addr

@@ -109,8 +109,10 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--data-parallel-size-local", "-dpl"), "int", None, {}),
     (("--enable-expert-parallel",), "bool", False, {"negatable": True, "help": "Use expert parallelism for MoE layers."}),
     (("--distributed-executor-backend",), "str", None, {"choices": ("mp", "ray", "uni", "external_launcher")}),
-    (("--nnodes",), "int", 1, {"since": "0.11.1"}),
-    (("--node-rank",), "int", 0, {"since": "0.11.1"}),
+    (("--nnodes", "-n"), "int", 1, {"since": "0.11.1"}),
+    (("--node-rank", "-r"), "int", 0, {"since": "0.11.1"}),
+    (("--headless",), "bool", False, {"help": "Run only the engine (no API server): the other nodes of a multi-node run."}),
+    (("--distributed-timeout-seconds",), "int", None, {"since": "0.11.1"}),
     (("--master-addr",), "str", "127.0.0.1", {"since": "0.11.1"}),
     (("--master-port",), "int", 29501, {"since": "0.11.1"}),
     # memory and KV cache
