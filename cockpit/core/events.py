@@ -238,13 +238,6 @@ class ServerReady(Event):
 
 
 @_event
-class LogFormat(Event):
-    """The log's format and server version as far as the log proves it ("vllm-0.33.0")."""
-
-    fmt: str
-
-
-@_event
 class RankMemoryFigures(Event):
     """A rank's own memory account, printed once start-up sized its memory (GiB as printed).
 

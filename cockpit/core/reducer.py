@@ -402,10 +402,6 @@ def _max_total(state: RunState, e: ev.MaxTotalTokens) -> None:
     _advance(state, "kv_pool" if e.sized_before_capture else "warmup", e.ts)
 
 
-def _log_format(state: RunState, e: ev.LogFormat) -> None:
-    _hint_format(state, e.fmt, strong=True)
-
-
 _RANK_FIELDS = ("pre_load_avail_gb", "weights_gb", "kv_gb", "graph_gb", "avail_after_capture_gb", "total_gb")
 
 
@@ -776,7 +772,6 @@ def _exited(state: RunState, e: ev.ProcessExited) -> None:
 
 
 _HANDLERS: dict[type, object] = {
-    ev.LogFormat: _log_format,
     ev.RankMemoryFigures: _rank_figures,
     ev.ServingStats: _stats,
     ev.FailedBatch: _failed_batch,

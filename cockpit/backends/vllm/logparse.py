@@ -582,7 +582,7 @@ class VLLMLogParser:
     def _send_fmt(self, line: int, ts: str | None, out: list[Event]) -> None:
         if self.fmt != self._fmt_sent:
             self._fmt_sent = self.fmt
-            out.append(ev.LogFormat(line, ts, None, self.fmt))
+            out.append(ev.FormatSeen(line, ts, None, self.fmt, True))
 
     def _flush_tokens(self, out: list[Event], line: int, ts: str | None, *, before_capture: bool,
                       final: bool = True) -> None:
@@ -621,7 +621,7 @@ class VLLMLogParser:
             return
 
     def _anywhere(self, line: int, ts: str | None, rank: str | None, msg: str, out: list[Event]) -> None:
-        if out and out[-1].line == line and not isinstance(out[-1], (ev.TracebackFrame, ev.LogFormat)):
+        if out and out[-1].line == line and not isinstance(out[-1], (ev.TracebackFrame, ev.FormatSeen)):
             return  # the record grammar already explained this line
         specific: list[Event] = []
         if "WorkerProc hit an exception" in msg or "WorkerProc failed" in msg:
