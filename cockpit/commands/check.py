@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(json.dumps(out, indent=2))
     else:
-        from cockpit.report import render_check
+        from cockpit.commands.render import render_check
 
         sys.stdout.write(render_check(profile.name, facts, findings, node_argvs))
     return exit_code_for(findings)
