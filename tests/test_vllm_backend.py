@@ -201,3 +201,25 @@ def test_multi_node_argv() -> None:
     node0, node1 = get_backend("vllm").build_node_argvs(p, None, "10.0.0.1:29501")
     assert node0[-8:] == ["--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "29501"]
     assert "--headless" not in node0 and "--headless" in node1 and node1[node1.index("--node-rank") + 1] == "1"
+
+
+def test_escape_sequences_in_a_vllm_log_never_reach_the_report(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The one rule of core.sanitize holds for vLLM's parser too: an OOM message carrying OSC 52
+    (clipboard), OSC 0 (title) and ESC c (reset) is read, and none of them survives into the state."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    text = Path("tests/data/vllm-0.33.0-qwen32b-tp2-0.97-prefill-oom.log").read_text()
+    hostile = "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b]0;pwned\x07\x1bc"
+    text = text.replace("CUDA out of memory.", "CUDA out of memory." + hostile, 1)
+    assert hostile in text
+    log = tmp_path / "hostile.log"
+    log.write_text(text)
+    out = subprocess.run([sys.executable, "-m", "cockpit", "diagnose", "--json", str(log)],
+                         capture_output=True, text=True, timeout=60)
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+    report = json.loads(out.stdout)
+    assert report["backend"] == "vllm"
+    assert report["crash"]["kind"] == "cuda_oom"
