@@ -203,23 +203,20 @@ def test_multi_node_argv() -> None:
     assert "--headless" not in node0 and "--headless" in node1 and node1[node1.index("--node-rank") + 1] == "1"
 
 
-def test_escape_sequences_in_a_vllm_log_never_reach_the_report(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """The one rule of core.sanitize holds for vLLM's parser too: an OOM message carrying OSC 52
-    (clipboard), OSC 0 (title) and ESC c (reset) is read, and none of them survives into the state."""
+def test_escape_sequences_in_a_vllm_log_never_reach_the_state(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The one rule of core.sanitize holds inside vLLM's parser too (not only at the terminal): an
+    OOM message carrying OSC 52 (clipboard), OSC 0 (title) and ESC c (reset) is read as an OOM, and
+    none of them survives into the state that the journal and `--json` carry."""
     import json
-    import subprocess
-    import sys
     from pathlib import Path
 
     text = Path("tests/data/vllm-0.33.0-qwen32b-tp2-0.97-prefill-oom.log").read_text()
     hostile = "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b]0;pwned\x07\x1bc"
-    text = text.replace("CUDA out of memory.", "CUDA out of memory." + hostile, 1)
+    text = text.replace("CUDA out of memory.", "CUDA out of memory." + hostile)
     assert hostile in text
     log = tmp_path / "hostile.log"
     log.write_text(text)
-    out = subprocess.run([sys.executable, "-m", "cockpit", "diagnose", "--json", str(log)],
-                         capture_output=True, text=True, timeout=60)
-    assert "\x1b" not in out.stdout and "\x07" not in out.stdout
-    report = json.loads(out.stdout)
-    assert report["backend"] == "vllm"
-    assert report["crash"]["kind"] == "cuda_oom"
+    state = get_backend("vllm").read_log(str(log))
+    assert state.crash is not None and state.crash.kind == "cuda_oom"
+    dumped = json.dumps(state.to_json())
+    assert "\\u001b" not in dumped and "\\u0007" not in dumped and "pwned" not in dumped
