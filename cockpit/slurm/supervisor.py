@@ -65,6 +65,16 @@ class _StepWatch(GpuWatch):
             self.note = None
         super().take(node, sample)
 
+    async def once(self) -> None:
+        for node in self.nodes:
+            try:
+                sample = await telemetry_feed.sample_once(node.ops, sim_dir=self.sim_dir)
+            except (TransportError, OSError, ValueError) as exc:
+                # e.g. the cluster refuses extra steps in a job: srun's words say so
+                self.note = f"not measured on {node.label}: {exc}"
+                continue
+            self.take(node, sample)
+
 
 class SlurmSupervisor(Supervisor):
     """The Supervisor of a `target: {kind: slurm}` profile (Supervisor(profile) returns one)."""
@@ -101,7 +111,7 @@ class SlurmSupervisor(Supervisor):
         steps = []
         for node, name in zip(self.nodes, names, strict=False):
             node.host = Host.model_construct(ssh=name)
-            t = SrunStepTransport(self._login_t, self.job_id, name)
+            t = SrunStepTransport(self._login_t, self.job_id, name, self.target.gpus_per_node)
             steps.append(Node(node.index, node.host, t, HostOps(t, runs_root=self._runs_root), key=node.key,
                               log_file=node.log_file, record=node.record))
         self._steps[:] = steps
@@ -308,6 +318,14 @@ class SlurmSupervisor(Supervisor):
                 self.recorder.on_snapshot(snap)
                 self.recorder.tick(force=True)
         return snap
+
+    async def wait_ended(self) -> str:
+        """Until Slurm says the job has ended (`cockpit logs -f`: there is no pid to watch)."""
+        while True:
+            job = await self._poll_state()
+            if job is not None and job.ended:
+                return job.describe()
+            await asyncio.sleep(self.poll_s)
 
     def is_ready(self) -> bool:
         return super().is_ready() and self._running_head() is not None
