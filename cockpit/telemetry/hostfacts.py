@@ -181,15 +181,16 @@ async def measure(transport: Transport, python: str = "python3", *,
     return facts_from_sample(await sample_once(transport, python, env=env))
 
 
-async def measure_hosts(profile: Profile) -> dict[str, HostFacts]:
-    """HostFacts of every SSH host of the profile, measured by the agent (for `cockpit check`).
-    A host that cannot be reached is left out (it stays unknown in the preflight)."""
+async def measure_hosts(profile: Profile, *, include_local: bool = False) -> dict[str, HostFacts]:
+    """HostFacts of the profile's SSH hosts (and `local` too with include_local: then the
+    simulator's GPUs count, as a launch's preflight sees them), measured by the agent. A host that
+    cannot be reached is left out (it stays unknown in the preflight)."""
     from cockpit.transport import transport_for
     from cockpit.transport.base import TransportError
 
     out: dict[str, HostFacts] = {}
     for host in profile.hosts:
-        if host.is_local:
+        if host.is_local and not include_local:
             continue
         try:
             out[host.label] = await measure(transport_for(host), env=sim_env(sim_dir_of(profile)))
