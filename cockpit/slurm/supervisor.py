@@ -261,12 +261,18 @@ class SlurmSupervisor(Supervisor):
 
     def _apply_end(self, job: SlurmJob) -> None:
         stop = job.outcome == "stop" or self._stopping
+        code = job.exit_status
+        # a failed job is a crash even when Slurm records a clean exit code (NODE_FAIL 0:0): an
+        # unknown code makes the reducer record one, with the phase the log had reached
+        as_seen = code if stop or code not in (None, 0, 130, 143) else None
         for node in self.nodes:
             if node.run is not None and node.exited is None:
-                self._server_exited(node, ServerExited(0, job.exit_status, "slurm" if stop else None))
+                self._server_exited(node, ServerExited(0, as_seen, "slurm" if stop else None))
         crash = self.fold.state.crash
         words = job.describe()
         if crash is not None and not stop:
+            if crash.exit_code is None:
+                crash.exit_code = code
             if words not in crash.decisive_lines:
                 crash.decisive_lines.append(words)
             if crash.kind == "unknown":

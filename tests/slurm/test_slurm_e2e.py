@@ -4,6 +4,7 @@ the real test cluster, the login node reached through its sshd."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -23,7 +24,8 @@ from tests.slurm.conftest import SlurmCluster
 PY = sys.executable
 
 
-def _profile(root: Path, name: str, *, partition: str | None = None, speed: str = "100") -> Path:
+def _profile(root: Path, name: str, *, partition: str | None = None, speed: str = "100",
+             sbatch_args: list[str] | None = None) -> Path:
     sim_dir = root / "gpus"
     sim_dir.mkdir(exist_ok=True)
     program = [PY, "-m", "cockpit", "sim", "--sim-gpu", "rtx-pro-6000", "--sim-speed", speed,
@@ -31,6 +33,8 @@ def _profile(root: Path, name: str, *, partition: str | None = None, speed: str 
     target = {"kind": "slurm", "login": "slurm-login", "nodes": 1, "time": "10:00"}
     if partition:
         target["partition"] = partition
+    if sbatch_args:
+        target["sbatch-args"] = sbatch_args
     p = root / f"{name}.yaml"
     p.write_text(
         f"name: {name}\nversion: 0.5.9\ntarget: {json.dumps(target)}\nprogram: {json.dumps(program)}\n"
@@ -209,6 +213,36 @@ async def test_down_while_queued_is_a_clean_stop(slurm_cluster: SlurmCluster, ss
     finally:
         await sup.close()
         slurm_cluster.release(filler)
+        from cockpit.transport import close_all
+
+        await close_all()
+
+
+async def test_node_fail_is_a_crash_with_slurms_words(slurm_cluster: SlurmCluster, ssh_env: SshHome, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in _env(ssh_env, tmp_path).items():
+        if k.startswith(("COCKPIT_", "XDG_")):
+            monkeypatch.setenv(k, v)
+    prof = load_profile(_profile(tmp_path, "slurmnodefail", speed="20", sbatch_args=["--no-requeue"]))
+    sup = Supervisor(prof)
+    await sup.start()
+    runner = asyncio.create_task(sup.run())
+    try:
+        assert await sup.wait_until(lambda s: s.snapshot().state.ranks, 60), sup.snapshot().slurm
+        slurm_cluster.fail_node()
+        assert await sup.wait_until(lambda s: s.lifecycle == "failed", 30), sup.snapshot().progress
+        snap = sup.snapshot()
+        crash = snap.state.crash
+        assert snap.state.phase == "crashed" and crash is not None
+        assert snap.slurm is not None and (snap.slurm["state"], snap.slurm["reason"]) == ("NODE_FAIL", "NodeDown")
+        words = f"Slurm: job {sup.job_id} NODE_FAIL: a node of the job failed, reason NodeDown"
+        assert crash.message.startswith(words) and any(d.startswith(words) for d in crash.decisive_lines)
+        assert snap.progress.startswith(words)
+    finally:
+        await sup.close()
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await runner
         from cockpit.transport import close_all
 
         await close_all()
