@@ -11,11 +11,11 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+from cockpit.commands.render import gb_text
 from cockpit.core.findings import Finding, exit_code_for, sort_findings
 from cockpit.core.profile import Profile, load_profile
 from cockpit.core.ranks import rank_sort_key
 from cockpit.core.secrets import mask_mapping, mask_value
-from cockpit.report import gb_text
 from cockpit.supervisor.api import RunSnapshot
 
 T = TypeVar("T")
@@ -173,7 +173,7 @@ def render_status(snap: RunSnapshot) -> str:
 
 def render_report(snap: RunSnapshot) -> str:
     """The diagnosis as `cockpit diagnose` renders it (cockpit/report.py), with the run's header."""
-    from cockpit.report import render_state
+    from cockpit.commands.render import render_state
 
     head = render_status(snap).splitlines()[0]
     return head + "\n" + render_state(snap.state, list(snap.findings))

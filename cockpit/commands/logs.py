@@ -45,7 +45,7 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     if info is None:
         raise CockpitError(f"{profile.name}: no run found on {', '.join(dict.fromkeys(h.label for h in profile.hosts))}",
                            hint=f"`cockpit up {profile.name}` launches one")
-    nodes = [n for n in sup.nodes if n.run]
+    nodes = [n for n in sup.nodes if n.record]
     multi = len(nodes) > 1
     out = sys.stdout
     # Into a pipe or a file the output is the log, byte for byte (grep, less -R and diff see what
@@ -55,20 +55,20 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     cursors: dict[int, tuple[int, int | None]] = {}  # node index -> where its log was read up to
 
     async def one(node: Node, follow: bool = True) -> None:
-        run = node.run
-        assert run is not None
+        record = node.record
+        assert record is not None
         filt = _make_filter(args.filter, args.rank)
         nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
-        follow = follow and bool(args.follow and run.alive)
-        offset, ino = cursors.get(node.index, (run.log_offset, run.log_inode))
+        follow = follow and bool(args.follow and record.alive)
+        offset, ino = cursors.get(node.index, (record.log_offset, record.log_inode))
         fol = LogFollower(
             node.ops,
-            run.log_path,
+            record.log_path,
             offset=offset,
             ino=ino,
             tail=args.tail if node.index not in cursors else None,
             follow=follow,
-            watch={"pid": run.pid, "run_dir": run.run_dir} if follow and run.pid else None,
+            watch={"pid": record.pid, "run_dir": record.run_dir} if follow and record.pid else None,
         )
         prefix = f"{node.label} | " if multi else ""
         # A line longer than the follower's chunk cap (4 MB) arrives in pieces: raw, it is printed
@@ -120,7 +120,7 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     failed: list[str] = []  # nodes whose link will not come back
     try:
         ended = getattr(sup, "wait_ended", None)  # a Slurm run: no pid to watch, Slurm says when
-        if args.follow and ended is not None and any(n.run and n.run.alive for n in nodes):
+        if args.follow and ended is not None and any(n.record and n.record.alive for n in nodes):
             follows = asyncio.gather(*(one(n) for n in nodes))
             waiter = asyncio.ensure_future(ended())
             await asyncio.wait([follows, waiter], return_when=asyncio.FIRST_COMPLETED)

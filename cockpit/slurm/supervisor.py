@@ -113,7 +113,7 @@ class SlurmSupervisor(Supervisor):
             node.host = Host.model_construct(ssh=name)
             t = SrunStepTransport(self._login_t, self.job_id, name, self.target.gpus_per_node)
             steps.append(Node(node.index, node.host, t, HostOps(t, runs_root=self._runs_root), key=node.key,
-                              log_file=node.log_file, run=node.run))
+                              log_file=node.log_file, record=node.record))
         self._steps[:] = steps
         self._changed()
 
@@ -131,17 +131,17 @@ class SlurmSupervisor(Supervisor):
         self.job_id = str(facts.get("job_id") or "") or None
         for node in self.nodes:
             node.host = Host.model_construct(ssh=f"node{node.index}")
-            node.run = self._record(node.index)
+            node.record = self._record(node.index)
         meta = facts.get("meta") or {}
         self._flags = dict(meta.get("flags") or self.profile.server)
         self._overrides = dict(meta.get("overrides") or {})
-        self._run = self._run_info_from_nodes()
+        self._info = self._run_info_from_nodes()
         if facts.get("nodes"):
             self._name_nodes(facts["nodes"])
-        return self._run
+        return self._info
 
     def _run_info_from_nodes(self) -> RunInfo:
-        n0 = self.nodes[0].run or RunRecord(run_id="None")
+        n0 = self.nodes[0].record or RunRecord(run_id="None")
         hosts = (self.target.login, f"{JOB_PREFIX}{self.job_id}") if self.job_id else (self.target.login,)
         return RunInfo(id=n0.run_id, profile=self.profile.name, hosts=hosts, pid=None, pgid=None,
                        started_at=n0.started_at, run_dir=n0.run_dir, log_path=n0.log_path, flags=dict(self._flags),
@@ -183,11 +183,11 @@ class SlurmSupervisor(Supervisor):
         self.job = None
         self._adopt(ans["run"])
         self._overrides, self._flags = overrides, flags
-        self._run = self._run_info_from_nodes()
+        self._info = self._run_info_from_nodes()
         await self._poll_state()
         if self.recorder is not None:
-            self.recorder.started(self._run)
-        return self._run
+            self.recorder.started(self._info)
+        return self._info
 
     async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
         """The profile's current job when it is queued or running (with include_ended: also
@@ -199,9 +199,9 @@ class SlurmSupervisor(Supervisor):
         job = (await self.login.query([jid]))[jid]
         if job.ended and not include_ended:
             return None
-        if self._run is not None and self._run.id == facts["run_id"]:
+        if self._info is not None and self._info.id == facts["run_id"]:
             self._take_job(job)
-            return self._run
+            return self._info
         self.job = job
         info = self._adopt(facts)
         self._take_job(job)
@@ -228,8 +228,8 @@ class SlurmSupervisor(Supervisor):
         if job.nodes:
             self._name_nodes(job.nodes)
         for node in self.nodes:
-            if node.run is not None and node.run.alive == job.ended:
-                node.run = replace(node.run, alive=not job.ended)
+            if node.record is not None and node.record.alive == job.ended:
+                node.record = replace(node.record, alive=not job.ended)
         if job.outcome == "queued":
             self._set("launching", job.describe())
         elif job.outcome == "running" and self._lifecycle in ("idle", "launching", "preflight"):
@@ -255,7 +255,7 @@ class SlurmSupervisor(Supervisor):
         for t in follows:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.run),
+        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.record),
                              return_exceptions=True)
         self._apply_end(job)
 
@@ -266,7 +266,7 @@ class SlurmSupervisor(Supervisor):
         # unknown code makes the reducer record one, with the phase the log had reached
         as_seen = code if stop or code not in (None, 0, 130, 143) else None
         for node in self.nodes:
-            if node.run is not None and node.exited is None:
+            if node.record is not None and node.exited is None:
                 self._server_exited(node, ServerExited(0, as_seen, "slurm" if stop else None))
         crash = self.fold.state.crash
         words = job.describe()
@@ -302,13 +302,13 @@ class SlurmSupervisor(Supervisor):
         await self.telemetry.loop()
 
     def _start_watchers(self) -> None:
-        self._follows = [asyncio.create_task(self.follow.follow(n, follow=True)) for n in self.nodes if n.run]
+        self._follows = [asyncio.create_task(self.follow.follow(n, follow=True)) for n in self.nodes if n.record]
         spawn: list[Coroutine[Any, Any, None]] = [self._readiness_loop(), self._telemetry_loop(), self._state_loop()]
         self._watchers = [*self._follows, *(asyncio.create_task(c) for c in spawn)]
 
     async def refresh_once(self) -> RunSnapshot:
         job = await self._poll_state()
-        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.run),
+        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.record),
                              return_exceptions=True)
         if job is not None and job.ended:
             self._apply_end(job)
@@ -317,7 +317,7 @@ class SlurmSupervisor(Supervisor):
             await self.readiness.probe(head, self.backend.api_port(self._flags), self._readiness_path())
             await self.telemetry.once()
         snap = self.snapshot()
-        if self.recorder is not None and self._run is not None:
+        if self.recorder is not None and self._info is not None:
             if job is not None and job.ended:
                 self.recorder.completed(snap, self._outcome())
             else:
@@ -363,9 +363,9 @@ class SlurmSupervisor(Supervisor):
     async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False) -> StopResult:
         """`scancel`, then wait until the job has left the queue (reached an end state). The
         allocation goes back to Slurm: its epilog, not cockpit, owns the GPUs from then on."""
-        if self._run is None:
+        if self._info is None:
             await self.attach()
-        if self._run is None or not self.job_id:
+        if self._info is None or not self.job_id:
             return StopResult(True, False, [])
         self._crash_before_stop = self.fold.state.crash is not None
         self._stopping = True
@@ -383,7 +383,7 @@ class SlurmSupervisor(Supervisor):
         words = job.describe() if job is not None else f"job {self.job_id} cancelled"
         self._set("stopped" if left else "stopping", words if left else f"job {self.job_id} still {ans.get('state')}")
         res = StopResult(left, False, [], exit_codes={n.label: (job.exit_status if job else None)
-                                                      for n in self.nodes if n.run})
+                                                      for n in self.nodes if n.record})
         self._record_end()
         self.publisher.publish(force=True)
         return res
