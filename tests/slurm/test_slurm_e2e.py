@@ -111,10 +111,12 @@ def test_up_queued_ready_status_logs_down(slurm_cluster: SlurmCluster, ssh_home:
 
     follower = subprocess.Popen([PY, "-m", "cockpit", "logs", str(prof), "-f", "--tail", "2"], env=env, cwd=tmp_path,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2.0)  # following
+    assert follower.stdout is not None
+    first = follower.stdout.readline()  # it attached to the running job: it is following now
     down = _cockpit(env, tmp_path, "down", str(prof), "--timeout", "20")
     # `logs -f` ends when Slurm says the job ended, after the log's last line
-    out, err = follower.communicate(timeout=30)
+    rest, err = follower.communicate(timeout=30)
+    out = first + rest
     assert f"cockpit: Slurm: job {job} CANCELLED" in err.decode(), err
     node_log = Path(st["run"]["log_path"]).read_bytes()
     assert out and node_log.endswith(out.splitlines(keepends=True)[-1])
