@@ -145,9 +145,11 @@ async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
             monkeypatch.setenv(k, v)
     prof = load_profile(_profile(tmp_path, "slurmdrop", speed="200"))
     numbers: list[int] = []
+    hosts: set[str] = set()
 
     def on_logs(b: LogBatch) -> None:
         numbers.extend(ln.number for ln in b.lines)
+        hosts.update(ln.host for ln in b.lines)
 
     sup = Supervisor(prof, on_logs=on_logs)
     assert isinstance(sup, SlurmSupervisor)
@@ -159,6 +161,7 @@ async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
         assert slurm_cluster.kill_login_connections() > 0
         assert await sup.wait_until(lambda s: len(numbers) > before + 50, 30)
         assert numbers == list(range(1, len(numbers) + 1))  # none lost, none repeated
+        assert hosts == {slurm_cluster.node}  # lines carry the node's name, as GPUs and ranks do
 
         # restart = the old job cancelled, a new job with the changed flag
         old_job = sup.job_id
