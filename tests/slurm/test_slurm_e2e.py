@@ -251,3 +251,35 @@ async def test_node_fail_is_a_crash_with_slurms_words(slurm_cluster: SlurmCluste
         from cockpit.transport import close_all
 
         await close_all()
+
+
+async def test_time_limit_reached_is_a_stop_with_slurms_words(
+        slurm_cluster: SlurmCluster, ssh_env: SshHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real TIMEOUT: slurmctld's own time-limit enforcement ends the job. Its limit is moved to
+    a second from now (`scontrol update EndTime=`) instead of waiting out a one-minute limit;
+    slurmctld checks limits every 30 s, so this costs up to ~30 s."""
+    for k, v in _env(ssh_env, tmp_path).items():
+        if k.startswith(("COCKPIT_", "XDG_")):
+            monkeypatch.setenv(k, v)
+    prof = load_profile(_profile(tmp_path, "slurmtimeout", speed="200"))
+    sup = Supervisor(prof)
+    await sup.start()
+    runner = asyncio.create_task(sup.run())
+    try:
+        assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().slurm
+        end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 1))
+        slurm_cluster.run("scontrol", "update", f"JobId={sup.job_id}", f"EndTime={end}")
+        assert await sup.wait_until(lambda s: s.lifecycle == "stopped", 60), sup.snapshot().progress
+        snap = sup.snapshot()
+        assert snap.state.phase == "stopped" and snap.state.crash is None
+        assert snap.slurm is not None and (snap.slurm["state"], snap.slurm["reason"]) == ("TIMEOUT", "TimeLimit")
+        assert snap.progress.startswith(f"Slurm: job {sup.job_id} TIMEOUT: the job reached its time limit, "
+                                        "reason TimeLimit"), snap.progress
+    finally:
+        await sup.close()
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await runner
+        from cockpit.transport import close_all
+
+        await close_all()
