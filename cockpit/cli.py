@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("demo", help="the TUI on the bundled demo profile (simulated SGLang)")
     s.add_argument("--theme", help="dark (default), light or high-contrast")
     s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
+    s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default 30123)")
 
     s = sub.add_parser("diagnose", help="parse SGLang logs and explain them")
     s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")

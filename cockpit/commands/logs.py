@@ -1,7 +1,8 @@
 """`cockpit logs PROFILE [-f] [--tail N] [--filter PRESET|REGEX] [--rank R]`.
 
 The run's log from where the run began (runs of a profile append to one log file; each run keeps
-its starting byte offset), or its last N lines with --tail (N raw lines, then filtered). With -f
+its starting byte offset), or its last N lines with --tail: the last N lines that pass --filter and
+--rank (with a filter the whole run's log is read, then the last N matches printed). With -f
 it keeps following, across dropped connections, resuming exactly after the last complete line,
 until the server exits. On a multi-node run every line is prefixed with its host.
 """
@@ -35,6 +36,42 @@ def _make_filter(spec: str, rank: str | None) -> Any:
         raise BadInput(f"--filter/--rank: {exc}") from None
 
 
+def _int_flag(flags: dict[str, Any], *names: str) -> int:
+    for n in names:
+        v = flags.get(n)
+        if v is not None:
+            try:
+                return max(1, int(str(v)))
+            except ValueError:
+                return 1
+    return 1
+
+
+def run_ranks(flags: dict[str, Any]) -> list[str]:
+    """The rank labels a run with these flags logs (TP0…, plus DPk / PPk when those are > 1)."""
+    tp = _int_flag(flags, "tp", "tp-size", "tensor-parallel-size")
+    dp = _int_flag(flags, "dp", "dp-size", "data-parallel-size")
+    pp = _int_flag(flags, "pp-size", "pipeline-parallel-size")
+    labels = [f"TP{i}" for i in range(tp)]
+    labels += [f"DP{i}" for i in range(dp)] if dp > 1 else []
+    labels += [f"PP{i}" for i in range(pp)] if pp > 1 else []
+    return labels
+
+
+def _check_rank(rank: str, flags: dict[str, Any]) -> None:
+    """--rank names a rank of this run, else exit 2 listing them (printing nothing, exit 0, hid typos)."""
+    from cockpit.core.logfilter import _normalize_rank
+
+    try:
+        tokens = _normalize_rank(rank)
+    except ValueError as exc:
+        raise BadInput(f"--rank: {exc}") from None
+    valid = run_ranks(flags)
+    unknown = [t for t in tokens if t not in valid]
+    if unknown:
+        raise BadInput(f"--rank {rank}: this run has no rank {' '.join(unknown)}; its ranks are {', '.join(valid)}")
+
+
 async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
     from cockpit.supervisor.supervisor import Supervisor
@@ -47,21 +84,67 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     nodes = [n for n in sup.nodes if n.run]
     multi = len(nodes) > 1
     out = sys.stdout
+    if args.rank:
+        meta = (nodes[0].run.get("meta") or {}) if nodes else {}
+        try:
+            _check_rank(args.rank, dict(meta.get("flags") or profile.server))
+        except BadInput:
+            await sup.close()
+            raise
+    # --tail N with a filter or a rank: the last N *matching* lines, so read the run's whole log
+    # first (cutting N raw lines before filtering printed nothing for `--tail 20 --filter memory`)
+    filtered_tail = args.tail is not None and (bool(args.rank) or (args.filter or "all") != "all")
+
+    async def last_matches(node: Any, filt: Any, prefix: str, following: bool) -> tuple[int, int | None]:
+        """Print the last args.tail lines of the run's log that pass `filt`; return the cursor
+        (offset, inode) right after the last complete line read."""
+        from collections import deque
+
+        run = node.run
+        fol = LogFollower(node.ops, run["log_path"], offset=int(run.get("log_offset") or 0),
+                          ino=run.get("log_inode"), follow=False)
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        kept: deque[str] = deque(maxlen=args.tail)
+        pending = ""
+        try:
+            async for item in fol.items():
+                if isinstance(item, LogChunk):
+                    lines = (pending + decoder.decode(item.data)).split("\n")
+                    pending = lines.pop()
+                    for ln in lines:
+                        if filt.matches(ln):
+                            kept.append(prefix + ln + "\n")
+                elif isinstance(item, LogReset):
+                    pending = ""
+                    decoder.reset()
+        finally:
+            await fol.close()
+        if pending and not following and filt.matches(pending):
+            kept.append(prefix + pending + "\n")  # a last line without its newline (a follower resumes before it)
+        if args.tail:
+            out.write("".join(kept))
+            out.flush()
+        return fol.offset, fol.ino
 
     async def one(node: Any) -> None:
         run = node.run
         alive = bool(run.get("alive"))
         filt = _make_filter(args.filter, args.rank)
+        prefix = f"{node.label} | " if multi else ""
+        offset, ino = int(run.get("log_offset") or 0), run.get("log_inode")
+        if filtered_tail:
+            offset, ino = await last_matches(node, filt, prefix, bool(args.follow and alive))
+            if not (args.follow and alive):
+                return
         fol = LogFollower(
             node.ops,
             run["log_path"],
-            offset=int(run.get("log_offset") or 0),
-            ino=run.get("log_inode"),
-            tail=args.tail,
+            offset=offset,
+            ino=ino,
+            tail=None if filtered_tail else args.tail,
             follow=bool(args.follow and alive),
             watch={"pid": run["pid"], "run_dir": run["run_dir"]} if args.follow and alive else None,
         )
-        prefix = f"{node.label} | " if multi else ""
         # A line longer than the follower's chunk cap (4 MB) arrives in pieces: it is printed as
         # one line (decoded across the cuts, shown or not by its first piece), not one per piece.
         decoder = codecs.getincrementaldecoder("utf-8")("replace")

@@ -7,26 +7,48 @@ and host facts of a profile's SSH hosts for `cockpit check`.
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import AsyncIterator
 
 from cockpit.backends.base import HostFacts
 from cockpit.core.profile import Profile
+from cockpit.sim import gpus
 from cockpit.supervisor.host import HostOps
 from cockpit.telemetry import client
 from cockpit.telemetry.client import TelemetrySample
 from cockpit.transport.base import TransportError
 
 
+def runs_simulator(profile: Profile) -> bool:
+    """True when the profile's program is `cockpit sim` (as `cockpit sim …` or `python -m cockpit sim …`)."""
+    prog = list(profile.program or [])
+    return any(
+        (tok == "cockpit" or tok.endswith("/cockpit")) and prog[i + 1] == "sim" for i, tok in enumerate(prog[:-1])
+    )
+
+
 def sim_dir_of(profile: Profile) -> str | None:
-    """The simulated GPUs' directory a profile's server uses (--sim-dir in program, or its env)."""
+    """The simulated GPUs' directory a profile's server uses: --sim-dir in program, its env, this
+    process's COCKPIT_SIM_GPU_DIR (a local simulator inherits it), else the simulator instance's own
+    directory for its port. None for a real server: simulated GPUs never answer for real profiles."""
     prog = list(profile.program or [])
     for i, tok in enumerate(prog):
         if tok == "--sim-dir" and i + 1 < len(prog):
             return prog[i + 1]
         if tok.startswith("--sim-dir="):
             return tok.split("=", 1)[1]
-    return profile.env.get("COCKPIT_SIM_GPU_DIR")
+    if profile.env.get("COCKPIT_SIM_GPU_DIR"):
+        return profile.env["COCKPIT_SIM_GPU_DIR"]
+    if not runs_simulator(profile):
+        return None
+    if os.environ.get("COCKPIT_SIM_GPU_DIR") and all(h.ssh == "local" for h in profile.hosts):
+        return os.environ["COCKPIT_SIM_GPU_DIR"]
+    port = profile.server.get("port")
+    try:
+        return gpus.instance_dir(int(str(port)) if port is not None else 30000)
+    except ValueError:
+        return gpus.instance_dir(30000)
 
 
 def _env(sim_dir: str | None) -> dict[str, str] | None:

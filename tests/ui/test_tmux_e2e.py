@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket as socketlib
 import subprocess
 import sys
 import time
@@ -62,7 +63,11 @@ def pane(tmp_path: Path) -> Iterator[Pane]:
         Path(env[k]).mkdir()
     socket = f"cockpit-e2e-{os.getpid()}"
     p = Pane(socket, "demo")
-    cmd = [sys.executable, "-m", "cockpit", "demo", "--sim-speed", SIM_SPEED]
+    # never the demo's own 30123: an operator's `cockpit demo` may be running beside the suite
+    with socketlib.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "cockpit", "demo", "--sim-speed", SIM_SPEED, "--port", str(port)]
     argv = ["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "demo", "-x", "140", "-y", "45"]
     argv += ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *cmd]
     subprocess.run(argv, check=True, cwd=tmp_path)
