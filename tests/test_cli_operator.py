@@ -1,0 +1,71 @@
+"""Issue 17, the operator's round: the CLI defects a first-time operator hit, as real subprocesses
+against the simulator (own HOME, runs root, simulated GPUs and port per test)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli_ops import Env, _make_env
+
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def ready_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    """One small READY run shared by the read-only log checks (traffic: batches fill the tail)."""
+    e = _make_env(tmp_path_factory.mktemp("ready"), ["local"], tp=2, model="/models/Llama-3.1-8B", mfs=0.85)
+    up = e.cockpit("up", "simtest", "--wait", "ready", "--timeout", "90")
+    assert up.returncode == 0, up.stdout + up.stderr
+    yield e
+    e.cockpit("down", "simtest", "--timeout", "3")
+
+
+def _memory_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def test_tail_counts_matching_lines(ready_env: Env) -> None:
+    """Defect 1: `--tail 20 --filter memory` printed nothing (cut to 20 raw lines, then filtered)."""
+    full = ready_env.cockpit("logs", "simtest", "--filter", "memory")
+    assert full.returncode == 0, full.stderr
+    every = _memory_lines(full.stdout)
+    assert len(every) > 5
+    for n in (3, 20):
+        tail = ready_env.cockpit("logs", "simtest", "--tail", str(n), "--filter", "memory")
+        assert tail.returncode == 0, tail.stderr
+        assert _memory_lines(tail.stdout) == every[-n:]
+    rank1 = ready_env.cockpit("logs", "simtest", "--tail", "2", "--filter", "memory", "--rank", "1")
+    got = _memory_lines(rank1.stdout)
+    assert len(got) == 2 and all(" TP1]" in ln for ln in got), got
+
+
+@pytest.mark.parametrize("rank", ["12", "TPX", "DP3"])
+def test_rank_outside_the_run_is_refused_with_its_ranks(ready_env: Env, rank: str) -> None:
+    """Defect 3: `--rank 12` / `--rank TPX` printed nothing and exited 0."""
+    out = ready_env.cockpit("logs", "simtest", "--rank", rank)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "TP0, TP1" in out.stderr and "Traceback" not in out.stderr
+    assert out.stdout == ""
+
+
+def test_failed_launch_shows_its_decisive_lines(tmp_path: Path) -> None:
+    """Defect 2: a server that dies at once exited 1 with no reason; status said only `line 0`."""
+    e = _make_env(tmp_path, ["local"], tp=2)
+    text = e.profile.read_text()
+    text = re.sub(r"program: .*", "program: " + json.dumps([PY, "-c", "import sglang_not_installed_here"]), text)
+    e.profile.write_text(text)
+    up = e.cockpit("up", "simtest", "--wait", "ready", "--timeout", "30")
+    assert up.returncode == 1
+    assert "last lines of the log:" in up.stderr
+    assert "ModuleNotFoundError: No module named 'sglang_not_installed_here'" in up.stderr
+    st = e.cockpit("status", "simtest")
+    assert st.returncode == 1
+    assert "ModuleNotFoundError: No module named 'sglang_not_installed_here'" in st.stdout
+    js = json.loads(e.cockpit("status", "simtest", "--json").stdout)
+    assert js["log_tail"][-1] == "ModuleNotFoundError: No module named 'sglang_not_installed_here'"
