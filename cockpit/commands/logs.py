@@ -85,7 +85,7 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     multi = len(nodes) > 1
     out = sys.stdout
     if args.rank:
-        meta = (nodes[0].run.get("meta") or {}) if nodes else {}
+        meta = ((nodes[0].run or {}).get("meta") or {}) if nodes else {}
         try:
             _check_rank(args.rank, dict(meta.get("flags") or profile.server))
         except BadInput:
