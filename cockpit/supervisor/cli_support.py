@@ -143,7 +143,7 @@ def render_status(snap: RunSnapshot) -> str:
     if st.max_total_num_tokens is not None:
         lines.append(f"KV pool: max_total_num_tokens={st.max_total_num_tokens}")
     if st.ranks:
-        lines.append(f"{'RANK':<10} {'GPU':>8} {'USED/TOTAL GB':>15} {'AGE':>6} {'WEIGHTS':>8} {'FREE AFTER CAPTURE':>19}")
+        lines.append(f"{'RANK':<10} {'GPU':>8} {'USED/TOTAL GiB':>15} {'AGE':>6} {'WEIGHTS':>8} {'FREE AFTER CAPTURE':>19}")
         for r in sorted(st.ranks.values(), key=lambda r: rank_sort_key(r.rank)):
             g = rank_gpu_json(snap, r.rank)
             gpu = "?" if g["index"] is None else f"{g['host']}:{g['index']}" if len(snap.rank_gpu) and run and len(run.hosts) > 1 else str(g["index"])

@@ -13,6 +13,7 @@ from textual.widgets import Input, Static
 
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import Crash
+from cockpit.ui import format as fmt
 from cockpit.ui.keys import CRASH_BINDINGS
 from cockpit.ui.widgets.advice import change_words, predicted_words
 
@@ -70,7 +71,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         with Vertical(classes="dialog", id="crash-dialog"):
             where = f" on {c.rank}" if c.rank else ""
             yield Static(f"CRASHED: {crash_kind_words(c.kind)}{where} in {c.phase}", classes="dialog-title", id="crash-title")
-            exit_words = f" · exit code {c.exit_code}" if c.exit_code is not None else ""
+            exit_words = f" · {fmt.exit_words(c.exit_code, c.kind)}" if c.exit_code is not None else ""
             yield Static(f"kind {c.kind} · rank {c.rank or 'main process'} · phase {c.phase} · log line {c.line}{exit_words}")
             lines = c.decisive_lines or [c.message]
             with VerticalScroll(id="crash-lines"):

@@ -283,11 +283,16 @@ class DashboardScreen(Screen[None]):
 
     @on(LeftoversFound)
     def _on_leftovers(self, message: LeftoversFound) -> None:
-        procs = ", ".join(f"pid {p.pid} on GPU {p.gpu_index}" + (f" ({p.used_gb:.1f} GB)" if p.used_gb else "") for p in message.leftovers)
+        procs = ", ".join(f"pid {p.pid} on GPU {p.gpu_index}" + (f" ({p.used_gb:.1f} GiB)" if p.used_gb else "") for p in message.leftovers)
         self.note = f"GPU memory still held: {procs}"
         self._refresh_header()
         changes = message.changes
-        then = "launch with the change" if changes is not None else "free the GPUs"
+        if changes is None:
+            then = "free the GPUs"
+        elif changes:
+            then = "launch with " + ", ".join(c.as_diff() for c in changes)
+        else:
+            then = "launch again unchanged"
 
         def answered(yes: bool | None) -> None:
             if not yes:

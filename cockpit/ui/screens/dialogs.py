@@ -27,7 +27,7 @@ class QuitScreen(ModalScreen[str | None]):
             if self.running:
                 yield Static(
                     f"The {self.profile} server keeps running when you leave; "
-                    "`cockpit tui` or `cockpit status` attaches to it again."
+                    f"`cockpit tui {self.profile}` attaches to it again, `cockpit status {self.profile}` reports on it."
                 )
                 yield Static("enter leave it running (default) · s stop the server · esc cancel", classes="dialog-keys")
             else:

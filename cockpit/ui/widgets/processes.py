@@ -52,7 +52,7 @@ class GpuProcesses(Widget):
             if p.host and len({h for h, _ in snap.rank_gpu.values()}) > 1:
                 where += f"@{p.host}"
             t.append(where, style=self._style("label"))
-            t.append(f"  pid {p.pid:<7} {fmt.gb(p.used_gb, 1)} GB")
+            t.append(f"  pid {p.pid:<7} {fmt.gb(p.used_gb, 1)} GiB")
             if not p.belongs_to_run:
                 t.append("  ⚠ not this run (leftover?)", style=self._style("leftover"))
             lines.append(t)
