@@ -1,5 +1,9 @@
 """Every key binding in one place, each with an id (for keymaps) and a description (footer, help,
-command palette). Nothing on ctrl+b: tmux owns it."""
+command palette). Nothing on ctrl+b: tmux owns it.
+
+DASHBOARD_KEYS is the one key table of the dashboard: the help screen shows it, and the key tables
+of README.md and docs/TUI.md are generated from it (`python -m cockpit.ui.keys`);
+tests/ui/test_key_table.py checks that every binding is in it and that both documents match."""
 
 from __future__ import annotations
 
@@ -60,3 +64,47 @@ QUIT_BINDINGS: list[BindingType] = [
     Binding("s", "stop", "Stop the server", id="quit.stop"),
     Binding("escape", "cancel", "Cancel", id="quit.cancel"),
 ]
+
+
+# (keys as the operator types them, what they do, the binding ids they stand for)
+KeyRow = tuple[str, str, tuple[str, ...]]
+
+DASHBOARD_KEYS: list[KeyRow] = [
+    ("`q`", "quit: leave the server running (enter, the default) or stop it (`s`)", ("dash.quit",)),
+    ("`esc`", "back to the profile picker (the same question); closes the filter box", ("dash.back",)),
+    ("`f` / `m` `e` `b` `a`", "cycle the log presets / memory, errors, batches, all lines",
+     ("dash.filter", "dash.filter_memory", "dash.filter_errors", "dash.filter_batches", "dash.filter_all")),
+    ("`/`", "filter the log with a regex (enter applies, esc cancels; matches highlighted)", ("dash.search",)),
+    ("`1`–`8`, `0`", "focus the N-th rank (`1` = TP0: bars highlight it, the log shows only its lines), `0` all ranks",
+     ("dash.rank1", *(f"dash.rank{n}" for n in range(2, 9)), "dash.rank0")),
+    ("`p`, `End`", "pause / follow the log (`↑`, `PgUp`, `Home` pause too; `↓`, `PgDn` scroll)",
+     ("dash.pause", "log.end", "log.up", "log.down", "log.pageup", "log.pagedown", "log.home")),
+    ("`r` / `R`", "restart with the advised change / unchanged (both asked first)", ("dash.restart", "dash.restart_unchanged")),
+    ("`s`", "stop the run: SIGTERM, SIGKILL after a timeout, wait until its GPU memory is released", ("dash.stop",)),
+    ("`l`", "launch again (after a refused preflight or an ended run)", ("dash.launch",)),
+    ("`c`", "show the crash dialog again", ("dash.crash",)),
+    ("`v`", "next panel in the compact layout: advice, plots, timeline, GPU processes", ("dash.panel",)),
+    ("`w`", "show the arithmetic behind the advice", ("dash.why",)),
+    ("`h`", "history of runs: space picks several to compare, `l` relaunches one's flags", ("dash.history",)),
+    ("`tab`", "move the keyboard focus to the next pane", ("dash.next_pane",)),
+    ("`t`", "next theme: dark, light, high-contrast (`--theme` or the config file choose the first)", ("app.theme",)),
+    ("`?`, `F1`", "this list of keys (scrolls: `↓`, `PgDn`)", ("dash.help", "app.help", "app.help_f1")),
+    ("`ctrl+p`", "command palette: every action by name", ("app.palette",)),
+]
+
+
+def markdown_table(rows: list[KeyRow] | None = None) -> str:
+    """The key table as README.md and docs/TUI.md carry it."""
+    out = ["| key | does |", "| --- | --- |"]
+    for keys, does, _ids in rows if rows is not None else DASHBOARD_KEYS:
+        out.append(f"| {keys} | {does} |")
+    return "\n".join(out) + "\n"
+
+
+def help_rows(rows: list[KeyRow] | None = None) -> list[tuple[str, str]]:
+    """(keys, what they do) for the help screen: the same table, without the backticks."""
+    return [(k.replace("`", ""), d.replace("`", "")) for k, d, _ids in (rows if rows is not None else DASHBOARD_KEYS)]
+
+
+if __name__ == "__main__":
+    print(markdown_table(), end="")

@@ -176,3 +176,46 @@ async def test_advice_dedupes_and_reconciles_opposite_changes() -> None:
         text = screen_text(app)
         assert text.count("free after CUDA graph capture (target") == 1
         assert "opposite to the change above (--mem-fraction-static 0.93 → 0.88)" in text
+
+
+async def test_footer_shows_whole_hints_chosen_for_the_width() -> None:
+    """Defect 6: at 80×24 the footer ended in a stray `Commandst` and cut `v`, History and Theme."""
+    from cockpit.ui.widgets.keyhints import HINTS
+
+    labels = {f"{k} {label}" for k, label, _p in HINTS}
+    for size in ((80, 24), (160, 48)):
+        app = make_app()
+        async with app.run_test(size=size) as pilot:
+            await _dashboard(pilot, story_snapshot(0.93, "ready"))
+            footer = screen_lines(app)[-1].strip()
+            shown = [h.strip() for h in footer.split("  ") if h.strip()]
+            assert shown and all(h in labels for h in shown), shown
+            assert shown[:2] == ["q Quit", "? Help"]
+            if size[0] == 80:
+                assert "v Panel" in shown and "r Restart" in shown
+            else:
+                assert "^p Commands" in shown and "v Panel" not in shown
+
+
+async def test_unexplained_exit_shows_the_logs_last_lines_and_claims_no_diagnosis() -> None:
+    """Defects 2 and 15 in the TUI: a server that died at once on an import error, with a log that
+    is not an SGLang log: the dialog shows its decisive lines and does not claim a crash kind."""
+    from cockpit.core.state import Crash, RunState
+    from cockpit.supervisor.api import LogLine
+
+    base = story_snapshot(0.93, "ready")
+    state = RunState(format=None, phase="crashed")
+    state.crash = Crash(kind="unknown", phase="startup", rank=None, line=0,
+                        message="server process exited with code 1", exit_code=1)
+    snap = dataclasses.replace(base, state=state, findings=(), lifecycle="failed")
+    lines = ["Traceback (most recent call last):", '  File "<string>", line 1, in <module>',
+             "ModuleNotFoundError: No module named 'sglang'"]
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        screen.query_one("#log").add_lines([LogLine(number=i + 1, rank=None, text=t) for i, t in enumerate(lines)])
+        await _dashboard(pilot, snap, logs=False)
+        text = flat_text(app)
+        assert "ModuleNotFoundError: No module named 'sglang'" in text
+        assert "names no known crash" in text and "nothing here is a diagnosis" in text
+        assert "CUDA" not in text and "CRASHED:" not in text

@@ -57,8 +57,12 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         current_tokens: int | None,
         run_flags: dict[str, object] | None = None,
         validate: Callable[[dict[str, Any]], None] | None = None,
+        log_tail: list[str] | None = None,
+        log_format: str | None = "unknown",
     ) -> None:
         super().__init__()
+        self.log_tail = log_tail or []
+        self.log_format = log_format
         self.crash = crash
         self.findings = list(findings)
         self.proposal = proposed_finding(self.findings)
@@ -68,12 +72,28 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
 
     def compose(self) -> ComposeResult:
         c = self.crash
+        # No log line decided this crash (the process just exited): say so, and show the log's
+        # own last lines, as `cockpit up`/`status` do, rather than a kind and phase we do not know.
+        unexplained = c.kind == "unknown" and c.line <= 0
         with Vertical(classes="dialog", id="crash-dialog"):
             where = f" on {c.rank}" if c.rank else ""
-            yield Static(f"CRASHED: {crash_kind_words(c.kind)}{where} in {c.phase}", classes="dialog-title", id="crash-title")
+            if unexplained:
+                title = "ENDED: the server exited, and its log names no known crash"
+            else:
+                title = f"CRASHED: {crash_kind_words(c.kind)}{where} in {c.phase}"
+            yield Static(title, classes="dialog-title", id="crash-title")
             exit_words = f" · {fmt.exit_words(c.exit_code, c.kind)}" if c.exit_code is not None else ""
-            yield Static(f"kind {c.kind} · rank {c.rank or 'main process'} · phase {c.phase} · log line {c.line}{exit_words}")
+            if unexplained:
+                yield Static(f"{c.message}{exit_words}", markup=False)
+            else:
+                yield Static(f"kind {c.kind} · rank {c.rank or 'main process'} · phase {c.phase} · log line {c.line}{exit_words}")
             lines = c.decisive_lines or [c.message]
+            if unexplained:
+                from cockpit.core.logtail import decisive_tail
+
+                lines = decisive_tail(self.log_tail, 8) or ["the log is empty: the server printed nothing"]
+                if self.log_format in (None, "unknown"):
+                    lines = [*lines, "(no line of this log is one Cockpit knows from the server: nothing here is a diagnosis)"]
             with VerticalScroll(id="crash-lines"):
                 yield Static("\n".join(line[:300] for line in lines[-8:]), classes="dialog-lines", markup=False)
             p = self.proposal

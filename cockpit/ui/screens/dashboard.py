@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 from textual.worker import Worker, WorkerState
 
 from cockpit.core.findings import Finding, FlagChange
@@ -39,6 +39,7 @@ from cockpit.ui.screens.crash import CrashScreen, RestartChoice, proposed_findin
 from cockpit.ui.screens.dialogs import ConfirmScreen, QuitScreen
 from cockpit.ui.widgets.advice import AdvicePanel
 from cockpit.ui.widgets.header import RunHeader
+from cockpit.ui.widgets.keyhints import KeyHints
 from cockpit.ui.widgets.logpane import LogPane
 from cockpit.ui.widgets.plots import SeriesPlot
 from cockpit.ui.widgets.processes import GpuProcesses
@@ -116,7 +117,7 @@ class DashboardScreen(Screen[None]):
                     yield GpuProcesses(id="procs")
             yield Input(placeholder="regex — enter to apply, esc to cancel", id="filter-input")
             yield LogPane(id="log")
-        yield Footer()
+        yield KeyHints(id="keyhints")
 
     def on_mount(self) -> None:
         self.add_class("-panel-advice")
@@ -128,7 +129,6 @@ class DashboardScreen(Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
-        self.query_one(Footer).compact = event.size.width < 120  # more keys fit on a narrow terminal
 
     # ---- supervisor worker (I/O lives there) ----
     def _post_snapshot(self, snapshot: RunSnapshot) -> None:
@@ -399,8 +399,10 @@ class DashboardScreen(Screen[None]):
         if snap is None or snap.state.crash is None:
             self.notify("no crash in this run", severity="information")
             return
+        tail = [ln.text for ln in list(self.query_one(LogPane).all_lines[-80:])]
         modal = CrashScreen(
-            snap.state.crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides
+            snap.state.crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides,
+            log_tail=tail, log_format=snap.state.format,
         )
         self.app.push_screen(modal, self._crash_choice)
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from cockpit.ui.keys import QUIT_BINDINGS
 
@@ -71,7 +72,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key of the screen underneath and of the app, with what it does."""
+    """Every key of the screen underneath and of the app, with what it does. The table has the
+    focus, so `↓`, `PgDn`, `End` reach the last key on a 24-row terminal."""
 
     BINDINGS = [
         Binding("escape", "close", "Close", id="help.close"),
@@ -79,22 +81,26 @@ class HelpScreen(ModalScreen[None]):
         Binding("question_mark", "close", "Close", show=False, id="help.close_help"),
     ]
 
-    def __init__(self, rows: list[tuple[str, str, str]]) -> None:
+    def __init__(self, rows: list[tuple[str, str]]) -> None:
         super().__init__()
         self.rows = rows
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog -calm", id="help-dialog"):
             yield Static("Keys", classes="dialog-title")
-            table: DataTable[str] = DataTable(id="help-table", show_cursor=False, zebra_stripes=True)
-            yield table
-            yield Static("Every action is also in the command palette (ctrl+p). esc closes.", classes="dialog-keys")
+            # a rich table wraps long descriptions under their own column (a DataTable scrolled
+            # them sideways at 80 columns); the scroll box has the focus
+            table = Table(box=None, show_header=True, header_style="bold", expand=True, pad_edge=False)
+            table.add_column("key", no_wrap=True, style="bold")
+            table.add_column("does", ratio=1)
+            for key, desc in self.rows:
+                table.add_row(key, desc)
+            with VerticalScroll(id="help-table"):
+                yield Static(table)
+            yield Static("↓ PgDn scroll · ctrl+p: every action by name · esc closes", classes="dialog-keys")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("key", "action", "id")
-        for key, desc, ident in self.rows:
-            table.add_row(key, desc, ident)
+        self.query_one("#help-table", VerticalScroll).focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

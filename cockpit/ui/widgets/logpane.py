@@ -204,6 +204,11 @@ class LogPane(ScrollView, can_focus=True):
         self.refresh()
 
     @property
+    def all_lines(self) -> list[LogLine]:
+        """The ring buffer, unfiltered (the crash dialog reads the log's last lines from it)."""
+        return list(self._lines)
+
+    @property
     def shown_lines(self) -> list[LogLine]:
         self._finish_selection()
         return list(self._shown)

@@ -190,7 +190,7 @@ class RankBars(Widget):
         legend = Text()
         long = (("weights", "weights"), ("kv", "KV"), ("graphs", "graphs"), ("other", "other"), ("foreign", "foreign"), ("free", "free"))
         short = (("weights", "wts"), ("kv", "KV"), ("graphs", "gr"), ("other", "oth"), ("foreign", "frgn"), ("free", "free"))
-        words = long if sum(len(w) + 2 for _k, w in long) <= bar_w else short
+        words: tuple[tuple[str, str], ...] = long if sum(len(w) + 2 for _k, w in long) <= bar_w else short
         # every glyph keeps its word; when even the short words do not fit, the ones in the
         # middle go first (free is what an operator looks for, weights what fills the bar)
         while len(words) > 2 and sum(len(w) + 2 for _k, w in words) > bar_w:
