@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import codecs
 import sys
+from collections import deque
 from typing import Any
 
+from cockpit.commands._support import load_profile_arg, run_command
+from cockpit.core.logfilter import LineFilter
 from cockpit.core.profile import Profile
 from cockpit.errors import BadInput, CockpitError
-from cockpit.supervisor.cli_support import load_profile_arg, run_command
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,8 +28,7 @@ def run(args: argparse.Namespace) -> int:
     return run_command(_logs(profile, args))
 
 
-def _make_filter(spec: str, rank: str | None) -> Any:
-    from cockpit.core.logfilter import LineFilter
+def _make_filter(spec: str, rank: str | None) -> LineFilter:
 
     try:
         return LineFilter(spec or "all", rank)
@@ -59,21 +59,20 @@ def run_ranks(flags: dict[str, Any]) -> list[str]:
 
 
 def _check_rank(rank: str, flags: dict[str, Any]) -> None:
-    """--rank names a rank of this run, else exit 2 listing them (printing nothing, exit 0, hid typos)."""
-    from cockpit.core.logfilter import _normalize_rank
-
-    try:
-        tokens = _normalize_rank(rank)
-    except ValueError as exc:
-        raise BadInput(f"--rank: {exc}") from None
+    """--rank names a rank of this run, else exit 2 listing them (it printed nothing, exit 0)."""
+    tokens = rank.replace(",", " ").split()
+    norm = [f"TP{t}" if t.isdigit() else t.upper() for t in tokens]
     valid = run_ranks(flags)
-    unknown = [t for t in tokens if t not in valid]
-    if unknown:
-        raise BadInput(f"--rank {rank}: this run has no rank {' '.join(unknown)}; its ranks are {', '.join(valid)}")
+    unknown = [t for t in norm if t not in valid]
+    if unknown or not norm:
+        raise BadInput(f"--rank {rank}: this run has no rank {' '.join(unknown) or repr(rank)}; "
+                       f"its ranks are {', '.join(valid)}")
 
 
 async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
+    from cockpit.supervisor.nodelog import NodeLog
+    from cockpit.supervisor.nodes import Node
     from cockpit.supervisor.supervisor import Supervisor
 
     sup = Supervisor(profile)
@@ -84,122 +83,122 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     nodes = [n for n in sup.nodes if n.run]
     multi = len(nodes) > 1
     out = sys.stdout
-    if args.rank:
-        meta = ((nodes[0].run or {}).get("meta") or {}) if nodes else {}
+    # Into a pipe or a file the output is the log, byte for byte (grep, less -R and diff see what
+    # the server wrote); on a terminal, log text is cleaned of escape sequences first.
+    raw = not out.isatty()
+    if args.rank and nodes:
+        first = nodes[0].run
         try:
-            _check_rank(args.rank, dict(meta.get("flags") or profile.server))
+            _check_rank(args.rank, dict((first.flags if first else None) or profile.server))
         except BadInput:
             await sup.close()
             raise
-    # --tail N with a filter or a rank: the last N *matching* lines, so read the run's whole log
+    # --tail N with a filter or a rank: the last N *matching* lines, so the run's whole log is read
     # first (cutting N raw lines before filtering printed nothing for `--tail 20 --filter memory`)
     filtered_tail = args.tail is not None and (bool(args.rank) or (args.filter or "all") != "all")
 
-    async def last_matches(node: Any, filt: Any, prefix: str, following: bool) -> tuple[int, int | None]:
+    async def last_matches(node: Node, filt: LineFilter, prefix: str, following: bool) -> tuple[int, int | None]:
         """Print the last args.tail lines of the run's log that pass `filt`; return the cursor
         (offset, inode) right after the last complete line read."""
-        from collections import deque
-
         run = node.run
-        fol = LogFollower(node.ops, run["log_path"], offset=int(run.get("log_offset") or 0),
-                          ino=run.get("log_inode"), follow=False)
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        assert run is not None
+        nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
+        fol = LogFollower(node.ops, run.log_path, offset=run.log_offset, ino=run.log_inode, follow=False)
         kept: deque[str] = deque(maxlen=args.tail)
-        pending = ""
         try:
             async for item in fol.items():
                 if isinstance(item, LogChunk):
-                    lines = (pending + decoder.decode(item.data)).split("\n")
-                    pending = lines.pop()
-                    for ln in lines:
-                        if filt.matches(ln):
-                            kept.append(prefix + ln + "\n")
+                    _events, pieces = nl.feed(item.data)
+                    for piece in pieces:
+                        if piece.continued:
+                            continue
+                        # a last line without its newline: a follower resumes before it
+                        if not piece.ends and following:
+                            continue
+                        if filt.matches(piece.line.text, piece.line.rank):
+                            kept.append(prefix + piece.line.text + "\n")
                 elif isinstance(item, LogReset):
-                    pending = ""
-                    decoder.reset()
+                    nl.reset()
         finally:
             await fol.close()
-        if pending and not following and filt.matches(pending):
-            kept.append(prefix + pending + "\n")  # a last line without its newline (a follower resumes before it)
         if args.tail:
             out.write("".join(kept))
             out.flush()
         return fol.offset, fol.ino
 
-    async def one(node: Any) -> None:
+    async def one(node: Node) -> None:
         run = node.run
-        alive = bool(run.get("alive"))
+        assert run is not None
         filt = _make_filter(args.filter, args.rank)
         prefix = f"{node.label} | " if multi else ""
-        offset, ino = int(run.get("log_offset") or 0), run.get("log_inode")
+        offset, ino = run.log_offset, run.log_inode
         if filtered_tail:
-            offset, ino = await last_matches(node, filt, prefix, bool(args.follow and alive))
-            if not (args.follow and alive):
+            offset, ino = await last_matches(node, filt, prefix, bool(args.follow and run.alive))
+            if not (args.follow and run.alive):
                 return
+            filt = _make_filter(args.filter, args.rank)  # a fresh one: rank records restart
+        nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
         fol = LogFollower(
             node.ops,
-            run["log_path"],
+            run.log_path,
             offset=offset,
             ino=ino,
             tail=None if filtered_tail else args.tail,
-            follow=bool(args.follow and alive),
-            watch={"pid": run["pid"], "run_dir": run["run_dir"]} if args.follow and alive else None,
+            follow=bool(args.follow and run.alive),
+            watch={"pid": run.pid, "run_dir": run.run_dir} if args.follow and run.alive else None,
         )
-        # A line longer than the follower's chunk cap (4 MB) arrives in pieces: it is printed as
-        # one line (decoded across the cuts, shown or not by its first piece), not one per piece.
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        mid = keep_mid = False  # the last chunk ended inside a line; that line is being shown
+        # A line longer than the follower's chunk cap (4 MB) arrives in pieces: raw, it is printed
+        # as one line (shown or not by its first piece); on a terminal its first piece stands for it.
+        keep = False  # the line being read is shown
 
         def end_line() -> None:
-            nonlocal mid
-            if mid and keep_mid:
+            if raw and nl.mid_line and keep:
                 out.write("\n")
                 out.flush()
-            mid = False
+            nl.reset()
 
         try:
             async for item in fol.items():
                 if isinstance(item, LogChunk):
-                    # split on newlines only: a tqdm line keeps its carriage returns, as in the file
-                    lines = decoder.decode(item.data).split("\n")
-                    tail = lines.pop()  # "" when the chunk ends with a newline
+                    _events, pieces = nl.feed(item.data)
                     parts: list[str] = []
-                    for i, ln in enumerate(lines):
-                        if i == 0 and mid:
-                            if keep_mid:
-                                parts.append(ln + "\n")
-                        elif filt.matches(ln):
-                            parts.append(prefix + ln + "\n")
-                    if tail:
-                        if mid and not lines:
-                            if keep_mid:
-                                parts.append(tail)
-                        else:
-                            keep_mid = filt.matches(tail)
-                            if keep_mid:
-                                parts.append(prefix + tail)
-                    mid = not item.data.endswith(b"\n")
+                    for piece in pieces:
+                        ln = piece.line
+                        if piece.continued:
+                            if keep and raw:
+                                parts.append(ln.text + ("\n" if piece.ends else ""))
+                            continue
+                        keep = filt.matches(ln.text, ln.rank)
+                        if keep:
+                            parts.append(prefix + ln.text + ("\n" if piece.ends or not raw else ""))
                     if parts:
                         out.write("".join(parts))
                         out.flush()
                 elif isinstance(item, LogReset):
                     end_line()
-                    decoder.reset()
                 elif isinstance(item, ServerExited):
                     end_line()
                     print(f"cockpit: {node.label}: the server exited (code {item.code})", file=sys.stderr)
+                    return
+                elif isinstance(item, LinkState) and item.fatal:  # the host key CHANGED: stop, say so
+                    end_line()
+                    print(f"cockpit: {item.reason}; not reconnecting" + (f"\n  hint: {item.hint}" if item.hint else ""),
+                          file=sys.stderr)
+                    failed.append(node.label)
                     return
                 elif isinstance(item, LinkState) and not item.up:
                     print(f"cockpit: {node.label}: connection lost ({item.reason}); reconnecting…", file=sys.stderr)
             end_line()  # a last line without its newline still ends the output's line
         finally:
+            nl.cursor = (fol.offset, fol.ino)
             await fol.close()
 
+    failed: list[str] = []  # nodes whose link will not come back
     try:
         await asyncio.gather(*(one(n) for n in nodes))
     finally:
         await sup.close()
-    return 0
+    return 1 if failed else 0
 
 
 async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
@@ -207,12 +206,11 @@ async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
     run), for a failed launch's decisive lines. Errors reading it give []: it is a courtesy."""
     from cockpit.supervisor.host import LogChunk, LogFollower
 
-    nodes = [nd for nd in sup.nodes if nd.run and nd.run.get("log_path")]
+    nodes = [nd for nd in sup.nodes if nd.run is not None and nd.run.log_path]
     out: list[str] = []
     for nd in nodes:
         run = nd.run
-        fol = LogFollower(nd.ops, run["log_path"], offset=int(run.get("log_offset") or 0),
-                          ino=run.get("log_inode"), tail=n, follow=False)
+        fol = LogFollower(nd.ops, run.log_path, offset=run.log_offset, ino=run.log_inode, tail=n, follow=False)
         data = b""
         try:
             async for item in fol.items():

@@ -9,11 +9,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from textual import on
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from cockpit.core.profile import Profile
 from cockpit.ui.keys import APP_BINDINGS
+from cockpit.ui.messages import ProfileChosen
 from cockpit.ui.screens.dialogs import HelpScreen
 from cockpit.ui.themes import (
     DEFAULT_THEME,
@@ -85,6 +87,10 @@ class CockpitApp(App[int]):
         # full collections, which otherwise stall the event loop for ~90 ms during a log flood.
         self.call_after_refresh(gc.freeze)
 
+    @on(ProfileChosen)
+    def _profile_chosen(self, message: ProfileChosen) -> None:
+        self.push_screen(self.dashboard_for(message.profile, from_picker=True))
+
     def dashboard_for(self, profile: Profile, from_picker: bool) -> Screen[Any]:
         from cockpit.ui.screens.dashboard import DashboardScreen
 
@@ -109,11 +115,7 @@ class CockpitApp(App[int]):
         self.push_screen(HelpScreen(self.binding_rows()))
 
     def action_history(self) -> None:
-        try:
-            from cockpit.ui.screens.history import HistoryScreen  # the journal helper's screen
-        except ImportError:
-            self.notify("history not available", severity="warning")
-            return
+        from cockpit.ui.screens.history import HistoryScreen
         profile = getattr(self.screen, "profile", None)
         name = profile.name if isinstance(profile, Profile) else None
         self.push_screen(HistoryScreen(name))

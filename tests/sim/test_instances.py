@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cockpit.commands.demo import demo_profile
 from cockpit.core.profile import load_profile
+from cockpit.sim.gpus import instance_dir
 from cockpit.supervisor.telemetry_feed import sim_dir_of
 from cockpit.telemetry.client import agent_source
 from tests.sim.conftest import free_port
@@ -94,7 +95,7 @@ def test_told_to_share_means_one_directory(tmp_path: Path) -> None:
 
 def test_profiles_map_to_their_simulator_or_to_none(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.delenv("COCKPIT_SIM_GPU_DIR", raising=False)
-    assert sim_dir_of(demo_profile()) == "~/.cache/cockpit/sim-gpus/port-30123"
+    assert sim_dir_of(demo_profile()) == "~/.cache/cockpit/sim-gpus/port-30123" == instance_dir(30123)
     assert sim_dir_of(demo_profile(port=41234)) == "~/.cache/cockpit/sim-gpus/port-41234"
     real = tmp_path / "real.yaml"
     real.write_text("name: real\nbackend: sglang\nhosts: [{ssh: local}]\nserver: {model-path: /m, tp: 1}\n")

@@ -11,7 +11,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from cockpit.core.findings import Finding, FlagChange
+from cockpit.backends import DEFAULT_BACKEND, get_backend
+from cockpit.core.findings import Finding, FlagChange, value_text
+from cockpit.core.sanitize import clean_text
 from cockpit.core.state import Crash
 from cockpit.ui import format as fmt
 from cockpit.ui.keys import CRASH_BINDINGS
@@ -42,6 +44,9 @@ def crash_kind_words(kind: str) -> str:
         "hicache_host_memory": "HiCache: not enough host memory",
         "host_oom_killed": "killed by the host's OOM killer",
         "nccl_timeout": "NCCL timeout",
+        "nccl_error": "NCCL error",
+        "watchdog_timeout": "scheduler watchdog timeout",
+        "startup_error": "startup error",
         "warmup_failed": "warmup failed",
         "port_in_use": "port already in use",
     }.get(kind, "unknown crash")
@@ -57,10 +62,12 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         current_tokens: int | None,
         run_flags: dict[str, object] | None = None,
         validate: Callable[[dict[str, Any]], None] | None = None,
+        backend: str = DEFAULT_BACKEND,
         log_tail: list[str] | None = None,
         log_format: str | None = "unknown",
     ) -> None:
         super().__init__()
+        self.backend = backend
         self.log_tail = log_tail or []
         self.log_format = log_format
         self.crash = crash
@@ -95,16 +102,17 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
                 if self.log_format in (None, "unknown"):
                     lines = [*lines, "(no line of this log is one Cockpit knows from the server: nothing here is a diagnosis)"]
             with VerticalScroll(id="crash-lines"):
-                yield Static("\n".join(line[:300] for line in lines[-8:]), classes="dialog-lines", markup=False)
+                yield Static(clean_text("\n".join(line[:300] for line in lines[-8:])), classes="dialog-lines", markup=False)
             p = self.proposal
             if p is not None:
-                yield Static(p.message, id="crash-diagnosis", markup=False)
+                yield Static(clean_text(p.message), id="crash-diagnosis", markup=False)
                 pred = predicted_words(p, self.current_tokens)
                 yield Static(change_words(p) + (f" · {pred}" if pred else ""), classes="dialog-diff", id="crash-diff", markup=False)
                 keys = "r restart with the change · e edit flags first · R restart unchanged · esc dismiss"
             else:
                 others = [f.message for f in self.findings[:3]]
-                yield Static("\n".join(others) or "no diagnosis: the log did not say why", id="crash-diagnosis", markup=False)
+                yield Static(clean_text("\n".join(others)) or "no diagnosis: the log did not say why", id="crash-diagnosis",
+                             markup=False)
                 keys = "e edit flags first · R restart unchanged · esc dismiss"
             yield Input(placeholder="FLAG=VALUE …", id="crash-edit")
             yield Static(keys, classes="dialog-keys", id="crash-keys")
@@ -131,7 +139,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
             return
         edit = self.query_one("#crash-edit", Input)
         changes = self.proposal.changes if self.proposal else ()
-        edit.value = " ".join(f"{c.flag.lstrip('-')}={_plain(c.to_value)}" for c in changes)
+        edit.value = " ".join(f"{c.flag.lstrip('-')}={value_text(c.to_value)}" for c in changes)
         edit.display = True
         edit.focus()
         self.query_one("#crash-keys", Static).update("enter restart with these flags · esc back")
@@ -149,7 +157,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         try:
-            changes = parse_flag_edits(event.value, self.run_flags, self.validate)
+            changes = parse_flag_edits(event.value, self.run_flags, self.validate, backend=self.backend)
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
@@ -159,29 +167,20 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         return self.query_one("#crash-edit", Input).has_focus
 
 
-def _plain(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
-
-
 def parse_flag_edits(
-    text: str, run_flags: dict[str, object], validate: Callable[[dict[str, Any]], None] | None = None
+    text: str, run_flags: dict[str, object], validate: Callable[[dict[str, Any]], None] | None = None,
+    *, backend: str = DEFAULT_BACKEND,
 ) -> list[FlagChange]:
     """`mem-fraction-static=0.88 hicache-size=48` → FlagChanges (from = the run's value).
 
-    Values are typed by the command builder's own parser (the same as `cockpit up --set`), and
+    Values are typed by the backend's own parser (the same as `cockpit up --set`), and
     `validate` (the flag table) refuses unknown flags before anything is stopped.
     """
-    from cockpit.backends.sglang.command import parse_overrides
-
     items = text.split()
     if not items:
         raise ValueError("no flags given: type FLAG=VALUE pairs separated by spaces")
     try:
-        overrides = parse_overrides(items)
+        overrides = get_backend(backend).parse_overrides(items)
         if validate is not None:
             validate(overrides)
     except Exception as exc:  # FlagError: the flag table's own words

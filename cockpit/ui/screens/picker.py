@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +20,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
+from cockpit.backends import get_backend
 from cockpit.core.findings import Finding, sort_findings
 from cockpit.core.profile import Profile, ProfileError, load_profile
 from cockpit.ui.keys import PICKER_BINDINGS
+from cockpit.ui.messages import ProfileChosen
 from cockpit.ui.screens.dashboard import too_small_words
 from cockpit.ui.widgets.advice import MARKS, change_words, predicted_words
 
@@ -74,20 +75,13 @@ def build_preview(path: Path) -> Preview:
         pv.error = str(exc)
         return pv
     prof = pv.profile
+    backend = get_backend(prof.backend)
     try:
-        from cockpit.backends.sglang.command import build_argv
-
-        pv.argv = list(build_argv(prof))
-    except ImportError:
-        pv.argv_error = "the command builder is not available in this build"
+        pv.argv = list(backend.build_argv(prof))
     except Exception as exc:  # FlagError and friends: the operator must see why
         pv.argv_error = str(exc)
     try:
-        from cockpit.backends.sglang.preflight import preflight
-
-        pv.findings = sort_findings(list(preflight(prof, _host_facts(prof))))
-    except ImportError:
-        pv.preflight_error = "preflight is not available in this build"
+        pv.findings = sort_findings(list(backend.preflight(prof, _host_facts(prof))))
     except Exception as exc:
         pv.preflight_error = str(exc)
     return pv
@@ -99,11 +93,9 @@ def _host_facts(profile: Profile) -> list[Any]:
     from cockpit.backends.base import HostFacts
 
     if all(h.is_local for h in profile.hosts):
-        try:
-            hostfacts = importlib.import_module("cockpit.hostfacts")
-            return [hostfacts.local_host_facts()]
-        except Exception:
-            pass
+        from cockpit.telemetry.hostfacts import local_host_facts
+
+        return [local_host_facts()]
     return [HostFacts(host=h.label) for h in profile.hosts]
 
 
@@ -188,10 +180,7 @@ class PickerScreen(Screen[None]):
 
     @work(exclusive=True, group="live", exit_on_error=False)
     async def _find_live_runs(self, paths: list[Path]) -> None:
-        try:
-            from cockpit.supervisor.supervisor import Supervisor
-        except ImportError:
-            return
+        from cockpit.supervisor.supervisor import Supervisor
 
         async def live_run(path: Path) -> str | None:
             sup = None
@@ -223,15 +212,16 @@ class PickerScreen(Screen[None]):
 
     @work(exclusive=True, group="measure", exit_on_error=False)
     async def _measure(self, path: Path, profile: Profile) -> None:
-        try:
-            from cockpit.supervisor.supervisor import Supervisor
-        except ImportError:
-            self.post_message(PreviewMeasured(path, None, "the supervisor is not available in this build"))
-            return
+        from cockpit.supervisor.supervisor import Supervisor
+
         sup = Supervisor(profile)
         try:
             findings = await asyncio.wait_for(sup.preflight(), timeout=MEASURE_TIMEOUT_S)
-            self.post_message(PreviewMeasured(path, sort_findings(list(findings)), None))
+            # the memory plan before launch (cockpit plan): its finding joins the preflight's
+            from cockpit.supervisor.planning import profile_plan_finding
+
+            plan, _mp = await asyncio.wait_for(profile_plan_finding(profile), timeout=MEASURE_TIMEOUT_S)
+            self.post_message(PreviewMeasured(path, sort_findings([*findings, plan]), None))
         except Exception as exc:  # unreachable host: keep the unmeasured findings, say why
             self.post_message(PreviewMeasured(path, None, str(exc) or type(exc).__name__))
         finally:
@@ -305,11 +295,7 @@ class PickerScreen(Screen[None]):
             else:
                 self.notify("still checking this profile…", severity="warning")
             return
-        from cockpit.ui.app import CockpitApp
-
-        app = self.app
-        assert isinstance(app, CockpitApp)
-        app.push_screen(app.dashboard_for(pv.profile, from_picker=True))
+        self.post_message(ProfileChosen(pv.profile))
 
     def action_why(self) -> None:
         self.show_arithmetic = not self.show_arithmetic
