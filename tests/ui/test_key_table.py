@@ -16,7 +16,8 @@ from tests.ui.test_dashboard_snapshots import make_app
 
 ROOT = Path(__file__).resolve().parents[2]
 DISPLAY = {"question_mark": "?", "slash": "/", "escape": "esc", "pageup": "PgUp", "pagedown": "PgDn", "home": "Home",
-           "end": "End", "up": "↑", "down": "↓", "f1": "F1", "tab": "tab", "ctrl+p": "ctrl+p"}
+           "end": "End", "up": "↑", "down": "↓", "f1": "F1", "tab": "tab", "ctrl+p": "ctrl+p", "ampersand": "&",
+           "left": "←", "right": "→", "enter": "enter"}
 
 
 def _bindings() -> list[Binding]:

@@ -8,6 +8,7 @@ Nothing here reads files, sockets or processes; the supervisor does, in an async
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -87,7 +88,8 @@ class DashboardScreen(Screen[None]):
         self._announced: set[tuple[str | None, str]] = set()
         self._run_started = False
         self._following = False
-        self._busy: str | None = None  # "stopping" / "restarting" while such an action runs
+        self._busy: str | None = None
+        self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)  # "stopping" / "restarting" while such an action runs
 
     # ---- layout ----
     def compose(self) -> ComposeResult:
@@ -519,6 +521,13 @@ class DashboardScreen(Screen[None]):
         if self.query_one("#filter-input", Input).has_class("-active"):
             self._close_search()
             return
+        pane = self.query_one(LogPane)
+        if pane.search_rx is not None:
+            pane.clear_search()
+            return
+        if self.has_class("-log-max"):
+            self.action_toggle_zoom()
+            return
         if self.from_picker:
             self._ask_quit(back=True)
 
@@ -581,11 +590,39 @@ class DashboardScreen(Screen[None]):
     def action_pause_log(self) -> None:
         self.query_one(LogPane).action_toggle_pause()
 
-    def action_search(self) -> None:
+    def action_filter_regex(self) -> None:
+        """`&` (as in less): show only the lines matching a regex."""
+        self._input_mode = "filter"
         box = self.query_one("#filter-input", Input)
+        box.placeholder = "filter: regex — enter shows only matching lines, empty = all, esc cancels"
         box.add_class("-active")
         box.value = "" if self.filter_spec in PRESET_NAMES else self.filter_spec
         box.focus()
+
+    def action_search(self) -> None:
+        """`/` (as in less): jump to matching lines in their context, newest first."""
+        self._input_mode = "search"
+        box = self.query_one("#filter-input", Input)
+        box.placeholder = "search: regex — enter jumps to the newest match, n older, N newer, esc cancels"
+        box.add_class("-active")
+        pane = self.query_one(LogPane)
+        box.value = pane.search_rx.pattern if pane.search_rx is not None else ""
+        box.focus()
+
+    def action_search_next(self, older: bool) -> None:
+        pane = self.query_one(LogPane)
+        if pane.search_rx is None:
+            self.notify("no search yet: / searches", severity="warning", timeout=3)
+        elif not pane.search_next(older):
+            self.notify(f"no {'older' if older else 'newer'} match", timeout=2)
+
+    def action_toggle_zoom(self) -> None:
+        """The log alone under the header (bars and panels hidden), like k9s/lazydocker's zoom."""
+        self.toggle_class("-log-max")
+        self.query_one(LogPane).focus()
+
+    def action_toggle_wrap(self) -> None:
+        self.query_one(LogPane).toggle_wrap()
 
     def _close_search(self) -> None:
         box = self.query_one("#filter-input", Input)
@@ -594,6 +631,21 @@ class DashboardScreen(Screen[None]):
 
     @on(Input.Submitted, "#filter-input")
     def _search_submitted(self, event: Input.Submitted) -> None:
+        if self._input_mode == "search":
+            pattern = event.value.strip()
+            pane = self.query_one(LogPane)
+            self._close_search()
+            if not pattern:
+                pane.clear_search()
+                return
+            try:
+                found = pane.search(pattern)
+            except re.error as exc:
+                self.notify(f"search: {exc}", severity="error", timeout=4)
+                return
+            if not found:
+                self.notify(f"no line matches /{pattern}/", timeout=3)
+            return
         spec = event.value.strip() or "all"
         try:
             LineFilter(spec)
