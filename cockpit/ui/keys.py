@@ -38,13 +38,14 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("p", "pause_log", "Pause", id="dash.pause"),
     Binding("r", "restart_advised", "Restart", id="dash.restart"),
     Binding("R", "restart_unchanged", "Restart as is", show=False, id="dash.restart_unchanged"),
+    Binding("A", "other_advice", "Other advice", show=False, id="dash.other_advice"),
     Binding("s", "stop_run", "Stop", id="dash.stop"),
     Binding("l", "launch", "Launch", show=False, id="dash.launch"),
     Binding("c", "show_crash", "Crash", show=False, id="dash.crash"),
     Binding("v", "cycle_panel", "Panel", id="dash.panel"),
     Binding("w", "why", "Arithmetic", show=False, id="dash.why"),
     Binding("h", "history", "History", id="dash.history"),
-    Binding("tab", "focus_next", "Next pane", show=False, id="dash.next_pane"),
+    Binding("tab", "app.focus_next", "Next pane", show=False, id="dash.next_pane"),  # the app owns focus_next
 ]
 
 PICKER_BINDINGS: list[BindingType] = [
@@ -89,7 +90,10 @@ DASHBOARD_KEYS: list[KeyRow] = [
      ("dash.rank1", *(f"dash.rank{n}" for n in range(2, 9)), "dash.rank0")),
     ("`p`, `End`", "pause / follow the log (`↑`, `PgUp`, `Home` pause too; `↓`, `PgDn` scroll)",
      ("dash.pause", "log.end", "log.up", "log.down", "log.pageup", "log.pagedown", "log.home")),
-    ("`r` / `R`", "restart with the advised change / unchanged (both asked first)", ("dash.restart", "dash.restart_unchanged")),
+    ("`r` / `R`", "restart with the headroom advice only / unchanged (both asked first)",
+     ("dash.restart", "dash.restart_unchanged")),
+    ("`A`", "the other advice, one change at a time with its reason (asked before anything restarts)",
+     ("dash.other_advice",)),
     ("`s`", "stop the run: SIGTERM, SIGKILL after a timeout, wait until its GPU memory is released", ("dash.stop",)),
     ("`l`", "launch again (after a refused preflight or an ended run)", ("dash.launch",)),
     ("`c`", "show the crash dialog again", ("dash.crash",)),

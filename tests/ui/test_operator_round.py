@@ -219,3 +219,74 @@ async def test_unexplained_exit_shows_the_logs_last_lines_and_claims_no_diagnosi
         assert "ModuleNotFoundError: No module named 'sglang'" in text
         assert "names no known crash" in text and "nothing here is a diagnosis" in text
         assert "CUDA" not in text and "CRASHED:" not in text
+
+
+async def test_toasts_are_small_and_stay_out_of_the_log_at_80x24() -> None:
+    """UX: a critical toast covered 15 of 24 rows, log included, for ~12 s."""
+    from textual.widgets._toast import Toast
+
+    app = make_app()
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        screen = await _dashboard(pilot, story_snapshot(0.93, "ready"))
+        for _ in range(4):
+            await pilot.pause(0.05)
+        toasts = list(app.screen.query(Toast))
+        assert toasts, "the critical finding is announced"
+        log = screen.query_one("#log").region
+        for t in toasts:
+            assert t.region.height <= 4
+            assert t.region.y + t.region.height <= log.y, (t.region, log)
+        assert all(n.timeout <= 6 for n in app._notifications)
+
+
+async def test_r_applies_only_the_headroom_advice_and_A_offers_the_rest() -> None:
+    """UX: `r` on a healthy run proposed every finding's change at once (context length included)."""
+    from cockpit.ui.screens.dialogs import AdviceChoiceScreen
+
+    base = story_snapshot(0.93, "ready")
+    ctx = Finding(id="kv_pool_smaller_than_context", severity="critical",
+                  message="The KV pool holds 58,368 tokens, fewer than --context-length 262,144.",
+                  changes=(FlagChange("--context-length", None, 58368),))
+    snap = dataclasses.replace(base, findings=(ctx, *base.findings))
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await _dashboard(pilot, snap)
+        await pilot.press("r")
+        await _settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        body = flat_text(app)
+        assert "--mem-fraction-static 0.93 → 0.88" in body and "--context-length" not in body
+        assert "A lists them" in body
+        await pilot.press("n")
+        await _settle(pilot)
+        await pilot.press("A")
+        await _settle(pilot)
+        assert isinstance(app.screen, AdviceChoiceScreen)
+        assert [f.id for f in app.screen.findings] == ["kv_pool_smaller_than_context"]
+        await pilot.press("enter")
+        await _settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "--context-length unset → 58368" in flat_text(app) or "--context-length" in flat_text(app)
+
+
+async def test_advice_panel_scrolls_from_the_keyboard_at_80x24() -> None:
+    """UX: the advice panel overflowed and hid the ✓ finding at 80 columns."""
+    base = story_snapshot(0.93, "ready")
+    extra = tuple(Finding(id=f"note_{i}", severity="info", message=f"note {i}: something worth reading") for i in range(6))
+    ok = Finding(id="headroom_ok_elsewhere", severity="ok", message="the last finding, an ok one")
+    snap = dataclasses.replace(base, findings=(*base.findings, *extra, ok))
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await _dashboard(pilot, snap)
+        assert "the last finding" not in screen_text(app)
+        box = screen.query_one("#advice-box")
+        seen = []
+        for _ in range(8):
+            if app.focused is box:
+                break
+            await pilot.press("tab")
+            seen.append(app.focused)
+        assert app.focused is box, seen
+        await pilot.press("end")
+        await _settle(pilot)
+        assert "the last finding, an ok one" in screen_text(app)

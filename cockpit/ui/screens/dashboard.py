@@ -36,8 +36,8 @@ from cockpit.ui.messages import (
     SnapshotArrived,
     SupervisorFailed,
 )
-from cockpit.ui.screens.crash import CrashScreen, RestartChoice, proposed_finding
-from cockpit.ui.screens.dialogs import ConfirmScreen, QuitScreen
+from cockpit.ui.screens.crash import CrashScreen, RestartChoice, headroom_finding, other_advice
+from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, QuitScreen
 from cockpit.ui.widgets.advice import AdvicePanel
 from cockpit.ui.widgets.header import RunHeader
 from cockpit.ui.widgets.keyhints import KeyHints
@@ -103,7 +103,7 @@ class DashboardScreen(Screen[None]):
             with Container(id="panels"):
                 with VerticalScroll(id="advice-box", classes="panel") as box:
                     box.border_title = "Advice"
-                    box.can_focus = False
+                    box.can_focus = True  # tab reaches it: ↑ ↓ PgDn scroll advice taller than the panel
                     yield AdvicePanel(id="advice")
                 with Vertical(id="plots-box", classes="panel") as box:
                     box.border_title = "Throughput · token usage"
@@ -267,7 +267,7 @@ class DashboardScreen(Screen[None]):
     @on(SupervisorFailed)
     def _on_failed(self, message: SupervisorFailed) -> None:
         self.note = f"supervisor: {message.error}"
-        self.notify(message.error, title="Supervisor", severity="error", timeout=10)
+        self.notify(message.error, title="Supervisor", severity="error", timeout=6)
         self._refresh_header()
 
     @on(ActionDone)
@@ -276,7 +276,7 @@ class DashboardScreen(Screen[None]):
             self.note = "preflight, then launch…"
         elif message.error:
             self.note = f"{message.what} failed: {message.error}"
-            self.notify(message.error, title=f"{message.what} failed", severity="error", timeout=10)
+            self.notify(message.error, title=f"{message.what} failed", severity="error", timeout=6)
         else:
             self.note = {"restart": "restarted", "stop": "stopped", "kill": "leftover processes killed"}.get(
                 message.what, message.what
@@ -349,7 +349,9 @@ class DashboardScreen(Screen[None]):
             if f.severity == "critical" and key not in self._announced:
                 self._announced.add(key)
                 change = (" → " + ", ".join(c.as_diff() for c in f.changes)) if f.changes else ""
-                self.notify(f.message + change, title="Critical", severity="error", timeout=12, markup=False)
+                # short and brief: the advice panel keeps the whole text
+                first = f.message.split(": ", 1)[0].split(". ", 1)[0]
+                self.notify(first[:120] + change, title="Critical", severity="error", timeout=6, markup=False)
 
     @staticmethod
     def _phase_age_in_log(snap: RunSnapshot) -> float:
@@ -451,19 +453,47 @@ class DashboardScreen(Screen[None]):
         self._open_crash_modal()
 
     def action_restart_advised(self) -> None:
+        """`r`: the headroom advice only, never every finding's change at once."""
         snap = self.snapshot
-        proposal = proposed_finding(snap.findings) if snap else None
+        proposal = headroom_finding(snap.findings) if snap else None
+        others = other_advice(snap.findings) if snap else []
         if proposal is None:
-            self.notify("no advised change: R restarts unchanged", severity="warning")
+            more = " · A offers the other advice" if others else ""
+            self.notify(f"no headroom advice: R restarts unchanged{more}", severity="warning", timeout=4)
             return
         changes = tuple(proposal.changes)
-        body = "Restart with " + ", ".join(c.as_diff() for c in changes) + "?"
+        body = "Restart with " + ", ".join(c.as_diff() for c in changes) + "?\n" + proposal.message
+        if others:
+            body += f"\n\nNot included: {len(others)} other change(s), A lists them with their reasons."
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self._start_restart(changes)
 
-        self.app.push_screen(ConfirmScreen("Restart", body), answered)
+        self.app.push_screen(ConfirmScreen("Restart with the headroom advice", body), answered)
+
+    def action_other_advice(self) -> None:
+        """`A`: the advice `r` leaves out, one change at a time, each with its reason."""
+        snap = self.snapshot
+        others = other_advice(snap.findings) if snap else []
+        if not others:
+            self.notify("no other advice with a change", timeout=3)
+            return
+
+        def chosen(index: int | None) -> None:
+            if index is None:
+                return
+            f = others[index]
+            changes = tuple(f.changes)
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self._start_restart(changes)
+
+            body = f"Restart with {', '.join(c.as_diff() for c in changes)}?\n{f.message}"
+            self.app.push_screen(ConfirmScreen("Restart with this advice", body), answered)
+
+        self.app.push_screen(AdviceChoiceScreen(others), chosen)
 
     def action_restart_unchanged(self) -> None:
         def answered(yes: bool | None) -> None:
@@ -506,7 +536,7 @@ class DashboardScreen(Screen[None]):
             try:
                 self.profile = load_profile(self.profile.source)
             except ProfileError as exc:
-                self.notify(str(exc), title="Profile", severity="error", timeout=10)
+                self.notify(str(exc), title="Profile", severity="error", timeout=6)
                 return
         old, self.supervisor = self.supervisor, None
         if old is not None:

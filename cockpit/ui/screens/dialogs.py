@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
 
 from cockpit.ui.keys import QUIT_BINDINGS
 
@@ -69,6 +73,36 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def action_no(self) -> None:
         self.dismiss(False)
+
+
+class AdviceChoiceScreen(ModalScreen[int | None]):
+    """The advice `r` does not apply, one change per entry with its reason; returns the index."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="advice.cancel")]
+
+    def __init__(self, findings: list[Any]) -> None:
+        super().__init__()
+        self.findings = findings
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog -calm", id="advice-dialog"):
+            yield Static("Other advice (not applied by r)", classes="dialog-title")
+            options = []
+            for f in self.findings:
+                text = Text(", ".join(c.as_diff() for c in f.changes), style="bold")
+                text.append("\n  " + f.message)
+                options.append(Option(text))
+            yield OptionList(*options, id="advice-options")
+            yield Static("enter choose (asked again before anything restarts) · esc cancel", classes="dialog-keys")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option_index)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
 
 
 class HelpScreen(ModalScreen[None]):
