@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 from collections import deque
 from typing import Any
@@ -78,16 +79,18 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     sup = Supervisor(profile)
     info = await sup.attach(include_ended=True)
     if info is None:
-        raise CockpitError(f"{profile.name}: no run found on {', '.join(h.label for h in profile.hosts)}",
+        raise CockpitError(f"{profile.name}: no run found on {', '.join(dict.fromkeys(h.label for h in profile.hosts))}",
                            hint=f"`cockpit up {profile.name}` launches one")
-    nodes = [n for n in sup.nodes if n.run]
+    nodes = [n for n in sup.nodes if n.record]
     multi = len(nodes) > 1
     out = sys.stdout
     # Into a pipe or a file the output is the log, byte for byte (grep, less -R and diff see what
     # the server wrote); on a terminal, log text is cleaned of escape sequences first.
     raw = not out.isatty()
+
+    cursors: dict[int, tuple[int, int | None]] = {}  # node index -> where its log was read up to
     if args.rank and nodes:
-        first = nodes[0].run
+        first = nodes[0].record
         try:
             _check_rank(args.rank, dict((first.flags if first else None) or profile.server))
         except BadInput:
@@ -100,10 +103,10 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     async def last_matches(node: Node, filt: LineFilter, prefix: str, following: bool) -> tuple[int, int | None]:
         """Print the last args.tail lines of the run's log that pass `filt`; return the cursor
         (offset, inode) right after the last complete line read."""
-        run = node.run
-        assert run is not None
+        record = node.record
+        assert record is not None
         nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
-        fol = LogFollower(node.ops, run.log_path, offset=run.log_offset, ino=run.log_inode, follow=False)
+        fol = LogFollower(node.ops, record.log_path, offset=record.log_offset, ino=record.log_inode, follow=False)
         kept: deque[str] = deque(maxlen=args.tail)
         try:
             async for item in fol.items():
@@ -126,27 +129,28 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
             out.flush()
         return fol.offset, fol.ino
 
-    async def one(node: Node) -> None:
-        run = node.run
-        assert run is not None
+    async def one(node: Node, follow: bool = True) -> None:
+        record = node.record
+        assert record is not None
         filt = _make_filter(args.filter, args.rank)
-        prefix = f"{node.label} | " if multi else ""
-        offset, ino = run.log_offset, run.log_inode
-        if filtered_tail:
-            offset, ino = await last_matches(node, filt, prefix, bool(args.follow and run.alive))
-            if not (args.follow and run.alive):
+        nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
+        follow = follow and bool(args.follow and record.alive)
+        if filtered_tail and node.index not in cursors:
+            cursors[node.index] = await last_matches(node, filt, f"{node.label} | " if multi else "", follow)
+            if not follow:
                 return
             filt = _make_filter(args.filter, args.rank)  # a fresh one: rank records restart
-        nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
+        offset, ino = cursors.get(node.index, (record.log_offset, record.log_inode))
         fol = LogFollower(
             node.ops,
-            run.log_path,
+            record.log_path,
             offset=offset,
             ino=ino,
-            tail=None if filtered_tail else args.tail,
-            follow=bool(args.follow and run.alive),
-            watch={"pid": run.pid, "run_dir": run.run_dir} if args.follow and run.alive else None,
+            tail=args.tail if node.index not in cursors else None,
+            follow=follow,
+            watch={"pid": record.pid, "run_dir": record.run_dir} if follow and record.pid else None,
         )
+        prefix = f"{node.label} | " if multi else ""
         # A line longer than the follower's chunk cap (4 MB) arrives in pieces: raw, it is printed
         # as one line (shown or not by its first piece); on a terminal its first piece stands for it.
         keep = False  # the line being read is shown
@@ -190,12 +194,26 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
                     print(f"cockpit: {node.label}: connection lost ({item.reason}); reconnecting…", file=sys.stderr)
             end_line()  # a last line without its newline still ends the output's line
         finally:
-            nl.cursor = (fol.offset, fol.ino)
+            nl.cursor = cursors[node.index] = (fol.offset, fol.ino)
             await fol.close()
 
     failed: list[str] = []  # nodes whose link will not come back
     try:
-        await asyncio.gather(*(one(n) for n in nodes))
+        ended = getattr(sup, "wait_ended", None)  # a Slurm run: no pid to watch, Slurm says when
+        if args.follow and ended is not None and any(n.record and n.record.alive for n in nodes):
+            follows = asyncio.gather(*(one(n) for n in nodes))
+            waiter = asyncio.ensure_future(ended())
+            await asyncio.wait([follows, waiter], return_when=asyncio.FIRST_COMPLETED)
+            if waiter.done():
+                follows.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await follows
+                await asyncio.gather(*(one(n, follow=False) for n in nodes))  # the last lines, none lost
+                print(f"cockpit: {waiter.result()}", file=sys.stderr)
+            else:
+                waiter.cancel()
+        else:
+            await asyncio.gather(*(one(n) for n in nodes))
     finally:
         await sup.close()
     return 1 if failed else 0
@@ -206,11 +224,11 @@ async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
     run), for a failed launch's decisive lines. Errors reading it give []: it is a courtesy."""
     from cockpit.supervisor.host import LogChunk, LogFollower
 
-    nodes = [nd for nd in sup.nodes if nd.run is not None and nd.run.log_path]
+    nodes = [nd for nd in sup.nodes if nd.record is not None and nd.record.log_path]
     out: list[str] = []
     for nd in nodes:
-        run = nd.run
-        fol = LogFollower(nd.ops, run.log_path, offset=run.log_offset, ino=run.log_inode, tail=n, follow=False)
+        rec = nd.record
+        fol = LogFollower(nd.ops, rec.log_path, offset=rec.log_offset, ino=rec.log_inode, tail=n, follow=False)
         data = b""
         try:
             async for item in fol.items():

@@ -116,10 +116,11 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         unexplained = c.kind == "unknown" and c.line <= 0
         with Vertical(classes="dialog", id="crash-dialog"):
             where = f" on {c.rank}" if c.rank else ""
+            phase = "an unknown phase" if c.phase == "unknown" else c.phase
             if unexplained:
                 title = "ENDED: the server exited, and its log names no known crash"
             else:
-                title = f"CRASHED: {crash_kind_words(c.kind)}{where} in {c.phase}"
+                title = f"CRASHED: {crash_kind_words(c.kind)}{where} in {phase}"
             yield Static(title, classes="dialog-title", id="crash-title")
             exit_words = f" · {fmt.exit_words(c.exit_code, c.kind)}" if c.exit_code is not None else ""
             if unexplained:
