@@ -101,3 +101,43 @@ async def test_wrap_and_sideways_scroll_show_the_end_of_long_lines() -> None:
         text = screen_text(app)
         assert "gen throughput" in text and "[2026-11-29" in text  # both ends of a line, wrapped
         assert "wrapped" in str(app.screen.query_one(LogPane).border_title)
+
+
+async def test_y_copies_the_advised_command_and_S_saves_the_visible_log(tmp_path: Any, monkeypatch: Any) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = await _ready(pilot)
+        await pilot.press("y")
+        await pilot.pause()
+        assert "--mem-fraction-static 0.88" in app.clipboard
+        assert "--model-path /models/Kimi-K2.5" in app.clipboard and "--tp" in app.clipboard
+        await pilot.press("m")  # the memory preset: what the pane shows is what is saved
+        await pilot.press("S")
+        for _ in range(20):
+            await pilot.pause(0.05)
+            saved = list(tmp_path.glob("cockpit-demo-*-visible-*.log"))
+            if saved:
+                break
+        assert len(saved) == 1
+        lines = saved[0].read_text().splitlines()
+        assert lines == [ln.text for ln in screen.query_one(LogPane).shown_lines]
+        assert lines and not any("Decode batch" in ln for ln in lines)
+
+
+async def test_o_hands_the_log_to_the_pager_or_says_where_it_is(monkeypatch: Any) -> None:
+    monkeypatch.setenv("PAGER", "cat")
+    app = make_app()
+    async with app.run_test(size=(160, 48), notifications=True) as pilot:
+        await _ready(pilot)
+        await pilot.press("o")
+        for _ in range(20):
+            await pilot.pause(0.05)
+            if app._notifications:
+                break
+        # the headless test driver cannot suspend: the log is written and its path said
+        words = " ".join(str(n.message) for n in app._notifications)
+        assert "the log is in" in words
+        path = words.split("the log is in ", 1)[1].split()[0]
+        with open(path, encoding="utf-8") as f:
+            assert len(f.read().splitlines()) == 44

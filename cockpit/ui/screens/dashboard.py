@@ -37,6 +37,7 @@ from cockpit.ui.messages import (
 )
 from cockpit.ui.screens.crash import CrashScreen, RestartChoice, headroom_finding, other_advice
 from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, QuitScreen
+from cockpit.ui.screens.export import ExportActions
 from cockpit.ui.widgets.advice import AdvicePanel
 from cockpit.ui.widgets.header import RunHeader
 from cockpit.ui.widgets.keyhints import KeyHints
@@ -56,7 +57,7 @@ def too_small_words(width: int, height: int) -> str:
     return f"Cockpit needs at least {MIN_WIDTH}×{MIN_HEIGHT}\n(this terminal is {width}×{height})"
 
 
-class DashboardScreen(Screen[None]):
+class DashboardScreen(ExportActions, Screen[None]):
     BINDINGS = DASHBOARD_BINDINGS
 
     def __init__(
@@ -568,7 +569,7 @@ class DashboardScreen(Screen[None]):
         self.app.push_screen(QuitScreen(self.profile.name, running), answered)
 
     def action_history(self) -> None:
-        self.app.action_history()  # type: ignore[attr-defined]
+        self.app.action_history()
 
     def action_why(self) -> None:
         self.query_one(AdvicePanel).toggle_arithmetic()
