@@ -71,3 +71,17 @@ def test_failed_launch_shows_its_decisive_lines(tmp_path: Path) -> None:
     js = json.loads(e.cockpit("status", "simtest", "--json").stdout)
     quoted = js.get("log_tail") or (js.get("crash") or {}).get("decisive_lines") or []
     assert "ModuleNotFoundError: No module named 'sglang_not_installed_here'" in quoted
+
+
+def test_did_you_mean_for_profiles_subcommands_and_flags(tmp_path: Path) -> None:
+    """UX: a missing profile name lists the directories searched and the profiles found; a typo in a
+    profile name, a subcommand or a flag gets "did you mean"."""
+    e = _make_env(tmp_path, ["local"], tp=2)
+    out = e.cockpit("status", "simtset")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "no profile named 'simtset'" in out.stderr and "did you mean simtest?" in out.stderr
+    assert str(tmp_path / "profiles") in out.stderr and "profiles found:" in out.stderr and "demo" in out.stderr
+    out = e.cockpit("stauts", "simtest")
+    assert out.returncode == 2 and "did you mean status?" in out.stderr
+    out = e.cockpit("logs", "simtest", "--tial", "3")
+    assert out.returncode == 2 and "did you mean --tail?" in out.stderr
