@@ -85,3 +85,25 @@ def test_did_you_mean_for_profiles_subcommands_and_flags(tmp_path: Path) -> None
     assert out.returncode == 2 and "did you mean status?" in out.stderr
     out = e.cockpit("logs", "simtest", "--tial", "3")
     assert out.returncode == 2 and "did you mean --tail?" in out.stderr
+
+
+def test_check_says_why_a_host_is_unreachable_and_fails(tmp_path: Path) -> None:
+    """UX: `check` on an unreachable host said "not measured" and exited 0."""
+    from tests.conftest import free_port
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    prof = tmp_path / "profiles"
+    prof.mkdir()
+    port = free_port()  # nothing listens there
+    (prof / "dns.yaml").write_text("name: dns\nhosts: [{ssh: gpu-box.invalid}]\nserver: {model-path: /m, tp: 1}\n")
+    (prof / "refused.yaml").write_text(f"name: refused\nhosts: [{{ssh: 'root@127.0.0.1:{port}'}}]\n"
+                                       "server: {model-path: /m, tp: 1}\n")
+    env = {**__import__("os").environ, "HOME": str(home)}
+    import subprocess
+
+    for name, words in (("dns", "DNS: the name does not resolve"), ("refused", "connection refused")):
+        out = subprocess.run([PY, "-m", "cockpit", "check", name], capture_output=True, text=True, cwd=tmp_path,
+                             env=env, timeout=120)
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert "host_unreachable" in out.stdout and words in out.stdout, out.stdout

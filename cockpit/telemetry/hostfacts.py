@@ -206,9 +206,10 @@ async def measure(transport: Transport, python: str = "python3", *,
     return facts_from_sample(await sample_once(transport, python, env=env))
 
 
-async def measure_hosts(profile: Profile) -> dict[str, HostFacts]:
+async def measure_hosts(profile: Profile, unreachable: dict[str, str] | None = None) -> dict[str, HostFacts]:
     """HostFacts of every SSH host of the profile, measured by the agent (for `cockpit check`).
-    A host that cannot be reached is left out (it stays unknown in the preflight)."""
+    A host that cannot be reached is left out (it stays unknown in the preflight); when
+    `unreachable` is given, it gets host label → why, in words (`unreachable_words`)."""
     from cockpit.transport import transport_for
     from cockpit.transport.base import TransportError
 
@@ -218,9 +219,37 @@ async def measure_hosts(profile: Profile) -> dict[str, HostFacts]:
             continue
         try:
             out[host.label] = await measure(transport_for(host), env=sim_env(sim_dir_of(profile)))
-        except (TransportError, OSError, ValueError):
+        except (TransportError, OSError, ValueError) as exc:
+            if unreachable is not None:
+                unreachable[host.label] = unreachable_words(exc)
             continue
     return out
+
+
+def unreachable_words(exc: BaseException) -> str:
+    """Why a host could not be reached, the kind first: DNS, refused, timeout, no route,
+    authentication, host key (the transport's own message follows, then its hint)."""
+    from cockpit.transport.base import HostKeyError, Unreachable
+
+    text = str(exc)
+    low = text.lower()
+    if isinstance(exc, HostKeyError) or "host key" in low:
+        kind = "host key refused (unknown or changed; never auto-accepted)"
+    elif any(w in low for w in ("name or service not known", "nodename nor servname", "temporary failure in name resolution",
+                                "no address associated", "name does not resolve", "getaddrinfo")):
+        kind = "DNS: the name does not resolve"
+    elif (isinstance(exc, Unreachable) and exc.timed_out) or "timed out" in low or "timeout" in low:
+        kind = "no answer (timed out): host down, firewalled or wrong address"
+    elif "connect call failed" in low or "connection refused" in low or "errno 111" in low:
+        kind = "connection refused: nothing listens there (sshd down or wrong port)"
+    elif "no route" in low or "network is unreachable" in low:
+        kind = "no route to the host"
+    elif "permission denied" in low or "auth" in low:
+        kind = "authentication refused (key, agent or user)"
+    else:
+        kind = "unreachable"
+    hint = getattr(exc, "hint", None)
+    return f"{kind} — {text}" + (f" ({hint})" if hint else "")
 
 
 def host_facts_for(profile: Profile, measured: Mapping[str, HostFacts] | None = None) -> list[HostFacts]:
