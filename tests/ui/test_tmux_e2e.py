@@ -93,7 +93,7 @@ def test_demo_in_tmux_crash_then_restart_with_the_change(pane: Pane) -> None:
     screen = pane.wait(r"READY .*mfs 0\.88 \(profile 0\.93\)", 180)
     rows = [line for line in screen.splitlines() if re.match(r"\s*TP\d ", line) and "█" in line]
     assert len(rows) == 8
-    assert all(re.search(r"\b5\.\d\d GB", row) for row in rows), "\n".join(rows)
+    assert all(re.search(r"\b5\.\d\d GiB", row) for row in rows), "\n".join(rows)
     pane.keys("q")
     pane.wait(r"leave it running", 10)
     pane.keys("Enter")
