@@ -290,3 +290,35 @@ async def test_advice_panel_scrolls_from_the_keyboard_at_80x24() -> None:
         await pilot.press("end")
         await _settle(pilot)
         assert "the last finding, an ok one" in screen_text(app)
+
+
+async def test_gpu_panel_keeps_history_and_K_asks_before_killing() -> None:
+    """UX: an nvitop-like GPU panel: memory/util/power over time per GPU, and the per-process
+    table with a kill behind a confirm."""
+    from cockpit.ui.screens.dialogs import PickScreen
+
+    base = story_snapshot(0.93, "ready", restarted=True)  # a leftover pid 4412 on GPU 3
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = await _dashboard(pilot, base)
+        for k in range(1, 6):  # five later samples, memory growing on every GPU
+            gpus = tuple(dataclasses.replace(g, sampled_at=g.sampled_at + k, used_gb=(g.used_gb or 0) + k,
+                                             power_w=300.0 + 20 * k) for g in base.gpus)
+            screen.apply_snapshot(dataclasses.replace(base, gpus=gpus))
+        await _settle(pilot)
+        trace = screen.gpu_history.traces[("local", 0)]
+        assert len(trace.used) == 6 and trace.power[-1] == 400.0
+        text = screen_text(app)
+        assert "GPU0 mem" in text and "util" in text and "pwr" in text and "400 W" in text
+        await pilot.press("K")
+        await _settle(pilot)
+        assert isinstance(app.screen, PickScreen)
+        assert any("pid 4412" in i and "not this run" in i for i in app.screen.items)
+        first = app.screen.items[0]
+        await pilot.press("enter")
+        await _settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        assert first in flat_text(app) and "SIGKILL" in flat_text(app)
+        await pilot.press("n")
+        await _settle(pilot)
+        assert isinstance(app.screen, DashboardScreen)

@@ -25,6 +25,7 @@ from cockpit.core.logfilter import PRESET_NAMES, LineFilter
 from cockpit.core.profile import Profile
 from cockpit.supervisor.api import LogBatch, RunSnapshot
 from cockpit.ui import format as fmt
+from cockpit.ui.gpuhistory import GpuHistory
 from cockpit.ui.keys import DASHBOARD_BINDINGS
 from cockpit.ui.messages import (
     ActionDone,
@@ -36,14 +37,14 @@ from cockpit.ui.messages import (
     SupervisorFailed,
 )
 from cockpit.ui.screens.crash import CrashScreen, RestartChoice, headroom_finding, other_advice
-from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, QuitScreen
+from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, PickScreen, QuitScreen
 from cockpit.ui.screens.export import ExportActions
 from cockpit.ui.widgets.advice import AdvicePanel
 from cockpit.ui.widgets.header import RunHeader
 from cockpit.ui.widgets.keyhints import KeyHints
 from cockpit.ui.widgets.logpane import LogPane
 from cockpit.ui.widgets.plots import SeriesPlot
-from cockpit.ui.widgets.processes import GpuProcesses
+from cockpit.ui.widgets.processes import GpuProcesses, rank_of_gpu
 from cockpit.ui.widgets.rankbars import Policy, RankBars, rank_names
 from cockpit.ui.widgets.timeline import StartupTimeline
 
@@ -89,6 +90,7 @@ class DashboardScreen(ExportActions, Screen[None]):
         self._run_started = False
         self._following = False
         self._busy: str | None = None
+        self.gpu_history = GpuHistory()
         self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)  # "stopping" / "restarting" while such an action runs
 
     # ---- layout ----
@@ -114,7 +116,7 @@ class DashboardScreen(ExportActions, Screen[None]):
                     box.can_focus = False
                     yield StartupTimeline(id="timeline")
                 with VerticalScroll(id="procs-box", classes="panel") as box:
-                    box.border_title = "GPU processes"
+                    box.border_title = "GPUs over the last minute · processes (K kills one)"
                     box.can_focus = False
                     yield GpuProcesses(id="procs")
             yield Input(placeholder="regex — enter to apply, esc to cancel", id="filter-input")
@@ -322,7 +324,8 @@ class DashboardScreen(ExportActions, Screen[None]):
         self.query_one("#plot-throughput", SeriesPlot).show(snap.state.gen_throughput)
         self.query_one("#plot-usage", SeriesPlot).show(snap.state.token_usage)
         self.query_one(StartupTimeline).show(snap.state)
-        self.query_one(GpuProcesses).show(snap)
+        changed = self.gpu_history.add(snap)
+        self.query_one(GpuProcesses).show(snap, self.gpu_history, changed)
         self._announce_new_critical(snap)
         self._maybe_show_crash(snap)
 
@@ -610,6 +613,7 @@ class DashboardScreen(ExportActions, Screen[None]):
 
     def action_filter_regex(self) -> None:
         """`&` (as in less): show only the lines matching a regex."""
+        self.gpu_history = GpuHistory()
         self._input_mode = "filter"
         box = self.query_one("#filter-input", Input)
         box.placeholder = "filter: regex — enter shows only matching lines, empty = all, esc cancels"
@@ -633,6 +637,35 @@ class DashboardScreen(ExportActions, Screen[None]):
             self.notify("no search yet: / searches", severity="warning", timeout=3)
         elif not pane.search_next(older):
             self.notify(f"no {'older' if older else 'newer'} match", timeout=2)
+
+    def action_kill_process(self) -> None:
+        """`K`: pick a GPU process (the GPU panel's list), confirm, SIGKILL it on its host."""
+        snap = self.snapshot
+        procs = sorted(snap.gpu_processes, key=lambda p: (p.belongs_to_run, p.host, p.gpu_index, p.pid)) if snap else []
+        if not procs:
+            self.notify("no GPU process to kill", timeout=3)
+            return
+        assert snap is not None
+
+        def words(p: Any) -> str:
+            rank = rank_of_gpu(snap, p.host, p.gpu_index) or "—"
+            owner = "a rank of this run: killing it crashes the run" if p.belongs_to_run else "not this run"
+            return f"pid {p.pid} on GPU {p.gpu_index} of {p.host or 'local'} ({rank}), {fmt.gb(p.used_gb, 1)} GiB, {owner}"
+
+        def chosen(index: int | None) -> None:
+            if index is None:
+                return
+            proc = procs[index]
+
+            def answered(yes: bool | None) -> None:
+                if yes and self.supervisor is None:
+                    self.notify("no supervisor: nothing can be killed from here", severity="warning", timeout=4)
+                elif yes:
+                    self.run_worker(self._kill((proc,)), name="kill", group="supervisor", exit_on_error=False)
+
+            self.app.push_screen(ConfirmScreen("Kill a GPU process", f"SIGKILL {words(proc)}?"), answered)
+
+        self.app.push_screen(PickScreen("GPU processes", [words(p) for p in procs]), chosen)
 
     def action_toggle_zoom(self) -> None:
         """The log alone under the header (bars and panels hidden), like k9s/lazydocker's zoom."""

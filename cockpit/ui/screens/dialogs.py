@@ -105,6 +105,32 @@ class AdviceChoiceScreen(ModalScreen[int | None]):
         self.dismiss(None)
 
 
+class PickScreen(ModalScreen[int | None]):
+    """Choose one of a few lines; returns its index (None: cancelled)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="pick.cancel")]
+
+    def __init__(self, title: str, items: list[str]) -> None:
+        super().__init__()
+        self.title_text = title
+        self.items = items
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog -calm"):
+            yield Static(self.title_text, classes="dialog-title")
+            yield OptionList(*[Option(Text(i)) for i in self.items], id="pick-options")
+            yield Static("enter choose (asked again before anything happens) · esc cancel", classes="dialog-keys")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option_index)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
 class HelpScreen(ModalScreen[None]):
     """Every key of the screen underneath and of the app, with what it does. The table has the
     focus, so `↓`, `PgDn`, `End` reach the last key on a 24-row terminal."""
