@@ -11,7 +11,7 @@ from typing import NoReturn
 
 EPILOG = """\
 commands in the order an operator meets them:
-  cockpit demo                      the TUI on a simulated 8-GPU SGLang run (no GPU needed)
+  cockpit demo [--backend vllm]     the TUI on a simulated SGLang (or vLLM) run (no GPU needed)
   cockpit check PROFILE             preflight: flags, HiCache per-rank arithmetic, host facts
   cockpit plan PROFILE              memory plan: KV tokens and headroom per --mem-fraction-static
   cockpit up PROFILE --wait ready   launch detached on the profile's hosts
@@ -55,7 +55,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="cockpit",
-        description="A keyboard-driven cockpit for LLM inference servers (SGLang) on multi-GPU hosts.",
+        description="A keyboard-driven cockpit for LLM inference servers (SGLang, vLLM) on multi-GPU hosts.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -66,12 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("profile", nargs="?", help="profile name or path; omit for the picker")
     s.add_argument("--theme", help="dark (default), light or high-contrast")
 
-    s = sub.add_parser("demo", help="the TUI on the bundled demo profile (simulated SGLang)")
+    s = sub.add_parser("demo", help="the TUI on a bundled demo profile (simulated SGLang or vLLM)")
     s.add_argument("--theme", help="dark (default), light or high-contrast")
     s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
+    s.add_argument("--backend", choices=("sglang", "vllm"), default="sglang",
+                   help="which server's story: sglang (Kimi-K2.5, TP8) or vllm (Qwen3-32B, TP2)")
     s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default 30123)")
 
-    s = sub.add_parser("diagnose", help="parse SGLang logs and explain them")
+    s = sub.add_parser("diagnose", help="parse SGLang or vLLM logs and explain them")
     s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
@@ -143,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
 
     # `cockpit sim` parses its own (SGLang-shaped) arguments.
-    sub.add_parser("sim", help="a faithful SGLang stand-in (simulated GPUs)", add_help=False)
+    sub.add_parser("sim", help="a faithful SGLang (or --sim-backend vllm: vLLM) stand-in (simulated GPUs)", add_help=False)
     return p
 
 

@@ -180,8 +180,8 @@ class Profile(BaseModel):
     @field_validator("backend")
     @classmethod
     def _check_backend(cls, v: str) -> str:
-        if v not in ("sglang",):
-            raise ValueError("the supported backends are: sglang")
+        if v not in ("sglang", "vllm"):
+            raise ValueError("the supported backends are: sglang, vllm")
         return v
 
     @field_validator("version")

@@ -148,6 +148,14 @@ def last_outcomes(names: list[str]) -> dict[str, str]:
     finally:
         j.close()
 
+class PlanMade(Message):
+    """The memory plan of the previewed profile, as one finding (after the measured preflight)."""
+
+    def __init__(self, path: Path, finding: Finding) -> None:
+        super().__init__()
+        self.path = path
+        self.finding = finding
+
 
 class PreviewMeasured(Message):
     """Preflight with facts measured on the profile's hosts (the same check a launch runs)."""
@@ -278,17 +286,26 @@ class PickerScreen(Screen[None]):
         sup = Supervisor(profile)
         try:
             findings = await asyncio.wait_for(sup.preflight(), timeout=MEASURE_TIMEOUT_S)
-            # the memory plan before launch (cockpit plan), calibrated by the journal as the CLI's is
+            self.post_message(PreviewMeasured(path, sort_findings(list(findings)), None))
+            # then the memory plan before launch (cockpit plan), calibrated by the journal as the CLI's is
             from cockpit.supervisor.planning import profile_plan_finding
 
             runs = await asyncio.to_thread(_journal_runs, profile.name)
             plan, _mp = await asyncio.wait_for(profile_plan_finding(profile, runs=runs), timeout=MEASURE_TIMEOUT_S)
-            self.post_message(PreviewMeasured(path, sort_findings([*findings, plan]), None))
+            self.post_message(PlanMade(path, plan))
         except Exception as exc:  # unreachable host: keep the unmeasured findings, say why
             self.post_message(PreviewMeasured(path, None, str(exc) or type(exc).__name__))
         finally:
             with contextlib.suppress(Exception):
                 await sup.close()
+
+    @on(PlanMade)
+    def _plan_made(self, message: PlanMade) -> None:
+        pv = self.preview
+        if pv is None or pv.path != message.path:
+            return
+        pv.findings = sort_findings([*(f for f in pv.findings if f.id != message.finding.id), message.finding])
+        self._render_preview()
 
     @on(PreviewMeasured)
     def _measured(self, message: PreviewMeasured) -> None:
