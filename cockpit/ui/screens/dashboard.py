@@ -36,9 +36,11 @@ from cockpit.ui.messages import (
     SnapshotArrived,
     SupervisorFailed,
 )
+from cockpit.ui.screens.auto import UnattendedActions
 from cockpit.ui.screens.crash import CrashScreen, RestartChoice, headroom_finding, other_advice
 from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, PickScreen, QuitScreen
 from cockpit.ui.screens.export import ExportActions
+from cockpit.ui.unattended import Unattended
 from cockpit.ui.widgets.advice import AdvicePanel
 from cockpit.ui.widgets.header import RunHeader
 from cockpit.ui.widgets.keyhints import KeyHints
@@ -58,7 +60,7 @@ def too_small_words(width: int, height: int) -> str:
     return f"Cockpit needs at least {MIN_WIDTH}×{MIN_HEIGHT}\n(this terminal is {width}×{height})"
 
 
-class DashboardScreen(ExportActions, Screen[None]):
+class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
     BINDINGS = DASHBOARD_BINDINGS
 
     def __init__(
@@ -91,6 +93,9 @@ class DashboardScreen(ExportActions, Screen[None]):
         self._following = False
         self._busy: str | None = None
         self.gpu_history = GpuHistory()
+        self.unattended = Unattended(profile.on_crash, profile.on_crash_max_per_hour)
+        self.bells = 0  # terminal bells rung (tmux marks the window)
+        self._awaiting_recovery: str | None = None  # the automatic restart's words, until READY
         self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)  # "stopping" / "restarting" while such an action runs
 
     # ---- layout ----
@@ -311,7 +316,7 @@ class DashboardScreen(ExportActions, Screen[None]):
         now = self.clock()
         key = (snap.run.id if snap.run else None, fmt.phase_word(snap.state.phase, snap.lifecycle))
         if key != self._phase_key:
-            if self._phase_key is not None and not self.note.startswith(("launch refused", "supervisor:")):
+            if self._phase_key is not None and not self.note.startswith(("launch refused", "supervisor:", "auto:")):
                 self.note = ""  # "restarted", "attached to …": news of the previous phase
             self._phase_key = key
             self._phase_since = now - self._phase_age_in_log(snap)
@@ -328,6 +333,7 @@ class DashboardScreen(ExportActions, Screen[None]):
         self.query_one(GpuProcesses).show(snap, self.gpu_history, changed)
         self._announce_new_critical(snap)
         self._maybe_show_crash(snap)
+        self._maybe_recovered(snap)
 
     def _announce_new_critical(self, snap: RunSnapshot) -> None:
         """A critical finding the operator has not seen yet (e.g. low headroom as capture ends)
@@ -387,7 +393,7 @@ class DashboardScreen(ExportActions, Screen[None]):
         if key in self._crashes_seen:
             return
         self._crashes_seen.add(key)
-        self._open_crash_modal()
+        self._on_crash(snap)
 
     def _open_crash_modal(self) -> None:
         snap = self.snapshot
@@ -613,7 +619,6 @@ class DashboardScreen(ExportActions, Screen[None]):
 
     def action_filter_regex(self) -> None:
         """`&` (as in less): show only the lines matching a regex."""
-        self.gpu_history = GpuHistory()
         self._input_mode = "filter"
         box = self.query_one("#filter-input", Input)
         box.placeholder = "filter: regex — enter shows only matching lines, empty = all, esc cancels"
