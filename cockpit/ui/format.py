@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 from cockpit.core.findings import FlagChange, value_text
@@ -144,6 +145,24 @@ def exit_words(code: int | None, kind: str | None = None) -> str:
         sig = -code if code < 0 else code - 128
         return f"exit code {code}: killed by signal {sig}"
     return f"exit code {code}"
+
+
+_EXITED = re.compile(r"exited with code (-?\d+)")
+
+
+def exit_code_in(text: str) -> int | None:
+    """The exit code in the supervisor's "… exited with code N" words, or None."""
+    m = _EXITED.search(text or "")
+    return int(m.group(1)) if m else None
+
+
+def progress_words(progress: str, crash_kind: str | None) -> str:
+    """The supervisor's progress line with a bare exit code said in words (137 after a CUDA OOM
+    is the server's own cleanup, not the kernel's OOM killer)."""
+    code = exit_code_in(progress)
+    if code is None:
+        return progress
+    return _EXITED.sub("exited: " + exit_words(code, crash_kind), progress, count=1)
 
 
 def signed_int(n: int) -> str:

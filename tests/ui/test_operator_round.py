@@ -322,3 +322,20 @@ async def test_gpu_panel_keeps_history_and_K_asks_before_killing() -> None:
         await pilot.press("n")
         await _settle(pilot)
         assert isinstance(app.screen, DashboardScreen)
+
+
+async def test_exit_137_from_the_supervisor_is_said_in_words_too() -> None:
+    """Defect 13, as the demo shows it: the log decided the OOM (no exit code in the crash) and the
+    supervisor said "the server on local exited with code 137"."""
+    base = story_snapshot(0.93, "ready", crashed=True)
+    crash = dataclasses.replace(base.state.crash, exit_code=None)
+    state = dataclasses.replace(base.state, crash=crash)
+    snap = dataclasses.replace(base, state=state, progress="the server on local exited with code 137")
+    app = make_app()
+    async with app.run_test(size=(160, 48)) as pilot:
+        await _dashboard(pilot, snap)
+        assert "not the kernel's OOM killer" in flat_text(app)  # the dialog
+        await pilot.press("escape")
+        await _settle(pilot)
+        second = screen_lines(app)[1]
+        assert "exited: exit code 137: SIGKILL from the server's own cleanup" in second

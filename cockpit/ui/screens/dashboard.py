@@ -7,6 +7,7 @@ Nothing here reads files, sockets or processes; the supervisor does, in an async
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Callable
@@ -401,8 +402,12 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
             self.notify("no crash in this run", severity="information")
             return
         tail = [ln.text for ln in list(self.query_one(LogPane).all_lines[-80:])]
+        crash = snap.state.crash
+        if crash.exit_code is None and fmt.exit_code_in(snap.progress) is not None:
+            # the log decided the crash; the supervisor saw the exit code: the dialog says both
+            crash = dataclasses.replace(crash, exit_code=fmt.exit_code_in(snap.progress))
         modal = CrashScreen(
-            snap.state.crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides,
+            crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides,
             backend=self.profile.backend, log_tail=tail, log_format=snap.state.format,
         )
         self.app.push_screen(modal, self._crash_choice)

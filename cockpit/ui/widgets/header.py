@@ -98,7 +98,8 @@ class RunHeader(Widget):
                 r = snap.run
                 parts.append((f"run {r.id}" + (f" · pid {r.pid}" if r.pid is not None else ""), self._style("dim")))
             if snap.progress and not settled:
-                parts.append((snap.progress, self._style("progress")))
+                kind = snap.state.crash.kind if snap.state.crash is not None else None
+                parts.append((fmt.progress_words(snap.progress, kind), self._style("progress")))
             elif snap.run is not None and snap.health is not None:
                 parts.append((f"/health {snap.health}", self._style("dim")))
         # a note that repeats the supervisor's own words ("stopped · stopped") is said once
