@@ -49,7 +49,11 @@ def open_journal() -> Any:
         from cockpit.journal import Journal
 
         return Journal.open()
-    except Exception:
+    except Exception as exc:
+        if "read-only" in str(exc):  # a valid journal this cockpit cannot write: say so, once
+            import sys
+
+            print(f"cockpit: warning: {exc}", file=sys.stderr)
         return None
 
 

@@ -82,7 +82,10 @@ def flag_short(flag: str) -> str:
 
 def flag_diff_words(change: FlagChange) -> str:
     """`mfs 0.88 (profile 0.93)`: the run's value first, the profile's in brackets."""
-    return f"{flag_short(change.flag)} {value_text(change.to_value)} (profile {value_text(change.from_value)})"
+    from cockpit.core.secrets import mask_value  # an --api-key set for this run is shown as ***
+
+    to, was = mask_value(change.flag, change.to_value), mask_value(change.flag, change.from_value)
+    return f"{flag_short(change.flag)} {value_text(to)} (profile {value_text(was)})"
 
 
 _TS_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S.%f")
