@@ -7,6 +7,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 EPILOG = """\
 commands in the order an operator meets them:
@@ -23,15 +24,43 @@ exit codes: 0 ok, 1 a critical finding or a failed run, 2 bad input
 """
 
 
+def close_words(word: str, choices: Sequence[str]) -> list[str]:
+    """The choices an operator probably meant (`stauts` → status, `--tial` → --tail)."""
+    import difflib
+
+    return difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    near = close_words(word, choices)
+    return f"; did you mean {' or '.join(near)}?" if near else ""
+
+
+def _options_of(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for a in parser._actions for o in a.option_strings]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a mistyped subcommand or choice."""
+
+    def error(self, message: str) -> NoReturn:
+        import re
+
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            message += _did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="cockpit",
         description="A keyboard-driven cockpit for LLM inference servers (SGLang, vLLM) on multi-GPU hosts.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version="cockpit 0.1.0")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("tui", help="the TUI: profile picker, or a profile's dashboard")
     s.add_argument("profile", nargs="?", help="profile name or path; omit for the picker")
@@ -42,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
     s.add_argument("--backend", choices=("sglang", "vllm"), default="sglang",
                    help="which server's story: sglang (Kimi-K2.5, TP8) or vllm (Qwen3-32B, TP2)")
+    s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default 30123)")
 
     s = sub.add_parser("diagnose", help="parse SGLang or vLLM logs and explain them")
     s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")
@@ -144,7 +174,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return sim_main(args_list[1:])
     parser = build_parser()
-    args = parser.parse_args(_glue_set_values(args_list))
+    args, extras = parser.parse_known_args(_glue_set_values(args_list))
+    if extras:
+        # a mistyped flag: name the close ones of that command (`--tial` → --tail)
+        sub = _subparser(parser, args.command)
+        known = _options_of(sub) if sub is not None else _options_of(parser)
+        hints = "".join(_did_you_mean(e.split("=", 1)[0], known) for e in extras if e.startswith("-"))
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extras)}{hints}")
     command = args.command or "tui"
     if command == "tui" and not hasattr(args, "profile"):
         args.profile = None
@@ -163,6 +199,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as exc:  # the single place bad input becomes one clear line, never a traceback
         return explain_error(exc)
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction) and command in a.choices:
+            return a.choices[command]
+    return None
 
 
 def explain_error(exc: BaseException) -> int:

@@ -48,7 +48,10 @@ class RunRefused(CockpitError):
     """A run of this profile is already alive on its host (a second launch is never made)."""
 
     def __init__(self, message: str, run: RunInfo | None):
-        super().__init__(message, hint="`cockpit status` attaches to it; `cockpit down` stops it")
+        # every message starts with the profile's name ("NAME is already running…", "NAME: …")
+        name = message.split(" ", 1)[0].rstrip(":")
+        super().__init__(message, hint=f"`cockpit tui {name}` attaches to it, `cockpit status {name}` reports on it, "
+                         f"`cockpit down {name}` stops it")
         self.run = run
 
 
