@@ -18,6 +18,7 @@ commands in the order an operator meets them:
   cockpit diagnose LOG              explain a log (crash, headroom, the flag to change)
   cockpit down PROFILE              stop, then wait until GPU memory is released
   cockpit runs                      the journal of past runs
+  cockpit bench PROFILE             load test of the live run (tok/s, TTFT, ITL, E2E)
 exit codes: 0 ok, 1 a critical finding or a failed run, 2 bad input
 """
 
@@ -88,6 +89,21 @@ def build_parser() -> argparse.ArgumentParser:
     r = rsub.add_parser("compare", help="runs side by side")
     r.add_argument("ids", nargs="+", metavar="ID")
     r.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+
+    s = sub.add_parser("bench", help="load test of a profile's live run: tok/s, req/s, TTFT/ITL/E2E")
+    s.add_argument("profile")
+    s.add_argument("--requests", type=int, default=200, metavar="N", help="requests per concurrency level (default 200)")
+    s.add_argument("--concurrency", type=int, nargs="+", default=None, metavar="C",
+                   help="requests in flight; several values run one level after the other (default 8)")
+    s.add_argument("--input-len", type=int, default=1024, metavar="L", help="prompt tokens of synthetic requests (default 1024)")
+    s.add_argument("--output-len", type=int, default=256, metavar="L", help="output tokens per request, EOS ignored (default 256)")
+    s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
+                   help='random-token prompts, or JSONL lines {"prompt": ..., "output_len": N}')
+    s.add_argument("--duration", type=float, default=120.0, metavar="S",
+                   help="time limit per level (s); requests still running then are cancelled (default 120)")
+    s.add_argument("--api", choices=["openai", "sglang"], default="openai",
+                   help="streaming /v1/completions (default) or SGLang's /generate")
+    s.add_argument("--json", action="store_true")
 
     # `cockpit sim` parses its own (SGLang-shaped) arguments.
     sub.add_parser("sim", help="a faithful SGLang stand-in (simulated GPUs)", add_help=False)

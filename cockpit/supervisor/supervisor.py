@@ -885,6 +885,13 @@ class Supervisor:
             self._dirty = True
             self._notify()
 
+    async def api_base_url(self) -> str:
+        """`http://127.0.0.1:PORT` reaching node 0's API port: the port itself for a local run, the
+        SSH local forward for a remote one (the same tunnel the readiness probe uses)."""
+        if self._health_port is None:
+            self._health_port = await self.nodes[0].transport.forward_port(self._port())
+        return f"http://127.0.0.1:{self._health_port}"
+
     async def _probe_loop(self) -> None:
         while True:
             if self.nodes[0].exited is None and not self._stopping:
