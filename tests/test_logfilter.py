@@ -6,18 +6,36 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.core.logfilter import PRESETS, LineFilter, record_rank_tokens
+from cockpit.backends import get_backend
+from cockpit.core.logfilter import FILTER_PRESETS, LineFilter
 
 DATA = Path(__file__).parent / "data"
 KIMI = (DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log").read_text().splitlines()
+RECORD_RANK = get_backend("sglang").record_rank
+
+
+def rank_of(line: str) -> str | None:
+    return RECORD_RANK(line) or None
+
+
+def ranked(lines: list[str]) -> list[tuple[str, str | None]]:
+    """Each line with its record's rank, as the log reader (NodeLog) labels it: continuation
+    lines (a traceback) inherit the rank of the record they belong to."""
+    out, rank = [], None
+    for line in lines:
+        r = RECORD_RANK(line)
+        if r is not None:
+            rank = r or None
+        out.append((line, rank))
+    return out
 
 
 def test_presets_are_the_tui_issue_words() -> None:
-    assert PRESETS["memory"] == ("avail mem", "max_total_num", "KV Cache", "Allocating", "Capture")
-    assert PRESETS["errors"] == ("Traceback", "Error", "CUDA out of memory", "OutOfMemoryError", "RuntimeError",
+    assert FILTER_PRESETS["memory"] == ("avail mem", "max_total_num", "KV Cache", "Allocating", "Capture")
+    assert FILTER_PRESETS["errors"] == ("Traceback", "Error", "CUDA out of memory", "OutOfMemoryError", "RuntimeError",
                                  "SIGQUIT", "exception", "Killed")
-    assert PRESETS["batches"] == ("Prefill batch", "Decode batch")
-    assert PRESETS["all"] == ()
+    assert FILTER_PRESETS["batches"] == ("Prefill batch", "Decode batch")
+    assert FILTER_PRESETS["all"] == ()
 
 
 def test_memory_preset_on_a_real_log() -> None:
@@ -57,23 +75,23 @@ def test_regex_and_invalid_regex() -> None:
 
 def test_rank_filter_follows_continuation_lines() -> None:
     f = LineFilter("all", rank="3")
-    kept = [line for line in KIMI if f.matches(line)]
+    kept = [line for line, rank in ranked(KIMI) if f.matches(line, rank)]
     assert kept and all(" TP3]" in k or not k.startswith("[") for k in kept)
     # TP3's traceback stays with it; the main process's SIGQUIT line does not
     assert any(k.startswith("torch.OutOfMemoryError") for k in kept)
     assert not any("SIGQUIT" in k for k in kept)
-    assert LineFilter("all", rank="TP3").matches("[2026-02-24 11:51:25.123 TP3] x")
-    assert not LineFilter("all", rank="TP3").matches("[2026-02-24 11:51:25 TP13] x")
-    assert LineFilter("all", rank="tp3").matches("[2026-02-24 11:51:25 DP3 TP3 EP3] x")
-    assert LineFilter("all", rank="DP1 TP3").matches("[2026-02-24 11:51:25 DP1 TP3] x")
-    assert not LineFilter("all", rank="DP1 TP3").matches("[2026-02-24 11:51:25 DP0 TP3] x")
+    assert LineFilter("all", rank="TP3").matches("[2026-02-24 11:51:25.123 TP3] x", rank_of("[2026-02-24 11:51:25.123 TP3] x"))
+    assert not LineFilter("all", rank="TP3").matches("[2026-02-24 11:51:25 TP13] x", rank_of("[2026-02-24 11:51:25 TP13] x"))
+    assert LineFilter("all", rank="tp3").matches("[2026-02-24 11:51:25 DP3 TP3 EP3] x", rank_of("[2026-02-24 11:51:25 DP3 TP3 EP3] x"))
+    assert LineFilter("all", rank="DP1 TP3").matches("[2026-02-24 11:51:25 DP1 TP3] x", rank_of("[2026-02-24 11:51:25 DP1 TP3] x"))
+    assert not LineFilter("all", rank="DP1 TP3").matches("[2026-02-24 11:51:25 DP0 TP3] x", rank_of("[2026-02-24 11:51:25 DP0 TP3] x"))
     with pytest.raises(ValueError):
         LineFilter("all", rank="  ")
 
 
 def test_preset_plus_rank() -> None:
     f = LineFilter("memory", rank="TP3")
-    kept = [line for line in KIMI if f.matches(line)]
+    kept = [line for line, rank in ranked(KIMI) if f.matches(line, rank)]
     assert kept and all("TP3]" in k for k in kept)
     assert any("avail mem=0.82" in k for k in kept)
 
@@ -90,7 +108,7 @@ def test_spans_for_highlighting() -> None:
     assert LineFilter("x*").spans("abc") == []
 
 
-def test_record_rank_tokens() -> None:
-    assert record_rank_tokens("[2026-02-24 11:51:25.123 DP1 TP3] x") == ("DP1", "TP3")
-    assert record_rank_tokens("[2026-02-24 11:51:25] x") == ()
-    assert record_rank_tokens("  File x") is None
+def test_record_rank() -> None:
+    assert RECORD_RANK("[2026-02-24 11:51:25.123 DP1 TP3] x") == "DP1 TP3"
+    assert RECORD_RANK("[2026-02-24 11:51:25] x") == ""
+    assert RECORD_RANK("  File x") is None

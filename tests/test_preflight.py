@@ -11,7 +11,7 @@ from cockpit.backends.base import FlagError, HostFacts
 from cockpit.backends.sglang.preflight import preflight
 from cockpit.core.findings import FlagChange, exit_code_for
 from cockpit.core.profile import Profile, parse_profile
-from cockpit.hostfacts import cgroup_headroom_bytes, local_host_facts
+from cockpit.telemetry.hostfacts import cgroup_headroom_bytes, local_host_facts
 
 HOST = HostFacts(host="gpu-box-1", mem_total_gb=500.0, mem_available_gb=449.0, gpu_count=8, gpu_mem_total_gib=95.0, source="override")
 

@@ -1,18 +1,24 @@
 """The backend interface: everything that is specific to one inference server.
 
-The core, the supervisor and the UI only talk to a `Backend`. SGLang implements it first; vLLM
-fits the same shape (a flag table per version, a command builder, a log parser that yields the
-same core events, a memory model that answers "what flag change buys F GiB of headroom").
-Nothing here imports textual, asyncssh or httpx.
+The supervisor, the commands and the UI talk to an engine only through a `Backend`, obtained with
+`cockpit.backends.get_backend(profile.backend)`. SGLang implements it first (`backends/sglang/`);
+a second engine adds a package of its own that implements the same methods (see the "Adding a
+backend" section of docs/ARCHITECTURE.md) and one line in `get_backend`.
+
+What crosses the interface is the core's vocabulary only: `Profile`, `RunState`, core events,
+`Finding`/`FlagChange`, `HostFacts`, rank labels ("DP1 TP3") and plain dicts of flag values keyed
+by the profile's spelling. Nothing here imports textual, asyncssh or httpx, and implementations
+must not either (`lint-imports` enforces it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, runtime_checkable
 
-from cockpit.core.findings import Finding
+from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
@@ -44,34 +50,164 @@ class HostFacts:
 
 
 class LogParser(Protocol):
-    """Turns log text into events applied to a RunState. Stateful across feeds (continuations)."""
+    """Turns log bytes into core events. Stateful across feeds (a line may be split between two)."""
 
-    def feed(self, data: bytes) -> Iterator[Any]:
-        """Feed raw bytes (any chunking, may split lines); yield events for complete lines."""
+    @property
+    def lines_seen(self) -> int:
+        """Complete lines consumed so far (the file's line numbering, skipped lines included)."""
         ...
 
-    def finish(self) -> Iterator[Any]:
+    def feed(self, data: bytes) -> Iterable[Any]:
+        """Feed raw bytes (any chunking, may split lines); return the events of complete lines."""
+        ...
+
+    def finish(self) -> Iterable[Any]:
         """Flush a trailing partial line at end of input."""
         ...
 
-
-class Backend(Protocol):
-    name: str  # "sglang"
-
-    def versions(self) -> tuple[str, ...]: ...
-
-    def build_argv(
-        self, profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None
-    ) -> list[str]:
-        """The argv that starts the server (never a shell string). Raises FlagError."""
+    def skip_lines(self, n: int) -> None:
+        """n lines went by unread (a huge log's middle): keep line numbers those of the file."""
         ...
 
-    def new_parser(self) -> LogParser: ...
 
-    def new_state(self) -> RunState: ...
+# `Backend.record_rank` answers this for a line that continues the previous record (a traceback
+# line, a wrapped repr): it belongs to that record's rank.
+CONTINUATION: Any = None
 
+
+@runtime_checkable
+class Backend(Protocol):
+    """One inference server's knowledge. Every method is pure (no I/O besides reading a log file
+    in `read_log`) and cheap to call; the implementation imports its heavy parts on first use."""
+
+    name: str  # "sglang": the profile's `backend:` value and the RunState.format prefix
+
+    # ---------------------------------------------------------------- versions and flags
+    def versions(self) -> tuple[str, ...]:
+        """The server versions whose flags and log formats this backend knows."""
+        ...
+
+    def resolve_version(self, version: str | None) -> str:
+        """The known version a profile's `version:` (or None) is treated as."""
+        ...
+
+    def effective_flags(
+        self, profile: Profile, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
+    ) -> dict[str, Any]:
+        """Server flags of the profile with the overrides applied: the server's own key (dest) →
+        typed value. Raises FlagError naming the profile file and key for a flag the server refuses."""
+        ...
+
+    def parse_overrides(self, items: Iterable[str]) -> dict[str, Any]:
+        """`--set` items (`mem-fraction-static=0.88`, `enable-metrics`) → {flag: typed value}.
+        Raises FlagError for an item that is not FLAG[=VALUE]."""
+        ...
+
+    def flag_diff(self, profile: Profile, flags: Mapping[str, Any]) -> list[FlagChange]:
+        """What differs between the profile's server flags and `flags` (a run's, as launched)."""
+        ...
+
+    def flag_value(self, flags: Mapping[str, Any], flag: str, default: Any = None) -> Any:
+        """The value of one flag in `flags` (any spelling the server accepts, aliases included)."""
+        ...
+
+    # ---------------------------------------------------------------- launching
+    def build_argv(
+        self, profile: Profile, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
+    ) -> list[str]:
+        """The argv that starts a one-node server (never a shell string). Raises FlagError."""
+        ...
+
+    def build_node_argvs(
+        self, profile: Profile, overrides: Mapping[str, Any] | None = None, dist_init_addr: str | None = None
+    ) -> list[list[str]]:
+        """One argv per host of the profile (one for a one-node profile); a multi-node run gets
+        its node rank, node count and rendezvous address (`dist_init_addr`, else the profile's own;
+        FlagError when neither is there). Raises FlagError."""
+        ...
+
+    def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:
+        """The multi-node rendezvous address the flags set themselves (None: the supervisor picks
+        a free port on node 0)."""
+        ...
+
+    # ---------------------------------------------------------------- GPUs
+    def rank_gpu_map(
+        self, ranks: Iterable[str], hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
+    ) -> dict[str, tuple[str, int]]:
+        """Rank label → (host, GPU index) for the ranks a log showed."""
+        ...
+
+    def gpus_for_flags(
+        self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
+    ) -> set[tuple[str, int]]:
+        """(host, GPU index) pairs a run with these flags will use (before its log names a rank)."""
+        ...
+
+    # ---------------------------------------------------------------- the log
+    def new_parser(self) -> LogParser:
+        """A parser for one node's log of one run."""
+        ...
+
+    def new_state(self) -> RunState:
+        ...
+
+    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None) -> RunState:
+        """A whole log file (or binary stream) read into a state (continuing `state` when given)."""
+        ...
+
+    def record_rank(self, line: str) -> str | None:
+        """The rank label of a log record that starts on `line`: "DP1 TP3"; "" for a record
+        without a rank (the main process); CONTINUATION (None) when the line continues the
+        previous record. `line` is display text (ANSI stripped). Called for every line shown."""
+        ...
+
+    def is_server_args(self, event: Any) -> bool:
+        """The event is the server's dump of its arguments, which every node of a multi-node run
+        logs once (the supervisor keeps node 0's instead of reading the second as a new run)."""
+        ...
+
+    # ---------------------------------------------------------------- probes
+    def api_port(self, flags: Mapping[str, Any]) -> int:
+        """The HTTP port node 0 serves on with these flags."""
+        ...
+
+    def readiness_path(self, version: str | None) -> str:
+        """The endpoint that answers 200 once the server serves ("/health", "/ready")."""
+        ...
+
+    def metrics_path(self) -> str:
+        """The Prometheus endpoint ("/metrics")."""
+        ...
+
+    def metrics_prefix(self) -> str:
+        """The prefix of the server's own metric names ("sglang:")."""
+        ...
+
+    def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
+        """The version a run speaks: the profile's, else what its log showed, else None."""
+        ...
+
+    # ---------------------------------------------------------------- advice
     def diagnose(
-        self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = ()
-    ) -> list[Finding]: ...
+        self,
+        state: RunState,
+        profile: Profile | None = None,
+        hosts: Iterable[HostFacts] = (),
+        *,
+        target_headroom_gb: float | None = None,
+    ) -> list[Finding]:
+        """Findings about a run (what went wrong, which flag change fixes it), most severe first."""
+        ...
 
-    def preflight(self, profile: Profile, hosts: Iterable[HostFacts]) -> list[Finding]: ...
+    def preflight(
+        self, profile: Profile, hosts: Iterable[HostFacts], *, version: str | None = None
+    ) -> list[Finding]:
+        """Findings about a profile before it launches, from the flags and the hosts' facts."""
+        ...
+
+    def memory_plan(self, profile: Profile, hosts: Iterable[HostFacts]) -> Any:
+        """Reserved for the memory plan (issue 14): what the GPUs will hold with this profile.
+        Backends without one return None."""
+        ...
+

@@ -15,8 +15,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from cockpit.commands._support import load_profile_arg, open_journal, run_command
 from cockpit.errors import BadInput, CockpitError
-from cockpit.supervisor.cli_support import load_profile_arg, open_journal, run_command
 
 if TYPE_CHECKING:
     from cockpit.core.profile import Profile
@@ -95,6 +95,7 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
             hint=f"`cockpit up {sup.profile.name} --wait ready`, or wait for READY",
         )
     base = await sup.api_base_url()
+    spec.metrics_prefix = sup.backend.metrics_prefix()
     try:
         result = await run_bench(base, spec, levels, on_progress=progress)
     finally:

@@ -4,7 +4,7 @@ Validates every flag (a bad profile exits 2 with one line naming the file and ke
 local host (RAM, GPUs) and runs the preflight rules. The options are what-ifs: they replace the
 measured facts on every host (`--host-mem-gb` = RAM available in decimal GB, `--gpu-mem-gb` = memory
 per GPU in GiB as nvidia-smi/SGLang report it, `--gpus` = GPUs per node). SSH hosts are measured by
-the telemetry agent over SSH (cockpit.supervisor.telemetry_feed.measure_hosts); a host that cannot
+the telemetry agent over SSH (cockpit.telemetry.hostfacts.measure_hosts); a host that cannot
 be reached stays unknown.
 """
 
@@ -14,67 +14,17 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections.abc import Mapping
 
-from cockpit.backends.base import HostFacts
-from cockpit.backends.sglang.preflight import preflight
-from cockpit.core.findings import Finding, exit_code_for
-from cockpit.core.profile import Profile, load_profile
+from cockpit.backends import get_backend
+from cockpit.core.findings import exit_code_for
+from cockpit.core.profile import load_profile
 from cockpit.errors import BadInput
+from cockpit.telemetry.hostfacts import check_profile
 
-
-def host_facts_for(profile: Profile, measured: Mapping[str, HostFacts] | None = None) -> list[HostFacts]:
-    """One HostFacts per profile host: given ones first, `local` measured here, others unknown."""
-    out: list[HostFacts] = []
-    for h in profile.hosts:
-        label = h.label
-        if measured and label in measured:
-            out.append(dataclasses.replace(measured[label], host=label))
-        elif h.is_local:
-            from cockpit.hostfacts import local_host_facts
-
-            out.append(local_host_facts())
-        else:
-            out.append(HostFacts(host=label, source="unknown"))
-    return out
-
-
-def apply_what_if(facts: list[HostFacts], host_mem_gb: float | None, gpu_mem_gb: float | None, gpus: int | None) -> list[HostFacts]:
-    out = []
-    for f in facts:
-        changes: dict[str, object] = {}
-        if host_mem_gb is not None:
-            changes.update(mem_available_gb=host_mem_gb, mem_total_gb=max(host_mem_gb, f.mem_total_gb or 0))
-        if gpu_mem_gb is not None:
-            changes.update(gpu_mem_total_gib=gpu_mem_gb, gpu_free_gib=())
-        if gpus is not None:
-            changes.update(gpu_count=gpus)
-        if changes:
-            changes["source"] = "override" if f.source == "unknown" else f"{f.source}+override"
-        out.append(dataclasses.replace(f, **changes))  # type: ignore[arg-type]
-    return out
-
-
-def check_profile(
-    profile: Profile,
-    facts_overrides: Mapping[str, HostFacts] | None = None,
-    *,
-    host_mem_gb: float | None = None,
-    gpu_mem_gb: float | None = None,
-    gpus: int | None = None,
-    version: str | None = None,
-) -> tuple[list[Finding], list[HostFacts]]:
-    """Preflight `profile`: (findings most severe first, the host facts they were computed from).
-
-    `facts_overrides` maps a host label (`local`, `gpu-box-1`) to facts measured elsewhere, e.g.
-    by the SSH agent. Raises FlagError / ProfileError for a profile SGLang would refuse.
-    """
-    facts = apply_what_if(host_facts_for(profile, facts_overrides), host_mem_gb, gpu_mem_gb, gpus)
-    return preflight(profile, facts, version=version), facts
+__all__ = ["check_profile", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.backends.sglang.command import build_argv, build_node_argv
     from cockpit.locations import resolve_profile
 
     for name, val in (("--host-mem-gb", args.host_mem_gb), ("--gpu-mem-gb", args.gpu_mem_gb)):
@@ -86,28 +36,24 @@ def run(args: argparse.Namespace) -> int:
     measured = None
     if any(not h.is_local for h in profile.hosts):
         # SSH hosts are measured by the telemetry agent over the connection (unreachable: unknown)
-        from cockpit.supervisor.cli_support import run_command
-        from cockpit.supervisor.telemetry_feed import measure_hosts
+        from cockpit.commands._support import run_command
+        from cockpit.telemetry.hostfacts import measure_hosts
 
         measured = run_command(measure_hosts(profile))
     findings, facts = check_profile(
         profile, measured, host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus
     )
     # a multi-node run starts one command per node; show each (node rank filled in)
-    if len(profile.hosts) > 1:
-        node_argvs = [build_node_argv(profile, i) for i in range(len(profile.hosts))]
-    else:
-        node_argvs = [build_argv(profile)]
+    backend = get_backend(profile.backend)
+    node_argvs = backend.build_node_argvs(profile)
     argv = node_argvs[0]
     if args.json:
         # the same shape as `diagnose` and `status` (nothing has run yet: phase unknown, no ranks)
-        from cockpit.backends.sglang.command import effective_flags
-        from cockpit.backends.sglang.flags import resolve_version
         from cockpit.core.state import RunState
 
-        version = resolve_version(profile.version)
+        version = backend.resolve_version(profile.version)
         state = RunState(backend=profile.backend, format=f"{profile.backend}-{version}")
-        state.server_args = {dest: val for dest, (_spec, val) in effective_flags(profile, version=version).items()}
+        state.server_args = backend.effective_flags(profile, version=version)
         out = state.to_json()
         out.update(
             profile=profile.name,

@@ -12,8 +12,8 @@ import json
 import shlex
 import sys
 
+from cockpit.commands._support import load_profile_arg, open_journal, run_command
 from cockpit.core.profile import Profile
-from cockpit.supervisor.cli_support import load_profile_arg, open_journal, run_command
 
 
 def run(args: argparse.Namespace) -> int:

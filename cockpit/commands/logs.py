@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import codecs
 import sys
-from typing import Any
 
+from cockpit.commands._support import load_profile_arg, run_command
+from cockpit.core.logfilter import LineFilter
 from cockpit.core.profile import Profile
 from cockpit.errors import BadInput, CockpitError
-from cockpit.supervisor.cli_support import load_profile_arg, run_command
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,8 +25,7 @@ def run(args: argparse.Namespace) -> int:
     return run_command(_logs(profile, args))
 
 
-def _make_filter(spec: str, rank: str | None) -> Any:
-    from cockpit.core.logfilter import LineFilter
+def _make_filter(spec: str, rank: str | None) -> LineFilter:
 
     try:
         return LineFilter(spec or "all", rank)
@@ -37,6 +35,8 @@ def _make_filter(spec: str, rank: str | None) -> Any:
 
 async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
+    from cockpit.supervisor.nodelog import NodeLog
+    from cockpit.supervisor.nodes import Node
     from cockpit.supervisor.supervisor import Supervisor
 
     sup = Supervisor(profile)
@@ -47,61 +47,54 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     nodes = [n for n in sup.nodes if n.run]
     multi = len(nodes) > 1
     out = sys.stdout
+    # Into a pipe or a file the output is the log, byte for byte (grep, less -R and diff see what
+    # the server wrote); on a terminal, log text is cleaned of escape sequences first.
+    raw = not out.isatty()
 
-    async def one(node: Any) -> None:
+    async def one(node: Node) -> None:
         run = node.run
-        alive = bool(run.get("alive"))
+        assert run is not None
         filt = _make_filter(args.filter, args.rank)
+        nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
         fol = LogFollower(
             node.ops,
-            run["log_path"],
-            offset=int(run.get("log_offset") or 0),
-            ino=run.get("log_inode"),
+            run.log_path,
+            offset=run.log_offset,
+            ino=run.log_inode,
             tail=args.tail,
-            follow=bool(args.follow and alive),
-            watch={"pid": run["pid"], "run_dir": run["run_dir"]} if args.follow and alive else None,
+            follow=bool(args.follow and run.alive),
+            watch={"pid": run.pid, "run_dir": run.run_dir} if args.follow and run.alive else None,
         )
         prefix = f"{node.label} | " if multi else ""
-        # A line longer than the follower's chunk cap (4 MB) arrives in pieces: it is printed as
-        # one line (decoded across the cuts, shown or not by its first piece), not one per piece.
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        mid = keep_mid = False  # the last chunk ended inside a line; that line is being shown
+        # A line longer than the follower's chunk cap (4 MB) arrives in pieces: raw, it is printed
+        # as one line (shown or not by its first piece); on a terminal its first piece stands for it.
+        keep = False  # the line being read is shown
 
         def end_line() -> None:
-            nonlocal mid
-            if mid and keep_mid:
+            if raw and nl.mid_line and keep:
                 out.write("\n")
                 out.flush()
-            mid = False
+            nl.reset()
 
         try:
             async for item in fol.items():
                 if isinstance(item, LogChunk):
-                    # split on newlines only: a tqdm line keeps its carriage returns, as in the file
-                    lines = decoder.decode(item.data).split("\n")
-                    tail = lines.pop()  # "" when the chunk ends with a newline
+                    _events, pieces = nl.feed(item.data)
                     parts: list[str] = []
-                    for i, ln in enumerate(lines):
-                        if i == 0 and mid:
-                            if keep_mid:
-                                parts.append(ln + "\n")
-                        elif filt.matches(ln):
-                            parts.append(prefix + ln + "\n")
-                    if tail:
-                        if mid and not lines:
-                            if keep_mid:
-                                parts.append(tail)
-                        else:
-                            keep_mid = filt.matches(tail)
-                            if keep_mid:
-                                parts.append(prefix + tail)
-                    mid = not item.data.endswith(b"\n")
+                    for piece in pieces:
+                        ln = piece.line
+                        if piece.continued:
+                            if keep and raw:
+                                parts.append(ln.text + ("\n" if piece.ends else ""))
+                            continue
+                        keep = filt.matches(ln.text, ln.rank)
+                        if keep:
+                            parts.append(prefix + ln.text + ("\n" if piece.ends or not raw else ""))
                     if parts:
                         out.write("".join(parts))
                         out.flush()
                 elif isinstance(item, LogReset):
                     end_line()
-                    decoder.reset()
                 elif isinstance(item, ServerExited):
                     end_line()
                     print(f"cockpit: {node.label}: the server exited (code {item.code})", file=sys.stderr)
@@ -110,6 +103,7 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
                     print(f"cockpit: {node.label}: connection lost ({item.reason}); reconnecting…", file=sys.stderr)
             end_line()  # a last line without its newline still ends the output's line
         finally:
+            nl.cursor = (fol.offset, fol.ino)
             await fol.close()
 
     try:

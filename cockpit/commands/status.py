@@ -9,14 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 
-from cockpit.core.profile import Profile
-from cockpit.supervisor.cli_support import (
+from cockpit.commands._support import (
     load_profile_arg,
     render_status,
     run_command,
     status_exit_code,
     status_json,
 )
+from cockpit.core.profile import Profile
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _status(profile: Profile, as_json: bool) -> int:
-    from cockpit.supervisor.cli_support import open_journal
+    from cockpit.commands._support import open_journal
     from cockpit.supervisor.supervisor import Supervisor
 
     journal = open_journal()

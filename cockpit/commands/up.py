@@ -15,9 +15,7 @@ import sys
 import time
 from typing import Any
 
-from cockpit.core.profile import Profile
-from cockpit.errors import CockpitError
-from cockpit.supervisor.cli_support import (
+from cockpit.commands._support import (
     load_profile_arg,
     open_journal,
     render_findings,
@@ -25,25 +23,28 @@ from cockpit.supervisor.cli_support import (
     run_command,
     status_json,
 )
+from cockpit.core.profile import Profile
+from cockpit.errors import CockpitError
 
 STARTED_GRACE_S = 1.0  # a server that dies at once (bad flag, port in use) is a failure, not "started"
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.backends.sglang.command import parse_overrides
+    from cockpit.backends import get_backend
 
     profile = load_profile_arg(args.profile)
-    overrides = parse_overrides(list(args.overrides or []))
+    overrides = get_backend(profile.backend).parse_overrides(args.overrides or [])
     return run_command(_up(profile, overrides, args))
 
 
 async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namespace) -> int:
+    from cockpit.backends import get_backend
     from cockpit.core.findings import exit_code_for
+    from cockpit.supervisor.supervisor import Supervisor
 
-    # build the argv first: a flag SGLang would refuse is refused here (FlagError → exit 2)
-    from cockpit.supervisor.supervisor import Supervisor, _Glue
-
-    _Glue.build_argvs(profile, overrides, "127.0.0.1:1" if len(profile.hosts) > 1 else None)
+    # build the argv first: a flag the server would refuse is refused here (FlagError → exit 2)
+    get_backend(profile.backend).build_node_argvs(profile, overrides,
+                                                  "127.0.0.1:1" if len(profile.hosts) > 1 else None)
     findings = await Supervisor(profile).preflight(overrides)
     if exit_code_for(findings):
         print(f"cockpit: {profile.name}: refused before launch:", file=sys.stderr)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import re
 
-PRESETS: dict[str, tuple[str, ...]] = {
+FILTER_PRESETS: dict[str, tuple[str, ...]] = {
     "memory": ("avail mem", "max_total_num", "KV Cache", "Allocating", "Capture"),
     "errors": ("Traceback", "Error", "CUDA out of memory", "OutOfMemoryError", "RuntimeError", "SIGQUIT",
                "exception", "Killed"),
     "batches": ("Prefill batch", "Decode batch"),
     "all": (),
 }
-PRESET_NAMES: tuple[str, ...] = tuple(PRESETS)
+PRESET_NAMES: tuple[str, ...] = tuple(FILTER_PRESETS)
 
 
 def _normalize_rank(rank: str) -> tuple[str, ...]:
@@ -34,31 +34,21 @@ def _normalize_rank(rank: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def record_rank_tokens(text: str) -> tuple[str, ...] | None:
-    """The rank tokens of a record start (`[2026-02-24 11:55:44 DP1 TP3] …` -> ("DP1", "TP3")),
-    () for a record without a prefix (main process), None for a continuation line."""
-    if len(text) < 21 or text[0] != "[" or text[5] != "-" or text[14] != ":" or not text[1:5].isdigit():
-        return None
-    close = text.find("]", 20)
-    if close == -1:
-        return None
-    return tuple(t for t in text[20:close].split() if not t.startswith("."))  # not the ".mmm" of the time
-
-
 class LineFilter:
     """`matches(text)` for each line, in log order; `spans(text)` for highlighting.
 
     spec: a preset name (memory, errors, batches, all) or a regular expression.
-    rank: only lines from that rank ("3" or "TP3"); continuation lines (traceback text) follow the
-    record they belong to, so a rank's traceback stays visible: call `matches` in log order.
+    rank: only lines from that rank ("3" or "TP3"). A line's rank is the label its reader gave it
+    (`LogLine.rank`: the backend reads the record prefix, continuation lines such as a traceback
+    inherit their record's), so a rank's traceback stays visible and lines may be judged in any order.
     """
 
     def __init__(self, spec: str = "all", rank: str | None = None) -> None:
         self.spec = spec
         self._needles: tuple[str, ...] | None = None
         self._regex: re.Pattern[str] | None = None
-        if spec in PRESETS:
-            self._needles = PRESETS[spec]
+        if spec in FILTER_PRESETS:
+            self._needles = FILTER_PRESETS[spec]
         else:
             try:
                 self._regex = re.compile(spec)
@@ -69,30 +59,22 @@ class LineFilter:
                 ) from None
         self.rank = rank
         self._rank_tokens = _normalize_rank(rank) if rank else None
-        self._current_record_matches_rank = False
-
-    @property
-    def stateless(self) -> bool:
-        """Each line is judged on its own (no rank: no record to follow), so lines may be checked
-        in any order, e.g. newest first."""
-        return self._rank_tokens is None
 
     @property
     def is_all(self) -> bool:
         return self._needles == () and self._rank_tokens is None
 
-    def _rank_ok(self, text: str) -> bool:
+    def _rank_ok(self, rank: str | None) -> bool:
         if self._rank_tokens is None:
             return True
-        tokens = record_rank_tokens(text)
-        if tokens is None:  # continuation: belongs to the last record
-            return self._current_record_matches_rank
-        ok = bool(tokens) and all(t in tokens for t in self._rank_tokens)
-        self._current_record_matches_rank = ok
-        return ok
+        if not rank:
+            return False
+        tokens = rank.split()
+        return all(t in tokens for t in self._rank_tokens)
 
-    def matches(self, text: str) -> bool:
-        if not self._rank_ok(text):
+    def matches(self, text: str, rank: str | None = None) -> bool:
+        """Whether a line with this text, of a record of this rank label ("DP1 TP3"), is shown."""
+        if self._rank_tokens is not None and not self._rank_ok(rank):
             return False
         needles = self._needles
         if needles is not None:

@@ -11,45 +11,12 @@ from typing import Any
 
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
+from cockpit.telemetry.samples import GpuProcess, GpuSample, HostSample
+
+__all__ = ["LIFECYCLES", "GpuProcess", "GpuSample", "HostSample", "LogBatch", "LogLine", "RunInfo", "RunSnapshot"]
 
 # Lifecycle of the run as the supervisor drives it (distinct from the server's phase in RunState).
 LIFECYCLES = ("idle", "preflight", "launching", "running", "stopping", "waiting_gpu_release", "stopped", "failed")
-
-
-@dataclass(frozen=True)
-class GpuSample:
-    """One GPU as telemetry saw it. None means unknown — never shown as 0."""
-
-    host: str
-    index: int
-    uuid: str | None
-    name: str | None
-    used_gb: float | None  # GiB
-    total_gb: float | None  # GiB
-    util_pct: float | None
-    temp_c: float | None
-    power_w: float | None
-    sampled_at: float  # time.time() on the collecting host
-    source: str  # "nvml", "nvidia-smi", "sim", "none"
-
-
-@dataclass(frozen=True)
-class GpuProcess:
-    host: str
-    pid: int
-    gpu_index: int
-    used_gb: float | None
-    belongs_to_run: bool  # False: a leftover or another user's process
-
-
-@dataclass(frozen=True)
-class HostSample:
-    host: str
-    mem_total_gb: float | None  # decimal GB
-    mem_available_gb: float | None  # min(MemAvailable, cgroup headroom)
-    cgroup_limit_gb: float | None
-    sampled_at: float
-    source: str
 
 
 @dataclass(frozen=True)

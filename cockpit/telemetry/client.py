@@ -17,13 +17,10 @@ import logging
 import os
 import time
 from collections.abc import AsyncGenerator, Iterable, Mapping
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
 
-from cockpit.backends.base import HostFacts
-from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample
+from cockpit.telemetry.samples import TelemetrySample, sample_from_agent
 from cockpit.transport.base import HostKeyError, Transport, TransportError
 from cockpit.transport.local import LocalTransport
 
@@ -31,128 +28,12 @@ log = logging.getLogger(__name__)
 
 RESTART_BACKOFF_CAP_S = 30.0
 MAX_LINE_BYTES = 1 << 20  # a line longer than this is garbage, not a sample
-UNKNOWN_GPU = -1  # GpuProcess.gpu_index when the agent could not tell which GPU
-
-
-@dataclass(frozen=True)
-class TelemetrySample:
-    """One agent line, converted. `errors` are shown to the operator; the stream goes on."""
-
-    host_label: str
-    sampled_at: float  # when the agent took it (the host's clock)
-    source: str  # "nvml", "nvidia-smi", "sim", "none"
-    gpus: tuple[GpuSample, ...] = ()
-    processes: tuple[GpuProcess, ...] = ()
-    host: HostSample | None = None
-    pids_alive: Mapping[int, bool] = field(default_factory=dict)
-    errors: tuple[str, ...] = ()
-
-    @property
-    def gpu_processes(self) -> tuple[GpuProcess, ...]:
-        return self.processes
 
 
 @cache
 def agent_source() -> bytes:
     """The agent program as sent to the host."""
     return Path(__file__).with_name("agent.py").read_bytes()
-
-
-def _f(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return float(v)
-
-
-def _i(v: Any) -> int | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return int(v)
-
-
-def _s(v: Any) -> str | None:
-    return v if isinstance(v, str) and v else None
-
-
-def sample_from_agent(obj: Mapping[str, Any], host_label: str) -> TelemetrySample:
-    """Convert one agent JSON object. Tolerates missing and mistyped fields (they become None)."""
-    ts = _f(obj.get("ts")) or time.time()
-    gpu_ts = _f(obj.get("gpu_ts")) or ts
-    source = _s(obj.get("source")) or "none"
-    gpus: list[GpuSample] = []
-    for g in obj.get("gpus") or ():
-        if not isinstance(g, Mapping) or _i(g.get("index")) is None:
-            continue
-        used = _f(g.get("mem_used_mib"))
-        total = _f(g.get("mem_total_mib"))
-        gpus.append(
-            GpuSample(
-                host=host_label,
-                index=int(g["index"]),
-                uuid=_s(g.get("uuid")),
-                name=_s(g.get("name")),
-                used_gb=used / 1024.0 if used is not None else None,
-                total_gb=total / 1024.0 if total is not None else None,
-                util_pct=_f(g.get("util_pct")),
-                temp_c=_f(g.get("temp_c")),
-                power_w=_f(g.get("power_w")),
-                sampled_at=gpu_ts,
-                source=source,
-            )
-        )
-    procs: list[GpuProcess] = []
-    for p in obj.get("procs") or ():
-        if not isinstance(p, Mapping) or _i(p.get("pid")) is None:
-            continue
-        used = _f(p.get("mem_used_mib"))
-        idx = _i(p.get("gpu_index"))
-        procs.append(
-            GpuProcess(
-                host=host_label,
-                pid=int(p["pid"]),
-                gpu_index=idx if idx is not None else UNKNOWN_GPU,
-                used_gb=used / 1024.0 if used is not None else None,
-                belongs_to_run=bool(p.get("belongs_to_run")),
-            )
-        )
-    host = None
-    h = obj.get("host")
-    if isinstance(h, Mapping):
-        total_kb = _f(h.get("mem_total_kb"))
-        avail_kb = _f(h.get("mem_available_kb"))
-        limit = _f(h.get("cgroup_limit_bytes"))
-        usage = _f(h.get("cgroup_usage_bytes"))
-        avail = avail_kb * 1024 / 1e9 if avail_kb is not None else None
-        if limit is not None and usage is not None:
-            # In a container the cgroup, not the host, decides when the OOM killer comes.
-            headroom = max(0.0, limit - usage) / 1e9
-            avail = headroom if avail is None else min(avail, headroom)
-        host = HostSample(
-            host=host_label,
-            mem_total_gb=total_kb * 1024 / 1e9 if total_kb is not None else None,
-            mem_available_gb=avail,
-            cgroup_limit_gb=limit / 1e9 if limit is not None else None,
-            sampled_at=ts,
-            source=source,
-        )
-    alive: dict[int, bool] = {}
-    pa = obj.get("pids_alive")
-    if isinstance(pa, Mapping):
-        for k, v in pa.items():
-            with contextlib.suppress(TypeError, ValueError):
-                alive[int(k)] = bool(v)
-    errs = obj.get("errors")
-    errors = tuple(str(e) for e in errs) if isinstance(errs, list) else ()
-    return TelemetrySample(
-        host_label=host_label,
-        sampled_at=ts,
-        source=source,
-        gpus=tuple(gpus),
-        processes=tuple(procs),
-        host=host,
-        pids_alive=alive,
-        errors=errors,
-    )
 
 
 def parse_line(line: bytes | str, host_label: str) -> TelemetrySample | None:
@@ -291,28 +172,3 @@ async def sample_once(
         + (f": {err[-1]}" if err else ""),
         hint=f"check that {python} runs on {transport.label}",
     )
-
-
-def facts_from_sample(sample: TelemetrySample) -> HostFacts:
-    gpus = sample.gpus
-    totals = [g.total_gb for g in gpus if g.total_gb is not None]
-    free = tuple(
-        (g.total_gb - g.used_gb) if g.total_gb is not None and g.used_gb is not None else None for g in gpus
-    )
-    h = sample.host
-    return HostFacts(
-        host=sample.host_label,
-        mem_total_gb=h.mem_total_gb if h else None,
-        mem_available_gb=h.mem_available_gb if h else None,
-        gpu_count=len(gpus) if gpus else None,
-        gpu_mem_total_gib=min(totals) if totals else None,
-        gpu_free_gib=free,
-        source="agent" if sample.source != "nvml" else "nvml",
-    )
-
-
-async def host_facts(
-    transport: Transport, python: str = "python3", *, env: Mapping[str, str] | None = None
-) -> HostFacts:
-    """What preflight needs about one host, from one agent sample."""
-    return facts_from_sample(await sample_once(transport, python, env=env))

@@ -43,6 +43,10 @@ SERVER_COUNTERS = ("generation_tokens_total", "prompt_tokens_total", "num_reques
                    "time_to_first_token_seconds_count", "e2e_request_latency_seconds_sum",
                    "e2e_request_latency_seconds_count")
 SERVER_PEAKS = ("num_running_reqs", "num_queue_reqs", "token_usage")
+# vLLM's names for the same figures (its prefix is `vllm:`)
+ALIASES = {"num_running_reqs": ("num_requests_running",), "num_queue_reqs": ("num_requests_waiting",),
+           "token_usage": ("kv_cache_usage_perc", "gpu_cache_usage_perc"),
+           "num_requests_total": ("request_success_total",), "num_retracted_requests_total": ("num_preemptions_total",)}
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class BenchSpec:
     dataset: list[Prompt] | None = None  # None: synthetic
     seed: int = 0
     model: str | None = None  # the OpenAI `model` field; None asks /v1/models
+    metrics_prefix: str = "sglang:"  # the backend's (`Backend.metrics_prefix`)
 
     def prompts(self) -> list[Prompt]:
         if self.dataset:
@@ -264,23 +269,29 @@ async def one_request(client: httpx.AsyncClient, base_url: str, spec: BenchSpec,
     return res
 
 
-async def scrape(client: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
+async def scrape(client: httpx.AsyncClient, base_url: str, prefix: str = "sglang:") -> dict[str, float] | None:
+    """The server's /metrics, names without the prefix and in SGLang's words; None when it does not answer."""
     try:
         r = await client.get(base_url.rstrip("/") + "/metrics", timeout=10.0)
     except httpx.HTTPError:
         return None
     if r.status_code != 200:
         return None
-    flat = parse_metrics(r.text)
+    flat = parse_metrics(r.text, prefix)
     # histogram sums and counts are not in parse_metrics (gauges and counters only)
     for line in r.text.splitlines():
-        if line.startswith("sglang:") and ("_seconds_sum" in line or "_seconds_count" in line):
+        if line.startswith(prefix) and ("_seconds_sum" in line or "_seconds_count" in line):
             name = line.split("{", 1)[0].split(" ", 1)[0]
             try:
                 flat[name] = flat.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
             except ValueError:
                 continue
-    return {k.removeprefix("sglang:"): v for k, v in flat.items()}
+    out = {k.removeprefix(prefix): v for k, v in flat.items()}
+    for name, others in ALIASES.items():
+        for other in others:
+            if name not in out and other in out:
+                out[name] = out[other]
+    return out
 
 
 def _server_summary(before: dict[str, float] | None, after: dict[str, float] | None,
@@ -319,7 +330,7 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
         tokens[0] += n
 
     async with _client() as client:
-        before = await scrape(client, base_url)
+        before = await scrape(client, base_url, spec.metrics_prefix)
         t0 = time.perf_counter()
         deadline = t0 + spec.duration_s
 
@@ -331,7 +342,7 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
 
         async def watch() -> None:
             while True:
-                m = await scrape(client, base_url) if before is not None else None
+                m = await scrape(client, base_url, spec.metrics_prefix) if before is not None else None
                 if m is not None:
                     samples[0] += 1
                     last_metrics.clear()
@@ -361,7 +372,7 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
         duration = time.perf_counter() - t0
-        after = await scrape(client, base_url) if before is not None else None
+        after = await scrape(client, base_url, spec.metrics_prefix) if before is not None else None
     ok = [r for r in results if r.ok]
     errors = [r for r in results if not r.ok]
     kinds: dict[str, int] = {}

@@ -1,8 +1,9 @@
 """NVML on this machine, in-process (nvidia-ml-py), for a local run on real GPUs.
 
-The reading itself is the agent's own NvmlSource, so local and remote samples are built by the
-same code: one gateway (`NvmlSource._q`) turns every NVML error into None, which the UI shows as
-unknown. Calls block (NVML can stall for seconds on a sick GPU): callers run them in a thread.
+This is the one NVML gateway of the cockpit process (telemetry on a local run, `cockpit check`'s
+host facts, bench/gpu_check.sh). The reading itself is the agent's own NvmlSource, so local and
+remote samples are built by the same code: every NVML call goes through `NvmlSource._q`, which
+turns an NVML error into None, shown as unknown. Calls block (NVML can stall for seconds on a sick GPU): callers run them in a thread.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cockpit.telemetry import agent
 
 if TYPE_CHECKING:
-    from cockpit.telemetry.client import TelemetrySample
+    from cockpit.telemetry.samples import TelemetrySample
 
 _lock = threading.Lock()
 _source: Any = None
@@ -56,6 +57,6 @@ def read_raw(pids: list[int] | tuple[int, ...] = ()) -> dict[str, Any]:
 
 
 def read_sample(host_label: str = "local", pids: list[int] | tuple[int, ...] = ()) -> TelemetrySample:
-    from cockpit.telemetry.client import sample_from_agent
+    from cockpit.telemetry.samples import sample_from_agent
 
     return sample_from_agent(read_raw(pids), host_label)

@@ -1,4 +1,7 @@
-"""HTTP probes of a running SGLang server: /health, /ready, /server_info, /metrics.
+"""HTTP probes of a running server: readiness, /server_info, Prometheus metrics.
+
+Which endpoint tells readiness and which prefix the server's metrics carry is the backend's
+knowledge (`Backend.readiness_path`, `metrics_path`, `metrics_prefix`); this module only asks.
 
 Reach the server through `transport.forward_port(port)` and pass the resulting base URL
 ("http://127.0.0.1:<local port>"); call forward_port again before each probe after a possible
@@ -81,27 +84,16 @@ async def probe_ready(
     return await _status(base_url, "/ready", timeout, client)
 
 
-def readiness_path(version: str | None) -> str:
-    """The endpoint that tells readiness for a server version: /ready from 0.5.23, else /health."""
-    if version:
-        try:
-            parts = tuple(int(x) for x in version.split(".")[:3])
-        except ValueError:
-            return "/health"
-        if parts >= (0, 5, 23):
-            return "/ready"
-    return "/health"
-
-
 def should_probe_readiness(node_rank: int) -> bool:
     """Only node 0 serves the API; other nodes answer a dummy /health with 200 regardless."""
     return node_rank == 0
 
 
-async def probe_readiness(base_url: str, version: str | None, **kw: Any) -> str:
-    if readiness_path(version) == "/ready":
-        return await probe_ready(base_url, **kw)
-    return await probe_health(base_url, **kw)
+async def probe_status(
+    base_url: str, path: str, *, timeout: float = HEALTH_TIMEOUT_S, client: httpx.AsyncClient | None = None
+) -> str:
+    """GET `path` (the backend's readiness endpoint): the same words as probe_health."""
+    return await _status(base_url, path, timeout, client)
 
 
 async def server_info(
@@ -131,7 +123,7 @@ async def server_info(
     return None
 
 
-def parse_metrics(text: str, prefix: str = "sglang:") -> dict[str, float]:
+def parse_metrics(text: str, prefix: str) -> dict[str, float]:
     """Prometheus text → {name: value} for gauges and counters whose name starts with `prefix`.
 
     A name exported with several label sets (one per TP/DP rank) is folded: counts and
@@ -171,11 +163,12 @@ def parse_metrics(text: str, prefix: str = "sglang:") -> dict[str, float]:
 
 
 async def metrics(
-    base_url: str, *, timeout: float = INFO_TIMEOUT_S, client: httpx.AsyncClient | None = None
+    base_url: str, path: str, prefix: str, *, timeout: float = INFO_TIMEOUT_S,
+    client: httpx.AsyncClient | None = None,
 ) -> dict[str, float] | None:
-    """GET /metrics parsed (see parse_metrics); None when unreachable or not enabled
-    (--enable-metrics is off: 404)."""
-    url = base_url.rstrip("/") + "/metrics"
+    """GET the metrics endpoint parsed (see parse_metrics); None when unreachable or not enabled
+    (SGLang's --enable-metrics off: 404)."""
+    url = base_url.rstrip("/") + path
     try:
         if client is not None:
             r = await client.get(url, timeout=timeout)
@@ -186,4 +179,4 @@ async def metrics(
         return None
     if r.status_code != 200:
         return None
-    return parse_metrics(r.text)
+    return parse_metrics(r.text, prefix)

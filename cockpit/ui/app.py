@@ -109,11 +109,7 @@ class CockpitApp(App[int]):
         self.push_screen(HelpScreen(self.binding_rows()))
 
     def action_history(self) -> None:
-        try:
-            from cockpit.ui.screens.history import HistoryScreen  # the journal helper's screen
-        except ImportError:
-            self.notify("history not available", severity="warning")
-            return
+        from cockpit.ui.screens.history import HistoryScreen
         profile = getattr(self.screen, "profile", None)
         name = profile.name if isinstance(profile, Profile) else None
         self.push_screen(HistoryScreen(name))

@@ -21,10 +21,12 @@ import pytest
 from cockpit.backends.sglang.logparse import SGLangLogParser
 from cockpit.core.profile import parse_profile
 from cockpit.core.reducer import apply
+from cockpit.core.sanitize import clean_text
 from cockpit.core.state import RunState
 from cockpit.supervisor.api import LogBatch
 from cockpit.supervisor.host import HostOps, LogChunk, LogFollower, LogReset
-from cockpit.supervisor.supervisor import LINE_CAP, Supervisor
+from cockpit.supervisor.nodelog import DISPLAY_LINE_CAP
+from cockpit.supervisor.supervisor import Supervisor
 from cockpit.transport.local import LocalTransport
 from tests.reliability.helpers import PY, make_env, split_lines, wait_for
 
@@ -160,14 +162,12 @@ async def test_follower_truncation_rotation_partial_line_and_garbage(tmp_path: P
 
 
 def _shown(raw: bytes) -> str:
-    """What the supervisor shows for one line of the file (see Supervisor._feed)."""
-    import re
-
+    """What the supervisor shows for one line of the file (see NodeLog): a tqdm redraw's last
+    segment, cleaned for the terminal (escape sequences and controls dropped), capped."""
     text = raw.decode("utf-8", "replace")
-    text = re.sub(r"\x1b\[[0-9;?]*[ -/]*[@-~]", "", text)
     if "\r" in text:
         text = text.rsplit("\r", 1)[-1] or text.strip("\r")
-    return text[:LINE_CAP]
+    return clean_text(text)[:DISPLAY_LINE_CAP]
 
 
 async def test_supervisor_counts_and_shows_each_hostile_line_once(tmp_path: Path, ledger) -> None:

@@ -12,10 +12,11 @@ import subprocess
 import time
 from pathlib import Path
 
+from cockpit.commands._support import rank_gpu_json
 from cockpit.core.profile import parse_profile
-from cockpit.supervisor.cli_support import rank_gpu_json
 from cockpit.supervisor.supervisor import Supervisor
-from cockpit.telemetry.client import TelemetrySample, sample_once, stream_telemetry
+from cockpit.telemetry.client import sample_once, stream_telemetry
+from cockpit.telemetry.samples import TelemetrySample
 from cockpit.transport.local import LocalTransport
 from tests.reliability.helpers import PY
 
@@ -121,7 +122,7 @@ async def test_agent_killed_values_unknown_then_recovered(fake_nvidia_smi, tmp_p
             assert first.source == "nvidia-smi"
             first = await asyncio.wait_for(gen.__anext__(), 20)
         _no_fake_zeros(first)
-        sup._take_telemetry(node, first)
+        sup.telemetry.take(node, first)
         pids = _agent_pids()
         assert len(pids) == 1, pids
         os.kill(pids[0], signal.SIGKILL)
@@ -134,7 +135,7 @@ async def test_agent_killed_values_unknown_then_recovered(fake_nvidia_smi, tmp_p
                 gap = s
                 break
         assert gap.gpus == () and gap.errors and "exited" in gap.errors[0], gap
-        sup._take_telemetry(node, gap)
+        sup.telemetry.take(node, gap)
         await asyncio.sleep(0.5)
         snap = sup.snapshot()
         g = rank_gpu_json(snap, "TP0")
@@ -146,7 +147,7 @@ async def test_agent_killed_values_unknown_then_recovered(fake_nvidia_smi, tmp_p
         while not back.gpus:
             assert back.source in ("nvidia-smi", "none")
             back = await asyncio.wait_for(gen.__anext__(), 20)
-        sup._take_telemetry(node, back)
+        sup.telemetry.take(node, back)
         g = rank_gpu_json(sup.snapshot(), "TP0")
         assert g["age_s"] is not None and g["age_s"] < 2
         ledger.survive("telemetry")

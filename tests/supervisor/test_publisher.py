@@ -1,7 +1,7 @@
 """The supervisor's publisher: capped rates under a flood, asleep when nothing happens.
 
-Lines are put where the follow path puts them (`_pending`, then `_dirty`), which is what
-`Supervisor._feed` does after parsing; the full path against the simulator is in test_supervisor.py.
+Lines are handed to the publisher where the follow path hands them (`Publisher.add_lines`, which
+`Follow.feed` calls after parsing); the full path against the simulator is in test_supervisor.py.
 """
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ import asyncio
 import itertools
 import time
 from pathlib import Path
+from typing import Any
 
 from cockpit.core.profile import load_profile
 from cockpit.supervisor.api import LogBatch, LogLine, RunInfo, RunSnapshot
 from cockpit.supervisor.supervisor import Supervisor
 
 
-def _supervisor(tmp_path: Path, snaps: list[float], batches: list[tuple[float, LogBatch]]) -> Supervisor:
+def _supervisor(tmp_path: Path, snaps: list[float], batches: list[tuple[float, LogBatch]],
+                journal: Any = None) -> Supervisor:
     p = tmp_path / "pub.yaml"
     p.write_text("name: pubtest\nversion: 0.5.9\nhosts: [{ssh: local}]\nprogram: [/bin/true]\n"
                  f"workdir: {tmp_path}\nlog: sglang.log\nserver:\n  model-path: /models/m\n  port: 30000\n")
@@ -24,7 +26,7 @@ def _supervisor(tmp_path: Path, snaps: list[float], batches: list[tuple[float, L
     def on_snapshot(_: RunSnapshot) -> None:
         snaps.append(time.monotonic())
 
-    return Supervisor(load_profile(p), on_snapshot=on_snapshot,
+    return Supervisor(load_profile(p), on_snapshot=on_snapshot, journal=journal,
                       on_logs=lambda b: batches.append((time.monotonic(), b)))
 
 
@@ -32,25 +34,18 @@ async def test_publisher_caps_rates_in_a_flood_and_sleeps_when_idle(tmp_path: Pa
     snaps: list[float] = []
     batches: list[tuple[float, LogBatch]] = []
     sup = _supervisor(tmp_path, snaps, batches)
-    wakes = 0
-    tick = sup._journal_tick
-
-    def counting_tick(force: bool = False) -> None:  # once per publisher wake-up
-        nonlocal wakes
-        wakes += 1
-        tick(force)
-
-    sup._journal_tick = counting_tick  # type: ignore[method-assign]
-    task = asyncio.create_task(sup._publisher())
+    pub = sup.publisher
+    task = asyncio.create_task(pub.run())
     try:
         # a flood: 1,000 writes a second
         n = 0
         t0 = time.monotonic()
         while time.monotonic() - t0 < 1.0:
+            lines = []
             for _ in range(20):
                 n += 1
-                sup._pending.append(LogLine(n, "TP0", f"line {n}"))
-            sup._dirty = True
+                lines.append(LogLine(n, "TP0", f"line {n}"))
+            pub.add_lines(lines)
             await asyncio.sleep(0.001)
         await asyncio.sleep(0.3)
         delivered = [ln.number for _, b in batches for ln in b.lines]
@@ -62,15 +57,14 @@ async def test_publisher_caps_rates_in_a_flood_and_sleeps_when_idle(tmp_path: Pa
 
         # idle: no busy wake-ups (the old loop woke ~30 times a second)
         await asyncio.sleep(0.2)
-        wakes_before, snaps_before = wakes, len(snaps)
+        wakes_before, snaps_before = pub.wakes, len(snaps)  # one loop iteration per wake-up
         await asyncio.sleep(1.0)
-        assert wakes - wakes_before <= 1
+        assert pub.wakes - wakes_before <= 1
         assert len(snaps) == snaps_before
 
         # and new data is delivered at once, not at the next poll
         t = time.monotonic()
-        sup._pending.append(LogLine(n + 1, None, "late line"))
-        sup._dirty = True
+        pub.add_lines([LogLine(n + 1, None, "late line")])
         while len(snaps) == snaps_before:
             await asyncio.sleep(0.001)
         assert batches[-1][1].lines[-1].text == "late line"
@@ -81,10 +75,13 @@ async def test_publisher_caps_rates_in_a_flood_and_sleeps_when_idle(tmp_path: Pa
 
 
 class _Journal:
-    """Takes the publisher's 1 s progress ticks (the TUI's supervisor has a journal)."""
+    """Takes the recorder's 1 s progress ticks (the TUI's supervisor has a journal)."""
 
     def __init__(self) -> None:
         self.ticks = 0
+
+    def record_start(self, *_: object) -> None:
+        pass
 
     def record_progress(self, *_: object) -> None:
         self.ticks += 1
@@ -93,16 +90,16 @@ class _Journal:
 async def test_publisher_stops_when_cancelled_as_data_arrives(tmp_path: Path) -> None:
     # close() cancels the publisher and waits for it: a cancel that lands as new data wakes it
     # must still end it (asyncio.wait_for on 3.11 swallowed such a cancel: `q s` hung the TUI)
-    sup = _supervisor(tmp_path, [], [])
-    sup.journal = _Journal()
+    journal = _Journal()
+    sup = _supervisor(tmp_path, [], [], journal=journal)
     sup._run = RunInfo(id="r1", profile="pubtest", hosts=("local",), pid=None, pgid=None,
                        started_at="2026-11-29T12:00:00Z", run_dir=str(tmp_path), log_path=str(tmp_path / "l"))
     for _ in range(20):
-        task = asyncio.create_task(sup._publisher())
+        task = asyncio.create_task(sup.publisher.run())
         await asyncio.sleep(0.15)  # asleep: nothing new since the first snapshot
-        sup._dirty = True
+        sup.publisher.dirty = True
         task.cancel()
         done, _ = await asyncio.wait({task}, timeout=2)
         assert done, "the publisher ignored its cancel"
         assert task.cancelled()
-    assert sup.journal.ticks >= 1
+    assert journal.ticks >= 1

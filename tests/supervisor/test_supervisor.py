@@ -15,17 +15,19 @@ from pathlib import Path
 
 import pytest
 
+from cockpit.backends import get_backend
 from cockpit.core.findings import FlagChange
 from cockpit.core.profile import load_profile
 from cockpit.supervisor.api import LogBatch, RunSnapshot
+from cockpit.supervisor.nodes import node_log
 from cockpit.supervisor.supervisor import (
     LeftoversHoldGpus,
     RunRefused,
     Supervisor,
-    node_log,
-    rank_gpu_map,
 )
 from tests.conftest import free_port
+
+rank_gpu_map = get_backend("sglang").rank_gpu_map
 
 PY = sys.executable
 
@@ -184,7 +186,7 @@ def test_node_log_names() -> None:
 async def test_a_huge_log_is_read_as_head_and_tail_with_exact_line_numbers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import cockpit.supervisor.supervisor as supmod
+    import cockpit.supervisor.follower as supmod
 
     # thresholds scaled down so a few MB stand for many GB
     monkeypatch.setattr(supmod, "BIG_LOG_BYTES", 1 << 20)
@@ -226,7 +228,7 @@ async def test_a_huge_log_is_read_as_head_and_tail_with_exact_line_numbers(
         st = snap.state
         assert len(st.ranks) == 8 and st.min_headroom_gb is not None  # the startup came from the head
         run_lines = log.read_bytes().split(b"\n")[1000:-1]
-        assert sup.nodes[0].parser.lines_seen == len(run_lines)  # line numbers are the file's
+        assert sup.nodes[0].log.parser.lines_seen == len(run_lines)  # line numbers are the file's
         assert st.lines_seen == len(run_lines) - 1  # the last decode line, numbered as in the file
         last = sup.recent_lines()
         assert last[-1].text == "the last line" and last[-1].number == len(run_lines)

@@ -13,13 +13,12 @@ import pytest
 
 from cockpit.telemetry import nvml
 from cockpit.telemetry.client import (
-    TelemetrySample,
-    host_facts,
     parse_line,
-    sample_from_agent,
     sample_once,
     stream_telemetry,
 )
+from cockpit.telemetry.hostfacts import measure as host_facts
+from cockpit.telemetry.samples import TelemetrySample, sample_from_agent
 from cockpit.transport.local import LocalTransport
 from cockpit.transport.ssh import SSHTransport
 

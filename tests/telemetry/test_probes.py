@@ -13,17 +13,20 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from cockpit.backends import get_backend
 from cockpit.telemetry.probes import (
     metrics,
     parse_metrics,
     probe_health,
-    probe_readiness,
     probe_ready,
-    readiness_path,
+    probe_status,
     server_info,
     should_probe_readiness,
 )
 from cockpit.transport.ssh import SSHTransport
+
+SGLANG = get_backend("sglang")
+readiness_path = SGLANG.readiness_path
 
 if TYPE_CHECKING:
     from tests.conftest import SshHome
@@ -128,8 +131,8 @@ async def test_ready_and_version_choice(server: FakeServer) -> None:
     server.ready, server.health = 503, 200
     assert readiness_path("0.5.23") == "/ready" and readiness_path("0.5.9") == "/health"
     assert readiness_path(None) == "/health" and readiness_path("0.6.0") == "/ready"
-    assert await probe_readiness(base, "0.5.23") == "503"
-    assert await probe_readiness(base, "0.5.9") == "200"
+    assert await probe_status(base, readiness_path("0.5.23")) == "503"
+    assert await probe_status(base, readiness_path("0.5.9")) == "200"
     assert should_probe_readiness(0) and not should_probe_readiness(1)
 
 
@@ -147,9 +150,9 @@ async def test_server_info_and_fallback(server: FakeServer) -> None:
 
 async def test_metrics(server: FakeServer) -> None:
     base = f"http://127.0.0.1:{server.port}"
-    assert await metrics(base) is None  # --enable-metrics off: 404
+    assert await metrics(base, SGLANG.metrics_path(), SGLANG.metrics_prefix()) is None  # --enable-metrics off: 404
     server.routes["/metrics"] = (200, "text/plain; version=0.0.4", METRICS.encode())
-    m = await metrics(base)
+    m = await metrics(base, SGLANG.metrics_path(), SGLANG.metrics_prefix())
     assert m is not None
     assert m["sglang:token_usage"] == 0.45  # the worst rank
     assert m["sglang:num_running_reqs"] == 7.0  # summed over ranks
@@ -161,7 +164,7 @@ async def test_metrics(server: FakeServer) -> None:
 
 
 def test_parse_metrics_survives_garbage() -> None:
-    m = parse_metrics("garbage line\n" + METRICS.splitlines()[2] + "\n")
+    m = parse_metrics("garbage line\n" + METRICS.splitlines()[2] + "\n", SGLANG.metrics_prefix())
     assert m == {"sglang:token_usage": 0.31} or m == {}
 
 

@@ -11,6 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from cockpit.backends import DEFAULT_BACKEND, get_backend
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import Crash
 from cockpit.ui.keys import CRASH_BINDINGS
@@ -56,8 +57,10 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         current_tokens: int | None,
         run_flags: dict[str, object] | None = None,
         validate: Callable[[dict[str, Any]], None] | None = None,
+        backend: str = DEFAULT_BACKEND,
     ) -> None:
         super().__init__()
+        self.backend = backend
         self.crash = crash
         self.findings = list(findings)
         self.proposal = proposed_finding(self.findings)
@@ -128,7 +131,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         try:
-            changes = parse_flag_edits(event.value, self.run_flags, self.validate)
+            changes = parse_flag_edits(event.value, self.run_flags, self.validate, backend=self.backend)
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
@@ -147,20 +150,19 @@ def _plain(v: object) -> str:
 
 
 def parse_flag_edits(
-    text: str, run_flags: dict[str, object], validate: Callable[[dict[str, Any]], None] | None = None
+    text: str, run_flags: dict[str, object], validate: Callable[[dict[str, Any]], None] | None = None,
+    *, backend: str = DEFAULT_BACKEND,
 ) -> list[FlagChange]:
     """`mem-fraction-static=0.88 hicache-size=48` → FlagChanges (from = the run's value).
 
-    Values are typed by the command builder's own parser (the same as `cockpit up --set`), and
+    Values are typed by the backend's own parser (the same as `cockpit up --set`), and
     `validate` (the flag table) refuses unknown flags before anything is stopped.
     """
-    from cockpit.backends.sglang.command import parse_overrides
-
     items = text.split()
     if not items:
         raise ValueError("no flags given: type FLAG=VALUE pairs separated by spaces")
     try:
-        overrides = parse_overrides(items)
+        overrides = get_backend(backend).parse_overrides(items)
         if validate is not None:
             validate(overrides)
     except Exception as exc:  # FlagError: the flag table's own words

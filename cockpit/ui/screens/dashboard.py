@@ -21,10 +21,10 @@ from textual.widgets import Footer, Input, Static
 from textual.worker import Worker, WorkerState
 
 from cockpit.core.findings import Finding, FlagChange
+from cockpit.core.logfilter import PRESET_NAMES, LineFilter
 from cockpit.core.profile import Profile
 from cockpit.supervisor.api import LogBatch, RunSnapshot
 from cockpit.ui import format as fmt
-from cockpit.ui.filtering import PRESETS, make_matcher
 from cockpit.ui.keys import DASHBOARD_BINDINGS
 from cockpit.ui.messages import (
     ActionDone,
@@ -395,7 +395,8 @@ class DashboardScreen(Screen[None]):
             self.notify("no crash in this run", severity="information")
             return
         modal = CrashScreen(
-            snap.state.crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides
+            snap.state.crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides,
+            backend=self.profile.backend,
         )
         self.app.push_screen(modal, self._crash_choice)
 
@@ -418,9 +419,9 @@ class DashboardScreen(Screen[None]):
 
     def _validate_overrides(self, overrides: dict[str, Any]) -> None:
         """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""
-        from cockpit.backends.sglang.command import effective_flags
+        from cockpit.backends import get_backend
 
-        effective_flags(self.profile, overrides)
+        get_backend(self.profile.backend).effective_flags(self.profile, overrides)
 
     def relaunch_with(self, flags: dict[str, Any], source: str | None = None) -> None:
         """Restart with another run's flags: only the ones that differ become changes."""
@@ -550,8 +551,8 @@ class DashboardScreen(Screen[None]):
 
     # ---- log filters ----
     def action_cycle_filter(self) -> None:
-        cur = self.filter_spec if self.filter_spec in PRESETS else "all"
-        self.filter_spec = PRESETS[(PRESETS.index(cur) + 1) % len(PRESETS)]
+        cur = self.filter_spec if self.filter_spec in PRESET_NAMES else "all"
+        self.filter_spec = PRESET_NAMES[(PRESET_NAMES.index(cur) + 1) % len(PRESET_NAMES)]
         self._apply_filter()
 
     def action_filter(self, preset: str) -> None:
@@ -577,7 +578,7 @@ class DashboardScreen(Screen[None]):
     def action_search(self) -> None:
         box = self.query_one("#filter-input", Input)
         box.add_class("-active")
-        box.value = "" if self.filter_spec in PRESETS else self.filter_spec
+        box.value = "" if self.filter_spec in PRESET_NAMES else self.filter_spec
         box.focus()
 
     def _close_search(self) -> None:
@@ -589,7 +590,7 @@ class DashboardScreen(Screen[None]):
     def _search_submitted(self, event: Input.Submitted) -> None:
         spec = event.value.strip() or "all"
         try:
-            make_matcher(spec)
+            LineFilter(spec)
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
@@ -599,12 +600,12 @@ class DashboardScreen(Screen[None]):
 
     def _apply_filter(self) -> None:
         try:
-            matcher = make_matcher(self.filter_spec, self.rank_focus)
+            matcher = LineFilter(self.filter_spec, self.rank_focus)
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             self.filter_spec = "all"
-            matcher = make_matcher("all", self.rank_focus)
-        name = f"[{self.filter_spec}]" if self.filter_spec in PRESETS else f"/{self.filter_spec}/"
+            matcher = LineFilter("all", self.rank_focus)
+        name = f"[{self.filter_spec}]" if self.filter_spec in PRESET_NAMES else f"/{self.filter_spec}/"
         title = f"Log {name} · {self.rank_focus or 'all ranks'}"
         self.query_one(LogPane).set_filter(None if matcher.is_all else matcher, None, title)
 

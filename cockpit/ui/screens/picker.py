@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
+from cockpit.backends import get_backend
 from cockpit.core.findings import Finding, sort_findings
 from cockpit.core.profile import Profile, ProfileError, load_profile
 from cockpit.ui.keys import PICKER_BINDINGS
@@ -74,20 +75,13 @@ def build_preview(path: Path) -> Preview:
         pv.error = str(exc)
         return pv
     prof = pv.profile
+    backend = get_backend(prof.backend)
     try:
-        from cockpit.backends.sglang.command import build_argv
-
-        pv.argv = list(build_argv(prof))
-    except ImportError:
-        pv.argv_error = "the command builder is not available in this build"
+        pv.argv = list(backend.build_argv(prof))
     except Exception as exc:  # FlagError and friends: the operator must see why
         pv.argv_error = str(exc)
     try:
-        from cockpit.backends.sglang.preflight import preflight
-
-        pv.findings = sort_findings(list(preflight(prof, _host_facts(prof))))
-    except ImportError:
-        pv.preflight_error = "preflight is not available in this build"
+        pv.findings = sort_findings(list(backend.preflight(prof, _host_facts(prof))))
     except Exception as exc:
         pv.preflight_error = str(exc)
     return pv
@@ -188,10 +182,7 @@ class PickerScreen(Screen[None]):
 
     @work(exclusive=True, group="live", exit_on_error=False)
     async def _find_live_runs(self, paths: list[Path]) -> None:
-        try:
-            from cockpit.supervisor.supervisor import Supervisor
-        except ImportError:
-            return
+        from cockpit.supervisor.supervisor import Supervisor
 
         async def live_run(path: Path) -> str | None:
             sup = None
@@ -223,11 +214,8 @@ class PickerScreen(Screen[None]):
 
     @work(exclusive=True, group="measure", exit_on_error=False)
     async def _measure(self, path: Path, profile: Profile) -> None:
-        try:
-            from cockpit.supervisor.supervisor import Supervisor
-        except ImportError:
-            self.post_message(PreviewMeasured(path, None, "the supervisor is not available in this build"))
-            return
+        from cockpit.supervisor.supervisor import Supervisor
+
         sup = Supervisor(profile)
         try:
             findings = await asyncio.wait_for(sup.preflight(), timeout=MEASURE_TIMEOUT_S)

@@ -20,7 +20,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from cockpit.core.logfilter import PRESETS
+from cockpit.core.logfilter import FILTER_PRESETS
 from cockpit.supervisor.api import LogLine
 
 DEFAULT_CAPACITY = 20_000
@@ -32,18 +32,13 @@ SELECT_SLICE = 3_000
 
 
 class Matcher(Protocol):
-    def matches(self, text: str) -> bool: ...
+    def matches(self, text: str, rank: str | None = None) -> bool: ...
 
     def spans(self, text: str) -> list[tuple[int, int]]: ...
 
 
 # What the "errors" preset looks for is also what the pane paints as an error line.
-ERROR_WORDS = PRESETS["errors"]
-
-
-def _stateless(matcher: Matcher | None) -> bool:
-    """Whether the matcher judges each line on its own (then lines can be selected newest-first)."""
-    return matcher is None or bool(getattr(matcher, "stateless", False))
+ERROR_WORDS = FILTER_PRESETS["errors"]
 
 
 class LogPane(ScrollView, can_focus=True):
@@ -133,11 +128,7 @@ class LogPane(ScrollView, can_focus=True):
         self._unselected = 0
         if matcher is None and rank is None:
             self._shown.extend(self._lines)  # everything: a C-speed copy
-        elif not _stateless(matcher):
-            # A rank filter keeps a record's continuation lines with it, so it must see the lines
-            # in log order and from the start: one pass (rank focus is a rare key, not a cycle).
-            self._shown.extend(line for line in self._lines if self._accepts(line))
-        else:
+        else:  # each line carries its rank: judged on its own, so newest first
             want = max(self.size.height, 1) * 2
             found: list[LogLine] = []
             checked = 0
@@ -211,7 +202,7 @@ class LogPane(ScrollView, can_focus=True):
     def _accepts(self, line: LogLine) -> bool:
         if self._rank is not None and line.rank != self._rank:
             return False
-        return self._matcher is None or self._matcher.matches(line.text)
+        return self._matcher is None or self._matcher.matches(line.text, line.rank)
 
     def _resize(self) -> None:
         self.virtual_size = Size(max(self._width, self.scrollable_content_region.width), len(self._shown))

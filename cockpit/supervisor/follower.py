@@ -1,0 +1,154 @@
+"""Following the nodes' logs into the run's one RunState.
+
+Each node's log is read through its NodeLog (events for the state, lines for the publisher).
+Every node's events fold into one `RunState` (`RunFold`). A log of many GB is read as its head
+(the startup, where the memory story is) and its last lines; the lines between are counted on
+the host so line numbers stay exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cockpit.backends.base import Backend
+from cockpit.core.reducer import apply
+from cockpit.core.state import RunState
+from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
+from cockpit.supervisor.hostresults import LogScan
+from cockpit.supervisor.nodelog import NodeLog
+from cockpit.supervisor.nodes import Node
+from cockpit.supervisor.publisher import Publisher
+from cockpit.transport.base import TransportError
+
+BIG_LOG_BYTES = 256 << 20  # a run's log above this is read as head + tail (lines between counted)
+BIG_LOG_HEAD_BYTES = 64 << 20  # the startup (memory lifecycle) is in the first MBs of a run
+BIG_LOG_TAIL_LINES = 20000
+
+
+class RunFold:
+    """The run's one RunState, folded from every node's events."""
+
+    def __init__(self, backend: Backend, nodes: int) -> None:
+        self.backend = backend
+        self.multi_node = nodes > 1
+        self.state: RunState = backend.new_state()
+        self.changed = True  # since the findings were last computed
+
+    def reset(self) -> None:
+        self.state = self.backend.new_state()
+        self.changed = True
+
+    def apply(self, node: Node, ev: Any) -> None:
+        """Fold one node's event into the state.
+
+        Every node's log starts with the server-arguments dump, and the reducer reads a second
+        dump as a new run appended to the log (it resets the state). In a multi-node run a node's
+        first dump is not that: take its arguments (node 0's win) without resetting the other
+        nodes' ranks.
+        """
+        if self.multi_node and self.backend.is_server_args(ev):
+            first_of_node = not node.args_seen
+            node.args_seen = True
+            st = self.state
+            if first_of_node and (st.ranks or st.crash is not None or st.ready_in_log):
+                scratch = self.backend.new_state()
+                apply(scratch, ev)
+                if node.index == 0 or not st.server_args:
+                    st.server_args = scratch.server_args
+                    st.format = scratch.format or st.format
+                return
+        apply(self.state, ev)
+
+
+class Follow:
+    """Reads nodes' logs into a RunFold and a Publisher; tells the supervisor about exits."""
+
+    def __init__(
+        self,
+        fold: RunFold,
+        publisher: Publisher,
+        on_exit: Callable[[Node, ServerExited], None],
+        say: Callable[[str], None],
+    ) -> None:
+        self.fold = fold
+        self.publisher = publisher
+        self.on_exit = on_exit
+        self.say = say  # progress words for the operator
+
+    def log_of(self, node: Node) -> NodeLog:
+        if node.log is None:
+            node.log = NodeLog(self.fold.backend, node.label)
+        return node.log
+
+    def feed(self, node: Node, data: bytes) -> None:
+        events, lines = self.log_of(node).feed_lines(data)
+        fold = self.fold
+        for ev in events:
+            fold.apply(node, ev)
+        fold.changed = True
+        self.publisher.add_lines(lines)
+
+    def finish(self, node: Node) -> None:
+        if node.log is not None:
+            for ev in node.log.finish():
+                self.fold.apply(node, ev)
+
+    async def follow(self, node: Node, *, follow: bool) -> None:
+        """Read the node's log of the run from where it was read up to: to its end (follow
+        False), or on until the server exits and the task is cancelled."""
+        run = node.run
+        assert run is not None
+        nl = self.log_of(node)
+        watch = {"pid": run.pid, "run_dir": run.run_dir} if run.pid and follow else None
+        if nl.cursor is not None:  # read before (status, then follow): resume, never re-read
+            offset, ino = nl.cursor
+        else:
+            offset, ino = await self._read_big_log_head(node, run.log_offset, run.log_inode)
+        fol = LogFollower(node.ops, run.log_path, offset=offset, ino=ino, follow=follow, watch=watch)
+        node.follower = fol
+        try:
+            async for item in fol.items():
+                if isinstance(item, LogChunk):
+                    self.feed(node, item.data)
+                elif isinstance(item, ServerExited):
+                    self.on_exit(node, item)
+                elif isinstance(item, LogReset):
+                    nl.reset()
+                    self.say(f"{node.label}: log {item.why}; following the new file")
+                elif isinstance(item, LinkState):
+                    node.link_up = item.up
+                    self.say("" if item.up else f"{node.label}: connection lost ({item.reason}); reconnecting")
+            if not follow:
+                self.finish(node)
+                ended = node.run
+                if ended is not None and not ended.alive and ended.exit_code is not None and node.exited is None:
+                    self.on_exit(node, ServerExited(ended.pid or 0, ended.exit_code))
+        finally:
+            node.follower = None
+            nl.cursor = (fol.offset, fol.ino)
+            await fol.close()
+
+    async def _read_big_log_head(self, node: Node, offset: int, ino: int | None) -> tuple[int, int | None]:
+        """A run's log of many GB (days of batch lines) is not read whole: its head and its last
+        lines are. Returns where following starts."""
+        assert node.run is not None
+        path = node.run.log_path
+        try:
+            scan = LogScan.from_wire(await node.ops.scan(path, offset, ino, head_bytes=BIG_LOG_HEAD_BYTES,
+                                                         tail_lines=BIG_LOG_TAIL_LINES))
+        except (TransportError, OSError, KeyError, ValueError):
+            return offset, ino  # e.g. no log yet: follow from the start
+        if scan.size - scan.offset <= BIG_LOG_BYTES:
+            return offset, ino
+        fol = LogFollower(node.ops, path, offset=scan.offset, ino=scan.ino, follow=False, end=scan.head_end)
+        try:
+            async for item in fol.items():
+                if isinstance(item, LogChunk):
+                    self.feed(node, item.data)
+        finally:
+            await fol.close()
+        self.log_of(node).skip_lines(scan.skipped_lines)
+        self.say(f"{node.label}: a {scan.size / 1e9:.1f} GB log: read its startup and its last "
+                 f"{BIG_LOG_TAIL_LINES} lines ({scan.skipped_lines} lines between were counted, not parsed)")
+        return scan.tail_start, scan.ino

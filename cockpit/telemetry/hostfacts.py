@@ -1,0 +1,247 @@
+"""Host facts for preflight, measured in one place: this machine, or a host through its transport.
+
+- GPUs: through the telemetry agent's own readers, so a local check and a remote one use the same
+  code. On this machine that is the one NVML gateway (cockpit/telemetry/nvml.py) when NVML works,
+  else `nvidia-smi` (the agent's SmiSource, with its timeout); on a remote host, the agent itself.
+- Host RAM available = min(/proc/meminfo MemAvailable, cgroup memory.max − memory.current):
+  inside a container the cgroup limit is what the kernel OOM-killer enforces.
+
+Anything unreadable stays None (unknown), never 0. `check_profile` runs the backend's preflight
+on these facts, with the operator's what-ifs applied (`cockpit check --host-mem-gb …`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cockpit.backends import get_backend
+from cockpit.backends.base import HostFacts
+from cockpit.core.findings import Finding
+from cockpit.telemetry.samples import TelemetrySample, sample_from_agent
+
+if TYPE_CHECKING:
+    from cockpit.core.profile import Profile
+    from cockpit.transport.base import Transport
+
+GB = 1e9
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+SMI_TIMEOUT_S = 5.0
+
+
+# ---------------------------------------------------------------------------- host RAM
+def _meminfo(path: Path = Path("/proc/meminfo")) -> dict[str, int]:
+    """/proc/meminfo in bytes."""
+    out: dict[str, int] = {}
+    try:
+        text = path.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            mult = 1024 if len(parts) > 1 and parts[1] == "kB" else 1
+            out[key.strip()] = int(parts[0]) * mult
+    return out
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def cgroup_headroom_bytes(root: Path = CGROUP_ROOT) -> int | None:
+    """memory.max − memory.current of this process's cgroup (v2, or v1 limit − usage); None if unlimited."""
+    rel = ""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                rel = line[3:].strip().lstrip("/")
+    except OSError:
+        pass
+    for base in ([root / rel] if rel else []) + [root]:
+        limit = _read_int(base / "memory.max")
+        if limit is not None:
+            used = _read_int(base / "memory.current") or 0
+            return max(0, limit - used)
+    limit = _read_int(root / "memory" / "memory.limit_in_bytes")
+    if limit is not None and limit < 1 << 60:  # v1 writes a huge number for "no limit"
+        used = _read_int(root / "memory" / "memory.usage_in_bytes") or 0
+        return max(0, limit - used)
+    return None
+
+
+# ---------------------------------------------------------------------------- GPUs
+def smi_raw(env: Mapping[str, str] | None = None, pids: tuple[int, ...] = ()) -> dict[str, Any] | None:
+    """One agent sample (its JSON shape) read through `nvidia-smi` on this machine; None when
+    nvidia-smi is not on PATH (`env`'s PATH when given)."""
+    from cockpit.telemetry import agent
+
+    exe = shutil.which("nvidia-smi", path=(env or os.environ).get("PATH"))
+    if exe is None:
+        return None
+    roots = {int(p) for p in pids}
+    gpus, procs, errors = agent.SmiSource(exe, SMI_TIMEOUT_S).read(roots)
+    return agent.build_sample("nvidia-smi", roots, None, gpus, procs, errors)
+
+
+def local_gpu_sample(*, use_nvml: bool = True, env: Mapping[str, str] | None = None,
+                     pids: tuple[int, ...] = ()) -> TelemetrySample | None:
+    """This machine's GPUs: NVML (the one gateway) when it works, else nvidia-smi, else None."""
+    from cockpit.telemetry import nvml
+
+    if use_nvml and nvml.available():
+        return sample_from_agent(nvml.read_raw(pids), "local")
+    raw = smi_raw(env, pids)
+    return sample_from_agent(raw, "local") if raw is not None else None
+
+
+def facts_from_sample(sample: TelemetrySample) -> HostFacts:
+    gpus = sample.gpus
+    totals = [g.total_gb for g in gpus if g.total_gb is not None]
+    free = tuple(
+        (g.total_gb - g.used_gb) if g.total_gb is not None and g.used_gb is not None else None for g in gpus
+    )
+    h = sample.host
+    return HostFacts(
+        host=sample.host_label,
+        mem_total_gb=h.mem_total_gb if h else None,
+        mem_available_gb=h.mem_available_gb if h else None,
+        gpu_count=len(gpus) if gpus else None,
+        gpu_mem_total_gib=min(totals) if totals else None,
+        gpu_free_gib=free,
+        source="agent" if sample.source != "nvml" else "nvml",
+    )
+
+
+def local_host_facts(*, use_nvml: bool = True, env: Mapping[str, str] | None = None) -> HostFacts:
+    """Measure this machine. Anything unreadable stays None."""
+    mi = _meminfo()
+    total = mi.get("MemTotal")
+    avail = mi.get("MemAvailable")
+    cg = cgroup_headroom_bytes()
+    if cg is not None:
+        avail = cg if avail is None else min(avail, cg)
+    if total is None:
+        try:
+            import psutil
+
+            vm = psutil.virtual_memory()
+            total = vm.total
+            if avail is None:
+                avail = vm.available
+        except Exception:
+            pass
+    sample = local_gpu_sample(use_nvml=use_nvml, env=env)
+    gpus = sample.gpus if sample is not None else ()
+    totals = [g.total_gb for g in gpus if g.total_gb is not None]
+    return HostFacts(
+        host="local",
+        mem_total_gb=round(total / GB, 2) if total is not None else None,
+        mem_available_gb=round(avail / GB, 2) if avail is not None else None,
+        gpu_count=len(totals) if totals else None,
+        gpu_mem_total_gib=round(min(totals), 2) if totals else None,
+        gpu_free_gib=tuple(
+            round(g.total_gb - g.used_gb, 2) if g.total_gb is not None and g.used_gb is not None else None
+            for g in gpus if g.total_gb is not None
+        ),
+        source=sample.source if sample is not None and totals else "psutil",
+    )
+
+
+# ---------------------------------------------------------------------------- hosts of a profile
+def sim_dir_of(profile: Profile) -> str | None:
+    """The simulated GPUs' directory a profile's server uses (--sim-dir in program, or its env)."""
+    prog = list(profile.program or [])
+    for i, tok in enumerate(prog):
+        if tok == "--sim-dir" and i + 1 < len(prog):
+            return prog[i + 1]
+        if tok.startswith("--sim-dir="):
+            return tok.split("=", 1)[1]
+    return profile.env.get("COCKPIT_SIM_GPU_DIR")
+
+
+def sim_env(sim_dir: str | None) -> dict[str, str] | None:
+    return {"COCKPIT_SIM_GPU_DIR": sim_dir} if sim_dir else None
+
+
+async def measure(transport: Transport, python: str = "python3", *,
+                  env: Mapping[str, str] | None = None) -> HostFacts:
+    """What preflight needs about one host, from one agent sample through its transport."""
+    from cockpit.telemetry.client import sample_once
+
+    return facts_from_sample(await sample_once(transport, python, env=env))
+
+
+async def measure_hosts(profile: Profile) -> dict[str, HostFacts]:
+    """HostFacts of every SSH host of the profile, measured by the agent (for `cockpit check`).
+    A host that cannot be reached is left out (it stays unknown in the preflight)."""
+    from cockpit.transport import transport_for
+    from cockpit.transport.base import TransportError
+
+    out: dict[str, HostFacts] = {}
+    for host in profile.hosts:
+        if host.is_local:
+            continue
+        try:
+            out[host.label] = await measure(transport_for(host), env=sim_env(sim_dir_of(profile)))
+        except (TransportError, OSError, ValueError):
+            continue
+    return out
+
+
+def host_facts_for(profile: Profile, measured: Mapping[str, HostFacts] | None = None) -> list[HostFacts]:
+    """One HostFacts per profile host: given ones first, `local` measured here, others unknown."""
+    out: list[HostFacts] = []
+    for h in profile.hosts:
+        label = h.label
+        if measured and label in measured:
+            out.append(dataclasses.replace(measured[label], host=label))
+        elif h.is_local:
+            out.append(local_host_facts())
+        else:
+            out.append(HostFacts(host=label, source="unknown"))
+    return out
+
+
+def apply_what_if(facts: list[HostFacts], host_mem_gb: float | None, gpu_mem_gb: float | None,
+                  gpus: int | None) -> list[HostFacts]:
+    out = []
+    for f in facts:
+        changes: dict[str, Any] = {}
+        if host_mem_gb is not None:
+            changes.update(mem_available_gb=host_mem_gb, mem_total_gb=max(host_mem_gb, f.mem_total_gb or 0))
+        if gpu_mem_gb is not None:
+            changes.update(gpu_mem_total_gib=gpu_mem_gb, gpu_free_gib=())
+        if gpus is not None:
+            changes.update(gpu_count=gpus)
+        if changes:
+            changes["source"] = "override" if f.source == "unknown" else f"{f.source}+override"
+        out.append(dataclasses.replace(f, **changes))
+    return out
+
+
+def check_profile(
+    profile: Profile,
+    facts_overrides: Mapping[str, HostFacts] | None = None,
+    *,
+    host_mem_gb: float | None = None,
+    gpu_mem_gb: float | None = None,
+    gpus: int | None = None,
+    version: str | None = None,
+) -> tuple[list[Finding], list[HostFacts]]:
+    """Preflight `profile`: (findings most severe first, the host facts they were computed from).
+
+    `facts_overrides` maps a host label (`local`, `gpu-box-1`) to facts measured elsewhere, e.g.
+    by the SSH agent. Raises FlagError / ProfileError for a profile the server would refuse.
+    """
+    facts = apply_what_if(host_facts_for(profile, facts_overrides), host_mem_gb, gpu_mem_gb, gpus)
+    return get_backend(profile.backend).preflight(profile, facts, version=version), facts
