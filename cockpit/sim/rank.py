@@ -26,12 +26,17 @@ from cockpit.sim import crashes, gpus, hicache
 from cockpit.sim.clock import Clock
 from cockpit.sim.config import SimConfig
 from cockpit.sim.logfmt import Log
+from cockpit.sim.perf import perf_model
 from cockpit.sim.scheduler import KvPoolExhausted, Req, SchedParams, Scheduler
 from cockpit.sim.traffic import arrivals
 
 GIB = 2**30
 # how often TP0's loop runs (real seconds) while real clients wait for answers
 EXTERNAL_TICK_S = 0.005
+MAX_EXTERNAL_TICK_S = 0.1
+# how far (simulated seconds) the scheduler may run ahead of the clock so that answers leave on
+# time; a request that arrives meanwhile waits for the next batch, as it would for an iteration
+MAX_LOOKAHEAD_S = 0.05
 PR_SET_NAME = 15
 PR_SET_PDEATHSIG = 1
 
@@ -511,6 +516,7 @@ class RankProcess:
             decode_step_s=model.decode_step_ms / 1000 / speed_factor,
             decode_per_req_s=model.decode_per_req_ms / 1000 / speed_factor,
             context_len=cfg.context_len,
+            perf=perf_model(model, cfg.gpu, tp=cfg.tp, pp=cfg.pp, attn_tp=cfg.attn_tp),
         )
         self.finished: list[Req] = []
         sched = Scheduler(params, log=self.log.info, on_prefill=self.on_prefill, on_finish=self.finished.append)
@@ -560,7 +566,9 @@ class RankProcess:
                 else:
                     self.handle_common(msg)
             now = clock.now()
-            ahead = EXTERNAL_TICK_S * cfg.speed if externals else 0.0
+            # many streams: a coarser tick (more tokens per chunk) keeps the HTTP side's CPU bounded
+            tick = min(MAX_EXTERNAL_TICK_S, EXTERNAL_TICK_S * max(1.0, len(streams) / 8))
+            ahead = min(tick * cfg.speed, MAX_LOOKAHEAD_S) if externals else 0.0
             while traffic is not None and nxt is not None and traffic_start + nxt.t <= now + ahead:
                 sched.add(Req(f"sim-{sched.stats.num_requests_total}-{nxt.t:.3f}", traffic_start + nxt.t,
                               nxt.prompt_tokens, nxt.max_new_tokens, nxt.cached_tokens))
@@ -611,7 +619,7 @@ class RankProcess:
             busy = sched.busy() or traffic is not None
             wait = 0.1 if busy else 1.0
             if externals or held:
-                wait = EXTERNAL_TICK_S
+                wait = tick
                 if held:
                     wait = min(wait, max(0.0, clock.real(held[0][0] - clock.now())))
             with contextlib.suppress(OSError, EOFError):
