@@ -341,20 +341,25 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
                 results.append(await one_request(client, base_url, spec, p, count))
 
         async def watch() -> None:
-            while True:
-                m = await scrape(client, base_url, spec.metrics_prefix) if before is not None else None
-                if m is not None:
-                    samples[0] += 1
-                    last_metrics.clear()
-                    last_metrics.update(m)
-                    for k in SERVER_PEAKS:
-                        if k in m:
-                            peaks[k] = max(peaks.get(k, 0.0), m[k])
-                if on_progress is not None:
-                    on_progress(Progress(spec.concurrency, len(results), len(prompts),
-                                         sum(1 for r in results if not r.ok), time.perf_counter() - t0,
-                                         tokens[0], dict(last_metrics)))
-                await asyncio.sleep(min(progress_every_s, METRICS_INTERVAL_S))
+            # its own client: behind a pool busy with many streams, a scrape can wait for seconds
+            async with _client() as mc:
+                while True:
+                    await watch_once(mc)
+                    await asyncio.sleep(min(progress_every_s, METRICS_INTERVAL_S))
+
+        async def watch_once(mc: httpx.AsyncClient) -> None:
+            m = await scrape(mc, base_url, spec.metrics_prefix) if before is not None else None
+            if m is not None:
+                samples[0] += 1
+                last_metrics.clear()
+                last_metrics.update(m)
+                for k in SERVER_PEAKS:
+                    if k in m:
+                        peaks[k] = max(peaks.get(k, 0.0), m[k])
+            if on_progress is not None:
+                on_progress(Progress(spec.concurrency, len(results), len(prompts),
+                                     sum(1 for r in results if not r.ok), time.perf_counter() - t0,
+                                     tokens[0], dict(last_metrics)))
 
         workers = [asyncio.create_task(worker()) for _ in range(max(1, spec.concurrency))]
         watcher = asyncio.create_task(watch())

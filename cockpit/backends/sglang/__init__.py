@@ -180,3 +180,9 @@ class SGLangBackend:
 
     def memory_plan(self, profile: Profile, hosts: Iterable[HostFacts]) -> Any:
         return None
+
+    def tuning(self) -> Any:
+        """The tuning policy `cockpit tune` asks for its next launch (cockpit.backends.sglang.tuning)."""
+        from cockpit.backends.sglang import tuning
+
+        return tuning

@@ -66,6 +66,7 @@ class Step:
     predicted_headroom_gb: float | None = None
     run_id: str | None = None
     why: str = ""
+    version: str | None = None  # the server version the log showed ("0.5.9")
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def headroom_at(step: Step, mfs_new: float, graph_freed_gb: float = 0.0) -> floa
 
 
 def _tried(history: list[Step], flags: dict[str, Any]) -> bool:
-    keys = (MFS_FLAG, GRAPH_FLAG, RUNNING_FLAG, CHUNK_FLAG)
+    keys = (MFS_FLAG, GRAPH_FLAG, GRAPH_FLAG + "-decode", RUNNING_FLAG, CHUNK_FLAG)
     want = {k: _num(flags, k) for k in keys}
     return any({k: _num(s.flags, k) for k in keys} == want for s in history)
 
@@ -139,6 +140,8 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
         over = {k: v for k, v in new.items() if base_flags.get(k) != v}
         return Move(over, why, None if predicted is None else round(predicted, 2))
 
+    # 0.5.23 split the decode and prefill graph sizes: the bare name is ambiguous there
+    graph_flag = GRAPH_FLAG + "-decode" if (last.version or "") >= "0.5.23" or GRAPH_FLAG + "-decode" in flags else GRAPH_FLAG
     mfs = _num(flags, MFS_FLAG)
     P = last.pre_load_avail_gb
     h = last.headroom_gb
@@ -174,7 +177,7 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
                 new_bs = min(bs, round_bs(min([pred_running, *limits]) * BS_MARGIN))
             if new_bs < bs and new_mfs > mfs:
                 pred = headroom_at(last, new_mfs, freed)
-                m = move({GRAPH_FLAG: new_bs, MFS_FLAG: new_mfs},
+                m = move({graph_flag: new_bs, MFS_FLAG: new_mfs},
                          f"the KV pool binds (token usage {last.peak_token_usage or 0:.2f}) while batches peak at "
                          f"{running:.0f} of {bs} captured: capture up to {new_bs}, freeing ~{freed:.2f} GiB of "
                          f"graph memory for the pool", pred)
@@ -186,7 +189,7 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
             up_mfs = mfs_for(last, target, -cost)
             if up_mfs is not None:
                 pred = headroom_at(last, up_mfs, -cost)
-                m = move({GRAPH_FLAG: new_bs, MFS_FLAG: up_mfs},
+                m = move({graph_flag: new_bs, MFS_FLAG: up_mfs},
                          f"batches of {running:.0f} run without CUDA graphs (largest captured {bs}): capture up to {new_bs}",
                          pred)
                 if m is not None and pred is not None and pred >= warn:
