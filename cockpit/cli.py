@@ -113,10 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="latency limits a setting must keep to count as best")
     s.add_argument("--max-launches", type=int, default=6, metavar="N", help="launch budget (default 6)")
     s.add_argument("--requests", type=int, default=2000, metavar="N", help="bench requests per step (default 2000)")
-    s.add_argument("--concurrency", type=int, nargs="+", default=[128], metavar="C",
-                   help="bench requests in flight (default 128; the last value is used)")
+    s.add_argument("--concurrency", type=int, nargs="+", default=[64], metavar="C",
+                   help="bench requests in flight (default 64; the last value is used)")
     s.add_argument("--input-len", type=int, default=512, metavar="L", help="bench prompt tokens (default 512)")
-    s.add_argument("--output-len", type=int, default=512, metavar="L", help="bench output tokens (default 512)")
+    s.add_argument("--output-len", type=int, default=1024, metavar="L", help="bench output tokens (default 1024)")
     s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl")
     s.add_argument("--duration", type=float, default=60.0, metavar="S", help="bench time limit per step (default 60)")
     s.add_argument("--api", choices=["openai", "sglang"], default="openai")

@@ -33,7 +33,7 @@ from cockpit.sim.traffic import arrivals
 GIB = 2**30
 # how often TP0's loop runs (real seconds) while real clients wait for answers
 EXTERNAL_TICK_S = 0.005
-MAX_EXTERNAL_TICK_S = 0.1
+MAX_EXTERNAL_TICK_S = 0.2
 # how far (simulated seconds) the scheduler may run ahead of the clock so that answers leave on
 # time; a request that arrives meanwhile waits for the next batch, as it would for an iteration
 MAX_LOOKAHEAD_S = 0.05
@@ -567,7 +567,7 @@ class RankProcess:
                     self.handle_common(msg)
             now = clock.now()
             # many streams: a coarser tick (more tokens per chunk) keeps the HTTP side's CPU bounded
-            tick = min(MAX_EXTERNAL_TICK_S, EXTERNAL_TICK_S * max(1.0, len(streams) / 8))
+            tick = min(MAX_EXTERNAL_TICK_S, EXTERNAL_TICK_S * max(1.0, len(streams) / 4))
             ahead = min(tick * cfg.speed, MAX_LOOKAHEAD_S) if externals else 0.0
             while traffic is not None and nxt is not None and traffic_start + nxt.t <= now + ahead:
                 sched.add(Req(f"sim-{sched.stats.num_requests_total}-{nxt.t:.3f}", traffic_start + nxt.t,

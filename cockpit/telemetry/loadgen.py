@@ -73,9 +73,8 @@ class BenchSpec:
         if self.dataset:
             return [self.dataset[i % len(self.dataset)] for i in range(self.requests)]
         rng = random.Random(self.seed)
-        lo, hi = SYNTH_TOKEN_RANGE
-        return [Prompt([rng.randrange(lo, hi) for _ in range(self.input_len)], None, self.output_len)
-                for _ in range(self.requests)]
+        ids = range(*SYNTH_TOKEN_RANGE)
+        return [Prompt(rng.choices(ids, k=self.input_len), None, self.output_len) for _ in range(self.requests)]
 
 
 @dataclass

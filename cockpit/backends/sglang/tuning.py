@@ -84,6 +84,13 @@ def _num(flags: dict[str, Any], key: str) -> float | None:
         return None
 
 
+def _version(text: str | None) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in (text or "").split(".")[:3])
+    except ValueError:
+        return ()
+
+
 def round_bs(n: float) -> int:
     """A batch size SGLang captures: multiples of 8 up to 256, of 16 above (its default ladder)."""
     step = 8 if n <= 256 else 16
@@ -119,9 +126,15 @@ def _tried(history: list[Step], flags: dict[str, Any]) -> bool:
 
 
 def kv_binds(s: Step) -> bool:
+    """The KV pool limits the batch: nearly full, or requests wait while the batch stays below both
+    the benchmark's concurrency and --max-running-requests (admission reserves room for their
+    future tokens, so the pool reads well below full when it binds)."""
     usage = s.peak_token_usage or 0.0
-    return usage >= KV_BINDS_USAGE or (bool(s.peak_queue) and usage >= 0.6 and
-                                       (s.peak_running or 0) < (s.concurrency or 0))
+    if usage >= KV_BINDS_USAGE:
+        return True
+    caps = [float(x) for x in (s.concurrency, s.max_running_requests) if x]
+    room = min(caps) if caps else float("inf")
+    return bool(s.peak_queue) and usage >= 0.4 and (s.peak_running or 0) < 0.9 * room
 
 
 def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float, warn: float) -> Move | None:
@@ -141,7 +154,8 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
         return Move(over, why, None if predicted is None else round(predicted, 2))
 
     # 0.5.23 split the decode and prefill graph sizes: the bare name is ambiguous there
-    graph_flag = GRAPH_FLAG + "-decode" if (last.version or "") >= "0.5.23" or GRAPH_FLAG + "-decode" in flags else GRAPH_FLAG
+    graph_flag = GRAPH_FLAG + "-decode" if _version(last.version) >= (0, 5, 23) or GRAPH_FLAG + "-decode" in flags \
+        else GRAPH_FLAG
     mfs = _num(flags, MFS_FLAG)
     P = last.pre_load_avail_gb
     h = last.headroom_gb
@@ -174,7 +188,8 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
                 gain = (new_mfs - mfs) * P * tokens_per_gib
                 pred_running = running * (last.kv_tokens + gain) / last.kv_tokens
                 limits = [float(x) for x in (last.concurrency, last.max_running_requests) if x]
-                new_bs = min(bs, round_bs(min([pred_running, *limits]) * BS_MARGIN))
+                # the margin covers the prediction; no batch exceeds the benchmark's concurrency or the cap
+                new_bs = min(bs, round_bs(min([pred_running * BS_MARGIN, *limits])))
             if new_bs < bs and new_mfs > mfs:
                 pred = headroom_at(last, new_mfs, freed)
                 m = move({graph_flag: new_bs, MFS_FLAG: new_mfs},
