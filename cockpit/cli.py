@@ -12,6 +12,7 @@ EPILOG = """\
 commands in the order an operator meets them:
   cockpit demo                      the TUI on a simulated 8-GPU SGLang run (no GPU needed)
   cockpit check PROFILE             preflight: flags, HiCache per-rank arithmetic, host facts
+  cockpit plan PROFILE              memory plan: KV tokens and headroom per --mem-fraction-static
   cockpit up PROFILE --wait ready   launch detached on the profile's hosts
   cockpit status PROFILE            phase, per-rank memory, findings
   cockpit logs PROFILE -f --filter memory
@@ -46,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
+    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, GB (HiCache sizing)")
+    s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GB")
+    s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node (HiCache ranks per node)")
 
     s = sub.add_parser("check", help="preflight a profile against its hosts")
     s.add_argument("profile")
@@ -54,12 +58,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GB")
     s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
 
+    s = sub.add_parser("plan", help="memory plan before launch: KV tokens and headroom per memory setting")
+    s.add_argument("profile", nargs="?", help="profile name or path (or use --model-config)")
+    s.add_argument("--model-config", metavar="DIR", help="a model directory with config.json (+ safetensors index or files)")
+    s.add_argument("--gpu-mem-gb", type=float, default=None, help="memory per GPU, GiB as nvidia-smi shows it (what-if)")
+    s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
+    s.add_argument("--tp", type=int, default=None, help="with --model-config: tensor parallel size")
+    s.add_argument("--dp", type=int, default=None, help="with --model-config: data parallel size")
+    s.add_argument("--ep", type=int, default=None, help="with --model-config: expert parallel size")
+    s.add_argument("--backend", choices=["sglang", "vllm"], default="sglang", help="with --model-config (default sglang)")
+    s.add_argument("--server-version", default=None, help="with --model-config: the server version (default the newest known)")
+    s.add_argument("--target-headroom-gb", type=float, default=5.0, help="with --model-config: target free GiB after capture")
+    s.add_argument("--warn-headroom-gb", type=float, default=3.0, help="with --model-config: warn below this many GiB")
+    s.add_argument("--calibrate-from", metavar="RUN", default=None, help="calibrate from this journal run")
+    s.add_argument("--no-calibration", action="store_true", help="the estimate alone, even when the journal could calibrate it")
+    s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
+                   help="override a server flag (repeatable)")
+    s.add_argument("--json", action="store_true")
+
     s = sub.add_parser("up", help="launch a profile's server detached")
     s.add_argument("profile")
     s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
                    help="override a server flag for this run only (repeatable)")
     s.add_argument("--wait", choices=["started", "ready"], default="started")
     s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait (default 900)")
+    s.add_argument("--force", action="store_true", help="launch even when the memory plan predicts too little headroom")
     s.add_argument("--json", action="store_true")
 
     s = sub.add_parser("status", help="attach to a profile's run and report")
@@ -160,6 +183,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.profile = None
         args.theme = None
     module = importlib.import_module(f"cockpit.commands.{command}")
+    if command not in ("tui", "demo"):  # log text never drives the terminal (issue 18, item 1)
+        from cockpit.core.safe_output import guard_terminal
+
+        guard_terminal(pipe_stays_raw=command == "logs")
     try:
         return int(module.run(args) or 0)
     except KeyboardInterrupt:

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from cockpit.backends.base import HostFacts
 from cockpit.core.findings import Finding
+from cockpit.core.ranks import rank_sort_key
 from cockpit.core.state import RunState
 
 MARK = {"critical": "✖", "warning": "▲", "info": "·", "ok": "●"}
@@ -31,7 +32,7 @@ def rank_table(state: RunState) -> list[str]:
     head = ("RANK", "P GiB", "WEIGHTS", "KV TOKENS", "FREE PRE-CAPTURE", "GRAPHS", "FREE AFTER CAPTURE")
     rows = [head]
     worst = state.worst_rank
-    for r in state.ranks.values():
+    for r in sorted(state.ranks.values(), key=lambda r: rank_sort_key(r.rank)):
         after = gb_text(r.avail_after_capture_gb) + (" ◀ worst" if r.rank == worst and len(state.ranks) > 1 else "")
         rows.append((r.rank, gb_text(r.pre_load_avail_gb), gb_text(r.weights_gb), _int(r.kv_tokens),
                      gb_text(r.avail_before_capture_gb), gb_text(r.graph_gb), after))
@@ -80,11 +81,19 @@ def render_state(state: RunState, findings: Sequence[Finding], *, title: str | N
     if state.crash is not None:
         c = state.crash
         lines.append("")
-        lines.append(f"CRASH {c.kind} in {c.phase}" + (f" on {c.rank}" if c.rank else "") + f" (line {c.line})")
+        phase = "an unknown phase" if c.phase == "unknown" else c.phase
+        lines.append(f"CRASH {c.kind} in {phase}" + (f" on {c.rank}" if c.rank else "") + f" (line {c.line})")
         lines.append(f"    {c.message.strip()[:300]}")
         for d in c.decisive_lines[:5]:
             if d.strip() and d.strip() != c.message.strip():
                 lines.append(f"    | {d.strip()[:200]}")
+        if c.phase_reason:
+            lines.append(f"    phase {c.phase}: {c.phase_reason}")
+    for w in state.log_warnings[:5]:
+        if "survived" in w:
+            lines.append(f"note: {w[:240]}")
+    for a in state.engine_advice[:3]:
+        lines.append(f"SGLang's own advice: {a[:240]}")
     lines.append("")
     lines += findings_lines(findings)
     return "\n".join(lines) + "\n"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what the tests need (system packages, a venv with the test extras) and runs the whole
-# suite. Safe to run repeatedly; on a fresh Debian/Ubuntu machine it installs openssh-server and tmux.
+# Installs what the tests need (system packages, a venv with the test extras), runs the whole
+# suite, then the static checks: `ruff check .`, `mypy` and `lint-imports` (the layers contracts in
+# pyproject.toml). Every step runs; the script fails when any of them fails. Safe to run
+# repeatedly; on a fresh Debian/Ubuntu machine it installs openssh-server, tmux, slurm-wlm and munge.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -8,6 +10,9 @@ need_pkgs=()
 [ -x /usr/sbin/sshd ] || need_pkgs+=(openssh-server)
 command -v tmux >/dev/null 2>&1 || need_pkgs+=(tmux)
 command -v ssh-keygen >/dev/null 2>&1 || need_pkgs+=(openssh-client)
+# a real one-node Slurm cluster for tests/slurm (slurmctld + slurmd + munged on loopback)
+[ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v sbatch >/dev/null 2>&1 || need_pkgs+=(slurm-wlm)
+[ -x /usr/sbin/munged ] || need_pkgs+=(munge)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
@@ -22,12 +27,21 @@ fi
 .venv/bin/python -m pip install -q -e ".[test]"
 
 export PATH="$PWD/.venv/bin:$PATH"
+failed=()
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 rc=$?
-set -e
 if [ $rc -eq 5 ]; then
   echo "no tests were collected: that is a failure" >&2
+fi
+[ $rc -eq 0 ] || failed+=("pytest (exit $rc)")
+.venv/bin/python -m ruff check . || failed+=("ruff check")
+.venv/bin/python -m mypy || failed+=("mypy")
+# through the venv's python: an entry-point script may carry another venv's shebang
+.venv/bin/python -c 'import sys; from importlinter.cli import lint_imports_command; sys.argv[0] = "lint-imports"; lint_imports_command()' \
+  || failed+=("lint-imports")
+set -e
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed: ${failed[*]}" >&2
   exit 1
 fi
-exit $rc

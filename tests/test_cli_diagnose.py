@@ -149,3 +149,69 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, args: list[str]) -> None:
 def test_directory_is_bad_input(tmp_path: Path) -> None:
     r = cockpit("diagnose", str(tmp_path))
     assert r.returncode == 2 and "is a directory" in r.stderr
+
+
+# ---- issue 11: honest about what it cannot read; HiCache what-ifs ----------------------------------
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("kind", ["readme", "empty", "binary", "prose-with-error-words"])
+def test_unrecognised_input_exits_2_naming_the_file(tmp_path: Path, kind: str) -> None:
+    if kind == "readme":
+        path = README
+    else:
+        path = tmp_path / f"{kind}.log"
+        if kind == "empty":
+            path.write_bytes(b"")
+        elif kind == "binary":
+            path.write_bytes(bytes(range(256)) * 64)
+        else:
+            path.write_text("Notes\n\nA grep for `Error|OOM` misses `CUDA out of memory` and `RuntimeError`.\n")
+    for args in (["diagnose", str(path)], ["diagnose", "--json", str(path)]):
+        r = cockpit(*args)
+        assert r.returncode == 2, (kind, r.stdout, r.stderr)
+        assert r.stdout == "" and "Traceback" not in r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"no SGLang log lines recognised in {path} (" in lines[0]
+        assert "lines read" in lines[0]
+
+
+def test_partly_recognised_log_says_how_much(tmp_path: Path) -> None:
+    noise = "".join(f"some other program's line {i}\n" for i in range(300))
+    log = tmp_path / "mixed.log"
+    log.write_text(noise + kimi_log(0.88, crash=False))
+    r = cockpit("diagnose", str(log))
+    assert r.returncode == 0, r.stderr
+    assert "note: recognised" in r.stdout and "the rest was skipped" in r.stdout
+    out = json.loads(cockpit("diagnose", "--json", str(log)).stdout)
+    assert out["lines"]["read"] == 300 + kimi_log(0.88, crash=False).count("\n")
+    assert 0 < out["lines"]["recognised"] < out["lines"]["read"]
+
+
+def test_healthy_log_prints_its_table_not_no_findings(tmp_path: Path) -> None:
+    log = tmp_path / "ok.log"
+    log.write_text(kimi_log(0.88, crash=False))
+    r = cockpit("diagnose", str(log))
+    assert r.returncode == 0 and "TP3" in r.stdout and "headroom_ok" in r.stdout
+
+
+def test_hicache_what_if_from_a_log_alone() -> None:
+    """A SIGKILL after every rank's `Allocating … GB host memory`: without the host's memory the
+    finding says what it needs and what it would compute; with it, the size that fits."""
+    log = str(DATA / "sglang-0.5.9-kimi-host-oom-killed.log")
+    bare = json.loads(cockpit("diagnose", "--json", log).stdout)
+    f = next(f for f in bare["findings"] if f["id"] == "hicache_host_memory")
+    assert f["changes"] == [] and "--host-mem-gb" in f["message"] and "⌊(G − 40" in f["message"]
+    r = cockpit("diagnose", "--json", "--host-mem-gb", "449", "--gpus", "8", log)
+    assert r.returncode == 1
+    f = next(f for f in json.loads(r.stdout)["findings"] if f["id"] == "hicache_host_memory")
+    assert f["changes"] == [{"flag": "--hicache-size", "from": 300.0, "to": 49}]
+    assert "⌊(449 − 40 − 10.7) / 8⌋ = 49 GB" in f["message"]
+
+
+@pytest.mark.parametrize("args", [["--host-mem-gb", "-5"], ["--gpu-mem-gb", "0"], ["--gpus", "0"]])
+def test_what_if_values_are_checked(args: list[str]) -> None:
+    r = cockpit("diagnose", *args, str(DATA / "sglang-0.5.9-kimi-host-oom-killed.log"))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and args[0] in r.stderr

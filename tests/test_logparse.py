@@ -140,7 +140,10 @@ def test_failure_lines() -> None:
     assert isinstance(e, ev.RankDead) and (e.rank_index, e.exit_code, e.how) == (None, -9, "terminated")
     e = one("[2026-02-24 16:21:09 TP2] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
     assert isinstance(e, ev.SchedulerWatchdogTimeout)
+    # issue 11: an NCCL error that does not say it timed out is not a timeout (it was read as one)
     e = one("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268")
+    assert isinstance(e, ev.NcclError)
+    e = one("torch.distributed.DistBackendError: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5)")
     assert isinstance(e, ev.NcclTimeout)
     e = one("OSError: [Errno 98] Address already in use")
     assert isinstance(e, ev.PortInUse)
@@ -418,3 +421,40 @@ def test_parallel_cuts_fall_on_line_starts(tmp_path: Path) -> None:
         cuts = logparse._line_starts(f, len(data), 7)
     assert cuts[0] == 0 and cuts[-1] == len(data) and cuts == sorted(cuts)
     assert all(c == len(data) or data[c - 1:c] == b"\n" for c in cuts[1:-1])
+
+
+def test_flag_value_stated_outside_the_dump() -> None:
+    """Issue 11: the value in force is read from every place the log states it."""
+    e = one("[2025-03-07 23:50:27 TP0] Automatically reduce --mem-fraction-static to 0.760 because this is a multimodal model.")
+    assert isinstance(e, ev.FlagStated) and (e.dest, e.value) == ("mem_fraction_static", 0.76)
+    st = RunState()
+    apply(st, e)
+    assert st.mem_fraction_static == 0.76
+    e = one("[2026-02-24 11:56:00 TP2] ValueError: Loaded weights leave no GPU memory for the KV cache under "
+            "--mem-fraction-static=0.88. Raise --mem-fraction-static above 0.912 (minimum viable = 1 - available/pre = 0.8921).")
+    assert isinstance(e, ev.NotEnoughMemory) and e.mem_fraction_static == 0.88 and e.suggested == 0.912
+    out = classify(8, "[2026-02-24 11:56:00 TP2] ValueError: Loaded weights leave no GPU memory for the KV cache under "
+                      "--mem-fraction-static=0.88. Raise --mem-fraction-static above 0.912 (minimum viable = 1 - available/pre = 0.8921).")
+    advice = [x for x in out if isinstance(x, ev.EngineAdvice)]
+    assert advice and advice[0].bound == 0.912 and "Raise --mem-fraction-static above 0.912" in advice[0].text
+
+
+def test_wrapper_prefixes_are_learned_not_listed() -> None:
+    """Any launcher's prefix in front of the records is learned from the file and stripped from the
+    traceback lines under it too (no product named in the parser)."""
+    for prefix in ("sglang-1  | ", "2026-06-17T16:25:18.5969653Z ", "0: ", "(SGLangEngine pid=6680) ",
+                   "Dec 01 05:00:00 gpu-7 python3[1234]: ", "2026-02-26 13:55:38  INFO launcher::sglang: ",
+                   "> ", "[pod/sglang-7d9f8b-x2k4/sglang] "):
+        text = "".join(prefix + ln + "\n" for ln in (
+            "[2026-02-24 12:02:08 TP3] Scheduler hit an exception: Traceback (most recent call last):",
+            '  File "/x/sglang/srt/model_executor/model_runner.py", line 2359, in forward_extend',
+            "    return self.model.forward(",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity "
+            "of 94.97 GiB of which 1.05 GiB is free.",
+        ))
+        p = SGLangLogParser()
+        st = RunState()
+        for e in p.feed(text.encode()) + p.finish():
+            apply(st, e)
+        assert st.crash is not None, prefix
+        assert (st.crash.kind, st.crash.phase, st.crash.rank) == ("cuda_oom", "prefill", "TP3"), prefix

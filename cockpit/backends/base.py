@@ -1,7 +1,7 @@
 """The backend interface: everything that is specific to one inference server.
 
 The supervisor, the commands and the UI talk to an engine only through a `Backend`, obtained with
-`cockpit.backends.get_backend(profile.backend)`. SGLang implements it first (`backends/sglang/`);
+`cockpit.backends.get_backend(profile.backend)`. SGLang implements it first (`cockpit/backends/<engine>/`);
 a second engine adds a package of its own that implements the same methods (see the "Adding a
 backend" section of docs/ARCHITECTURE.md) and one line in `get_backend`.
 
@@ -152,8 +152,11 @@ class Backend(Protocol):
     def new_state(self) -> RunState:
         ...
 
-    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None) -> RunState:
-        """A whole log file (or binary stream) read into a state (continuing `state` when given)."""
+    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
+                 stats: dict[str, int] | None = None) -> RunState:
+        """A whole log file (or binary stream) read into a state (continuing `state` when given).
+        `stats` (the caller's dict) gets this input's `lines`, `recognised` (lines read as this
+        server's log) and `foreign` (lines of another engine's log) counts."""
         ...
 
     def record_rank(self, line: str) -> str | None:
@@ -206,8 +209,19 @@ class Backend(Protocol):
         """Findings about a profile before it launches, from the flags and the hosts' facts."""
         ...
 
-    def memory_plan(self, profile: Profile, hosts: Iterable[HostFacts]) -> Any:
-        """Reserved for the memory plan (issue 14): what the GPUs will hold with this profile.
-        Backends without one return None."""
+    def memory_plan(
+        self,
+        profile: Profile,
+        hosts: Iterable[HostFacts],
+        *,
+        model: Any = None,
+        overrides: Mapping[str, Any] | None = None,
+        runs: Iterable[Any] = (),
+        calibrate_from: str | None = None,
+    ) -> Any:
+        """The memory plan before launch (cockpit.model.plan.MemoryPlan): weights per rank, KV
+        tokens and headroom after capture per memory setting, for the GPUs in `hosts` and the model
+        facts `model` (cockpit.model.read.ModelFacts, read by the caller: no I/O here); `runs` are
+        journal records that may calibrate it. None when the backend has no plan or no model."""
         ...
 

@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 
 from cockpit.core.findings import Finding, exit_code_for, sort_findings
 from cockpit.core.profile import Profile, load_profile
+from cockpit.core.ranks import rank_sort_key
+from cockpit.core.secrets import mask_mapping, mask_value
 from cockpit.report import gb_text
 from cockpit.supervisor.api import RunSnapshot
 
@@ -89,14 +91,17 @@ def status_json(snap: RunSnapshot) -> dict[str, Any]:
             "started_at": run.started_at or None,
             "run_dir": run.run_dir,
             "log_path": run.log_path,
-            "flags": dict(run.flags),
+            "flags": mask_mapping(run.flags),
         }
     )
     out["lifecycle"] = snap.lifecycle
     out["health"] = snap.health
     out["readiness"] = snap.readiness
     out["ready"] = snap.state.phase == "ready" and snap.health == "200"
-    out["flag_diff"] = [c.to_json() for c in snap.flag_diff]
+    out["flag_diff"] = [{**c.to_json(), "from": mask_value(c.flag, c.from_value), "to": mask_value(c.flag, c.to_value)}
+                        for c in snap.flag_diff]
+    if snap.slurm is not None:
+        out["slurm"] = snap.slurm
     out["gpu_processes"] = [
         {"host": p.host, "pid": p.pid, "gpu": p.gpu_index, "used_gb": p.used_gb, "belongs_to_run": p.belongs_to_run}
         for p in snap.gpu_processes
@@ -108,11 +113,6 @@ def status_exit_code(snap: RunSnapshot) -> int:
     if snap.state.phase == "crashed":
         return 1
     return exit_code_for(list(snap.findings))
-
-
-def rank_sort_key(rank: str) -> tuple[int, ...]:
-    """"DP1 TP3" → (1, 3): ranks in numeric order (the log lists them in arrival order)."""
-    return tuple(int("".join(ch for ch in tok if ch.isdigit()) or 0) for tok in rank.split())
 
 
 def render_findings(findings: list[Finding]) -> list[str]:

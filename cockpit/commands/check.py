@@ -14,14 +14,32 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from cockpit.backends import get_backend
-from cockpit.core.findings import exit_code_for
-from cockpit.core.profile import load_profile
+from cockpit.core.findings import Finding, exit_code_for, sort_findings
+from cockpit.core.profile import Profile, load_profile
 from cockpit.errors import BadInput
 from cockpit.telemetry.hostfacts import check_profile
 
+if TYPE_CHECKING:
+    from cockpit.backends.base import HostFacts
+
 __all__ = ["check_profile", "run"]
+
+
+def _plan_finding(profile: Profile, facts: list[HostFacts], measured: Mapping[str, HostFacts] | None) -> Finding:
+    """The memory plan (cockpit plan) as one finding, from the same host facts and what-ifs. The
+    model's metadata is read on node 0; a host the agent could not reach is not tried twice."""
+    from cockpit.commands._support import run_command
+    from cockpit.supervisor.planning import plan_finding, profile_plan_finding
+
+    node0 = profile.hosts[0]
+    if not node0.is_local and node0.label not in (measured or {}):
+        return plan_finding(None, f"{node0.label} could not be reached to read the model's config.json")
+    finding, _plan = run_command(profile_plan_finding(profile, facts=facts))
+    return finding
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"--gpus {args.gpus}: expected a positive number of GPUs")
     profile = load_profile(resolve_profile(args.profile))
     measured = None
-    if any(not h.is_local for h in profile.hosts):
+    if profile.target is None and any(not h.is_local for h in profile.hosts):  # a Slurm job's nodes are unknown yet
         # SSH hosts are measured by the telemetry agent over the connection (unreachable: unknown)
         from cockpit.commands._support import run_command
         from cockpit.telemetry.hostfacts import measure_hosts
@@ -43,9 +61,12 @@ def run(args: argparse.Namespace) -> int:
     findings, facts = check_profile(
         profile, measured, host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus
     )
+    findings = sort_findings([*findings, _plan_finding(profile, facts, measured)])
     # a multi-node run starts one command per node; show each (node rank filled in)
     backend = get_backend(profile.backend)
-    node_argvs = backend.build_node_argvs(profile)
+    # a Slurm job's head node comes from the allocation (the batch script fills it in)
+    head = "HEAD_NODE:PORT" if profile.target is not None and len(profile.hosts) > 1 else None
+    node_argvs = backend.build_node_argvs(profile, None, head)
     argv = node_argvs[0]
     if args.json:
         # the same shape as `diagnose` and `status` (nothing has run yet: phase unknown, no ranks)

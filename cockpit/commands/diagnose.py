@@ -1,8 +1,13 @@
-"""`cockpit diagnose LOG… [--json] [--target-headroom-gb F]`: explain SGLang logs.
+"""`cockpit diagnose LOG… [--json] [--target-headroom-gb F] [--host-mem-gb G --gpu-mem-gb G --gpus N]`.
 
 Each LOG is a file path or `-` (standard input, read as bytes). Several logs are read in order into
 one state (e.g. a rotated log and its continuation). Exit 0 when nothing is critical, 1 when a
-finding is critical, 2 on bad input (a missing or unreadable file), always as one clear line.
+finding is critical, 2 on bad input, always as one clear line: a missing or unreadable file, and a
+file in which no line is an SGLang log line (a README, an empty or binary file, another server's
+log) — "(no findings)" is printed only for a log that was read and is healthy.
+
+The what-if options are `check`'s: with the host's memory (and GPUs per node) a HiCache failure
+seen in a log alone gets the per-rank `--hicache-size` that fits, with the arithmetic.
 """
 
 from __future__ import annotations
@@ -10,23 +15,44 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import sys
+from dataclasses import dataclass
+from typing import Any
 
-from cockpit.backends.sglang.diagnosis import diagnose
-from cockpit.core.findings import exit_code_for
+from cockpit.backends import get_backend
+from cockpit.backends.base import HostFacts
+from cockpit.core.findings import Finding, exit_code_for
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
 
+# The engine whose logs `diagnose` reads. (Another backend's logs are refused as unrecognised
+# until detection routes them to it.)
+BACKEND = "sglang"
+# Below this share of recognised lines the report says how little of the file it could read.
+PARTIAL_SHARE = 0.5
 
-def read_logs(paths: list[str]) -> RunState:
-    from cockpit.backends.sglang.logparse import read_log
 
+@dataclass
+class FileRead:
+    """How much of one file the parser could read."""
+
+    path: str
+    lines: int
+    recognised: int
+    foreign: int = 0  # lines of another engine's log (vLLM)
+
+
+def read_logs(paths: list[str], reads: list[FileRead] | None = None) -> RunState:
+    backend = get_backend(BACKEND)
     state: RunState | None = None
     if paths.count("-") > 1:
         raise BadInput("standard input (-) can be read only once")
     for path in paths:
+        stats: dict[str, int] = {}
         try:
-            state = read_log(sys.stdin.buffer, state) if path == "-" else read_log(path, state)
+            src = sys.stdin.buffer if path == "-" else path
+            state = backend.read_log(src, state, stats)
         except FileNotFoundError:
             raise BadInput(f"{path}: no such file") from None
         except IsADirectoryError:
@@ -35,26 +61,99 @@ def read_logs(paths: list[str]) -> RunState:
             raise BadInput(f"{path}: permission denied") from None
         except OSError as exc:
             raise BadInput(f"{path}: cannot be read ({exc.strerror or exc})") from None
+        if reads is not None:
+            reads.append(FileRead("standard input" if path == "-" else path, stats["lines"], stats["recognised"],
+                                  stats.get("foreign", 0)))
     assert state is not None  # argparse requires at least one LOG
     return state
+
+
+def what_if_hosts(host_mem_gb: float | None, gpu_mem_gb: float | None, gpus: int | None) -> list[HostFacts]:
+    """`check`'s what-if options as the one host this log ran on (none given: no host facts)."""
+    if host_mem_gb is None and gpu_mem_gb is None and gpus is None:
+        return []
+    for name, val, hi in (("--host-mem-gb", host_mem_gb, 1e6), ("--gpu-mem-gb", gpu_mem_gb, 4096.0)):
+        if val is not None and not (math.isfinite(val) and 0 < val <= hi):
+            raise BadInput(f"{name} {val:g}: expected a value between 0 and {hi:g} GB")
+    if gpus is not None and not 1 <= gpus <= 1024:
+        raise BadInput(f"--gpus {gpus}: expected a number of GPUs per node between 1 and 1024")
+    return [HostFacts(host="what-if", mem_total_gb=host_mem_gb, mem_available_gb=host_mem_gb, gpu_count=gpus,
+                      gpu_mem_total_gib=gpu_mem_gb, source="override")]
+
+
+def diagnose_logs(
+    paths: list[str],
+    *,
+    target_headroom_gb: float | None = None,
+    hosts: list[HostFacts] | None = None,
+) -> tuple[RunState, list[Finding], list[FileRead]]:
+    """What `cockpit diagnose` computes (the CLI prints it; the corpus tests call this directly).
+    Raises BadInput for a file with no SGLang line in it."""
+    reads: list[FileRead] = []
+    state = read_logs(paths, reads)
+    for r in reads:
+        if r.recognised == 0:
+            what = "; it looks like a vLLM log, which Cockpit cannot read yet" if r.foreign else ""
+            raise BadInput(f"no SGLang log lines recognised in {r.path} ({r.lines:,} lines read{what})")
+    findings = get_backend(BACKEND).diagnose(state, hosts=hosts or (), target_headroom_gb=target_headroom_gb)
+    return state, findings, reads
+
+
+def to_json(state: RunState, findings: list[Finding], reads: list[FileRead]) -> dict[str, Any]:
+    out = state.to_json()
+    out["lines"] = {
+        "read": sum(r.lines for r in reads),
+        "recognised": sum(r.recognised for r in reads),
+        "unparsed": state.lines_unparsed,
+    }
+    out["findings"] = [f.to_json() for f in findings]
+    return _finite(out)
+
+
+def _finite(obj: Any) -> Any:
+    """Strict JSON: a float that is not finite has no JSON spelling; it is unknown (null)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def read_note(reads: list[FileRead], unparsed: int) -> str | None:
+    """One line when the parser could read only part of the input."""
+    lines = sum(r.lines for r in reads)
+    recognised = sum(r.recognised for r in reads)
+    parts = []
+    if lines and recognised < PARTIAL_SHARE * lines:
+        parts.append(f"recognised {recognised:,} of {lines:,} lines as SGLang's ({100 * recognised / lines:.0f} %); "
+                     "the rest was skipped")
+    if unparsed:
+        parts.append(f"{unparsed:,} recognised line(s) held figures that do not parse or cannot be; skipped")
+    return "note: " + "; ".join(parts) if parts else None
 
 
 def run(args: argparse.Namespace) -> int:
     target = args.target_headroom_gb
     if target is not None and not 0 < target <= 200:
         raise BadInput(f"--target-headroom-gb {target:g}: expected a value between 0 and 200 GiB")
+    hosts = what_if_hosts(getattr(args, "host_mem_gb", None), getattr(args, "gpu_mem_gb", None),
+                          getattr(args, "gpus", None))
     # Everything imported so far lives as long as this one-shot command: set it aside so the
     # collections that parsing triggers do not walk it again (~3 ms of a 1M-line diagnose).
     gc.freeze()
-    state = read_logs(list(args.logs))
-    findings = diagnose(state, target_headroom_gb=target)
+    state, findings, reads = diagnose_logs(list(args.logs), target_headroom_gb=target, hosts=hosts)
     if args.json:
-        out = state.to_json()
-        out["findings"] = [f.to_json() for f in findings]
-        print(json.dumps(out, indent=2))
+        print(json.dumps(to_json(state, findings, reads), indent=2, allow_nan=False))
     else:
         from cockpit.report import render_state
 
         title = ", ".join(args.logs)
-        sys.stdout.write(render_state(state, findings, title=f"diagnose {title}"))
+        text = render_state(state, findings, title=f"diagnose {title}")
+        note = read_note(reads, state.lines_unparsed)
+        if note:
+            first, _, rest = text.partition("\n")
+            text = f"{first}\n{note}\n{rest}"
+        sys.stdout.write(text)
     return exit_code_for(findings)

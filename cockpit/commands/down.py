@@ -34,8 +34,10 @@ async def _down(profile: Profile, args: argparse.Namespace) -> int:
             else:
                 print(f"{profile.name}: not running")
             return 0
+        job = getattr(sup, "job_id", None)  # a Slurm run: scancel, then wait until it left the queue
         if not args.json:
-            print(f"{profile.name}: stopping run {info.id} (pid {info.pid}) on {', '.join(info.hosts)}…", flush=True)
+            what = f"Slurm job {job}, scancel" if job else f"pid {info.pid}"
+            print(f"{profile.name}: stopping run {info.id} ({what}) on {', '.join(info.hosts)}…", flush=True)
         res = await sup.stop(timeout=args.timeout)
     finally:
         await sup.close()
@@ -49,20 +51,25 @@ async def _down(profile: Profile, args: argparse.Namespace) -> int:
             "left": res.left,
             "exit_codes": res.exit_codes,
             "run": {"id": info.id, "hosts": list(info.hosts), "pid": info.pid},
+            **({"slurm": sup.snapshot().slurm} if job else {}),
             "leftovers": [{"host": p.host, "pid": p.pid, "gpu": p.gpu_index, "used_gb": p.used_gb} for p in res.leftovers],
         }, indent=2))
     else:
-        how = "SIGKILL after the timeout" if res.killed else "SIGTERM"
-        if res.stopped:
+        how = "scancel" if job else "SIGKILL after the timeout" if res.killed else "SIGTERM"
+        if res.stopped and job:
+            print(f"{profile.name}: stopped ({how}); Slurm job {job} has left the queue "
+                  f"({(sup.snapshot().slurm or {}).get('state')}); its nodes are Slurm's again")
+        elif res.stopped:
             print(f"{profile.name}: stopped ({how}); exit code {', '.join(f'{h}: {c}' for h, c in res.exit_codes.items())}")
         else:
-            print(f"{profile.name}: processes survived SIGKILL: {res.left}", file=sys.stderr)
+            print(f"{profile.name}: " + (f"Slurm job {job} is still in the queue" if job else
+                                        f"processes survived SIGKILL: {res.left}"), file=sys.stderr)
         for p in res.leftovers:
             kill = ["kill", "-9", str(p.pid)]
             cmd = shlex.join(kill) if p.host == "local" else shlex.join(["ssh", p.host, *kill])
             used = "?" if p.used_gb is None else f"{p.used_gb:.2f}"
             print(f"  leftover: pid {p.pid} holds {used} GB on GPU {p.gpu_index} of {p.host}; kill it with: {cmd}",
                   file=sys.stderr)
-        if not res.leftovers and res.stopped:
+        if not res.leftovers and res.stopped and not job:
             print(f"{profile.name}: GPU memory released")
     return 0 if res.stopped and not res.leftovers else 1

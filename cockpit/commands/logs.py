@@ -99,6 +99,12 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
                     end_line()
                     print(f"cockpit: {node.label}: the server exited (code {item.code})", file=sys.stderr)
                     return
+                elif isinstance(item, LinkState) and item.fatal:  # the host key CHANGED: stop, say so
+                    end_line()
+                    print(f"cockpit: {item.reason}; not reconnecting" + (f"\n  hint: {item.hint}" if item.hint else ""),
+                          file=sys.stderr)
+                    failed.append(node.label)
+                    return
                 elif isinstance(item, LinkState) and not item.up:
                     print(f"cockpit: {node.label}: connection lost ({item.reason}); reconnecting…", file=sys.stderr)
             end_line()  # a last line without its newline still ends the output's line
@@ -106,8 +112,9 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
             nl.cursor = (fol.offset, fol.ino)
             await fol.close()
 
+    failed: list[str] = []  # nodes whose link will not come back
     try:
         await asyncio.gather(*(one(n) for n in nodes))
     finally:
         await sup.close()
-    return 0
+    return 1 if failed else 0

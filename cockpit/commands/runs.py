@@ -7,12 +7,14 @@ import json
 import sys
 from typing import Any
 
+from cockpit.core.findings import value_text
+from cockpit.core.ranks import rank_sort_key
 from cockpit.errors import BadInput
 from cockpit.journal import Journal, RunRecord
 from cockpit.journal.report import (
+    RUN_ROW_HEADER,
     UNKNOWN,
     backend_words,
-    changes_by_run,
     compare_rows,
     differing_flags,
     fmt_gb,
@@ -21,8 +23,7 @@ from cockpit.journal.report import (
     fmt_secs,
     fmt_time,
     fmt_tps,
-    fmt_value,
-    rank_sort_key,
+    run_rows,
     table,
 )
 
@@ -55,24 +56,17 @@ def _list(journal: Journal, profile: str | None, as_json: bool) -> int:
         where = f" of profile {profile}" if profile else ""
         print(f"no runs{where} in the journal yet ({journal.path}); `cockpit up PROFILE` records one")
         return 0
-    changed = changes_by_run(runs)
-    rows = [
-        [
-            r.id,
-            r.profile,
-            fmt_time(r.started_at),
-            fmt_outcome(r),
-            fmt_gb(r.min_headroom_gb),
-            fmt_int(r.max_total_num_tokens),
-            fmt_tps(r.peak_gen_throughput),
-            fmt_secs(r.time_to_ready_s),
-            changed[r.id],
-        ]
-        for r in runs
-    ]
-    print(table(["ID", "PROFILE", "STARTED", "OUTCOME", "MIN HEADROOM", "KV TOKENS", "PEAK TOK/S",
-                 "READY IN", "CHANGED"], rows))
+    rows = [[row[0] + _slurm_job(r), r.profile, *row[1:]] for r, row in zip(runs, run_rows(runs), strict=True)]
+    print(table([RUN_ROW_HEADER[0], "PROFILE", *RUN_ROW_HEADER[1:]], rows))
     return 0
+
+
+def _slurm_job(r: RunRecord) -> str:
+    """A Slurm run's job id (its hosts carry `slurm job N`), shown next to the run id."""
+    for h in r.hosts:
+        if h.startswith("slurm job "):
+            return f" (job {h.removeprefix('slurm job ')})"
+    return ""
 
 
 def _find(journal: Journal, run_id: str) -> RunRecord:
@@ -114,7 +108,7 @@ def _show(journal: Journal, run_id: str, as_json: bool) -> int:
     if r.flags:
         fw = max(len(k) for k in r.flags)
         for k in sorted(r.flags):
-            print(f"  {k.ljust(fw)}  {fmt_value(r.flags[k])}")
+            print(f"  {k.ljust(fw)}  {value_text(r.flags[k])}")
     else:
         print("  (none recorded)")
     if r.decisive_lines:
@@ -126,7 +120,7 @@ def _show(journal: Journal, run_id: str, as_json: bool) -> int:
         for f in r.findings:
             print(f"  [{f.get('severity', '?')}] {f.get('message', '')}")
             for c in f.get("changes", []):
-                print(f"      {c.get('flag')} {fmt_value(c.get('from'))} → {fmt_value(c.get('to'))}")
+                print(f"      {c.get('flag')} {value_text(c.get('from'))} → {value_text(c.get('to'))}")
     return 0
 
 

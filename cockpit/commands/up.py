@@ -1,9 +1,10 @@
-"""`cockpit up PROFILE [--set FLAG=VALUE]… [--wait started|ready] [--timeout S] [--json]`.
+"""`cockpit up PROFILE [--set FLAG=VALUE]… [--wait started|ready] [--timeout S] [--force] [--json]`.
 
 Launch detached on the profile's hosts (refused while a run of the profile is alive), then wait:
 `started` returns once the server runs and survived its first second, `ready` once the log says
 `fired up` AND node 0's /health (/ready on 0.5.23) answers 200. A crash prints the diagnosis and
-exits 1; the server is left running when the wait times out.
+exits 1; the server is left running when the wait times out. A launch whose memory plan predicts
+less than the warn headroom after graph capture is refused unless `--force`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,25 @@ def run(args: argparse.Namespace) -> int:
     return run_command(_up(profile, overrides, args))
 
 
+async def _plan_refuses(profile: Profile, overrides: dict[str, Any], *, force: bool) -> bool:
+    """The memory plan before a launch: a value predicted below the warn headroom is refused (the
+    crash it predicts costs a whole model load), unless --force. An unreadable model or unknown GPUs
+    never block a launch: the plan is then only mentioned."""
+    from cockpit.supervisor.planning import measured_facts, profile_plan_finding
+
+    finding, _plan = await profile_plan_finding(profile, overrides, facts=await measured_facts(profile))
+    if finding.severity != "critical":
+        return False
+    if force:
+        print(f"cockpit: {profile.name}: launching anyway (--force): {finding.message}", file=sys.stderr)
+        return False
+    print(f"cockpit: {profile.name}: refused before launch:", file=sys.stderr)
+    for line in render_findings([finding]):
+        print("  " + line, file=sys.stderr)
+    print("  hint: apply the change with --set, or launch anyway with --force", file=sys.stderr)
+    return True
+
+
 async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namespace) -> int:
     from cockpit.backends import get_backend
     from cockpit.core.findings import exit_code_for
@@ -50,6 +70,8 @@ async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namesp
         print(f"cockpit: {profile.name}: refused before launch:", file=sys.stderr)
         for line in render_findings(findings):
             print("  " + line, file=sys.stderr)
+        return 1
+    if await _plan_refuses(profile, overrides, force=bool(getattr(args, "force", False))):
         return 1
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)

@@ -145,14 +145,14 @@ class MemoryImbalance(Event):
 
 @_event
 class WeightLoadBegin(Event):
-    avail_gb: float
+    avail_gb: float | None  # None: 0.1's `Rank 0: load weight begin.` printed no figure
 
 
 @_event
 class WeightLoadEnd(Event):
     elapsed_s: float | None
     avail_gb: float
-    weights_gb: float
+    weights_gb: float | None  # None: an older release printed no `mem usage=`
     model_type: str | None
     dtype: str | None = None  # 0.5.9 only
     quant: str | None = None  # 0.5.23 `quant=fp8, fmt=e4m3`
@@ -160,7 +160,7 @@ class WeightLoadEnd(Event):
 
 @_event
 class KvCacheAllocated(Event):
-    tokens: int
+    tokens: int | None  # None: older releases printed only the K and V sizes
     kv_gb: float  # K + V, or the MLA `KV size`
     label: str | None  # 0.5.23 `<label> KV Cache`; None for the plain pool
     dtype: str | None  # 0.5.23 `dtype:`; None on 0.5.9
@@ -182,8 +182,8 @@ class GraphCaptureBegin(Event):
 class GraphCaptureEnd(Event):
     what: str
     elapsed_s: float | None
-    graph_gb: float
-    avail_gb: float
+    graph_gb: float | None  # None: older releases printed only the time
+    avail_gb: float | None
 
 
 @_event
@@ -256,18 +256,85 @@ class KvRetract(Event):
     n: int  # requests retracted
 
 
+@_event
+class DecodeRetraction(Event):
+    """`Decode out of memory happened. #retracted_reqs: …`: the KV pool was full during decode and
+    SGLang retracted requests to carry on. A warning the server survives, never a crash."""
+
+    retracted: int | None
+    text: str
+
+
+@_event
+class EngineAdvice(Event):
+    """The server's own advice about a flag, quoted as printed ("Raise --mem-fraction-static above
+    0.91 (minimum viable = …)"). `flag`/`bound`: the flag and the value it names, when it names one."""
+
+    text: str
+    flag: str | None = None
+    bound: float | None = None
+
+
+@_event
+class Unparsed(Event):
+    """A line the grammar recognised whose figures did not parse or lie outside physical ranges
+    (`avail mem=1.2.3 GB`, a 400-digit value): skipped as data, counted."""
+
+    text: str
+
+
 # ---- failures --------------------------------------------------------------------------------
 
 
 @_event
 class SchedulerException(Event):
-    """`Scheduler hit an exception:` — the rank in the prefix is the one that failed."""
+    """A traceback header that names the failing process: `Scheduler hit an exception:`, the
+    overlap worker's `TpModelWorkerClient hit an exception:`, a bare `[… TP0] Traceback (most recent
+    call last):`, `Exception in ControllerSingle:` — the rank in the prefix is the one that failed."""
+
+    text: str = "Scheduler hit an exception: Traceback (most recent call last):"
+
+
+@_event
+class TracebackStart(Event):
+    """An unprefixed `Traceback (most recent call last):`: frames follow; whether it ended the
+    server is for the exception line and what comes after to tell."""
+
+
+@_event
+class FlagStated(Event):
+    """A line that states a flag's value in force outside the server_args dump ("Automatically
+    reduce --mem-fraction-static to 0.760 because this is a multimodal model.")."""
+
+    dest: str  # snake_case, as in server_args
+    value: Any
+    text: str
+
+
+@_event
+class PoolSize(Event):
+    """`self.max_total_num_tokens=N` in a watchdog's debug dump: the KV pool's size in tokens."""
+
+    tokens: int
+
+
+@_event
+class CollectiveSeq(Event):
+    """A collective's sequence number (`SeqNum=1522789`, `last enqueued NCCL work: 1522789`): a
+    high number proves the server had been serving (startup issues a few thousand at most)."""
+
+    seq: int
 
 
 @_event
 class TracebackFrame(Event):
+    """`File "…", line N, in function`. `phase` is the backend's reading of what the frame proves
+    ("graph_capture", "startup", "prefill", "decode"; None when it proves nothing): the core knows
+    no engine's function names."""
+
     function: str
     file: str | None = None
+    phase: str | None = None
 
 
 @_event
@@ -344,7 +411,23 @@ class ExitCode(Event):
 
 @_event
 class NcclTimeout(Event):
-    """`Watchdog caught collective operation timeout`, `DistBackendError`, NCCL errors."""
+    """`Watchdog caught collective operation timeout`, torch's `Received a dump signal due to a
+    collective timeout`, a DistBackendError that says it timed out."""
+
+    text: str
+
+
+@_event
+class NcclError(Event):
+    """NCCL failed otherwise: `NCCL error in: …, unhandled system error`, `ncclInternalError` …"""
+
+    text: str
+
+
+@_event
+class StartupError(Event):
+    """The launcher refused its arguments or config before any model work: argparse's
+    `launch_server.py: error: …`."""
 
     text: str
 
@@ -394,6 +477,8 @@ CRASH_EVENTS: tuple[type[Event], ...] = (
     HiCacheHostMemory,
     RankDead,
     NcclTimeout,
+    NcclError,
+    StartupError,
     SchedulerWatchdogTimeout,
     WarmupFailed,
     PortInUse,

@@ -20,15 +20,24 @@ class FlagChange:
 
     def as_diff(self) -> str:
         """`--mem-fraction-static 0.93 → 0.88` — the form the TUI, the CLI and the docs all use."""
-        before = "unset" if self.from_value is None else _fmt(self.from_value)
-        return f"{self.flag} {before} → {_fmt(self.to_value)}"
+        from cockpit.core.secrets import mask_value
+
+        return f"{self.flag} {value_text(mask_value(self.flag, self.from_value))} → {value_text(mask_value(self.flag, self.to_value))}"
 
 
-def _fmt(v: Any) -> str:
+def value_text(v: Any) -> str:
+    """A flag's value as every view shows it: `true`/`false` (the spelling a profile and `--set`
+    take back), floats without trailing zeros, `unset` for a flag not given, lists as JSON."""
+    if v is None:
+        return "unset"
     if isinstance(v, bool):
-        return "on" if v else "off"
+        return "true" if v else "false"
     if isinstance(v, float):
         return f"{v:g}"
+    if isinstance(v, dict | list | tuple):
+        import json
+
+        return json.dumps(v, sort_keys=True)
     return str(v)
 
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -20,6 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 FLAG_NAME_RE = re.compile(r"^-{0,2}[A-Za-z][A-Za-z0-9_-]*$")
 # Profile and host names end up in run-directory paths and lock names.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+# Node k > 0 of a multi-node profile keeps its runs (directory, lock) under `<name>.node<k>`
+# (supervisor.node_key): a profile named like that would share them.
+NODE_SUFFIX_RE = re.compile(r"\.node\d+$", re.IGNORECASE)
+MAX_PROFILE_BYTES = 256 << 10  # a profile is a page of YAML; a multi-MB file is a mistake or an attack
+MAX_NESTING = 16  # deepest a profile needs is 4 (policy, lists of hosts); YAML bombs go far deeper
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # ssh destination: alias, user@host, host:port, user@host:port, [v6]:port
 SSH_DEST_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$")
@@ -81,6 +86,65 @@ class Policy(BaseModel):
         return self
 
 
+# Slurm names (partition, account, qos) and time limits as sbatch reads them.
+SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+SLURM_TIME_RE = re.compile(r"^(?:\d+-\d+(?::\d+){0,2}|\d+(?::\d+){0,2}|UNLIMITED|INFINITE)$")
+# sbatch options cockpit sets itself (the job's name, output, directory, script): not in sbatch-args
+SLURM_RESERVED = ("--parsable", "--output", "-o", "--error", "-e", "--chdir", "-D", "--wrap", "--job-name", "-J",
+                  "--nodes", "-N", "--array", "-a", "--test-only", "--wait", "-W")
+
+
+class SlurmTarget(BaseModel):
+    """`target: {kind: slurm, …}`: the server runs as a Slurm job submitted on a login node.
+
+    The allocation decides the nodes, so a Slurm profile has no `hosts:`; every sbatch value travels
+    as its own argv element (never through a shell)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    kind: Literal["slurm"]
+    login: str = Field(description="the login node: an ~/.ssh/config alias, user@host[:port], or 'local'")
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = Field(None, description="time limit as sbatch reads it: MM, HH:MM:SS, D-HH:MM, UNLIMITED")
+    nodes: int = Field(1, ge=1, le=1024)
+    gpus_per_node: int | None = Field(None, alias="gpus-per-node", ge=0, le=64)
+    sbatch_args: list[str] = Field(default_factory=list, alias="sbatch-args", max_length=64)
+
+    @field_validator("login")
+    @classmethod
+    def _check_login(cls, v: str) -> str:
+        return Host._check_dest(v)
+
+    @field_validator("partition", "account", "qos")
+    @classmethod
+    def _check_name(cls, v: str | None) -> str | None:
+        if v is not None and not SLURM_NAME_RE.match(v):
+            raise ValueError("a Slurm name is letters, digits, '.', '_' or '-' (not starting with '-'), at most 64")
+        return v
+
+    @field_validator("time")
+    @classmethod
+    def _check_time(cls, v: str | None) -> str | None:
+        if v is not None and not SLURM_TIME_RE.match(v):
+            raise ValueError("a time limit looks like 30 (minutes), 4:00:00, 1-12:00 or UNLIMITED")
+        return v
+
+    @field_validator("sbatch_args")
+    @classmethod
+    def _check_args(cls, v: list[str]) -> list[str]:
+        for i, arg in enumerate(v):
+            _no_control_chars(arg, f"item {i}")
+            if not arg.startswith("-") or arg in ("-", "--"):
+                raise ValueError(f"item {i} {arg!r}: each item is one sbatch option, written --name=value")
+            name = arg.split("=", 1)[0]
+            if name[1] != "-":
+                name = name[:2]  # -ofile, -N2
+            if name in SLURM_RESERVED:
+                raise ValueError(f"item {i} {arg!r}: cockpit sets {name} itself (allowed: any other sbatch option)")
+        return v
+
+
 ServerValue = str | int | float | bool | list[str | int | float]
 
 
@@ -98,6 +162,7 @@ class Profile(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     server: dict[str, ServerValue] = Field(default_factory=dict)
     policy: Policy = Field(default_factory=lambda: Policy.model_validate({}))
+    target: SlurmTarget | None = None
     # where this profile was loaded from; not part of the YAML
     source: str | None = Field(None, exclude=True)
 
@@ -106,6 +171,10 @@ class Profile(BaseModel):
     def _check_name(cls, v: str) -> str:
         if not NAME_RE.match(v):
             raise ValueError("a name is 1-100 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
+        if NODE_SUFFIX_RE.search(v):
+            base = NODE_SUFFIX_RE.sub("", v)
+            raise ValueError(f"a name must not end in '.node<N>': node N of a multi-node profile {base!r} keeps its "
+                             f"runs and lock under {v!r}, and the two would share them")
         return v
 
     @field_validator("backend")
@@ -173,6 +242,12 @@ class Profile(BaseModel):
     def _check_hosts(self) -> Profile:
         if len(self.hosts) > 1 and any(h.is_local for h in self.hosts):
             raise ValueError("hosts: a multi-node profile must name every node by ssh, not 'local'")
+        if self.target is not None:
+            if "hosts" in self.model_fields_set:
+                raise ValueError("target: a Slurm profile has no hosts: (the allocation decides the nodes)")
+            # one entry per node, each reached through the login node (logs are on the shared
+            # filesystem): len(hosts) stays the node count every layer reads
+            self.hosts = [Host(ssh=self.target.login)] * self.target.nodes
         return self
 
     # ---- helpers used by every layer ----
@@ -232,6 +307,8 @@ def _allowed_keys(loc: list[Any]) -> list[str]:
     for p in loc[:-1]:
         if p == "policy":
             model = Policy
+        elif p == "target":
+            model = SlurmTarget
         elif p == "hosts":
             model = Host
     names = []
@@ -258,6 +335,10 @@ def load_profile(path: str | Path) -> Profile:
     p = Path(path)
     spath = str(path)
     try:
+        size = p.stat().st_size
+        if size > MAX_PROFILE_BYTES and p.is_file():
+            raise ProfileError(spath, "", f"is {size / (1 << 20):.1f} MiB; a profile is at most "
+                                          f"{MAX_PROFILE_BYTES >> 10} KiB (is this the right file?)")
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ProfileError(spath, "", "no such file") from None
@@ -267,13 +348,61 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(spath, "", "is not UTF-8 text") from None
     except OSError as exc:
         raise ProfileError(spath, "", f"cannot be read ({exc.strerror})") from None
+    depth = _bracket_depth(text)
+    if depth > MAX_NESTING:
+        raise ProfileError(spath, "", f"nests {depth} levels deep; a profile needs at most {MAX_NESTING}")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+    except _DuplicateKey as exc:
+        raise ProfileError(spath, exc.key, f"appears twice (line {exc.first} and line {exc.second}); "
+                                           "YAML would silently keep the last: keep one") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else "YAML"
         raise ProfileError(spath, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:  # indentation nesting the bracket count cannot see
+        raise ProfileError(spath, "", f"nests too deeply; a profile needs at most {MAX_NESTING} levels") from None
     return parse_profile(data, spath)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str, first: int, second: int):
+        super().__init__(key)
+        self.key, self.first, self.second = key, first, second
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last one,
+    so `tp: 8` early in a file and `tp: 4` further down would silently launch TP4)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                continue  # SafeLoader refuses an unhashable key itself, with its own message
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _DuplicateKey(str(key), seen[key], line)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _bracket_depth(text: str) -> int:
+    """How deep flow collections ([ and {) nest, counted without parsing (quotes ignored: an
+    over-count only refuses a profile nobody writes)."""
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,8 @@ a crash or a stop; a new `server_args` dump after a run has started means the lo
 run, and the state starts over.
 
 The crash story is assembled from several lines: `[… TP3] Scheduler hit an exception:` names the
-rank, the traceback frames name the phase (forward_extend = prefill, forward_decode = decode, the
-CUDA-graph runner's capture = graph capture, cache init = startup), and the exception line names the
-kind. SIGQUIT, `Killed` and dead-rank lines that follow only add to the decisive lines, except that
+rank, the traceback frames name the phase (the backend reads each frame's phase from the engine's
+function names and puts it on the event), and the exception line names the kind. SIGQUIT, `Killed` and dead-rank lines that follow only add to the decisive lines, except that
 they are the whole story when nothing else was printed (the host OOM killer leaves no traceback).
 """
 
@@ -38,7 +37,17 @@ class _Context:
 
     exc_rank: str | None = None  # the rank of the last `Scheduler hit an exception`
     exc_seen: bool = False
-    frames: list[str] = field(default_factory=list)  # "file:function" since that exception
+    frame_line: int = -100  # line of the last traceback frame (an exception line right after ends it)
+    # A crash that rests on a bare traceback alone: it becomes the crash when the input ends or the
+    # process exits (`end_of_input`, ProcessExited), and is dropped if the server serves on.
+    pending: Crash | None = None
+    phase_before: str = "unknown"  # the run's phase when the crash happened (its lifecycle)
+    phase_since_before: str | None = None
+    max_seq: int = 0  # the highest collective sequence number seen
+    requests: int = 0  # request log lines (access lines to anything but health/info endpoints)
+    batches: int = 0  # prefill/decode batch lines
+    # (phase the backend read from the frame, "file:function") since that exception
+    frames: list[tuple[str | None, str]] = field(default_factory=list)
 
 
 def _ctx(state: RunState) -> _Context:
@@ -77,7 +86,8 @@ def _reset(state: RunState) -> None:
 def _where(e: ev.Event) -> str:
     if e.ts is None:
         return ""
-    return f"[{e.ts}{' ' + e.rank if e.rank else ''}] "
+    inner = " ".join(x for x in (e.ts, e.rank) if x)
+    return f"[{inner}] " if inner else ""
 
 
 def _describe(e: ev.Event) -> str:
@@ -85,7 +95,7 @@ def _describe(e: ev.Event) -> str:
     if isinstance(e, ev.ExceptionLine):
         text = f"{e.exc_type}: {e.text}"
     elif isinstance(e, ev.SchedulerException):
-        text = "Scheduler hit an exception: Traceback (most recent call last):"
+        text = e.text
     elif isinstance(e, ev.TracebackFrame):
         text = f'File "{e.file}", in {e.function}'
     elif isinstance(e, ev.ExitCode):
@@ -102,61 +112,69 @@ def _add_decisive(crash: Crash, line: str) -> None:
         crash.decisive_lines.append(line)
 
 
-def _frame_phase(frame: str) -> str | None:
-    file, _, func = frame.rpartition(":")
-    lf = file.lower()
-    if ("graph_runner" in lf and "capture" in func) or (func.startswith("capture") and "graph" in lf):
-        return "graph_capture"
-    if func in ("init_cache_with_memory_pool", "init_memory_pool", "load_model") or "hiradix" in lf \
-            or "HiRadixCache" in func:
-        return "startup"
-    if func == "forward_extend":
-        return "prefill"
-    if func == "forward_decode":
-        return "decode"
-    return None
-
-
+# When several frames name a phase, the most telling wins: graph capture beats cache init beats
+# prefill/decode (a capture runs the model's forward too).
 _FRAME_PRECEDENCE = ("graph_capture", "startup", "prefill", "decode")
 
 
-def _deciding_frame(frames: list[str]) -> tuple[str, str] | None:
-    """(phase, frame) from the most telling traceback frame: graph capture beats cache init beats
-    prefill/decode (a capture runs the model's forward too)."""
+def _deciding_frame(frames: list[tuple[str | None, str]]) -> tuple[str, str] | None:
+    """(phase, "file:function") of the most telling traceback frame (the backend named each
+    frame's phase when it parsed the line)."""
     best: tuple[int, str, str] | None = None
-    for fr in frames:
-        phase = _frame_phase(fr)
-        if phase is not None:
+    for phase, fr in frames:
+        if phase in _FRAME_PRECEDENCE:
             rank = _FRAME_PRECEDENCE.index(phase)
             if best is None or rank < best[0]:
                 best = (rank, phase, fr)
     return (best[1], best[2]) if best else None
 
 
-def _phase_from_frames(frames: list[str]) -> str | None:
+def _phase_from_frames(frames: list[tuple[str | None, str]]) -> str | None:
     found = _deciding_frame(frames)
     return found[0] if found else None
 
 
-def _crash_phase(state: RunState, kind: str, event: ev.Event) -> str:
+# A collective sequence number this high proves hours of serving: startup (weights, capture,
+# warmup) issues a few thousand collectives per group, not a hundred thousand.
+SERVING_SEQ = 100_000
+# Crash kinds that can only happen before the server serves.
+_STARTUP_KINDS = ("init_not_enough_memory", "port_in_use", "warmup_failed", "startup_error")
+_LIFECYCLE = ("loading", "kv_pool", "capturing", "warmup")
+
+
+def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]:
+    """(phase, the evidence for it): from the crash's own words, traceback frames, the lifecycle
+    lines, the last batch line, request logs and collective sequence numbers, in that order. When
+    nothing proves a phase it is `unknown`, and the reason says what was missing."""
     c = _ctx(state)
     if kind == "graph_capture_oom":
-        return "graph_capture"
+        return "graph_capture", "out of memory while capturing CUDA graphs"
     if isinstance(event, ev.KvPoolExhausted) and event.stage in ("prefill", "decode"):
-        return event.stage
-    from_frames = _phase_from_frames(c.frames) if c.exc_seen or c.frames else None
-    if from_frames:
-        return from_frames
-    if kind in ("init_not_enough_memory", "port_in_use", "hicache_host_memory", "warmup_failed"):
-        return "startup"
-    if state.ready_in_log or state.phase == "ready":
+        return event.stage, f"SGLang's message names the {event.stage} batch"
+    found = _deciding_frame(c.frames) if c.exc_seen or c.frames else None
+    life = c.phase_before if state.phase == "crashed" else state.phase  # where the run was when it died
+    before_ready = not state.ready_in_log and life in _LIFECYCLE
+    if found is not None:
+        return found[0], f"traceback frame {found[1].rpartition(':')[2]}"
+    if kind in _STARTUP_KINDS:
+        return "startup", f"{kind} only happens before the server is ready"
+    if isinstance(event, ev.RankDead) and event.how in ("dead", "died_during_init"):
+        return "startup", "SGLang reports a dead scheduler this way while it waits for the ranks to start"
+    if kind == "hicache_host_memory" and not state.ready_in_log:
+        return "startup", "HiCache sizes its host pool at startup"
+    if life == "capturing" and not state.ready_in_log:
+        return "graph_capture", "the last lifecycle line was a graph capture that never ended"
+    if state.ready_in_log or c.batches:
         if state.last_batch_kind in ("prefill", "decode"):
-            return state.last_batch_kind
-        return "serving"
-    if state.phase == "capturing":
-        # whatever ended it (an OOM, a SIGKILL with no message, an NCCL hang), it died capturing
-        return "graph_capture"
-    return "startup"
+            return state.last_batch_kind, f"the last batch line before it was a {state.last_batch_kind} batch"
+        return "serving", "after the server said ready"
+    if before_ready:
+        return "startup", f"the log was at {life} and the server never said ready"
+    if c.max_seq >= SERVING_SEQ:
+        return "serving", f"collective sequence number {c.max_seq:,}: the server had been serving"
+    if c.requests:
+        return "serving", f"{c.requests} request log line(s) before it"
+    return "unknown", "no lifecycle, batch, request or traceback line before it names the phase"
 
 
 def _crash_rank(state: RunState, event: ev.Event) -> str | None:
@@ -179,30 +197,66 @@ def _label_for_index(state: RunState, index: int) -> str:
     return token
 
 
-def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = None) -> None:
-    """Record (or sharpen) the crash. The first specific kind wins; later lines only add context."""
+def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = None, provisional: bool = False) -> None:
+    """Record (or sharpen) the crash. The first specific kind wins; later lines only add context.
+    `provisional`: the only evidence is a bare traceback; it waits as `pending` (see _Context)."""
     text = message if message is not None else _describe(event)
+    c = _ctx(state)
+    if provisional:
+        if state.crash is None and c.pending is None:
+            phase, reason = _crash_phase(state, kind, event)
+            c.pending = Crash(kind=kind, phase=phase, rank=_crash_rank(state, event), line=event.line,
+                              message=text, phase_reason=reason)
+            _add_decisive(c.pending, _describe(event))
+        return
+    if state.crash is None and c.pending is not None:
+        _commit_pending(state)  # the traceback before this line belongs to the same story
     crash = state.crash
     if crash is not None:
         upgrade = crash.kind in _VAGUE_KINDS and kind not in _VAGUE_KINDS
         upgrade = upgrade or (crash.kind == "cuda_oom" and kind == "graph_capture_oom")
         upgrade = upgrade or (crash.kind == "host_oom_killed" and kind == "hicache_host_memory")
+        # `terminate … DistBackendError`, then its what(): "Watchdog caught collective operation timeout"
+        upgrade = upgrade or (crash.kind == "nccl_error" and kind == "nccl_timeout")
         if upgrade:
             crash.kind = kind
             crash.line = event.line
             crash.message = text
-            crash.phase = _crash_phase(state, kind, event)
+            crash.phase, crash.phase_reason = _crash_phase(state, kind, event)
             if crash.rank is None:
                 crash.rank = _crash_rank(state, event)
         _add_decisive(crash, _describe(event))
         _add_frame(state)
         return
-    phase = _crash_phase(state, kind, event)
-    state.crash = Crash(kind=kind, phase=phase, rank=_crash_rank(state, event), line=event.line, message=text)
+    phase, reason = _crash_phase(state, kind, event)
+    state.crash = Crash(kind=kind, phase=phase, rank=_crash_rank(state, event), line=event.line, message=text,
+                        phase_reason=reason)
     _add_decisive(state.crash, _describe(event))
     _add_frame(state)
+    _enter_crashed(state, event.ts)
+
+
+def _enter_crashed(state: RunState, ts: str | None) -> None:
+    c = _ctx(state)
+    c.phase_before, c.phase_since_before = state.phase, state.phase_since
     state.phase = "crashed"
-    state.phase_since = event.ts or state.last_ts
+    state.phase_since = ts or state.last_ts
+
+
+def _commit_pending(state: RunState) -> None:
+    """The pending traceback was the end: it is the crash."""
+    c = _ctx(state)
+    if c.pending is None or state.crash is not None:
+        return
+    state.crash, c.pending = c.pending, None
+    _add_frame(state)
+    _enter_crashed(state, None)
+
+
+def end_of_input(state: RunState) -> None:
+    """The whole input has been read (a file, an excerpt): a traceback nothing came after is the
+    crash the log shows."""
+    _commit_pending(state)
 
 
 def _add_frame(state: RunState) -> None:
@@ -271,7 +325,7 @@ def _imbalance(state: RunState, e: ev.MemoryImbalance) -> None:
 
 def _load_begin(state: RunState, e: ev.WeightLoadBegin) -> None:
     rm = state.rank(_rank_label(e))
-    if rm.pre_load_avail_gb is None:  # a draft model loads later: P is the first
+    if rm.pre_load_avail_gb is None and e.avail_gb is not None:  # a draft model loads later: P is the first
         rm.pre_load_avail_gb = e.avail_gb
         if e.ts:
             rm.timeline.setdefault("weights_begin", e.ts)
@@ -280,19 +334,20 @@ def _load_begin(state: RunState, e: ev.WeightLoadBegin) -> None:
 
 def _load_end(state: RunState, e: ev.WeightLoadEnd) -> None:
     rm = state.rank(_rank_label(e))
-    if rm.weights_gb is None:
+    if rm.after_weights_avail_gb is None:  # a draft model loads later: the target's figures count
         rm.weights_gb = e.weights_gb
         rm.after_weights_avail_gb = e.avail_gb
         if e.ts:
             rm.timeline.setdefault("weights_end", e.ts)
-    _advance(state, "kv_pool", e.ts)
+    if all(r.after_weights_avail_gb is not None for r in state.ranks.values() if r.pre_load_avail_gb is not None):
+        _advance(state, "kv_pool", e.ts)  # the run has loaded once every rank that began has finished
 
 
 def _kv(state: RunState, e: ev.KvCacheAllocated) -> None:
     if e.dtype is not None:
         _hint_format(state, FORMAT_0523)
     rm = state.rank(_rank_label(e))
-    if not e.upper_bound and rm.kv_tokens is None:
+    if not e.upper_bound and rm.kv_gb is None:
         rm.kv_tokens = e.tokens
         rm.kv_gb = e.kv_gb
         if e.ts:
@@ -313,6 +368,10 @@ def _capture_begin(state: RunState, e: ev.GraphCaptureBegin) -> None:
     rm = state.rank(_rank_label(e))
     if rm.avail_before_capture_gb is None and e.avail_gb is not None:
         rm.avail_before_capture_gb = e.avail_gb
+    if e.avail_gb is not None and "ready" not in rm.timeline:
+        if rm.capture_begin_avail_gb is None:
+            rm.capture_begin_avail_gb = e.avail_gb
+        rm.avail_at_capture_begin_gb = e.avail_gb  # the capture now running: if it fails, this is what it had
     if e.ts:
         rm.timeline.setdefault("capture_begin", e.ts)
     _advance(state, "capturing", e.ts)
@@ -322,8 +381,10 @@ def _capture_end(state: RunState, e: ev.GraphCaptureEnd) -> None:
     rm = state.rank(_rank_label(e))
     if "ready" in rm.timeline:
         return  # headroom is what this rank had free when the server declared itself ready
-    rm.graph_gb = round((rm.graph_gb or 0.0) + e.graph_gb, 4)
-    rm.avail_after_capture_gb = e.avail_gb
+    if e.graph_gb is not None:
+        rm.graph_gb = round((rm.graph_gb or 0.0) + e.graph_gb, 4)
+    if e.avail_gb is not None:
+        rm.avail_after_capture_gb = e.avail_gb
     rm.captures_done += 1
     if e.ts:
         rm.timeline["capture_end"] = e.ts
@@ -359,6 +420,7 @@ def _uvicorn(state: RunState, e: ev.UvicornRunning) -> None:
 
 
 def _ready(state: RunState, e: ev.ServerReady) -> None:
+    _alive(state, e)
     state.ready_in_log = True
     for rm in state.ranks.values():
         if e.ts:
@@ -369,6 +431,12 @@ def _ready(state: RunState, e: ev.ServerReady) -> None:
 def _batch(state: RunState, kind: str, e: ev.PrefillBatch | ev.DecodeBatch, series: deque[SeriesPoint],
            throughput: float | None) -> None:
     """A prefill or decode batch line: queue figures, the batch kind (a crash's phase), the series."""
+    _alive(state, e)
+    _ctx(state).batches += 1
+    if state.phase == "unknown":
+        # the log starts mid-run (an excerpt, a rotated file): batch lines mean it serves. With the
+        # startup in view, the ready line decides (the warmup request prints batch lines too).
+        _advance(state, "ready", e.ts)
     state.last_batch_kind = kind
     if e.running_req is not None:
         state.running_requests = e.running_req
@@ -391,14 +459,83 @@ def _decode(state: RunState, e: ev.DecodeBatch) -> None:
 
 def _retract(state: RunState, e: ev.KvRetract) -> None:
     state.retractions += e.n  # requests retracted, summed over every `Retract requests` line
+    _retraction(state)
+
+
+def _decode_retraction(state: RunState, e: ev.DecodeRetraction) -> None:
+    if e.retracted is not None:
+        state.retractions += e.retracted
+    _retraction(state)
+
+
+def _retraction(state: RunState) -> None:
+    """The pool was full during decode and SGLang retracted requests (it carries on): how often, and
+    the token usage the last batch line showed before it (how close to the pool limit)."""
+    state.decode_retractions += 1
+    if state.token_usage:
+        usage = state.token_usage[-1].value
+        if state.decode_retraction_usage is None or usage > state.decode_retraction_usage:
+            state.decode_retraction_usage = usage
+
+
+def _advice(state: RunState, e: ev.EngineAdvice) -> None:
+    text = _where(e) + e.text
+    if text not in state.engine_advice and len(state.engine_advice) < 16:
+        state.engine_advice.append(text)
+
+
+def _flag_stated(state: RunState, e: ev.FlagStated) -> None:
+    state.stated_flags[e.dest] = e.value  # the latest statement is the value in force
+
+
+def _pool_size(state: RunState, e: ev.PoolSize) -> None:
+    if state.max_total_num_tokens is None:
+        state.max_total_num_tokens = e.tokens
+
+
+def _access(state: RunState, e: ev.HttpAccess) -> None:
+    if not e.path.startswith(("/health", "/get_model_info", "/model_info", "/get_server_info", "/metrics",
+                              "/server_info", "/ping", "/ready", "/v1/models")):
+        _ctx(state).requests += 1
+        _alive(state, e)
+
+
+def _seq(state: RunState, e: ev.CollectiveSeq) -> None:
+    c = _ctx(state)
+    c.max_seq = max(c.max_seq, e.seq)
+    crash = state.crash
+    if crash is not None and crash.phase == "unknown" and e.seq >= SERVING_SEQ:
+        crash.phase, crash.phase_reason = "serving", f"collective sequence number {e.seq:,}: the server had been serving"
+
+
+def _unparsed(state: RunState, e: ev.Unparsed) -> None:
+    state.lines_unparsed += 1
+
+
+def _alive(state: RunState, e: ev.Event) -> None:
+    """The server served after a bare traceback: it was not fatal. Drop it; keep it as a warning
+    (a fact from the log)."""
+    c = _ctx(state)
+    p = c.pending
+    if p is None or e.line <= p.line:
+        return
+    note = f"line {p.line}: {p.message[:160]} (a traceback the server survived)"
+    if note not in state.log_warnings and len(state.log_warnings) < 32:
+        state.log_warnings.append(note)
+    c.pending = None
+    c.exc_seen = False
+    c.frames = []
 
 
 def _sched_exc(state: RunState, e: ev.SchedulerException) -> None:
     c = _ctx(state)
     crash = state.crash
     if crash is not None and crash.kind not in _VAGUE_KINDS:
+        if crash.rank is None and e.rank is not None:
+            crash.rank = e.rank  # the signature came first (torch's own log line): the header names the rank
         _add_decisive(crash, _describe(e))  # another rank failing after the first: context only
         return
+    c.pending = None  # a header starts the story afresh: the bare traceback before it was context
     c.frames = []
     c.exc_seen = True
     c.exc_rank = e.rank
@@ -414,28 +551,67 @@ def _sched_exc(state: RunState, e: ev.SchedulerException) -> None:
     _add_decisive(crash, _describe(e))
 
 
+def _tb_start(state: RunState, e: ev.TracebackStart) -> None:
+    """A bare `Traceback (most recent call last):`: something raised. Without a header naming the
+    process it is a provisional crash (an excerpt is pasted for its traceback; in a whole log the
+    server serving afterwards withdraws it). A chained traceback ("During handling of the above
+    exception …") keeps the frames already seen."""
+    c = _ctx(state)
+    if state.crash is None and c.pending is None and e.line - c.frame_line > 8:
+        c.frames = []
+    c.exc_seen = True
+    _crash(state, e, "unknown", "Traceback (most recent call last):", provisional=True)
+
+
 def _frame(state: RunState, e: ev.TracebackFrame) -> None:
     c = _ctx(state)
-    c.frames.append(f"{e.file or ''}:{e.function}")
+    if state.crash is None and c.pending is None and e.line - c.frame_line > 8:
+        # a traceback whose header is not in view (an excerpt that starts mid-trace)
+        c.frames = []
+        c.exc_seen = True
+        c.frames.append((e.phase, f"{e.file or ''}:{e.function}"))
+        c.frame_line = e.line
+        _crash(state, e, "unknown", _describe(e), provisional=True)
+        return
+    c.frames.append((e.phase, f"{e.file or ''}:{e.function}"))
+    c.frame_line = e.line
     if len(c.frames) > _MAX_FRAMES:
         del c.frames[0]
-    crash = state.crash
+    crash = state.crash or c.pending
     if crash is not None and crash.kind in _VAGUE_KINDS and c.exc_seen:
-        crash.phase = _crash_phase(state, crash.kind, e)
+        crash.phase, crash.phase_reason = _crash_phase(state, crash.kind, e)
+
+
+# Exceptions that, before the server serves, mean the launch itself was wrong (an import, a path,
+# an argument), not a resource: `startup_error`.
+_STARTUP_EXC = ("ModuleNotFoundError", "ImportError", "SyntaxError", "IndentationError", "FileNotFoundError",
+                "NotImplementedError", "ArgumentError", "ArgumentTypeError", "HFValidationError",
+                "RepositoryNotFoundError", "OSError", "ValueError", "TypeError", "KeyError", "AttributeError")
+_NOT_STARTUP_ERRORS = ("NCCL", "nccl", "CUDA", "cuda", "distributed", "store", "timeout", "memory")
 
 
 def _exc_line(state: RunState, e: ev.ExceptionLine) -> None:
-    crash = state.crash
-    if crash is not None and crash.kind in _VAGUE_KINDS and _ctx(state).exc_seen:
+    c = _ctx(state)
+    if state.crash is None and c.pending is None:
+        if not (c.frames and e.line - c.frame_line <= 4):
+            return  # an error-looking line outside a traceback proves nothing by itself
+        # the end of a bare traceback: the text proves something died, not yet that the server did
+        _crash(state, e, "unknown", f"{e.exc_type}: {e.text}", provisional=True)
+    crash = state.crash or c.pending
+    if crash is not None and crash.kind in _VAGUE_KINDS and c.exc_seen:
         # the line that ends the traceback says what went wrong, even when no rule classifies it
         crash.message = f"{e.exc_type}: {e.text}"
         crash.line = e.line
-        crash.phase = _crash_phase(state, crash.kind, e)
+        crash.phase, crash.phase_reason = _crash_phase(state, crash.kind, e)
+        short = e.exc_type.rpartition(".")[2]
+        if crash.phase == "startup" and short in _STARTUP_EXC and not any(w in e.text for w in _NOT_STARTUP_ERRORS):
+            crash.kind = "startup_error"
         _add_decisive(crash, _describe(e))
 
 
 def _cuda_oom(state: RunState, e: ev.CudaOom) -> None:
-    phase = _phase_from_frames(_ctx(state).frames) if _ctx(state).exc_seen else None
+    c = _ctx(state)
+    phase = _phase_from_frames(c.frames) if c.exc_seen or c.frames else None
     if phase is None and state.phase == "capturing" and not state.ready_in_log:
         phase = "graph_capture"
     kind = "graph_capture_oom" if phase == "graph_capture" else "cuda_oom"
@@ -445,7 +621,7 @@ def _cuda_oom(state: RunState, e: ev.CudaOom) -> None:
 def _graph_failed(state: RunState, e: ev.GraphCaptureFailed) -> None:
     _crash(state, e, "graph_capture_oom" if "out of memory" in e.text.lower() else "unknown", e.text.strip())
     if state.crash is not None and state.crash.kind == "unknown":
-        state.crash.phase = "graph_capture"
+        state.crash.phase, state.crash.phase_reason = "graph_capture", "SGLang says the graph capture failed"
 
 
 def _kv_exhausted(state: RunState, e: ev.KvPoolExhausted) -> None:
@@ -453,6 +629,8 @@ def _kv_exhausted(state: RunState, e: ev.KvPoolExhausted) -> None:
 
 
 def _not_enough(state: RunState, e: ev.NotEnoughMemory) -> None:
+    if e.mem_fraction_static is not None:
+        state.stated_flags.setdefault("mem_fraction_static", e.mem_fraction_static)
     _crash(state, e, "init_not_enough_memory", e.text.strip())
 
 
@@ -470,6 +648,7 @@ def _rank_dead(state: RunState, e: ev.RankDead) -> None:
 
 
 def _exit_code(state: RunState, e: ev.ExitCode) -> None:
+    _commit_pending(state)
     crash = state.crash
     if crash is None:
         return
@@ -484,8 +663,16 @@ def _nccl(state: RunState, e: ev.NcclTimeout) -> None:
     _crash(state, e, "nccl_timeout", e.text.strip())
 
 
+def _nccl_error(state: RunState, e: ev.NcclError) -> None:
+    _crash(state, e, "nccl_error", e.text.strip())
+
+
+def _startup_error(state: RunState, e: ev.StartupError) -> None:
+    _crash(state, e, "startup_error", e.text.strip())
+
+
 def _watchdog(state: RunState, e: ev.SchedulerWatchdogTimeout) -> None:
-    _crash(state, e, "unknown", e.text.strip())
+    _crash(state, e, "watchdog_timeout", e.text.strip())
 
 
 def _warmup(state: RunState, e: ev.WarmupFailed) -> None:
@@ -510,6 +697,8 @@ def _killed(state: RunState, e: ev.Killed) -> None:
 
 
 def _exited(state: RunState, e: ev.ProcessExited) -> None:
+    if e.exit_code not in _STOP_EXITS:
+        _commit_pending(state)  # the process died after that traceback: it was the end
     if state.crash is not None:
         if state.crash.exit_code is None:
             state.crash.exit_code = e.exit_code
@@ -544,10 +733,18 @@ _HANDLERS: dict[type, object] = {
     ev.KvPoolBelowContext: _below_ctx,
     ev.UvicornRunning: _uvicorn,
     ev.ServerReady: _ready,
+    ev.HttpAccess: _access,
     ev.PrefillBatch: _prefill,
     ev.DecodeBatch: _decode,
     ev.KvRetract: _retract,
+    ev.DecodeRetraction: _decode_retraction,
+    ev.EngineAdvice: _advice,
+    ev.PoolSize: _pool_size,
+    ev.FlagStated: _flag_stated,
+    ev.CollectiveSeq: _seq,
+    ev.Unparsed: _unparsed,
     ev.SchedulerException: _sched_exc,
+    ev.TracebackStart: _tb_start,
     ev.TracebackFrame: _frame,
     ev.ExceptionLine: _exc_line,
     ev.CudaOom: _cuda_oom,
@@ -558,6 +755,8 @@ _HANDLERS: dict[type, object] = {
     ev.RankDead: _rank_dead,
     ev.ExitCode: _exit_code,
     ev.NcclTimeout: _nccl,
+    ev.NcclError: _nccl_error,
+    ev.StartupError: _startup_error,
     ev.SchedulerWatchdogTimeout: _watchdog,
     ev.WarmupFailed: _warmup,
     ev.PortInUse: _port,

@@ -13,6 +13,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from cockpit.core.ranks import rank_sort_key
+
 # Phase words, identical in JSON, the journal and (upper-cased) on screen.
 Phase = Literal["loading", "kv_pool", "capturing", "warmup", "ready", "crashed", "stopped", "unknown"]
 PHASES: tuple[str, ...] = get_args(Phase)
@@ -24,13 +26,17 @@ CrashKind = Literal[
     "init_not_enough_memory",
     "hicache_host_memory",
     "host_oom_killed",
-    "nccl_timeout",
+    "nccl_timeout",  # a collective timed out
+    "nccl_error",  # NCCL failed otherwise (e.g. "unhandled system error" at init)
+    "watchdog_timeout",  # the server's own scheduler watchdog fired (a forward pass hung)
     "warmup_failed",
     "port_in_use",
-    "unknown",
+    "startup_error",  # a Python import/usage/config error before serving
+    "unknown",  # a crash is proven, its cause isn't
 ]
 CRASH_KINDS: tuple[str, ...] = get_args(CrashKind)
-CrashPhase = Literal["startup", "graph_capture", "prefill", "decode", "serving"]
+# `unknown`: nothing in the log proves the phase (Crash.phase_reason says what was missing)
+CrashPhase = Literal["startup", "graph_capture", "prefill", "decode", "serving", "unknown"]
 CRASH_PHASES: tuple[str, ...] = get_args(CrashPhase)
 
 # Bounded series: about an hour of decode lines at SGLang's default log interval.
@@ -51,6 +57,10 @@ class RankMemory:
     graph_gb: float | None = None  # sum of every graph capture's `mem usage` (0.5.23 captures two)
     avail_after_capture_gb: float | None = None  # last `avail mem=` before ready: the OOM headroom
     captures_done: int = 0
+    capture_begin_avail_gb: float | None = None  # `avail mem=` of the first `Capture … begin` line
+    # free memory at the start of the most recent capture (0.5.23 captures prefill, then decode
+    # graphs: an OOM in the second is sized from what it started with, not from the first's start)
+    avail_at_capture_begin_gb: float | None = None
     # startup timeline: milestone name -> timestamp text as logged ("init", "weights_begin",
     # "weights_end", "kv_pool", "capture_begin", "capture_end", "ready")
     timeline: dict[str, str] = field(default_factory=dict)
@@ -64,6 +74,8 @@ class RankMemory:
             "kv_tokens": self.kv_tokens,
             "kv_gb": self.kv_gb,
             "avail_before_capture_gb": self.avail_before_capture_gb,
+            "capture_begin_avail_gb": self.capture_begin_avail_gb,
+            "last_capture_begin_avail_gb": self.avail_at_capture_begin_gb,
             "graph_gb": self.graph_gb,
             "avail_after_capture_gb": self.avail_after_capture_gb,
             "timeline": dict(self.timeline),
@@ -79,11 +91,13 @@ class Crash:
     message: str  # the decisive line's text (the OOM line, not the whole traceback)
     decisive_lines: list[str] = field(default_factory=list)  # a few lines an operator must read
     exit_code: int | None = None
+    phase_reason: str = ""  # the evidence for `phase` (or, for `unknown`, what was missing)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "phase": self.phase,
+            "phase_reason": self.phase_reason,
             "rank": self.rank,
             "line": self.line,
             "message": self.message,
@@ -124,6 +138,17 @@ class RunState:
     # warnings that are facts from the log, not findings (imbalance warning text, KV < context)
     log_warnings: list[str] = field(default_factory=list)
     retractions: int = 0
+    # `Decode out of memory happened` (SGLang retracts requests and carries on): how often, and the
+    # highest token usage seen by a batch line at or before one (how close to the pool limit)
+    decode_retractions: int = 0
+    decode_retraction_usage: float | None = None
+    # flags whose value a message states outside the server_args dump (a decisive line's
+    # `--mem-fraction-static=0.88`): snake_case keys, as in server_args
+    stated_flags: dict[str, Any] = field(default_factory=dict)
+    # SGLang's own advice lines, quoted as printed ("Raise --mem-fraction-static above 0.91 …")
+    engine_advice: list[str] = field(default_factory=list)
+    lines_recognised: int = 0  # lines the backend's grammar recognised as its server's log
+    lines_unparsed: int = 0  # recognised lines whose figures did not parse or were impossible (skipped)
     gen_throughput: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_MAX_POINTS))
     input_throughput: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_MAX_POINTS))
     token_usage: deque[SeriesPoint] = field(default_factory=lambda: deque(maxlen=SERIES_MAX_POINTS))
@@ -164,7 +189,9 @@ class RunState:
     @property
     def mem_fraction_static(self) -> float | None:
         v = self.server_args.get("mem_fraction_static")
-        return float(v) if isinstance(v, (int, float)) else None
+        if v is None:
+            v = self.stated_flags.get("mem_fraction_static")
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
     @property
     def peak_gen_throughput(self) -> float | None:
@@ -195,8 +222,11 @@ class RunState:
             "min_headroom_gb": self.min_headroom_gb,
             "ready_in_log": self.ready_in_log,
             "hicache_host_gb_per_rank": self.hicache_host_gb_per_rank,
-            "ranks": [r.to_json() for r in self.ranks.values()],
+            "ranks": [r.to_json() for r in sorted(self.ranks.values(), key=lambda r: rank_sort_key(r.rank))],
             "crash": self.crash.to_json() if self.crash else None,
             "peak_gen_throughput": self.peak_gen_throughput,
             "retractions": self.retractions,
+            "decode_retractions": self.decode_retractions,
+            "engine_advice": list(self.engine_advice),
+            "lines_unparsed": self.lines_unparsed,
         }

@@ -22,8 +22,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cockpit.core.sanitize import clean_text
+from cockpit.core.secrets import mask_mapping
 from cockpit.errors import BadInput
-from cockpit.journal.schema import MIGRATIONS, JournalError, Migration, migrate, read_version
+from cockpit.journal.schema import (
+    MIGRATIONS,
+    JournalError,
+    Migration,
+    is_read_only,
+    migrate,
+    read_version,
+    ro_uri,
+)
 
 if TYPE_CHECKING:
     from cockpit.core.findings import Finding
@@ -46,6 +56,28 @@ def default_path() -> Path:
     from cockpit.locations import data_dir
 
     return data_dir() / JOURNAL_FILE
+
+
+def _make_private(path: Path) -> None:
+    """The journal holds every run's flags and crash lines: readable by its owner only (0600).
+    SQLite gives its -wal and -shm files the database file's mode. An older 0644 journal is
+    tightened the first time a writer opens it."""
+    import os
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for extra in ("-wal", "-shm"):
+        side = path.with_name(path.name + extra)
+        try:
+            if side.stat().st_mode & 0o077 and side.stat().st_uid == os.getuid():
+                side.chmod(0o600)
+        except OSError:
+            pass
 
 
 def now_iso() -> str:
@@ -254,15 +286,15 @@ def _state_columns(state: RunState, findings: Iterable[Finding]) -> dict[str, An
     usage = [float(p.value) for p in state.token_usage]
     decisive: list[str] = []
     if crash is not None:
-        decisive = list(crash.decisive_lines) or [crash.message]
+        decisive = [_clean(x) for x in (list(crash.decisive_lines) or [crash.message])]
     return {
         "backend": state.backend,
         "backend_version": state.format,
         "phase": state.phase,
-        "crash_kind": crash.kind if crash else None,
-        "crash_phase": crash.phase if crash else None,
-        "crash_rank": crash.rank if crash else None,
-        "crash_message": crash.message if crash else None,
+        "crash_kind": _clean(crash.kind) if crash else None,
+        "crash_phase": _clean(crash.phase) if crash else None,
+        "crash_rank": _clean(crash.rank) if crash else None,
+        "crash_message": _clean(crash.message) if crash else None,
         "decisive_lines": json.dumps(decisive),
         "headroom": json.dumps(headroom),
         "min_headroom_gb": state.min_headroom_gb,
@@ -271,8 +303,24 @@ def _state_columns(state: RunState, findings: Iterable[Finding]) -> dict[str, An
         "median_gen_throughput": statistics.median(gen) if gen else None,
         "peak_token_usage": max(usage) if usage else None,
         "gen_throughput_series": json.dumps(_gen_series(state)),
-        "findings": json.dumps([f.to_json() for f in findings]),
+        "findings": json.dumps(_clean_json([f.to_json() for f in findings])),
     }
+
+
+def _clean(text: Any) -> Any:
+    """Log text as the journal keeps and gives it back: no escape sequence survives (a crash
+    message is replayed by `runs show` and the history screen for as long as the row lives)."""
+    return clean_text(text) if isinstance(text, str) else text
+
+
+def _clean_json(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return clean_text(obj)
+    if isinstance(obj, list | tuple):
+        return [_clean_json(x) for x in obj]
+    if isinstance(obj, dict):
+        return {_clean_json(k): _clean_json(v) for k, v in obj.items()}
+    return obj
 
 
 def _row_to_record(row: sqlite3.Row) -> RunRecord:
@@ -293,18 +341,18 @@ def _row_to_record(row: sqlite3.Row) -> RunRecord:
         hosts=tuple(js("hosts", [])),
         backend=row["backend"],
         backend_version=row["backend_version"],
-        flags=js("flags", {}),
+        flags=mask_mapping(js("flags", {})),
         run_dir=row["run_dir"],
         log_path=row["log_path"],
         pid=row["pid"],
         ended_at=row["ended_at"],
         updated_at=row["updated_at"],
         phase=row["phase"],
-        crash_kind=row["crash_kind"],
-        crash_phase=row["crash_phase"],
-        crash_rank=row["crash_rank"],
-        crash_message=row["crash_message"],
-        decisive_lines=tuple(js("decisive_lines", [])),
+        crash_kind=_clean(row["crash_kind"]),
+        crash_phase=_clean(row["crash_phase"]),
+        crash_rank=_clean(row["crash_rank"]),
+        crash_message=_clean(row["crash_message"]),
+        decisive_lines=tuple(_clean_json(js("decisive_lines", []))),
         time_to_ready_s=row["time_to_ready_s"],
         headroom=js("headroom", {}),
         min_headroom_gb=row["min_headroom_gb"],
@@ -313,7 +361,7 @@ def _row_to_record(row: sqlite3.Row) -> RunRecord:
         median_gen_throughput=row["median_gen_throughput"],
         peak_token_usage=row["peak_token_usage"],
         gen_throughput_series=tuple((float(p[0]), float(p[1])) for p in js("gen_throughput_series", [])),
-        findings=tuple(js("findings", [])),
+        findings=tuple(_clean_json(js("findings", []))),
         # a journal opened read-only before its migration to v2 has neither column
         bench=js("bench", None) if "bench" in row.keys() else None,  # noqa: SIM118 - sqlite3.Row `in` tests values
         tune_session=row["tune_session"] if "tune_session" in row.keys() else None,  # noqa: SIM118
@@ -355,10 +403,15 @@ class Journal:
             raise JournalTooNew(path, found, len(migrations))
         if readonly and (found is None or found == len(migrations)):
             return cls._open_readonly(path, found is not None, migrations, busy_timeout_ms)
+        if found is not None and is_read_only(path):
+            raise JournalError(f"journal {path} is read-only (its filesystem or directory cannot be written): "
+                               "runs are not recorded", hint="`cockpit runs` can still read it; remount it "
+                               "read-write or point XDG_DATA_HOME at a writable directory")
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _make_private(path)
         except OSError as exc:
-            raise JournalError(f"cannot create the journal directory {path.parent}: {exc}") from exc
+            raise JournalError(f"cannot create the journal {path}: {exc}") from exc
         try:
             conn = sqlite3.connect(str(path), timeout=busy_timeout_ms / 1000, isolation_level=None,
                                    check_same_thread=False)
@@ -384,7 +437,7 @@ class Journal:
     def _open_readonly(cls, path: Path, exists: bool, migrations: Sequence[Migration], busy_timeout_ms: int) -> Journal:
         try:
             if exists:
-                conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                conn = sqlite3.connect(ro_uri(path, immutable=is_read_only(path)), uri=True, isolation_level=None,
                                        timeout=busy_timeout_ms / 1000, check_same_thread=False)
             else:  # nothing recorded yet: an empty journal in memory, so readers need no special case
                 conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -449,7 +502,7 @@ class Journal:
                 "profile": profile_name,
                 "hosts": json.dumps(list(run.hosts)),
                 "version": run.version,
-                "flags": json.dumps(flags, default=str),
+                "flags": json.dumps(mask_mapping(flags), default=str),
                 "run_dir": run.run_dir,
                 "log_path": run.log_path,
                 "pid": run.pid,

@@ -4,19 +4,14 @@ history screen share (pure functions over RunRecords, no I/O)."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from cockpit.core.findings import value_text
 from cockpit.journal.journal import RunRecord
 
 UNKNOWN = "—"  # unknown is shown as unknown, never as 0
-
-
-def rank_sort_key(rank: str) -> tuple[Any, ...]:
-    """"DP1 TP10" after "DP1 TP9": numbers compare as numbers (ranks arrive in log order)."""
-    return tuple(int(tok) if tok.isdigit() else tok for tok in re.split(r"(\d+)", rank))
 
 
 def fmt_gb(v: float | None) -> str:
@@ -55,23 +50,24 @@ def fmt_time(iso: str | None) -> str:
     return dt.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def fmt_value(v: Any) -> str:
-    if v is None:
-        return "unset"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, sort_keys=True)
-    return str(v)
-
-
 def fmt_outcome(r: RunRecord) -> str:
     if r.outcome == "crashed" and r.crash_kind:
         where = ", ".join(x for x in (r.crash_phase, r.crash_rank) if x)
         return f"crashed: {r.crash_kind}" + (f" ({where})" if where else "")
     return r.outcome
+
+
+RUN_ROW_HEADER = ("ID", "STARTED", "OUTCOME", "MIN HEADROOM", "KV TOKENS", "PEAK TOK/S", "READY IN", "CHANGED")
+
+
+def run_rows(runs: Sequence[RunRecord]) -> list[list[str]]:
+    """One row per run, as `cockpit runs` and the history screen list them (RUN_ROW_HEADER)."""
+    changed = changes_by_run(runs)
+    return [
+        [r.id, fmt_time(r.started_at), fmt_outcome(r), fmt_gb(r.min_headroom_gb), fmt_int(r.max_total_num_tokens),
+         fmt_tps(r.peak_gen_throughput), fmt_secs(r.time_to_ready_s), changed[r.id]]
+        for r in runs
+    ]
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -106,7 +102,7 @@ def changed_since(prev: RunRecord | None, run: RunRecord) -> str:
     if prev is None:
         return ""
     diffs = differing_flags([prev, run])
-    return ", ".join(f"{k} {fmt_value(a)}→{fmt_value(b)}" for k, (a, b) in diffs.items())
+    return ", ".join(f"{k} {value_text(a)}→{value_text(b)}" for k, (a, b) in diffs.items())
 
 
 def backend_words(r: RunRecord) -> str:
@@ -144,7 +140,7 @@ def compare_rows(runs: Sequence[RunRecord]) -> tuple[list[Row], list[Row]]:
         ]
     if any(r.tune_session for r in runs):
         rows.append(("tune session", [r.tune_session or "none" for r in runs]))
-    flags = [(f"--{flag.lstrip('-')}", [fmt_value(v) for v in values]) for flag, values in differing_flags(runs).items()]
+    flags = [(f"--{flag.lstrip('-')}", [value_text(v) for v in values]) for flag, values in differing_flags(runs).items()]
     return rows, flags
 
 

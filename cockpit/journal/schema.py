@@ -98,18 +98,46 @@ def read_version(path: Path) -> int | None:
     if not path.exists():
         return None
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
+        return _read_version(path, immutable=False)
+    except sqlite3.DatabaseError as exc:
+        if not is_read_only(path):
+            raise JournalError(
+                f"{path} is not a Cockpit journal ({exc})",
+                hint="move it aside; Cockpit starts a new journal in its place",
+            ) from exc
+        # A WAL journal on a read-only filesystem cannot get its shared-memory file: read it as
+        # immutable (nobody can write it there either). A failure now is a real one.
+        try:
+            return _read_version(path, immutable=True)
+        except sqlite3.DatabaseError as exc2:
+            raise JournalError(f"journal {path} is on a read-only filesystem and cannot be read ({exc2})") from exc2
+
+
+def ro_uri(path: Path, immutable: bool) -> str:
+    return f"{path.resolve().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def is_read_only(path: Path) -> bool:
+    """The journal's filesystem is mounted read-only, or its directory cannot be written."""
+    import os
+
+    try:
+        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+            return True
+    except OSError:
+        return False
+    return not os.access(path.parent, os.W_OK)
+
+
+def _read_version(path: Path, immutable: bool) -> int:
+    try:
+        conn = sqlite3.connect(ro_uri(path, immutable), uri=True, timeout=10.0)
     except sqlite3.Error as exc:
         raise JournalError(f"cannot open journal {path}: {exc}") from exc
     try:
         row = conn.execute("PRAGMA user_version").fetchone()
         # user_version alone does not prove it is a database: touch the schema too.
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise JournalError(
-            f"{path} is not a Cockpit journal ({exc})",
-            hint="move it aside; Cockpit starts a new journal in its place",
-        ) from exc
     finally:
         conn.close()
     return int(row[0])

@@ -63,3 +63,5 @@ class RunSnapshot:
     flag_diff: tuple[FlagChange, ...] = ()  # flags of this run that differ from the profile
     progress: str = ""  # human words for what the supervisor is doing ("waiting for GPU 3 to free: pid 4412")
     rank_gpu: dict[str, tuple[str, int]] = field(default_factory=dict)  # rank -> (host, GPU index)
+    # a Slurm run: {job_id, state, reason, nodes, time_left, …} (cockpit/slurm/supervisor.py); None otherwise
+    slurm: dict[str, Any] | None = None

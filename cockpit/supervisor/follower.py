@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cockpit.backends.base import Backend
+from cockpit.core.findings import Finding
 from cockpit.core.reducer import apply
 from cockpit.core.state import RunState
 from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
@@ -61,6 +62,12 @@ class RunFold:
         apply(self.state, ev)
 
 
+def link_finding(item: LinkState) -> Finding:
+    """A link that will not come back by itself (the host key CHANGED) is a critical finding:
+    the advice pane and `status` keep showing it, with the fingerprint and how to accept."""
+    return Finding("host_key_changed", "critical", item.reason + (f". {item.hint}" if item.hint else ""))
+
+
 class Follow:
     """Reads nodes' logs into a RunFold and a Publisher; tells the supervisor about exits."""
 
@@ -75,6 +82,7 @@ class Follow:
         self.publisher = publisher
         self.on_exit = on_exit
         self.say = say  # progress words for the operator
+        self.link_findings: dict[str, Finding] = {}  # node label -> why its link will not come back
 
     def log_of(self, node: Node) -> NodeLog:
         if node.log is None:
@@ -116,13 +124,18 @@ class Follow:
                 elif isinstance(item, LogReset):
                     nl.reset()
                     self.say(f"{node.label}: log {item.why}; following the new file")
+                elif isinstance(item, LinkState) and item.fatal:
+                    node.link_up = False
+                    self.link_findings[node.label] = link_finding(item)
+                    self.say(f"{item.reason}; not reconnecting")
                 elif isinstance(item, LinkState):
                     node.link_up = item.up
                     self.say("" if item.up else f"{node.label}: connection lost ({item.reason}); reconnecting")
             if not follow:
                 self.finish(node)
                 ended = node.run
-                if ended is not None and not ended.alive and ended.exit_code is not None and node.exited is None:
+                over = ended is not None and (ended.exit_code is not None or ended.lost)  # lost: no waiter left
+                if ended is not None and not ended.alive and over and node.exited is None:
                     self.on_exit(node, ServerExited(ended.pid or 0, ended.exit_code))
         finally:
             node.follower = None

@@ -1,6 +1,6 @@
 """The cockpit-side half of the host program: run hostside.py's operations over any Transport.
 
-`HostOps` sends hostside.py's text on stdin to `python3 - '<json>'` on the host (this very
+`HostOps` sends hostside.py's text, then the request, on stdin to `python3 -` on the host (this very
 interpreter when the host is local), so launch, attach, stop and log follow work the same over
 LocalTransport and SSHTransport. `LogFollower` turns the follow program's frames into data
 chunks with their byte offsets, and reconnects after a dropped connection exactly after the last
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cockpit.transport.base import HostKeyError, Stream, Transport, TransportError
+from cockpit.transport.base import HostKeyError, Stream, Transport, TransportError, Unreachable
 from cockpit.transport.local import CommandTimeout
 
 HOSTSIDE_SOURCE: bytes = (Path(__file__).resolve().parent / "hostside.py").read_bytes()
@@ -53,10 +53,16 @@ class HostOps:
     def label(self) -> str:
         return self.transport.label
 
-    def _argv(self, req: dict[str, Any]) -> list[str]:
+    def _program(self, req: dict[str, Any]) -> tuple[list[str], bytes]:
+        """argv and stdin of one operation. The request travels on stdin, after the program's
+        text, never in argv: a launch's waiter keeps its argv for the whole run, and any local
+        user can read argv (`ps`); the request holds the profile's env (HF_TOKEN, ...)."""
         if self.runs_root and "runs_root" not in req:
             req = {**req, "runs_root": self.runs_root}
-        return [self.python, "-", json.dumps(req, separators=(",", ":"))]
+        text = json.dumps(req, separators=(",", ":"))
+        # a JSON string (ASCII, escaped) is also a Python string literal
+        call = b"\nsys.exit(main(['-', " + json.dumps(text).encode() + b"]))\n"
+        return [self.python, "-"], HOSTSIDE_SOURCE + call
 
     async def call(self, req: dict[str, Any], timeout: float | None = 60.0) -> dict[str, Any]:
         """Run one operation. Operations that are safe to repeat (all but launch) are retried when
@@ -65,8 +71,8 @@ class HostOps:
         for attempt in range(attempts):
             try:
                 return await self._call_once(req, timeout)
-            except (HostKeyError, HostOpError, CommandTimeout):
-                raise  # a refused key, a failed operation or a hung host: repeating won't help
+            except (HostKeyError, HostOpError, CommandTimeout, Unreachable):
+                raise  # a refused key, a failed operation, a hung or unreachable host: repeating won't help
             except TransportError:
                 if attempt + 1 >= attempts:
                     raise
@@ -74,7 +80,8 @@ class HostOps:
         raise AssertionError("unreachable")
 
     async def _call_once(self, req: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-        done = await self.transport.run(self._argv(req), stdin=HOSTSIDE_SOURCE, timeout=timeout)
+        argv, stdin = self._program(req)
+        done = await self.transport.run(argv, stdin=stdin, timeout=timeout)
         text = done.stdout.decode("utf-8", "replace").strip().splitlines()
         if done.returncode != 0 or not text:
             err = done.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -144,7 +151,8 @@ class HostOps:
         return base64.b64decode(res.get("data", ""))
 
     async def follow_stream(self, req: dict[str, Any]) -> Stream:
-        return await self.transport.stream(self._argv({"op": "follow", **req}), stdin=HOSTSIDE_SOURCE)
+        argv, stdin = self._program({"op": "follow", **req})
+        return await self.transport.stream(argv, stdin=stdin)
 
 
 @dataclass(frozen=True)
@@ -172,10 +180,15 @@ class ServerExited:
 
 @dataclass(frozen=True)
 class LinkState:
-    """The follow connection dropped (up=False, with the reason) or came back (up=True)."""
+    """The follow connection dropped (up=False, with the reason) or came back (up=True).
+
+    `fatal`: it will not come back by itself (the host key CHANGED): following stopped, and
+    `hint` says how the operator accepts the new key after checking its fingerprint."""
 
     up: bool
     reason: str = ""
+    fatal: bool = False
+    hint: str | None = None
 
 
 FollowItem = LogChunk | LogReset | ServerExited | LinkState
@@ -278,6 +291,12 @@ class LogFollower:
                 req["watch"] = self.watch
             try:
                 self._stream = await self.ops.follow_stream(req)
+            except HostKeyError as exc:
+                if not self.follow:
+                    raise
+                # never "reconnecting" to a host that now shows another key: say what it is, stop
+                yield LinkState(False, str(exc), fatal=True, hint=exc.hint)
+                return
             except TransportError as exc:
                 if not self.follow:
                     raise
@@ -323,6 +342,7 @@ class LogFollower:
             finally:
                 s, self._stream = self._stream, None
                 if s is not None:
+                    error = error or getattr(s, "end_reason", None)  # e.g. keepalives unanswered
                     with contextlib.suppress(Exception):
                         await s.close()
             if self._closed:

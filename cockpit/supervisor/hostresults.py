@@ -44,6 +44,9 @@ class RunRecord:
     launch_error: str | None = None
     flags: dict[str, Any] = field(default_factory=dict)  # server flags as launched (profile keys)
     overrides: dict[str, Any] = field(default_factory=dict)  # the run's changes to the profile
+    # the server and the waiter that records its exit are both gone (killed, disk full): the run
+    # is over with its exit code unknown
+    lost: bool = False
 
     @property
     def has_processes(self) -> bool:
@@ -70,6 +73,7 @@ class RunRecord:
             launch_error=_str(d.get("error")),
             flags=dict(meta.get("flags") or {}),
             overrides=dict(meta.get("overrides") or {}),
+            lost=bool(d.get("lost")),
         )
 
 

@@ -1,8 +1,10 @@
 """The host-side half of the supervisor: one stdlib-only program sent to the host's python.
 
-It runs as `python3 - '<json request>'` with this file's text on stdin (locally through the
-same LocalTransport), so nothing has to be installed on a GPU host and no shell ever parses a
-command line: the request, including the server's argv, travels as one JSON argument.
+It runs as `python3 -` with this file's text on stdin followed by one line that calls main()
+with the JSON request (locally through the same LocalTransport), so nothing has to be installed
+on a GPU host and no shell ever parses a command line. The request is never in argv: a launch's
+waiter lives as long as the run, and any local user can read a process's argv (`ps`) while the
+request carries the profile's env (HF_TOKEN, ...).
 
 Operations (the request's "op"):
 
@@ -22,6 +24,12 @@ Operations (the request's "op"):
           and how many lines lie between (counted at C speed, not sent).
   follow  stream a log from a byte offset as framed chunks (see below), optionally watching the
           server pid and reporting its exit.
+
+Privacy and safety (see docs/RELIABILITY.md): run directories are 0700 and their files 0600;
+the log is opened with O_NOFOLLOW and refused when it, or its directory, belongs to another user
+or can be written by others. A disk error is reported as such, and leaves either a complete run
+or none. Every process of a run carries COCKPIT_RUN_DIR in its environment, so a run whose
+directory was deleted is still found (by its processes), refused a second launch, and stopped.
 
 Run directory: <runs_root>/<profile>/<run_id>/ (runs_root defaults to $XDG_CACHE_HOME/cockpit/runs,
 i.e. ~/.cache/cockpit/runs) holds argv.json, env.json, cwd, pid, pgid, sid,
@@ -51,11 +59,49 @@ def _expand(path):
     return os.path.abspath(os.path.expanduser(path))
 
 
+RUN_TAG = "COCKPIT_RUN_DIR"
+_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+class DiskError(Exception):
+    """A file of the run could not be written because of the disk (full, quota, size limit, RO)."""
+
+
+def _disk_words(exc, path):
+    what = {errno.ENOSPC: "disk full (ENOSPC)", errno.EDQUOT: "disk quota exceeded (EDQUOT)",
+            errno.EFBIG: "file size limit reached (EFBIG)", errno.EROFS: "read-only filesystem (EROFS)"}
+    return f"{what.get(exc.errno, exc.strerror)} writing {path}"
+
+
 def _write(path, text):
+    """Write a run file, 0600, atomically (temp file + rename). A disk failure raises DiskError
+    naming the file; the temp file is not left behind."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            data = text.encode()
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if exc.errno in _DISK_ERRNOS:
+            raise DiskError(_disk_words(exc, path)) from None
+        raise
+
+
+def _private_dir(path):
+    """Create `path` 0700 (a run's files say what it runs, with which env), or tighten ours."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.stat(path)
+    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+        os.chmod(path, 0o700)
 
 
 def _read(path, default=None):
@@ -120,6 +166,8 @@ def _is_our_server(run_dir, pid):
     """The pid is alive and still the process we launched (its start time, else its cmdline)."""
     if not _alive(pid):
         return False
+    if not os.path.isdir(run_dir):  # deleted under the run: its processes still carry the tag
+        return _run_tag(pid) == run_dir
     want_start = _read_int(os.path.join(run_dir, "proc_start"))
     st = _proc_stat(pid)
     if want_start is not None and st is not None:
@@ -165,9 +213,13 @@ def _run_info(run_dir):
             argv = json.load(f)
     except (OSError, ValueError):
         argv = None
+    waiter_alive = _alive(waiter) if waiter else False
     return {
         "run_id": os.path.basename(run_dir),
         "run_dir": run_dir,
+        # the server is gone and so is the waiter that would have recorded its exit (killed, or
+        # the disk was full): the run is over with its exit code unknown
+        "lost": not alive and not members and exit_code is None and not waiter_alive and pid is not None,
         "pid": pid,
         "pgid": _read_int(os.path.join(run_dir, "pgid")),
         "sid": sid,
@@ -214,6 +266,86 @@ def _current_run_dir(pdir):
     return d if os.path.isdir(d) else None
 
 
+# ---------------------------------------------------------------- runs found by their processes
+
+
+def _run_tag(pid):
+    """The COCKPIT_RUN_DIR a process was started with (its initial environment), or None."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return None
+    key = RUN_TAG.encode() + b"="
+    for item in env.split(b"\0"):
+        if item.startswith(key):
+            return item[len(key):].decode("utf-8", "replace")
+    return None
+
+
+def _tagged_processes(pdir):
+    """{run_dir: [pid, ...]} of live processes tagged with a run of this profile directory."""
+    out = {}  # type: dict[str, list[int]]
+    if not os.path.isdir("/proc"):
+        return out
+    prefix = pdir.rstrip("/") + "/"
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        tag = _run_tag(int(name))
+        if tag and tag.startswith(prefix) and "/" not in tag[len(prefix):]:
+            st = _proc_stat(int(name))
+            if st is not None and st[0] not in ("Z", "X"):
+                out.setdefault(tag, []).append(int(name))
+    return out
+
+
+def _ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("utf-8", "replace")
+        return int(data[data.rfind(")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _info_from_processes(run_dir, pids):
+    """A run whose directory is gone, described from its live processes: the server is the one
+    that leads its process group (the waiter made it so), the waiter is its parent, and the
+    log is where its stdout goes."""
+    pids = sorted(pids)
+    server = next((p for p in pids if (_proc_stat(p) or (0, 0))[1] == p), pids[0])
+    st = _proc_stat(server)
+    sid = st[2] if st else None
+    waiter = _ppid(server)
+    try:
+        log_path = os.readlink(f"/proc/{server}/fd/1")
+    except OSError:
+        log_path = None
+    return {
+        "run_id": os.path.basename(run_dir), "run_dir": run_dir, "run_dir_missing": True, "lost": False,
+        "pid": server, "pgid": st[1] if st else None, "sid": sid, "waiter_pid": waiter,
+        "started_at": None, "log_path": log_path, "log_offset": 0, "log_inode": None,
+        "alive": True, "exit_code": None, "members": _session_members(sid, exclude=(waiter,)) if sid else pids,
+        "argv": _cmdline(server), "error": None, "meta": None, "stopped_by": None,
+    }
+
+
+def _locate(pdir, run_id=None):
+    """The run (`run_id`, else the current one) with its facts: from its directory, or, when the
+    directory was deleted under a live run, from its processes. None when there is neither."""
+    run_dir = os.path.join(pdir, run_id) if run_id else _current_run_dir(pdir)
+    if run_dir is not None and os.path.isdir(run_dir):
+        return _run_info(run_dir)
+    tagged = _tagged_processes(pdir)
+    if run_id:
+        tagged = {d: p for d, p in tagged.items() if os.path.basename(d) == run_id}
+    if not tagged:
+        return None
+    newest = max(tagged)  # run ids sort by their start time
+    return _info_from_processes(newest, tagged[newest])
+
+
 # ---------------------------------------------------------------- launch
 
 
@@ -232,37 +364,131 @@ def _lock(pdir, timeout):
             time.sleep(0.05)
 
 
+class LogRefused(Exception):
+    """The log path is not safe to write (another user's file or link, a directory others write)."""
+
+
+def _owner_name(uid):
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _check_log_dir(path):
+    st = os.stat(path)
+    me = os.getuid()
+    if st.st_uid not in (me, 0):
+        raise LogRefused(f"log directory {path} belongs to {_owner_name(st.st_uid)}, not to "
+                         f"{_owner_name(me)}: they could replace the log with a link to any of your files")
+    if st.st_mode & 0o002 and not st.st_mode & 0o1000:
+        raise LogRefused(f"log directory {path} can be written by every user (mode {st.st_mode & 0o7777:04o}, "
+                         "no sticky bit): another user could put a link or their own file where the log goes")
+
+
+def _open_log(log_path):
+    """The log, opened for appending without following a link, and checked: a regular file of
+    ours that no other user can write. Returns (fd, size at open, inode)."""
+    log_dir = os.path.dirname(log_path)
+    os.makedirs(log_dir, exist_ok=True)
+    _check_log_dir(log_dir)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0)
+    # Looked at first for a clear message (the kernel's protected_symlinks/regular may answer a
+    # planted file with a bare EACCES); O_NOFOLLOW and fstat below close the race.
+    try:
+        lst = os.lstat(log_path)
+    except OSError:
+        lst = None
+    if lst is not None and (os.path.islink(log_path) or lst.st_uid != os.getuid()):
+        if os.path.islink(log_path):
+            raise LogRefused(f"log {log_path} is a symbolic link (to {os.readlink(log_path)!r}): refusing to "
+                             "append to whatever it points at; remove it, or name the real file as the log")
+        raise LogRefused(f"log {log_path} belongs to {_owner_name(lst.st_uid)}, not to {_owner_name(os.getuid())}; "
+                         "move it aside (or fix its owner) and launch again")
+    try:
+        # a new log is 0600: SGLang prints its server_args (an --api-key among them) into it
+        fd = os.open(log_path, flags | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise LogRefused(f"log {log_path} is a symbolic link (to {os.readlink(log_path)!r}): refusing to "
+                             "append to whatever it points at; remove it, or name the real file as the log") from None
+        raise
+    os.set_blocking(fd, True)
+    st = os.fstat(fd)
+    why = None
+    import stat as _stat
+
+    if not _stat.S_ISREG(st.st_mode):
+        why = "is not a regular file"
+    elif st.st_uid != os.getuid():
+        why = f"belongs to {_owner_name(st.st_uid)}, not to {_owner_name(os.getuid())}"
+    elif st.st_mode & 0o002:
+        why = f"can be written by every user (mode {st.st_mode & 0o777:04o}): their lines would read as the server's"
+    if why:
+        os.close(fd)
+        raise LogRefused(f"log {log_path} {why}; move it aside (or fix its owner/mode) and launch again")
+    return fd, st.st_size, st.st_ino
+
+
+def _abandon(pdir, run_dir, previous):
+    """Undo a launch that did not happen: no half-written run directory stays `current`."""
+    import shutil
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+    try:
+        if previous:
+            _write(os.path.join(pdir, "current"), previous)
+        else:
+            os.unlink(os.path.join(pdir, "current"))
+    except OSError:
+        pass
+
+
 def op_launch(req):
     pdir = _profile_dir(req)
-    os.makedirs(pdir, exist_ok=True)
+    _private_dir(_runs_root(req))
+    _private_dir(pdir)
     lock_fd = _lock(pdir, float(req.get("lock_timeout", 30)))
     # Held until this program exits, after `current` names the new run: a second launcher
     # waits here and then sees the live run.
-    cur = _current_run_dir(pdir)
-    if cur is not None:
-        info = _run_info(cur)
-        if info["alive"] or info["members"]:
-            return {"refused": "live", "run": info}
+    live = _locate(pdir)
+    if live is not None and (live["alive"] or live["members"]):
+        return {"refused": "live", "run": live}
     run_dir = os.path.join(pdir, req["run_id"])
-    os.makedirs(run_dir)
-    log_path = _expand(os.path.join(_expand(req.get("cwd") or "~"), req["log"]))
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
     cwd = _expand(req.get("cwd") or "~")
-    os.makedirs(cwd, exist_ok=True)
+    log_path = _expand(os.path.join(cwd, req["log"]))
     try:
-        st = os.stat(log_path)
-        offset, inode = st.st_size, st.st_ino
-    except OSError:
-        offset, inode = 0, None
+        os.makedirs(cwd, exist_ok=True)
+        log_fd, offset, inode = _open_log(log_path)
+    except LogRefused as exc:
+        return {"error": f"refused: {exc}"}
+    except OSError as exc:
+        if exc.errno in _DISK_ERRNOS:
+            return {"error": _disk_words(exc, log_path) + "; nothing was launched"}
+        raise
     argv = list(req["argv"])
     env_add = dict(req.get("env") or {})
-    _write(os.path.join(run_dir, "argv.json"), json.dumps(argv))
-    _write(os.path.join(run_dir, "env.json"), json.dumps(env_add))
-    _write(os.path.join(run_dir, "cwd"), cwd)
-    _write(os.path.join(run_dir, "log_path"), log_path)
-    _write(os.path.join(run_dir, "log_offset"), str(offset))
-    _write(os.path.join(run_dir, "meta.json"), json.dumps(req.get("meta") or {}))
-    _write(os.path.join(pdir, "current"), req["run_id"])
+    previous = _read(os.path.join(pdir, "current"))
+    files = {
+        "argv.json": json.dumps(argv),
+        "env.json": json.dumps(env_add),
+        "cwd": cwd,
+        "log_path": log_path,
+        "log_offset": str(offset),
+        "log_inode": str(inode),
+        "meta.json": json.dumps(req.get("meta") or {}),
+    }
+    try:
+        os.mkdir(run_dir, 0o700)
+        for name, text in files.items():
+            _write(os.path.join(run_dir, name), text)
+        _write(os.path.join(pdir, "current"), req["run_id"])
+    except (DiskError, OSError) as exc:
+        os.close(log_fd)
+        _abandon(pdir, run_dir, previous)
+        return {"error": f"{exc}; nothing was launched"}
 
     r, w = os.pipe()
     child = os.fork()
@@ -276,10 +502,11 @@ def op_launch(req):
                 os.dup2(devnull, fd)
             if os.fork() != 0:
                 os._exit(0)
-            _waiter(run_dir, argv, env_add, cwd, log_path, w)
+            _waiter(run_dir, argv, env_add, cwd, log_fd, w, files)
         finally:
             os._exit(0)
     os.close(w)
+    os.close(log_fd)
     os.waitpid(child, 0)
     data = b""
     while True:
@@ -292,28 +519,63 @@ def op_launch(req):
         started = json.loads(data.decode() or "{}")
     except ValueError:
         started = {}
+    if not started:
+        started = {"error": "the launch waiter died before it could report (see the run directory "
+                            f"{run_dir}); nothing was launched"}
     if "error" in started:
+        if started.get("disk"):
+            _abandon(pdir, run_dir, previous)
+            return {"error": started["error"]}
         return {"error": started["error"], "run": _run_info(run_dir)}
-    if inode is None:
-        try:
-            inode = os.stat(log_path).st_ino
-        except OSError:
-            inode = None
-    if inode is not None:
-        _write(os.path.join(run_dir, "log_inode"), str(inode))
     return {"launched": True, "run": _run_info(run_dir)}
 
 
-def _waiter(run_dir, argv, env_add, cwd, log_path, w):
-    import subprocess
+def _report(w, obj):
+    try:
+        os.write(w, json.dumps(obj).encode())
+        os.close(w)
+    except OSError:
+        pass
 
+
+def _waiter(run_dir, argv, env_add, cwd, log_fd, w, files):
     # The waiter must survive the stop's SIGTERM and the SSH session's SIGHUP to record the code.
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
         signal.signal(sig, signal.SIG_IGN)
-    _write(os.path.join(run_dir, "waiter_pid"), str(os.getpid()))
-    _write(os.path.join(run_dir, "sid"), str(os.getsid(0)))
+    try:
+        _waiter_run(run_dir, argv, env_add, cwd, log_fd, w, files)
+    except DiskError as exc:
+        _report(w, {"error": f"{exc}; nothing is running", "disk": True})
+    except Exception as exc:  # the launcher must hear why, never read silence as success
+        _report(w, {"error": f"the launch waiter failed: {type(exc).__name__}: {exc}"})
+
+
+def _record(run_dir, files, name, text):
+    files[name] = text
+    _write(os.path.join(run_dir, name), text)
+
+
+def _restore(run_dir, files):
+    """The run directory was deleted under the run: put back what the waiter knows, so the exit
+    code it is about to record has a place and the run stays findable after it ended."""
+    if os.path.isdir(run_dir):
+        return
+    _private_dir(run_dir)
+    for name, text in files.items():
+        _write(os.path.join(run_dir, name), text)
+    pdir = os.path.dirname(run_dir)
+    if _current_run_dir(pdir) is None:
+        _write(os.path.join(pdir, "current"), os.path.basename(run_dir))
+
+
+def _waiter_run(run_dir, argv, env_add, cwd, log_fd, w, files):
+    import subprocess
+
+    _record(run_dir, files, "waiter_pid", str(os.getpid()))
+    _record(run_dir, files, "sid", str(os.getsid(0)))
     env = dict(os.environ)
     env.update(env_add)
+    env[RUN_TAG] = run_dir  # the run's processes can be found even without its directory
 
     def _child_setup():
         # Ignored dispositions survive exec: give the server the default ones back, and its own
@@ -323,7 +585,6 @@ def _waiter(run_dir, argv, env_add, cwd, log_path, w):
         os.setpgid(0, 0)
 
     try:
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -338,34 +599,43 @@ def _waiter(run_dir, argv, env_add, cwd, log_path, w):
         msg = f"{type(exc).__name__}: {exc}"
         _write(os.path.join(run_dir, "launch_error"), msg)
         _write(os.path.join(run_dir, "exit_code"), "127")
-        os.write(w, json.dumps({"error": msg}).encode())
-        os.close(w)
+        _report(w, {"error": msg})
         return
     os.close(log_fd)
-    st = _proc_stat(proc.pid)
-    if st is not None:
-        _write(os.path.join(run_dir, "proc_start"), str(st[3]))
-    _write(os.path.join(run_dir, "pid"), str(proc.pid))
-    _write(os.path.join(run_dir, "pgid"), str(proc.pid))
-    _write(os.path.join(run_dir, "started_at"), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    os.write(w, json.dumps({"pid": proc.pid}).encode())
-    os.close(w)
+    try:
+        st = _proc_stat(proc.pid)
+        if st is not None:
+            _record(run_dir, files, "proc_start", str(st[3]))
+        _record(run_dir, files, "pid", str(proc.pid))
+        _record(run_dir, files, "pgid", str(proc.pid))
+        _record(run_dir, files, "started_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    except DiskError as exc:
+        # A server nobody could find, stop or see exit is worse than none: stop it, then say why.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait()
+        raise DiskError(f"{exc}; the server (pid {proc.pid}) was started and stopped again") from None
+    _report(w, {"pid": proc.pid})
     code = proc.wait()
     if code < 0:
         code = 128 - code
-    _write(os.path.join(run_dir, "exit_code"), str(code))
+    # Recorded even when the disk is full at the end of a long run: retried for a minute.
+    for _ in range(12):
+        try:
+            _restore(run_dir, files)
+            _write(os.path.join(run_dir, "exit_code"), str(code))
+            return
+        except (DiskError, OSError):
+            time.sleep(5)
 
 
 # ---------------------------------------------------------------- find / stop / kill / alive
 
 
 def op_find(req):
-    pdir = _profile_dir(req)
-    rid = req.get("run_id")
-    run_dir = os.path.join(pdir, rid) if rid else _current_run_dir(pdir)
-    if run_dir is None or not os.path.isdir(run_dir):
-        return {"run": None}
-    return {"run": _run_info(run_dir)}
+    return {"run": _locate(_profile_dir(req), req.get("run_id"))}
 
 
 def _signal_all(pgid, members, sig):
@@ -383,10 +653,10 @@ def _signal_all(pgid, members, sig):
 
 def op_stop(req):
     pdir = _profile_dir(req)
-    run_dir = os.path.join(pdir, req["run_id"]) if req.get("run_id") else _current_run_dir(pdir)
-    if run_dir is None or not os.path.isdir(run_dir):
+    info = _locate(pdir, req.get("run_id"))
+    if info is None:
         return {"stopped": True, "killed": False, "left": [], "run": None}
-    info = _run_info(run_dir)
+    run_dir = info["run_dir"]
     pgid, sid, waiter = info["pgid"], info["sid"], info["waiter_pid"]
     timeout = float(req.get("timeout", 30))
     exclude = (waiter,) if waiter else ()
@@ -402,8 +672,12 @@ def op_stop(req):
     # Marked before the first signal: a cockpit watching the run from elsewhere reads the exit
     # (even a SIGKILL after the timeout, 137) as this stop, not as a crash. Only a run that was
     # still going is "stopped": a crashed one stays crashed in later reports.
-    if (info["alive"] or info["members"]) and not os.path.exists(os.path.join(run_dir, "stopped_by")):
-        _write(os.path.join(run_dir, "stopped_by"), "cockpit")
+    if (info["alive"] or info["members"]) and os.path.isdir(run_dir) \
+            and not os.path.exists(os.path.join(run_dir, "stopped_by")):
+        try:
+            _write(os.path.join(run_dir, "stopped_by"), "cockpit")
+        except DiskError:
+            pass  # the stop matters more than its mark
     if left or info["alive"]:
         _signal_all(pgid if info["alive"] else None, left, signal.SIGTERM)
         deadline = time.time() + timeout
@@ -425,7 +699,8 @@ def op_stop(req):
     deadline = time.time() + 3
     while _read(os.path.join(run_dir, "exit_code")) is None and time.time() < deadline:
         time.sleep(0.05)
-    return {"stopped": not left, "killed": killed, "left": left, "run": _run_info(run_dir)}
+    after = _run_info(run_dir) if os.path.isdir(run_dir) else dict(info, alive=False, members=left)
+    return {"stopped": not left, "killed": killed, "left": left, "run": after}
 
 
 def op_kill(req):
@@ -695,5 +970,5 @@ def main(argv):
     return 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and len(sys.argv) > 1:  # else the line after this file calls main()
     sys.exit(main(sys.argv))

@@ -99,6 +99,15 @@ def changes_to_overrides(changes: Iterable[FlagChange] | dict[str, Any]) -> dict
 
 
 class Supervisor:
+    def __new__(cls, profile: Profile, **_kw: Any) -> Supervisor:
+        # a `target: {kind: slurm}` profile runs as a Slurm job: every caller that makes a
+        # Supervisor (CLI, TUI) gets the Slurm one without knowing
+        if cls is Supervisor and getattr(profile, "target", None) is not None:
+            from cockpit.slurm.supervisor import SlurmSupervisor
+
+            return super().__new__(SlurmSupervisor)
+        return super().__new__(cls)
+
     def __init__(
         self,
         profile: Profile,
@@ -403,7 +412,7 @@ class Supervisor:
                                                              self.telemetry.host_facts_now()))
             except Exception:
                 log.exception("diagnosis failed")
-        return self._findings
+        return tuple(self.follow.link_findings.values()) + self._findings  # a changed host key first
 
     def rank_gpu(self) -> dict[str, tuple[str, int]]:
         return self.backend.rank_gpu_map(self.fold.state.ranks.keys(), [n.label for n in self.nodes],

@@ -205,7 +205,7 @@ def host_facts_for(profile: Profile, measured: Mapping[str, HostFacts] | None = 
         label = h.label
         if measured and label in measured:
             out.append(dataclasses.replace(measured[label], host=label))
-        elif h.is_local:
+        elif h.is_local and profile.target is None:  # a Slurm job's nodes are not this machine
             out.append(local_host_facts())
         else:
             out.append(HostFacts(host=label, source="unknown"))

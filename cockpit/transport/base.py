@@ -24,6 +24,12 @@ class HostKeyError(TransportError):
     """The host key is unknown or changed: refused, never auto-accepted."""
 
 
+class Unreachable(TransportError):
+    """No connection could be made within the connect timeout (no answer, refused, no route).
+    Repeating at once won't help: callers report it instead of retrying, so one command takes
+    one timeout, not several."""
+
+
 @dataclass(frozen=True)
 class Completed:
     returncode: int

@@ -7,7 +7,11 @@
   ~/.ssh/known_hosts). An unknown or changed key is refused with HostKeyError and a message
   that says how to accept it after checking the fingerprint. Nothing is ever auto-accepted.
 - One connection per host carries every channel (commands, log followers, the telemetry agent,
-  port forwards). After a drop the next call reconnects; failed attempts back off 1, 2, 4 … s.
+  port forwards). After a drop the next call reconnects; failed attempts back off 1, 2, 4 … s,
+  and a call during the back-off gets the last failure at once (one command waits one timeout).
+- Timeouts: ConnectTimeout from ~/.ssh/config (else 10 s) bounds each hop's TCP connect, key
+  exchange and login together. ServerAliveInterval / ServerAliveCountMax (else 5 s and 3) send
+  keepalives: a frozen link is declared dead after interval × (count + 1) of silence (20 s).
 - The remote command line is built from the argv list with shlex quoting only. Environment
   variables travel as a quoted `export 'K=V'` before `exec` (sshd's AcceptEnv usually refuses
   SSH env requests); the working directory as a quoted `cd --` before `exec`. This assumes a POSIX
@@ -28,12 +32,12 @@ from typing import Any
 
 import asyncssh
 
-from cockpit.transport.base import Completed, HostKeyError, Stream, Transport, TransportError
+from cockpit.transport.base import Completed, HostKeyError, Stream, Transport, TransportError, Unreachable
 from cockpit.transport.local import CommandTimeout
 
 CONNECT_TIMEOUT_S = 10.0
-KEEPALIVE_INTERVAL_S = 15.0
-KEEPALIVE_COUNT_MAX = 3  # a silent link is declared dead after 45 s
+KEEPALIVE_INTERVAL_S = 5.0
+KEEPALIVE_COUNT_MAX = 3  # a silent link is declared dead after 5 × (3 + 1) = 20 s
 BACKOFF_CAP_S = 30.0
 TERM_GRACE_S = 2.0
 CHUNK_BYTES = 65536
@@ -136,6 +140,10 @@ def _readable(files: list[str]) -> list[str]:
     return [f for f in files if os.path.isfile(f) and os.access(f, os.R_OK)]
 
 
+def _positive(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v > 0 else None
+
+
 def _hostport(host: str, port: int) -> str:
     return host if port == 22 else f"[{host}]:{port}"
 
@@ -169,6 +177,11 @@ class _Hop:
         tunnel = getattr(self.options, "tunnel", None)
         self.proxy_jump: str | None = tunnel if isinstance(tunnel, str) and tunnel.lower() != "none" else None
         self.known_hosts = _known_hosts_files(self.options)
+        # what ~/.ssh/config says (ConnectTimeout, ServerAliveInterval, ServerAliveCountMax), if anything
+        self.connect_timeout = _positive(getattr(self.options, "connect_timeout", None))
+        self.keepalive_interval = _positive(getattr(self.options, "keepalive_interval", None))
+        count = getattr(self.options, "keepalive_count_max", None)
+        self.keepalive_count_max = int(count) if isinstance(count, int) and count > 0 else None
 
     @property
     def where(self) -> str:
@@ -197,6 +210,7 @@ class SSHStream(Stream):
         self._stderr = bytearray()
         self._cwd_missing = False
         self._closed = False
+        self.end_reason: str | None = None  # why the channel broke, in the operator's words
         self._tasks: list[asyncio.Task[None]] = [asyncio.create_task(self._drain_stderr())]
         self._tasks.append(asyncio.create_task(self._feed(stdin)))
 
@@ -285,7 +299,7 @@ class SSHStream(Stream):
                     break
                 yield data
         except (OSError, asyncssh.Error) as exc:
-            self._t._note_broken(exc)
+            self.end_reason = self._t._note_broken(exc)
             return
         with contextlib.suppress(Exception):
             await self._p.wait_closed()
@@ -338,14 +352,16 @@ class SSHTransport(Transport):
         self,
         dest: str,
         *,
-        connect_timeout: float = CONNECT_TIMEOUT_S,
-        keepalive_interval: float = KEEPALIVE_INTERVAL_S,
+        connect_timeout: float | None = None,
+        keepalive_interval: float | None = None,
         backoff_cap: float = BACKOFF_CAP_S,
     ):
         self.label = dest
         self.dest = Destination.parse(dest)
+        # None: ~/.ssh/config's value for each hop, else the defaults above
         self.connect_timeout = connect_timeout
         self.keepalive_interval = keepalive_interval
+        self._last_error: TransportError | None = None
         self.backoff_cap = backoff_cap
         self._conn: asyncssh.SSHClientConnection | None = None
         self._jumps: list[asyncssh.SSHClientConnection] = []
@@ -377,11 +393,29 @@ class SSHTransport(Transport):
     def _alive(self) -> bool:
         return self._conn is not None and not self._conn.is_closed()
 
-    def _note_broken(self, exc: BaseException | None = None) -> None:
+    def _note_broken(self, exc: BaseException | None = None) -> str | None:
+        """Drop a dead connection; returns why it broke, in the operator's words."""
+        why = None
+        if exc is not None:
+            text = str(getattr(exc, "reason", "") or exc)
+            if "keepalive" in text.lower():
+                hop = _Hop(self.dest, self.label)
+                interval, count = self._keepalive(hop)
+                why = f"no answer to keepalives for {interval * (count + 1):g} s: the link froze"
+            else:
+                why = text or type(exc).__name__
         if self._conn is None:
-            return
+            return why
         if self._conn.is_closed() or isinstance(exc, asyncssh.ConnectionLost | ConnectionError):
             self._drop()
+        return why
+
+    def _timeout(self, hop: _Hop) -> float:
+        return self.connect_timeout or hop.connect_timeout or CONNECT_TIMEOUT_S
+
+    def _keepalive(self, hop: _Hop) -> tuple[float, int]:
+        return (self.keepalive_interval or hop.keepalive_interval or KEEPALIVE_INTERVAL_S,
+                hop.keepalive_count_max or KEEPALIVE_COUNT_MAX)
 
     def _drop(self) -> None:
         conn, jumps = self._conn, self._jumps
@@ -407,14 +441,19 @@ class SSHTransport(Transport):
                 return self._conn
             self._drop()
             wait = self._retry_at - time.monotonic()
-            if self._failures and wait > 0:
-                await asyncio.sleep(wait)
+            if self._failures and wait > 0 and self._last_error is not None:
+                # within the back-off after a failed connect: the same answer now, not another
+                # full timeout (a command asking five things of a dead host waits once)
+                err = self._last_error
+                raise type(err)(str(err), hint=err.hint)
             try:
                 conn, jumps = await self._connect_chain(self.dest, self.label, depth=0)
-            except TransportError:
+            except TransportError as exc:
                 self._failures += 1
                 self._retry_at = time.monotonic() + min(self.backoff_cap, 2.0 ** (self._failures - 1))
+                self._last_error = exc
                 raise
+            self._last_error = None
             self._failures = 0
             self._conn, self._jumps = conn, jumps
             self.connects += 1
@@ -454,6 +493,8 @@ class SSHTransport(Transport):
         self, hop: _Hop, tunnel: asyncssh.SSHClientConnection | None
     ) -> asyncssh.SSHClientConnection:
         known = _readable(hop.known_hosts)
+        timeout = self._timeout(hop)
+        interval, count = self._keepalive(hop)
         try:
             return await asyncio.wait_for(
                 asyncssh.connect(
@@ -462,14 +503,14 @@ class SSHTransport(Transport):
                     options=hop.options,
                     tunnel=tunnel if tunnel is not None else None,
                     known_hosts=known if known else b"",
-                    connect_timeout=self.connect_timeout,
-                    login_timeout=self.connect_timeout,
-                    keepalive_interval=self.keepalive_interval,
-                    keepalive_count_max=KEEPALIVE_COUNT_MAX,
+                    connect_timeout=timeout,
+                    login_timeout=timeout,
+                    keepalive_interval=interval,
+                    keepalive_count_max=count,
                 ),
-                # asyncssh's own timeout covers the handshake; this one also covers a jump hop
-                # whose channel open never answers.
-                self.connect_timeout + 2.0,
+                # one deadline for TCP connect, key exchange and login (and a jump hop's channel
+                # open), the one the message states
+                timeout,
             )
         except asyncssh.HostKeyNotVerifiable:
             raise await self._host_key_error(hop, tunnel) from None
@@ -481,10 +522,10 @@ class SSHTransport(Transport):
             ) from None
         except (TimeoutError, asyncssh.misc.ConnectionLost) as exc:
             if isinstance(exc, TimeoutError):
-                why = f"no answer within {self.connect_timeout:g} s"
+                why = f"no answer within {timeout:g} s"
             else:
                 why = f"connection lost during login ({exc})"
-            raise TransportError(
+            raise Unreachable(
                 f"{hop.label}: cannot reach {hop.where}: {why}",
                 hint="is the host up and the address/port in ~/.ssh/config right?",
             ) from None
@@ -496,7 +537,7 @@ class SSHTransport(Transport):
         except asyncssh.Error as exc:
             raise TransportError(f"{hop.label}: ssh to {hop.where} failed: {exc.reason}") from None
         except OSError as exc:
-            raise TransportError(
+            raise Unreachable(
                 f"{hop.label}: cannot reach {hop.where}: {exc.strerror or exc}",
                 hint="is the host up and the address/port in ~/.ssh/config right?",
             ) from None
@@ -522,7 +563,7 @@ class SSHTransport(Transport):
                 asyncssh.get_server_host_key(
                     hop.hostname, hop.port, tunnel=tunnel if tunnel is not None else (), config=None
                 ),
-                self.connect_timeout,
+                self._timeout(hop),
             )
             if key is not None:
                 offered = f"{key.get_algorithm()} {key.get_fingerprint('sha256')}"

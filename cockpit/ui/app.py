@@ -9,11 +9,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from textual import on
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
 from cockpit.core.profile import Profile
 from cockpit.ui.keys import APP_BINDINGS
+from cockpit.ui.messages import ProfileChosen
 from cockpit.ui.screens.dialogs import HelpScreen
 from cockpit.ui.themes import (
     DEFAULT_THEME,
@@ -84,6 +86,10 @@ class CockpitApp(App[int]):
         # ~120k objects from imports and start-up live as long as the app: keep them out of the
         # full collections, which otherwise stall the event loop for ~90 ms during a log flood.
         self.call_after_refresh(gc.freeze)
+
+    @on(ProfileChosen)
+    def _profile_chosen(self, message: ProfileChosen) -> None:
+        self.push_screen(self.dashboard_for(message.profile, from_picker=True))
 
     def dashboard_for(self, profile: Profile, from_picker: bool) -> Screen[Any]:
         from cockpit.ui.screens.dashboard import DashboardScreen

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
-from typing import Any
 
-from cockpit.core.findings import FlagChange
+from cockpit.core.findings import FlagChange, value_text
 
 UNKNOWN = "?"
 
@@ -76,16 +74,6 @@ def phase_word(phase: str, lifecycle: str = "running") -> str:
     return PHASE_WORDS.get(phase, phase.upper())
 
 
-def value(v: Any) -> str:
-    if v is None:
-        return "unset"
-    if isinstance(v, bool):
-        return "on" if v else "off"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
-
-
 def flag_short(flag: str) -> str:
     name = flag.lstrip("-").replace("_", "-")
     return FLAG_SHORT.get(name, name)
@@ -93,7 +81,7 @@ def flag_short(flag: str) -> str:
 
 def flag_diff_words(change: FlagChange) -> str:
     """`mfs 0.88 (profile 0.93)`: the run's value first, the profile's in brackets."""
-    return f"{flag_short(change.flag)} {value(change.to_value)} (profile {value(change.from_value)})"
+    return f"{flag_short(change.flag)} {value_text(change.to_value)} (profile {value_text(change.from_value)})"
 
 
 _TS_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S.%f")
@@ -123,9 +111,3 @@ def signed_int(n: int) -> str:
     return f"+{n:,}" if n > 0 else f"−{abs(n):,}" if n < 0 else "±0"
 
 
-_RANK_TOKEN = re.compile(r"([A-Za-z]+)(\d+)")
-
-
-def rank_sort_key(label: str) -> tuple[tuple[str, int], ...]:
-    """`PP1 TP0` after `PP0 TP7`, `TP10` after `TP9`: ranks in the order of their numbers."""
-    return tuple((m.group(1), int(m.group(2))) for m in _RANK_TOKEN.finditer(label))

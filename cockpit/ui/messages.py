@@ -1,10 +1,12 @@
-"""Messages from the supervisor worker to the screens. Callbacks post these; handlers own the state."""
+"""Messages from the supervisor worker to the screens, and from a screen to the app. Callbacks post
+these; handlers own the state."""
 
 from __future__ import annotations
 
 from textual.message import Message
 
 from cockpit.core.findings import Finding, FlagChange
+from cockpit.core.profile import Profile
 from cockpit.supervisor.api import GpuProcess, LogBatch, RunInfo, RunSnapshot
 
 
@@ -62,3 +64,11 @@ class LeftoversFound(Message):
         super().__init__()
         self.leftovers = leftovers
         self.changes = changes
+
+
+class ProfileChosen(Message):
+    """The picker chose a profile: the app opens its dashboard (the picker does not know the app)."""
+
+    def __init__(self, profile: Profile) -> None:
+        super().__init__()
+        self.profile = profile

@@ -36,6 +36,17 @@ VARIABLE_DEFAULTS: dict[str, str] = {
 }
 
 
+def hex_rgb(color: str | None) -> tuple[int, int, int] | None:
+    """`#5fd7d7` → (95, 215, 215); None for anything that is not a six-digit hex colour."""
+    c = (color or "").lstrip("#")
+    if len(c) != 6:
+        return None
+    try:
+        return (int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16))
+    except ValueError:
+        return None
+
+
 def themes_dir() -> Path:
     return bundled_dir("themes")
 

@@ -114,7 +114,7 @@ async def test_agent_killed_values_unknown_then_recovered(fake_nvidia_smi, tmp_p
     # what the operator sees: the supervisor's snapshot of the same samples, per rank
     prof = parse_profile({"name": "tele", "server": {"tp": 2}}, "tele.yaml")
     sup = Supervisor(prof, runs_root=str(tmp_path / "runs"))
-    sup._state.rank("TP0")
+    sup.fold.state.rank("TP0")
     node = sup.nodes[0]
     try:
         first = await asyncio.wait_for(gen.__anext__(), 20)

@@ -110,3 +110,41 @@ async def test_picker_measures_remote_hosts_over_ssh(ssh_env, tmp_path: Path, mo
         assert hicache and hicache[0].severity == "critical", [(f.id, f.message) for f in pv.findings]
         text = str(screen.query_one("#preview-text").render())
         assert "8 ranks × 300 GB" in text and "gpu-box-1" in text
+
+
+async def test_picker_shows_the_memory_plan_before_launch(profiles_here: Path, tmp_path: Path) -> None:
+    """The story at 0.93: the picker's preflight carries the memory plan, critical, with the change."""
+    from cockpit.sim.gpus import write_devices
+    from cockpit.sim.presets import GPUS
+    from tests.data.models import synth
+
+    model = tmp_path / "Kimi-K2.5"
+    synth.write_checkpoint(model, synth.load_config("kimi-k2.5"), shards=64, index=True)
+    sim = tmp_path / "gpus"
+    sim.mkdir()
+    write_devices(sim, GPUS["rtx-pro-6000"], 8)
+    (profiles_here / "kimi-plan.yaml").write_text(
+        "name: kimi-plan\nhosts: [{ssh: local}]\nversion: 0.5.9\n"
+        f"env: {{COCKPIT_SIM_GPU_DIR: '{sim}'}}\n"
+        f"server:\n  model-path: {model}\n  tp: 8\n  mem-fraction-static: 0.93\n  chunked-prefill-size: 8192\n"
+    )
+    app = CockpitApp(supervisor_factory=None)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, PickerScreen)
+        stems = [p.stem for p in screen.paths]
+        screen.query_one("#picker-list").highlighted = stems.index("kimi-plan")  # type: ignore[attr-defined]
+        await _wait_preview(pilot, screen, "kimi-plan")
+        for _ in range(300):
+            await pilot.pause(0.05)
+            pv = screen.preview
+            if pv is not None and any(f.id == "memory_plan" for f in pv.findings):
+                break
+        pv = screen.preview
+        assert pv is not None
+        plan = next(f for f in pv.findings if f.id == "memory_plan")
+        assert plan.severity == "critical" and plan.message.startswith("0.93 predicted to leave")
+        text = str(screen.query_one("#preview-text").render())
+        assert "0.93 predicted to leave" in text and "--mem-fraction-static 0.93 → 0.88" in text
+        await pilot.press("q")

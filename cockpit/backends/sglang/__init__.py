@@ -112,10 +112,11 @@ class SGLangBackend:
     def new_state(self) -> RunState:
         return RunState(backend=self.name)
 
-    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None) -> RunState:
+    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
+                 stats: dict[str, int] | None = None) -> RunState:
         from cockpit.backends.sglang.logparse import read_log
 
-        return read_log(source, state)
+        return read_log(source, state, stats)
 
     def record_rank(self, line: str) -> str | None:
         from cockpit.backends.sglang.records import record_rank
@@ -178,8 +179,21 @@ class SGLangBackend:
 
         return preflight(profile, list(hosts), version=version)
 
-    def memory_plan(self, profile: Profile, hosts: Iterable[HostFacts]) -> Any:
-        return None
+    def memory_plan(
+        self,
+        profile: Profile,
+        hosts: Iterable[HostFacts],
+        *,
+        model: Any = None,
+        overrides: Mapping[str, Any] | None = None,
+        runs: Iterable[Any] = (),
+        calibrate_from: str | None = None,
+    ) -> Any:
+        if model is None:
+            return None
+        from cockpit.backends.sglang.plan import memory_plan
+
+        return memory_plan(profile, hosts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
 
     def tuning(self) -> Any:
         """The tuning policy `cockpit tune` asks for its next launch (cockpit.backends.sglang.tuning)."""

@@ -154,6 +154,8 @@ def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
         if not sep:
             out[key] = True
             continue
+        if any(c in value for c in "\n\r\x00"):  # the rule a profile's values follow (issue 18)
+            raise FlagError(key, f"--set {item!r}: a value must be a single line (no newline or NUL), as in a profile")
         if value.startswith("-") and not _is_number(value):
             raise FlagError(key, f"--set {item!r}: a value must not start with '-' (it would read as another flag)")
         if "," in value and all(_is_number(p) for p in value.split(",")):

@@ -16,10 +16,14 @@ Finding ids (stable; scripts and the journal key on them):
 | `nccl_timeout` | critical | a collective timed out (a peer died, hung or the network stalled) |
 | `port_in_use` | critical | the HTTP port was already taken |
 | `warmup_failed` | critical | the warmup request failed after the model loaded |
+| `nccl_error` | critical | NCCL failed otherwise than by a timeout (e.g. "unhandled system error" at init) |
+| `watchdog_timeout` | critical | SGLang's own scheduler watchdog fired: a forward pass hung |
+| `startup_error` | critical | a Python import/usage/config error before serving |
 | `crash_unclassified` | critical | the server died and no known signature matched |
 | `low_headroom_after_graph_capture` | critical < warn (3 GiB), warning < target (5 GiB) | free GPU memory after capture on the worst rank |
 | `rank_memory_imbalance` | warning | one rank's P or headroom ≥ 0.3 GiB below its peers: another process on that GPU |
 | `kv_pool_below_context` | warning | the KV pool holds fewer tokens than one full-context request |
+| `decode_retraction` | warning | the KV pool filled during decode; SGLang retracted requests and carried on |
 | `headroom_ok` | ok | headroom ≥ target on every rank |
 
 Memory numbers are GiB, as SGLang prints them. Changes name flags as the run's version spells them.
@@ -32,6 +36,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.base import FlagError, HostFacts
+from cockpit.backends.sglang import memory
 from cockpit.backends.sglang.flags import DEFAULT_VERSION, canonical, graph_max_bs_flag, version_key
 from cockpit.backends.sglang.memory import (
     SGLANG_HICACHE_RESERVE_GB,
@@ -56,7 +61,7 @@ IMBALANCE_GB = 0.3  # a rank this far below its peers' median shares its GPU wit
 # When a crash happened mid-capture the graphs' size is unknown; Kimi-K2.5 TP8 captured 3.75 GiB.
 GRAPH_GB_GUESS = 4.0
 # Raise mfs this far past the floor 1 − A/P so the KV pool gets a useful size, not a sliver.
-FLOOR_MARGIN = 0.02
+FLOOR_MARGIN = memory.FLOOR_MARGIN
 
 
 # ---- context: the facts each rule reads, computed once --------------------------------------------
@@ -205,13 +210,20 @@ def _mfs_finding(
     *,
     fallback_step: float = 0.03,
 ) -> Finding:
-    """A finding whose advice is "lower --mem-fraction-static", with the numbers behind it."""
+    """A finding whose advice is "lower --mem-fraction-static", with the numbers behind it.
+
+    The change always lowers (to < from) and stays in the flag's domain above the startup floor;
+    when no such value reaches the target the finding says so, and what would instead."""
     alts = ctx.lowering_alternatives()
     if move is None:
         if ctx.mfs is None:
             msg = f"{lead} Lower --mem-fraction-static (the log did not show its value or P), or shrink the prefill chunk / graph batch."
             return Finding(fid, severity, msg, ranks, (), {}, None, alts)
         new = round(ctx.mfs - fallback_step, 2)
+        if new < memory.MFS_LOWEST:
+            msg = (f"{lead} --mem-fraction-static is already {ctx.mfs:g}: no lower setting helps. What would: "
+                   + _alts_words(alts) + ".")
+            return Finding(fid, severity, msg, ranks, (), {}, None, alts)
         msg = (
             f"{lead} Lower --mem-fraction-static {ctx.mfs:g} → {new:g}; the log did not show P (free before weights) "
             "so the gain cannot be computed."
@@ -219,6 +231,8 @@ def _mfs_finding(
         return Finding(
             fid, severity, msg, ranks, (FlagChange("--mem-fraction-static", ctx.mfs, new),), {}, None, alts
         )
+    if not move.reachable:
+        return _unreachable(ctx, fid, severity, ranks, lead, move, alts)
     predicted: dict[str, Any] = {"headroom_gb": round(move.headroom, 2)}
     if move.tokens_after is not None:
         predicted["max_total_num_tokens"] = move.tokens_after
@@ -232,11 +246,6 @@ def _mfs_finding(
     )
     if ctx.mfs_inferred:
         msg += f" (--mem-fraction-static was not set; SGLang's own choice, {move.mfs_old:g}, is inferred from A − KV = P·(1 − mfs).)"
-    if move.below_floor:
-        msg += (
-            f" Warning: {move.mfs_new:g} is at or below the floor 1 − A/P = {move.floor:.3f}, where startup fails; "
-            "shrink --chunked-prefill-size or the graph batch size instead."
-        )
     return Finding(
         fid,
         severity,
@@ -249,7 +258,47 @@ def _mfs_finding(
     )
 
 
+def _alts_words(alts: tuple[FlagChange, ...]) -> str:
+    words = [f"{c.flag} {'unset' if c.from_value is None else c.from_value} → {c.to_value}" for c in alts]
+    return "; ".join(words) if words else "more GPUs (higher TP) or a quantized model"
+
+
+def _unreachable(ctx: _Ctx, fid: str, severity: str, ranks: tuple[str, ...], lead: str, move: MfsMove,
+                 alts: tuple[FlagChange, ...]) -> Finding:
+    """No --mem-fraction-static in the flag's domain reaches the target: say so, and what would."""
+    if move.mfs_new >= move.mfs_old:
+        why = (f"by the numbers the worst rank already had {move.worst_free:.2f} GiB for a {move.target:g} GiB need, "
+               "so lowering --mem-fraction-static is not what this needs")
+    else:
+        lo = move.lowest_workable
+        best = move.worst_free + (move.mfs_old - lo) * move.pre_load_avail if lo < move.mfs_old else move.worst_free
+        floor = f"above the startup floor 1 − A/P = {move.floor:.3f}" if move.floor is not None else "in the flag's range"
+        why = (f"reaching {move.target:g} GiB would take --mem-fraction-static {move.mfs_new:g}; the lowest value "
+               f"{floor} is {lo:g}, which leaves ≈ {best:.2f} GiB: no setting reaches the target")
+    msg = f"{lead} {why[0].upper()}{why[1:]}. What would: {_alts_words(alts)}, or more GPUs (higher TP)."
+    return Finding(fid, severity, msg, ranks, (), {}, move.arithmetic(), alts)
+
+
 # ---- rules ----------------------------------------------------------------------------------------
+
+
+# Crashes whose advice is words only (no flag value follows from the log's numbers).
+_PLAIN_CRASHES = {
+    "nccl_error": (
+        "NCCL failed{where} (line {line}): {message} This is not a timeout: NCCL could not set up or use its "
+        "transport (network interfaces, shared memory, GPU peer access). Rerun with NCCL_DEBUG=INFO and read the "
+        "first WARN; check NCCL_SOCKET_IFNAME / NCCL_IB_* and the container's --shm-size."
+    ),
+    "watchdog_timeout": (
+        "SGLang's scheduler watchdog fired{where} (line {line}): a forward pass made no progress for "
+        "--watchdog-timeout seconds (a hung kernel or collective, or a peer that stalled). The lines before it "
+        "name the batch; raise --watchdog-timeout only if a step is legitimately that slow."
+    ),
+    "startup_error": (
+        "The server failed before serving{where} (line {line}): {message} A launch problem (a missing package, "
+        "a wrong path or argument), not a memory one: fix what the message names; no memory flag helps."
+    ),
+}
 
 
 def _crash_findings(ctx: _Ctx) -> list[Finding]:
@@ -262,12 +311,13 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
     if kind == "cuda_oom":
         if ctx.headroom is not None:
             lead = (
-                f"CUDA out of memory in {crash.phase}{where} (line {crash.line}); after graph capture the worst rank "
+                f"CUDA out of memory in {_phase_words(crash.phase)}{where} (line {crash.line}); after graph capture the worst rank "
                 f"({ctx.worst}) had only {ctx.headroom:.2f} GiB free for activations."
             )
             move = ctx.mfs_move(ctx.headroom, ctx.target)
         else:
-            lead = f"CUDA out of memory in {crash.phase}{where} (line {crash.line}); the headroom after capture is not in the log."
+            lead = (f"CUDA out of memory in {_phase_words(crash.phase)}{where} (line {crash.line}); the headroom after "
+                    "capture is not in the log.")
             move = None
         return [_mfs_finding(ctx, "oom_crash", "critical", ranks, lead, move)]
     if kind == "graph_capture_oom":
@@ -285,6 +335,9 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
             "--dist-timeout only if a slow but healthy step is expected."
         )
         return [Finding("nccl_timeout", "critical", msg, ranks)]
+    if kind in _PLAIN_CRASHES:
+        return [Finding(kind, "critical", _PLAIN_CRASHES[kind].format(where=where, line=crash.line,
+                                                                      message=crash.message.strip()[:200]), ranks)]
     if kind == "port_in_use":
         port = _as_int(ctx.flag("port")) or 30000
         msg = (
@@ -313,10 +366,35 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
     return [Finding("crash_unclassified", "critical", msg, ranks)]
 
 
+def _phase_words(phase: str) -> str:
+    return "an unknown phase" if phase == "unknown" else phase
+
+
+def _retraction_findings(ctx: _Ctx) -> list[Finding]:
+    """Decode retractions: SGLang survived a full KV pool by sending requests back to the queue."""
+    st = ctx.state
+    if not st.decode_retractions:
+        return []
+    usage = st.decode_retraction_usage
+    close = f"; token usage was {usage:.2f} of the pool before it" if usage is not None else ""
+    msg = (
+        f"The KV pool filled during decode {st.decode_retractions} time(s) and SGLang retracted "
+        f"{st.retractions} request(s) to carry on (not a crash){close}. Retracted requests restart their decode: "
+        "latency suffers. A bigger pool (more --mem-fraction-static if the headroom allows, more GPUs) or fewer "
+        "requests at once (--max-running-requests) stops it."
+    )
+    mrr = st.max_running_requests or _as_int(ctx.flag("max_running_requests"))
+    alts = (FlagChange("--max-running-requests", mrr, max(1, mrr // 2)),) if mrr and mrr > 1 else ()
+    return [Finding("decode_retraction", "warning", msg, (), (), {}, None, alts)]
+
+
 def _graph_capture_oom(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int) -> Finding:
-    before = [
-        r.avail_before_capture_gb for r in ctx.state.ranks.values() if r.avail_before_capture_gb is not None
-    ]
+    # The capture that failed is the last one each rank began (0.5.23 captures prefill graphs, then
+    # decode graphs): its start is what it had, not the first capture's start.
+    before = [b for r in ctx.state.ranks.values()
+              if (b := r.avail_at_capture_begin_gb if r.avail_at_capture_begin_gb is not None
+                  else r.avail_before_capture_gb) is not None]
+    second = any(r.captures_done > 0 for r in ctx.state.ranks.values())
     graphs = [r.graph_gb for r in ctx.state.ranks.values() if r.graph_gb]
     graph_need = max(graphs) if graphs else GRAPH_GB_GUESS
     gflag = graph_max_bs_flag(ctx.version)
@@ -324,8 +402,9 @@ def _graph_capture_oom(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int)
     move = None
     if before:
         worst_before = min(before)
+        which = "the capture that failed began with" if second else "were free before capture"
         lead += (
-            f" Only {worst_before:.2f} GiB were free before capture; graphs need about {graph_need:.2f} GiB"
+            f" Only {worst_before:.2f} GiB {which}; graphs need about {graph_need:.2f} GiB"
             f"{'' if graphs else ' (a guess)'} and {ctx.target:g} GiB should stay free after."
         )
         move = ctx.mfs_move(worst_before, ctx.target + graph_need)
@@ -344,48 +423,60 @@ _MIN_VIABLE = re.compile(r"minimum viable = 1 - available/pre = (\d+(?:\.\d+)?)"
 
 
 def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -> Finding:
+    """RAISE mfs past the floor 1 − A/P: SGLang's own bound when it printed one, else A and P."""
+    fid = "init_not_enough_memory"
     floor: float | None = None
     m = _MIN_VIABLE.search(text) or _RAISE_ABOVE.search(text)
     if m:
         floor = float(m.group(1))
     elif ctx.A is not None and ctx.P:
         floor = mfs_floor(ctx.A, ctx.P)
+    now = f"{ctx.mfs:g}" if ctx.mfs is not None else "unknown (not in the log)"
     lead = (
         f"Startup failed{where}: the weights left no GPU memory for the KV pool at --mem-fraction-static "
-        f"{ctx.mfs if ctx.mfs is not None else '(unknown)'}. This is the opposite of an OOM: RAISE "
-        "--mem-fraction-static (lowering it makes this worse)."
+        f"{now}. This is the opposite of an OOM: RAISE --mem-fraction-static (lowering it makes this worse)."
     )
+    quoted = _engine_words(ctx, "--mem-fraction-static")
+    more = " What would: more GPUs (higher TP), a quantized model, or a shorter --context-length."
     if floor is None:
-        new = ceil2((ctx.mfs or 0.8) + 0.05)
-        msg = lead + " P and A are not in the log, so the floor 1 − A/P is unknown; try a higher value."
-        return Finding(
-            "init_not_enough_memory",
-            "critical",
-            msg,
-            ranks,
-            (FlagChange("--mem-fraction-static", ctx.mfs, min(new, 0.95)),),
-        )
+        if ctx.mfs is None:
+            msg = (lead + " Neither its value nor P and A are in the log, so no value can be computed: raise it "
+                   "above the value the server ran with." + quoted)
+            return Finding(fid, "critical", msg, ranks)
+        new = min(ceil2(ctx.mfs + 0.05), memory.MFS_HIGHEST)
+        if new <= ctx.mfs:
+            return Finding(fid, "critical", lead + f" It is already {ctx.mfs:g}: no higher setting is left." + more + quoted,
+                           ranks)
+        msg = lead + " P and A are not in the log, so the floor 1 − A/P is unknown; try a higher value." + quoted
+        return Finding(fid, "critical", msg, ranks, (FlagChange("--mem-fraction-static", ctx.mfs, new),))
     new = ceil2(floor + FLOOR_MARGIN)
     if ctx.mfs is not None:
         new = max(new, ceil2(ctx.mfs + 0.01))
     arith = f"floor 1 − A/P = {floor:.4f}; + margin {FLOOR_MARGIN} → {new:.2f} (rounded up)"
     if ctx.A is not None and ctx.P:
         arith = f"floor 1 − A/P = 1 − {ctx.A:.2f}/{ctx.P:.2f} = {floor:.4f}; + margin {FLOOR_MARGIN} → {new:.2f} (rounded up)"
-    msg = lead + f" The minimum viable value is 1 − A/P = {floor:.3f}; use {new:g}."
+    if new > memory.MFS_HIGHEST:
+        msg = (lead + f" The minimum viable value is 1 − A/P = {floor:.3f}: no setting of --mem-fraction-static "
+               "leaves room for a KV pool and activations." + more + quoted)
+        return Finding(fid, "critical", msg, ranks, (), {}, arith)
+    verb = "use" if ctx.mfs is not None else "set it to"
+    msg = lead + f" The minimum viable value is 1 − A/P = {floor:.3f}; {verb} {new:g}."
     predicted: dict[str, Any] = {}
     if ctx.P and ctx.A is not None:
         predicted["kv_pool_gb"] = round(kv_pool_gib(ctx.P, ctx.A, new), 2)
     if new >= 0.96:
         msg += " That leaves almost nothing for activations: the model barely fits; add GPUs (more TP) or quantize."
-    return Finding(
-        "init_not_enough_memory",
-        "critical",
-        msg,
-        ranks,
-        (FlagChange("--mem-fraction-static", ctx.mfs, new),),
-        predicted,
-        arith,
-    )
+    return Finding(fid, "critical", msg + quoted, ranks, (FlagChange("--mem-fraction-static", ctx.mfs, new),),
+                   predicted, arith)
+
+
+def _engine_words(ctx: _Ctx, flag: str) -> str:
+    """SGLang's own advice about `flag`, quoted as SGLang's."""
+    said = [a for a in ctx.state.engine_advice if flag in a]
+    if not said:
+        return ""
+    text = said[0].split("] ", 1)[1] if said[0].startswith("[") and "] " in said[0] else said[0]
+    return f" SGLang's own advice: “{text.strip()[:200]}”."
 
 
 def _kv_exhausted(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int) -> Finding:
@@ -401,7 +492,7 @@ def _kv_exhausted(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int) -> F
         alts.append(FlagChange("--max-running-requests", mrr, max(1, mrr // 2)))
     if ctx.headroom is not None and ctx.mfs is not None and ctx.P and ctx.headroom > ctx.target + 0.5:
         spare = ctx.headroom - ctx.target
-        new = round(ctx.mfs + spare / ctx.P - 0.005, 2)
+        new = min(round(ctx.mfs + spare / ctx.P - 0.005, 2), memory.MFS_HIGHEST)
         if new > ctx.mfs:
             msg = (
                 f"{lead} There is {ctx.headroom:.2f} GiB free after capture, {spare:.2f} GiB above the target: "
@@ -441,11 +532,15 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
     size = ctx.state.hicache_host_gb_per_rank or _as_float(flags.get("hicache_size"))
     hicache_on = bool(flags.get("enable_hierarchical_cache")) or bool(size)
     n = ranks_per_node(flags)
+    gpus = next((h.gpu_count for h in ctx.hosts if h.gpu_count), None)
     if "tp_size" not in flags:
-        # no server_args in this log: count the ranks it mentions (a lower bound)
-        seen = [*ctx.state.ranks, *ctx.state.hicache_allocating_ranks, *ranks]
-        idx = [int(m.group(1)) for r in seen if (m := re.search(r"TP(\d+)", r))]
-        n = max(n, len(set(seen)), (max(idx) + 1) if idx else 0)
+        if gpus:
+            n = gpus  # the operator's what-if: one rank per GPU on this node
+        else:
+            # no server_args in this log: count the ranks it mentions (a lower bound)
+            seen = [*ctx.state.ranks, *ctx.state.hicache_allocating_ranks, *ranks]
+            idx = [int(m.group(1)) for r in seen if (m := re.search(r"TP(\d+)", r))]
+            n = max(n, len(set(seen)), (max(idx) + 1) if idx else 0)
     if kind == "host_oom_killed":
         lead = f"The kernel OOM killer SIGKILLed a scheduler{where}: the host ran out of RAM."
         if not hicache_on:
@@ -469,7 +564,12 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
             avail, how = est
             lead += f" Host RAM available at launch, estimated from the log: {how}."
     if avail is None or not size:
-        msg = lead + " Host memory is unknown here; `cockpit check PROFILE` computes the size that fits."
+        sglang_res = SGLANG_HICACHE_RESERVE_GB
+        msg = lead + (
+            " The host's available memory is not in the log, and it is what decides the size: give it with "
+            "`cockpit diagnose LOG --host-mem-gb G --gpus N` (or run `cockpit check PROFILE` on the host), and the "
+            f"per-rank size that fits is ⌊(G − {reserve:g} GB reserve − {sglang_res:.1f} GB SGLang reserve) / {n}⌋ GB."
+        )
         return Finding(kind, "critical", msg, ranks)
     budget = hicache_budget(n, size, avail, reserve)
     fit = budget.max_size_gb
@@ -479,6 +579,11 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
             "memory at launch, or ranks per node is higher than this log shows."
         )
         return Finding(kind, "critical", msg, ranks, (), {}, budget.arithmetic())
+    if fit < 1:
+        msg = (lead + f" {budget.arithmetic()}: no --hicache-size fits on this host. What would: HiCache off, "
+               "fewer ranks per node, or more free host memory.")
+        return Finding(kind, "critical", msg, ranks, (), {}, budget.arithmetic(),
+                       (FlagChange("--enable-hierarchical-cache", True, False),))
     msg = lead + f" {budget.arithmetic()}. Use --hicache-size {fit}."
     return Finding(
         kind,
@@ -666,4 +771,5 @@ def diagnose(
     findings += headroom
     findings += _imbalance_findings(ctx)
     findings += _kv_below_context(ctx)
+    findings += _retraction_findings(ctx)
     return sort_findings(findings)

@@ -20,6 +20,12 @@ from cockpit.backends.sglang.flags import resolve_version, version_key
 
 GIB = 2**30
 GB = 10**9
+# --mem-fraction-static lives in (0, 1). Advice stays within [MFS_LOWEST, MFS_HIGHEST]: below, the
+# pool is nothing; above, nothing is left for activations. Past the floor 1 − A/P startup fails, so a
+# lowering keeps FLOOR_MARGIN above it.
+MFS_LOWEST = 0.05
+MFS_HIGHEST = 0.99
+FLOOR_MARGIN = 0.02
 # SGLang keeps this much host RAM back before it sizes a HiCache host pool (both versions).
 SGLANG_HICACHE_RESERVE_GIB = 10.0
 SGLANG_HICACHE_RESERVE_GB = SGLANG_HICACHE_RESERVE_GIB * GIB / GB  # 10.74 decimal GB
@@ -112,6 +118,17 @@ class MfsMove:
     @property
     def below_floor(self) -> bool:
         return self.floor is not None and self.mfs_new <= self.floor
+
+    @property
+    def lowest_workable(self) -> float:
+        """The lowest mfs worth proposing: inside the flag's domain and above the startup floor."""
+        lo = MFS_LOWEST if self.floor is None else max(MFS_LOWEST, self.floor + FLOOR_MARGIN)
+        return ceil2(lo)
+
+    @property
+    def reachable(self) -> bool:
+        """A real lowering (to < from) that stays workable. False: no setting reaches the target."""
+        return self.lowest_workable <= self.mfs_new < self.mfs_old
 
     def arithmetic(self) -> str:
         p = self.pre_load_avail

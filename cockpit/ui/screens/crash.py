@@ -12,7 +12,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from cockpit.backends import DEFAULT_BACKEND, get_backend
-from cockpit.core.findings import Finding, FlagChange
+from cockpit.core.findings import Finding, FlagChange, value_text
+from cockpit.core.sanitize import clean_text
 from cockpit.core.state import Crash
 from cockpit.ui.keys import CRASH_BINDINGS
 from cockpit.ui.widgets.advice import change_words, predicted_words
@@ -42,6 +43,9 @@ def crash_kind_words(kind: str) -> str:
         "hicache_host_memory": "HiCache: not enough host memory",
         "host_oom_killed": "killed by the host's OOM killer",
         "nccl_timeout": "NCCL timeout",
+        "nccl_error": "NCCL error",
+        "watchdog_timeout": "scheduler watchdog timeout",
+        "startup_error": "startup error",
         "warmup_failed": "warmup failed",
         "port_in_use": "port already in use",
     }.get(kind, "unknown crash")
@@ -77,16 +81,17 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
             yield Static(f"kind {c.kind} · rank {c.rank or 'main process'} · phase {c.phase} · log line {c.line}{exit_words}")
             lines = c.decisive_lines or [c.message]
             with VerticalScroll(id="crash-lines"):
-                yield Static("\n".join(line[:300] for line in lines[-8:]), classes="dialog-lines", markup=False)
+                yield Static(clean_text("\n".join(line[:300] for line in lines[-8:])), classes="dialog-lines", markup=False)
             p = self.proposal
             if p is not None:
-                yield Static(p.message, id="crash-diagnosis", markup=False)
+                yield Static(clean_text(p.message), id="crash-diagnosis", markup=False)
                 pred = predicted_words(p, self.current_tokens)
                 yield Static(change_words(p) + (f" · {pred}" if pred else ""), classes="dialog-diff", id="crash-diff", markup=False)
                 keys = "r restart with the change · e edit flags first · R restart unchanged · esc dismiss"
             else:
                 others = [f.message for f in self.findings[:3]]
-                yield Static("\n".join(others) or "no diagnosis: the log did not say why", id="crash-diagnosis", markup=False)
+                yield Static(clean_text("\n".join(others)) or "no diagnosis: the log did not say why", id="crash-diagnosis",
+                             markup=False)
                 keys = "e edit flags first · R restart unchanged · esc dismiss"
             yield Input(placeholder="FLAG=VALUE …", id="crash-edit")
             yield Static(keys, classes="dialog-keys", id="crash-keys")
@@ -113,7 +118,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
             return
         edit = self.query_one("#crash-edit", Input)
         changes = self.proposal.changes if self.proposal else ()
-        edit.value = " ".join(f"{c.flag.lstrip('-')}={_plain(c.to_value)}" for c in changes)
+        edit.value = " ".join(f"{c.flag.lstrip('-')}={value_text(c.to_value)}" for c in changes)
         edit.display = True
         edit.focus()
         self.query_one("#crash-keys", Static).update("enter restart with these flags · esc back")
@@ -139,14 +144,6 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
 
     def _editing(self) -> bool:
         return self.query_one("#crash-edit", Input).has_focus
-
-
-def _plain(v: object) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return f"{v:g}"
-    return str(v)
 
 
 def parse_flag_edits(

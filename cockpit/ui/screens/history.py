@@ -19,17 +19,13 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
+from cockpit.core.secrets import without_masked
 from cockpit.journal.journal import RunRecord
 from cockpit.journal.report import (
-    changes_by_run,
     compare_rows,
-    fmt_gb,
-    fmt_int,
-    fmt_outcome,
-    fmt_secs,
-    fmt_time,
-    fmt_tps,
+    run_rows,
 )
+from cockpit.ui.themes import hex_rgb
 
 HISTORY_BINDINGS: list[BindingType] = [
     Binding("escape", "back", "Back", id="history.back"),
@@ -50,16 +46,6 @@ SERIES_COLOR_VARIABLES: tuple[tuple[str, tuple[int, int, int]], ...] = (
     ("mem-foreign", (255, 135, 95)),
     ("mem-weights", (95, 135, 215)),
 )
-
-
-def _rgb(color: str | None) -> tuple[int, int, int] | None:
-    c = (color or "").lstrip("#")
-    if len(c) != 6:
-        return None
-    try:
-        return (int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16))
-    except ValueError:
-        return None
 
 
 RUN_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -114,7 +100,7 @@ class ThroughputOverlay(PlotextPlot):
 
     def _colors(self) -> list[tuple[int, int, int]]:
         variables = self.app.theme_variables
-        return [_rgb(variables.get(name)) or fallback for name, fallback in SERIES_COLOR_VARIABLES]
+        return [hex_rgb(variables.get(name)) or fallback for name, fallback in SERIES_COLOR_VARIABLES]
 
     def replot(self) -> None:
         plt = self.plt
@@ -209,20 +195,8 @@ class HistoryScreen(Screen[None]):
         self.query_one("#history-title", Static).update(self._title(len(self.runs)))
         table = self.query_one("#history-runs", DataTable)
         table.clear()
-        changed = changes_by_run(self.runs)
-        for r in self.runs:
-            table.add_row(
-                "✓" if r.id in self.selected else " ",
-                r.id,
-                fmt_time(r.started_at),
-                fmt_outcome(r),
-                fmt_gb(r.min_headroom_gb),
-                fmt_int(r.max_total_num_tokens),
-                fmt_tps(r.peak_gen_throughput),
-                fmt_secs(r.time_to_ready_s),
-                changed[r.id],
-                key=r.id,
-            )
+        for r, row in zip(self.runs, run_rows(self.runs), strict=True):
+            table.add_row("✓" if r.id in self.selected else " ", *row, key=r.id)
         self._show_comparison()
 
     def on_history_load_failed(self, message: HistoryLoadFailed) -> None:
@@ -314,7 +288,7 @@ class HistoryScreen(Screen[None]):
             self.notify(f"run {run.id} has no recorded flags", severity="warning")
             return
         # Posted to the app, not the screen: the screen is about to go away.
-        self.app.post_message(RelaunchRequested(run.flags, profile=run.profile, run_id=run.id))
+        self.app.post_message(RelaunchRequested(without_masked(run.flags), profile=run.profile, run_id=run.id))
         self.dismiss()
 
     def action_reload(self) -> None:

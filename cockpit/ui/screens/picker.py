@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from cockpit.backends import get_backend
 from cockpit.core.findings import Finding, sort_findings
 from cockpit.core.profile import Profile, ProfileError, load_profile
 from cockpit.ui.keys import PICKER_BINDINGS
+from cockpit.ui.messages import ProfileChosen
 from cockpit.ui.screens.dashboard import too_small_words
 from cockpit.ui.widgets.advice import MARKS, change_words, predicted_words
 
@@ -93,11 +93,9 @@ def _host_facts(profile: Profile) -> list[Any]:
     from cockpit.backends.base import HostFacts
 
     if all(h.is_local for h in profile.hosts):
-        try:
-            hostfacts = importlib.import_module("cockpit.hostfacts")
-            return [hostfacts.local_host_facts()]
-        except Exception:
-            pass
+        from cockpit.telemetry.hostfacts import local_host_facts
+
+        return [local_host_facts()]
     return [HostFacts(host=h.label) for h in profile.hosts]
 
 
@@ -219,7 +217,11 @@ class PickerScreen(Screen[None]):
         sup = Supervisor(profile)
         try:
             findings = await asyncio.wait_for(sup.preflight(), timeout=MEASURE_TIMEOUT_S)
-            self.post_message(PreviewMeasured(path, sort_findings(list(findings)), None))
+            # the memory plan before launch (cockpit plan): its finding joins the preflight's
+            from cockpit.supervisor.planning import profile_plan_finding
+
+            plan, _mp = await asyncio.wait_for(profile_plan_finding(profile), timeout=MEASURE_TIMEOUT_S)
+            self.post_message(PreviewMeasured(path, sort_findings([*findings, plan]), None))
         except Exception as exc:  # unreachable host: keep the unmeasured findings, say why
             self.post_message(PreviewMeasured(path, None, str(exc) or type(exc).__name__))
         finally:
@@ -293,11 +295,7 @@ class PickerScreen(Screen[None]):
             else:
                 self.notify("still checking this profile…", severity="warning")
             return
-        from cockpit.ui.app import CockpitApp
-
-        app = self.app
-        assert isinstance(app, CockpitApp)
-        app.push_screen(app.dashboard_for(pv.profile, from_picker=True))
+        self.post_message(ProfileChosen(pv.profile))
 
     def action_why(self) -> None:
         self.show_arithmetic = not self.show_arithmetic

@@ -6,7 +6,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
-from cockpit.core.findings import Finding, sort_findings
+from cockpit.core.findings import Finding, sort_findings, value_text
 from cockpit.ui import format as fmt
 
 MARKS = {"critical": "●", "warning": "▲", "info": "○", "ok": "✓"}
@@ -26,7 +26,7 @@ def predicted_words(finding: Finding, current_tokens: int | None) -> str:
             parts.append(f"{tokens:,} KV tokens")
     for k, v in p.items():
         if k not in ("headroom_gb", "max_total_num_tokens") and isinstance(v, (int, float, str)):
-            parts.append(f"{k.replace('_', ' ')} {fmt.value(v)}")
+            parts.append(f"{k.replace('_', ' ')} {value_text(v)}")
     return " · ".join(parts)
 
 

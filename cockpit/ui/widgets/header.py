@@ -59,7 +59,12 @@ class RunHeader(Widget):
         line.append(self._profile, style=self._style("title"))
         line.append(*sep)
         hosts = snap.run.hosts if snap and snap.run and snap.run.hosts else self._hosts
-        line.append(", ".join(hosts) or "local")
+        slurm = snap.slurm if snap is not None else None
+        if slurm:  # a Slurm run: the login node, the job and the nodes the allocation gave
+            nodes = slurm.get("node_list") or ", ".join(slurm.get("nodes") or []) or "no nodes yet"
+            line.append(f"{slurm.get('login')} · job {slurm.get('job_id')} · {nodes}")
+        else:
+            line.append(", ".join(hosts) or "local")
         line.append(*sep)
         if snap is None:
             line.append("CONNECTING", style=self._style("phase-busy"))
@@ -76,6 +81,11 @@ class RunHeader(Widget):
                 line.append(*sep)
                 line.append(f"ready: {snap.readiness}", style=self._style("dim"))
         second = Text(no_wrap=True, overflow="ellipsis")
+        if slurm:
+            second.append(f"Slurm {slurm.get('state') or 'state unknown'}", style=self._style("dim"))
+            if slurm.get("time_left"):
+                second.append(f" · {slurm['time_left']} left", style=self._style("dim"))
+            second.append(*sep)
         if snap is not None:
             settled = snap.lifecycle == "running" and snap.state.phase == "ready"
             if snap.progress and not settled:

@@ -21,6 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from cockpit.core.logfilter import FILTER_PRESETS
+from cockpit.core.sanitize import clean_text, has_control
 from cockpit.supervisor.api import LogLine
 
 DEFAULT_CAPACITY = 20_000
@@ -84,6 +85,8 @@ class LogPane(ScrollView, can_focus=True):
         ring_before = len(self._lines)
         seen_before = self.total_seen
         for line in lines:
+            if has_control(line.text):  # the supervisor cleans; any other feeder is cleaned here
+                line = LogLine(line.number, line.rank, clean_text(line.text, keep_newlines=False), line.host)
             self.total_seen += 1
             self._lines.append(line)
             if self._accepts(line):

@@ -9,16 +9,7 @@ from textual.timer import Timer
 from textual_plotext import PlotextPlot
 
 from cockpit.core.state import SeriesPoint
-
-
-def _rgb(color: str) -> tuple[int, int, int] | None:
-    c = color.lstrip("#")
-    if len(c) != 6:
-        return None
-    try:
-        return (int(c[0:2], 16), int(c[2:4], 16), int(c[4:6], 16))
-    except ValueError:
-        return None
+from cockpit.ui.themes import hex_rgb
 
 
 class SeriesPlot(PlotextPlot):
@@ -72,7 +63,7 @@ class SeriesPlot(PlotextPlot):
             now = self._values[-1]
             peak = self._peak if self._peak is not None else now
             plt.title(f"{self._title}: {now:,.{self._digits(now)}f} now · {peak:,.{self._digits(peak)}f} peak")
-            color = _rgb(self.app.theme_variables.get(self._color_variable, ""))
+            color = hex_rgb(self.app.theme_variables.get(self._color_variable, ""))
             plt.plot(list(range(len(self._values))), self._values, marker="braille", color=color or "cyan")
         else:
             plt.title(f"{self._title}: no {self._unit} yet")

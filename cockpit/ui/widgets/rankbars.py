@@ -11,6 +11,7 @@ from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widget import Widget
 
+from cockpit.core.ranks import rank_sort_key
 from cockpit.core.state import RankMemory
 from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample, RunSnapshot
 from cockpit.ui import format as fmt
@@ -55,7 +56,7 @@ def _on(p: GpuProcess, g: GpuSample) -> bool:
 def rank_names(snapshot: RunSnapshot) -> list[str]:
     """Every rank known from the log or mapped by the supervisor, in rank order (logs interleave)."""
     names = set(snapshot.state.ranks) | set(snapshot.rank_gpu)
-    return sorted(names, key=fmt.rank_sort_key)
+    return sorted(names, key=rank_sort_key)
 
 
 class RankBars(Widget):

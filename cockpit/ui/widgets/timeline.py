@@ -6,6 +6,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
+from cockpit.core.ranks import rank_sort_key
 from cockpit.core.state import RankMemory, RunState
 from cockpit.ui import format as fmt
 
@@ -60,7 +61,7 @@ class StartupTimeline(Widget):
             return Text("no startup milestones yet", style=self._style("dim"))
         label_w = max(4, *(len(r) for r in state.ranks))
         lines = []
-        for rank in sorted(state.ranks.values(), key=lambda r: fmt.rank_sort_key(r.rank)):
+        for rank in sorted(state.ranks.values(), key=lambda r: rank_sort_key(r.rank)):
             t = Text(no_wrap=True, overflow="ellipsis")
             t.append(rank.rank.ljust(label_w), style=self._style("label"))
             for label, secs, started in stage_durations(rank):

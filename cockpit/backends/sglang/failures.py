@@ -1,0 +1,309 @@
+"""Failure signatures: the lines that say a server died, and why, in whatever form they come.
+
+They are looked for in any line, record or not: tracebacks, torch's C++ log lines, NCCL and the
+shell print no SGLang prefix. What counts (the decision list in docs/ARCHITECTURE.md, "Diagnosis
+grammar"):
+
+- headers that name the failing process: `Scheduler hit an exception`, `TpModelWorkerClient hit an
+  exception`, a record that is only `Traceback (most recent call last):`, `Exception in
+  ControllerSingle:` / `Exception in ModelTpServer:` / `Exception in thread …` (older releases);
+- out of memory in every accelerator's words (`CUDA out of memory`, `CUDA error: out of memory`,
+  NPU / HIP / MUSA / XPU, `OutOfMemoryError`), kept apart from SGLang's own KV-pool messages;
+- NCCL: a collective that timed out (torch's watchdog, its dump signal, a DistBackendError that says
+  so) apart from NCCL failing otherwise (`unhandled system error` at init, `ncclInternalError`);
+- the process dying without Python: dead ranks, exit codes, the shell's `Killed`.
+
+A source line inside a traceback (`raise RuntimeError(f"NCCL error: …")`) names an error without
+being one: the scanner marks the lines that follow a frame, and only an exception line among them
+is read for signatures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cockpit.backends.sglang.textutil import count, host_gb_pair, lazy, sized_gib
+from cockpit.core import events as ev
+from cockpit.core.events import Event
+
+Peek = Callable[[], str | None]
+
+_SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
+RX_FRAME = lazy(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+RX_EXC_LINE = lazy(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning)): ?(.*)$")
+_RX_OOM = lazy(
+    r"(?:CUDA|NPU|HIP|MUSA|XPU|GPU|[Dd]evice) out of memory|CUDA error: out of memory|OutOfMemoryError"
+    r"|hipErrorOutOfMemory|cudaErrorMemoryAllocation"
+)
+_RX_OOM_REQ = lazy(r"Tried to allocate " + _SIZE)
+_RX_OOM_GPU = lazy(r"(?:GPU|NPU|HIP|MUSA|XPU) (\d+)")
+_RX_OOM_TOTAL = lazy(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
+_RX_OOM_TOTAL_OLD = lazy(_SIZE + r" total capacity; .*?" + _SIZE + r" free")
+_RX_CAPTURE_FAILED = lazy(r"Capture (?:\S+ )*?(?:cuda|CUDA|npu|cpu|musa) graph failed")
+_RX_NEM_MFS = lazy(r"(?:--mem-fraction-static[= ]|mem_fraction_static=)(\d*\.\d+|[01])\b")
+_RX_NEM_23 = lazy(
+    r"Raise --mem-fraction-static above ([\d.]+) \(minimum viable = 1 - available/pre = ([\d.]+)\)"
+)
+_RX_HOST_MEM = lazy(r"Requesting ([\d.]+) GB but only have ([\d.]+) GB free")
+_RX_EXIT_CODE = lazy(r"^Exit code: (-?\d+)")
+_RX_CHILD_FAILED = lazy(r"Child process unexpectedly failed with an exit code (-?\d+)")
+_RX_TRY_ALLOC = lazy(r"Try to allocate (\d+) tokens")
+_RX_SEQ = lazy(r"SeqNum=(\d+)|work sequence id:? (\d+)|last enqueued (?:NCCL )?work: (\d+)")
+_RX_EXC_HEADER = lazy(r"^(?:Exception in (?:ControllerSingle|ControllerMulti|ModelTpServer|thread [^:]*)|Process [\w:-]+)\s*:\s*$")
+_RX_ARGPARSE = lazy(r"^(?:\S*(?:launch_server|sglang)\S*|\S+\.py): error: ")
+_RX_VLLM = lazy(
+    r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\]"
+    r"|\((?:EngineCore|APIServer|VllmWorker|RayWorkerVllm|Worker_\w+)\w*[^)]*pid=\d+\)|/vllm/|\bvLLM\b"
+)
+# a call in a traceback's source line that names a phase (the excerpt cut before its own frame)
+_RX_PHASE_CALL = lazy(r"\b(forward_extend|forward_decode|forward_prefill_batch|forward_decode_batch"
+                      r"|capture_one_batch_size|capture|init_memory_pool|init_cuda_graphs"
+                      r"|Scheduler|ModelRunner|TpModelWorker|TpWorkerClass|CudaGraphRunner|ModelRpcClient)\(")
+_CALL_PHASE = {"Scheduler": "startup", "ModelRunner": "startup", "TpModelWorker": "startup",
+               "TpWorkerClass": "startup", "ModelRpcClient": "startup", "CudaGraphRunner": "graph_capture"}
+# SGLang telling the operator which flag to move ("… try to increase --mamba-full-memory-ratio.")
+_RX_ADVICE = lazy(r"(?:[Tt]ry to |[Pp]lease |[Cc]onsider )?(?:increas|decreas|rais|lower|reduc|enlarg|shrink)\w* "
+                  r"(?:the )?(--[a-z][\w-]+)[^.;]*")
+_RX_TORCH_LOG = lazy(r"^\[rank\d+\]:\[[EWIF]\d{4} ")
+
+# Recognition of a line (see SGLangLogParser.recognition): SGLang's own text, structure any Python
+# / torch server prints (tracebacks, NCCL), or another engine's log.
+NONE, GENERIC, STRONG, FOREIGN = 0, 1, 2, 3
+
+
+def frame_phase(file: str, func: str) -> str | None:
+    """The phase a traceback frame proves, from SGLang's module and function names.
+
+    Graph capture: the graph runner's capture or constructor. Startup: scheduler / worker / model
+    runner / cache constructors, model loading, memory-pool and distributed init. Prefill / decode:
+    the forward and result paths of each. The event loop proves nothing: it also runs the warmup
+    request before the server says ready. Anything else proves nothing.
+    """
+    lf = file.lower()
+    if "graph_runner" in lf and ("capture" in func or func == "__init__"):
+        return "graph_capture"
+    if (func.startswith("capture") and "graph" in lf) or func in ("init_cuda_graphs", "init_device_graphs"):
+        return "graph_capture"
+    if func in _STARTUP_FUNCS or func.startswith(("init_memory_pool", "init_torch_distributed")):
+        return "startup"
+    if func == "__init__" and ("sglang" in lf or "sgl" in lf) and any(k in lf for k in _STARTUP_FILES):
+        return "startup"
+    if func in _PREFILL_FUNCS or (func.startswith("event_loop") and "prefill" in func):
+        return "prefill"  # a disaggregated prefill server's loop runs prefill only
+    if func in _DECODE_FUNCS or (func.startswith("event_loop") and "decode" in func):
+        return "decode"
+    return None
+
+
+_STARTUP_FUNCS = frozenset((
+    "init_cache_with_memory_pool", "load_model", "load_weights_and_postprocess", "initialize",
+    "init_distributed_environment", "initialize_model_parallel", "init_model_parallel_group",
+    "ncclCommInitRank", "init_weights_update_group", "launch_server", "_launch_subprocesses",
+    "_set_envs_and_config", "check_server_args", "__post_init__",
+))
+# a scheduler / worker process's entry function: an exception raised in it, not below it, happened
+# before the process reached its loop
+_ENTRY_FUNCS = frozenset(("run_scheduler_process", "run_tp_server", "start_controller_process",
+                          "run_data_parallel_controller_process", "run_detokenizer_process"))
+_STARTUP_FILES = ("managers/scheduler", "tp_worker", "model_runner", "mem_cache/", "memory_pool",
+                  "parallel_state", "model_loader", "hiradix", "radix_cache")
+_PREFILL_FUNCS = frozenset((
+    "forward_extend", "forward_prefill_batch", "process_batch_result_prefill", "get_new_batch_prefill",
+    "add_one_req", "alloc_for_extend", "prepare_for_extend", "_get_new_batch_prefill_raw",
+))
+_DECODE_FUNCS = frozenset((
+    "forward_decode", "forward_decode_batch", "process_batch_result_decode", "prepare_for_decode",
+    "alloc_for_decode", "update_running_batch", "retract_decode",
+))
+
+
+def is_oom(text: str) -> bool:
+    return _RX_OOM.search(text) is not None
+
+
+def cuda_oom(line: int, ts: str | None, rank: str | None, text: str) -> ev.CudaOom:
+    """An accelerator's out-of-memory text, with torch's figures where it printed them."""
+    req = _RX_OOM_REQ.search(text)
+    gpu = _RX_OOM_GPU.search(text)
+    tot = _RX_OOM_TOTAL.search(text) or _RX_OOM_TOTAL_OLD.search(text)
+    total = free = None
+    if tot:
+        total, free = sized_gib(tot.group(1), tot.group(2)), sized_gib(tot.group(3), tot.group(4))
+    gpu_idx = int(gpu.group(1)) if gpu and len(gpu.group(1)) < 6 else None
+    return ev.CudaOom(
+        line, ts, rank,
+        requested_gib=sized_gib(req.group(1), req.group(2)) if req else None,
+        gpu=gpu_idx,
+        total_gib=total,
+        free_gib=free,
+        text=text,
+    )
+
+
+def kv_exhausted(line: int, ts: str | None, rank: str | None, msg: str, stage: str | None, peek: Peek) -> ev.KvPoolExhausted:
+    m = _RX_TRY_ALLOC.search(msg)
+    if m is None:
+        nxt = peek()
+        if nxt is not None:
+            m = _RX_TRY_ALLOC.search(nxt)
+    return ev.KvPoolExhausted(line, ts, rank, stage, msg, count(m.group(1)) if m else None)
+
+
+def not_enough_memory(line: int, ts: str | None, rank: str | None, msg: str, out: list[Event]) -> None:
+    """`Not enough memory … increase --mem-fraction-static` (0.5.9) / 0.5.23 `Loaded weights leave no
+    GPU memory for the KV cache under --mem-fraction-static=0.88. Raise … above X (minimum viable = Y)`.
+    The value in force is read from the line itself; SGLang's own bound is quoted as its advice."""
+    mm = _RX_NEM_MFS.search(msg)
+    mfs = float(mm.group(1)) if mm else None
+    if mfs is not None and not 0.0 < mfs <= 1.0:
+        raise ValueError(f"--mem-fraction-static {mfs} outside 0..1")
+    m23 = _RX_NEM_23.search(msg)
+    suggested = minimum = None
+    if m23:
+        suggested, minimum = float(m23.group(1)), float(m23.group(2))
+        if not (0.0 <= suggested <= 1.0 and 0.0 <= minimum <= 1.0):
+            raise ValueError("SGLang's --mem-fraction-static bound outside 0..1")
+    out.append(ev.NotEnoughMemory(line, ts, rank, mfs, minimum, suggested, msg))
+    if m23:
+        out.append(ev.EngineAdvice(line, ts, rank, m23.group(0), "--mem-fraction-static", suggested))
+    elif "increase --mem-fraction-static" in msg:
+        out.append(ev.EngineAdvice(line, ts, rank, "Please try to increase --mem-fraction-static.",
+                                   "--mem-fraction-static", None))
+
+
+def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out: list[Event], peek: Peek,
+                     last_frame: str | None = None) -> int:
+    """Failure signatures in one line (record or not); returns the line's recognition class.
+    `last_frame`: the function of the traceback frame just above, when the line follows one."""
+    in_traceback = last_frame is not None
+    recog = NONE
+    if ts is None:
+        s = msg.lstrip()
+        if s.startswith("File "):
+            m = RX_FRAME.match(msg)
+            if m:
+                file, func = m.group(1), m.group(2)
+                out.append(ev.TracebackFrame(line, ts, rank, func, file, frame_phase(file, func)))
+                return STRONG if "sglang" in file else (FOREIGN if "/vllm/" in file else GENERIC)
+            return NONE
+        if s.startswith("Traceback (most recent call last)"):
+            out.append(ev.TracebackStart(line, ts, rank))
+            return GENERIC
+        if s.startswith("Exit code:"):
+            m = _RX_EXIT_CODE.match(s)
+            if m and len(m.group(1)) < 6:
+                out.append(ev.ExitCode(line, ts, rank, int(m.group(1))))
+                return GENERIC
+            return NONE
+        if s.startswith(("Exception in ", "Process ")) and _RX_EXC_HEADER.match(s):
+            out.append(ev.SchedulerException(line, ts, rank, s))
+            return STRONG if ("Controller" in s or "ModelTpServer" in s) else GENERIC
+        if "init state: Traceback" in s:  # 0.1's `router init state: Traceback …`
+            out.append(ev.SchedulerException(line, ts, rank, s))
+            return STRONG
+        exc = RX_EXC_LINE.match(msg)
+        if in_traceback and exc is None:
+            # source text quoted by the traceback: it names errors without being one, but a call
+            # in it can name the phase when the excerpt stops before the callee's own frame
+            call = _RX_PHASE_CALL.search(msg) if "(" in msg else None
+            if call:
+                func = call.group(1)
+                phase = _CALL_PHASE.get(func) or frame_phase("sglang/graph_runner", func)
+                out.append(ev.TracebackFrame(line, ts, rank, func, None, phase))
+            return NONE
+        if _RX_VLLM.search(msg):
+            return FOREIGN
+        if _RX_ARGPARSE.match(s):
+            out.append(ev.StartupError(line, ts, rank, s))
+            return GENERIC
+    else:
+        exc = None
+    specific = _signature(line, ts, rank, msg, peek, out)
+    if specific is not None:
+        out.append(specific)
+        # prose that quotes an error (a README: "misses `CUDA out of memory`") is not a log line:
+        # only a line shaped like the failure's own output says this is a server's log
+        if ts is not None or exc is not None or _error_shaped(msg):
+            recog = GENERIC
+    if "--" in msg and (exc is not None or ts is not None):
+        adv = _RX_ADVICE.search(msg)
+        if adv and not any(isinstance(e, ev.EngineAdvice) for e in out):
+            out.append(ev.EngineAdvice(line, ts, rank, adv.group(0).strip(), adv.group(1), None))
+    if exc is not None:
+        if last_frame in _ENTRY_FUNCS:
+            # raised by a process's entry function itself, before its loop ran: it was starting
+            out.append(ev.TracebackFrame(line, ts, rank, last_frame, None, "startup"))
+        out.append(ev.ExceptionLine(line, ts, rank, exc.group(1), exc.group(2)))
+        recog = GENERIC
+    if ts is None and ("SeqNum=" in msg or "sequence id" in msg or "enqueued" in msg):
+        sm = _RX_SEQ.search(msg)
+        if sm:
+            seq = sm.group(1) or sm.group(2) or sm.group(3)
+            if len(seq) <= 13:
+                out.append(ev.CollectiveSeq(line, ts, rank, int(seq)))
+    if ts is None and recog == NONE and (_RX_TORCH_LOG.match(msg) or " NCCL INFO " in msg or " NCCL WARN " in msg):
+        recog = GENERIC  # torch's C++ log and NCCL's debug lines: any distributed server prints them
+    return recog
+
+
+def _error_shaped(msg: str) -> bool:
+    s = msg.strip()
+    return (s == "Killed" or "Killed process" in s or "Tried to allocate" in s or "what():" in s
+            or "terminate called" in s or "[ERROR]" in s or _RX_TORCH_LOG.match(s) is not None
+            or "ProcessGroupNCCL" in s)
+
+
+def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek, out: list[Event]) -> Event | None:
+    """The one failure a line states, most specific first."""
+    if "raph failed" in msg and _RX_CAPTURE_FAILED.search(msg):
+        return ev.GraphCaptureFailed(line, ts, rank, msg)
+    if "ut of memory. Try to lower your batch size" in msg:
+        stage = "prefill" if "Prefill out of memory" in msg else "decode" if "Decode out of memory" in msg else None
+        return kv_exhausted(line, ts, rank, msg, stage, peek)
+    if "Decode out of memory happened" in msg:
+        return None  # a retraction (the record grammar reads it); survivable, never a crash
+    if "Not enough space for" in msg or "out of memory for req_to_token" in msg.lower():
+        # SGLang's own request-slot / mamba-state pools ran out: its accounting, not the device's
+        return ev.KvPoolExhausted(line, ts, rank, None, msg, None)
+    if ("ut of memory" in msg or "OutOfMemory" in msg or "MemoryAllocation" in msg) and is_oom(msg):
+        return cuda_oom(line, ts, rank, msg)
+    if "Not enough memory. Please try to increase --mem-fraction-static" in msg \
+            or "Loaded weights leave no GPU memory" in msg:
+        not_enough_memory(line, ts, rank, msg, out)
+        return None
+    if "Not enough host memory available" in msg:
+        hm = _RX_HOST_MEM.search(msg)
+        req, free = host_gb_pair(hm.group(1), hm.group(2)) if hm else (None, None)
+        return ev.HiCacheHostMemory(line, ts, rank, req, free, msg)
+    if "No host memory is left for HiCache" in msg:
+        return ev.HiCacheHostMemory(line, ts, rank, None, None, msg)
+    nccl = _nccl(line, ts, rank, msg)
+    if nccl is not None:
+        return nccl
+    if "warmup error" in msg or "Initialization failed" in msg:
+        return ev.WarmupFailed(line, ts, rank, msg)
+    if "ddress already in use" in msg or "[Errno 98]" in msg:
+        return ev.PortInUse(line, ts, rank, msg)
+    if "Child process unexpectedly failed" in msg:
+        m = _RX_CHILD_FAILED.search(msg)
+        code = int(m.group(1)) if m and len(m.group(1)) < 6 else None
+        return ev.RankDead(line, ts, rank, None, code, "child_failed", msg)
+    if ts is None and "Killed" in msg and (msg.strip() == "Killed" or "Killed process" in msg or " Killed " in msg):
+        return ev.Killed(line, ts, rank, msg.strip())
+    return None
+
+
+_NCCL_TIMEOUT = ("Watchdog caught collective operation timeout", "due to a collective timeout",
+                 "collective operation timeout", "failure detected by watchdog at work sequence id")
+
+
+def _nccl(line: int, ts: str | None, rank: str | None, msg: str) -> Event | None:
+    if any(k in msg for k in _NCCL_TIMEOUT):
+        return ev.NcclTimeout(line, ts, rank, msg)
+    if "DistBackendError" in msg or "NCCL error" in msg or "ncclInternalError" in msg \
+            or "ncclSystemError" in msg or "ncclUnhandledCudaError" in msg or "ncclRemoteError" in msg:
+        low = msg.lower()
+        if "timeout" in low or "timed out" in low:
+            return ev.NcclTimeout(line, ts, rank, msg)
+        return ev.NcclError(line, ts, rank, msg)
+    return None

@@ -1,0 +1,353 @@
+"""SGLang's memory budget before launch: weights per rank, KV tokens and headroom after capture for
+each `--mem-fraction-static`.
+
+Follows SGLang's own arithmetic (python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py:
+`profile_max_num_token`, `init_memory`; python/sglang/srt/server_args.py:
+`_handle_gpu_memory_settings`), reusing cockpit/backends/sglang/memory.py for the parts the δ·P
+diagnosis already has (pool, tokens, the default mfs and GPU-size buckets):
+
+    P   = free memory before weights load      (measured free − CUDA context − distributed init)
+    W   = weights per rank                     (checkpoint bytes split the way SGLang shards them)
+    KV  = A − P·(1 − mfs),  A = P − W          (memory.kv_pool_gib; profile_max_num_token)
+    tokens = ⌊KV·2³⁰ / cell⌋, capped by --max-total-tokens, aligned down to --page-size
+    free before capture = P·(1 − mfs) − req_to_token pool − attention workspaces
+        req_to_token = max_running_requests × (context_len + 4) × 4 bytes (ReqToTokenPool, int32),
+        max_running_requests = clamp(⌊tokens / context_len × 512⌋, 2048, 4096) unless set
+    headroom after capture = free before capture − graph memory
+
+Graph memory is the one term SGLang's source does not fix: it is estimated (see GRAPH_* below,
+docs/PLAN.md) until a journal run of the same setup replaces the estimate by what was measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cockpit.backends.sglang.flags import resolve_version, version_key
+from cockpit.backends.sglang.memory import (
+    GIB,
+    cell_bytes_mha,
+    cell_bytes_mla,
+    default_mfs,
+    floor2,
+    gpu_bucket,
+    kv_pool_gib,
+    kv_tokens,
+)
+from cockpit.model.config import ModelConfig, ModelConfigError
+from cockpit.model.plan import (
+    Calibration,
+    GpuFacts,
+    MemoryPlan,
+    PlanRow,
+    calibration_from_run,
+    gpu_facts_from_hosts,
+    pick_calibration,
+)
+from cockpit.model.weights import Parallel, WeightIndex, split_weights
+
+if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
+    from collections.abc import Iterable
+
+    from cockpit.backends.base import HostFacts
+    from cockpit.core.profile import Profile
+    from cockpit.model.read import ModelFacts
+
+FLAG = "--mem-fraction-static"
+TABLE = tuple(round(0.80 + 0.01 * i, 2) for i in range(16))  # 0.80 … 0.95, the values operators use
+SEARCH = tuple(round(0.40 + 0.01 * i, 2) for i in range(60))  # where the recommendation may land
+
+# Free memory the process itself takes before `Load weight begin` (estimates; a journal run
+# replaces them): the CUDA context and torch, then NCCL / custom all-reduce buffers when ranks > 1.
+CUDA_CONTEXT_GIB = 0.5
+DIST_INIT_GIB = 0.5
+DIST_INIT_PER_RANK_GIB = 0.05
+# Between `Memory pool end` and `Capture … begin` the attention backend takes its workspaces.
+ATTN_WORKSPACE_GIB = 0.2
+# CUDA-graph memory: SGLang's own reserve coefficient (2 MiB per decode batch size at hidden 8192)
+# plus a per-layer term (larger for MoE layers, whose kernels keep per-graph buffers); 0.5.23's
+# prefill graphs add about half a GiB. Fitted to the logs in docs/PLAN.md, not derived.
+GRAPH_MIB_PER_BS = 2.0
+GRAPH_MIB_PER_DENSE_LAYER = 8.0
+GRAPH_MIB_PER_MOE_LAYER = 50.0
+PREFILL_GRAPH_GIB = 0.5
+KV_DTYPE_BYTES = {"fp8_e5m2": 1.0, "fp8_e4m3": 1.0, "mxfp8": 1.0, "bf16": 2.0, "bfloat16": 2.0,
+                  "fp4_e2m1": 0.5, "nvfp4": 0.5, "fp4_mx_block16": 0.5}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The server flags that move the budget, typed (dest names as SGLang's ServerArgs)."""
+
+    version: str
+    mfs: float | None
+    tp: int = 1
+    dp: int = 1
+    ep: int = 1
+    pp: int = 1
+    dp_attention: bool = False
+    kv_cache_dtype: str = "auto"
+    context_length: int | None = None
+    chunked_prefill_size: int | None = None
+    cuda_graph_max_bs: int | None = None
+    max_running_requests: int | None = None
+    max_total_tokens: int | None = None
+    page_size: int = 1
+    decode_graph: bool = True
+    prefill_graph: bool = False  # 0.5.23's prefill graphs (settings_from_flags decides)
+    speculative_algorithm: str | None = None
+
+    @property
+    def parallel(self) -> Parallel:
+        return Parallel(self.tp, self.dp, self.ep, self.pp, self.dp_attention)
+
+
+def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settings:
+    """Settings from `{dest: value}` (ServerArgs names, as command.effective_flags gives them)."""
+    v = resolve_version(version)
+    new = version_key(v) >= version_key("0.5.23")
+
+    def num(key: str, default: Any = None) -> Any:
+        val = flags.get(key)
+        return default if val is None else val
+
+    attn_dp = num("attn_dp_size")
+    dp = int(num("dp_size", 1))
+    dp_attention = bool(num("enable_dp_attention", False)) or (attn_dp is not None and int(attn_dp) > 1)
+    if attn_dp is not None and int(attn_dp) > 1:
+        dp = int(attn_dp)
+    disable_all = bool(num("disable_cuda_graph", False))
+    decode_graph = not disable_all and not bool(num("disable_decode_cuda_graph", False)) and num("cuda_graph_backend_decode", "full") != "disabled"
+    prefill_graph = new and not disable_all and not bool(num("disable_prefill_cuda_graph", False)) and num("cuda_graph_backend_prefill", "breakable") != "disabled"
+    mfs = num("mem_fraction_static")
+    return Settings(
+        version=v,
+        mfs=float(mfs) if mfs is not None else None,
+        tp=int(num("tp_size", 1)),
+        dp=dp,
+        ep=int(num("ep_size", 1)),
+        pp=int(num("pp_size", 1)),
+        dp_attention=dp_attention,
+        kv_cache_dtype=str(num("kv_cache_dtype", "auto")),
+        context_length=num("context_length"),
+        chunked_prefill_size=num("chunked_prefill_size"),
+        cuda_graph_max_bs=num("cuda_graph_max_bs_decode" if new else "cuda_graph_max_bs"),
+        max_running_requests=num("max_running_requests"),
+        max_total_tokens=num("max_total_tokens"),
+        page_size=int(num("page_size", 1) or 1),
+        decode_graph=decode_graph,
+        prefill_graph=prefill_graph,
+        speculative_algorithm=num("speculative_algorithm"),
+    )
+
+
+def profile_settings(profile: Profile, overrides: dict[str, Any] | None = None) -> Settings:
+    """Settings of a profile's server flags with `--set` overrides (FlagError for a bad flag)."""
+    from cockpit.backends.sglang.command import effective_flags
+
+    version = resolve_version(profile.version)
+    flags = {dest: val for dest, (_spec, val) in effective_flags(profile, overrides, version=version).items()}
+    return settings_from_flags(flags, version)
+
+
+def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
+    """KV bytes per token per rank (get_cell_size_per_token): MLA latent not split by TP; MHA/GQA
+    heads split by the attention TP group (at least one head per rank)."""
+    if s.kv_cache_dtype == "auto":
+        b: float = 2.0 if cfg.dtype_bytes <= 2 else float(cfg.dtype_bytes)
+    elif s.kv_cache_dtype in KV_DTYPE_BYTES:
+        b = KV_DTYPE_BYTES[s.kv_cache_dtype]
+    else:
+        raise ModelConfigError(f"--kv-cache-dtype {s.kv_cache_dtype!r}: the plan knows {', '.join(['auto', *KV_DTYPE_BYTES])}")
+    layers = math.ceil(cfg.layers / max(1, s.pp))
+    if cfg.attention == "mla":
+        dim = (cfg.kv_lora_rank or 0) + (cfg.qk_rope_head_dim or 0)
+        c = cell_bytes_mla(cfg.kv_lora_rank or 0, cfg.qk_rope_head_dim or 0, layers, b)
+        if b == 0.5:  # FP4: one 1-byte scale per 16 elements
+            c += (dim // 16) * layers
+        return c
+    heads = max(1, cfg.num_kv_heads // s.parallel.attn_tp)
+    c = cell_bytes_mha(heads, cfg.head_dim, cfg.v_head_dim, layers, b)
+    if b == 0.5:
+        c += heads * cfg.head_dim * layers * 2 / 16
+    return c
+
+
+def pre_load_free(gpu: GpuFacts, s: Settings) -> float:
+    """P: the free memory the ranks see at `Load weight begin` (the least over ranks)."""
+    base = gpu.free_gib if gpu.free_gib is not None else gpu.total_gib
+    world = s.tp * s.pp
+    dist = DIST_INIT_GIB + DIST_INIT_PER_RANK_GIB * world if world > 1 else 0.0
+    return base - CUDA_CONTEXT_GIB - dist
+
+
+def graph_gib(cfg: ModelConfig, s: Settings, bs: int) -> float:
+    if not s.decode_graph:
+        g = 0.0
+    else:
+        dense = cfg.layers - cfg.moe_layers
+        per_layer = dense * GRAPH_MIB_PER_DENSE_LAYER + cfg.moe_layers * GRAPH_MIB_PER_MOE_LAYER
+        g = (GRAPH_MIB_PER_BS * bs * cfg.hidden_size / 8192 + per_layer / max(1, s.pp)) / 1024
+    if s.prefill_graph:
+        g += PREFILL_GRAPH_GIB
+    return g
+
+
+def req_to_token_gib(tokens: int, ctx: int, s: Settings) -> float:
+    if s.max_running_requests is not None:
+        reqs = s.max_running_requests // (s.dp if s.dp_attention else 1)
+    else:
+        reqs = min(max(int(tokens / ctx * 512), 2048), 4096)
+    return reqs * (ctx + 4) * 4 / GIB
+
+
+def _tokens(kv: float, cell: float, cfg: ModelConfig, s: Settings) -> int:
+    t = kv_tokens(kv, cell)
+    if cfg.swa_layers and cfg.full_attention_layers:
+        # set_num_tokens_hybrid_swa: the pool splits full and SWA layers at swa_full_tokens_ratio 0.8;
+        # max_total_num_tokens reports the full-attention layers' tokens
+        n_full, n_swa = cfg.full_attention_layers, cfg.swa_layers
+        t = int(t * (n_full + n_swa) / (n_full + 0.8 * n_swa))
+    if s.max_total_tokens is not None:
+        t = min(t, int(s.max_total_tokens))
+    return t // s.page_size * s.page_size
+
+
+def plan(
+    cfg: ModelConfig,
+    weights: WeightIndex | None,
+    gpu: GpuFacts,
+    s: Settings,
+    *,
+    target_headroom: float = 5.0,
+    warn_headroom: float = 3.0,
+    calibration: Calibration | None = None,
+) -> MemoryPlan:
+    """The budget for every value in TABLE, the profile's value and the recommendation."""
+    if weights is None:
+        raise ModelConfigError(f"{cfg.name}: no model.safetensors.index.json and no .safetensors files: the weights' size is unknown")
+    if s.tp < 1 or s.dp < 1 or s.ep < 1 or s.pp < 1:
+        raise ModelConfigError("tp, dp, ep and pp must be positive")
+    if s.dp_attention and s.tp % s.dp:
+        raise ModelConfigError(f"--dp {s.dp} must divide --tp {s.tp} with DP attention")
+    split = split_weights(cfg, weights, s.parallel, load_mtp=(s.speculative_algorithm or "").upper() in ("NEXTN", "EAGLE"))
+    w = split.per_rank_gib
+    p = pre_load_free(gpu, s)
+    a = p - w
+    cell = cell_bytes(cfg, s)
+    ctx = int(s.context_length or cfg.context_length or 0)
+    if ctx <= 0:
+        raise ModelConfigError(f"{cfg.name}: no max_position_embeddings in config.json and no --context-length")
+    bs_default = gpu_bucket(gpu.total_gib * 1024, s.tp, s.version)[1]
+    bs = int(s.cuda_graph_max_bs or bs_default)
+    graphs = graph_gib(cfg, s, bs)
+    notes = list(cfg.notes)
+
+    def estimate(mfs: float) -> tuple[float, int, float]:
+        kv = kv_pool_gib(p, a, mfs)
+        tok = _tokens(kv, cell, cfg, s)
+        head = p * (1 - mfs) - req_to_token_gib(tok, ctx, s) - ATTN_WORKSPACE_GIB - graphs
+        return kv, tok, head
+
+    cal_err: dict[str, float] = {}
+    row_of = estimate
+    if calibration is not None:
+        kv_c = calibration.max_total_num_tokens * cell / GIB
+        _kv_e, tok_e, head_e = estimate(calibration.value)
+        cal_err = {
+            "max_total_num_tokens": float(tok_e - calibration.max_total_num_tokens),
+            "max_total_num_tokens_pct": 100.0 * (tok_e - calibration.max_total_num_tokens) / max(1, calibration.max_total_num_tokens),
+            "headroom_after_capture_gib": head_e - calibration.headroom_after_capture_gib,
+        }
+
+        def calibrated(mfs: float) -> tuple[float, int, float]:
+            # the δ·P rule around the measured run: δ·P moves from free memory into the pool
+            d = (mfs - calibration.value) * p
+            kv = kv_c + d
+            return kv, _tokens(kv, cell, cfg, s), calibration.headroom_after_capture_gib - d
+
+        row_of = calibrated
+
+    def row(mfs: float) -> PlanRow:
+        kv, tok, head = row_of(mfs)
+        return PlanRow(FLAG, mfs, tok, kv, head)
+
+    rows = tuple(row(v) for v in TABLE)
+    is_default = s.mfs is None
+    mfs_now = s.mfs
+    if mfs_now is None:
+        d = default_mfs(gpu.total_gib * 1024, version=s.version, tp=s.tp, pp=s.pp, attn_dp=s.dp if s.dp_attention else 1,
+                        chunked_prefill_size=s.chunked_prefill_size, cuda_graph_max_bs=s.cuda_graph_max_bs,
+                        max_running_requests=s.max_running_requests, speculative_algorithm=s.speculative_algorithm,
+                        mla=cfg.attention == "mla", decode_graph=s.decode_graph, prefill_graph=s.prefill_graph)
+        mfs_now = d.mfs
+        notes.append(f"--mem-fraction-static unset: SGLang {s.version} picks {d.mfs:g} ({d.arithmetic()})")
+    current = row(mfs_now)
+    meets = [row(v) for v in SEARCH if row_of(v)[2] >= target_headroom and row_of(v)[1] > 0]
+    recommended = max(meets, key=lambda r: r.value) if meets else None
+    if recommended is not None and current.headroom_after_capture_gib >= target_headroom and current.max_total_num_tokens > 0:
+        # the current value already meets the target: recommend it rather than a higher one
+        recommended = current if current.value >= recommended.value else recommended
+    if split.unknown_bytes:
+        notes.append(f"{split.unknown_bytes / GIB:.2f} GiB of checkpoint tensors matched no sharding rule: counted whole on every rank")
+    if not split.exact_split:
+        notes.append("weights: the index's exact total_size, split by config.json's layer shapes (no safetensors headers read)")
+    if calibration is None:
+        notes.append("estimate: P, graph memory and workspaces are not measured yet; a finished run of this setup calibrates them")
+    terms = {
+        "pre_load_avail_gib": p,
+        "after_weights_avail_gib": a,
+        "graph_gib": graphs if calibration is None else math.nan,
+        "req_to_token_gib": req_to_token_gib(current.max_total_num_tokens, ctx, s),
+        "attention_workspace_gib": ATTN_WORKSPACE_GIB,
+        "cuda_graph_max_bs": float(bs),
+        "context_length": float(ctx),
+        "mfs_floor": 1 - a / p if p > 0 else math.nan,
+    }
+    terms = {k: v for k, v in terms.items() if not math.isnan(v)}
+    return MemoryPlan(
+        backend="sglang", version=s.version, model=cfg.name, gpu_mem_gib=gpu.total_gib, tp=s.tp, dp=s.dp, ep=s.ep,
+        weights_gib_per_rank=w, kv_bytes_per_token=round(cell), rows=rows, current=current,
+        current_is_default=is_default, recommended=recommended, target_headroom_gib=target_headroom,
+        warn_headroom_gib=warn_headroom, terms=terms,
+        calibrated_from=calibration.run_id if calibration else None, calibration_error=cal_err, notes=tuple(notes),
+    )
+
+
+def recommended_value(mp: MemoryPlan) -> float | None:
+    """The recommendation rounded the way the δ·P advice rounds (down to two decimals)."""
+    return floor2(mp.recommended.value) if mp.recommended else None
+
+
+def memory_plan(
+    profile: Profile,
+    hosts: Iterable[HostFacts],
+    *,
+    model: ModelFacts,
+    overrides: Mapping[str, Any] | None = None,
+    runs: Iterable[Any] = (),
+    calibrate_from: str | None = None,
+) -> MemoryPlan:
+    """The plan of a profile (Backend.memory_plan): its flags with `overrides`, the GPUs in `hosts`
+    (what-ifs applied), the model read on node 0, and a calibration run from `runs` (journal
+    records): `calibrate_from` names one, else the newest run of the same setup is taken."""
+    from cockpit.errors import BadInput
+
+    settings = profile_settings(profile, dict(overrides or {}))
+    gpu = gpu_facts_from_hosts(hosts, profile.env)
+    calibration: Calibration | None = None
+    if calibrate_from is not None:
+        rec = next((r for r in runs if str(r.id) == calibrate_from), None)
+        if rec is None:
+            raise BadInput(f"--calibrate-from {calibrate_from}: no such run in the journal (`cockpit runs` lists them)")
+        calibration = calibration_from_run(rec, FLAG)
+        if calibration is None:
+            raise BadInput(f"--calibrate-from {calibrate_from}: the run recorded no KV tokens, headroom or {FLAG}")
+    else:
+        calibration = pick_calibration(runs, backend=profile.backend, flags={**profile.server, **dict(overrides or {})},
+                                       hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG)
+    return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
+                warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration)

@@ -1,0 +1,350 @@
+"""The streaming scanner: bytes in any chunking -> the events of the lines worth classifying.
+
+Why the scanning looks the way it does: a busy server log is millions of uvicorn access lines and
+`Decode batch` / `Prefill batch` lines, and the handful of lines that matter (memory milestones,
+the crash) are rare. Python's `re` runs at ~125 MB/s and a per-line Python loop is slower still,
+while `bytes.count` runs at GB/s. So the parser works on big byte blocks cut into 64 KiB windows
+and asks C, per half window, "does every line here look routine?" (newlines == batch markers +
+access markers; the newlines are counted by what `bytes.replace` removes, which finds them with
+memchr at twice `count`'s speed). A routine half costs one `replace` and two `count` calls (every
+other window also gives its last batch line to the throughput series); a half that holds something
+else is re-checked in 8 KiB pieces and only the lines that are not routine are classified, each
+after the batch line just before it (so "which batch ran last" is right when a crash follows).
+Small feeds (a live tail) are classified line by line in full, so the live view sees every batch
+and access line.
+
+Line numbers stay exact (the newlines of every window are counted), lines are capped at 64 KiB
+(the rest of an over-long line is skipped without buffering it), bytes that are not UTF-8 are
+replaced, escape sequences and control characters are removed (`core.sanitize.clean_text`, after a
+tqdm line redrawn with `\\r` is cut to its last segment), wrapper prefixes are stripped (`wrappers.py`)
+and nothing in the input makes the parser raise.
+"""
+
+from __future__ import annotations
+
+from cockpit.backends.sglang.grammar import FOREIGN, GENERIC, STRONG, Peek, _no_peek, classify_line
+from cockpit.backends.sglang.wrappers import Unwrapper
+from cockpit.core import events as ev
+from cockpit.core.events import Event
+from cockpit.core.sanitize import clean_text
+
+LINE_CAP = 64 * 1024  # longest line kept; the rest of a longer line is dropped
+WINDOW = 64 * 1024  # bytes per routine-check window
+FULL_FEED_LINES = 512  # a feed with at most this many lines is classified line by line in full
+SUB_WINDOW = 8 * 1024  # a window with news is checked again in pieces of this size
+TAIL_SAMPLE = 8192  # bytes at the end of a window searched for its last batch lines
+SAMPLE_EVERY = 2  # one batch line per this many windows (~1 per 1,000 lines) feeds the series
+READ_CHUNK = 1 << 20
+
+# A routine line holds exactly one of these (batch lines / uvicorn access lines).
+_BATCH_MARK = b"#running-req: "  # in every Prefill and Decode batch line, both versions
+_ACCESS_MARK = b" HTTP/1."
+
+TRACEBACK_SOURCE_LINES = 3  # after a frame: its source line and, on Python 3.11+, a caret line
+
+# ---- the streaming parser ----------------------------------------------------------------------
+
+
+def _clean(raw: bytes) -> str:
+    """One line's bytes -> text: CRLF and tqdm `\\r` redraws (keep the last segment), bad UTF-8,
+    then `clean_text` (escape sequences and control characters: the one rule for log text)."""
+    if b"\r" in raw:
+        raw = raw.rstrip(b"\r")
+        cut = raw.rfind(b"\r")
+        if cut != -1:
+            raw = raw[cut + 1 :]
+    if len(raw) > LINE_CAP:
+        raw = raw[:LINE_CAP]
+    return clean_text(raw.decode("utf-8", "replace"), keep_newlines=False)
+
+
+class SGLangLogParser:
+    """Feed it bytes in any chunking; it returns the events of every line completed so far.
+
+    Stateful across feeds: a partial last line waits for its newline (or `finish()`).
+    """
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._skipping = False  # inside the dropped rest of an over-long line
+        self._long_head = b""  # that line's first LINE_CAP bytes
+        self._long_cur = b""  # its current `\r` segment (capped)
+        self._long_prev = b""  # and the last non-empty one before it
+        self._long_cr = False
+        self._lines = 0
+        self._last_line = 0  # the last line handed to classify (lines are never classified twice)
+        self._windows = 0
+        self._unsampled: tuple[bytes, int, int, int, int] | None = None
+        self._unwrapper = Unwrapper()
+        self._frame_line = -TRACEBACK_SOURCE_LINES - 1  # the last traceback frame's line number
+        self._frame_func = ""  # and its function
+        # lines by what they prove (see recognition): SGLang's own, any Python/torch server's, another engine's
+        self.strong = 0
+        self.generic = 0
+        self.foreign = 0
+
+    @property
+    def lines_seen(self) -> int:
+        return self._lines
+
+    @property
+    def lines_recognised(self) -> int:
+        """Lines read as this server's log: SGLang's own text, plus Python/torch structure
+        (tracebacks, NCCL) unless another engine's lines say the log is not SGLang's."""
+        if self.strong == 0 and self.foreign > 0:
+            return 0
+        return self.strong + self.generic
+
+    def _classify(self, lineno: int, text: str, peek: Peek = _no_peek, tally: bool = True) -> list[Event]:
+        """One cleaned line -> events: the wrapper prefix off, the grammar, the recognition tally."""
+        text = self._unwrapper.unwrap(text)
+        near = lineno - self._frame_line <= TRACEBACK_SOURCE_LINES
+        events, recog = classify_line(lineno, text, peek, self._frame_func if near else None)
+        if events:
+            last = events[-1]
+            if type(last) is ev.TracebackFrame and last.file is not None:
+                self._frame_line = lineno
+                self._frame_func = last.function
+        if tally:
+            if recog == STRONG:
+                self.strong += 1
+            elif recog == GENERIC:
+                self.generic += 1
+            elif recog == FOREIGN:
+                self.foreign += 1
+        return events
+
+    def skip_lines(self, n: int) -> None:
+        """n whole lines went by unread (the middle of a huge log): keep numbering as the file does.
+        Call it only between complete lines (no partial line pending)."""
+        self._lines += n
+        self._last_line = self._lines
+
+    def feed(self, data: bytes) -> list[Event]:
+        out: list[Event] = []
+        if not data:
+            return out
+        start = 0
+        if self._skipping:
+            nl = data.find(b"\n")
+            self._skip(data if nl == -1 else data[:nl])
+            if nl == -1:
+                return out
+            self._end_long_line(out)
+            start = nl + 1
+        if self._pending:
+            nl = data.find(b"\n", start)
+            if nl == -1:
+                self._keep(self._pending + data[start:])
+                return out
+            # finish the waiting line on its own; the rest is scanned in place (no 1 MiB copies)
+            line = self._pending + data[start : nl + 1]
+            self._pending = b""
+            self._block(line, 0, len(line), out)
+            start = nl + 1
+        end = data.rfind(b"\n", start) + 1
+        if end:
+            self._block(data, start, end, out)
+        else:
+            end = start
+        self._keep(data[end:])
+        return out
+
+    def _keep(self, tail: bytes) -> None:
+        """Hold a partial last line. One longer than the cap is not buffered: its head and its last
+        `\r` segment (a tqdm bar redrawn for minutes, maybe ending in a record) are kept, capped."""
+        if len(tail) > LINE_CAP:
+            self._skipping = True
+            self._long_head = tail[:LINE_CAP]
+            self._long_cur = self._long_prev = b""
+            self._long_cr = False
+            self._pending = b""
+            self._skip(tail)
+        else:
+            self._pending = tail
+
+    def _skip(self, part: bytes) -> None:
+        """More of an over-long line (without its newline): track its last non-empty `\r` segment."""
+        segs = part.split(b"\r")
+        if len(self._long_cur) < LINE_CAP:
+            self._long_cur = (self._long_cur + segs[0][:LINE_CAP])[:LINE_CAP]
+        if len(segs) == 1:
+            return
+        self._long_cr = True
+        for seg in (self._long_cur, *segs[1:-1]):
+            if seg:
+                self._long_prev = seg[:LINE_CAP]
+        self._long_cur = segs[-1][:LINE_CAP]
+
+    def _end_long_line(self, out: list[Event]) -> None:
+        self._lines += 1
+        self._last_line = self._lines
+        raw = (self._long_cur or self._long_prev) if self._long_cr else self._long_head
+        out.extend(self._classify(self._lines, _clean(raw)))
+        self._skipping = False
+        self._long_head = self._long_cur = self._long_prev = b""
+        self._long_cr = False
+
+    def finish(self) -> list[Event]:
+        out: list[Event] = []
+        if self._unsampled is not None:
+            buf, ws, we, wnl, before = self._unsampled
+            self._unsampled = None
+            lines, self._lines = self._lines, before
+            self._sample(buf, ws, we, wnl, out)  # the last batch line before the end counts
+            self._lines = lines
+        if self._skipping:
+            self._end_long_line(out)
+        elif self._pending:
+            self._lines += 1
+            self._last_line = self._lines
+            out.extend(self._classify(self._lines, _clean(self._pending)))
+        self._pending = b""
+        return out
+
+    # -- internals --
+
+    def _block(self, buf: bytes, start: int, n: int, out: list[Event]) -> None:
+        """buf[start:n] ends with a newline. Appends events; advances the line count."""
+        if n - start <= FULL_FEED_LINES * 64 and buf.count(b"\n", start, n) <= FULL_FEED_LINES:
+            self._lines += self._classify_lines(buf[start:n].split(b"\n")[:-1], self._lines, out)
+            return
+        pos = start
+        while pos < n:
+            end = pos + WINDOW
+            if end >= n:
+                end = n
+            else:
+                nl = buf.find(b"\n", end - 1, n)
+                end = n if nl == -1 else nl + 1
+            self._window(buf, pos, end, out)
+            pos = end
+
+    def _window(self, buf: bytes, s: int, e: int, out: list[Event]) -> None:
+        base = self._lines
+        nl = 0
+        pos = s
+        find = buf.find
+        step = SUB_WINDOW - 1
+        while pos < e:
+            # The window is checked in halves of four pieces, cut where _find_news cuts its
+            # pieces (buf[e - 1] is a newline, so a search that starts past it gives e), so that
+            # a line with news costs a second look at half a window, not a whole one. Newlines
+            # are counted by what `replace` removes: that path finds them with memchr, about
+            # twice as fast as `count`'s byte loop.
+            he = find(b"\n", pos + step, e) + 1 or e
+            he = find(b"\n", he + step, e) + 1 or e
+            he = find(b"\n", he + step, e) + 1 or e
+            he = find(b"\n", he + step, e) + 1 or e
+            half = buf[pos:he]
+            hnl = len(half) - len(half.replace(b"\n", b""))
+            batches = buf.count(_BATCH_MARK, pos, he)
+            self.strong += batches  # every batch line is SGLang's own: recognised without a look
+            news = hnl - batches - buf.count(_ACCESS_MARK, pos, he)
+            if news:
+                self._lines = base + nl
+                self._find_news(buf, pos, he, news, out)
+            nl += hnl
+            pos = he
+        self._lines = base
+        self._windows += 1
+        if self._windows % SAMPLE_EVERY == 0:
+            self._sample(buf, s, e, nl, out)
+            self._unsampled = None
+        else:
+            # remembered so that finish() can still give the last batch line of the input
+            self._unsampled = (buf, s, e, nl, self._lines)
+        self._lines += nl
+
+    def _find_news(self, buf: bytes, s: int, e: int, news: int, out: list[Event]) -> None:
+        """buf[s:e] holds `news` lines besides routine ones (self._lines: the lines before s): find
+        them in pieces with the same test, stopping once every line with news is accounted for."""
+        pos = s
+        while pos < e and news > 0:
+            se = buf.find(b"\n", min(pos + SUB_WINDOW, e) - 1, e) + 1 or e
+            snl = buf.count(b"\n", pos, se)
+            sub_news = snl - buf.count(_BATCH_MARK, pos, se) - buf.count(_ACCESS_MARK, pos, se)
+            if sub_news:
+                self._last_batch_before(buf, pos, out)
+                self._dirty(buf[pos:se].split(b"\n")[:-1], out)
+                news -= sub_news
+            self._lines += snl
+            pos = se
+
+    def _emit(self, lineno: int, raw: bytes, out: list[Event], peek: Peek = _no_peek, tally: bool = False) -> None:
+        """Classify one line of a window. `tally`: count its recognition (routine batch lines were
+        counted by the window already)."""
+        if lineno <= self._last_line:
+            return  # already classified (a sample may meet a line the dirty path took)
+        self._last_line = lineno
+        text = _clean(raw)
+        if text:
+            out.extend(self._classify(lineno, text, peek, tally))
+
+    def _sample(self, buf: bytes, s: int, e: int, nl: int, out: list[Event]) -> None:
+        """Keep a window's last batch line: one point of the series per window."""
+        p = buf.rfind(_BATCH_MARK, max(s, e - TAIL_SAMPLE), e)
+        if p == -1:
+            return
+        ls = buf.rfind(b"\n", s, p) + 1 or s
+        le = buf.find(b"\n", p, e)
+        # counted from the window's end: the sampled line sits near it
+        self._emit(self._lines + nl - buf.count(b"\n", ls, e) + 1, buf[ls:le], out)
+
+    def _last_batch_before(self, buf: bytes, pos: int, out: list[Event]) -> None:
+        """Before a piece with news (maybe a crash), the batch line just before it: the crash phase."""
+        p = buf.rfind(_BATCH_MARK, max(0, pos - TAIL_SAMPLE), pos)
+        if p == -1:
+            return
+        ls = buf.rfind(b"\n", 0, p) + 1
+        le = buf.find(b"\n", p, pos)
+        self._emit(self._lines - buf.count(b"\n", ls, pos) + 1, buf[ls:le], out)
+
+    def _dirty(self, lines: list[bytes], out: list[Event]) -> None:
+        """Classify the lines that are not routine, each after the batch line just before it."""
+        base = self._lines
+        bm, am = _BATCH_MARK, _ACCESS_MARK
+        count = len(lines)
+        done = -1
+        for i, raw in enumerate(lines):
+            if bm in raw or am in raw:
+                continue
+            for j in range(i - 1, done, -1):
+                if bm in lines[j]:
+                    self._emit(base + j + 1, lines[j], out)
+                    break
+                if am not in lines[j]:
+                    break
+
+            def peek(i: int = i) -> str | None:
+                return _clean(lines[i + 1]) if i + 1 < count else None
+
+            self._emit(base + i + 1, raw, out, peek, True)
+            done = i
+
+    def _classify_lines(self, lines: list[bytes], base: int, out: list[Event]) -> int:
+        """Classify every line; returns how many there were."""
+        count = len(lines)
+        cleaned: list[str | None] = [None] * count
+
+        def text(i: int) -> str:
+            t = cleaned[i]
+            if t is None:
+                t = cleaned[i] = _clean(lines[i])
+            return t
+
+        for i in range(count):
+            t = text(i)
+            if not t:
+                continue
+
+            def peek(i: int = i) -> str | None:
+                return text(i + 1) if i + 1 < count else None
+
+            evs = self._classify(base + i + 1, t, peek)
+            if evs:
+                out.extend(evs)
+        self._last_line = max(self._last_line, base + count)
+        self._unsampled = None
+        return count
+

@@ -1,0 +1,158 @@
+"""`cockpit plan PROFILE [--gpu-mem-gb X] [--gpus N] [--set FLAG=VALUE]… [--json]` and
+`cockpit plan --model-config DIR --gpu-mem-gb X --tp N [--dp N] [--ep N] [--backend B] [--set …] [--json]`.
+
+The memory plan before the first launch: the model's facts (config.json and the checkpoint's weight
+bytes, read on the GPU host over its transport — metadata only), the GPUs (measured, or the what-if
+`--gpu-mem-gb`, GiB as nvidia-smi reports it), the backend's budget, and — when the journal holds a
+finished run of the same setup — calibration from what that run measured.
+
+The plan of a profile is made by cockpit/supervisor/planning.py, which `cockpit check`, `cockpit up`
+and the picker call too.
+Exit codes: 0, 1 when the profile's value is predicted below the warn headroom, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from cockpit.errors import BadInput
+from cockpit.supervisor.planning import backend_plan, measured_facts, plan_finding, plan_for_profile
+
+if TYPE_CHECKING:
+    from cockpit.backends.base import HostFacts
+    from cockpit.model.plan import MemoryPlan
+
+
+# ---- the command -------------------------------------------------------------------------------
+
+
+def _what_if_gpu(facts: list[HostFacts], gpu_mem_gb: float | None, gpus: int | None) -> list[HostFacts]:
+    from cockpit.telemetry.hostfacts import apply_what_if
+
+    return apply_what_if(facts, None, gpu_mem_gb, gpus)
+
+
+def _overrides(backend_name: str, items: list[str]) -> dict[str, Any]:
+    from cockpit.backends import get_backend
+
+    try:
+        backend = get_backend(backend_name)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    return backend.parse_overrides(items)
+
+
+def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
+    """The profile-less form: a profile made of the options (local host, the model directory)."""
+    from cockpit.backends.base import HostFacts
+    from cockpit.core.profile import parse_profile
+    from cockpit.model.read import read_model_dir
+
+    if args.gpu_mem_gb is None or args.tp is None:
+        raise BadInput("--model-config needs --gpu-mem-gb and --tp")
+    overrides = _overrides(args.backend, list(args.overrides or []))
+    server: dict[str, Any] = {"model-path": args.model_config, "tp": args.tp}
+    if args.dp:
+        server["dp"] = args.dp
+    if args.ep:
+        server["ep"] = args.ep
+    profile = parse_profile({
+        "name": "plan", "backend": args.backend, "version": args.server_version, "server": server,
+        "policy": {"target-headroom-gb": args.target_headroom_gb, "warn-headroom-gb": args.warn_headroom_gb},
+    }, "--model-config")
+    model = read_model_dir(args.model_config)
+    facts = [HostFacts(host="local", gpu_mem_total_gib=args.gpu_mem_gb, gpu_count=args.gpus, source="override")]
+    return backend_plan(profile, facts, model, overrides, calibrate=False, calibrate_from=args.calibrate_from)
+
+
+def _profile_plan(args: argparse.Namespace) -> MemoryPlan:
+    from cockpit.backends.base import HostFacts
+    from cockpit.commands._support import load_profile_arg, run_command
+
+    profile = load_profile_arg(args.profile)
+    overrides = _overrides(profile.backend, list(args.overrides or []))
+
+    async def go() -> MemoryPlan:
+        facts = None
+        if args.gpu_mem_gb is not None:
+            facts = _what_if_gpu([HostFacts(host=h.label, source="unknown") for h in profile.hosts], args.gpu_mem_gb, args.gpus)
+        elif args.gpus is not None:
+            facts = _what_if_gpu(await measured_facts(profile), None, args.gpus)
+        return await plan_for_profile(profile, overrides, facts=facts, calibrate=not args.no_calibration,
+                                      calibrate_from=args.calibrate_from)
+
+    return run_command(go())
+
+
+def run(args: argparse.Namespace) -> int:
+
+    for name, val in (("--gpu-mem-gb", args.gpu_mem_gb),):
+        if val is not None and val <= 0:
+            raise BadInput(f"{name} {val:g}: expected a positive number of GiB")
+    for name, ival in (("--gpus", args.gpus), ("--tp", args.tp), ("--dp", args.dp), ("--ep", args.ep)):
+        if ival is not None and ival <= 0:
+            raise BadInput(f"{name} {ival}: expected a positive whole number")
+    if args.model_config and args.profile:
+        raise BadInput("give a PROFILE or --model-config DIR, not both")
+    if args.model_config:
+        mp = _model_config_plan(args)
+    elif args.profile:
+        mp = _profile_plan(args)
+    else:
+        raise BadInput("cockpit plan needs a PROFILE, or --model-config DIR --gpu-mem-gb X --tp N")
+    if args.json:
+        print(json.dumps(mp.to_json(), indent=2))
+    else:
+        sys.stdout.write(render_plan(mp))
+    return 1 if mp.severity == "critical" else 0
+
+
+def render_plan(mp: MemoryPlan) -> str:
+    """The plan as text: facts, the table, the profile's value and the recommendation."""
+    from cockpit.core.sanitize import clean_text
+
+    t = mp.terms
+    lines = [
+        f"memory plan · {clean_text(mp.model)} · {mp.backend} {mp.version} · TP{mp.tp}"
+        + (f" DP{mp.dp}" if mp.dp > 1 else "") + (f" EP{mp.ep}" if mp.ep > 1 else "")
+        + f" · {mp.gpu_mem_gib:.2f} GiB per GPU",
+        f"  weights per rank        {mp.weights_gib_per_rank:8.2f} GiB",
+        f"  KV bytes per token      {mp.kv_bytes_per_token:8,} B (per rank)",
+        f"  free before weights (P) {t.get('pre_load_avail_gib', 0):8.2f} GiB (estimated)",
+    ]
+    if "graph_gib" in t:
+        lines.append(f"  CUDA graphs             {t['graph_gib']:8.2f} GiB (estimated, max bs {t.get('cuda_graph_max_bs', 0):.0f})")
+    lines.append(f"  req_to_token pool       {t.get('req_to_token_gib', 0):8.2f} GiB (context {t.get('context_length', 0):,.0f})")
+    if mp.calibrated_from:
+        err = mp.calibration_error
+        lines.append(
+            f"  calibrated from run {mp.calibrated_from}: the estimate was off by {err.get('max_total_num_tokens', 0):+,.0f} KV tokens "
+            f"({err.get('max_total_num_tokens_pct', 0):+.1f} %) and {err.get('headroom_after_capture_gib', 0):+.2f} GiB headroom"
+        )
+    lines.append("")
+    cur_v = mp.current.value if mp.current else None
+    rec_v = mp.recommended.value if mp.recommended else None
+    lines.append(f"  {mp.flag:<24} {'KV tokens':>12} {'KV GiB':>8} {'headroom after capture':>24}")
+    rows = list(mp.rows)
+    if mp.current is not None and all(abs(r.value - mp.current.value) > 1e-9 for r in rows):
+        rows.append(mp.current)
+        rows.sort(key=lambda r: r.value)
+    for r in rows:
+        mark = []
+        if cur_v is not None and abs(r.value - cur_v) < 1e-9:
+            mark.append("← default" if mp.current_is_default else "← profile")
+        if rec_v is not None and abs(r.value - rec_v) < 1e-9:
+            mark.append("← recommended")
+        h = r.headroom_after_capture_gib
+        flag = "  !" if h < mp.warn_headroom_gib else ("  ·" if h < mp.target_headroom_gib else "   ")
+        lines.append(f"  {r.value:<24g} {r.max_total_num_tokens:>12,} {r.kv_gib:>8.2f} {h:>20.2f} GiB{flag} {' '.join(mark)}".rstrip())
+    lines.append("")
+    lines.append("  " + plan_finding(mp).message)
+    if mp.recommended is None:
+        lines.append(f"  no value meets the {mp.target_headroom_gib:g} GiB target headroom")
+    for n in mp.notes:
+        lines.append(f"  note: {clean_text(n)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,274 @@
+"""What a model's `config.json` says about its memory: layers, attention shape, experts, quantization.
+
+Pure: takes the parsed JSON (a dict), returns `ModelConfig`. Field names follow Hugging Face
+`transformers` configs as the published checkpoints spell them; where HF documents a default
+(`num_key_value_heads` absent = MHA, `head_dim` absent = hidden_size / num_attention_heads) the
+default is used and written into `notes`. A field the plan cannot do without is never guessed:
+`ModelConfigError` names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cockpit.errors import BadInput
+
+
+class ModelConfigError(BadInput):
+    """config.json lacks what the memory plan needs (exit 2, naming the file and field)."""
+
+
+DTYPE_BYTES = {
+    "bfloat16": 2, "float16": 2, "half": 2, "bf16": 2, "fp16": 2,
+    "float32": 4, "float": 4, "fp32": 4,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "fp8": 1,
+}
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """The weight format the checkpoint stores (quantization_config), as far as the plan needs it."""
+
+    method: str  # "none", "fp8", "compressed-tensors", "mxfp4", "awq", "gptq", "modelopt", …
+    bits: float  # bits per quantized weight element (16 when none)
+    group_size: int | None = None  # elements per scale (None: per channel / block scales, negligible)
+    ignore: tuple[str, ...] = ()  # module patterns kept in the unquantized dtype
+    only_experts: bool = False  # the method quantizes the MoE experts and nothing else (mxfp4)
+
+    def bytes_per_param(self) -> float:
+        """Stored bytes per quantized parameter, scales included (bf16 scales per group)."""
+        b = self.bits / 8
+        if self.group_size:
+            scale_bytes = 1 if self.method == "mxfp4" else (1 if self.bits == 4 and self.method == "modelopt" else 2)
+            b += scale_bytes / self.group_size
+        return b
+
+    def covers(self, module: str) -> bool:
+        """Is `module` (a representative parameter name) stored quantized?"""
+        if self.method == "none":
+            return False
+        if self.only_experts and ".experts." not in module:
+            return False
+        import re
+
+        for pat in self.ignore:
+            if pat.startswith("re:"):
+                if re.search(pat[3:], module):
+                    return False
+            elif pat and pat in module:
+                return False
+        return True
+
+
+NO_QUANT = Quantization("none", 16)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Memory-relevant facts of one model (the text model of a multimodal checkpoint)."""
+
+    name: str
+    architecture: str
+    model_type: str
+    layers: int
+    hidden_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    attention: str  # "mha" (MHA/GQA/MQA) or "mla"
+    num_attention_heads: int
+    num_kv_heads: int  # MHA/GQA; for MLA the latent is one shared "head"
+    head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None = None  # MLA
+    kv_lora_rank: int | None = None  # MLA
+    qk_rope_head_dim: int | None = None  # MLA
+    qk_nope_head_dim: int | None = None  # MLA
+    intermediate_size: int = 0  # dense MLP
+    experts: int = 0  # routed experts (0 = dense)
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0  # total over shared experts
+    moe_layers: int = 0  # how many decoder layers carry experts
+    sliding_window: int | None = None
+    swa_layers: int = 0  # layers with sliding-window attention (hybrid models)
+    nextn_layers: int = 0  # multi-token-prediction layers shipped in the checkpoint (not loaded by default)
+    context_length: int | None = None
+    dtype: str = "bfloat16"
+    quant: Quantization = NO_QUANT
+    has_vision: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def dtype_bytes(self) -> int:
+        return DTYPE_BYTES.get(self.dtype, 2)
+
+    @property
+    def full_attention_layers(self) -> int:
+        return self.layers - self.swa_layers
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+
+def _first(cfg: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        v = cfg.get(k)
+        if v is not None:
+            return v
+    return None
+
+
+def _quantization(cfg: dict[str, Any], outer: dict[str, Any]) -> Quantization:
+    q = outer.get("quantization_config") or cfg.get("quantization_config")
+    if not isinstance(q, dict):
+        return NO_QUANT
+    method = str(q.get("quant_method") or q.get("quant_algo") or "unknown").lower()
+    ignore = tuple(str(x) for x in (q.get("ignore") or q.get("modules_to_not_convert") or q.get("exclude_modules") or []))
+    if method == "fp8":
+        return Quantization("fp8", 8, None, ignore)
+    if method == "mxfp4":
+        return Quantization("mxfp4", 4, 32, ignore, only_experts=True)
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
+        return Quantization(method, float(q.get("bits") or q.get("w_bit") or 4), int(q.get("group_size") or q.get("q_group_size") or 128), ignore)
+    if method == "modelopt":
+        algo = str(q.get("quant_algo") or "").upper()
+        if "FP4" in algo:
+            return Quantization("modelopt", 4, 16, ignore)
+        return Quantization("modelopt", 8, None, ignore)
+    if method == "compressed-tensors":
+        groups = q.get("config_groups") or {}
+        for g in groups.values() if isinstance(groups, dict) else []:
+            w = (g or {}).get("weights") or {}
+            bits = w.get("num_bits")
+            if bits:
+                gs = w.get("group_size")
+                return Quantization("compressed-tensors", float(bits), int(gs) if gs else None, ignore)
+        return Quantization("compressed-tensors", 8, None, ignore)
+    bits = q.get("bits") or q.get("num_bits")
+    if bits:
+        return Quantization(method, float(bits), int(q["group_size"]) if q.get("group_size") else None, ignore)
+    raise ModelConfigError(
+        f"quantization_config.quant_method {method!r} is not one the plan knows "
+        "(fp8, mxfp4, compressed-tensors, awq, gptq, modelopt, or bits + group_size)"
+    )
+
+
+def parse_config(raw: dict[str, Any], where: str = "config.json", name: str | None = None) -> ModelConfig:
+    """ModelConfig from a parsed config.json. Raises ModelConfigError naming the missing field."""
+    if not isinstance(raw, dict):
+        raise ModelConfigError(f"{where}: expected a JSON object")
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else None
+    cfg = {**raw, **text} if text else raw  # the language model's fields live in text_config
+    notes: list[str] = []
+    archs = raw.get("architectures") or cfg.get("architectures") or []
+    arch = str(archs[0]) if archs else str(raw.get("model_type") or "unknown")
+    prefix = f"{where}{' text_config' if text else ''}"
+
+    def need(*keys: str) -> Any:
+        v = _first(cfg, *keys)
+        if v is None:
+            raise ModelConfigError(
+                f"{prefix}: {arch} has no {' / '.join(keys)}; the memory plan needs it and will not guess"
+            )
+        return v
+
+    layers = int(need("num_hidden_layers", "n_layer", "num_layers"))
+    hidden = int(need("hidden_size", "n_embd", "d_model"))
+    vocab = int(need("vocab_size"))
+    heads = int(need("num_attention_heads", "n_head"))
+    kv_lora = cfg.get("kv_lora_rank")
+    if kv_lora is not None:
+        attention = "mla"
+        rope = int(need("qk_rope_head_dim"))
+        nope = int(need("qk_nope_head_dim"))
+        v_head = int(need("v_head_dim"))
+        kv_heads = 1
+        head_dim = nope + rope
+    else:
+        attention = "mha"
+        rope = nope = None  # type: ignore[assignment]
+        kv = cfg.get("num_key_value_heads")
+        if kv is None:
+            kv = heads
+            notes.append("num_key_value_heads absent: MHA (one KV head per attention head, the HF default)")
+        kv_heads = int(kv)
+        hd = cfg.get("head_dim")
+        if hd is None:
+            if hidden % heads:
+                raise ModelConfigError(f"{prefix}: {arch} has no head_dim and hidden_size is not a multiple of num_attention_heads")
+            hd = hidden // heads
+        head_dim = int(hd)
+        v_head = int(cfg.get("v_head_dim") or head_dim)
+
+    experts = int(_first(cfg, "n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts") or 0)
+    per_tok = int(_first(cfg, "num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_topk") or 0)
+    inter = int(cfg.get("intermediate_size") or 0)
+    moe_inter = 0
+    shared = 0
+    moe_layers = 0
+    if experts:
+        if not per_tok:
+            raise ModelConfigError(f"{prefix}: {arch} has {experts} experts but no num_experts_per_tok")
+        moe_inter = int(_first(cfg, "moe_intermediate_size") or inter)
+        if not moe_inter:
+            raise ModelConfigError(f"{prefix}: {arch} has experts but no moe_intermediate_size / intermediate_size")
+        n_shared = int(cfg.get("n_shared_experts") or 0)
+        shared = n_shared * moe_inter + int(cfg.get("shared_expert_intermediate_size") or 0)
+        first_dense = int(cfg.get("first_k_dense_replace") or 0)
+        freq = int(_first(cfg, "moe_layer_freq", "decoder_sparse_step") or 1)
+        dense_only = set(int(x) for x in (cfg.get("mlp_only_layers") or []))
+        moe_layers = sum(1 for i in range(layers) if i >= first_dense and i % max(1, freq) == 0 and i not in dense_only)
+    elif not inter:
+        raise ModelConfigError(f"{prefix}: {arch} has no intermediate_size")
+
+    window = cfg.get("sliding_window")
+    swa_layers = 0
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        swa_layers = sum(1 for t in layer_types[:layers] if "sliding" in str(t))
+    elif window and cfg.get("use_sliding_window") is not False and cfg.get("sliding_window_pattern"):
+        # Gemma-style: every p-th layer is full attention, the others slide
+        p = int(cfg["sliding_window_pattern"])
+        swa_layers = sum(1 for i in range(layers) if (i + 1) % p)
+    if swa_layers and not window:
+        raise ModelConfigError(f"{prefix}: {arch} has sliding-attention layers but no sliding_window")
+
+    dtype = str(_first(cfg, "torch_dtype", "dtype") or "bfloat16").replace("torch.", "")
+    if dtype not in DTYPE_BYTES:
+        notes.append(f"torch_dtype {dtype!r} unknown: 2 bytes per unquantized parameter assumed")
+    ctx = _first(cfg, "max_position_embeddings", "max_sequence_length", "seq_length", "n_positions")
+    has_vision = bool(raw.get("vision_config")) or "vision" in arch.lower() or "ConditionalGeneration" in arch
+    return ModelConfig(
+        name=name or str(raw.get("_name_or_path") or arch),
+        architecture=arch,
+        model_type=str(cfg.get("model_type") or raw.get("model_type") or "unknown"),
+        layers=layers,
+        hidden_size=hidden,
+        vocab_size=vocab,
+        tie_word_embeddings=bool(_first(cfg, "tie_word_embeddings") or False),
+        attention=attention,
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=v_head,
+        q_lora_rank=int(cfg["q_lora_rank"]) if cfg.get("q_lora_rank") else None,
+        kv_lora_rank=int(kv_lora) if kv_lora is not None else None,
+        qk_rope_head_dim=rope,
+        qk_nope_head_dim=nope,
+        intermediate_size=inter,
+        experts=experts,
+        experts_per_token=per_tok,
+        moe_intermediate_size=moe_inter,
+        shared_expert_intermediate_size=shared,
+        moe_layers=moe_layers,
+        sliding_window=int(window) if window and swa_layers else None,
+        swa_layers=swa_layers,
+        nextn_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        context_length=int(ctx) if ctx else None,
+        dtype=dtype,
+        quant=_quantization(cfg, raw),
+        has_vision=has_vision,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,208 @@
+"""The memory plan's result, shared by every backend's budget and by its readers (CLI, check, up,
+picker): one row per memory setting, the profile's row, the recommendation, and where the numbers
+came from (estimate or a calibration run). Also the journal match that picks a calibration run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """The GPUs a plan is made for."""
+
+    total_gib: float  # memory.total of the smallest GPU the ranks use
+    free_gib: float | None = None  # the least free memory on those GPUs now (another process's share)
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    flag: str  # "--mem-fraction-static" / "--gpu-memory-utilization"
+    value: float
+    max_total_num_tokens: int
+    kv_gib: float
+    headroom_after_capture_gib: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "flag": self.flag,
+            "value": self.value,
+            "max_total_num_tokens": self.max_total_num_tokens,
+            "kv_gib": round(self.kv_gib, 2),
+            "headroom_after_capture_gib": round(self.headroom_after_capture_gib, 2),
+        }
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Measured anchors from one finished run of the same model, GPUs and parallelism."""
+
+    run_id: str
+    value: float  # the memory setting the run used
+    max_total_num_tokens: int
+    headroom_after_capture_gib: float
+    started_at: str = ""
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    backend: str
+    version: str
+    model: str
+    gpu_mem_gib: float
+    tp: int
+    dp: int
+    ep: int
+    weights_gib_per_rank: float
+    kv_bytes_per_token: int
+    rows: tuple[PlanRow, ...]
+    current: PlanRow | None  # the profile's (or --set) value; None when it is the engine's default and unknown
+    current_is_default: bool
+    recommended: PlanRow | None  # the highest value meeting the target headroom; None if none does
+    target_headroom_gib: float
+    warn_headroom_gib: float
+    terms: dict[str, float] = field(default_factory=dict)  # P, graphs, reserves… in GiB, for the arithmetic
+    calibrated_from: str | None = None
+    calibration_error: dict[str, float] = field(default_factory=dict)  # estimate − measured at the run's value
+    notes: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        return self.rows[0].flag if self.rows else ""
+
+    @property
+    def severity(self) -> str:
+        """critical below the warn headroom, warning below the target, else ok."""
+        if self.current is None:
+            return "info"
+        h = self.current.headroom_after_capture_gib
+        if h < self.warn_headroom_gib:
+            return "critical"
+        if h < self.target_headroom_gib:
+            return "warning"
+        return "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        rec = self.recommended
+        return {
+            "backend": self.backend,
+            "version": self.version,
+            "model": self.model,
+            "gpu_mem_gib": round(self.gpu_mem_gib, 2),
+            "tp": self.tp,
+            "dp": self.dp,
+            "ep": self.ep,
+            "weights_gib_per_rank": round(self.weights_gib_per_rank, 2),
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "rows": [r.to_json() for r in self.rows],
+            "current": self.current.to_json() if self.current else None,
+            "current_is_default": self.current_is_default,
+            "recommended": (
+                {"flag": rec.flag, "value": rec.value, "max_total_num_tokens": rec.max_total_num_tokens,
+                 "headroom_after_capture_gib": round(rec.headroom_after_capture_gib, 2)}
+                if rec else None
+            ),
+            "target_headroom_gib": self.target_headroom_gib,
+            "warn_headroom_gib": self.warn_headroom_gib,
+            "severity": self.severity,
+            "terms_gib": {k: round(v, 3) for k, v in self.terms.items()},
+            "calibrated_from": self.calibrated_from,
+            "calibration_error": {k: round(v, 3) for k, v in self.calibration_error.items()},
+            "notes": list(self.notes),
+        }
+
+    def summary(self) -> str:
+        """One line for check, up and the picker: `0.93 predicted to leave 0.8 GiB after capture;
+        0.88 predicted 5.5 GiB, −72 K KV tokens`."""
+        cur, rec = self.current, self.recommended
+        if cur is None:
+            return "memory plan: the engine picks its own value; " + (
+                f"{rec.value:g} is the highest predicted to leave {rec.headroom_after_capture_gib:.1f} GiB" if rec else "no value meets the target")
+        head = f"{cur.value:g} predicted to leave {cur.headroom_after_capture_gib:.1f} GiB after capture"
+        if rec is None:
+            return head + f"; no value from {self.rows[0].value:g} up leaves the {self.target_headroom_gib:g} GiB target"
+        if rec.value == cur.value:
+            return head + f" ({cur.max_total_num_tokens:,} KV tokens)"
+        d = rec.max_total_num_tokens - cur.max_total_num_tokens
+        sign = "−" if d < 0 else "+"
+        return head + f"; {rec.value:g} predicted {rec.headroom_after_capture_gib:.1f} GiB, {sign}{_k(abs(d))} KV tokens"
+
+
+def _k(n: int) -> str:
+    return f"{n / 1000:.0f} K" if n >= 10_000 else f"{n:,}"
+
+
+def gpu_facts_from_hosts(hosts: Iterable[Any], env: Mapping[str, str] | None = None) -> GpuFacts:
+    """The smallest GPU's total and the least free memory now on the GPUs the ranks will use
+    (CUDA_VISIBLE_DEVICES of the profile's env, else all) from HostFacts-like objects."""
+    from cockpit.errors import CockpitError
+
+    hosts = list(hosts)
+    totals = [h.gpu_mem_total_gib for h in hosts if h.gpu_mem_total_gib]
+    if not totals:
+        where = ", ".join(h.host for h in hosts) or "the hosts"
+        raise CockpitError(f"GPU memory unknown on {where}", hint="pass --gpu-mem-gb (memory per GPU, GiB as nvidia-smi shows it)")
+    visible = None
+    cvd = (env or {}).get("CUDA_VISIBLE_DEVICES")
+    if cvd:
+        try:
+            visible = {int(x) for x in cvd.split(",") if x.strip()}
+        except ValueError:
+            visible = None  # UUIDs: every GPU counts
+    frees = [g for h in hosts for i, g in enumerate(h.gpu_free_gib) if g is not None and (visible is None or i in visible)]
+    return GpuFacts(min(totals), min(frees) if frees else None)
+
+
+def calibration_from_run(r: Any, value_flag: str) -> Calibration | None:
+    """A journal run as a calibration, when it recorded KV tokens, headroom and the setting."""
+    value = _norm(r.flags).get(value_flag.lstrip("-"))
+    if r.max_total_num_tokens is None or r.min_headroom_gb is None or not isinstance(value, (int, float)):
+        return None
+    return Calibration(str(r.id), float(value), int(r.max_total_num_tokens), float(r.min_headroom_gb), str(r.started_at))
+
+
+# ---- calibration from the journal -----------------------------------------------------------------
+
+# Flags that change the budget: a run that differs in any of them measured a different setup.
+SAME_SETUP_FLAGS = (
+    "model-path", "tp", "tp-size", "tensor-parallel-size", "dp", "dp-size", "data-parallel-size", "ep", "ep-size",
+    "expert-parallel-size", "pp-size", "pipeline-parallel-size", "enable-dp-attention", "attn-dp-size", "kv-cache-dtype",
+    "context-length", "chunked-prefill-size", "cuda-graph-max-bs", "cuda-graph-max-bs-decode", "max-running-requests",
+    "max-total-tokens", "page-size", "disable-cuda-graph", "speculative-algorithm", "quantization", "dtype",
+    "max-model-len", "max-num-seqs", "max-num-batched-tokens", "kv-cache-memory", "block-size", "enforce-eager",
+)
+
+
+def _norm(flags: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(k).lstrip("-").replace("_", "-"): v for k, v in flags.items()}
+
+
+def pick_calibration(
+    runs: Iterable[Any], *, backend: str, flags: Mapping[str, Any], hosts: tuple[str, ...], value_flag: str,
+    default_value: float | None = None,
+) -> Calibration | None:
+    """The newest finished run (journal RunRecord-like objects) of the same backend, hosts (the GPU
+    type: the journal records hosts, not GPU models) and budget flags, that got past graph capture
+    (it recorded KV tokens and headroom). `value_flag` is the memory setting's key in the flags."""
+    want = _norm(flags)
+    key = value_flag.lstrip("-")
+    best = None
+    for r in runs:
+        if getattr(r, "outcome", "running") == "running" or getattr(r, "backend", backend) not in (backend, None):
+            continue
+        if r.max_total_num_tokens is None or r.min_headroom_gb is None:
+            continue
+        if tuple(r.hosts) != tuple(hosts):
+            continue
+        have = _norm(r.flags)
+        if any(have.get(f) != want.get(f) for f in SAME_SETUP_FLAGS):
+            continue
+        value = have.get(key, default_value)
+        if not isinstance(value, (int, float)):
+            continue
+        if best is None or r.started_at > best.started_at:
+            best = Calibration(str(r.id), float(value), int(r.max_total_num_tokens), float(r.min_headroom_gb), str(r.started_at))
+    return best

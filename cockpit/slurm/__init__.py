@@ -1,0 +1,8 @@
+"""Slurm as a launch target: a job submitted through the cluster's login node.
+
+Between the transport and the supervisor, with no backend knowledge: `script` renders the batch
+script from argv lists, `jobstate` reads Slurm's answers (scontrol, squeue, sacct, the job
+completion record) and maps job states to what the cockpit shows, `loginside` is the stdlib
+program run on the login node, `client` drives it over any Transport, and `supervisor` plugs a
+Slurm profile into the Supervisor.
+"""

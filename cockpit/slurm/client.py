@@ -1,0 +1,98 @@
+"""Drive loginside.py on the login node over any Transport, and read Slurm's answers."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from cockpit.errors import CockpitError
+from cockpit.slurm import jobstate
+from cockpit.slurm.jobstate import SlurmJob
+from cockpit.transport.base import Transport, TransportError
+
+LOGINSIDE_SOURCE: bytes = (Path(__file__).resolve().parent / "loginside.py").read_bytes()
+RUNS_ROOT_ENV = "COCKPIT_RUNS_ROOT"  # the same override the host program honours (tests)
+
+
+class SubmitRejected(CockpitError):
+    """sbatch refused the job; the message carries Slurm's own words."""
+
+
+class LoginError(TransportError):
+    """The login-side program ran but failed (its message is for the operator)."""
+
+
+class SlurmLogin:
+    def __init__(self, transport: Transport, *, python: str | None = None, runs_root: str | None = None):
+        from cockpit.supervisor.host import is_local
+
+        self.transport = transport
+        self.python = python or (sys.executable if is_local(transport) else "python3")
+        self.runs_root = runs_root if runs_root is not None else os.environ.get(RUNS_ROOT_ENV)
+
+    @property
+    def label(self) -> str:
+        return self.transport.label
+
+    async def call(self, req: dict[str, Any], timeout: float | None = 90.0) -> dict[str, Any]:
+        if self.runs_root and "runs_root" not in req:
+            req = {**req, "runs_root": self.runs_root}
+        argv = [self.python, "-", json.dumps(req, separators=(",", ":"))]
+        done = await self.transport.run(argv, stdin=LOGINSIDE_SOURCE, timeout=timeout)
+        text = done.stdout.decode("utf-8", "replace").strip().splitlines()
+        if done.returncode != 0 or not text:
+            err = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise LoginError(f"{self.label}: the login-node program failed ({req['op']}): "
+                             f"{err[-1] if err else f'exit {done.returncode}'}",
+                             hint=f"is {self.python} a working Python 3 on {self.label}?")
+        try:
+            ans: dict[str, Any] = json.loads(text[-1])
+        except ValueError:
+            raise LoginError(f"{self.label}: unreadable answer from the login node: {text[-1][:200]}") from None
+        return ans
+
+    async def submit(self, profile: str, run_id: str, *, workdir: str, script: str, sbatch: list[str],
+                     meta: dict[str, Any]) -> dict[str, Any]:
+        """{"submitted": True, "run": {...}} or {"refused": "live", "run": {...}}; raises SubmitRejected."""
+        ans = await self.call({"op": "submit", "profile": profile, "run_id": run_id, "workdir": workdir,
+                               "script": script, "sbatch": sbatch, "meta": meta}, timeout=180)
+        if "error" in ans:
+            raise SubmitRejected(f"{profile}: Slurm refused the job: {ans['error']}",
+                                 hint="check target: (partition, account, qos, time, sbatch-args) in the profile")
+        return ans
+
+    async def find(self, profile: str, workdir: str, run_id: str | None = None) -> dict[str, Any] | None:
+        ans = await self.call({"op": "find", "profile": profile, "workdir": workdir, "run_id": run_id})
+        if "error" in ans:
+            raise LoginError(f"{self.label}: find: {ans['error']}")
+        run: dict[str, Any] | None = ans.get("run")
+        return run
+
+    async def query(self, job_ids: list[str]) -> dict[str, SlurmJob]:
+        ans = await self.call({"op": "query", "job_ids": [str(j) for j in job_ids]}, timeout=120)
+        if "error" in ans:
+            raise LoginError(f"{self.label}: query: {ans['error']}")
+        return {jid: job_from_answer(jid, raw) for jid, raw in (ans.get("jobs") or {}).items()}
+
+    async def cancel(self, job_id: str, timeout: float = 60.0) -> dict[str, Any]:
+        ans = await self.call({"op": "cancel", "job_id": str(job_id), "timeout": timeout}, timeout=timeout + 60)
+        if "error" in ans:
+            raise LoginError(f"{self.label}: scancel {job_id}: {ans['error']}")
+        return ans
+
+
+def job_from_answer(job_id: str, raw: dict[str, Any]) -> SlurmJob:
+    """scontrol's answer, else sacct's, else the job-completion record; else UNKNOWN with why."""
+    job = jobstate.from_scontrol(raw.get("scontrol") or "")
+    if job is None:
+        job = jobstate.from_sacct(raw.get("sacct") or "", job_id)
+    if job is None:
+        job = jobstate.from_jobcomp(raw.get("jobcomp") or "", job_id)
+    if job is None:
+        why = "; ".join(str(raw[k]) for k in ("scontrol_error", "sacct_error", "jobcomp_error") if raw.get(k))
+        return SlurmJob(job_id=job_id, state="UNKNOWN", reason=why or "no Slurm command knew the job")
+    hostnames = raw.get("hostnames") or []
+    return jobstate.with_nodes(job, list(hostnames)) if hostnames else job

@@ -1,0 +1,382 @@
+"""A Slurm profile's run: submitted with sbatch on the login node, followed through it.
+
+Everything the base Supervisor does with one host per node, this one does through the login
+node: node k's log is `node<k>.log` in the run directory on the shared filesystem, followed by
+byte offset with the same follower (so the same no-loss reconnects); the job's state comes from
+Slurm (`scontrol`, then `sacct`, then the job-completion record) at a modest rate and decides
+when the server has ended and why; telemetry and the readiness probe reach the nodes as
+`srun --overlap` steps / SSH forwards from the login node. Only start/attach/stop and the
+watchers differ; parsing, the state, diagnosis, snapshots and the journal are the base class's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Coroutine
+from dataclasses import replace
+from typing import Any
+
+from cockpit.core.findings import FlagChange
+from cockpit.core.profile import Host, Profile, normalise_flag_name
+from cockpit.errors import CockpitError
+from cockpit.slurm.client import SlurmLogin, SubmitRejected
+from cockpit.slurm.jobstate import SlurmJob
+from cockpit.slurm.script import DIST_ADDR, NODE_LOG, render_batch_script, sbatch_argv
+from cockpit.slurm.steps import SrunStepTransport
+from cockpit.supervisor import telemetry_feed
+from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot
+from cockpit.supervisor.host import HostOps, ServerExited
+from cockpit.supervisor.hostresults import RunRecord
+from cockpit.supervisor.nodes import Node, transport_for
+from cockpit.supervisor.supervisor import (
+    RunRefused,
+    StopResult,
+    Supervisor,
+    changes_to_overrides,
+    merged_flags,
+    new_run_id,
+)
+from cockpit.supervisor.watch import GpuWatch
+from cockpit.telemetry.samples import TelemetrySample
+from cockpit.transport.base import TransportError
+
+log = logging.getLogger(__name__)
+
+# squeue/scontrol load slurmctld on a big cluster: poll at a modest rate (tests set it faster)
+POLL_ENV = "COCKPIT_SLURM_POLL_S"
+DEFAULT_POLL_S = 5.0
+JOB_PREFIX = "slurm job "  # RunInfo.hosts entry that carries the job id (the journal keeps hosts)
+
+
+class _StepWatch(GpuWatch):
+    """GpuWatch over the job's nodes reached as srun steps; remembers why nothing was measured."""
+
+    note: str | None = "not measured: the job has no nodes yet"
+
+    def take(self, node: Node, sample: TelemetrySample) -> None:
+        if sample.source == "none":
+            why = "; ".join(sample.errors) or "no GPU source on the node"
+            self.note = f"not measured on {node.label}: {why}"
+        else:
+            self.note = None
+        super().take(node, sample)
+
+
+class SlurmSupervisor(Supervisor):
+    """The Supervisor of a `target: {kind: slurm}` profile (Supervisor(profile) returns one)."""
+
+    def __init__(self, profile: Profile, **kw: Any):
+        super().__init__(profile, **kw)
+        assert profile.target is not None
+        self.target = profile.target
+        given = kw.get("transports")
+        self._login_t = given[0] if given else transport_for(Host(ssh=self.target.login))
+        runs_root = kw.get("runs_root")
+        self.login = SlurmLogin(self._login_t, runs_root=runs_root)
+        self._runs_root = runs_root
+        # every node's log is read through the login node (the shared filesystem)
+        login_ops = HostOps(self._login_t, runs_root=runs_root)
+        self.nodes[:] = [Node(k, Host.model_construct(ssh=f"node{k}"), self._login_t, login_ops,
+                              key=profile.name, log_file=NODE_LOG.format(k=k)) for k in range(self.target.nodes)]
+        # telemetry reaches the nodes as srun steps, once the allocation names them
+        self._steps: list[Node] = []
+        self.telemetry = _StepWatch(self._steps, interval=self.telemetry.interval,
+                                    sim_dir=telemetry_feed.sim_dir_of(profile), changed=self._changed)
+        self.job: SlurmJob | None = None
+        self.job_id: str | None = None
+        self._facts: dict[str, Any] = {}
+        self._job_at: float | None = None  # time.time() of the last answer
+        self._follows: list[asyncio.Task[Any]] = []
+        self.poll_s = float(os.environ.get(POLL_ENV) or DEFAULT_POLL_S)
+
+    # ------------------------------------------------------------------ nodes
+    def _name_nodes(self, names: tuple[str, ...] | list[str]) -> None:
+        """Once the allocation is known, node k is called by its name (logs, GPUs, ranks)."""
+        if not self.job_id or [n.label for n in self._steps] == list(names[: len(self.nodes)]):
+            return
+        steps = []
+        for node, name in zip(self.nodes, names, strict=False):
+            node.host = Host.model_construct(ssh=name)
+            t = SrunStepTransport(self._login_t, self.job_id, name)
+            steps.append(Node(node.index, node.host, t, HostOps(t, runs_root=self._runs_root), key=node.key,
+                              log_file=node.log_file, run=node.run))
+        self._steps[:] = steps
+        self._changed()
+
+    def _record(self, k: int) -> RunRecord:
+        f = self._facts
+        return RunRecord(run_id=str(f["run_id"]), run_dir=str(f["run_dir"]), started_at=str(f.get("submitted_at") or ""),
+                         log_path=f"{f['run_dir']}/{NODE_LOG.format(k=k)}", alive=self.job is None or not self.job.ended,
+                         flags=dict((f.get("meta") or {}).get("flags") or {}),
+                         overrides=dict((f.get("meta") or {}).get("overrides") or {}))
+
+    def _adopt(self, facts: dict[str, Any]) -> RunInfo:
+        self._reset_for_run()
+        self._steps[:] = []
+        self._facts = facts
+        self.job_id = str(facts.get("job_id") or "") or None
+        for node in self.nodes:
+            node.host = Host.model_construct(ssh=f"node{node.index}")
+            node.run = self._record(node.index)
+        meta = facts.get("meta") or {}
+        self._flags = dict(meta.get("flags") or self.profile.server)
+        self._overrides = dict(meta.get("overrides") or {})
+        self._run = self._run_info_from_nodes()
+        if facts.get("nodes"):
+            self._name_nodes(facts["nodes"])
+        return self._run
+
+    def _run_info_from_nodes(self) -> RunInfo:
+        n0 = self.nodes[0].run or RunRecord(run_id="None")
+        hosts = (self.target.login, f"{JOB_PREFIX}{self.job_id}") if self.job_id else (self.target.login,)
+        return RunInfo(id=n0.run_id, profile=self.profile.name, hosts=hosts, pid=None, pgid=None,
+                       started_at=n0.started_at, run_dir=n0.run_dir, log_path=n0.log_path, flags=dict(self._flags),
+                       version=self.profile.version)
+
+    # ------------------------------------------------------------------ launch / attach
+    async def start(self, overrides: dict[str, Any] | None = None, *, attach: bool = True,
+                    kill_leftovers: bool = False) -> RunInfo:
+        """Submit the job (sbatch --parsable on the login node). A queued or running job of the
+        profile is attached to when `attach`, else refused (RunRefused)."""
+        overrides = {normalise_flag_name(k): v for k, v in (overrides or {}).items()}
+        live = await self.attach()
+        if live is not None:
+            if attach:
+                return live
+            raise RunRefused(f"{self.profile.name}: job {self.job_id} is "
+                             f"{self.job.describe() if self.job else 'in the queue'} (run {live.id})", live)
+        flags = merged_flags(self.profile, overrides)
+        dist = None if self.target.nodes == 1 else (self.backend.rendezvous_addr(flags) or DIST_ADDR)
+        argvs = self.backend.build_node_argvs(self.profile, overrides, dist)
+        run_id = new_run_id()
+        script = render_batch_script(argvs, env=dict(self.profile.env), profile=self.profile.name, run_id=run_id)
+        meta = {"flags": flags, "overrides": overrides, "nodes": self.target.nodes, "target": "slurm"}
+        self._set("launching", f"submitting to Slurm on {self.target.login}")
+        try:
+            ans = await self.login.submit(self.profile.name, run_id, workdir=self.profile.workdir, script=script,
+                                          sbatch=sbatch_argv(self.target, job_name=f"cockpit-{self.profile.name}"),
+                                          meta=meta)
+        except SubmitRejected as exc:
+            self._set("failed", str(exc))
+            raise
+        if ans.get("refused"):
+            self._set("idle", "")
+            found = await self.attach()
+            if found is not None and attach:
+                return found
+            raise RunRefused(f"{self.profile.name} has a job in the queue already "
+                             f"(job {(ans.get('run') or {}).get('job_id')})", found)
+        self.job = None
+        self._adopt(ans["run"])
+        self._overrides, self._flags = overrides, flags
+        self._run = self._run_info_from_nodes()
+        await self._poll_state()
+        if self.recorder is not None:
+            self.recorder.started(self._run)
+        return self._run
+
+    async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
+        """The profile's current job when it is queued or running (with include_ended: also
+        when it has ended), resumed from its run directory."""
+        facts = await self.login.find(self.profile.name, self.profile.workdir)
+        if facts is None or not facts.get("job_id"):
+            return None
+        jid = str(facts["job_id"])
+        job = (await self.login.query([jid]))[jid]
+        if job.ended and not include_ended:
+            return None
+        if self._run is not None and self._run.id == facts["run_id"]:
+            self._take_job(job)
+            return self._run
+        self.job = job
+        info = self._adopt(facts)
+        self._take_job(job)
+        if not job.ended and self.recorder is not None:
+            self.recorder.started(info)
+        return info
+
+    # ------------------------------------------------------------------ Slurm state
+    async def _poll_state(self) -> SlurmJob | None:
+        if not self.job_id:
+            return None
+        try:
+            job = (await self.login.query([self.job_id]))[self.job_id]
+        except (TransportError, OSError, KeyError) as exc:
+            self._say(f"Slurm state unknown: {exc}")
+            return None
+        self._take_job(job)
+        return job
+
+    def _take_job(self, job: SlurmJob) -> None:
+        """Slurm's answer → lifecycle and progress words (the end itself is applied by _apply_end)."""
+        self.job = job
+        self._job_at = time.time()
+        if job.nodes:
+            self._name_nodes(job.nodes)
+        for node in self.nodes:
+            if node.run is not None and node.run.alive == job.ended:
+                node.run = replace(node.run, alive=not job.ended)
+        if job.outcome == "queued":
+            self._set("launching", job.describe())
+        elif job.outcome == "running" and self._lifecycle in ("idle", "launching", "preflight"):
+            self._set("running", "")
+        elif job.ended and not self._stopping:
+            self._set(progress=job.describe())
+        else:
+            self._changed()
+
+    async def _state_loop(self) -> None:
+        while True:
+            job = await self._poll_state()
+            if job is not None and job.ended:
+                await self._job_ended(job)
+                return
+            await asyncio.sleep(self.poll_s)
+
+    async def _job_ended(self, job: SlurmJob) -> None:
+        """Deliver every node's last lines, then apply the end with Slurm's words."""
+        follows, self._follows = self._follows, []
+        for t in follows:
+            t.cancel()
+        for t in follows:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.run),
+                             return_exceptions=True)
+        self._apply_end(job)
+
+    def _apply_end(self, job: SlurmJob) -> None:
+        stop = job.outcome == "stop" or self._stopping
+        for node in self.nodes:
+            if node.run is not None and node.exited is None:
+                self._server_exited(node, ServerExited(0, job.exit_status, "slurm" if stop else None))
+        crash = self.fold.state.crash
+        words = job.describe()
+        if crash is not None and not stop:
+            if words not in crash.decisive_lines:
+                crash.decisive_lines.append(words)
+            if crash.kind == "unknown":
+                crash.message = words
+        if not self._stopping:
+            self._set("stopped" if stop or crash is None else "failed", words)
+        self.fold.changed = True
+        self._changed()
+
+    # ------------------------------------------------------------------ monitoring
+    def _running_head(self) -> Node | None:
+        if self.job is None or self.job.outcome != "running" or not self._steps:
+            return None
+        return self._steps[0]
+
+    async def _readiness_loop(self) -> None:
+        """Readiness on the head node, through an SSH forward from the login node to it."""
+        while True:
+            head = self._running_head()
+            if head is not None and not self._stopping:
+                await self.readiness.probe(head, self.backend.api_port(self._flags), self._readiness_path())
+            await asyncio.sleep(2.0 if self.readiness.health != "refused" else 1.0)
+
+    async def _telemetry_loop(self) -> None:
+        while self._running_head() is None:
+            await asyncio.sleep(min(1.0, self.poll_s))
+        await self.telemetry.loop()
+
+    def _start_watchers(self) -> None:
+        self._follows = [asyncio.create_task(self.follow.follow(n, follow=True)) for n in self.nodes if n.run]
+        spawn: list[Coroutine[Any, Any, None]] = [self._readiness_loop(), self._telemetry_loop(), self._state_loop()]
+        self._watchers = [*self._follows, *(asyncio.create_task(c) for c in spawn)]
+
+    async def refresh_once(self) -> RunSnapshot:
+        job = await self._poll_state()
+        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.run),
+                             return_exceptions=True)
+        if job is not None and job.ended:
+            self._apply_end(job)
+        head = self._running_head()
+        if head is not None:
+            await self.readiness.probe(head, self.backend.api_port(self._flags), self._readiness_path())
+            await self.telemetry.once()
+        snap = self.snapshot()
+        if self.recorder is not None and self._run is not None:
+            if job is not None and job.ended:
+                self.recorder.completed(snap, self._outcome())
+            else:
+                self.recorder.on_snapshot(snap)
+                self.recorder.tick(force=True)
+        return snap
+
+    def is_ready(self) -> bool:
+        return super().is_ready() and self._running_head() is not None
+
+    # ------------------------------------------------------------------ snapshots
+    def slurm_json(self) -> dict[str, Any] | None:
+        if self.job_id is None:
+            return None
+        job = self.job
+        return {
+            "job_id": self.job_id,
+            "state": job.state if job else None,
+            "reason": (job.reason or None) if job else None,
+            "nodes": list(job.nodes) if job else [],
+            "node_list": (job.node_list or None) if job else None,
+            "time_left": job.time_left if job else None,
+            "time_limit": (job.time_limit or None) if job else None,
+            "exit_code": (job.exit_code or None) if job else None,
+            "words": job.describe() if job else None,
+            "login": self.target.login,
+            "telemetry": self.telemetry.note if isinstance(self.telemetry, _StepWatch) else None,
+            "checked_at": self._job_at,
+        }
+
+    def snapshot(self) -> RunSnapshot:
+        return replace(Supervisor.snapshot(self), slurm=self.slurm_json())
+
+    # ------------------------------------------------------------------ stop / restart
+    async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False) -> StopResult:
+        """`scancel`, then wait until the job has left the queue (reached an end state). The
+        allocation goes back to Slurm: its epilog, not cockpit, owns the GPUs from then on."""
+        if self._run is None:
+            await self.attach()
+        if self._run is None or not self.job_id:
+            return StopResult(True, False, [])
+        self._crash_before_stop = self.fold.state.crash is not None
+        self._stopping = True
+        self._set("stopping", f"scancel {self.job_id}; waiting until it has left the queue")
+        try:
+            ans = await self.login.cancel(self.job_id, timeout=max(timeout, 5.0) + 30)
+        except TransportError as exc:
+            self._set("failed", f"scancel {self.job_id} failed: {exc}")
+            return StopResult(False, False, [])
+        job = await self._poll_state()
+        if job is not None and job.ended:
+            await self._job_ended(job)
+        self._mark_stopped()
+        left = bool(ans.get("left_queue"))
+        words = job.describe() if job is not None else f"job {self.job_id} cancelled"
+        self._set("stopped" if left else "stopping", words if left else f"job {self.job_id} still {ans.get('state')}")
+        res = StopResult(left, False, [], exit_codes={n.label: (job.exit_status if job else None)
+                                                      for n in self.nodes if n.run})
+        self._record_end()
+        self.publisher.publish(force=True)
+        return res
+
+    async def gpu_processes_now(self) -> list[GpuProcess] | None:
+        return None  # no allocation after the job: nothing cockpit may look at or kill there
+
+    async def restart(self, changes: list[FlagChange] | dict[str, Any], *, kill_leftovers: bool = False,
+                      timeout: float = 30.0) -> RunInfo:
+        """A new job with the changed flags (the old one is cancelled first)."""
+        overrides = {**self._overrides, **changes_to_overrides(changes)}
+        was_running = bool(self._watchers)
+        res = await self.stop(timeout=timeout)
+        if not res.stopped:
+            raise CockpitError(f"Slurm job {self.job_id} did not leave the queue after scancel")
+        await self._cancel_watchers()
+        info = await self.start(overrides, attach=False)
+        if was_running and not self._closed.is_set():
+            self._start_watchers()
+        return info

@@ -1,0 +1,177 @@
+"""`cockpit up/status/logs/down` and the Supervisor on a Slurm profile: the simulator as the job,
+the real test cluster, the login node reached through its sshd."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cockpit.core.profile import load_profile
+from cockpit.slurm.supervisor import SlurmSupervisor
+from cockpit.supervisor.api import LogBatch
+from cockpit.supervisor.supervisor import Supervisor
+from tests.conftest import SshHome, free_port
+from tests.slurm.conftest import SlurmCluster
+
+PY = sys.executable
+
+
+def _profile(root: Path, name: str, *, partition: str | None = None, speed: str = "100") -> Path:
+    sim_dir = root / "gpus"
+    sim_dir.mkdir(exist_ok=True)
+    program = [PY, "-m", "cockpit", "sim", "--sim-gpu", "rtx-pro-6000", "--sim-speed", speed,
+               "--sim-traffic", "steady", "--sim-dir", str(sim_dir)]
+    target = {"kind": "slurm", "login": "slurm-login", "nodes": 1, "time": "10:00"}
+    if partition:
+        target["partition"] = partition
+    p = root / f"{name}.yaml"
+    p.write_text(
+        f"name: {name}\nversion: 0.5.9\ntarget: {json.dumps(target)}\nprogram: {json.dumps(program)}\n"
+        f"workdir: {root / 'work'}\n"
+        f"env: {{COCKPIT_SIM_GPU_DIR: '{sim_dir}'}}\n"
+        "server:\n  model-path: /models/Kimi-K2.5\n  trust-remote-code: true\n  tp: 8\n"
+        f"  mem-fraction-static: 0.88\n  port: {free_port()}\n"
+    )
+    (root / "work").mkdir(exist_ok=True)
+    return p
+
+
+def _env(ssh_home: SshHome, root: Path) -> dict[str, str]:
+    return {**ssh_home.env, "COCKPIT_RUNS_ROOT": str(root / "runs"), "XDG_DATA_HOME": str(root / "data"),
+            "XDG_CONFIG_HOME": str(root / "config"), "COCKPIT_SLURM_POLL_S": "0.5"}
+
+
+def _cockpit(env: dict[str, str], cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PY, "-m", "cockpit", *args], env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd)
+
+
+def _status(env: dict[str, str], root: Path, profile: Path) -> dict:  # type: ignore[type-arg]
+    out = _cockpit(env, root, "status", str(profile), "--json")
+    assert out.stdout, out.stderr
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def _until(env: dict[str, str], root: Path, profile: Path, cond, timeout: float = 60) -> dict:  # type: ignore[no-untyped-def, type-arg]
+    deadline = time.monotonic() + timeout
+    while True:
+        st = _status(env, root, profile)
+        if cond(st) or time.monotonic() > deadline:
+            return st
+        time.sleep(0.5)
+
+
+def test_up_queued_ready_status_logs_down(slurm_cluster: SlurmCluster, ssh_home: SshHome, tmp_path: Path) -> None:
+    env = _env(ssh_home, tmp_path)
+    prof = _profile(tmp_path, "slurmsim")
+    filler = slurm_cluster.fill()
+    try:
+        up = _cockpit(env, tmp_path, "up", str(prof), "--wait", "started", "--timeout", "5")
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "launched run" in up.stdout
+        st = _until(env, tmp_path, prof, lambda s: (s.get("slurm") or {}).get("reason") in ("Resources", "Priority"))
+        sl = st["slurm"]
+        assert sl["state"] == "PENDING" and sl["job_id"].isdigit(), sl
+        assert sl["words"] == f"queued: {sl['reason']}" and sl["nodes"] == [] and sl["time_left"] is None
+        assert st["lifecycle"] == "launching" and st["ready"] is False
+        job = sl["job_id"]
+        # a second `up` is refused while the job waits in the queue
+        again = _cockpit(env, tmp_path, "up", str(prof))
+        assert again.returncode == 1 and f"job {job}" in again.stderr, again.stderr
+    finally:
+        slurm_cluster.release(filler)
+
+    st = _until(env, tmp_path, prof, lambda s: s.get("ready"), timeout=90)
+    assert st["ready"], st
+    sl = st["slurm"]
+    assert sl["state"] == "RUNNING" and sl["nodes"] == [slurm_cluster.node]
+    assert sl["time_left"] is not None and sl["time_left"].startswith("0:0")  # a 10-minute limit
+    assert st["phase"] == "ready" and len(st["ranks"]) == 8
+    assert st["run"]["hosts"] == ["slurm-login", f"slurm job {job}"]
+    assert st["run"]["log_path"].endswith("/node0.log")
+    # telemetry: the agent ran as an `srun --overlap` step on the node (simulated GPUs)
+    assert sl["telemetry"] is None, sl
+    assert any(r["gpu"] and r["gpu"]["used_gb"] for r in st["ranks"]), st["ranks"][0]
+
+    logs = _cockpit(env, tmp_path, "logs", str(prof), "--tail", "3")
+    assert logs.returncode == 0 and len(logs.stdout.splitlines()) == 3, logs.stderr
+
+    down = _cockpit(env, tmp_path, "down", str(prof), "--timeout", "20")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert f"Slurm job {job} has left the queue (CANCELLED)" in down.stdout, down.stdout
+    assert job not in slurm_cluster.run("squeue", "-h", "-o", "%i").stdout.split()
+    st = _status(env, tmp_path, prof)
+    assert st["slurm"]["state"] == "CANCELLED" and st["phase"] == "stopped" and st["crash"] is None
+    runs = _cockpit(env, tmp_path, "runs")
+    assert f"(job {job})" in runs.stdout, runs.stdout
+
+
+def test_rejected_at_submit_says_slurms_words(slurm_cluster: SlurmCluster, ssh_home: SshHome, tmp_path: Path) -> None:
+    env = _env(ssh_home, tmp_path)
+    prof = _profile(tmp_path, "badpart", partition="nope")
+    up = _cockpit(env, tmp_path, "up", str(prof))
+    assert up.returncode == 1
+    assert "Slurm refused the job: sbatch: error: invalid partition specified: nope" in up.stderr, up.stderr
+    assert "Traceback" not in up.stderr
+
+
+async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
+        slurm_cluster: SlurmCluster, ssh_env: SshHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in _env(ssh_env, tmp_path).items():
+        if k.startswith(("COCKPIT_", "XDG_")):
+            monkeypatch.setenv(k, v)
+    prof = load_profile(_profile(tmp_path, "slurmdrop", speed="200"))
+    numbers: list[int] = []
+
+    def on_logs(b: LogBatch) -> None:
+        numbers.extend(ln.number for ln in b.lines)
+
+    sup = Supervisor(prof, on_logs=on_logs)
+    assert isinstance(sup, SlurmSupervisor)
+    await sup.start()
+    runner = asyncio.create_task(sup.run())
+    try:
+        assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().slurm
+        before = len(numbers)
+        assert slurm_cluster.kill_login_connections() > 0
+        assert await sup.wait_until(lambda s: len(numbers) > before + 50, 30)
+        assert numbers == list(range(1, len(numbers) + 1))  # none lost, none repeated
+
+        # restart = the old job cancelled, a new job with the changed flag
+        old_job = sup.job_id
+        info = await sup.restart({"mem-fraction-static": 0.85})
+        job = sup.job_id
+        assert job is not None and job != old_job and info.flags["mem-fraction-static"] == 0.85
+        assert (await sup.login.query([str(old_job)]))[str(old_job)].state == "CANCELLED"
+        numbers.clear()
+        assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().slurm
+        assert "--mem-fraction-static 0.85" in (Path(info.run_dir) / "batch.sh").read_text()
+
+        slurm_cluster.run("scancel", job)
+        assert await sup.wait_until(lambda s: s.lifecycle == "stopped", 30), sup.snapshot().progress
+        snap = sup.snapshot()
+        assert snap.state.phase == "stopped" and snap.state.crash is None
+        assert snap.slurm is not None and snap.slurm["state"] == "CANCELLED"
+        assert "cancelled" in snap.progress
+        # every line the node wrote was delivered before the end was applied
+        log = Path(snap.run.log_path).read_bytes() if snap.run else b""
+        assert numbers == list(range(1, log.count(b"\n") + 1))
+    finally:
+        await sup.close()
+        runner.cancel()
+        with_timeout = asyncio.wait_for(asyncio.shield(runner), 5)
+        try:
+            await with_timeout
+        except (asyncio.CancelledError, Exception):
+            pass
+        from cockpit.transport import close_all
+
+        await close_all()
+    assert os.path.exists(tmp_path / "runs" / "slurmdrop")

@@ -1,0 +1,60 @@
+"""`cockpit diagnose` on real log excerpts from public reports (tests/data/real/): every key an
+excerpt's yaml states is what diagnose says, one test per file.
+
+The comparison is bench/accuracy.py's (the same code path as `cockpit diagnose --json`, in
+process), so the accuracy figures in docs/ACCURACY.md and this suite cannot disagree. Logs of a
+server no backend reads yet (vllm/, until a vLLM backend exists) and files that are not logs at all
+(nonlogs/) must be refused: exit 2 with "no SGLang log lines recognised".
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location("accuracy", Path(__file__).parent.parent / "bench" / "accuracy.py")
+assert _spec is not None and _spec.loader is not None
+accuracy = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(accuracy)
+
+CASES = accuracy.cases()
+
+
+def test_the_corpus_is_there() -> None:
+    sglang = [c for c in CASES if c[0] == "sglang"]
+    assert len(sglang) >= 40, "the SGLang corpus lost its excerpts"
+    for directory, log, yml in CASES:
+        doc = accuracy.yaml.safe_load(yml.read_text())
+        assert doc.get("source") and isinstance(doc.get("expect"), dict), yml.name
+        assert log.stat().st_size > 0 or directory == "nonlogs", log.name
+
+
+@pytest.mark.parametrize(("directory", "log", "yml"), CASES, ids=[f"{d}/{p.stem}" for d, p, _ in CASES])
+def test_excerpt(directory: str, log: Path, yml: Path) -> None:
+    expect = accuracy.expectations(yml, accuracy.backend_reads(directory))
+    assert expect, f"{yml.name} states no expectation"
+    code, out, err = accuracy.diagnose_json(log)
+    wrong = {k: (got, want) for k, (ok, got, want) in accuracy.compare(expect, code, out).items() if not ok}
+    assert not wrong, f"{log.name}: (got, want) per key: {wrong} {err}"
+    if code == 2:
+        assert err.startswith("no SGLang log lines recognised in ") and "lines read" in err
+    else:
+        json.dumps(out, allow_nan=False)  # strict JSON
+
+
+def test_cli_refuses_a_file_of_another_server_in_one_line(tmp_path: Path) -> None:
+    """The same refusal through the real CLI: one line on stderr, exit 2, nothing on stdout."""
+    vllm = [log for d, log, _ in CASES if d == "vllm"]
+    if not vllm or accuracy.backend_reads("vllm"):
+        pytest.skip("no vLLM excerpt, or a vLLM backend reads them now")
+    r = subprocess.run([sys.executable, "-m", "cockpit", "diagnose", str(vllm[0])], capture_output=True, text=True,
+                       timeout=60, check=False)
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"no SGLang log lines recognised in {vllm[0]} (" in lines[0], r.stderr
+    assert "vLLM" in lines[0]
