@@ -128,14 +128,14 @@ def test_tune_the_story_without_a_crash(tmp_path: Path) -> None:
 
 
 def test_a_crash_is_diagnosed_and_its_advice_applied(tmp_path: Path) -> None:
-    # 0.96 leaves no room for the CUDA graphs: the capture runs out of memory at start-up
-    env = story_env(tmp_path, 0.96)
+    # 0.80 leaves no room for a KV pool after the weights: SGLang refuses to start ("Not enough memory")
+    env = story_env(tmp_path, 0.80)
     out = cockpit(env, tmp_path, "tune", "story", "--max-launches", "2", *BENCH, "--json")
     r = json.loads(out.stdout)
     assert r["launches"] == 2 and r["crashes"] == 1 and r["advice_applied"] == 1, out.stderr
     first, second = r["steps"]
-    assert first["outcome"] == "crashed" and first["crash_kind"] == "graph_capture_oom"
-    assert second["flags"]["mem-fraction-static"] == first["advice"]["mem-fraction-static"] < 0.96
+    assert first["outcome"] == "crashed" and first["crash_kind"] == "init_not_enough_memory", first
+    assert second["flags"]["mem-fraction-static"] == first["advice"]["mem-fraction-static"] > 0.80
     assert second["outcome"] == "ready"
 
 

@@ -206,6 +206,10 @@ class Tuner:
 
             await sup.wait_until(settled, self.args.timeout)
             launch_s = time.monotonic() - t0
+            if not sup.is_ready():
+                # a crash: let the server's exit and the rest of its traceback reach the state
+                await sup.wait_until(lambda s: bool(s.any_exited), 5.0)
+                await asyncio.sleep(1.0)
             snap = sup.snapshot()
             headroom = self._headroom(snap.state)
             if sup.is_ready() and headroom is not None and headroom >= self.warn:
@@ -215,28 +219,32 @@ class Tuner:
                 except CockpitError as exc:
                     self.say(f"  bench not run: {exc}")
                 bench_s = time.monotonic() - t1
-                await asyncio.sleep(0.3)  # let a crash the load caused reach the state
+                await asyncio.sleep(1.0)  # let a crash the load caused reach the state
             elif sup.is_ready():
                 self.say(f"  headroom {headroom} GiB is below the warn level {self.warn:g} GiB: not benched "
                          "(a large prefill would run out of memory); stopping it")
             snap = sup.snapshot()
         finally:
             crashed = snap.state.phase == "crashed"
+            was_ready = snap.state.phase == "ready"
             try:
                 await sup.stop(timeout=10)
+                if crashed:
+                    snap = sup.snapshot()  # the crash as the whole log tells it
             finally:
                 await sup.close()
                 runner.cancel()
                 await asyncio.gather(runner, return_exceptions=True)
-        step = self.step_from(snap, info.id, move, bench, crashed or snap.state.phase == "crashed")
-        return replace(step, why=move.why + f" [launch {launch_s:.1f} s, bench {bench_s:.1f} s]")
+        step = self.step_from(snap, info.id, move, bench, crashed, was_ready)
+        return replace(step, why=move.why, launch_s=round(launch_s, 2), bench_s=round(bench_s, 2))
 
     @staticmethod
     def _headroom(state: Any) -> float | None:
         vals = [r.avail_after_capture_gb for r in state.ranks.values() if r.avail_after_capture_gb is not None]
         return min(vals) if vals else None
 
-    def step_from(self, snap: Any, run_id: str, move: Any, bench: dict[str, Any] | None, crashed: bool) -> Any:
+    def step_from(self, snap: Any, run_id: str, move: Any, bench: dict[str, Any] | None, crashed: bool,
+                  was_ready: bool) -> Any:
         from cockpit.core.findings import sort_findings
 
         st = snap.state
@@ -260,7 +268,7 @@ class Tuner:
         srv = (bench or {}).get("server") or {}
         return self.policy.Step(
             flags=flags,
-            outcome="crashed" if crashed else ("ready" if st.phase == "ready" or bench else st.phase),
+            outcome="crashed" if crashed else ("ready" if was_ready or bench else st.phase),
             headroom_gb=self._headroom(st),
             pre_load_avail_gb=min(pre) if pre else None,
             graph_gb=max(graphs) if graphs else None,

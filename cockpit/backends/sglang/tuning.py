@@ -67,6 +67,8 @@ class Step:
     run_id: str | None = None
     why: str = ""
     version: str | None = None  # the server version the log showed ("0.5.9")
+    launch_s: float | None = None  # wall seconds from launch to READY (or the crash)
+    bench_s: float | None = None  # wall seconds of the benchmark
 
 
 @dataclass(frozen=True)
