@@ -173,7 +173,8 @@ def run_tune(speed: float, duration: float) -> dict[str, Any]:
                            if k in ("mem-fraction-static", "cuda-graph-max-bs", "chunked-prefill-size")},
             "headroom_gb": (best or {}).get("headroom_gb"), "live_tok_s": (best or {}).get("output_tok_s"),
             "steps": [(s["flags"].get("mem-fraction-static"), s["flags"].get("cuda-graph-max-bs"), s["outcome"],
-                       s["headroom_gb"], s["output_tok_s"]) for s in steps]}
+                       s["headroom_gb"], s["output_tok_s"], s["peak_running"], s["peak_queue"], s["peak_token_usage"])
+                      for s in steps]}
 
 
 def run_descent(speed: float, duration: float, start: float = 0.98, floor: float = 0.80) -> dict[str, Any]:
@@ -239,7 +240,9 @@ def main() -> None:
             print(f"\n{name}: {r['launches']} launches, {r['crashes']} crashes, {r['sim_s_to_best']:,} simulated s "
                   f"to its best; {r['best_flags']} headroom {r['headroom_gb']} GiB; live "
                   f"{r['live_tok_s']} tok/s; model {r['model_tok_s'] and round(r['model_tok_s'])} tok/s "
-                  f"= {r['of_best'] and round(r['of_best'] * 100, 1)} % of the best under the target")
+                  f"= {r['of_best'] and round(r['of_best'] * 100, 1)} % of the best under the target"
+                  + ("" if (r["headroom_gb"] or 0) >= TARGET else
+                     f" — but at {r['headroom_gb']} GiB headroom, below the {TARGET:g} GiB target"))
             for s in r["steps"]:
                 print("   ", s)
     if args.json:

@@ -144,3 +144,14 @@ def test_tune_refuses_bad_input(tmp_path: Path) -> None:
     for args in (("--slo", "p50=1s"), ("--max-launches", "0"), ("--concurrency", "0")):
         out = cockpit(env, tmp_path, "tune", "story", *args, timeout=60)
         assert out.returncode == 2 and "Traceback" not in out.stderr, (args, out.stderr)
+
+
+def test_eager_batches_raise_the_graph_size_but_never_past_the_concurrency() -> None:
+    s = ready(0.91, 5.69, output_tok_s=1800.0, peak_running=60.0, peak_queue=0.0, peak_token_usage=0.5,
+              flags={**BASE, "mem-fraction-static": 0.91, "cuda-graph-max-bs": 48}, cuda_graph_max_bs=48)
+    m = next_move([s], BASE, target=5.0, warn=3.0)
+    assert m is not None and m.overrides["cuda-graph-max-bs"] == 64  # 60 × 1.15 = 69, capped at 64 in flight
+    assert m.predicted_headroom_gb is not None and m.predicted_headroom_gb >= 5.0
+    at_cap = ready(0.91, 5.69, output_tok_s=1800.0, peak_running=65.0, peak_queue=0.0, peak_token_usage=0.5,
+                   flags={**BASE, "mem-fraction-static": 0.91, "cuda-graph-max-bs": 64}, cuda_graph_max_bs=64)
+    assert next_move([at_cap], BASE, target=5.0, warn=3.0) is None

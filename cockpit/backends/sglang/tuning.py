@@ -200,8 +200,9 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
                          f"graph memory for the pool", pred)
                 if m is not None:
                     return m
-        if running > bs:
-            new_bs = round_bs(running * BS_MARGIN)
+        limits = [float(x) for x in (last.concurrency, last.max_running_requests) if x]
+        if running > bs and round_bs(min([running * BS_MARGIN, *limits])) > bs:
+            new_bs = round_bs(min([running * BS_MARGIN, *limits]))
             cost = _graph_after(last.graph_gb, bs, new_bs) - last.graph_gb
             up_mfs = mfs_for(last, target, -cost)
             if up_mfs is not None:
