@@ -19,12 +19,19 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from cockpit.backends import get_backend  # noqa: E402
-from cockpit.backends.sglang.plan import ATTN_WORKSPACE_GIB, cell_bytes, plan, req_to_token_gib, settings_from_flags  # noqa: E402
+from cockpit.backends.sglang.plan import (  # noqa: E402
+    ATTN_WORKSPACE_GIB,
+    cell_bytes,
+    plan,
+    req_to_token_gib,
+    settings_from_flags,
+)
 from cockpit.model.config import parse_config  # noqa: E402
 from cockpit.model.plan import Calibration, GpuFacts  # noqa: E402
 from cockpit.model.weights import GIB, Tensor, index_from_headers  # noqa: E402
@@ -61,26 +68,26 @@ CASES = [
 # 8× MI355X, SGLang 0.5.8.post1 ROCm image, auto mfs 0.8260405859375, chunked_prefill_size 16384,
 # context 262144. https://github.com/ajith-sirra-amd/Issues/blob/main/Kimi-K2.5-MI355X-SGLANG-ERROR.md
 # It crashed inside graph capture, so it proves tokens and the pool, not a headroom.
-MI355X = {
+MI355X: dict[str, Any] = {
     "P": 283.53, "A": 209.96, "W": 73.58, "mfs": 0.8260405859375, "tokens": 2454421, "pool_end": 45.23,
     "ctx": 262144, "gpu_gib": 288.0, "version": "0.5.8", "flags": {"mem_fraction_static": 0.8260405859375,
                                                                    "tp_size": 8, "chunked_prefill_size": 16384},
 }
 
 
-def model_facts(name: str):  # type: ignore[no-untyped-def]
+def model_facts(name: str) -> tuple[Any, Any]:
     raw = synth.load_config(name)
     cfg = parse_config(raw, name, name=name)
     idx = index_from_headers([Tensor(t[0], synth.nbytes(t)) for t in synth.tensors_for(raw)], 1)
     return cfg, idx
 
 
-def truth(log: str):  # type: ignore[no-untyped-def]
+def truth(log: str) -> Any:
     st = get_backend("sglang").read_log(DATA / log)
     return st
 
 
-def flags_of(st) -> dict:  # type: ignore[no-untyped-def]
+def flags_of(st: Any) -> dict[str, Any]:
     # max_running_requests is left out: 0.5.23 prints its resolved default (4096) in the args dict
     # although the pool was sized with the automatic value (the ready line says 2048)
     keep = ("mem_fraction_static", "tp_size", "dp_size", "ep_size", "enable_dp_attention", "chunked_prefill_size",
@@ -88,7 +95,7 @@ def flags_of(st) -> dict:  # type: ignore[no-untyped-def]
     return {k: v for k, v in st.server_args.items() if k in keep and v is not None}
 
 
-def version_of(st) -> str:  # type: ignore[no-untyped-def]
+def version_of(st: Any) -> str:
     return (st.format or "sglang-0.5.9").split("-", 1)[1]
 
 
@@ -124,7 +131,7 @@ def table1() -> list[list[str]]:
     return rows
 
 
-def _plan(c: Case, calibration: Calibration | None = None):  # type: ignore[no-untyped-def]
+def _plan(c: Case, calibration: Calibration | None = None) -> Any:
     st = truth(c.log)
     cfg, idx = model_facts(c.model)
     s = settings_from_flags(flags_of(st), version_of(st))
@@ -153,8 +160,32 @@ def table2() -> list[list[str]]:
     s = settings_from_flags(m["flags"], "0.5.9")
     mp = plan(cfg, idx, GpuFacts(m["gpu_gib"]), s)
     cur = mp.current
+    assert cur is not None
     rows.append(["REAL kimi-k2.5 tp8 MI355X", f"{mp.weights_gib_per_rank:.2f}/{m['W']:.2f}", f"{cur.max_total_num_tokens:,}",
                  f"{m['tokens']:,}", pct(cur.max_total_num_tokens, m["tokens"]), "—", "(crashed in capture)", "—", "—", "—"])
+    return rows
+
+
+# Real single-GPU logs in tests/data/real/sglang/ whose KV line and `Memory pool end` show what sits
+# between the pool and the free memory: SGLang's req_to_token pool. Their excerpts print no context
+# length; Qwen3's max_position_embeddings (40960) is assumed, with the automatic 2048 requests.
+REAL_POOL = [
+    ("sgl-project-sglang-7227.log", "Qwen3-4B (one ~32 GB GPU)", 40960),
+    ("xorbitsai-inference-3481.log", "Qwen3-14B (one ~48 GB GPU)", 40960),
+]
+
+
+def table3() -> list[list[str]]:
+    rows = []
+    for name, what, ctx in REAL_POOL:
+        st = get_backend("sglang").read_log(DATA / "real" / "sglang" / name)
+        r = next(iter(st.ranks.values()))
+        a, kv, seen = r.after_weights_avail_gb, r.kv_gb, r.avail_before_capture_gb
+        if a is None or kv is None or seen is None:
+            continue
+        rtt = 2048 * (ctx + 4) * 4 / GIB
+        rows.append([f"REAL {what}", f"{a:.2f}", f"{kv:.2f}", f"{rtt:.2f}", f"{a - kv - rtt:.2f}", f"{seen:.2f}",
+                     f"{a - kv - rtt - seen:+.2f}", f"{a - kv - seen:+.2f}"])
     return rows
 
 
@@ -172,6 +203,8 @@ def main() -> int:
          ["case", "tokens", "log", "err", "pool end GiB", "log", "err"], table1())
     show("2. the plan before launch (model config + GPU size + flags), then calibrated from a sibling run",
          ["case", "W plan/log", "tokens", "log", "err", "headroom", "log (worst)", "err", "cal. tok err", "cal. head err"], table2())
+    show("3. what sits between the KV pool and `Memory pool end` on real logs: A − KV − req_to_token",
+         ["case", "A", "KV", "req_to_token", "predicted", "log", "err", "err without it"], table3())
     print(f"terms: attention workspace {ATTN_WORKSPACE_GIB} GiB; graph memory estimated (docs/PLAN.md)")
     return 0
 

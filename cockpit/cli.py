@@ -195,9 +195,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `cockpit logs … | head` closes the pipe: not an error for the operator
         return 0
     except Exception as exc:  # the single place bad input becomes one clear line, never a traceback
-        from cockpit.errors import report
+        return explain_error(exc)
 
-        return report(exc)
+
+def explain_error(exc: BaseException) -> int:
+    """Print `exc` for the operator and return the exit code the CLI contract gives it."""
+    import os
+    import traceback
+
+    from cockpit.backends.base import FlagError
+    from cockpit.core.profile import ProfileError
+    from cockpit.errors import CockpitError
+
+    if isinstance(exc, ProfileError):
+        print(f"cockpit: error: {exc}", file=sys.stderr)
+        return 2
+    if isinstance(exc, FlagError):
+        print(f"cockpit: error: {exc}", file=sys.stderr)
+        return 2
+    from cockpit.transport.base import TransportError
+
+    if isinstance(exc, TransportError):
+        print(f"cockpit: error: {exc}", file=sys.stderr)
+        if exc.hint:
+            print(f"  hint: {exc.hint}", file=sys.stderr)
+        return 1
+    if isinstance(exc, CockpitError):
+        print(f"cockpit: error: {exc}", file=sys.stderr)
+        if exc.hint:
+            print(f"  hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    # Unexpected: still one line, with the trace only when asked for.
+    print(f"cockpit: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    if os.environ.get("COCKPIT_DEBUG"):
+        traceback.print_exception(exc)
+    else:
+        print("  hint: set COCKPIT_DEBUG=1 to see the traceback", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

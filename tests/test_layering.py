@@ -11,7 +11,7 @@ from pathlib import Path
 
 import cockpit
 
-HEADLESS = ["cockpit.core", "cockpit.backends"]
+HEADLESS = ["cockpit.core", "cockpit.backends", "cockpit.model"]
 FORBIDDEN = ["textual", "asyncssh", "httpx"]
 ROOT = Path(cockpit.__file__).resolve().parent
 
@@ -25,7 +25,7 @@ def _modules(package: str) -> list[str]:
 
 
 def test_core_and_backends_import_without_ui_or_io_libraries() -> None:
-    mods = _modules("cockpit.core") + _modules("cockpit.backends")
+    mods = [m for pkg in HEADLESS for m in _modules(pkg)]
     code = (
         "import importlib, json, sys\n"
         f"for m in {mods!r}:\n"

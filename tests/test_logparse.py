@@ -458,3 +458,127 @@ def test_wrapper_prefixes_are_learned_not_listed() -> None:
             apply(st, e)
         assert st.crash is not None, prefix
         assert (st.crash.kind, st.crash.phase, st.crash.rank) == ("cuda_oom", "prefill", "TP3"), prefix
+
+
+def test_older_and_damaged_record_forms() -> None:
+    """Issue 11: 0.1-0.4 forms, trimmed stamps and broken pastes still read as records."""
+    cases = {
+        "[gpu_id=0] Decode batch. #running-req: 233, #token: 370959, token usage: 0.82, gen throughput (token/s): 4594.01, #queue-req: 417": ("", "TP0"),
+        "[gpu=1] Decode batch. #running-req: 381, #token: 344397, token usage: 0.96, gen throughput (token/s): 93.97, #queue-req: 1549": ("", "TP1"),
+        "[TP0] Scheduler hit an exception: Traceback (most recent call last):": ("", "TP0"),
+        "[16:43:29 TP0] Prefill batch. #new-seq: 1, #new-token: 2062, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0": ("16:43:29", "TP0"),
+        "[12-16 14:27:08] Rank 0 scheduler is dead. Please check if there are relevant logs.": ("12-16 14:27:08", None),
+        "2025-02-09 10:14:05 TP0] Decode batch. #running-req: 2, #token: 3698, token usage: 0.01, gen throughput (token/s): 50.46, #queue-req: 0": ("2025-02-09 10:14:05", "TP0"),
+        "2025-04-13 14:53:38 INFO 511 [pynccl.py:78] sglang is using nccl==2.25.1": ("2025-04-13 14:53:38", None),
+    }
+    for line, (ts, rank) in cases.items():
+        got = split_record(line)
+        assert got[:2] == (ts, rank), line
+    e = one("[gpu_id=0] Decode batch. #running-req: 233, #token: 370959, token usage: 0.82, gen throughput (token/s): 4594.01, #queue-req: 417")
+    assert isinstance(e, ev.DecodeBatch) and (e.running_req, e.tokens, e.token_usage) == (233, 370959, 0.82)
+    e = one("[2024-12-13 01:44:59 TP0] Load weight end. type=MistralForCausalLM, dtype=torch.bfloat16, avail mem=9.69 GB")
+    assert isinstance(e, ev.WeightLoadEnd) and e.avail_gb == 9.69 and e.weights_gb is None
+    e = one("[2024-12-13 01:45:01 TP0] Capture cuda graph end. Time elapsed: 2.19 s")
+    assert isinstance(e, ev.GraphCaptureEnd) and e.elapsed_s == 2.19 and e.graph_gb is None and e.avail_gb is None
+    e = one("[2024-10-22 06:31:49 TP0] KV Cache is allocated. K size: 27.40 GB, V size: 27.40 GB.")
+    assert isinstance(e, ev.KvCacheAllocated) and e.tokens is None and e.kv_gb == 54.8
+
+
+def test_a_record_glued_to_a_tqdm_bar_or_cut_from_its_prefix() -> None:
+    text = (b"Loading safetensors checkpoint shards: 100% Completed | 2/2 [00:01<00:00,  1.31it/s]"
+            b"[2025-06-19 15:12:27 TP0] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=21.96 GB, mem usage=8.81 GB.\n"
+            b"[2026-04-10 13:17:24] L\n"
+            b" Load weight begin. avail mem=60.89 GB \n")
+    p = SGLangLogParser()
+    st = RunState()
+    for e in p.feed(text) + p.finish():
+        apply(st, e)
+    assert st.ranks["TP0"].weights_gb == 8.81 and st.ranks["TP0"].after_weights_avail_gb == 21.96
+    assert st.ranks["TP0"].pre_load_avail_gb == 60.89  # the message that lost its prefix
+
+
+def test_decode_retraction_is_a_warning_never_a_crash() -> None:
+    text = (b"[2025-01-06 02:58:33 TP0] Decode batch. #running-req: 2, #token: 307721, token usage: 1.00, gen throughput (token/s): 10.94, #queue-req: 0\n"
+            b"[2025-03-07 21:49:33 TP0] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845\n"
+            b"[2025-03-07 21:49:45 TP0] Decode out of memory happened. #retracted_reqs: 2, #new_token_ratio: 0.0980 -> 0.1919\n")
+    p = SGLangLogParser()
+    st = RunState()
+    for e in p.feed(text) + p.finish():
+        apply(st, e)
+    assert st.crash is None and st.decode_retractions == 2 and st.retractions == 3
+    assert st.decode_retraction_usage == 1.0
+
+
+def test_a_traceback_the_server_survives_is_not_a_crash() -> None:
+    """A bare traceback waits: the server serving afterwards drops it (a note stays); the input
+    ending or the process exiting right after it makes it the crash."""
+    tb = (b"[2026-02-24 12:00:00 TP0] Decode batch, #running-req: 3, #token: 900, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.0, #queue-req: 0\n"
+          b"Traceback (most recent call last):\n"
+          b'  File "/x/sglang/srt/managers/tokenizer_manager.py", line 10, in handle_loop\n'
+          b"    raise ValueError(x)\n"
+          b"ValueError: bad request\n")
+    after = b"[2026-02-24 12:00:05 TP0] Decode batch, #running-req: 3, #token: 950, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.0, #queue-req: 0\n"
+    p = SGLangLogParser()
+    st = RunState()
+    for e in p.feed(tb + after) + p.finish():
+        apply(st, e)
+    assert st.crash is None and st.phase == "ready"
+    assert any("survived" in w for w in st.log_warnings)
+    for tail in (b"", None):
+        p = SGLangLogParser()
+        st = RunState()
+        for e in p.feed(tb + (tail or b"")) + p.finish():
+            apply(st, e)
+        if tail is None:
+            assert st.crash is None  # live: nothing came after yet, the process has not exited
+            apply(st, ev.ProcessExited(0, None, None, 1))
+        else:
+            from cockpit.core.reducer import end_of_input
+
+            end_of_input(st)
+        assert st.crash is not None and st.crash.message == "ValueError: bad request"
+        assert st.crash.phase == "decode"  # the last batch line before it
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    ("RuntimeError: CUDA error: out of memory", ev.CudaOom),
+    ("torch.OutOfMemoryError: NPU out of memory. Tried to allocate 72.00 MiB (NPU 0; 61.27 GiB total capacity)", ev.CudaOom),
+    ("RuntimeError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 191.98 GiB of which 1.2 GiB is free.", ev.CudaOom),
+    ("RuntimeError: MUSA out of memory. Tried to allocate 1.00 GiB.", ev.CudaOom),
+    ("[rank3]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
+     "Received a dump signal due to a collective timeout from this local rank and we will try our best to dump the debug info.", ev.NcclTimeout),
+    ("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)", ev.NcclError),
+    ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled system error", ev.NcclError),
+    ("[2025-08-13 10:59:23 DP0 TP0] TpModelWorkerClient hit an exception: Traceback (most recent call last):", ev.SchedulerException),
+    ("[2024-10-22 06:31:49 TP0] Traceback (most recent call last):", ev.SchedulerException),
+    ("Exception in ControllerSingle:", ev.SchedulerException),
+    ("Exception in thread Thread-3 (forward_thread_func):", ev.SchedulerException),
+    ("[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)", ev.SchedulerWatchdogTimeout),
+    ("[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845", ev.DecodeRetraction),
+])
+def test_crash_headers_and_wordings(line: str, kind: type) -> None:
+    assert isinstance(one(line), kind), line
+
+
+def test_source_text_in_a_traceback_is_not_an_error() -> None:
+    """`raise RuntimeError(f"NCCL error: …")` under a frame quotes an error; it is not one."""
+    p = SGLangLogParser()
+    out = p.feed(b'  File "/x/sglang/srt/distributed/device_communicators/pynccl_wrapper.py", line 350, in NCCL_CHECK\n'
+                 b'    raise RuntimeError(f"NCCL error: {error_str}")\n'
+                 b"RuntimeError: NCCL error: unhandled system error\n") + p.finish()
+    nccl = [e for e in out if isinstance(e, ev.NcclError)]
+    assert [e.line for e in nccl] == [3]
+
+
+def test_level_tags_and_headers_without_their_prefix() -> None:
+    e = one("[2025-05-25 19:45:03] [ERROR] Scheduler hit an exception: Traceback (most recent call last):")
+    assert isinstance(e, ev.SchedulerException) and e.ts == "2025-05-25 19:45:03"
+    p = SGLangLogParser()
+    st = RunState()
+    for e in p.feed(b"Scheduler hit an exception: Traceback (most recent call last):\n"
+                    b'  File ".../model_loader/loader.py", line 1426, in load_model\n'
+                    b"    param_data = state_dict[key].data\n"
+                    b"KeyError: 'model.layers.47.input_layernorm.weight'\n") + p.finish():
+        apply(st, e)
+    assert st.crash is not None and st.crash.phase == "startup"
+    assert st.crash.kind == "startup_error" and "KeyError" in st.crash.message

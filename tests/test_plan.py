@@ -223,3 +223,27 @@ def test_up_refuses_a_launch_predicted_below_warn_unless_forced(story: dict[str,
         assert "launching anyway (--force)" in forced.stderr
     finally:
         cockpit("down", str(prof), "--timeout", "3", env_root=tmp_path, extra_env=extra)
+
+
+def test_profile_plan_reads_the_model_over_ssh(story: dict[str, Path], ssh_home, tmp_path: Path) -> None:
+    """The profile's host is reached over real sshd: the model's metadata is read there."""
+    prof = tmp_path / "remote.yaml"
+    prof.write_text(
+        "name: remote\nversion: 0.5.9\nhosts:\n  - ssh: gpu-box-1\n"
+        f"python: {sys.executable}\n"
+        f"server:\n  model-path: {story['model']}\n  tp: 8\n  mem-fraction-static: 0.88\n"
+    )
+    env = dict(ssh_home.env)
+    env.update({"XDG_DATA_HOME": str(tmp_path / "xdg-data"), "PYTHONPATH": str(ROOT)})
+    env.pop("SSH_AUTH_SOCK", None)
+    res = subprocess.run([sys.executable, "-m", "cockpit", "plan", str(prof), "--gpu-mem-gb", GPU_GIB, "--json"],
+                         env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["model"] == "Kimi-K2.5" and out["kv_bytes_per_token"] == 70272
+    assert out["current"]["value"] == 0.88
+    missing = prof.read_text().replace(str(story["model"]), "/nonexistent/Kimi")
+    prof.write_text(missing)
+    bad = subprocess.run([sys.executable, "-m", "cockpit", "plan", str(prof), "--gpu-mem-gb", GPU_GIB],
+                         env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert bad.returncode == 2 and "gpu-box-1:/nonexistent/Kimi: /nonexistent/Kimi is not a directory" in bad.stderr

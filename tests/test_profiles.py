@@ -32,7 +32,8 @@ def test_every_profile_loads_and_builds(path: Path) -> None:
         parse_server_args(argv[launcher:], resolve_version(prof.version))
     for i in range(len(prof.hosts)):
         if len(prof.hosts) > 1:
-            build_node_argv(prof, i)
+            # a Slurm job's head node comes from the allocation (the batch script fills it in)
+            build_node_argv(prof, i, "head:1" if prof.target is not None else None)
 
 
 def test_kimi_story_values() -> None:

@@ -11,11 +11,11 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+from cockpit.commands.render import gb_text
 from cockpit.core.findings import Finding, exit_code_for, sort_findings
 from cockpit.core.profile import Profile, load_profile
 from cockpit.core.ranks import rank_sort_key
 from cockpit.core.secrets import mask_mapping, mask_value
-from cockpit.report import gb_text
 from cockpit.supervisor.api import RunSnapshot
 
 T = TypeVar("T")
@@ -133,8 +133,14 @@ def render_status(snap: RunSnapshot) -> str:
     run = snap.run
     head = f"{snap.profile}"
     if run is not None:
-        head += f" · {','.join(run.hosts)} · run {run.id} · pid {run.pid} · started {run.started_at}"
+        where = "" if run.pid is None else f" · pid {run.pid}"
+        head += f" · {','.join(run.hosts)} · run {run.id}{where} · started {run.started_at}"
     lines = [head]
+    if snap.slurm is not None:  # a Slurm run: what Slurm says about the job
+        sl = snap.slurm
+        left = f" · {sl['time_left']} left" if sl.get("time_left") else ""
+        lines.append(f"Slurm job {sl['job_id']} · {sl.get('words') or sl.get('state')}{left}"
+                     + (f" · GPUs {sl['telemetry']}" if sl.get("telemetry") else ""))
     phase = st.phase.upper().replace("_", " ")
     ready = "ready: log" + (" + " + snap.readiness.split("+")[-1].strip() if snap.readiness else "")
     lines.append(f"phase {phase} · health {snap.health or 'not probed'} · {ready} · lifecycle {snap.lifecycle}")
@@ -154,7 +160,8 @@ def render_status(snap: RunSnapshot) -> str:
             )
     if st.crash is not None:
         c = st.crash
-        lines.append(f"CRASH {c.kind} in {c.phase} on {c.rank or 'main'} (line {c.line}): {c.message}")
+        phase = "an unknown phase" if c.phase == "unknown" else c.phase
+        lines.append(f"CRASH {c.kind} in {phase} on {c.rank or 'main'} (line {c.line}): {c.message}")
     leftovers = [p for p in snap.gpu_processes if not p.belongs_to_run]
     if leftovers and st.phase in ("stopped", "crashed"):
         lines.append("GPU memory held by: " + ", ".join(f"pid {p.pid} (GPU {p.gpu_index} on {p.host})" for p in leftovers))
@@ -166,7 +173,7 @@ def render_status(snap: RunSnapshot) -> str:
 
 def render_report(snap: RunSnapshot) -> str:
     """The diagnosis as `cockpit diagnose` renders it (cockpit/report.py), with the run's header."""
-    from cockpit.report import render_state
+    from cockpit.commands.render import render_state
 
     head = render_status(snap).splitlines()[0]
     return head + "\n" + render_state(snap.state, list(snap.findings))

@@ -38,7 +38,9 @@ def _plan_finding(profile: Profile, facts: list[HostFacts], measured: Mapping[st
     node0 = profile.hosts[0]
     if not node0.is_local and node0.label not in (measured or {}):
         return plan_finding(None, f"{node0.label} could not be reached to read the model's config.json")
-    finding, _plan = run_command(profile_plan_finding(profile, facts=facts))
+    from cockpit.commands.plan import journal_runs
+
+    finding, _plan = run_command(profile_plan_finding(profile, facts=facts, runs=journal_runs(profile.name)))
     return finding
 
 
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(json.dumps(out, indent=2))
     else:
-        from cockpit.report import render_check
+        from cockpit.commands.render import render_check
 
         sys.stdout.write(render_check(profile.name, facts, findings, node_argvs))
     return exit_code_for(findings)

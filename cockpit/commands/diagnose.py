@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(state, findings, reads), indent=2, allow_nan=False))
     else:
-        from cockpit.report import render_state
+        from cockpit.commands.render import render_state
 
         title = ", ".join(args.logs)
         text = render_state(state, findings, title=f"diagnose {title}")

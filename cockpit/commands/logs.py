@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 
 from cockpit.commands._support import load_profile_arg, run_command
@@ -42,28 +43,32 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     sup = Supervisor(profile)
     info = await sup.attach(include_ended=True)
     if info is None:
-        raise CockpitError(f"{profile.name}: no run found on {', '.join(h.label for h in profile.hosts)}",
+        raise CockpitError(f"{profile.name}: no run found on {', '.join(dict.fromkeys(h.label for h in profile.hosts))}",
                            hint=f"`cockpit up {profile.name}` launches one")
-    nodes = [n for n in sup.nodes if n.run]
+    nodes = [n for n in sup.nodes if n.record]
     multi = len(nodes) > 1
     out = sys.stdout
     # Into a pipe or a file the output is the log, byte for byte (grep, less -R and diff see what
     # the server wrote); on a terminal, log text is cleaned of escape sequences first.
     raw = not out.isatty()
 
-    async def one(node: Node) -> None:
-        run = node.run
-        assert run is not None
+    cursors: dict[int, tuple[int, int | None]] = {}  # node index -> where its log was read up to
+
+    async def one(node: Node, follow: bool = True) -> None:
+        record = node.record
+        assert record is not None
         filt = _make_filter(args.filter, args.rank)
         nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
+        follow = follow and bool(args.follow and record.alive)
+        offset, ino = cursors.get(node.index, (record.log_offset, record.log_inode))
         fol = LogFollower(
             node.ops,
-            run.log_path,
-            offset=run.log_offset,
-            ino=run.log_inode,
-            tail=args.tail,
-            follow=bool(args.follow and run.alive),
-            watch={"pid": run.pid, "run_dir": run.run_dir} if args.follow and run.alive else None,
+            record.log_path,
+            offset=offset,
+            ino=ino,
+            tail=args.tail if node.index not in cursors else None,
+            follow=follow,
+            watch={"pid": record.pid, "run_dir": record.run_dir} if follow and record.pid else None,
         )
         prefix = f"{node.label} | " if multi else ""
         # A line longer than the follower's chunk cap (4 MB) arrives in pieces: raw, it is printed
@@ -109,12 +114,26 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
                     print(f"cockpit: {node.label}: connection lost ({item.reason}); reconnecting…", file=sys.stderr)
             end_line()  # a last line without its newline still ends the output's line
         finally:
-            nl.cursor = (fol.offset, fol.ino)
+            nl.cursor = cursors[node.index] = (fol.offset, fol.ino)
             await fol.close()
 
     failed: list[str] = []  # nodes whose link will not come back
     try:
-        await asyncio.gather(*(one(n) for n in nodes))
+        ended = getattr(sup, "wait_ended", None)  # a Slurm run: no pid to watch, Slurm says when
+        if args.follow and ended is not None and any(n.record and n.record.alive for n in nodes):
+            follows = asyncio.gather(*(one(n) for n in nodes))
+            waiter = asyncio.ensure_future(ended())
+            await asyncio.wait([follows, waiter], return_when=asyncio.FIRST_COMPLETED)
+            if waiter.done():
+                follows.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await follows
+                await asyncio.gather(*(one(n, follow=False) for n in nodes))  # the last lines, none lost
+                print(f"cockpit: {waiter.result()}", file=sys.stderr)
+            else:
+                waiter.cancel()
+        else:
+            await asyncio.gather(*(one(n) for n in nodes))
     finally:
         await sup.close()
     return 1 if failed else 0

@@ -29,6 +29,21 @@ if TYPE_CHECKING:
 # ---- the command -------------------------------------------------------------------------------
 
 
+def journal_runs(profile_name: str | None = None) -> list[Any]:
+    """Runs from the journal for calibration (read-only; an unusable journal calibrates nothing)."""
+    from cockpit.errors import CockpitError
+    from cockpit.journal import Journal
+
+    try:
+        j = Journal.open(readonly=True)
+    except CockpitError:
+        return []
+    try:
+        return j.list_runs(profile_name)
+    finally:
+        j.close()
+
+
 def _what_if_gpu(facts: list[HostFacts], gpu_mem_gb: float | None, gpus: int | None) -> list[HostFacts]:
     from cockpit.telemetry.hostfacts import apply_what_if
 
@@ -65,7 +80,8 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
     }, "--model-config")
     model = read_model_dir(args.model_config)
     facts = [HostFacts(host="local", gpu_mem_total_gib=args.gpu_mem_gb, gpu_count=args.gpus, source="override")]
-    return backend_plan(profile, facts, model, overrides, calibrate=False, calibrate_from=args.calibrate_from)
+    runs = journal_runs() if args.calibrate_from else []
+    return backend_plan(profile, facts, model, overrides, runs=runs, calibrate_from=args.calibrate_from)
 
 
 def _profile_plan(args: argparse.Namespace) -> MemoryPlan:
@@ -81,28 +97,35 @@ def _profile_plan(args: argparse.Namespace) -> MemoryPlan:
             facts = _what_if_gpu([HostFacts(host=h.label, source="unknown") for h in profile.hosts], args.gpu_mem_gb, args.gpus)
         elif args.gpus is not None:
             facts = _what_if_gpu(await measured_facts(profile), None, args.gpus)
-        return await plan_for_profile(profile, overrides, facts=facts, calibrate=not args.no_calibration,
-                                      calibrate_from=args.calibrate_from)
+        runs = [] if args.no_calibration and not args.calibrate_from else journal_runs(None if args.calibrate_from else profile.name)
+        return await plan_for_profile(profile, overrides, facts=facts, runs=runs, calibrate_from=args.calibrate_from)
 
     return run_command(go())
 
 
 def run(args: argparse.Namespace) -> int:
+    from cockpit.errors import CockpitError
+    from cockpit.model.config import ModelConfigError
+    from cockpit.model.plan import PlanUnavailable
 
-    for name, val in (("--gpu-mem-gb", args.gpu_mem_gb),):
-        if val is not None and val <= 0:
-            raise BadInput(f"{name} {val:g}: expected a positive number of GiB")
+    if args.gpu_mem_gb is not None and args.gpu_mem_gb <= 0:
+        raise BadInput(f"--gpu-mem-gb {args.gpu_mem_gb:g}: expected a positive number of GiB")
     for name, ival in (("--gpus", args.gpus), ("--tp", args.tp), ("--dp", args.dp), ("--ep", args.ep)):
         if ival is not None and ival <= 0:
             raise BadInput(f"{name} {ival}: expected a positive whole number")
     if args.model_config and args.profile:
         raise BadInput("give a PROFILE or --model-config DIR, not both")
-    if args.model_config:
-        mp = _model_config_plan(args)
-    elif args.profile:
-        mp = _profile_plan(args)
-    else:
-        raise BadInput("cockpit plan needs a PROFILE, or --model-config DIR --gpu-mem-gb X --tp N")
+    try:
+        if args.model_config:
+            mp = _model_config_plan(args)
+        elif args.profile:
+            mp = _profile_plan(args)
+        else:
+            raise BadInput("cockpit plan needs a PROFILE, or --model-config DIR --gpu-mem-gb X --tp N")
+    except ModelConfigError as exc:
+        raise BadInput(str(exc)) from None
+    except PlanUnavailable as exc:
+        raise CockpitError(str(exc), hint=exc.hint) from None
     if args.json:
         print(json.dumps(mp.to_json(), indent=2))
     else:
@@ -147,6 +170,9 @@ def render_plan(mp: MemoryPlan) -> str:
         if rec_v is not None and abs(r.value - rec_v) < 1e-9:
             mark.append("← recommended")
         h = r.headroom_after_capture_gib
+        if not r.starts:
+            lines.append(f"  {r.value:<24g} {0:>12,} {'—':>8} {'no KV pool: no start':>24}  ! {' '.join(mark)}".rstrip())
+            continue
         flag = "  !" if h < mp.warn_headroom_gib else ("  ·" if h < mp.target_headroom_gib else "   ")
         lines.append(f"  {r.value:<24g} {r.max_total_num_tokens:>12,} {r.kv_gib:>8.2f} {h:>20.2f} GiB{flag} {' '.join(mark)}".rstrip())
     lines.append("")

@@ -11,7 +11,7 @@ from cockpit.core.findings import value_text
 from cockpit.core.ranks import rank_sort_key
 from cockpit.errors import BadInput
 from cockpit.journal import Journal, RunRecord
-from cockpit.journal.report import (
+from cockpit.journal.views import (
     RUN_ROW_HEADER,
     UNKNOWN,
     backend_words,

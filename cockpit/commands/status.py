@@ -37,7 +37,7 @@ async def _status(profile: Profile, as_json: bool) -> int:
             if as_json:
                 print(json.dumps(status_json(snap), indent=2))
             else:
-                print(f"{profile.name}: no run found on {', '.join(h.label for h in profile.hosts)}")
+                print(f"{profile.name}: no run found on {', '.join(dict.fromkeys(h.label for h in profile.hosts))}")
             return 0
         snap = await sup.refresh_once()
     finally:

@@ -42,9 +42,11 @@ async def _plan_refuses(profile: Profile, overrides: dict[str, Any], *, force: b
     """The memory plan before a launch: a value predicted below the warn headroom is refused (the
     crash it predicts costs a whole model load), unless --force. An unreadable model or unknown GPUs
     never block a launch: the plan is then only mentioned."""
-    from cockpit.supervisor.planning import measured_facts, profile_plan_finding
+    from cockpit.commands.plan import journal_runs
+    from cockpit.supervisor.planning import profile_plan_finding
 
-    finding, _plan = await profile_plan_finding(profile, overrides, facts=await measured_facts(profile))
+    # the model is read first: when it cannot be read, the GPUs are not measured for nothing
+    finding, _plan = await profile_plan_finding(profile, overrides, runs=journal_runs(profile.name))
     if finding.severity != "critical":
         return False
     if force:
@@ -79,7 +81,9 @@ async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namesp
     try:
         info = await sup.start(overrides, attach=False)
         say = (lambda m: print(m, file=sys.stderr)) if args.json else print
-        say(f"{profile.name}: launched run {info.id} on {', '.join(info.hosts)} (pid {info.pid}), log {info.log_path}")
+        job = getattr(sup, "job_id", None)  # a Slurm run was submitted, not started
+        what = f"submitted Slurm job {job}" if job else f"pid {info.pid}"
+        say(f"{profile.name}: launched run {info.id} on {', '.join(info.hosts)} ({what}), log {info.log_path}")
         runner = asyncio.create_task(sup.run())
         try:
             if args.wait == "ready":

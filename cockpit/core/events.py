@@ -122,6 +122,15 @@ class ServerArgs(Event):
 
 
 @_event
+class FormatSeen(Event):
+    """The line proves which log format (engine version family) this is, e.g. "sglang-0.5.23".
+    `strong`: the proof outranks what earlier lines suggested (the arguments dump)."""
+
+    fmt: str
+    strong: bool = False
+
+
+@_event
 class DistInitBegin(Event):
     fmt: str  # "sglang-0.5.9" (`Init torch distributed`) or "sglang-0.5.23" (`Init parallel`)
 

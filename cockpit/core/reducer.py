@@ -5,8 +5,8 @@ file) and the tests. Phases only move forward (loading → kv_pool → capturing
 a crash or a stop; a new `server_args` dump after a run has started means the log now holds a new
 run, and the state starts over.
 
-The crash story is assembled from several lines: `[… TP3] Scheduler hit an exception:` names the
-rank, the traceback frames name the phase (the backend reads each frame's phase from the engine's
+The crash story is assembled from several lines: a header that names the failing process (e.g.
+`[… TP3] Scheduler hit an exception:`) names the rank, the traceback frames name the phase (the backend reads each frame's phase from the engine's
 function names and puts it on the event), and the exception line names the kind. SIGQUIT, `Killed` and dead-rank lines that follow only add to the decisive lines, except that
 they are the whole story when nothing else was printed (the host OOM killer leaves no traceback).
 """
@@ -22,8 +22,6 @@ from cockpit.core.state import Crash, RunState, SeriesPoint
 _PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5}
 MAX_DECISIVE_LINES = 8
 _MAX_FRAMES = 64
-FORMAT_059 = "sglang-0.5.9"
-FORMAT_0523 = "sglang-0.5.23"
 # Exit codes of a deliberate stop (SIGTERM / SIGINT, as a status or as 128 + signal).
 _STOP_EXITS = {0, -15, 143, -2, 130}
 _OOM_KILL_EXITS = {-9, 137}
@@ -35,7 +33,7 @@ _VAGUE_KINDS = {"unknown"}
 class _Context:
     """What the reducer remembers between events (not part of the published state)."""
 
-    exc_rank: str | None = None  # the rank of the last `Scheduler hit an exception`
+    exc_rank: str | None = None  # the rank of the last crash header
     exc_seen: bool = False
     frame_line: int = -100  # line of the last traceback frame (an exception line right after ends it)
     # A crash that rests on a bare traceback alone: it becomes the crash when the input ends or the
@@ -44,7 +42,7 @@ class _Context:
     phase_before: str = "unknown"  # the run's phase when the crash happened (its lifecycle)
     phase_since_before: str | None = None
     max_seq: int = 0  # the highest collective sequence number seen
-    requests: int = 0  # request log lines (access lines to anything but health/info endpoints)
+    requests: int = 0  # request log lines (POST access lines: health, metrics and info are GETs)
     batches: int = 0  # prefill/decode batch lines
     # (phase the backend read from the frame, "file:function") since that exception
     frames: list[tuple[str | None, str]] = field(default_factory=list)
@@ -150,7 +148,7 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
     if kind == "graph_capture_oom":
         return "graph_capture", "out of memory while capturing CUDA graphs"
     if isinstance(event, ev.KvPoolExhausted) and event.stage in ("prefill", "decode"):
-        return event.stage, f"SGLang's message names the {event.stage} batch"
+        return event.stage, f"the server's message names the {event.stage} batch"
     found = _deciding_frame(c.frames) if c.exc_seen or c.frames else None
     life = c.phase_before if state.phase == "crashed" else state.phase  # where the run was when it died
     before_ready = not state.ready_in_log and life in _LIFECYCLE
@@ -159,7 +157,7 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
     if kind in _STARTUP_KINDS:
         return "startup", f"{kind} only happens before the server is ready"
     if isinstance(event, ev.RankDead) and event.how in ("dead", "died_during_init"):
-        return "startup", "SGLang reports a dead scheduler this way while it waits for the ranks to start"
+        return "startup", "a rank died while the server waited for its ranks to start"
     if kind == "hicache_host_memory" and not state.ready_in_log:
         return "startup", "HiCache sizes its host pool at startup"
     if life == "capturing" and not state.ready_in_log:
@@ -294,7 +292,6 @@ def _server_args(state: RunState, e: ev.ServerArgs) -> None:
     elif state.crash is not None:
         _reset(state)
     state.server_args = dict(e.args)
-    _hint_format(state, FORMAT_059 if e.form == "ServerArgs" else FORMAT_0523, strong=True)
     _advance(state, "loading", e.ts)
 
 
@@ -313,8 +310,11 @@ def _dist_end(state: RunState, e: ev.DistInitEnd) -> None:
 
 
 def _baseline(state: RunState, e: ev.MemoryBaseline) -> None:
-    _hint_format(state, FORMAT_0523)
     state.rank(_rank_label(e))
+
+
+def _format_seen(state: RunState, e: ev.FormatSeen) -> None:
+    _hint_format(state, e.fmt, e.strong)
 
 
 def _imbalance(state: RunState, e: ev.MemoryImbalance) -> None:
@@ -344,8 +344,6 @@ def _load_end(state: RunState, e: ev.WeightLoadEnd) -> None:
 
 
 def _kv(state: RunState, e: ev.KvCacheAllocated) -> None:
-    if e.dtype is not None:
-        _hint_format(state, FORMAT_0523)
     rm = state.rank(_rank_label(e))
     if not e.upper_bound and rm.kv_gb is None:
         rm.kv_tokens = e.tokens
@@ -363,8 +361,6 @@ def _pool_end(state: RunState, e: ev.MemoryPoolEnd) -> None:
 
 
 def _capture_begin(state: RunState, e: ev.GraphCaptureBegin) -> None:
-    if e.what.startswith("target "):  # `Capture target … CUDA graph` exists only in 0.5.23
-        _hint_format(state, FORMAT_0523)
     rm = state.rank(_rank_label(e))
     if rm.avail_before_capture_gb is None and e.avail_gb is not None:
         rm.avail_before_capture_gb = e.avail_gb
@@ -420,7 +416,7 @@ def _uvicorn(state: RunState, e: ev.UvicornRunning) -> None:
 
 
 def _ready(state: RunState, e: ev.ServerReady) -> None:
-    _alive(state, e)
+    _alive(state, e)  # (rare: no need to skip the call)
     state.ready_in_log = True
     for rm in state.ranks.values():
         if e.ts:
@@ -431,8 +427,10 @@ def _ready(state: RunState, e: ev.ServerReady) -> None:
 def _batch(state: RunState, kind: str, e: ev.PrefillBatch | ev.DecodeBatch, series: deque[SeriesPoint],
            throughput: float | None) -> None:
     """A prefill or decode batch line: queue figures, the batch kind (a crash's phase), the series."""
-    _alive(state, e)
-    _ctx(state).batches += 1
+    c = state.reducer_memory or _ctx(state)  # (the hot path: most lines of a busy log are these)
+    if c.pending is not None:
+        _alive(state, e)
+    c.batches += 1
     if state.phase == "unknown":
         # the log starts mid-run (an excerpt, a rotated file): batch lines mean it serves. With the
         # startup in view, the ready line decides (the warmup request prints batch lines too).
@@ -469,7 +467,7 @@ def _decode_retraction(state: RunState, e: ev.DecodeRetraction) -> None:
 
 
 def _retraction(state: RunState) -> None:
-    """The pool was full during decode and SGLang retracted requests (it carries on): how often, and
+    """The pool was full during decode and the server retracted requests (it carries on): how often, and
     the token usage the last batch line showed before it (how close to the pool limit)."""
     state.decode_retractions += 1
     if state.token_usage:
@@ -479,9 +477,9 @@ def _retraction(state: RunState) -> None:
 
 
 def _advice(state: RunState, e: ev.EngineAdvice) -> None:
-    text = _where(e) + e.text
-    if text not in state.engine_advice and len(state.engine_advice) < 16:
-        state.engine_advice.append(text)
+    # every rank prints the same advice: keep it once, with the first rank that said it
+    if len(state.engine_advice) < 16 and not any(a.endswith(e.text) for a in state.engine_advice):
+        state.engine_advice.append(_where(e) + e.text)
 
 
 def _flag_stated(state: RunState, e: ev.FlagStated) -> None:
@@ -494,10 +492,11 @@ def _pool_size(state: RunState, e: ev.PoolSize) -> None:
 
 
 def _access(state: RunState, e: ev.HttpAccess) -> None:
-    if not e.path.startswith(("/health", "/get_model_info", "/model_info", "/get_server_info", "/metrics",
-                              "/server_info", "/ping", "/ready", "/v1/models")):
-        _ctx(state).requests += 1
-        _alive(state, e)
+    if e.method == "POST":  # a request (health checks, metrics and info are GETs)
+        c = state.reducer_memory or _ctx(state)
+        c.requests += 1
+        if c.pending is not None:
+            _alive(state, e)
 
 
 def _seq(state: RunState, e: ev.CollectiveSeq) -> None:
@@ -612,7 +611,8 @@ def _exc_line(state: RunState, e: ev.ExceptionLine) -> None:
 def _cuda_oom(state: RunState, e: ev.CudaOom) -> None:
     c = _ctx(state)
     phase = _phase_from_frames(c.frames) if c.exc_seen or c.frames else None
-    if phase is None and state.phase == "capturing" and not state.ready_in_log:
+    life = c.phase_before if state.phase == "crashed" else state.phase  # a crash's later lines still need it
+    if phase is None and life == "capturing" and not state.ready_in_log:
         phase = "graph_capture"
     kind = "graph_capture_oom" if phase == "graph_capture" else "cuda_oom"
     _crash(state, e, kind, e.text.strip())
@@ -621,7 +621,7 @@ def _cuda_oom(state: RunState, e: ev.CudaOom) -> None:
 def _graph_failed(state: RunState, e: ev.GraphCaptureFailed) -> None:
     _crash(state, e, "graph_capture_oom" if "out of memory" in e.text.lower() else "unknown", e.text.strip())
     if state.crash is not None and state.crash.kind == "unknown":
-        state.crash.phase, state.crash.phase_reason = "graph_capture", "SGLang says the graph capture failed"
+        state.crash.phase, state.crash.phase_reason = "graph_capture", "the server says the graph capture failed"
 
 
 def _kv_exhausted(state: RunState, e: ev.KvPoolExhausted) -> None:
@@ -740,6 +740,7 @@ _HANDLERS: dict[type, object] = {
     ev.DecodeRetraction: _decode_retraction,
     ev.EngineAdvice: _advice,
     ev.PoolSize: _pool_size,
+    ev.FormatSeen: _format_seen,
     ev.FlagStated: _flag_stated,
     ev.CollectiveSeq: _seq,
     ev.Unparsed: _unparsed,

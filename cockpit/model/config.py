@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cockpit.errors import BadInput
 
-
-class ModelConfigError(BadInput):
-    """config.json lacks what the memory plan needs (exit 2, naming the file and field)."""
+class ModelConfigError(ValueError):
+    """The model's metadata cannot be planned (config.json lacks a field, a file is unreadable, a
+    value is not one the plan knows). The CLI reports it as bad input (exit 2) naming the file and
+    field; check, up and the picker as a plan not made. (cockpit.model sits below the backends, so
+    it does not use cockpit.errors.)"""
 
 
 DTYPE_BYTES = {
@@ -93,6 +94,7 @@ class ModelConfig:
     sliding_window: int | None = None
     swa_layers: int = 0  # layers with sliding-window attention (hybrid models)
     nextn_layers: int = 0  # multi-token-prediction layers shipped in the checkpoint (not loaded by default)
+    index_head_dim: int | None = None  # DeepSeek sparse attention (NSA/DSA): the indexer's key cache
     context_length: int | None = None
     dtype: str = "bfloat16"
     quant: Quantization = NO_QUANT
@@ -174,6 +176,20 @@ def parse_config(raw: dict[str, Any], where: str = "config.json", name: str | No
             )
         return v
 
+    # hybrid linear-attention / Mamba layers keep a per-request state pool SGLang sizes apart from
+    # the KV pool (handle_max_mamba_cache); the plan does not model it, so it says so
+    for key in ("linear_num_value_heads", "linear_conv_kernel_dim", "mamba_d_state", "ssm_state_size",
+                "hybrid_override_pattern", "mamba_n_heads"):
+        if cfg.get(key) is not None:
+            raise ModelConfigError(
+                f"{prefix}: {arch} has {key}: hybrid linear-attention/Mamba layers keep a state pool the "
+                "memory plan does not model yet"
+            )
+    lt = cfg.get("layer_types")
+    if isinstance(lt, list) and any(("linear" in str(t) or "mamba" in str(t)) for t in lt):
+        raise ModelConfigError(
+            f"{prefix}: {arch} has layer_types with linear-attention/Mamba layers: a state pool the memory plan does not model yet"
+        )
     layers = int(need("num_hidden_layers", "n_layer", "num_layers"))
     hidden = int(need("hidden_size", "n_embd", "d_model"))
     vocab = int(need("vocab_size"))
@@ -266,6 +282,7 @@ def parse_config(raw: dict[str, Any], where: str = "config.json", name: str | No
         sliding_window=int(window) if window and swa_layers else None,
         swa_layers=swa_layers,
         nextn_layers=int(cfg.get("num_nextn_predict_layers") or 0),
+        index_head_dim=int(cfg["index_head_dim"]) if attention == "mla" and cfg.get("index_head_dim") else None,
         context_length=int(ctx) if ctx else None,
         dtype=dtype,
         quant=_quantization(cfg, raw),

@@ -10,6 +10,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+class PlanUnavailable(Exception):
+    """A fact the plan needs is unknown (not wrong): the GPUs' memory. `hint` says what to pass."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+
+
 @dataclass(frozen=True)
 class GpuFacts:
     """The GPUs a plan is made for."""
@@ -33,7 +41,13 @@ class PlanRow:
             "max_total_num_tokens": self.max_total_num_tokens,
             "kv_gib": round(self.kv_gib, 2),
             "headroom_after_capture_gib": round(self.headroom_after_capture_gib, 2),
+            "starts": self.starts,
         }
+
+    @property
+    def starts(self) -> bool:
+        """False: no memory is left for the KV pool and the server refuses to start."""
+        return self.max_total_num_tokens > 0
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,8 @@ class MemoryPlan:
         """critical below the warn headroom, warning below the target, else ok."""
         if self.current is None:
             return "info"
+        if self.current.max_total_num_tokens <= 0:
+            return "critical"  # the server refuses to start: no memory for the KV pool
         h = self.current.headroom_after_capture_gib
         if h < self.warn_headroom_gib:
             return "critical"
@@ -118,6 +134,14 @@ class MemoryPlan:
         """One line for check, up and the picker: `0.93 predicted to leave 0.8 GiB after capture;
         0.88 predicted 5.5 GiB, −72 K KV tokens`."""
         cur, rec = self.current, self.recommended
+        if self.terms.get("after_weights_avail_gib", 1.0) <= 0:
+            return (f"the weights ({self.weights_gib_per_rank:.1f} GiB per rank) do not fit in the "
+                    f"{self.terms.get('pre_load_avail_gib', 0):.1f} GiB free before loading: more GPUs (a larger TP) are needed")
+        if cur is not None and cur.max_total_num_tokens <= 0:
+            head = (f"{cur.value:g} leaves no memory for the KV pool: the server refuses to start "
+                    f"(the floor is {self.terms.get('mfs_floor', 0):.3f})")
+            return head + (f"; {rec.value:g} predicted {rec.headroom_after_capture_gib:.1f} GiB after capture, "
+                           f"{rec.max_total_num_tokens:,} KV tokens" if rec else "")
         if cur is None:
             return "memory plan: the engine picks its own value; " + (
                 f"{rec.value:g} is the highest predicted to leave {rec.headroom_after_capture_gib:.1f} GiB" if rec else "no value meets the target")
@@ -138,13 +162,11 @@ def _k(n: int) -> str:
 def gpu_facts_from_hosts(hosts: Iterable[Any], env: Mapping[str, str] | None = None) -> GpuFacts:
     """The smallest GPU's total and the least free memory now on the GPUs the ranks will use
     (CUDA_VISIBLE_DEVICES of the profile's env, else all) from HostFacts-like objects."""
-    from cockpit.errors import CockpitError
-
     hosts = list(hosts)
     totals = [h.gpu_mem_total_gib for h in hosts if h.gpu_mem_total_gib]
     if not totals:
         where = ", ".join(h.host for h in hosts) or "the hosts"
-        raise CockpitError(f"GPU memory unknown on {where}", hint="pass --gpu-mem-gb (memory per GPU, GiB as nvidia-smi shows it)")
+        raise PlanUnavailable(f"GPU memory unknown on {where}", hint="pass --gpu-mem-gb (memory per GPU, GiB as nvidia-smi shows it)")
     visible = None
     cvd = (env or {}).get("CUDA_VISIBLE_DEVICES")
     if cvd:

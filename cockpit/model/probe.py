@@ -5,11 +5,15 @@ of each `.safetensors` file (8-byte length + JSON) — never tensor data. A mode
 directory but looks like a Hugging Face id (`org/name`) is looked up in the HF cache
 (`HF_HUB_CACHE`, `HF_HOME/hub`, `~/.cache/huggingface/hub`), newest snapshot first.
 Prints one JSON line: {"dir", "config", "index", "headers": [[file, base64 header]]} or {"error"}.
+An index is summarised here, not sent whole (a 1-TB checkpoint's weight_map is megabytes):
+{"total_size", "names": the tensor names with every number but the layer's collapsed to 0,
+"max_layer": the highest layer index named}.
 """
 
 import base64
 import json
 import os
+import re
 import struct
 import sys
 
@@ -42,6 +46,18 @@ def _read(path, cap):
     return data.decode("utf-8", "replace")
 
 
+def summarise_index(idx):
+    meta = idx.get("metadata") if isinstance(idx, dict) else None
+    names = set()
+    max_layer = -1
+    for n in (idx.get("weight_map") or {}) if isinstance(idx, dict) else ():
+        m = re.search(r"layers\.(\d+)\.", n)
+        if m:
+            max_layer = max(max_layer, int(m.group(1)))
+        names.add(re.sub(r"\.\d+\.", ".0.", n))
+    return {"total_size": (meta or {}).get("total_size"), "names": sorted(names), "max_layer": max_layer}
+
+
 def collect(model_path, env=None):
     env = dict(os.environ if env is None else env)
     d = model_path
@@ -58,7 +74,7 @@ def collect(model_path, env=None):
     out = {"dir": d, "config": _read(cfg, CONFIG_CAP), "index": None, "headers": []}
     idx = os.path.join(d, "model.safetensors.index.json")
     if os.path.isfile(idx):
-        out["index"] = _read(idx, INDEX_CAP)
+        out["index"] = summarise_index(json.loads(_read(idx, INDEX_CAP)))
         return out
     total = 0
     for name in sorted(os.listdir(d)):

@@ -85,13 +85,15 @@ class WeightIndex:
     tensors: tuple[Tensor, ...] = ()  # exact per-tensor bytes (headers); empty for index-only
 
 
-def index_from_json(raw: dict, where: str) -> WeightIndex:
-    meta = raw.get("metadata") if isinstance(raw, dict) else None
-    total = (meta or {}).get("total_size")
+def index_from_summary(summary: dict, where: str) -> WeightIndex:
+    """WeightIndex from probe.summarise_index's answer (total_size, collapsed names, max layer)."""
+    total = summary.get("total_size") if isinstance(summary, dict) else None
     if not isinstance(total, (int, float)) or total <= 0:
         raise ModelConfigError(f"{where}: no metadata.total_size")
-    names = tuple((raw.get("weight_map") or {}).keys())
-    return WeightIndex(int(total), "model.safetensors.index.json total_size", names)
+    names = [str(n) for n in summary.get("names") or []]
+    if int(summary.get("max_layer", -1)) >= 0:
+        names.append(f"model.layers.{int(summary['max_layer'])}.")  # the deepest layer the index names
+    return WeightIndex(int(total), "model.safetensors.index.json total_size", tuple(names))
 
 
 def index_from_headers(tensors: Iterable[Tensor], files: int) -> WeightIndex:

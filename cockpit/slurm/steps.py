@@ -2,7 +2,8 @@
 
 `srun --jobid=J --overlap --nodes=1 --ntasks=1 --nodelist=<node> --quiet -- <argv>` on the login
 node: the step shares the job's allocation (`--overlap`), so the telemetry agent measures the
-node's GPUs next to the server without taking resources from it. Clusters that forbid extra
+node's GPUs next to the server without taking resources from it; it asks for the job's
+`--gpus-per-node`, since a step confined by cgroups sees only the GPUs it requested. Clusters that forbid extra
 steps make the agent fail; telemetry then says "not measured" with srun's words.
 """
 
@@ -14,15 +15,19 @@ from cockpit.transport.base import Completed, Stream, Transport
 
 
 class SrunStepTransport(Transport):
-    def __init__(self, login: Transport, job_id: str, node: str):
+    def __init__(self, login: Transport, job_id: str, node: str, gpus_per_node: int | None = None):
         self.login = login
         self.job_id = job_id
         self.node = node
         self.label = node
+        # where Slurm confines devices (cgroup ConstrainDevices) a step sees only the GPUs it
+        # asked for: ask for the job's (shared with the server's step thanks to --overlap)
+        self.gpus_per_node = gpus_per_node
 
     def _argv(self, argv: Sequence[str]) -> list[str]:
+        gpus = [f"--gpus-per-node={self.gpus_per_node}"] if self.gpus_per_node else []
         return ["srun", f"--jobid={self.job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={self.node}",
-                "--quiet", f"--job-name=cockpit-telemetry-{self.node}", "--", *argv]
+                *gpus, "--quiet", f"--job-name=cockpit-telemetry-{self.node}", "--", *argv]
 
     async def run(self, argv: Sequence[str], *, stdin: bytes | None = None, env: Mapping[str, str] | None = None,
                   cwd: str | None = None, timeout: float | None = 60.0) -> Completed:

@@ -65,6 +65,16 @@ class _StepWatch(GpuWatch):
             self.note = None
         super().take(node, sample)
 
+    async def once(self) -> None:
+        for node in self.nodes:
+            try:
+                sample = await telemetry_feed.sample_once(node.ops, sim_dir=self.sim_dir)
+            except (TransportError, OSError, ValueError) as exc:
+                # e.g. the cluster refuses extra steps in a job: srun's words say so
+                self.note = f"not measured on {node.label}: {exc}"
+                continue
+            self.take(node, sample)
+
 
 class SlurmSupervisor(Supervisor):
     """The Supervisor of a `target: {kind: slurm}` profile (Supervisor(profile) returns one)."""
@@ -101,9 +111,9 @@ class SlurmSupervisor(Supervisor):
         steps = []
         for node, name in zip(self.nodes, names, strict=False):
             node.host = Host.model_construct(ssh=name)
-            t = SrunStepTransport(self._login_t, self.job_id, name)
+            t = SrunStepTransport(self._login_t, self.job_id, name, self.target.gpus_per_node)
             steps.append(Node(node.index, node.host, t, HostOps(t, runs_root=self._runs_root), key=node.key,
-                              log_file=node.log_file, run=node.run))
+                              log_file=node.log_file, record=node.record))
         self._steps[:] = steps
         self._changed()
 
@@ -121,17 +131,17 @@ class SlurmSupervisor(Supervisor):
         self.job_id = str(facts.get("job_id") or "") or None
         for node in self.nodes:
             node.host = Host.model_construct(ssh=f"node{node.index}")
-            node.run = self._record(node.index)
+            node.record = self._record(node.index)
         meta = facts.get("meta") or {}
         self._flags = dict(meta.get("flags") or self.profile.server)
         self._overrides = dict(meta.get("overrides") or {})
-        self._run = self._run_info_from_nodes()
+        self._info = self._run_info_from_nodes()
         if facts.get("nodes"):
             self._name_nodes(facts["nodes"])
-        return self._run
+        return self._info
 
     def _run_info_from_nodes(self) -> RunInfo:
-        n0 = self.nodes[0].run or RunRecord(run_id="None")
+        n0 = self.nodes[0].record or RunRecord(run_id="None")
         hosts = (self.target.login, f"{JOB_PREFIX}{self.job_id}") if self.job_id else (self.target.login,)
         return RunInfo(id=n0.run_id, profile=self.profile.name, hosts=hosts, pid=None, pgid=None,
                        started_at=n0.started_at, run_dir=n0.run_dir, log_path=n0.log_path, flags=dict(self._flags),
@@ -173,11 +183,11 @@ class SlurmSupervisor(Supervisor):
         self.job = None
         self._adopt(ans["run"])
         self._overrides, self._flags = overrides, flags
-        self._run = self._run_info_from_nodes()
+        self._info = self._run_info_from_nodes()
         await self._poll_state()
         if self.recorder is not None:
-            self.recorder.started(self._run)
-        return self._run
+            self.recorder.started(self._info)
+        return self._info
 
     async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
         """The profile's current job when it is queued or running (with include_ended: also
@@ -189,9 +199,9 @@ class SlurmSupervisor(Supervisor):
         job = (await self.login.query([jid]))[jid]
         if job.ended and not include_ended:
             return None
-        if self._run is not None and self._run.id == facts["run_id"]:
+        if self._info is not None and self._info.id == facts["run_id"]:
             self._take_job(job)
-            return self._run
+            return self._info
         self.job = job
         info = self._adopt(facts)
         self._take_job(job)
@@ -218,8 +228,8 @@ class SlurmSupervisor(Supervisor):
         if job.nodes:
             self._name_nodes(job.nodes)
         for node in self.nodes:
-            if node.run is not None and node.run.alive == job.ended:
-                node.run = replace(node.run, alive=not job.ended)
+            if node.record is not None and node.record.alive == job.ended:
+                node.record = replace(node.record, alive=not job.ended)
         if job.outcome == "queued":
             self._set("launching", job.describe())
         elif job.outcome == "running" and self._lifecycle in ("idle", "launching", "preflight"):
@@ -245,14 +255,14 @@ class SlurmSupervisor(Supervisor):
         for t in follows:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
-        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.run),
+        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.record),
                              return_exceptions=True)
         self._apply_end(job)
 
     def _apply_end(self, job: SlurmJob) -> None:
         stop = job.outcome == "stop" or self._stopping
         for node in self.nodes:
-            if node.run is not None and node.exited is None:
+            if node.record is not None and node.exited is None:
                 self._server_exited(node, ServerExited(0, job.exit_status, "slurm" if stop else None))
         crash = self.fold.state.crash
         words = job.describe()
@@ -286,13 +296,13 @@ class SlurmSupervisor(Supervisor):
         await self.telemetry.loop()
 
     def _start_watchers(self) -> None:
-        self._follows = [asyncio.create_task(self.follow.follow(n, follow=True)) for n in self.nodes if n.run]
+        self._follows = [asyncio.create_task(self.follow.follow(n, follow=True)) for n in self.nodes if n.record]
         spawn: list[Coroutine[Any, Any, None]] = [self._readiness_loop(), self._telemetry_loop(), self._state_loop()]
         self._watchers = [*self._follows, *(asyncio.create_task(c) for c in spawn)]
 
     async def refresh_once(self) -> RunSnapshot:
         job = await self._poll_state()
-        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.run),
+        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.record),
                              return_exceptions=True)
         if job is not None and job.ended:
             self._apply_end(job)
@@ -301,13 +311,21 @@ class SlurmSupervisor(Supervisor):
             await self.readiness.probe(head, self.backend.api_port(self._flags), self._readiness_path())
             await self.telemetry.once()
         snap = self.snapshot()
-        if self.recorder is not None and self._run is not None:
+        if self.recorder is not None and self._info is not None:
             if job is not None and job.ended:
                 self.recorder.completed(snap, self._outcome())
             else:
                 self.recorder.on_snapshot(snap)
                 self.recorder.tick(force=True)
         return snap
+
+    async def wait_ended(self) -> str:
+        """Until Slurm says the job has ended (`cockpit logs -f`: there is no pid to watch)."""
+        while True:
+            job = await self._poll_state()
+            if job is not None and job.ended:
+                return job.describe()
+            await asyncio.sleep(self.poll_s)
 
     def is_ready(self) -> bool:
         return super().is_ready() and self._running_head() is not None
@@ -339,9 +357,9 @@ class SlurmSupervisor(Supervisor):
     async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False) -> StopResult:
         """`scancel`, then wait until the job has left the queue (reached an end state). The
         allocation goes back to Slurm: its epilog, not cockpit, owns the GPUs from then on."""
-        if self._run is None:
+        if self._info is None:
             await self.attach()
-        if self._run is None or not self.job_id:
+        if self._info is None or not self.job_id:
             return StopResult(True, False, [])
         self._crash_before_stop = self.fold.state.crash is not None
         self._stopping = True
@@ -359,7 +377,7 @@ class SlurmSupervisor(Supervisor):
         words = job.describe() if job is not None else f"job {self.job_id} cancelled"
         self._set("stopped" if left else "stopping", words if left else f"job {self.job_id} still {ans.get('state')}")
         res = StopResult(left, False, [], exit_codes={n.label: (job.exit_status if job else None)
-                                                      for n in self.nodes if n.run})
+                                                      for n in self.nodes if n.record})
         self._record_end()
         self.publisher.publish(force=True)
         return res

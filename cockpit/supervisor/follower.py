@@ -105,15 +105,15 @@ class Follow:
     async def follow(self, node: Node, *, follow: bool) -> None:
         """Read the node's log of the run from where it was read up to: to its end (follow
         False), or on until the server exits and the task is cancelled."""
-        run = node.run
-        assert run is not None
+        record = node.record
+        assert record is not None
         nl = self.log_of(node)
-        watch = {"pid": run.pid, "run_dir": run.run_dir} if run.pid and follow else None
+        watch = {"pid": record.pid, "run_dir": record.run_dir} if record.pid and follow else None
         if nl.cursor is not None:  # read before (status, then follow): resume, never re-read
             offset, ino = nl.cursor
         else:
-            offset, ino = await self._read_big_log_head(node, run.log_offset, run.log_inode)
-        fol = LogFollower(node.ops, run.log_path, offset=offset, ino=ino, follow=follow, watch=watch)
+            offset, ino = await self._read_big_log_head(node, record.log_offset, record.log_inode)
+        fol = LogFollower(node.ops, record.log_path, offset=offset, ino=ino, follow=follow, watch=watch)
         node.follower = fol
         try:
             async for item in fol.items():
@@ -133,7 +133,7 @@ class Follow:
                     self.say("" if item.up else f"{node.label}: connection lost ({item.reason}); reconnecting")
             if not follow:
                 self.finish(node)
-                ended = node.run
+                ended = node.record
                 over = ended is not None and (ended.exit_code is not None or ended.lost)  # lost: no waiter left
                 if ended is not None and not ended.alive and over and node.exited is None:
                     self.on_exit(node, ServerExited(ended.pid or 0, ended.exit_code))
@@ -145,8 +145,8 @@ class Follow:
     async def _read_big_log_head(self, node: Node, offset: int, ino: int | None) -> tuple[int, int | None]:
         """A run's log of many GB (days of batch lines) is not read whole: its head and its last
         lines are. Returns where following starts."""
-        assert node.run is not None
-        path = node.run.log_path
+        assert node.record is not None
+        path = node.record.log_path
         try:
             scan = LogScan.from_wire(await node.ops.scan(path, offset, ino, head_bytes=BIG_LOG_HEAD_BYTES,
                                                          tail_lines=BIG_LOG_TAIL_LINES))

@@ -23,7 +23,9 @@ from typing import Any
 from cockpit.transport.base import HostKeyError, Stream, Transport, TransportError, Unreachable
 from cockpit.transport.local import CommandTimeout
 
-HOSTSIDE_SOURCE: bytes = (Path(__file__).resolve().parent / "hostside.py").read_bytes()
+# One program for the host's python: the base (run files, log checks, /proc), then the operations.
+HOSTSIDE_SOURCE: bytes = b"\n".join((Path(__file__).resolve().parent / name).read_bytes()
+                                     for name in ("hostside_base.py", "hostside.py"))
 
 # Tests (and operators with an unusual layout) point every host's run directories elsewhere.
 RUNS_ROOT_ENV = "COCKPIT_RUNS_ROOT"
@@ -71,8 +73,12 @@ class HostOps:
         for attempt in range(attempts):
             try:
                 return await self._call_once(req, timeout)
-            except (HostKeyError, HostOpError, CommandTimeout, Unreachable):
-                raise  # a refused key, a failed operation, a hung or unreachable host: repeating won't help
+            except (HostKeyError, HostOpError, CommandTimeout):
+                raise  # a refused key, a failed operation or a hung host: repeating won't help
+            except Unreachable as exc:
+                if exc.timed_out or attempt + 1 >= attempts:
+                    raise  # no answer within the connect timeout: one timeout per command, not four
+                await asyncio.sleep(RETRY_DELAY_S * (2**attempt))  # refused: sshd may be restarting
             except TransportError:
                 if attempt + 1 >= attempts:
                     raise

@@ -11,14 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-
-def _int(v: Any) -> int | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
+from cockpit.core.numbers import as_int
 
 
 def _str(v: Any) -> str | None:
@@ -60,15 +53,15 @@ class RunRecord:
         return cls(
             run_id=str(d.get("run_id") or ""),
             run_dir=str(d.get("run_dir") or ""),
-            pid=_int(d.get("pid")),
-            pgid=_int(d.get("pgid")),
+            pid=as_int(d.get("pid")),
+            pgid=as_int(d.get("pgid")),
             started_at=str(d.get("started_at") or ""),
             log_path=str(d.get("log_path") or ""),
-            log_offset=_int(d.get("log_offset")) or 0,
-            log_inode=_int(d.get("log_inode")),
+            log_offset=as_int(d.get("log_offset")) or 0,
+            log_inode=as_int(d.get("log_inode")),
             alive=bool(d.get("alive")),
-            exit_code=_int(d.get("exit_code")),
-            members=tuple(p for p in (_int(m) for m in d.get("members") or ()) if p is not None),
+            exit_code=as_int(d.get("exit_code")),
+            members=tuple(p for p in (as_int(m) for m in d.get("members") or ()) if p is not None),
             stopped_by=_str(d.get("stopped_by")),
             launch_error=_str(d.get("error")),
             flags=dict(meta.get("flags") or {}),
@@ -83,7 +76,7 @@ def run_or_none(d: Any) -> RunRecord | None:
 
 @dataclass(frozen=True)
 class LaunchReply:
-    run: RunRecord | None
+    record: RunRecord | None
     refused: bool = False  # a live run of the profile already holds the lock (another cockpit won)
     error: str | None = None  # the server did not start
 
@@ -97,12 +90,12 @@ class StopReply:
     stopped: bool  # every process of the run is gone
     killed: bool  # SIGKILL was needed after the timeout
     left: tuple[int, ...]  # pids that survived even SIGKILL
-    run: RunRecord | None
+    record: RunRecord | None
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> StopReply:
         return cls(bool(d.get("stopped")), bool(d.get("killed")),
-                   tuple(p for p in (_int(x) for x in d.get("left") or ()) if p is not None),
+                   tuple(p for p in (as_int(x) for x in d.get("left") or ()) if p is not None),
                    run_or_none(d.get("run")))
 
 
@@ -119,5 +112,5 @@ class LogScan:
 
     @classmethod
     def from_wire(cls, d: Mapping[str, Any]) -> LogScan:
-        return cls(int(d["size"]), _int(d.get("ino")), int(d["offset"]), int(d["head_end"]),
+        return cls(int(d["size"]), as_int(d.get("ino")), int(d["offset"]), int(d["head_end"]),
                    int(d["tail_start"]), int(d["skipped_lines"]))

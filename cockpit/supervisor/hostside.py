@@ -52,114 +52,34 @@ import signal
 import sys
 import time
 
+try:  # here, from the package; on a host the text of hostside_base.py ran just before this file
+    from cockpit.supervisor.hostside_base import (
+        _DISK_ERRNOS,
+        RUN_TAG,
+        DiskError,
+        LogRefused,
+        _alive,
+        _cmdline,
+        _disk_words,
+        _open_log,
+        _ppid,
+        _private_dir,
+        _proc_stat,
+        _read,
+        _read_int,
+        _read_json,
+        _run_tag,
+        _tagged_processes,
+        _write,
+    )
+except ImportError:
+    pass
+
 # Stdlib only and compatible with the python3 of older GPU hosts (3.8+).
 
 
 def _expand(path):
     return os.path.abspath(os.path.expanduser(path))
-
-
-RUN_TAG = "COCKPIT_RUN_DIR"
-_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
-
-
-class DiskError(Exception):
-    """A file of the run could not be written because of the disk (full, quota, size limit, RO)."""
-
-
-def _disk_words(exc, path):
-    what = {errno.ENOSPC: "disk full (ENOSPC)", errno.EDQUOT: "disk quota exceeded (EDQUOT)",
-            errno.EFBIG: "file size limit reached (EFBIG)", errno.EROFS: "read-only filesystem (EROFS)"}
-    return f"{what.get(exc.errno, exc.strerror)} writing {path}"
-
-
-def _write(path, text):
-    """Write a run file, 0600, atomically (temp file + rename). A disk failure raises DiskError
-    naming the file; the temp file is not left behind."""
-    tmp = path + ".tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        try:
-            data = text.encode()
-            while data:
-                data = data[os.write(fd, data):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if exc.errno in _DISK_ERRNOS:
-            raise DiskError(_disk_words(exc, path)) from None
-        raise
-
-
-def _private_dir(path):
-    """Create `path` 0700 (a run's files say what it runs, with which env), or tighten ours."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.stat(path)
-    if st.st_uid == os.getuid() and st.st_mode & 0o077:
-        os.chmod(path, 0o700)
-
-
-def _read(path, default=None):
-    try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
-        return default
-
-
-def _read_int(path):
-    v = _read(path)
-    try:
-        return int(v) if v is not None else None
-    except ValueError:
-        return None
-
-
-def _proc_stat(pid):
-    """(state, pgrp, session, starttime) from /proc/<pid>/stat, or None when gone/unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    # comm may contain spaces and parentheses: split after the last ')'
-    rest = data[data.rfind(")") + 2 :].split()
-    try:
-        return rest[0], int(rest[2]), int(rest[3]), int(rest[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return [p.decode("utf-8", "replace") for p in raw.split(b"\0") if p]
-
-
-def _alive(pid):
-    """Alive and not a zombie."""
-    if pid is None or pid <= 0:
-        return False
-    st = _proc_stat(pid)
-    if st is not None:
-        return st[0] not in ("Z", "X")
-    if os.path.isdir("/proc/self"):
-        return False
-    try:  # no /proc (not Linux): the signal-0 probe
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _is_our_server(run_dir, pid):
@@ -238,14 +158,6 @@ def _run_info(run_dir):
     }
 
 
-def _read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        return None
-
-
 def _runs_root(req):
     root = req.get("runs_root")
     if not root:
@@ -267,46 +179,6 @@ def _current_run_dir(pdir):
 
 
 # ---------------------------------------------------------------- runs found by their processes
-
-
-def _run_tag(pid):
-    """The COCKPIT_RUN_DIR a process was started with (its initial environment), or None."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read()
-    except OSError:
-        return None
-    key = RUN_TAG.encode() + b"="
-    for item in env.split(b"\0"):
-        if item.startswith(key):
-            return item[len(key):].decode("utf-8", "replace")
-    return None
-
-
-def _tagged_processes(pdir):
-    """{run_dir: [pid, ...]} of live processes tagged with a run of this profile directory."""
-    out = {}  # type: dict[str, list[int]]
-    if not os.path.isdir("/proc"):
-        return out
-    prefix = pdir.rstrip("/") + "/"
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        tag = _run_tag(int(name))
-        if tag and tag.startswith(prefix) and "/" not in tag[len(prefix):]:
-            st = _proc_stat(int(name))
-            if st is not None and st[0] not in ("Z", "X"):
-                out.setdefault(tag, []).append(int(name))
-    return out
-
-
-def _ppid(pid):
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("utf-8", "replace")
-        return int(data[data.rfind(")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _info_from_processes(run_dir, pids):
@@ -362,74 +234,6 @@ def _lock(pdir, timeout):
             if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.time() > deadline:
                 raise
             time.sleep(0.05)
-
-
-class LogRefused(Exception):
-    """The log path is not safe to write (another user's file or link, a directory others write)."""
-
-
-def _owner_name(uid):
-    try:
-        import pwd
-
-        return pwd.getpwuid(uid).pw_name
-    except (ImportError, KeyError):
-        return f"uid {uid}"
-
-
-def _check_log_dir(path):
-    st = os.stat(path)
-    me = os.getuid()
-    if st.st_uid not in (me, 0):
-        raise LogRefused(f"log directory {path} belongs to {_owner_name(st.st_uid)}, not to "
-                         f"{_owner_name(me)}: they could replace the log with a link to any of your files")
-    if st.st_mode & 0o002 and not st.st_mode & 0o1000:
-        raise LogRefused(f"log directory {path} can be written by every user (mode {st.st_mode & 0o7777:04o}, "
-                         "no sticky bit): another user could put a link or their own file where the log goes")
-
-
-def _open_log(log_path):
-    """The log, opened for appending without following a link, and checked: a regular file of
-    ours that no other user can write. Returns (fd, size at open, inode)."""
-    log_dir = os.path.dirname(log_path)
-    os.makedirs(log_dir, exist_ok=True)
-    _check_log_dir(log_dir)
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0)
-    # Looked at first for a clear message (the kernel's protected_symlinks/regular may answer a
-    # planted file with a bare EACCES); O_NOFOLLOW and fstat below close the race.
-    try:
-        lst = os.lstat(log_path)
-    except OSError:
-        lst = None
-    if lst is not None and (os.path.islink(log_path) or lst.st_uid != os.getuid()):
-        if os.path.islink(log_path):
-            raise LogRefused(f"log {log_path} is a symbolic link (to {os.readlink(log_path)!r}): refusing to "
-                             "append to whatever it points at; remove it, or name the real file as the log")
-        raise LogRefused(f"log {log_path} belongs to {_owner_name(lst.st_uid)}, not to {_owner_name(os.getuid())}; "
-                         "move it aside (or fix its owner) and launch again")
-    try:
-        # a new log is 0600: SGLang prints its server_args (an --api-key among them) into it
-        fd = os.open(log_path, flags | os.O_NONBLOCK, 0o600)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise LogRefused(f"log {log_path} is a symbolic link (to {os.readlink(log_path)!r}): refusing to "
-                             "append to whatever it points at; remove it, or name the real file as the log") from None
-        raise
-    os.set_blocking(fd, True)
-    st = os.fstat(fd)
-    why = None
-    import stat as _stat
-
-    if not _stat.S_ISREG(st.st_mode):
-        why = "is not a regular file"
-    elif st.st_uid != os.getuid():
-        why = f"belongs to {_owner_name(st.st_uid)}, not to {_owner_name(os.getuid())}"
-    elif st.st_mode & 0o002:
-        why = f"can be written by every user (mode {st.st_mode & 0o777:04o}): their lines would read as the server's"
-    if why:
-        os.close(fd)
-        raise LogRefused(f"log {log_path} {why}; move it aside (or fix its owner/mode) and launch again")
-    return fd, st.st_size, st.st_ino
 
 
 def _abandon(pdir, run_dir, previous):

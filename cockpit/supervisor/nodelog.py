@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cockpit.backends.base import Backend, LogParser
-from cockpit.core.sanitize import clean_text, has_control
+from cockpit.core.sanitize import clean_text
 from cockpit.supervisor.api import LogLine
 
 # Characters of one log line shown (a tqdm bar or a giant repr stays one line). The parser has
@@ -79,19 +79,26 @@ class NodeLog:
 
     # ---------------------------------------------------------------- reading
     def feed(self, data: bytes) -> tuple[list[Any], list[Piece]]:
-        """Events of the chunk's complete lines, and its lines to show (a chunk that ends inside
-        a line shows that line's start now; the rest of it is counted with it, not shown again)."""
+        """Events of the chunk's complete lines, and its lines to show as pieces: a chunk that
+        ends inside a line gives that line's start, and the next chunk a piece that continues it."""
         events = list(self.parser.feed(data)) if self.parser is not None else []
-        return events, self._pieces(data)
+        ends_nl = data.endswith(b"\n")
+        cont, lines = self._split(data)
+        pieces = [Piece(cont, continued=True, ends=bool(lines) or ends_nl)] if cont is not None else []
+        pieces += [Piece(ln) for ln in lines]
+        if pieces and not ends_nl:
+            pieces[-1] = Piece(pieces[-1].line, pieces[-1].continued, ends=False)
+        return events, pieces
 
     def feed_lines(self, data: bytes) -> tuple[list[Any], list[LogLine]]:
-        """`feed` for display: the lines only (continuation pieces are not shown again)."""
-        events, pieces = self.feed(data)
-        return events, [p.line for p in pieces if not p.continued]
+        """`feed` for display: the new lines only (a giant line's start stands for all of it)."""
+        events = list(self.parser.feed(data)) if self.parser is not None else []
+        return events, self._split(data)[1]
 
-    def _pieces(self, data: bytes) -> list[Piece]:
+    def _split(self, data: bytes) -> tuple[LogLine | None, list[LogLine]]:
+        """(the piece that continues the line the last chunk ended in, the chunk's new lines)."""
         if not data:
-            return []
+            return None, []
         ends_nl = data.endswith(b"\n")
         if self.catch_up is not None:
             total = data.count(b"\n") + (0 if ends_nl else 1)
@@ -110,28 +117,30 @@ class NodeLog:
         parts = text.split("\n")
         if parts[-1] == "":
             parts.pop()
-        out: list[Piece] = []
+        cont: LogLine | None = None
+        if self.mid_line and parts:
+            cont = LogLine(self.lines, self.rank, parts.pop(0), self.host)
+        out: list[LogLine] = []
         raw = self.raw
-        dirty = not raw and has_control(text)  # once per chunk, not per line (newlines do not count)
         record_rank = self.backend.record_rank
         host = self.host
-        first_continues = self.mid_line
-        for i, piece in enumerate(parts):
-            ends = i < len(parts) - 1 or ends_nl
-            if i == 0 and first_continues:
-                out.append(Piece(LogLine(self.lines, self.rank, piece, host), continued=True, ends=ends))
-                continue
-            self.lines += 1
-            line = piece
+        n = self.lines
+        rank = self.rank
+        for line in parts:
+            n += 1
             if not raw:
-                if dirty:
+                if not line.isprintable():  # C-fast; false for any control character (and tab)
                     if "\r" in line:  # tqdm redraws: the last segment is what a terminal shows
                         line = line.rsplit("\r", 1)[-1] or line.strip("\r")
                     line = clean_text(line)
-                line = line[:DISPLAY_LINE_CAP]
-            rank = record_rank(line if not raw else clean_text(line[:DISPLAY_LINE_CAP]))
-            if rank is not None:  # a record start: its rank ("" = none); else the record's
-                self.rank = rank or None
-            out.append(Piece(LogLine(self.lines, self.rank, line, host), ends=ends))
+                if len(line) > DISPLAY_LINE_CAP:
+                    line = line[:DISPLAY_LINE_CAP]
+                r = record_rank(line)
+            else:
+                r = record_rank(clean_text(line[:DISPLAY_LINE_CAP]))
+            if r is not None:  # a record start: its rank ("" = none); else the record's
+                rank = r or None
+            out.append(LogLine(n, rank, line, host))
+        self.lines, self.rank = n, rank
         self.mid_line = not ends_nl
-        return out
+        return cont, out

@@ -21,7 +21,7 @@ class Node:
     ops: HostOps
     key: str  # the run-directory name of the profile on this node
     log_file: str  # the log path (relative to workdir) on this node
-    run: RunRecord | None = None  # this node's part of the current run
+    record: RunRecord | None = None  # this node's part of the current run (its run directory)
     log: NodeLog | None = None  # the reading of this run's log
     follower: LogFollower | None = None
     exited: ServerExited | None = None
@@ -34,7 +34,7 @@ class Node:
 
     def reset(self) -> None:
         """Forget the previous run (a restart, or an attach to another run)."""
-        self.run = None
+        self.record = None
         self.log = None
         self.follower = None
         self.exited = None

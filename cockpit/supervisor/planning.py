@@ -1,11 +1,15 @@
 """The memory plan of a profile, the way a launch sees it: the model's facts read on node 0 over its
-transport, the GPUs measured by the agent, the journal's runs for calibration, the backend's budget
-(`get_backend(name).memory_plan`). `cockpit plan`, `cockpit check`, `cockpit up` and the picker all
+transport, the GPUs measured by the agent, the journal's runs for calibration (read by the callers,
+which sit above the journal), the backend's budget (`get_backend(name).memory_plan`). `cockpit plan`, `cockpit check`, `cockpit up` and the picker all
 call `plan_for_profile` / `profile_plan_finding`; `plan_finding` is the one wording of the result.
 """
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from cockpit.core.findings import Finding, FlagChange
@@ -16,25 +20,9 @@ if TYPE_CHECKING:
     from cockpit.core.profile import Profile
     from cockpit.model.plan import MemoryPlan
     from cockpit.model.read import ModelFacts
+    from cockpit.transport.base import Transport
 
 FINDING_ID = "memory_plan"
-
-
-# ---- the pieces --------------------------------------------------------------------------------
-
-
-def _journal_runs(profile_name: str | None = None) -> list[Any]:
-    """Finished and live runs from the journal (read-only; an unusable journal calibrates nothing)."""
-    try:
-        from cockpit.journal import Journal
-
-        j = Journal.open(readonly=True)
-    except CockpitError:
-        return []
-    try:
-        return j.list_runs(profile_name)
-    finally:
-        j.close()
 
 
 async def measured_facts(profile: Profile) -> list[HostFacts]:
@@ -53,10 +41,34 @@ async def measured_facts(profile: Profile) -> list[HostFacts]:
     return host_facts_for(profile, measured)
 
 
+async def read_model_on_host(
+    transport: Transport, model_path: str, *, python: str | None = None, env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+) -> ModelFacts:
+    """Facts of `model_path` as the GPU host sees it: cockpit/model/probe.py runs on the host's Python,
+    reads a few KB of metadata (never tensor data) and answers in one JSON line."""
+    from cockpit.model.config import ModelConfigError
+    from cockpit.model.read import PROBE_SOURCE, facts_from_probe
+    from cockpit.transport.local import LocalTransport
+
+    py = python or (sys.executable if isinstance(transport, LocalTransport) else "python3")
+    req = {"path": model_path, "env": {k: v for k, v in (env or {}).items() if k.startswith("HF_")}}
+    done = await transport.run([py, "-", json.dumps(req, separators=(",", ":"))], stdin=PROBE_SOURCE, timeout=timeout)
+    where = f"{transport.label}:{model_path}"
+    lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
+    if done.returncode != 0 or not lines:
+        err = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ModelConfigError(f"{where}: reading the model's metadata failed: {err[-1] if err else f'exit {done.returncode}'}")
+    try:
+        answer = json.loads(lines[-1])
+    except json.JSONDecodeError:
+        raise ModelConfigError(f"{where}: unreadable answer from the model probe") from None
+    return facts_from_probe(answer, where, name=Path(model_path).name)
+
+
 async def read_profile_model(profile: Profile) -> ModelFacts:
     """The profile's model-path read on its first host (node 0), over that host's transport."""
     from cockpit.model.config import ModelConfigError
-    from cockpit.model.read import read_model_on_host
     from cockpit.transport import transport_for
 
     path = profile.flag("model-path")
@@ -69,15 +81,16 @@ async def read_profile_model(profile: Profile) -> ModelFacts:
 
 def backend_plan(
     profile: Profile, facts: list[HostFacts], model: ModelFacts, overrides: dict[str, Any] | None,
-    *, calibrate: bool = True, calibrate_from: str | None = None,
+    *, runs: Iterable[Any] = (), calibrate_from: str | None = None,
 ) -> MemoryPlan:
+    """The backend's budget (Backend.memory_plan) for facts already gathered; `runs` are the
+    journal's records (the caller reads the journal: it sits above this layer)."""
     from cockpit.backends import get_backend
 
     try:
         backend = get_backend(profile.backend)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    runs = _journal_runs(None if calibrate_from else profile.name) if (calibrate or calibrate_from) else []
     mp = backend.memory_plan(profile, facts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
     if mp is None:
         raise BadInput(f"no memory plan for backend {profile.backend!r} yet (see docs/PLAN.md)")
@@ -89,11 +102,12 @@ async def plan_for_profile(
     overrides: dict[str, Any] | None = None,
     *,
     facts: list[HostFacts] | None = None,
-    calibrate: bool = True,
+    runs: Iterable[Any] = (),
     calibrate_from: str | None = None,
     model: ModelFacts | None = None,
 ) -> MemoryPlan:
-    """The profile's memory plan. Raises ModelConfigError (bad or unreadable model), CockpitError."""
+    """The profile's memory plan. Raises ModelConfigError (bad or unreadable model), PlanUnavailable
+    (GPU memory unknown), BadInput (a flag the server refuses, a backend without a plan)."""
     from cockpit.backends import get_backend
 
     try:
@@ -104,7 +118,7 @@ async def plan_for_profile(
         model = await read_profile_model(profile)
     if facts is None:
         facts = await measured_facts(profile)
-    return backend_plan(profile, facts, model, overrides, calibrate=calibrate, calibrate_from=calibrate_from)
+    return backend_plan(profile, facts, model, overrides, runs=runs, calibrate_from=calibrate_from)
 
 
 def plan_finding(mp: MemoryPlan | None, error: str | None = None) -> Finding:
@@ -118,10 +132,14 @@ def plan_finding(mp: MemoryPlan | None, error: str | None = None) -> Finding:
     if cur is not None:
         predicted = {"headroom_gb": round(cur.headroom_after_capture_gib, 2), "max_total_num_tokens": cur.max_total_num_tokens}
     if sev in ("critical", "warning") and rec is not None and cur is not None and rec.value != cur.value:
+        # below the floor the move is upwards (raise mfs), above it downwards: either way rec
         changes = (FlagChange(rec.flag, None if mp.current_is_default else cur.value, rec.value),)
         predicted = {"headroom_gb": round(rec.headroom_after_capture_gib, 2), "max_total_num_tokens": rec.max_total_num_tokens}
     msg = mp.summary()
-    if sev == "critical":
+    cannot_start = cur is not None and cur.max_total_num_tokens <= 0
+    if cannot_start:
+        pass  # the summary says why it cannot start; "may run out of memory" would understate it
+    elif sev == "critical":
         msg += f" — below the {mp.warn_headroom_gib:g} GiB warn level: the first large prefill may run out of memory"
     elif sev == "warning":
         msg += f" — below the {mp.target_headroom_gib:g} GiB target"
@@ -138,14 +156,17 @@ def plan_finding(mp: MemoryPlan | None, error: str | None = None) -> Finding:
 
 async def profile_plan_finding(
     profile: Profile, overrides: dict[str, Any] | None = None, *, facts: list[HostFacts] | None = None,
+    runs: Iterable[Any] = (),
 ) -> tuple[Finding, MemoryPlan | None]:
     """plan_finding for a profile, never raising for an unreadable model or unknown GPUs (that is an
     info finding: the plan is advice, the launch is the operator's)."""
+    from cockpit.model.config import ModelConfigError
+    from cockpit.model.plan import PlanUnavailable
     from cockpit.transport.base import TransportError
 
     try:
-        mp = await plan_for_profile(profile, overrides, facts=facts)
-    except (CockpitError, TransportError, OSError) as exc:
+        mp = await plan_for_profile(profile, overrides, facts=facts, runs=runs)
+    except (CockpitError, TransportError, OSError, ModelConfigError, PlanUnavailable) as exc:
         return plan_finding(None, str(exc)), None
     return plan_finding(mp), mp
 

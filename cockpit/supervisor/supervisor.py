@@ -124,7 +124,7 @@ class Supervisor:
         self.nodes: list[Node] = make_nodes(profile, transports, runs_root)
         self._lifecycle = "idle"
         self._progress = ""
-        self._run: RunInfo | None = None
+        self._info: RunInfo | None = None
         self._overrides: dict[str, Any] = {}
         self._flags: dict[str, Any] = dict(profile.server)
         self._findings: tuple[Finding, ...] = ()
@@ -151,7 +151,7 @@ class Supervisor:
     # ------------------------------------------------------------------ plumbing
     @property
     def run_info(self) -> RunInfo | None:
-        return self._run
+        return self._info
 
     @property
     def lifecycle(self) -> str:
@@ -164,7 +164,7 @@ class Supervisor:
     @property
     def any_exited(self) -> bool:
         """The server of some node has exited (crash or stop)."""
-        return any(n.exited is not None for n in self.nodes if n.run)
+        return any(n.exited is not None for n in self.nodes if n.record)
 
     def _changed(self) -> None:
         self.publisher.dirty = True
@@ -212,7 +212,7 @@ class Supervisor:
         if live is not None:
             if attach:
                 return live
-            n0 = nodes[0].run
+            n0 = nodes[0].record
             if n0 is not None and not n0.alive and n0.members:
                 raise RunRefused(
                     f"{self.profile.name}: the server of run {live.id} has exited but its processes "
@@ -246,22 +246,22 @@ class Supervisor:
                 if found is not None and attach:
                     return found
                 raise RunRefused(f"{self.profile.name} is already running on {node.label}", found)
-            if res.error is not None or res.run is None:
+            if res.error is not None or res.record is None:
                 await self._stop_nodes(launched, timeout=10)
                 self._set("failed", f"launch failed on {node.label}: {res.error}")
                 raise LaunchFailed(f"{node.label}: the server did not start: {res.error}",
                                    hint="check the profile's python/program and workdir")
-            launched.append((node, res.run))
+            launched.append((node, res.record))
         self._reset_for_run()
         for node, record in launched:
-            node.run = record
+            node.record = record
         self._overrides = overrides
         self._flags = flags
-        self._run = self._run_info_from_nodes()
+        self._info = self._run_info_from_nodes()
         self._set("running", "starting")
         if self.recorder is not None:
-            self.recorder.started(self._run)
-        return self._run
+            self.recorder.started(self._info)
+        return self._info
 
     async def _stop_nodes(self, launched: list[tuple[Node, RunRecord]], timeout: float) -> None:
         for node, record in launched:
@@ -278,23 +278,23 @@ class Supervisor:
         alive = first.has_processes
         if not alive and not include_ended:
             return None
-        if self._run is not None and self._run.id == first.run_id:
-            return self._run
+        if self._info is not None and self._info.id == first.run_id:
+            return self._info
         self._reset_for_run()
-        nodes[0].run = first
+        nodes[0].record = first
         for node in nodes[1:]:
-            node.run = run_or_none(await node.ops.find(node.key, first.run_id))
+            node.record = run_or_none(await node.ops.find(node.key, first.run_id))
         self._flags = dict(first.flags or self.profile.server)
         self._overrides = dict(first.overrides)
-        self._run = self._run_info_from_nodes()
+        self._info = self._run_info_from_nodes()
         if alive:
             self._set("running", "")
             if self.recorder is not None:
-                self.recorder.started(self._run)
+                self.recorder.started(self._info)
         else:
             # the exit is applied to the state once the log has been read (refresh_once / run)
             self._set("stopped" if first.stopped_by else "failed", "the run has ended")
-        return self._run
+        return self._info
 
     def _reset_for_run(self) -> None:
         self.fold.reset()
@@ -308,7 +308,7 @@ class Supervisor:
         self._changed()
 
     def _run_info_from_nodes(self) -> RunInfo:
-        n0 = self.nodes[0].run or RunRecord(run_id="None")
+        n0 = self.nodes[0].record or RunRecord(run_id="None")
         return RunInfo(
             id=n0.run_id,
             profile=self.profile.name,
@@ -325,7 +325,7 @@ class Supervisor:
     # ------------------------------------------------------------------ monitoring
     def _start_watchers(self) -> None:
         """The one list of what watches a run: each node's log, node 0's readiness, telemetry."""
-        spawn: list[Coroutine[Any, Any, None]] = [self.follow.follow(n, follow=True) for n in self.nodes if n.run]
+        spawn: list[Coroutine[Any, Any, None]] = [self.follow.follow(n, follow=True) for n in self.nodes if n.record]
         spawn.append(self.readiness.loop(
             self.nodes[0], lambda: self.backend.api_port(self._flags), self._readiness_path,
             lambda: self.nodes[0].exited is None and not self._stopping))
@@ -335,7 +335,7 @@ class Supervisor:
     async def run(self) -> None:
         """Follow every node's log, telemetry and the readiness probe until stop() or close().
         The publisher runs as long as this does, across restarts."""
-        if self._run is None:
+        if self._info is None:
             raise CockpitError(f"{self.profile.name}: no run to follow", hint="start() or attach() first")
         self._start_watchers()
         self._publishing = asyncio.create_task(self.publisher.run())
@@ -349,13 +349,13 @@ class Supervisor:
 
     async def refresh_once(self) -> RunSnapshot:
         """Read each node's log of the run to its current end, one probe: a snapshot for `status`."""
-        await asyncio.gather(*(self.follow.follow(node, follow=False) for node in self.nodes if node.run))
-        if any(n.exited is None for n in self.nodes if n.run) and self._lifecycle == "running":
+        await asyncio.gather(*(self.follow.follow(node, follow=False) for node in self.nodes if node.record))
+        if any(n.exited is None for n in self.nodes if n.record) and self._lifecycle == "running":
             await self.readiness.probe(self.nodes[0], self.backend.api_port(self._flags), self._readiness_path())
         await self.telemetry.once()
         snap = self.snapshot()
-        if self.recorder is not None and self._run is not None:
-            if all(n.exited is not None for n in self.nodes if n.run):
+        if self.recorder is not None and self._info is not None:
+            if all(n.exited is not None for n in self.nodes if n.record):
                 # a run nobody watched to its end: complete it from its log
                 self.recorder.completed(snap, self._outcome())
             else:
@@ -374,7 +374,7 @@ class Supervisor:
         from cockpit.core.events import ProcessExited
 
         apply(self.fold.state, ProcessExited(line=0, ts=None, rank=None, exit_code=ex.code))
-        if self._stopping or (node.run is not None and node.run.stopped_by) or ex.stopped_by:
+        if self._stopping or (node.record is not None and node.record.stopped_by) or ex.stopped_by:
             self._mark_stopped()
         self.fold.changed = True
         self._changed()
@@ -394,10 +394,10 @@ class Supervisor:
         st.phase = "stopped"
 
     def _state_was_read(self) -> bool:
-        return any(n.log is not None for n in self.nodes if n.run)
+        return any(n.log is not None for n in self.nodes if n.record)
 
     def _record_end(self) -> None:
-        if self.recorder is not None and self._run is not None:
+        if self.recorder is not None and self._info is not None:
             self.recorder.ended(self.snapshot(), self._outcome(), state_read=self._state_was_read())
 
     # ------------------------------------------------------------------ snapshots
@@ -441,7 +441,7 @@ class Supervisor:
             lifecycle=self._lifecycle,
             state=self.fold.state.copy(),
             findings=findings,
-            run=self._run,
+            run=self._info,
             gpus=tuple(sorted(watch.gpus.values(), key=lambda g: (g.host, g.index))),
             gpu_processes=tuple(p for procs in watch.procs.values() for p in procs),
             hosts=tuple(watch.hosts.values()),
@@ -477,17 +477,17 @@ class Supervisor:
     async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False) -> StopResult:
         """SIGTERM the run's process groups, SIGKILL after `timeout`, then wait until its GPU
         memory is released; leftovers still holding memory are reported (and killed on request)."""
-        if self._run is None:
+        if self._info is None:
             await self.attach()
-        if self._run is None:
+        if self._info is None:
             return StopResult(True, False, [])
         self._crash_before_stop = self.fold.state.crash is not None
         self._stopping = True
         self._set("stopping", f"stopping {self.profile.name} (SIGTERM, SIGKILL after {timeout:g} s)")
         gpus_of_run = self.run_gpus()
-        running = [n for n in self.nodes if n.run]
+        running = [n for n in self.nodes if n.record]
         results = await asyncio.gather(
-            *(n.ops.stop(n.key, n.run.run_id if n.run else None, timeout) for n in running),
+            *(n.ops.stop(n.key, n.record.run_id if n.record else None, timeout) for n in running),
             return_exceptions=True,
         )
         res = StopResult(True, False, [])
@@ -500,10 +500,10 @@ class Supervisor:
             res.killed |= reply.killed
             res.left += list(reply.left)
             res.stopped &= reply.stopped
-            exit_code = reply.run.exit_code if reply.run is not None else None
+            exit_code = reply.record.exit_code if reply.record is not None else None
             res.exit_codes[node.label] = exit_code
             if node.exited is None:
-                pid = reply.run.pid if reply.run is not None else None
+                pid = reply.record.pid if reply.record is not None else None
                 self._server_exited(node, ServerExited(pid or 0, exit_code))
         self._mark_stopped()
         self._set("waiting_gpu_release", "waiting for the run's GPU memory to be released")

@@ -26,7 +26,7 @@ GPU_RELEASE_TIMEOUT_S = 60.0
 
 
 def _run_pids(node: Node) -> list[int]:
-    return [node.run.pid] if node.run is not None and node.run.pid else []
+    return [node.record.pid] if node.record is not None and node.record.pid else []
 
 
 class GpuWatch:
@@ -45,7 +45,7 @@ class GpuWatch:
     def take(self, node: Node, sample: TelemetrySample) -> None:
         for g in sample.gpus:
             self.gpus[(node.label, g.index)] = g
-        members = set(node.run.members if node.run is not None else ()) | set(_run_pids(node))
+        members = set(node.record.members if node.record is not None else ()) | set(_run_pids(node))
         self.procs[node.label] = tuple(
             GpuProcess(node.label, p.pid, p.gpu_index, p.used_gb, p.belongs_to_run or p.pid in members)
             for p in sample.processes

@@ -201,8 +201,9 @@ async def measure_hosts(profile: Profile) -> dict[str, HostFacts]:
 def host_facts_for(profile: Profile, measured: Mapping[str, HostFacts] | None = None) -> list[HostFacts]:
     """One HostFacts per profile host: given ones first, `local` measured here, others unknown."""
     out: list[HostFacts] = []
-    for h in profile.hosts:
-        label = h.label
+    for i, h in enumerate(profile.hosts):
+        # a Slurm job's nodes are whatever the allocation gives: named by rank until then
+        label = h.label if profile.target is None else f"Slurm node {i} (not allocated yet)"
         if measured and label in measured:
             out.append(dataclasses.replace(measured[label], host=label))
         elif h.is_local and profile.target is None:  # a Slurm job's nodes are not this machine

@@ -96,20 +96,26 @@ async def probe_status(
     return await _status(base_url, path, timeout, client)
 
 
+async def _get(base_url: str, path: str, timeout: float, client: httpx.AsyncClient | None) -> httpx.Response | None:
+    """GET base_url + path; None when the server cannot be reached."""
+    url = base_url.rstrip("/") + path
+    try:
+        if client is not None:
+            return await client.get(url, timeout=timeout)
+        async with _client(timeout) as c:
+            return await c.get(url)
+    except httpx.HTTPError:
+        return None
+
+
 async def server_info(
     base_url: str, *, timeout: float = INFO_TIMEOUT_S, client: httpx.AsyncClient | None = None
 ) -> dict[str, Any] | None:
     """GET /server_info (falls back to the deprecated /get_server_info); None when unreachable
     or not JSON."""
     for path in ("/server_info", "/get_server_info"):
-        url = base_url.rstrip("/") + path
-        try:
-            if client is not None:
-                r = await client.get(url, timeout=timeout)
-            else:
-                async with _client(timeout) as c:
-                    r = await c.get(url)
-        except httpx.HTTPError:
+        r = await _get(base_url, path, timeout, client)
+        if r is None:
             return None
         if r.status_code == 404:
             continue
@@ -168,15 +174,7 @@ async def metrics(
 ) -> dict[str, float] | None:
     """GET the metrics endpoint parsed (see parse_metrics); None when unreachable or not enabled
     (SGLang's --enable-metrics off: 404)."""
-    url = base_url.rstrip("/") + path
-    try:
-        if client is not None:
-            r = await client.get(url, timeout=timeout)
-        else:
-            async with _client(timeout) as c:
-                r = await c.get(url)
-    except httpx.HTTPError:
-        return None
-    if r.status_code != 200:
+    r = await _get(base_url, path, timeout, client)
+    if r is None or r.status_code != 200:
         return None
     return parse_metrics(r.text, prefix)

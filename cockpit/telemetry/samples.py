@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cockpit.core.numbers import as_float, as_int
+
 UNKNOWN_GPU = -1  # GpuProcess.gpu_index when the agent could not tell which GPU
 
 
@@ -71,33 +73,21 @@ class TelemetrySample:
         return self.processes
 
 
-def _f(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return float(v)
-
-
-def _i(v: Any) -> int | None:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return None
-    return int(v)
-
-
 def _s(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
 def sample_from_agent(obj: Mapping[str, Any], host_label: str) -> TelemetrySample:
     """Convert one agent JSON object. Tolerates missing and mistyped fields (they become None)."""
-    ts = _f(obj.get("ts")) or time.time()
-    gpu_ts = _f(obj.get("gpu_ts")) or ts
+    ts = as_float(obj.get("ts")) or time.time()
+    gpu_ts = as_float(obj.get("gpu_ts")) or ts
     source = _s(obj.get("source")) or "none"
     gpus: list[GpuSample] = []
     for g in obj.get("gpus") or ():
-        if not isinstance(g, Mapping) or _i(g.get("index")) is None:
+        if not isinstance(g, Mapping) or as_int(g.get("index")) is None:
             continue
-        used = _f(g.get("mem_used_mib"))
-        total = _f(g.get("mem_total_mib"))
+        used = as_float(g.get("mem_used_mib"))
+        total = as_float(g.get("mem_total_mib"))
         gpus.append(
             GpuSample(
                 host=host_label,
@@ -106,19 +96,19 @@ def sample_from_agent(obj: Mapping[str, Any], host_label: str) -> TelemetrySampl
                 name=_s(g.get("name")),
                 used_gb=used / 1024.0 if used is not None else None,
                 total_gb=total / 1024.0 if total is not None else None,
-                util_pct=_f(g.get("util_pct")),
-                temp_c=_f(g.get("temp_c")),
-                power_w=_f(g.get("power_w")),
+                util_pct=as_float(g.get("util_pct")),
+                temp_c=as_float(g.get("temp_c")),
+                power_w=as_float(g.get("power_w")),
                 sampled_at=gpu_ts,
                 source=source,
             )
         )
     procs: list[GpuProcess] = []
     for p in obj.get("procs") or ():
-        if not isinstance(p, Mapping) or _i(p.get("pid")) is None:
+        if not isinstance(p, Mapping) or as_int(p.get("pid")) is None:
             continue
-        used = _f(p.get("mem_used_mib"))
-        idx = _i(p.get("gpu_index"))
+        used = as_float(p.get("mem_used_mib"))
+        idx = as_int(p.get("gpu_index"))
         procs.append(
             GpuProcess(
                 host=host_label,
@@ -131,10 +121,10 @@ def sample_from_agent(obj: Mapping[str, Any], host_label: str) -> TelemetrySampl
     host = None
     h = obj.get("host")
     if isinstance(h, Mapping):
-        total_kb = _f(h.get("mem_total_kb"))
-        avail_kb = _f(h.get("mem_available_kb"))
-        limit = _f(h.get("cgroup_limit_bytes"))
-        usage = _f(h.get("cgroup_usage_bytes"))
+        total_kb = as_float(h.get("mem_total_kb"))
+        avail_kb = as_float(h.get("mem_available_kb"))
+        limit = as_float(h.get("cgroup_limit_bytes"))
+        usage = as_float(h.get("cgroup_usage_bytes"))
         avail = avail_kb * 1024 / 1e9 if avail_kb is not None else None
         if limit is not None and usage is not None:
             # In a container the cgroup, not the host, decides when the OOM killer comes.

@@ -27,7 +27,11 @@ class HostKeyError(TransportError):
 class Unreachable(TransportError):
     """No connection could be made within the connect timeout (no answer, refused, no route).
     Repeating at once won't help: callers report it instead of retrying, so one command takes
-    one timeout, not several."""
+    one timeout, not several. `timed_out`: the host never answered (the costly case)."""
+
+    def __init__(self, message: str, hint: str | None = None, *, timed_out: bool = False):
+        super().__init__(message, hint)
+        self.timed_out = timed_out
 
 
 @dataclass(frozen=True)

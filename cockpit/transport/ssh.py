@@ -441,11 +441,13 @@ class SSHTransport(Transport):
                 return self._conn
             self._drop()
             wait = self._retry_at - time.monotonic()
-            if self._failures and wait > 0 and self._last_error is not None:
-                # within the back-off after a failed connect: the same answer now, not another
-                # full timeout (a command asking five things of a dead host waits once)
-                err = self._last_error
-                raise type(err)(str(err), hint=err.hint)
+            err = self._last_error
+            if self._failures and wait > 0 and isinstance(err, Unreachable) and err.timed_out:
+                # within the back-off after a connect that got no answer: the same answer now,
+                # not another full timeout (a command asking five things of a dead host waits once)
+                raise Unreachable(str(err), hint=err.hint, timed_out=True)
+            if self._failures and wait > 0:
+                await asyncio.sleep(wait)  # a quick failure (refused): try again after the back-off
             try:
                 conn, jumps = await self._connect_chain(self.dest, self.label, depth=0)
             except TransportError as exc:
@@ -528,6 +530,7 @@ class SSHTransport(Transport):
             raise Unreachable(
                 f"{hop.label}: cannot reach {hop.where}: {why}",
                 hint="is the host up and the address/port in ~/.ssh/config right?",
+                timed_out=isinstance(exc, TimeoutError),
             ) from None
         except asyncssh.ChannelOpenError as exc:
             raise TransportError(

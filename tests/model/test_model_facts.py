@@ -13,7 +13,7 @@ import pytest
 
 from cockpit.backends.sglang.plan import Settings, cell_bytes
 from cockpit.model.config import ModelConfig, ModelConfigError, parse_config
-from cockpit.model.read import read_model_dir, read_model_on_host
+from cockpit.model.read import read_model_dir
 from cockpit.model.weights import (
     GIB,
     Parallel,
@@ -23,6 +23,7 @@ from cockpit.model.weights import (
     parse_safetensors_header,
     split_weights,
 )
+from cockpit.supervisor.planning import read_model_on_host
 from cockpit.transport.local import LocalTransport
 from tests.data.models import synth
 
@@ -204,3 +205,61 @@ async def test_probe_over_real_sshd(ssh_env: SshHome, tmp_path: Path) -> None:
     assert facts.where.startswith("gpu-box-1:")
     assert facts.config.attention == "mla"
     assert facts.weights is not None and facts.weights.total_bytes / GIB == pytest.approx(641.29, abs=0.01)
+
+
+def test_hybrid_state_pools_are_refused_not_guessed() -> None:
+    qwen_next = {**synth.load_config("qwen3-30b-a3b"), "architectures": ["Qwen3NextForCausalLM"],
+                 "linear_num_value_heads": 32, "linear_conv_kernel_dim": 4}
+    with pytest.raises(ModelConfigError, match="Qwen3NextForCausalLM has linear_num_value_heads: hybrid linear-attention/Mamba"):
+        parse_config(qwen_next, "next/config.json")
+    typed = {**synth.load_config("llama-3.1-8b"), "layer_types": ["linear_attention", "full_attention"] * 16}
+    with pytest.raises(ModelConfigError, match="layer_types with linear-attention/Mamba layers"):
+        parse_config(typed, "x/config.json")
+
+
+def test_nsa_indexer_adds_to_the_cell() -> None:
+    v32 = {**synth.load_config("deepseek-v3"), "index_head_dim": 128, "index_n_heads": 64, "index_topk": 2048}
+    cfg = parse_config(v32, "v32")
+    assert cell_bytes(cfg, Settings("0.5.9", 0.9, tp=8)) == 576 * 61 * 2 + (128 + 4) * 61
+
+
+def test_the_probe_reads_headers_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every byte the probe reads is counted: the headers and config.json, never tensor data."""
+    import builtins
+
+    from cockpit.model import probe
+
+    raw = synth.load_config("qwen3-32b")
+    total = synth.write_checkpoint(tmp_path / "m", raw, shards=4)
+    read = {"bytes": 0}
+
+    class Counting:
+        def __init__(self, f):
+            self.f = f
+
+        def read(self, n: int = -1) -> bytes:
+            data = self.f.read(n)
+            read["bytes"] += len(data)
+            return data
+
+        def __enter__(self) -> Counting:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()
+
+    def counting_open(path, mode="r", *a, **kw):
+        return Counting(builtins.open(path, mode, *a, **kw))
+
+    monkeypatch.setattr(probe, "open", counting_open, raising=False)
+    answer = probe.collect(str(tmp_path / "m"))
+    heads = sum(len(synth.header_bytes(ts)) for ts in _shards(raw, 4))
+    assert read["bytes"] <= heads + 2 * len((tmp_path / "m" / "config.json").read_bytes())
+    assert read["bytes"] < total / 10_000
+    assert len(answer["headers"]) == 4
+
+
+def _shards(raw: dict, n: int) -> list[list[synth.T]]:
+    ts = synth.tensors_for(raw)
+    per = -(-len(ts) // n)
+    return [ts[k * per:(k + 1) * per] for k in range(n)]

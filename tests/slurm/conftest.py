@@ -9,9 +9,10 @@
     the job-completion file (JobCompType=jobcomp/filetxt).
 
     The login node is a third sshd (alias `slurm-login` in the ssh_home fixture's ~/.ssh/config)
-    whose sshd_config has `SetEnv SLURM_CONF=<our slurm.conf>`: every SSH session sees the
+    whose sshd_config has `SetEnv SLURM_CONF=<our slurm.conf> SHLVL=1`: every SSH session sees the
     cluster's config the way a real login node's /etc/profile.d would set it, without touching
-    /etc/slurm or root's dotfiles. Jobs inherit it (sbatch exports the submitting environment).
+    /etc/slurm or root's dotfiles (SHLVL=1 makes bash skip ~/.bashrc, see the config below). Jobs
+    inherit it (sbatch exports the submitting environment).
 
     Fields: conf (Path), env (dict: os.environ + SLURM_CONF, for running slurm commands here),
     alias ("slurm-login"), node (the node name), cpus, root (Path), jobcomp (Path).
@@ -242,7 +243,10 @@ def slurm_cluster(ssh_home: SshHome) -> Iterator[SlurmCluster]:
         def write_config() -> None:
             orig_write()
             with open(login.config, "a") as f:
-                f.write(f"SetEnv SLURM_CONF={cluster.conf}\n")
+                # SHLVL=1: bash started by sshd skips ~/.bashrc when SHLVL is already ≥ 1 — the
+                # test machine's rc runs `pyenv rehash`, whose lock goes stale when the link-drop
+                # test kills a session mid-rc, and then every SSH session waits 60 s
+                f.write(f"SetEnv SLURM_CONF={cluster.conf} SHLVL=1\n")
 
         login._write_config = write_config  # type: ignore[method-assign]
         login.start_on_free_port()

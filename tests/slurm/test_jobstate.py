@@ -144,3 +144,34 @@ def test_two_node_script_has_one_step_per_node() -> None:
     assert '--nodelist="${COCKPIT_NODES[1]}"' in steps[1] and 'node1.log"' in steps[1]
     assert "export NCCL_DEBUG=WARN" in script
     subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_bundled_two_node_profile_renders_one_step_per_node() -> None:
+    from cockpit.backends import get_backend
+    from cockpit.core.profile import load_profile
+
+    prof = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "slurm-two-node-tp16.yaml")
+    assert prof.target is not None and len(prof.hosts) == 2
+    argvs = get_backend(prof.backend).build_node_argvs(prof, None, DIST_ADDR)
+    script = render_batch_script(argvs, env=dict(prof.env), profile=prof.name, run_id="r1")
+    steps = [ln for ln in script.splitlines() if ln.startswith("srun ")]
+    assert len(steps) == 2
+    for k, step in enumerate(steps):
+        assert f"--node-rank {k}" in step and "--nnodes 2" in step
+        assert '--dist-init-addr "${COCKPIT_HEAD}":"${COCKPIT_DIST_PORT}"' in step
+        assert step.split(" -- ", 1)[1].startswith("/shared/envs/sglang/bin/python -m sglang.launch_server")
+    assert sbatch_argv(prof.target, job_name="cockpit-x")[3:] == [
+        "--nodes=2", "--ntasks-per-node=1", "--partition=gpu", "--account=ml-serving", "--time=12:00:00",
+        "--gpus-per-node=8", "--exclusive"]
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_telemetry_step_argv_shares_the_allocation() -> None:
+    from cockpit.slurm.steps import SrunStepTransport
+    from cockpit.transport.local import LocalTransport
+
+    t = SrunStepTransport(LocalTransport(), "42", "gpu07", gpus_per_node=8)
+    assert t._argv(["python3", "-", "{}"]) == [
+        "srun", "--jobid=42", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=gpu07", "--gpus-per-node=8",
+        "--quiet", "--job-name=cockpit-telemetry-gpu07", "--", "python3", "-", "{}"]
+    assert "--gpus-per-node=8" not in SrunStepTransport(LocalTransport(), "42", "gpu07")._argv(["x"])

@@ -109,3 +109,44 @@ async def test_held_job_and_a_failing_program(login: SlurmLogin, slurm_cluster: 
     assert j.state == "FAILED" and j.outcome == "crash", j
     assert j.exit_code == "3:0" and j.exit_status == 3
     assert "exit code 3:0" in j.describe()
+
+
+async def test_no_accounting_fallback_reads_the_job_completion_record(
+        login: SlurmLogin, slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    """The test cluster has no accounting: sacct refuses, and a job slurmctld has forgotten is
+    known from its jobcomp/filetxt record (read here from the cluster's real file)."""
+    from cockpit.slurm.client import job_from_answer
+
+    job = await _submit(login, tmp_path, [PY, "-c", "import sys; sys.exit(5)"])
+    j = await _until(login, job, lambda j: j.ended)
+    assert j.state == "FAILED"
+    sacct = slurm_cluster.run("sacct", "-j", job, "-X", "-n", "-P", check=False)
+    assert sacct.returncode != 0 and "accounting storage is disabled" in sacct.stderr
+    deadline = time.monotonic() + 10
+    while f"JobId={job} " not in slurm_cluster.jobcomp.read_text() and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    record = "\n".join(ln for ln in slurm_cluster.jobcomp.read_text().splitlines() if ln.startswith(f"JobId={job} "))
+    forgotten = job_from_answer(job, {"scontrol": "", "scontrol_error": "slurm_load_jobs error: Invalid job id specified",
+                                      "sacct": "", "sacct_error": sacct.stderr.strip(), "jobcomp": record})
+    assert (forgotten.state, forgotten.outcome, forgotten.exit_code, forgotten.source) == ("FAILED", "crash", "5:0",
+                                                                                          "jobcomp")
+    assert forgotten.node_list == slurm_cluster.node
+
+
+async def test_telemetry_step_refused_says_not_measured_with_sruns_words(
+        login: SlurmLogin, slurm_cluster: SlurmCluster) -> None:
+    """An `srun --overlap` step the cluster refuses (here: a job that does not exist) leaves the
+    GPUs unmeasured, with srun's reason."""
+    from cockpit.core.profile import Host
+    from cockpit.slurm.steps import SrunStepTransport
+    from cockpit.slurm.supervisor import _StepWatch
+    from cockpit.supervisor.host import HostOps
+    from cockpit.supervisor.nodes import Node
+
+    step = SrunStepTransport(login.transport, "999999", slurm_cluster.node)
+    node = Node(0, Host(ssh=slurm_cluster.node), step, HostOps(step), key="p", log_file="node0.log")
+    watch = _StepWatch([node], interval=1.0, sim_dir=None, changed=lambda: None)
+    await watch.once()
+    assert watch.note is not None and watch.note.startswith(f"not measured on {slurm_cluster.node}: ")
+    assert "999999" in watch.note or "Invalid job id" in watch.note, watch.note
+    assert watch.gpus == {}

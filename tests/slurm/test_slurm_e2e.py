@@ -75,13 +75,15 @@ def test_up_queued_ready_status_logs_down(slurm_cluster: SlurmCluster, ssh_home:
     try:
         up = _cockpit(env, tmp_path, "up", str(prof), "--wait", "started", "--timeout", "5")
         assert up.returncode == 0, up.stdout + up.stderr
-        assert "launched run" in up.stdout
+        assert "launched run" in up.stdout and "(submitted Slurm job " in up.stdout, up.stdout
         st = _until(env, tmp_path, prof, lambda s: (s.get("slurm") or {}).get("reason") in ("Resources", "Priority"))
         sl = st["slurm"]
         assert sl["state"] == "PENDING" and sl["job_id"].isdigit(), sl
         assert sl["words"] == f"queued: {sl['reason']}" and sl["nodes"] == [] and sl["time_left"] is None
         assert st["lifecycle"] == "launching" and st["ready"] is False
         job = sl["job_id"]
+        text = _cockpit(env, tmp_path, "status", str(prof))
+        assert f"Slurm job {job} · queued: {sl['reason']}" in text.stdout, text.stdout
         # a second `up` is refused while the job waits in the queue
         again = _cockpit(env, tmp_path, "up", str(prof))
         assert again.returncode == 1 and f"job {job}" in again.stderr, again.stderr
@@ -103,7 +105,15 @@ def test_up_queued_ready_status_logs_down(slurm_cluster: SlurmCluster, ssh_home:
     logs = _cockpit(env, tmp_path, "logs", str(prof), "--tail", "3")
     assert logs.returncode == 0 and len(logs.stdout.splitlines()) == 3, logs.stderr
 
+    follower = subprocess.Popen([PY, "-m", "cockpit", "logs", str(prof), "-f", "--tail", "2"], env=env, cwd=tmp_path,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(2.0)  # following
     down = _cockpit(env, tmp_path, "down", str(prof), "--timeout", "20")
+    # `logs -f` ends when Slurm says the job ended, after the log's last line
+    out, err = follower.communicate(timeout=30)
+    assert f"cockpit: Slurm: job {job} CANCELLED" in err.decode(), err
+    node_log = Path(st["run"]["log_path"]).read_bytes()
+    assert out and node_log.endswith(out.splitlines(keepends=True)[-1])
     assert down.returncode == 0, down.stdout + down.stderr
     assert f"Slurm job {job} has left the queue (CANCELLED)" in down.stdout, down.stdout
     assert job not in slurm_cluster.run("squeue", "-h", "-o", "%i").stdout.split()
@@ -175,3 +185,30 @@ async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
 
         await close_all()
     assert os.path.exists(tmp_path / "runs" / "slurmdrop")
+
+
+async def test_down_while_queued_is_a_clean_stop(slurm_cluster: SlurmCluster, ssh_env: SshHome, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in _env(ssh_env, tmp_path).items():
+        if k.startswith(("COCKPIT_", "XDG_")):
+            monkeypatch.setenv(k, v)
+    prof = load_profile(_profile(tmp_path, "slurmqueued"))
+    filler = slurm_cluster.fill()
+    sup = Supervisor(prof)
+    try:
+        info = await sup.start()
+        assert isinstance(sup, SlurmSupervisor) and sup.job is not None and sup.job.outcome == "queued"
+        assert sup.lifecycle == "launching" and sup.snapshot().progress.startswith("queued: ")
+        res = await sup.stop(timeout=10)
+        assert res.stopped and res.leftovers == []
+        snap = sup.snapshot()
+        assert snap.lifecycle == "stopped" and snap.state.phase == "stopped" and snap.state.crash is None
+        assert snap.slurm is not None and snap.slurm["state"] == "CANCELLED" and snap.slurm["nodes"] == []
+        assert not (Path(info.run_dir) / "node0.log").exists()  # it never ran
+        assert await Supervisor(prof).attach() is None  # nothing left to attach to
+    finally:
+        await sup.close()
+        slurm_cluster.release(filler)
+        from cockpit.transport import close_all
+
+        await close_all()

@@ -121,6 +121,8 @@ class SGLangBackend:
     def record_rank(self, line: str) -> str | None:
         from cockpit.backends.sglang.records import record_rank
 
+        # called for every line shown: from now on the attribute is the function itself
+        self.record_rank = record_rank  # type: ignore[method-assign]
         return record_rank(line)
 
     def is_server_args(self, event: Any) -> bool:

@@ -19,6 +19,7 @@ from cockpit.backends.sglang.flags import (
     value_to_argv,
 )
 from cockpit.core.findings import FlagChange
+from cockpit.core.numbers import is_number
 from cockpit.core.profile import Profile, normalise_flag_name
 
 LAUNCH_MODULE = "sglang.launch_server"
@@ -156,21 +157,13 @@ def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
             continue
         if any(c in value for c in "\n\r\x00"):  # the rule a profile's values follow (issue 18)
             raise FlagError(key, f"--set {item!r}: a value must be a single line (no newline or NUL), as in a profile")
-        if value.startswith("-") and not _is_number(value):
+        if value.startswith("-") and not is_number(value):
             raise FlagError(key, f"--set {item!r}: a value must not start with '-' (it would read as another flag)")
-        if "," in value and all(_is_number(p) for p in value.split(",")):
+        if "," in value and all(is_number(p) for p in value.split(",")):
             out[key] = [_scalar(p) for p in value.split(",")]
         else:
             out[key] = _scalar(value)
     return out
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
 
 
 def flag_diff(profile: Profile, flags_as_launched: dict[str, Any], *, version: str | None = None) -> list[FlagChange]:

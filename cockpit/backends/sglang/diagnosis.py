@@ -452,6 +452,9 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
     new = ceil2(floor + FLOOR_MARGIN)
     if ctx.mfs is not None:
         new = max(new, ceil2(ctx.mfs + 0.01))
+    above = _RAISE_ABOVE.search(text)
+    if above:  # SGLang's own bound is a strict "above": never propose less, nor the bound itself
+        new = max(new, round(memory.floor2(float(above.group(1))) + 0.01, 2))
     arith = f"floor 1 − A/P = {floor:.4f}; + margin {FLOOR_MARGIN} → {new:.2f} (rounded up)"
     if ctx.A is not None and ctx.P:
         arith = f"floor 1 − A/P = 1 − {ctx.A:.2f}/{ctx.P:.2f} = {floor:.4f}; + margin {FLOOR_MARGIN} → {new:.2f} (rounded up)"

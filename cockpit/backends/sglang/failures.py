@@ -30,7 +30,8 @@ Peek = Callable[[], str | None]
 
 _SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
 RX_FRAME = lazy(r'^\s*File "([^"]*)", line \d+, in (\S+)')
-RX_EXC_LINE = lazy(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure|Warning)): ?(.*)$")
+# `torch.OutOfMemoryError: …`, and the bare `Exception: …` / `Error: …` too
+RX_EXC_LINE = lazy(r"^((?:[A-Za-z_][\w.]*)?(?:Error|Exception|Exit|Interrupt|Failure)): ?(.*)$")
 _RX_OOM = lazy(
     r"(?:CUDA|NPU|HIP|MUSA|XPU|GPU|[Dd]evice) out of memory|CUDA error: out of memory|OutOfMemoryError"
     r"|hipErrorOutOfMemory|cudaErrorMemoryAllocation"
@@ -66,7 +67,7 @@ _RX_ADVICE = lazy(r"(?:[Tt]ry to |[Pp]lease |[Cc]onsider )?(?:increas|decreas|ra
                   r"(?:the )?(--[a-z][\w-]+)[^.;]*")
 _RX_TORCH_LOG = lazy(r"^\[rank\d+\]:\[[EWIF]\d{4} ")
 
-# Recognition of a line (see SGLangLogParser.recognition): SGLang's own text, structure any Python
+# Recognition of a line (SGLangLogParser.lines_recognised sums them): SGLang's own text, structure any Python
 # / torch server prints (tracebacks, NCCL), or another engine's log.
 NONE, GENERIC, STRONG, FOREIGN = 0, 1, 2, 3
 

@@ -147,6 +147,9 @@ def _split_bracketed(head: str, msg: str) -> tuple[str | None, str | None, str]:
 
 # ---- message grammar (applied to one line's message) --------------------------------------------
 
+FORMAT_059 = "sglang-0.5.9"
+FORMAT_0523 = "sglang-0.5.23"
+
 _F = r"([\d.]+)"
 _RX_LOAD_BEGIN = lazy(r"^Load weight begin\. avail mem=" + _F + r" ?GB")
 _RX_LOAD_END_MEM = lazy(r"avail mem=" + _F + r" ?GB(?:, mem usage=" + _F + r" ?GB)?")
@@ -197,11 +200,15 @@ def _fields(body: str) -> dict[str, str]:
     Older releases separate the head with a full stop (`Decode batch. #running-req: 2, …`).
     """
     out: dict[str, str] = {}
-    for part in body.split(", "):
+    parts = body.split(", ")
+    head = parts[0]
+    dot = head.find(". ")  # `Decode batch. #running-req: 2`: the first field shares the head's part
+    if dot != -1:
+        parts[0] = head[dot + 2 :]
+    for part in parts:
         k, sep, v = part.rpartition(": ")
         if sep:
-            dot = k.rfind(". ")
-            out[k[dot + 2 :] if dot != -1 else k] = v
+            out[k] = v
     return out
 
 
@@ -345,6 +352,8 @@ def classify_line(line: int, text: str, peek: Peek = _no_peek, last_frame: str |
     out: list[Event] = []
     try:
         if ts is not None:
+            if msg[:1] == "[" and msg[1:2].isupper():
+                msg = _strip_level(msg)
             _classify_record(line, ts, rank, msg, out, peek)
             recog = STRONG
         else:
@@ -363,9 +372,28 @@ _LIFECYCLE_HEADS = ("Load weight begin. avail mem=", "Load weight end. ", "Memor
                     "max_total_num_tokens=")
 
 
+_LEVELS = ("[ERROR] ", "[WARNING] ", "[INFO] ", "[DEBUG] ", "[CRITICAL] ", "[WARN] ")
+
+
+def _strip_level(msg: str) -> str:
+    """`[ERROR] Scheduler hit an exception: …`: a logging config that adds the level after the
+    prefix; the message is what follows it."""
+    for lv in _LEVELS:
+        if msg.startswith(lv):
+            return msg[len(lv):]
+    return msg
+
+
+_HEADERS = ("Scheduler hit an exception", "TpModelWorkerClient hit an exception")
+
+
 def _classify_unprefixed(line: int, msg: str, out: list[Event]) -> int:
-    """SGLang text that carries no record prefix: 0.1's batch lines, watchdog dumps."""
+    """SGLang text that carries no record prefix: 0.1's batch lines, watchdog dumps, a crash
+    header pasted without its prefix."""
     c = msg[:1]
+    if c in "ST" and msg.startswith(_HEADERS):
+        out.append(ev.SchedulerException(line, None, None, msg))
+        return STRONG
     if c == "n" and msg.startswith("new fill batch. "):
         out.append(_old_fill(line, msg))
         return STRONG
@@ -395,11 +423,6 @@ def _classify_unprefixed(line: int, msg: str, out: list[Event]) -> int:
 
 def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[Event], peek: Peek) -> None:
     c = msg[:1]
-    if "-fraction-static to " in msg:
-        m = _RX_FLAG_SET.search(msg)
-        if m:
-            out.append(ev.FlagStated(line, ts, rank, "mem_fraction_static", bounded(m.group(1), 1.0), msg))
-        return
     if c == "D":
         if msg.startswith("Decode batch"):
             out.append(_decode(line, ts, rank, msg))
@@ -459,6 +482,8 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
                 line, ts, rank, count(m["tokens"]) if m["tokens"] is not None else None, kv, m["label"],
                 m["dtype"].strip() if m["dtype"] else None, upper_bound=m["ub"] == "VA upper bound",
             ))
+            if m["dtype"]:
+                out.append(ev.FormatSeen(line, ts, rank, FORMAT_0523))  # `dtype:` in the KV line: 0.5.15+
         return
     if c == "M":
         if msg.startswith("Memory pool end."):
@@ -469,6 +494,7 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             mu = _RX_MEM_USAGE.search(msg)
             if mu:
                 out.append(ev.MemoryBaseline(line, ts, rank, gib(mu.group(1))))
+                out.append(ev.FormatSeen(line, ts, rank, FORMAT_0523))  # 0.5.23 only
         return
     if c == "C":
         if msg.startswith("Capture "):
@@ -478,6 +504,8 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
                 av = _RX_AVAIL.search(msg)
                 if m["step"] == "begin":
                     out.append(ev.GraphCaptureBegin(line, ts, rank, what, gib(av.group(1)) if av else None))
+                    if what.startswith("target "):  # `Capture target … CUDA graph` exists only in 0.5.23
+                        out.append(ev.FormatSeen(line, ts, rank, FORMAT_0523))
                 else:
                     mu = _RX_MEM_USAGE.search(msg)
                     el = _RX_ELAPSED.search(msg)
@@ -505,7 +533,11 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             ))
         return
     if c == "A":
-        if msg.startswith("Allocating "):
+        if "-fraction-static to " in msg:  # `Automatically reduce --mem-fraction-static to 0.760 …`
+            m = _RX_FLAG_SET.search(msg)
+            if m:
+                out.append(ev.FlagStated(line, ts, rank, "mem_fraction_static", bounded(m.group(1), 1.0), msg))
+        elif msg.startswith("Allocating "):
             m = _RX_ALLOC_09.match(msg)
             if m:
                 out.append(ev.HiCacheAllocating(line, ts, rank, host_gb_pair(m.group(1), "0")[0]))
@@ -520,6 +552,8 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             parsed = parse_server_args(msg)
             if parsed is not None:
                 out.append(ev.ServerArgs(line, ts, rank, parsed[0], parsed[1]))
+                out.append(ev.FormatSeen(line, ts, rank, FORMAT_059 if parsed[1] == "ServerArgs" else FORMAT_0523,
+                                         strong=True))
         elif msg.startswith("self.max_total_num_tokens="):
             m = _RX_SELF_MAX_TOKENS.match(msg)
             if m:
@@ -527,17 +561,17 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
         return
     if c == "I":
         if msg.startswith("Init torch distributed begin"):
-            out.append(ev.DistInitBegin(line, ts, rank, "sglang-0.5.9"))
+            out.append(ev.DistInitBegin(line, ts, rank, FORMAT_059))
         elif msg.startswith("Init torch distributed ends"):
             m = _RX_DIST_END.search(msg)
             out.append(ev.DistInitEnd(line, ts, rank, bounded(m.group(1), SECONDS_MAX) if m else None,
-                                      gib(m.group(2)) if m and m.group(2) else None, "sglang-0.5.9"))
+                                      gib(m.group(2)) if m and m.group(2) else None, FORMAT_059))
         elif msg.startswith("Init parallel begin"):
-            out.append(ev.DistInitBegin(line, ts, rank, "sglang-0.5.23"))
+            out.append(ev.DistInitBegin(line, ts, rank, FORMAT_0523))
         elif msg.startswith("Init parallel ends"):
             m = _RX_DIST_END.search(msg)
             out.append(ev.DistInitEnd(line, ts, rank, bounded(m.group(1), SECONDS_MAX) if m else None, None,
-                                      "sglang-0.5.23"))
+                                      FORMAT_0523))
         return
     if c == "T":
         if msg.startswith("The server is fired up and ready to roll"):

@@ -168,6 +168,9 @@ def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
         c = cell_bytes_mla(cfg.kv_lora_rank or 0, cfg.qk_rope_head_dim or 0, layers, b)
         if b == 0.5:  # FP4: one 1-byte scale per 16 elements
             c += (dim // 16) * layers
+        if cfg.index_head_dim:
+            # NSA's indexer keys (fp8 with a 4-byte scale per 128), uint8 storage, every layer
+            c += (cfg.index_head_dim + cfg.index_head_dim // 128 * 4) * layers
         return c
     heads = max(1, cfg.num_kv_heads // s.parallel.attn_tp)
     c = cell_bytes_mha(heads, cfg.head_dim, cfg.v_head_dim, layers, b)
@@ -286,11 +289,10 @@ def plan(
         mfs_now = d.mfs
         notes.append(f"--mem-fraction-static unset: SGLang {s.version} picks {d.mfs:g} ({d.arithmetic()})")
     current = row(mfs_now)
-    meets = [row(v) for v in SEARCH if row_of(v)[2] >= target_headroom and row_of(v)[1] > 0]
+    # the highest value (two decimals, as the δ·P advice rounds) whose headroom meets the target
+    # and whose pool holds at least one token
+    meets = [r for r in (row(v) for v in SEARCH) if r.headroom_after_capture_gib >= target_headroom and r.max_total_num_tokens > 0]
     recommended = max(meets, key=lambda r: r.value) if meets else None
-    if recommended is not None and current.headroom_after_capture_gib >= target_headroom and current.max_total_num_tokens > 0:
-        # the current value already meets the target: recommend it rather than a higher one
-        recommended = current if current.value >= recommended.value else recommended
     if split.unknown_bytes:
         notes.append(f"{split.unknown_bytes / GIB:.2f} GiB of checkpoint tensors matched no sharding rule: counted whole on every rank")
     if not split.exact_split:
@@ -334,18 +336,16 @@ def memory_plan(
     """The plan of a profile (Backend.memory_plan): its flags with `overrides`, the GPUs in `hosts`
     (what-ifs applied), the model read on node 0, and a calibration run from `runs` (journal
     records): `calibrate_from` names one, else the newest run of the same setup is taken."""
-    from cockpit.errors import BadInput
-
     settings = profile_settings(profile, dict(overrides or {}))
     gpu = gpu_facts_from_hosts(hosts, profile.env)
     calibration: Calibration | None = None
     if calibrate_from is not None:
         rec = next((r for r in runs if str(r.id) == calibrate_from), None)
         if rec is None:
-            raise BadInput(f"--calibrate-from {calibrate_from}: no such run in the journal (`cockpit runs` lists them)")
+            raise ModelConfigError(f"--calibrate-from {calibrate_from}: no such run in the journal (`cockpit runs` lists them)")
         calibration = calibration_from_run(rec, FLAG)
         if calibration is None:
-            raise BadInput(f"--calibrate-from {calibrate_from}: the run recorded no KV tokens, headroom or {FLAG}")
+            raise ModelConfigError(f"--calibrate-from {calibrate_from}: the run recorded no KV tokens, headroom or {FLAG}")
     else:
         calibration = pick_calibration(runs, backend=profile.backend, flags={**profile.server, **dict(overrides or {})},
                                        hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG)

@@ -32,18 +32,15 @@ from cockpit.backends.sglang.diagnosis import ranks_per_node
 from cockpit.backends.sglang.flags import resolve_version
 from cockpit.backends.sglang.memory import default_mfs, hicache_budget
 from cockpit.core.findings import Finding, FlagChange, sort_findings
+from cockpit.core.numbers import as_int
 from cockpit.core.profile import Profile
 
 MFS_HIGH = 0.95
 
 
 def _int(v: Any, default: int) -> int:
-    if isinstance(v, bool) or v is None:
-        return default
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return default
+    n = as_int(v)
+    return default if n is None else n
 
 
 def preflight(profile: Profile, hosts: Iterable[HostFacts], *, version: str | None = None) -> list[Finding]:

@@ -11,7 +11,7 @@ import functools
 import re
 
 from cockpit.backends.base import CONTINUATION
-from cockpit.backends.sglang.logparse import split_record
+from cockpit.backends.sglang.grammar import split_record
 
 RANK_TOKEN_RE = re.compile(r"^(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+$")
 
@@ -23,10 +23,20 @@ def _rank_label(prefix: str) -> str:
     return " ".join(t for t in prefix.split() if RANK_TOKEN_RE.match(t))
 
 
+@functools.lru_cache(maxsize=4096)
+def _head_rank(head: str) -> str | None:
+    ts, prefix, _msg = split_record(head + " x")
+    return CONTINUATION if ts is None else _rank_label(prefix or "")
+
+
 def record_rank(line: str) -> str | None:
     """"DP1 TP3" for a ranked record start, "" for a record without a rank, CONTINUATION (None)
     for a line that continues the previous record."""
+    if not line.startswith("["):
+        return CONTINUATION  # every record starts with its bracket: the common cheap answer
+    close = line.find("]", 1, 200)
+    if close != -1 and "[" not in line[1:close]:
+        # a flood repeats one head ("[2026-02-24 12:00:00 TP0]") many times a second: read it once
+        return _head_rank(line[: close + 1])
     ts, prefix, _msg = split_record(line)
-    if ts is None:
-        return CONTINUATION
-    return _rank_label(prefix or "")
+    return CONTINUATION if ts is None else _rank_label(prefix or "")

@@ -55,7 +55,10 @@ def _clean(raw: bytes) -> str:
             raw = raw[cut + 1 :]
     if len(raw) > LINE_CAP:
         raw = raw[:LINE_CAP]
-    return clean_text(raw.decode("utf-8", "replace"), keep_newlines=False)
+    text = raw.decode("utf-8", "replace")
+    # Nearly every line holds no control character (C0, DEL, C1 are all unprintable): one C call
+    # tells, and only the rest pay for clean_text's patterns.
+    return text if text.isprintable() else clean_text(text, keep_newlines=False)
 
 
 class SGLangLogParser:
@@ -79,13 +82,23 @@ class SGLangLogParser:
         self._frame_line = -TRACEBACK_SOURCE_LINES - 1  # the last traceback frame's line number
         self._frame_func = ""  # and its function
         # lines by what they prove (see recognition): SGLang's own, any Python/torch server's, another engine's
-        self.strong = 0
-        self.generic = 0
-        self.foreign = 0
+        self._tally = [0, 0, 0, 0]  # lines per recognition class (failures.NONE … FOREIGN)
 
     @property
     def lines_seen(self) -> int:
         return self._lines
+
+    @property
+    def strong(self) -> int:
+        return self._tally[STRONG]
+
+    @property
+    def generic(self) -> int:
+        return self._tally[GENERIC]
+
+    @property
+    def foreign(self) -> int:
+        return self._tally[FOREIGN]
 
     @property
     def lines_recognised(self) -> int:
@@ -97,7 +110,8 @@ class SGLangLogParser:
 
     def _classify(self, lineno: int, text: str, peek: Peek = _no_peek, tally: bool = True) -> list[Event]:
         """One cleaned line -> events: the wrapper prefix off, the grammar, the recognition tally."""
-        text = self._unwrapper.unwrap(text)
+        if text[:1] != "[" or not text[1:2].isdigit():  # a record start needs no unwrapping
+            text = self._unwrapper.unwrap(text)
         near = lineno - self._frame_line <= TRACEBACK_SOURCE_LINES
         events, recog = classify_line(lineno, text, peek, self._frame_func if near else None)
         if events:
@@ -106,12 +120,7 @@ class SGLangLogParser:
                 self._frame_line = lineno
                 self._frame_func = last.function
         if tally:
-            if recog == STRONG:
-                self.strong += 1
-            elif recog == GENERIC:
-                self.generic += 1
-            elif recog == FOREIGN:
-                self.foreign += 1
+            self._tally[recog] += 1
         return events
 
     def skip_lines(self, n: int) -> None:
@@ -239,7 +248,7 @@ class SGLangLogParser:
             half = buf[pos:he]
             hnl = len(half) - len(half.replace(b"\n", b""))
             batches = buf.count(_BATCH_MARK, pos, he)
-            self.strong += batches  # every batch line is SGLang's own: recognised without a look
+            self._tally[STRONG] += batches  # every batch line is SGLang's own: recognised without a look
             news = hnl - batches - buf.count(_ACCESS_MARK, pos, he)
             if news:
                 self._lines = base + nl
@@ -333,6 +342,8 @@ class SGLangLogParser:
                 t = cleaned[i] = _clean(lines[i])
             return t
 
+        unwrap = self._unwrapper.unwrap
+        tally = self._tally
         for i in range(count):
             t = text(i)
             if not t:
@@ -341,8 +352,18 @@ class SGLangLogParser:
             def peek(i: int = i) -> str | None:
                 return text(i + 1) if i + 1 < count else None
 
-            evs = self._classify(base + i + 1, t, peek)
+            # self._classify, inlined: a live tail sends every line through here
+            lineno = base + i + 1
+            if t[0] != "[" or not t[1:2].isdigit():
+                t = unwrap(t)
+            near = lineno - self._frame_line <= TRACEBACK_SOURCE_LINES
+            evs, recog = classify_line(lineno, t, peek, self._frame_func if near else None)
+            tally[recog] += 1
             if evs:
+                last = evs[-1]
+                if type(last) is ev.TracebackFrame and last.file is not None:
+                    self._frame_line = lineno
+                    self._frame_func = last.function
                 out.extend(evs)
         self._last_line = max(self._last_line, base + count)
         self._unsampled = None

@@ -77,13 +77,13 @@ def opt_float(text: str | None, hi: float = 1e12) -> float | None:
 def opt_int(text: str | None, signed: bool = False) -> int | None:
     """A whole number in a line's fields: None when absent or not one. `signed`: `-1` means "off"
     for some settings (chunked_prefill_size=-1)."""
-    if text is None:
+    if text is None or len(text) > 14:
         return None
-    text = text.strip()
-    digits = text[1:] if signed and text.startswith("-") else text
-    if not digits.isdigit() or len(digits) > 13:
+    try:
+        v = int(text)
+    except ValueError:
         return None
-    return int(text)
+    return v if signed or v >= 0 else None
 
 
 _UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,

@@ -86,6 +86,8 @@ class Unwrapper:
         m = _START.search(text, 0, MAX_PREFIX + 40)
         if m is None or m.start() == 0:
             return text
+        if m.group(0)[0] == "T" and "hit an exception: " in text[: m.start()]:
+            return text  # SGLang's own header, pasted without its record prefix: not a wrapper
         start = m.start()
         prefix = text[:start]
         if start <= MAX_PREFIX and self._learn_left > 0:

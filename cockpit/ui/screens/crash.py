@@ -76,7 +76,8 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         c = self.crash
         with Vertical(classes="dialog", id="crash-dialog"):
             where = f" on {c.rank}" if c.rank else ""
-            yield Static(f"CRASHED: {crash_kind_words(c.kind)}{where} in {c.phase}", classes="dialog-title", id="crash-title")
+            phase = "an unknown phase" if c.phase == "unknown" else c.phase
+            yield Static(f"CRASHED: {crash_kind_words(c.kind)}{where} in {phase}", classes="dialog-title", id="crash-title")
             exit_words = f" · exit code {c.exit_code}" if c.exit_code is not None else ""
             yield Static(f"kind {c.kind} · rank {c.rank or 'main process'} · phase {c.phase} · log line {c.line}{exit_words}")
             lines = c.decisive_lines or [c.message]

@@ -7,7 +7,6 @@ Nothing here reads files, sockets or processes; the supervisor does, in an async
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -179,8 +178,7 @@ class DashboardScreen(Screen[None]):
 
     async def _restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False) -> None:
         self._busy = "restarting"
-        # The supervisor's own publisher pauses while it relaunches: show its progress meanwhile.
-        watcher = asyncio.create_task(self._watch_progress())
+        # the supervisor's publisher goes on through the restart: its snapshots show the progress
         try:
             await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers)
             self.post_message(ActionDone("restart"))
@@ -193,18 +191,7 @@ class DashboardScreen(Screen[None]):
                 self.post_message(ActionDone("restart", str(exc) or type(exc).__name__))
         finally:
             self._busy = None
-            watcher.cancel()
         await self._follow_again()
-
-    async def _watch_progress(self) -> None:
-        last = None
-        while True:
-            snap = self.supervisor.snapshot()
-            key = (snap.lifecycle, snap.progress, snap.run.id if snap.run else None)
-            if key != last:
-                last = key
-                self.post_message(SnapshotArrived(snap))
-            await asyncio.sleep(0.25)
 
     async def _stop(self, then_exit: bool) -> None:
         self._busy = "stopping"

@@ -21,7 +21,7 @@ from textual_plotext import PlotextPlot
 
 from cockpit.core.secrets import without_masked
 from cockpit.journal.journal import RunRecord
-from cockpit.journal.report import (
+from cockpit.journal.views import (
     compare_rows,
     run_rows,
 )

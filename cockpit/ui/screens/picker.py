@@ -99,6 +99,21 @@ def _host_facts(profile: Profile) -> list[Any]:
     return [HostFacts(host=h.label) for h in profile.hosts]
 
 
+def _journal_runs(profile_name: str) -> list[Any]:
+    """The journal's runs of a profile (read-only) for the plan's calibration; none when unusable."""
+    from cockpit.errors import CockpitError
+    from cockpit.journal import Journal
+
+    try:
+        j = Journal.open(readonly=True)
+    except CockpitError:
+        return []
+    try:
+        return j.list_runs(profile_name)
+    finally:
+        j.close()
+
+
 class PreviewMeasured(Message):
     """Preflight with facts measured on the profile's hosts (the same check a launch runs)."""
 
@@ -217,10 +232,11 @@ class PickerScreen(Screen[None]):
         sup = Supervisor(profile)
         try:
             findings = await asyncio.wait_for(sup.preflight(), timeout=MEASURE_TIMEOUT_S)
-            # the memory plan before launch (cockpit plan): its finding joins the preflight's
+            # the memory plan before launch (cockpit plan), calibrated by the journal as the CLI's is
             from cockpit.supervisor.planning import profile_plan_finding
 
-            plan, _mp = await asyncio.wait_for(profile_plan_finding(profile), timeout=MEASURE_TIMEOUT_S)
+            runs = await asyncio.to_thread(_journal_runs, profile.name)
+            plan, _mp = await asyncio.wait_for(profile_plan_finding(profile, runs=runs), timeout=MEASURE_TIMEOUT_S)
             self.post_message(PreviewMeasured(path, sort_findings([*findings, plan]), None))
         except Exception as exc:  # unreachable host: keep the unmeasured findings, say why
             self.post_message(PreviewMeasured(path, None, str(exc) or type(exc).__name__))

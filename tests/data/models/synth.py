@@ -71,7 +71,7 @@ def tensors_for(raw: dict[str, Any]) -> list[T]:
             hd = c.get("head_dim") or H // nh
             for proj, o, i_ in (("q_proj", nh * hd, H), ("k_proj", kv * hd, H), ("v_proj", kv * hd, H), ("o_proj", H, nh * hd)):
                 out.append((a + proj + ".weight", "BF16", [o, i_]))
-                if c.get("attention_bias") or c.get("model_type") == "qwen2" and proj != "o_proj" or gptoss:
+                if c.get("attention_bias") or (c.get("model_type") == "qwen2" and proj != "o_proj") or gptoss:
                     out.append((a + proj + ".bias", "BF16", [o]))
             if c.get("model_type") in ("qwen3", "qwen3_moe"):
                 out += [(a + "q_norm.weight", "BF16", [hd]), (a + "k_norm.weight", "BF16", [hd])]
@@ -81,28 +81,28 @@ def tensors_for(raw: dict[str, Any]) -> list[T]:
         first_dense = int(c.get("first_k_dense_replace") or 0)
         is_moe = experts and i >= first_dense and i not in (c.get("mlp_only_layers") or [])
         if not is_moe:
-            I = c["intermediate_size"]
-            for proj, o, i_ in (("gate_proj", I, H), ("up_proj", I, H), ("down_proj", H, I)):
+            inter = c["intermediate_size"]
+            for proj, o, i_ in (("gate_proj", inter, H), ("up_proj", inter, H), ("down_proj", H, inter)):
                 out += _linear(m + proj, o, i_, q, bool(fp8))
             continue
-        I = c.get("moe_intermediate_size") or c["intermediate_size"]
+        inter_moe = c.get("moe_intermediate_size") or c["intermediate_size"]
         if gptoss:
             E = experts
             out += [(m + "router.weight", "BF16", [E, H]), (m + "router.bias", "BF16", [E]),
-                    (m + "experts.gate_up_proj_blocks", "U8", [E, 2 * I, H // 32, 16]), (m + "experts.gate_up_proj_scales", "U8", [E, 2 * I, H // 32]),
-                    (m + "experts.gate_up_proj_bias", "BF16", [E, 2 * I]),
-                    (m + "experts.down_proj_blocks", "U8", [E, H, I // 32, 16]), (m + "experts.down_proj_scales", "U8", [E, H, I // 32]),
+                    (m + "experts.gate_up_proj_blocks", "U8", [E, 2 * inter_moe, H // 32, 16]), (m + "experts.gate_up_proj_scales", "U8", [E, 2 * inter_moe, H // 32]),
+                    (m + "experts.gate_up_proj_bias", "BF16", [E, 2 * inter_moe]),
+                    (m + "experts.down_proj_blocks", "U8", [E, H, inter_moe // 32, 16]), (m + "experts.down_proj_scales", "U8", [E, H, inter_moe // 32]),
                     (m + "experts.down_proj_bias", "BF16", [E, H])]
             continue
         out.append((m + "gate.weight", "BF16", [experts, H]))
         if c.get("topk_method") == "noaux_tc":
             out.append((m + "gate.e_score_correction_bias", "F32", [experts]))
         for e in range(experts):
-            for proj, o, i_ in (("gate_proj", I, H), ("up_proj", I, H), ("down_proj", H, I)):
+            for proj, o, i_ in (("gate_proj", inter, H), ("up_proj", inter, H), ("down_proj", H, inter)):
                 out += _linear(f"{m}experts.{e}.{proj}", o, i_, q, bool(fp8 or ct))
         ns = int(c.get("n_shared_experts") or 0)
         if ns:
-            for proj, o, i_ in (("gate_proj", I * ns, H), ("up_proj", I * ns, H), ("down_proj", H, I * ns)):
+            for proj, o, i_ in (("gate_proj", inter_moe * ns, H), ("up_proj", inter_moe * ns, H), ("down_proj", H, inter_moe * ns)):
                 out += _linear(f"{m}shared_experts.{proj}", o, i_, q, bool(fp8))
         if i >= L:  # DeepSeek's multi-token-prediction layer carries its own embedding and head
             out += [(p + "embed_tokens.weight", "BF16", [V, H]), (p + "enorm.weight", "BF16", [H]), (p + "hnorm.weight", "BF16", [H]),
