@@ -155,3 +155,30 @@ def test_eager_batches_raise_the_graph_size_but_never_past_the_concurrency() -> 
     at_cap = ready(0.91, 5.69, output_tok_s=1800.0, peak_running=65.0, peak_queue=0.0, peak_token_usage=0.5,
                    flags={**BASE, "mem-fraction-static": 0.91, "cuda-graph-max-bs": 64}, cuda_graph_max_bs=64)
     assert next_move([at_cap], BASE, target=5.0, warn=3.0) is None
+
+
+def test_tune_starts_from_the_memory_plan(tmp_path: Path) -> None:
+    from tests.data.models.synth import index_for, load_config
+
+    raw = load_config("llama-3.1-8b")
+    model = tmp_path / "llama-3.1-8b"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(raw))
+    (model / "model.safetensors.index.json").write_text(json.dumps(index_for(raw, 4)))
+    env = story_env(tmp_path, 0.95, speed="20")
+    prof = tmp_path / "profiles" / "story.yaml"
+    text = prof.read_text().replace("--sim-model\", \"kimi-k2.5", "--sim-model\", \"llama-3.1-8b")
+    text = text.replace("rtx-pro-6000", "h100").replace("/models/Kimi-K2.5", str(model)).replace("tp: 8", "tp: 1")
+    prof.write_text(text)
+    # the simulated GPUs exist once a server has run on them: the plan measures them
+    up = cockpit(env, tmp_path, "up", "story", "--set", "mem-fraction-static=0.8", "--force", "--wait", "ready")
+    assert up.returncode == 0, up.stderr
+    cockpit(env, tmp_path, "down", "story")
+    out = cockpit(env, tmp_path, "tune", "story", "--max-launches", "2", *BENCH, "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["prior"]["source"] == "plan", r["prior"]
+    first = r["steps"][0]
+    assert first["flags"]["mem-fraction-static"] == r["prior"]["value"] != 0.95
+    assert first["predicted_headroom_gb"] >= 3.0 and first["outcome"] == "ready" and first["output_tok_s"] > 0
+    assert r["crashes"] == 0 and all(s["headroom_gb"] >= 3.0 for s in r["steps"])
