@@ -182,3 +182,11 @@ def test_tune_starts_from_the_memory_plan(tmp_path: Path) -> None:
     assert first["flags"]["mem-fraction-static"] == r["prior"]["value"] != 0.95
     assert first["predicted_headroom_gb"] >= 3.0 and first["outcome"] == "ready" and first["output_tok_s"] > 0
     assert r["crashes"] == 0 and all(s["headroom_gb"] >= 3.0 for s in r["steps"])
+
+
+def test_best_breaks_a_near_tie_toward_the_larger_pool() -> None:
+    a = ready(0.88, 5.55, output_tok_s=12277.0, kv_tokens=58833)
+    b = ready(0.91, 5.69, output_tok_s=11979.0, kv_tokens=102198)  # 2.4 % lower: the noise of a busy host
+    c = ready(0.90, 6.0, output_tok_s=11000.0, kv_tokens=87000)  # 10 % lower: really slower
+    assert best_step([a, b, c], "throughput", {}, 5.0) is b
+    assert best_step([a, c], "throughput", {}, 5.0) is a

@@ -281,9 +281,10 @@ class Tuner:
             output_tok_s=None if bench is None or not bench.get("requests") else _num(bench.get("output_tok_s")),
             ttft_p99_ms=_num(((bench or {}).get("ttft_ms") or {}).get("p99")),
             itl_p99_ms=_num(((bench or {}).get("itl_ms") or {}).get("p99")),
-            peak_running=_num(srv.get("peak_num_running_reqs")),
-            peak_queue=_num(srv.get("peak_num_queue_reqs")),
-            peak_token_usage=_num(srv.get("peak_token_usage")),
+            # the second half's means: the first seconds' burst of prefills queues every request
+            peak_running=_num(srv.get("steady_num_running_reqs", srv.get("peak_num_running_reqs"))),
+            peak_queue=_num(srv.get("steady_num_queue_reqs", srv.get("peak_num_queue_reqs"))),
+            peak_token_usage=_num(srv.get("steady_token_usage", srv.get("peak_token_usage"))),
             crash_kind=crash_kind,
             advice=advice,
             predicted_headroom_gb=predicted if crashed else move.predicted_headroom_gb,

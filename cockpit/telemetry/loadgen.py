@@ -294,12 +294,16 @@ async def scrape(client: httpx.AsyncClient, base_url: str, prefix: str = "sglang
 
 
 def _server_summary(before: dict[str, float] | None, after: dict[str, float] | None,
-                    peaks: dict[str, float], samples: int) -> dict[str, Any]:
+                    peaks: dict[str, float], series: list[tuple[float, dict[str, float]]], duration: float) -> dict[str, Any]:
     if before is None or after is None:
         return {"available": False, "reason": "/metrics did not answer (start the server with --enable-metrics)"}
-    out: dict[str, Any] = {"available": True, "samples": samples}
+    out: dict[str, Any] = {"available": True, "samples": len(series)}
+    # steady state: the samples of the second half (the start's burst of prefills queues everything)
+    late = [m for t, m in series if t >= duration / 2]
     for k in SERVER_PEAKS:
         out[f"peak_{k}"] = peaks.get(k)
+        vals = [m[k] for m in late if k in m]
+        out[f"steady_{k}"] = round(sum(vals) / len(vals), 4) if vals else None
     for k in SERVER_COUNTERS:
         if k in after and k in before:
             out[f"delta_{k}"] = round(after[k] - before[k], 6)
@@ -322,6 +326,7 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
     tokens = [0]
     next_i = [0]
     peaks: dict[str, float] = {}
+    series: list[tuple[float, dict[str, float]]] = []  # (seconds into the run, sample)
     last_metrics: dict[str, float] = {}
     samples = [0]
 
@@ -350,6 +355,7 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
             m = await scrape(mc, base_url, spec.metrics_prefix) if before is not None else None
             if m is not None:
                 samples[0] += 1
+                series.append((time.perf_counter() - t0, {k: m[k] for k in SERVER_PEAKS if k in m}))
                 last_metrics.clear()
                 last_metrics.update(m)
                 for k in SERVER_PEAKS:
@@ -397,7 +403,7 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
         "e2e_ms": percentiles([r.e2e_s for r in ok if r.e2e_s is not None]),
         "mean_ttft_ms": round(sum(r.ttft_s or 0 for r in ok) / len(ok) * 1000, 2) if ok else None,
         "mean_e2e_ms": round(sum(r.e2e_s or 0 for r in ok) / len(ok) * 1000, 2) if ok else None,
-        "server": _server_summary(before, after, peaks, samples[0]),
+        "server": _server_summary(before, after, peaks, series, duration),
     }
 
 

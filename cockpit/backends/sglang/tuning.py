@@ -30,7 +30,8 @@ GIB = 2**30
 # is fixed, so that the memory freed by a smaller batch is never overestimated
 GRAPH_FIXED_SHARE = 0.2
 BS_MARGIN = 1.15  # capture up to 15 % above the batch the pool is predicted to run
-KV_BINDS_USAGE = 0.85  # token usage at which the pool is the limit
+KV_BINDS_USAGE = 0.85
+TIE = 0.03  # throughput within 3 % of the best measured is a tie (run-to-run spread on a busy host)  # token usage at which the pool is the limit
 MFS_FLAG = "mem-fraction-static"
 GRAPH_FLAG = "cuda-graph-max-bs"
 RUNNING_FLAG = "max-running-requests"
@@ -246,8 +247,15 @@ def meets_slo(s: Step, slo: dict[str, float]) -> bool:
     return True
 
 
-def best_step(history: list[Step], objective: str, slo: dict[str, float], target: float) -> Step | None:
-    """The best benched step that kept the headroom target and the SLO."""
+def best_step(history: list[Step], objective: str, slo: dict[str, float], target: float,
+              tie: float = TIE) -> Step | None:
+    """The best benched step that kept the headroom target and the SLO. Measurements within `tie`
+    of the top are a tie on a loaded machine; the tie goes to the larger KV pool (the setting with
+    the most room for a burst), then to the later step."""
     ok = [s for s in history if s.outcome == "ready" and s.headroom_gb is not None and s.headroom_gb >= target
           and objective_value(s, objective) is not None and meets_slo(s, slo)]
-    return max(ok, key=lambda s: objective_value(s, objective) or 0.0, default=None)
+    if not ok:
+        return None
+    top = max(objective_value(s, objective) or 0.0 for s in ok)
+    near = [s for s in ok if (objective_value(s, objective) or 0.0) >= top - abs(top) * tie]
+    return max(near, key=lambda s: (s.kv_tokens or 0, history.index(s)))
