@@ -1,5 +1,5 @@
 """The tuning screen in a real Textual app: a `cockpit tune` session's runs from a real journal,
-reached with `t` from the history screen."""
+reached with `T` from the history screen."""
 
 from __future__ import annotations
 
@@ -50,10 +50,10 @@ async def test_t_opens_the_session_of_a_tuned_run(tmp_path: Path) -> None:
             await pilot.pause(0.02)
             if history.runs:
                 break
-        await pilot.press("t")  # the newest run was not launched by cockpit tune
+        await pilot.press("T")  # the newest run was not launched by cockpit tune
         await pilot.pause()
         assert "not launched by `cockpit tune`" in str(history.query_one("#history-hint", Static).render())
-        await pilot.press("down", "t")
+        await pilot.press("down", "T")
         for _ in range(100):
             await pilot.pause(0.02)
             if isinstance(app.screen, TuneScreen) and app.screen.runs:

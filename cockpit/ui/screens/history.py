@@ -34,7 +34,7 @@ HISTORY_BINDINGS: list[BindingType] = [
     Binding("x", "clear_selection", "Clear selection", id="history.clear"),
     Binding("l", "relaunch", "Relaunch flags", id="history.relaunch"),
     Binding("g", "reload", "Reload", id="history.reload"),
-    Binding("t", "tune_session", "Tuning steps", id="history.tune"),
+    Binding("T", "tune_session", "Tuning steps", id="history.tune"),  # t is the theme, app-wide
 ]
 
 # One colour per overlaid run, from theme variables (a theme file is the one place colours are

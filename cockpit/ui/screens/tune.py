@@ -1,7 +1,7 @@
 """The tuning screen: the steps of one `cockpit tune` session from the journal, and the measured
 throughput against the memory setting.
 
-Reached with `t` on a tuned run in the history screen. The journal is read in a thread worker that
+Reached with `T` on a tuned run in the history screen. The journal is read in a thread worker that
 posts `TuneLoaded`; the handlers only render. Every step is a run of the journal tagged with the
 session: its flags, outcome, headroom after capture and the bench recorded on it.
 """
