@@ -152,7 +152,7 @@ def test_eager_batches_raise_the_graph_size_but_never_past_the_concurrency() -> 
     m = next_move([s], BASE, target=5.0, warn=3.0)
     assert m is not None and m.overrides["cuda-graph-max-bs"] == 64  # 60 × 1.15 = 69, capped at 64 in flight
     assert m.predicted_headroom_gb is not None and m.predicted_headroom_gb >= 5.0
-    at_cap = ready(0.91, 5.69, output_tok_s=1800.0, peak_running=65.0, peak_queue=0.0, peak_token_usage=0.5,
+    at_cap = ready(0.91, 5.69, output_tok_s=1800.0, peak_running=64.0, peak_queue=0.0, peak_token_usage=0.5,
                    flags={**BASE, "mem-fraction-static": 0.91, "cuda-graph-max-bs": 64}, cuda_graph_max_bs=64)
     assert next_move([at_cap], BASE, target=5.0, warn=3.0) is None
 
@@ -190,3 +190,10 @@ def test_best_breaks_a_near_tie_toward_the_larger_pool() -> None:
     c = ready(0.90, 6.0, output_tok_s=11000.0, kv_tokens=87000)  # 10 % lower: really slower
     assert best_step([a, b, c], "throughput", {}, 5.0) is b
     assert best_step([a, c], "throughput", {}, 5.0) is a
+
+
+def test_other_traffic_lifts_the_batch_past_the_benchmarks_concurrency() -> None:
+    # the demo's built-in clients share the server: 75 running with 64 benchmark requests in flight
+    s = ready(0.88, 5.55, output_tok_s=1000.0, peak_running=75.0, peak_queue=10.0, peak_token_usage=0.94)
+    m = next_move([s], BASE, target=5.0, warn=3.0)
+    assert m is not None and m.overrides["cuda-graph-max-bs"] > 75

@@ -128,6 +128,15 @@ def _tried(history: list[Step], flags: dict[str, Any]) -> bool:
     return any({k: _num(s.flags, k) for k in keys} == want for s in history)
 
 
+def _batch_limits(s: Step) -> list[float]:
+    """What bounds the running batch: --max-running-requests, and the benchmark's concurrency unless
+    the server ran more than that (other clients share it: their requests batch too)."""
+    out = [float(s.max_running_requests)] if s.max_running_requests else []
+    if s.concurrency:
+        out.append(max(float(s.concurrency), s.peak_running or 0.0))
+    return out
+
+
 def kv_binds(s: Step) -> bool:
     """The KV pool limits the batch: nearly full, or requests wait while the batch stays below both
     the benchmark's concurrency and --max-running-requests (admission reserves room for their
@@ -190,7 +199,7 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
                 new_mfs, freed = cand_mfs, cand_freed
                 gain = (new_mfs - mfs) * P * tokens_per_gib
                 pred_running = running * (last.kv_tokens + gain) / last.kv_tokens
-                limits = [float(x) for x in (last.concurrency, last.max_running_requests) if x]
+                limits = _batch_limits(last)
                 # the margin covers the prediction; no batch exceeds the benchmark's concurrency or the cap
                 new_bs = min(bs, round_bs(min([pred_running * BS_MARGIN, *limits])))
             if new_bs < bs and new_mfs > mfs:
@@ -201,7 +210,7 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
                          f"graph memory for the pool", pred)
                 if m is not None:
                     return m
-        limits = [float(x) for x in (last.concurrency, last.max_running_requests) if x]
+        limits = _batch_limits(last)
         if running > bs and round_bs(min([running * BS_MARGIN, *limits])) > bs:
             new_bs = round_bs(min([running * BS_MARGIN, *limits]))
             cost = _graph_after(last.graph_gb, bs, new_bs) - last.graph_gb
