@@ -155,6 +155,13 @@ class ReadinessProbe:
         self.health = None
         self._local_port = None  # a restart may have changed the port
 
+    async def base_url(self, node: Node, port: int) -> str:
+        """`http://127.0.0.1:PORT` reaching node 0's API: the port itself locally, the SSH local
+        forward for a remote node (the tunnel the probe uses; raises TransportError when down)."""
+        if self._local_port is None:
+            self._local_port = await node.transport.forward_port(port)
+        return f"http://127.0.0.1:{self._local_port}"
+
     async def probe(self, node: Node, port: int, path: str) -> None:
         from cockpit.telemetry.probes import probe_status
 
