@@ -26,15 +26,10 @@ exit codes: 0 ok, 1 a critical finding or a failed run, 2 bad input
 """
 
 
-def close_words(word: str, choices: Sequence[str]) -> list[str]:
-    """The choices an operator probably meant (`stauts` → status, `--tial` → --tail)."""
-    import difflib
-
-    return difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
-
-
 def _did_you_mean(word: str, choices: Sequence[str]) -> str:
-    near = close_words(word, choices)
+    from cockpit.errors import close_words
+
+    near = close_words(word, list(choices))
     return f"; did you mean {' or '.join(near)}?" if near else ""
 
 
