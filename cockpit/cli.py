@@ -20,19 +20,16 @@ commands in the order an operator meets them:
   cockpit diagnose LOG              explain a log (crash, headroom, the flag to change)
   cockpit down PROFILE              stop, then wait until GPU memory is released
   cockpit runs                      the journal of past runs
+  cockpit bench PROFILE             load test of the live run (tok/s, TTFT, ITL, E2E)
+  cockpit tune PROFILE              launch, measure, move: the best setting without a crash
 exit codes: 0 ok, 1 a critical finding or a failed run, 2 bad input
 """
 
 
-def close_words(word: str, choices: Sequence[str]) -> list[str]:
-    """The choices an operator probably meant (`stauts` → status, `--tial` → --tail)."""
-    import difflib
-
-    return difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
-
-
 def _did_you_mean(word: str, choices: Sequence[str]) -> str:
-    near = close_words(word, choices)
+    from cockpit.errors import close_words
+
+    near = close_words(word, list(choices))
     return f"; did you mean {' or '.join(near)}?" if near else ""
 
 
@@ -143,6 +140,39 @@ def build_parser() -> argparse.ArgumentParser:
     r = rsub.add_parser("compare", help="runs side by side")
     r.add_argument("ids", nargs="+", metavar="ID")
     r.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+
+    s = sub.add_parser("bench", help="load test of a profile's live run: tok/s, req/s, TTFT/ITL/E2E")
+    s.add_argument("profile")
+    s.add_argument("--requests", type=int, default=200, metavar="N", help="requests per concurrency level (default 200)")
+    s.add_argument("--concurrency", type=int, nargs="+", default=None, metavar="C",
+                   help="requests in flight; several values run one level after the other (default 8)")
+    s.add_argument("--input-len", type=int, default=1024, metavar="L", help="prompt tokens of synthetic requests (default 1024)")
+    s.add_argument("--output-len", type=int, default=256, metavar="L", help="output tokens per request, EOS ignored (default 256)")
+    s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
+                   help='random-token prompts, or JSONL lines {"prompt": ..., "output_len": N}')
+    s.add_argument("--duration", type=float, default=120.0, metavar="S",
+                   help="time limit per level (s); requests still running then are cancelled (default 120)")
+    s.add_argument("--api", choices=["openai", "sglang"], default="openai",
+                   help="streaming /v1/completions (default) or SGLang's /generate")
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("tune", help="guided tuning: launch, measure, move; writes NAME.tuned.yaml")
+    s.add_argument("profile")
+    s.add_argument("--objective", choices=["throughput", "ttft-p99"], default="throughput")
+    s.add_argument("--slo", default=None, metavar="ttft_p99=2s,itl_p99=100ms",
+                   help="latency limits a setting must keep to count as best")
+    s.add_argument("--max-launches", type=int, default=6, metavar="N", help="launch budget (default 6)")
+    s.add_argument("--requests", type=int, default=2000, metavar="N", help="bench requests per step (default 2000)")
+    s.add_argument("--concurrency", type=int, nargs="+", default=[64], metavar="C",
+                   help="bench requests in flight (default 64; the last value is used)")
+    s.add_argument("--input-len", type=int, default=512, metavar="L", help="bench prompt tokens (default 512)")
+    s.add_argument("--output-len", type=int, default=1024, metavar="L", help="bench output tokens (default 1024)")
+    s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl")
+    s.add_argument("--duration", type=float, default=60.0, metavar="S", help="bench time limit per step (default 60)")
+    s.add_argument("--api", choices=["openai", "sglang"], default="openai")
+    s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for READY per launch (default 900)")
+    s.add_argument("--output", default=None, metavar="PATH", help="where to write the tuned profile")
+    s.add_argument("--json", action="store_true")
 
     # `cockpit sim` parses its own (SGLang-shaped) arguments.
     sub.add_parser("sim", help="a faithful SGLang (or --sim-backend vllm: vLLM) stand-in (simulated GPUs)", add_help=False)

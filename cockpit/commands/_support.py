@@ -32,8 +32,7 @@ def load_profile_arg(arg: str) -> Profile:
 
 def missing_profile(name: str) -> Exception:
     """No profile of that name: the directories searched, the profiles found, the close ones."""
-    from cockpit.cli import close_words
-    from cockpit.errors import BadInput
+    from cockpit.errors import BadInput, close_words
     from cockpit.locations import list_profile_files, profile_dirs
 
     found = sorted({p.stem for p in list_profile_files()})

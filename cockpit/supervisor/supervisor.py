@@ -485,6 +485,11 @@ class Supervisor:
     def recent_lines(self) -> list[LogLine]:
         return self.publisher.recent_lines()
 
+    async def api_base_url(self) -> str:
+        """The base URL of the run's API on node 0 from this machine (through the SSH forward when
+        remote): what `cockpit bench` sends its load to."""
+        return await self.readiness.base_url(self.nodes[0], self.backend.api_port(self._flags))
+
     def is_ready(self) -> bool:
         return self.fold.state.phase == "ready" and self.readiness.health == "200"
 

@@ -209,16 +209,18 @@ async def measure(transport: Transport, python: str = "python3", *,
     return facts_from_sample(await sample_once(transport, python, env=env))
 
 
-async def measure_hosts(profile: Profile, unreachable: dict[str, str] | None = None) -> dict[str, HostFacts]:
-    """HostFacts of every SSH host of the profile, measured by the agent (for `cockpit check`).
-    A host that cannot be reached is left out (it stays unknown in the preflight); when
-    `unreachable` is given, it gets host label → why, in words (`unreachable_words`)."""
+async def measure_hosts(profile: Profile, unreachable: dict[str, str] | None = None, *,
+                        include_local: bool = False) -> dict[str, HostFacts]:
+    """HostFacts of the profile's SSH hosts (and `local` too with include_local: then the
+    simulator's GPUs count, as a launch's preflight sees them), measured by the agent. A host that
+    cannot be reached is left out (it stays unknown in the preflight); when `unreachable` is given,
+    it gets host label → why, in words (`unreachable_words`)."""
     from cockpit.transport import transport_for
     from cockpit.transport.base import TransportError
 
     out: dict[str, HostFacts] = {}
     for host in profile.hosts:
-        if host.is_local:
+        if host.is_local and not include_local:
             continue
         try:
             out[host.label] = await measure(transport_for(host), env=sim_env(sim_dir_of(profile)))

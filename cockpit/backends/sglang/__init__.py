@@ -210,3 +210,9 @@ class SGLangBackend:
         from cockpit.backends.sglang.plan import memory_plan
 
         return memory_plan(profile, hosts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
+
+    def tuning(self) -> Any:
+        """The tuning policy `cockpit tune` asks for its next launch (cockpit.backends.sglang.tuning)."""
+        from cockpit.backends.sglang import tuning
+
+        return tuning
