@@ -210,3 +210,17 @@ class SGLangBackend:
         from cockpit.backends.sglang.plan import memory_plan
 
         return memory_plan(profile, hosts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
+
+    def model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        """The profile's `model-path` (with `--set model-path=…` applied)."""
+        path = self.flag_value(self.effective_flags(profile, overrides), "model-path")
+        return str(path) if path else None
+
+    def plan_server(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
+        """The server flags of `cockpit plan --model-config` (no profile): the model and parallelism."""
+        server: dict[str, Any] = {"model-path": model_dir, "tp": tp}
+        if dp:
+            server["dp"] = dp
+        if ep:
+            server["ep"] = ep
+        return server
