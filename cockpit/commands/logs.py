@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import sys
+from collections.abc import Mapping
 
 from cockpit.commands._support import load_profile_arg, run_command
 from cockpit.core.logfilter import LineFilter
@@ -26,10 +27,10 @@ def run(args: argparse.Namespace) -> int:
     return run_command(_logs(profile, args))
 
 
-def _make_filter(spec: str, rank: str | None) -> LineFilter:
-
+def _make_filter(spec: str, rank: str | None, presets: Mapping[str, tuple[str, ...]] | None = None) -> LineFilter:
+    """The filter with the preset words of the profile's server (`Backend.log_filter_presets`)."""
     try:
-        return LineFilter(spec or "all", rank)
+        return LineFilter(spec or "all", rank, presets)
     except ValueError as exc:
         raise BadInput(f"--filter/--rank: {exc}") from None
 
@@ -57,7 +58,7 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     async def one(node: Node, follow: bool = True) -> None:
         record = node.record
         assert record is not None
-        filt = _make_filter(args.filter, args.rank)
+        filt = _make_filter(args.filter, args.rank, sup.backend.log_filter_presets())
         nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
         follow = follow and bool(args.follow and record.alive)
         offset, ino = cursors.get(node.index, (record.log_offset, record.log_inode))

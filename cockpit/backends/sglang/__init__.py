@@ -224,3 +224,12 @@ class SGLangBackend:
         if ep:
             server["ep"] = ep
         return server
+
+    def log_filter_presets(self) -> dict[str, tuple[str, ...]]:
+        """The words of the log view's presets as SGLang prints them."""
+        return {
+            "memory": ("avail mem", "max_total_num", "KV Cache", "Allocating", "Capture"),
+            "errors": ("Traceback", "Error", "CUDA out of memory", "OutOfMemoryError", "RuntimeError", "SIGQUIT",
+                       "exception", "Killed"),
+            "batches": ("Prefill batch", "Decode batch"),
+        }

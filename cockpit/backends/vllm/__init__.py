@@ -199,3 +199,16 @@ class VLLMBackend:
                                         "(--enable-expert-parallel); give --ep equal to that, or leave it out")
             server["enable-expert-parallel"] = True
         return server
+
+    def log_filter_presets(self) -> dict[str, tuple[str, ...]]:
+        """The words of the log view's presets as vLLM prints them (shared/reference/vllm.md §3, §7,
+        §8): the memory lifecycle lines, the failure chain, the periodic stats line."""
+        return {
+            "memory": ("Model loading took", "KV cache memory", "KV cache size", "Maximum concurrency", "Graph capturing",
+                       "CUDA graph", "Free memory on device", "gpu-memory-utilization", "No available memory",
+                       "KV cache is needed", "Overriding num_gpu_blocks"),
+            "errors": ("Traceback", "ERROR", "Error", "out of memory", "OutOfMemoryError", "exception", "WorkerProc",
+                       "EngineCore failed", "EngineCore encountered", "EngineDeadError", "died unexpectedly",
+                       "Timed out waiting", "Killed"),
+            "batches": ("Avg prompt throughput", "SpecDecoding metrics"),
+        }
