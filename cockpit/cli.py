@@ -7,6 +7,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 EPILOG = """\
 commands in the order an operator meets them:
@@ -19,19 +20,44 @@ commands in the order an operator meets them:
   cockpit diagnose LOG              explain a log (crash, headroom, the flag to change)
   cockpit down PROFILE              stop, then wait until GPU memory is released
   cockpit runs                      the journal of past runs
+  cockpit bench PROFILE             load test of the live run (tok/s, TTFT, ITL, E2E)
+  cockpit tune PROFILE              launch, measure, move: the best setting without a crash
 exit codes: 0 ok, 1 a critical finding or a failed run, 2 bad input
 """
 
 
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    from cockpit.errors import close_words
+
+    near = close_words(word, list(choices))
+    return f"; did you mean {' or '.join(near)}?" if near else ""
+
+
+def _options_of(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for a in parser._actions for o in a.option_strings]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a mistyped subcommand or choice."""
+
+    def error(self, message: str) -> NoReturn:
+        import re
+
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            message += _did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="cockpit",
         description="A keyboard-driven cockpit for LLM inference servers (SGLang, vLLM) on multi-GPU hosts.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version="cockpit 0.1.0")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("tui", help="the TUI: profile picker, or a profile's dashboard")
     s.add_argument("profile", nargs="?", help="profile name or path; omit for the picker")
@@ -42,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
     s.add_argument("--backend", choices=("sglang", "vllm"), default="sglang",
                    help="which server's story: sglang (Kimi-K2.5, TP8) or vllm (Qwen3-32B, TP2)")
+    s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default 30123)")
 
     s = sub.add_parser("diagnose", help="parse SGLang or vLLM logs and explain them")
     s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")
@@ -114,6 +141,39 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("ids", nargs="+", metavar="ID")
     r.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
 
+    s = sub.add_parser("bench", help="load test of a profile's live run: tok/s, req/s, TTFT/ITL/E2E")
+    s.add_argument("profile")
+    s.add_argument("--requests", type=int, default=200, metavar="N", help="requests per concurrency level (default 200)")
+    s.add_argument("--concurrency", type=int, nargs="+", default=None, metavar="C",
+                   help="requests in flight; several values run one level after the other (default 8)")
+    s.add_argument("--input-len", type=int, default=1024, metavar="L", help="prompt tokens of synthetic requests (default 1024)")
+    s.add_argument("--output-len", type=int, default=256, metavar="L", help="output tokens per request, EOS ignored (default 256)")
+    s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
+                   help='random-token prompts, or JSONL lines {"prompt": ..., "output_len": N}')
+    s.add_argument("--duration", type=float, default=120.0, metavar="S",
+                   help="time limit per level (s); requests still running then are cancelled (default 120)")
+    s.add_argument("--api", choices=["openai", "sglang"], default="openai",
+                   help="streaming /v1/completions (default) or SGLang's /generate")
+    s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("tune", help="guided tuning: launch, measure, move; writes NAME.tuned.yaml")
+    s.add_argument("profile")
+    s.add_argument("--objective", choices=["throughput", "ttft-p99"], default="throughput")
+    s.add_argument("--slo", default=None, metavar="ttft_p99=2s,itl_p99=100ms",
+                   help="latency limits a setting must keep to count as best")
+    s.add_argument("--max-launches", type=int, default=6, metavar="N", help="launch budget (default 6)")
+    s.add_argument("--requests", type=int, default=2000, metavar="N", help="bench requests per step (default 2000)")
+    s.add_argument("--concurrency", type=int, nargs="+", default=[64], metavar="C",
+                   help="bench requests in flight (default 64; the last value is used)")
+    s.add_argument("--input-len", type=int, default=512, metavar="L", help="bench prompt tokens (default 512)")
+    s.add_argument("--output-len", type=int, default=1024, metavar="L", help="bench output tokens (default 1024)")
+    s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl")
+    s.add_argument("--duration", type=float, default=60.0, metavar="S", help="bench time limit per step (default 60)")
+    s.add_argument("--api", choices=["openai", "sglang"], default="openai")
+    s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for READY per launch (default 900)")
+    s.add_argument("--output", default=None, metavar="PATH", help="where to write the tuned profile")
+    s.add_argument("--json", action="store_true")
+
     # `cockpit sim` parses its own (SGLang-shaped) arguments.
     sub.add_parser("sim", help="a faithful SGLang (or --sim-backend vllm: vLLM) stand-in (simulated GPUs)", add_help=False)
     return p
@@ -144,7 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return sim_main(args_list[1:])
     parser = build_parser()
-    args = parser.parse_args(_glue_set_values(args_list))
+    args, extras = parser.parse_known_args(_glue_set_values(args_list))
+    if extras:
+        # a mistyped flag: name the close ones of that command (`--tial` → --tail)
+        sub = _subparser(parser, args.command)
+        known = _options_of(sub) if sub is not None else _options_of(parser)
+        hints = "".join(_did_you_mean(e.split("=", 1)[0], known) for e in extras if e.startswith("-"))
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extras)}{hints}")
     command = args.command or "tui"
     if command == "tui" and not hasattr(args, "profile"):
         args.profile = None
@@ -163,6 +229,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as exc:  # the single place bad input becomes one clear line, never a traceback
         return explain_error(exc)
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction) and command in a.choices:
+            return a.choices[command]
+    return None
 
 
 def explain_error(exc: BaseException) -> int:

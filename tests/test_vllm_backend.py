@@ -201,3 +201,22 @@ def test_multi_node_argv() -> None:
     node0, node1 = get_backend("vllm").build_node_argvs(p, None, "10.0.0.1:29501")
     assert node0[-8:] == ["--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "29501"]
     assert "--headless" not in node0 and "--headless" in node1 and node1[node1.index("--node-rank") + 1] == "1"
+
+
+def test_escape_sequences_in_a_vllm_log_never_reach_the_state(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The one rule of core.sanitize holds inside vLLM's parser too (not only at the terminal): an
+    OOM message carrying OSC 52 (clipboard), OSC 0 (title) and ESC c (reset) is read as an OOM, and
+    none of them survives into the state that the journal and `--json` carry."""
+    import json
+    from pathlib import Path
+
+    text = Path("tests/data/vllm-0.33.0-qwen32b-tp2-0.97-prefill-oom.log").read_text()
+    hostile = "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b]0;pwned\x07\x1bc"
+    text = text.replace("CUDA out of memory.", "CUDA out of memory." + hostile)
+    assert hostile in text
+    log = tmp_path / "hostile.log"
+    log.write_text(text)
+    state = get_backend("vllm").read_log(str(log))
+    assert state.crash is not None and state.crash.kind == "cuda_oom"
+    dumped = json.dumps(state.to_json())
+    assert "\\u001b" not in dumped and "\\u0007" not in dumped and "pwned" not in dumped

@@ -42,8 +42,7 @@ def detect_backend(sample: bytes, default: str = DEFAULT_BACKEND) -> str:
     share of lines that read as its records) is highest; `default` when none scores."""
     best, best_score = default, 0.0
     for name in _REGISTRY:
-        score_of = getattr(get_backend(name), "log_score", None)
-        score = float(score_of(sample)) if score_of is not None else 0.0
+        score = get_backend(name).log_score(sample)
         if score > best_score:
             best, best_score = name, score
     return best

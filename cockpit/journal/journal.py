@@ -137,6 +137,8 @@ class RunRecord:
     peak_token_usage: float | None = None
     gen_throughput_series: tuple[tuple[float, float], ...] = ()  # (seconds since first point, tok/s)
     findings: tuple[dict[str, Any], ...] = ()  # Finding.to_json() as recorded
+    bench: dict[str, Any] | None = None  # the latest `cockpit bench` result on this run
+    tune_session: str | None = None  # the `cockpit tune` session that launched it
 
     @property
     def finished(self) -> bool:
@@ -179,6 +181,8 @@ class RunRecord:
             "log_path": self.log_path,
             "pid": self.pid,
             "updated_at": self.updated_at,
+            "bench": self.bench,
+            "tune_session": self.tune_session,
         }
         if include_series:
             out["gen_throughput_series"] = [list(p) for p in self.gen_throughput_series]
@@ -358,6 +362,9 @@ def _row_to_record(row: sqlite3.Row) -> RunRecord:
         peak_token_usage=row["peak_token_usage"],
         gen_throughput_series=tuple((float(p[0]), float(p[1])) for p in js("gen_throughput_series", [])),
         findings=tuple(_clean_json(js("findings", []))),
+        # a journal opened read-only before its migration to v2 has neither column
+        bench=js("bench", None) if "bench" in row.keys() else None,  # noqa: SIM118 - sqlite3.Row `in` tests values
+        tune_session=row["tune_session"] if "tune_session" in row.keys() else None,  # noqa: SIM118
     )
 
 
@@ -610,6 +617,20 @@ class Journal:
         n = self._write(f"UPDATE runs SET {', '.join(sets)} WHERE id = :id", params)
         if n == 0:
             raise JournalError(f"run {run_id} is not in the journal (record_start was not called)")
+
+    def record_bench(self, run_id: str, result: dict[str, Any]) -> None:
+        """The latest `cockpit bench` result of a run (the `bench --json` shape)."""
+        self._write("UPDATE runs SET bench = ?, updated_at = ? WHERE id = ?",
+                    (json.dumps(result, default=str), now_iso(), run_id))
+
+    def tag_tune_session(self, run_id: str, session: str) -> None:
+        """Mark a run as a step of a `cockpit tune` session."""
+        self._write("UPDATE runs SET tune_session = ? WHERE id = ?", (session, run_id))
+
+    def tune_runs(self, session: str) -> list[RunRecord]:
+        """The runs of one tuning session, oldest first."""
+        rows = self._query("SELECT * FROM runs WHERE tune_session = ? ORDER BY started_at, rowid", (session,))
+        return [_row_to_record(r) for r in rows]
 
     # ---- reading ----
     def _query(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:

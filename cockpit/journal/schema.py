@@ -77,8 +77,16 @@ def _v0_to_v1(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS runs_by_start ON runs (started_at)")
 
 
+def _v1_to_v2(conn: sqlite3.Connection) -> None:
+    # `cockpit bench` results (the latest on the run, the `bench --json` shape) and the `cockpit tune`
+    # session a run was launched by. NULL: never benched / not a tuning step.
+    conn.execute("ALTER TABLE runs ADD COLUMN bench TEXT")
+    conn.execute("ALTER TABLE runs ADD COLUMN tune_session TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS runs_by_tune_session ON runs (tune_session)")
+
+
 # Append only; never edit a migration that has shipped.
-MIGRATIONS: tuple[Migration, ...] = (_v0_to_v1,)
+MIGRATIONS: tuple[Migration, ...] = (_v0_to_v1, _v1_to_v2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -129,8 +129,40 @@ def compare_rows(runs: Sequence[RunRecord]) -> tuple[list[Row], list[Row]]:
         ("median gen tok/s", [fmt_tps(r.median_gen_throughput) for r in runs]),
         ("time to ready", [fmt_secs(r.time_to_ready_s) for r in runs]),
     ]
+    if any(r.bench for r in runs):
+        rows += [
+            ("bench output tok/s", [fmt_tps(bench_value(r, "output_tok_s")) for r in runs]),
+            ("bench req/s", [_fmt_num(bench_value(r, "requests_per_s"), 2) for r in runs]),
+            ("bench TTFT p50/p99 ms", [_fmt_pair(r, "ttft_ms") for r in runs]),
+            ("bench ITL p50/p99 ms", [_fmt_pair(r, "itl_ms") for r in runs]),
+            ("bench E2E p50/p99 ms", [_fmt_pair(r, "e2e_ms") for r in runs]),
+            ("bench errors", [_fmt_num(bench_value(r, "errors"), 0) for r in runs]),
+        ]
+    if any(r.tune_session for r in runs):
+        rows.append(("tune session", [r.tune_session or "none" for r in runs]))
     flags = [(f"--{flag.lstrip('-')}", [value_text(v) for v in values]) for flag, values in differing_flags(runs).items()]
     return rows, flags
+
+
+def bench_value(r: RunRecord, key: str, sub: str | None = None) -> float | None:
+    """A figure of the run's latest bench (None when it was never benched or the figure is unknown)."""
+    if not r.bench:
+        return None
+    v = r.bench.get(key)
+    if sub is not None:
+        v = v.get(sub) if isinstance(v, dict) else None
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def _fmt_num(v: float | None, digits: int) -> str:
+    return "not benched" if v is None else f"{v:,.{digits}f}"
+
+
+def _fmt_pair(r: RunRecord, key: str) -> str:
+    if not r.bench:
+        return "not benched"
+    a, b = bench_value(r, key, "p50"), bench_value(r, key, "p99")
+    return f"{UNKNOWN if a is None else f'{a:,.0f}'} / {UNKNOWN if b is None else f'{b:,.0f}'}"
 
 
 def changes_by_run(runs: Sequence[RunRecord]) -> dict[str, str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import heapq
 import math
 import os
 import random
@@ -25,10 +26,17 @@ from cockpit.sim import crashes, gpus, hicache
 from cockpit.sim.clock import Clock
 from cockpit.sim.config import SimConfig
 from cockpit.sim.logfmt import Log
+from cockpit.sim.perf import perf_model
 from cockpit.sim.scheduler import KvPoolExhausted, Req, SchedParams, Scheduler
 from cockpit.sim.traffic import arrivals
 
 GIB = 2**30
+# how often TP0's loop runs (real seconds) while real clients wait for answers
+EXTERNAL_TICK_S = 0.005
+MAX_EXTERNAL_TICK_S = 0.2
+# how far (simulated seconds) the scheduler may run ahead of the clock so that answers leave on
+# time; a request that arrives meanwhile waits for the next batch, as it would for an iteration
+MAX_LOOKAHEAD_S = 0.05
 PR_SET_NAME = 15
 PR_SET_PDEATHSIG = 1
 
@@ -508,6 +516,7 @@ class RankProcess:
             decode_step_s=model.decode_step_ms / 1000 / speed_factor,
             decode_per_req_s=model.decode_per_req_ms / 1000 / speed_factor,
             context_len=cfg.context_len,
+            perf=perf_model(model, cfg.gpu, tp=cfg.tp, pp=cfg.pp, attn_tp=cfg.attn_tp),
         )
         self.finished: list[Req] = []
         sched = Scheduler(params, log=self.log.info, on_prefill=self.on_prefill, on_finish=self.finished.append)
@@ -517,6 +526,20 @@ class RankProcess:
         traffic_start = 0.0
         nxt = None
         last_stats = 0.0
+        # Answers to real clients are held until the simulated time they happen at, so that a
+        # client's clock sees the scheduler's timing (TTFT, inter-token gaps, end-to-end). While
+        # clients wait, the loop runs every EXTERNAL_TICK_S real seconds and the scheduler runs that
+        # far ahead of "now", so nothing is reported late.
+        held: list[tuple[float, int, tuple[Any, ...]]] = []
+        seq = 0
+        streams: dict[str, list[Any]] = {}  # rid -> [Req, tokens reported]
+        externals = 0
+
+        def hold(t: float, *msg: Any) -> None:
+            nonlocal seq
+            seq += 1
+            heapq.heappush(held, (t, seq, msg))
+
         while True:
             while True:
                 msg = self.recv(0)
@@ -524,35 +547,64 @@ class RankProcess:
                     break
                 kind = msg[0]
                 if kind == "req":
-                    _, rid, prompt, max_new, cached = msg
-                    sched.add(Req(rid, clock.now(), int(prompt), int(max_new), int(cached), external=True))
+                    rid, prompt, max_new, cached = msg[1:5]
+                    # the arrival is when the API received it (the main process stamps it), as
+                    # SGLang's tokenizer manager does, not when this loop got round to reading it
+                    arrival = min(float(msg[6]), clock.now()) if len(msg) > 6 else clock.now()
+                    req = Req(rid, arrival, int(prompt), int(max_new), int(cached), external=True)
+                    externals += 1
+                    if len(msg) > 5 and msg[5]:
+                        streams[rid] = [req, 0]
+                    sched.add(req)
                 elif kind == "traffic":
                     traffic = arrivals(cfg.opts.traffic, cfg.seed)
                     traffic_start = float(msg[1])
                     nxt = next(traffic, None)
+                elif kind == "stats_req":
+                    last_stats = time.monotonic()
+                    self.send("stats", self.stats_snapshot())
                 else:
                     self.handle_common(msg)
             now = clock.now()
-            while traffic is not None and nxt is not None and traffic_start + nxt.t <= now:
+            # many streams: a coarser tick (more tokens per chunk) keeps the HTTP side's CPU bounded
+            tick = min(MAX_EXTERNAL_TICK_S, EXTERNAL_TICK_S * max(1.0, len(streams) / 4))
+            ahead = min(tick * cfg.speed, MAX_LOOKAHEAD_S) if externals else 0.0
+            while traffic is not None and nxt is not None and traffic_start + nxt.t <= now + ahead:
                 sched.add(Req(f"sim-{sched.stats.num_requests_total}-{nxt.t:.3f}", traffic_start + nxt.t,
                               nxt.prompt_tokens, nxt.max_new_tokens, nxt.cached_tokens))
                 nxt = next(traffic, None)
             try:
-                sched.advance(now)
+                sched.advance(now + ahead)
             except KvPoolExhausted as exc:
                 self.fail(crashes.kv_exhausted_traceback(cfg.version, str(exc)))
+            for rid, entry in streams.items():
+                r, told = entry
+                n = r.output_tokens
+                if r.first_token_at is not None and told == 0 and n > 0:
+                    hold(r.first_token_at, "tok", rid, 1)
+                    told = 1
+                if n > told and r.finished_at is None:
+                    hold(sched.t, "tok", rid, n)
+                    told = n
+                entry[1] = told
             for r in self.finished:
                 if r.external:
-                    self.send("done", r.rid, {
+                    externals -= 1
+                    streams.pop(r.rid, None)
+                    hold(r.finished_at if r.finished_at is not None else now, "done", r.rid, {
                         "prompt_tokens": r.prompt_tokens,
                         "completion_tokens": r.output_tokens,
                         "cached_tokens": r.cached_tokens,
                         "e2e_latency": (r.finished_at or now) - r.arrival,
+                        "ttft": None if r.first_token_at is None else r.first_token_at - r.arrival,
                         "error": r.error,
                         "status": r.error_status,
                         "finish_reason": "length",
                     })
             self.finished.clear()
+            now = clock.now()
+            while held and held[0][0] <= now:
+                self.send(*heapq.heappop(held)[2])
             wall = time.monotonic()
             if wall - last_stats >= 0.5:
                 last_stats = wall
@@ -565,8 +617,13 @@ class RankProcess:
                     self.send("bcast", peers, ("util", util))
             self.proc.refresh()
             busy = sched.busy() or traffic is not None
+            wait = 0.1 if busy else 1.0
+            if externals or held:
+                wait = tick
+                if held:
+                    wait = min(wait, max(0.0, clock.real(held[0][0] - clock.now())))
             with contextlib.suppress(OSError, EOFError):
-                self.conn.poll(0.1 if busy else 1.0)
+                self.conn.poll(wait)
 
     def stats_snapshot(self) -> dict[str, Any]:
         s = self.sched

@@ -14,6 +14,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cockpit.sim.perf import MIN_PREFILL_PASS_S, PerfModel, attention_context
+
 INIT_NEW_TOKEN_RATIO = 0.7
 MIN_NEW_TOKEN_RATIO = INIT_NEW_TOKEN_RATIO * 0.14
 NEW_TOKEN_RATIO_DECAY = (INIT_NEW_TOKEN_RATIO - MIN_NEW_TOKEN_RATIO) / 600
@@ -70,6 +72,13 @@ class SchedParams:
     decode_step_s: float
     decode_per_req_s: float
     context_len: int = 1 << 30
+    perf: PerfModel | None = None  # the full throughput model; None: the three figures above alone
+
+    def model(self) -> PerfModel:
+        if self.perf is not None:
+            return self.perf
+        return PerfModel(self.prefill_tok_per_s, MIN_PREFILL_PASS_S, self.decode_step_s, self.decode_per_req_s,
+                         0.0, attn_context_tokens=0.0)
 
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 120.0, 160.0)
@@ -121,6 +130,7 @@ class Scheduler:
         on_finish: Callable[[Req], None],
     ):
         self.p = params
+        self.perf = params.model()
         self.log = log
         self.on_prefill = on_prefill
         self.on_finish = on_finish
@@ -229,6 +239,7 @@ class Scheduler:
         if not batch:
             return False
         # SGLang logs the batch before running it; usage includes the tokens being allocated now
+        context = attention_context([(r.prefilled, take) for r, take in batch])
         for r, take in batch:
             r.prefilled += take
         usage = self.tokens_used / self.p.pool_tokens if self.p.pool_tokens else 0.0
@@ -253,7 +264,7 @@ class Scheduler:
         self._tokens_since_prefill_log = 0
         # the forward pass: this is where a rank without enough free memory dies
         self.on_prefill(new_tokens)
-        self.t += 0.015 + new_tokens / self.p.prefill_tok_per_s
+        self.t += self.perf.prefill_s(new_tokens, context)
         self._tokens_since_prefill_log += new_tokens
         self.stats.cached_tokens_total += cached
         self.chunked = None
@@ -277,10 +288,7 @@ class Scheduler:
         return True
 
     def _step_s(self, n: int) -> float:
-        s = self.p.decode_step_s + self.p.decode_per_req_s * n
-        if not self._graph(n):
-            s *= 1.3
-        return s
+        return self.perf.decode_step(n, self.tokens_used, self._graph(n))
 
     def _graph(self, n: int) -> bool:
         return self.p.decode_graph and n <= self.p.cuda_graph_max_bs

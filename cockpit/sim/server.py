@@ -13,8 +13,10 @@ import faulthandler
 import http.client
 import json
 import os
+import queue
 import re
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -61,6 +63,9 @@ class SimServer:
         self.reduce: dict[str, dict[int, float]] = {}
         self.pending: dict[str, tuple[threading.Event, list[Any]]] = {}
         self.stats: dict[str, Any] = {}
+        self.stats_seq = 0
+        self.received_at = threading.local()  # per HTTP thread: when its request came in (sim time)
+        self.streams: dict[str, queue.Queue[tuple[str, Any]]] = {}
         self.status = "Starting"  # SGLang's server status: Starting, Up, UnHealthy
         self.running_phase = False
         self.stopping = False
@@ -175,15 +180,26 @@ class SimServer:
             _, targets, inner = msg
             for r in targets if targets is not None else range(self.n):
                 self.send(int(r), inner)
+        elif kind == "tok":
+            _, rid, n = msg
+            stream = self.streams.get(rid)
+            if stream is not None:
+                stream.put(("tok", int(n)))
         elif kind == "done":
             _, rid, result = msg
             with self.cv:
                 waiter = self.pending.pop(rid, None)
+                stream = self.streams.pop(rid, None)
+            if stream is not None:
+                stream.put(("done", result))
             if waiter is not None:
                 waiter[1].append(result)
                 waiter[0].set()
         elif kind == "stats":
-            self.stats = msg[1]
+            with self.cv:
+                self.stats = msg[1]
+                self.stats_seq += 1
+                self.cv.notify_all()
 
     def _reap(self, local: int) -> int | None:
         if local in self.exit_codes:
@@ -344,16 +360,52 @@ class SimServer:
         box: list[Any] = []
         with self.cv:
             self.pending[rid] = (ev, box)
-        self.send(0, ("req", rid, prompt_tokens, max_new, 0))
+        self.send(0, ("req", rid, prompt_tokens, max_new, 0, False, self._arrival()))
         start = time.monotonic()
         while not ev.wait(1.0):
             if 0 in self.dead or time.monotonic() - start > 3600:
                 with self.cv:
                     self.pending.pop(rid, None)
-                return {"error": "the scheduler is not responding"}
+                # a server-side failure, never the client's: before this said nothing and the
+                # handler answered 400, so a scheduler killed during warmup (e.g. by a second
+                # simulator sharing the GPU directory, killing "foreign" GPU holders) read as
+                # "warmup /generate returned 400"
+                if 0 in self.dead:
+                    return {"error": "the scheduler (rank 0) is dead", "status": 503}
+                return {"error": "the scheduler is not responding", "status": 503}
         result: dict[str, Any] = box[0]
         result["rid"] = rid
         return result
+
+    def _arrival(self) -> float:
+        t = getattr(self.received_at, "t", None)
+        self.received_at.t = None
+        return float(t) if t is not None else self.clock.now()
+
+    def submit_stream(self, prompt_tokens: int, max_new: int) -> queue.Queue[tuple[str, Any]]:
+        """A streaming request: the queue receives ("tok", tokens so far) as TP0 produces them (at
+        their simulated times), then ("done", result); ("done", {"error": …}) if TP0 is gone."""
+        rid = uuid.uuid4().hex
+        q: queue.Queue[tuple[str, Any]] = queue.Queue()
+        with self.cv:
+            self.streams[rid] = q
+        self.send(0, ("req", rid, prompt_tokens, max_new, 0, True, self._arrival()))
+        q.put(("rid", rid))
+        return q
+
+    def fresh_stats(self, timeout: float = 0.5) -> dict[str, Any]:
+        """TP0's counters as of now (a scrape must see every request that has been answered)."""
+        with self.cv:
+            seen = self.stats_seq
+        self.send(0, ("stats_req",))
+        deadline = time.monotonic() + timeout
+        with self.cv:
+            while self.stats_seq == seen and 0 not in self.dead:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self.cv.wait(left)
+            return self.stats
 
     def _serve_dummy_health(self) -> int:
         """Node rank >= 1 serves no API; a dummy /health that always answers 200 (as SGLang does)."""
@@ -413,6 +465,9 @@ class SimServer:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # uvicorn's backlog (2048): with socketserver's 5, a load test's burst of connections loses SYNs
+    # and its clients wait a second for the retransmit
+    request_queue_size = 2048
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # a client that went away mid-answer is routine; anything else gets one uvicorn-style line
@@ -431,6 +486,13 @@ def _positive_int(v: Any, default: int) -> int:
         return default
 
 
+def _prompt_tokens(ids: Any, text: Any) -> int:
+    """Token ids count as given (what load generators send); text goes through the tokenizer stand-in."""
+    if isinstance(ids, list) and ids and all(isinstance(x, int) for x in ids):
+        return len(ids)
+    return count_tokens(str(text or ""))
+
+
 def _jsonable(v: Any) -> bool:
     try:
         json.dumps(v)
@@ -446,6 +508,12 @@ def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
         server_version = "uvicorn"
         sys_version = ""
+
+        def setup(self) -> None:
+            super().setup()
+            # as uvicorn: no Nagle delay on small writes (a streamed token would wait ~40 ms for an ACK)
+            with contextlib.suppress(OSError):
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -541,12 +609,14 @@ def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
                                     "Please use '/server_info' instead.")
                 return self._reply(200, server.server_info())
             if path == "/metrics" and cfg.enable_metrics:
-                text = render_metrics(cfg, server.stats, server.ready.get(0, {}), server.started_wall)
+                stats = server.fresh_stats() if server.running_phase else server.stats
+                text = render_metrics(cfg, stats, server.ready.get(0, {}), server.started_wall)
                 return self._reply(200, text, "text/plain; version=0.0.4; charset=utf-8")
             return self._not_found()
 
         def do_POST(self) -> None:
             path = self.path.split("?", 1)[0]
+            server.received_at.t = server.clock.now()  # the request's arrival, before its body is read
             body = self._body()
             if path == "/generate":
                 return self._generate(body)
@@ -559,62 +629,136 @@ def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
         def _generate(self, body: dict[str, Any]) -> None:
             sp = body.get("sampling_params") or {}
             max_new = _positive_int(sp.get("max_new_tokens") if isinstance(sp, dict) else None, 128)
-            if "input_ids" in body and isinstance(body["input_ids"], list):
-                prompt = max(1, len(body["input_ids"]))
-            else:
-                prompt = count_tokens(str(body.get("text") or ""))
+            prompt = _prompt_tokens(body.get("input_ids"), body.get("text"))
+
+            def meta(rid: str, n: int, r: dict[str, Any] | None) -> dict[str, Any]:
+                m: dict[str, Any] = {"id": rid, "finish_reason": None if r is None else {"type": "length", "length": n},
+                                     "prompt_tokens": prompt if r is None else r["prompt_tokens"],
+                                     "completion_tokens": n, "cached_tokens": 0 if r is None else r.get("cached_tokens", 0)}
+                if r is not None:
+                    m["e2e_latency"] = round(float(r["e2e_latency"]), 4)
+                return m
+
+            if body.get("stream"):
+                # SGLang streams the whole text so far in every chunk (not only the new part)
+                def chunk(rid: str, n: int, r: dict[str, Any] | None) -> list[dict[str, Any]]:
+                    return [{"text": fake_text(n, rid), "meta_info": meta(rid, n, r)}]
+
+                return self._stream(prompt, max_new, chunk, openai=False)
             r = server.submit(prompt, max_new)
             if r.get("error"):
                 return self._reply(int(r.get("status") or 400), {"error": {"message": r["error"]}})
             n = int(r["completion_tokens"])
-            out = {
-                "text": fake_text(n, r["rid"]),
-                "meta_info": {
-                    "id": r["rid"],
-                    "finish_reason": {"type": "length", "length": n},
-                    "prompt_tokens": r["prompt_tokens"],
-                    "completion_tokens": n,
-                    "cached_tokens": r.get("cached_tokens", 0),
-                    "e2e_latency": round(float(r["e2e_latency"]), 4),
-                },
-            }
-            return self._stream_or_reply(body, out, lambda: [out])
+            return self._reply(200, {"text": fake_text(n, r["rid"]), "meta_info": meta(r["rid"], n, r)})
 
         def _openai(self, path: str, body: dict[str, Any]) -> None:
             max_new = _positive_int(body.get("max_completion_tokens") or body.get("max_tokens"), 128)
-            if path.endswith("chat/completions"):
+            chat = path.endswith("chat/completions")
+            if chat:
                 msgs = body.get("messages") or []
                 text = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
                 prompt = count_tokens(text) + 4 * max(1, len(msgs))
             else:
-                prompt = count_tokens(str(body.get("prompt") or ""))
-            r = server.submit(prompt, max_new)
-            if r.get("error"):
-                code = int(r.get("status") or 400)
-                kind = "BadRequestError" if code == 400 else "InternalServerError"
-                return self._reply(code, {"object": "error", "message": r["error"], "type": kind, "code": code})
-            n = int(r["completion_tokens"])
-            text = fake_text(n, r["rid"])
-            usage = {"prompt_tokens": r["prompt_tokens"], "completion_tokens": n, "total_tokens": r["prompt_tokens"] + n}
+                prompt = _prompt_tokens(body.get("prompt"), body.get("prompt"))
             created = int(time.time())
             model = body.get("model") or cfg.served_model_name
-            if path.endswith("chat/completions"):
+            raw_opts = body.get("stream_options")
+            opts: dict[str, Any] = raw_opts if isinstance(raw_opts, dict) else {}
+
+            def usage(n: int, p: int) -> dict[str, int]:
+                return {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}
+
+            if body.get("stream"):
+                sent = [0]
+
+                def chunk(rid: str, n: int, r: dict[str, Any] | None) -> list[dict[str, Any]]:
+                    delta = fake_text(n - sent[0], rid + str(sent[0]))
+                    sent[0] = n
+                    finish = None if r is None else "length"
+                    if chat:
+                        choice: dict[str, Any] = {"index": 0, "delta": {"role": "assistant", "content": delta},
+                                                  "finish_reason": finish}
+                        obj = "chat.completion.chunk"
+                    else:
+                        choice = {"index": 0, "text": delta, "logprobs": None, "finish_reason": finish}
+                        obj = "text_completion"
+                    p = prompt if r is None else int(r["prompt_tokens"])
+                    out: list[dict[str, Any]] = [{"id": rid, "object": obj, "created": created, "model": model,
+                                                  "choices": [choice],
+                                                  "usage": usage(n, p) if opts.get("continuous_usage_stats") else None}]
+                    if r is not None and opts.get("include_usage"):
+                        out.append({"id": rid, "object": obj, "created": created, "model": model, "choices": [],
+                                    "usage": usage(n, p)})
+                    return out
+
+                return self._stream(prompt, max_new, chunk, openai=True)
+            r = server.submit(prompt, max_new)
+            if r.get("error"):
+                return self._openai_error(r)
+            n = int(r["completion_tokens"])
+            text = fake_text(n, r["rid"])
+            if chat:
                 out = {"id": r["rid"], "object": "chat.completion", "created": created, "model": model,
                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                    "finish_reason": "length"}], "usage": usage}
-                chunk = {"id": r["rid"], "object": "chat.completion.chunk", "created": created, "model": model,
-                         "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": "length"}]}
+                                    "finish_reason": "length"}], "usage": usage(n, r["prompt_tokens"])}
             else:
                 out = {"id": r["rid"], "object": "text_completion", "created": created, "model": model,
-                       "choices": [{"index": 0, "text": text, "finish_reason": "length"}], "usage": usage}
-                chunk = {**out, "choices": [{"index": 0, "text": text, "finish_reason": "length"}]}
-            return self._stream_or_reply(body, out, lambda: [chunk])
+                       "choices": [{"index": 0, "text": text, "finish_reason": "length"}],
+                       "usage": usage(n, r["prompt_tokens"])}
+            return self._reply(200, out)
 
-        def _stream_or_reply(self, body: dict[str, Any], out: dict[str, Any], chunks: Any) -> None:
-            if not body.get("stream"):
-                return self._reply(200, out)
-            data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks()) + "data: [DONE]\n\n"
-            return self._reply(200, data, "text/event-stream")
+        def _openai_error(self, r: dict[str, Any]) -> None:
+            code = int(r.get("status") or 400)
+            kind = "BadRequestError" if code == 400 else "InternalServerError"
+            return self._reply(code, {"object": "error", "message": r["error"], "type": kind, "code": code})
+
+        def _stream(self, prompt: int, max_new: int, chunk: Any, *, openai: bool) -> None:
+            """Server-sent events as TP0 produces tokens (chunked transfer encoding, as uvicorn)."""
+            q = server.submit_stream(prompt, max_new)
+            rid = str(q.get()[1])
+            started = False
+            while True:
+                try:
+                    kind, value = q.get(timeout=1.0)
+                except queue.Empty:
+                    if 0 in server.dead or server.stopping:
+                        kind, value = "done", {"error": "the scheduler is not responding", "status": 500}
+                    else:
+                        continue
+                if kind == "done" and value.get("error") and not started:
+                    # refused before the first token (input too long): a plain error answer
+                    if openai:
+                        return self._openai_error(value)
+                    return self._reply(int(value.get("status") or 400), {"error": {"message": value["error"]}})
+                if not started:
+                    started = True
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                if kind == "done" and value.get("error"):
+                    events = [{"error": {"message": value["error"]}}] if not openai else [
+                        {"object": "error", "message": value["error"], "code": int(value.get("status") or 500)}]
+                elif kind == "done":
+                    events = chunk(rid, int(value["completion_tokens"]), value)
+                else:
+                    events = chunk(rid, int(value), None)
+                data = "".join(f"data: {json.dumps(e)}\n\n" for e in events)
+                if kind == "done":
+                    data += "data: [DONE]\n\n"
+                try:
+                    self._write_chunk(data.encode())
+                    if kind == "done":
+                        self._write_chunk(b"")
+                except OSError:
+                    self.close_connection = True
+                    return
+                if kind == "done":
+                    return
+
+        def _write_chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
 
     return Handler
 

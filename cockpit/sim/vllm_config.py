@@ -181,7 +181,7 @@ def load_vllm_config(argv: list[str]) -> VllmSimConfig:
         capture = 0
     return VllmSimConfig(
         version=version, args=args, gpu=gpu, model=model,
-        sim_dir=Path(opts["dir"]).expanduser() if "dir" in opts else default_sim_dir(),
+        sim_dir=Path(opts["dir"]).expanduser() if "dir" in opts else default_sim_dir(int(args.get("port") or 8000)),
         speed=speed, traffic=traffic, seed=seed, num_gpus=num_gpus,
         model_name=str(args["model"]), served_model_name=str(args.get("served_model_name") or args["model"]),
         host=str(args.get("host") or "0.0.0.0"), port=int(args.get("port") or 8000), tp=tp, pp=pp, util=util,

@@ -28,17 +28,9 @@ FINDING_ID = "memory_plan"
 async def measured_facts(profile: Profile) -> list[HostFacts]:
     """Every host measured by the telemetry agent (as a launch's preflight does: the simulator's GPUs
     count too); a host that cannot be measured keeps what this machine knows, or stays unknown."""
-    from cockpit.telemetry.hostfacts import host_facts_for, measure, sim_dir_of, sim_env
-    from cockpit.transport import transport_for
-    from cockpit.transport.base import TransportError
+    from cockpit.telemetry.hostfacts import host_facts_for, measure_hosts
 
-    measured: dict[str, HostFacts] = {}
-    for host in profile.hosts:
-        try:
-            measured[host.label] = await measure(transport_for(host), env=sim_env(sim_dir_of(profile)))
-        except (TransportError, OSError, ValueError):
-            continue
-    return host_facts_for(profile, measured)
+    return host_facts_for(profile, await measure_hosts(profile, include_local=True))
 
 
 async def read_model_on_host(

@@ -48,7 +48,10 @@ class RunRefused(CockpitError):
     """A run of this profile is already alive on its host (a second launch is never made)."""
 
     def __init__(self, message: str, run: RunInfo | None):
-        super().__init__(message, hint="`cockpit status` attaches to it; `cockpit down` stops it")
+        # every message starts with the profile's name ("NAME is already running…", "NAME: …")
+        name = message.split(" ", 1)[0].rstrip(":")
+        super().__init__(message, hint=f"`cockpit tui {name}` attaches to it, `cockpit status {name}` reports on it, "
+                         f"`cockpit down {name}` stops it")
         self.run = run
 
 
@@ -481,6 +484,11 @@ class Supervisor:
 
     def recent_lines(self) -> list[LogLine]:
         return self.publisher.recent_lines()
+
+    async def api_base_url(self) -> str:
+        """The base URL of the run's API on node 0 from this machine (through the SSH forward when
+        remote): what `cockpit bench` sends its load to."""
+        return await self.readiness.base_url(self.nodes[0], self.backend.api_port(self._flags))
 
     def is_ready(self) -> bool:
         return self.fold.state.phase == "ready" and self.readiness.health == "200"

@@ -16,6 +16,7 @@ from cockpit.backends.base import HostFacts
 from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample
 from cockpit.supervisor.nodes import Node
+from cockpit.telemetry.hostfacts import facts_from_sample
 from cockpit.telemetry.samples import TelemetrySample
 from cockpit.transport.base import TransportError
 
@@ -89,7 +90,7 @@ class GpuWatch:
                 log.debug("host facts on %s: %s", node.label, exc)
                 continue
             self.take(node, sample)
-            out[node.label] = telemetry_feed.host_facts(sample)
+            out[node.label] = facts_from_sample(sample)
         return out
 
     def host_facts_now(self) -> list[HostFacts]:
@@ -153,6 +154,13 @@ class ReadinessProbe:
     def reset(self) -> None:
         self.health = None
         self._local_port = None  # a restart may have changed the port
+
+    async def base_url(self, node: Node, port: int) -> str:
+        """`http://127.0.0.1:PORT` reaching node 0's API: the port itself locally, the SSH local
+        forward for a remote node (the tunnel the probe uses; raises TransportError when down)."""
+        if self._local_port is None:
+            self._local_port = await node.transport.forward_port(port)
+        return f"http://127.0.0.1:{self._local_port}"
 
     async def probe(self, node: Node, port: int, path: str) -> None:
         from cockpit.telemetry.probes import probe_status

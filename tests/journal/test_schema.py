@@ -35,7 +35,7 @@ def test_an_empty_v0_file_is_migrated_to_the_current_version(tmp_path: Path) -> 
     assert _version(path) == 0
     with Journal.open(path) as j:
         j.record_start(run_info("r1"), "p", {"tp": 8})
-    assert _version(path) == SCHEMA_VERSION == 1
+    assert _version(path) == SCHEMA_VERSION == 2
 
 
 def test_a_v1_journal_with_runs_moves_forward_and_keeps_them(tmp_path: Path) -> None:
@@ -43,13 +43,13 @@ def test_a_v1_journal_with_runs_moves_forward_and_keeps_them(tmp_path: Path) -> 
     with Journal.open(path) as j:
         j.record_start(run_info("r1"), "kimi", {"mem-fraction-static": 0.88})
 
-    def v1_to_v2(conn: sqlite3.Connection) -> None:  # what a future Cockpit's migration looks like
+    def next_migration(conn: sqlite3.Connection) -> None:  # what a future Cockpit's migration looks like
         conn.execute("ALTER TABLE runs ADD COLUMN operator_note TEXT")
 
-    with Journal.open(path, migrations=(*MIGRATIONS, v1_to_v2)) as j:
+    with Journal.open(path, migrations=(*MIGRATIONS, next_migration)) as j:
         rec = j.get("r1")
         assert rec is not None and rec.flags == {"mem-fraction-static": 0.88}
-    assert _version(path) == 2
+    assert _version(path) == SCHEMA_VERSION + 1
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT operator_note FROM runs WHERE id='r1'").fetchone() == (None,)
     conn.close()
@@ -66,7 +66,7 @@ def test_a_failing_migration_leaves_the_old_version_intact(tmp_path: Path) -> No
 
     with pytest.raises(RuntimeError):
         Journal.open(path, migrations=(*MIGRATIONS, broken))
-    assert _version(path) == 1
+    assert _version(path) == SCHEMA_VERSION
     conn = sqlite3.connect(path)
     cols = [r[1] for r in conn.execute("PRAGMA table_info(runs)")]
     conn.close()
@@ -117,3 +117,20 @@ def test_a_file_that_is_not_a_journal_is_refused(tmp_path: Path) -> None:
         Journal.open(path)
     assert "not a Cockpit journal" in str(exc.value)
     assert _digest(path) == before
+
+
+def test_a_v1_journal_gains_the_bench_and_tune_columns(tmp_path: Path) -> None:
+    path = tmp_path / "j.sqlite3"
+    with Journal.open(path, migrations=MIGRATIONS[:1]) as j:
+        j.record_start(run_info("r1"), "kimi", {"mem-fraction-static": 0.88})
+    assert _version(path) == 1
+    with Journal.open(path) as j:
+        rec = j.get("r1")
+        assert rec is not None and rec.bench is None and rec.tune_session is None
+        j.record_bench("r1", {"output_tok_s": 1234.5, "ttft_ms": {"p50": 80.0, "p90": 90.0, "p99": 99.0}})
+        j.tag_tune_session("r1", "tune-1")
+        rec = j.get("r1")
+        assert rec is not None and rec.bench is not None and rec.bench["output_tok_s"] == 1234.5
+        assert rec.tune_session == "tune-1"
+        assert [r.id for r in j.tune_runs("tune-1")] == ["r1"]
+    assert _version(path) == 2

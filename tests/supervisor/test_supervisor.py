@@ -125,10 +125,12 @@ async def test_batches_rates_crash_detection_and_reattach(env: Path) -> None:
 
 
 async def test_restart_waits_for_leftovers_and_never_launches_on_top(env: Path, tmp_path: Path) -> None:
-    sup = Supervisor(load_profile(env))
+    seen: list[tuple[str, str | None]] = []
+    sup = Supervisor(load_profile(env), on_snapshot=lambda s: seen.append((s.lifecycle, s.run.id if s.run else None)))
     first = await sup.start()
     runner = asyncio.create_task(sup.run())
     assert await sup.wait_until(lambda s: s.is_ready(), 60)
+    publishing = sup._publishing
     sim_dir = tmp_path / "gpus"
     # an orphan that holds memory on GPU 3 (outside the run's session: a stop won't reach it)
     holder = subprocess.Popen(
@@ -148,8 +150,15 @@ async def test_restart_waits_for_leftovers_and_never_launches_on_top(env: Path, 
         assert first.pid is not None and not _alive(first.pid)
         assert await Supervisor(load_profile(env)).attach() is None
         # the operator agrees: kill the leftover, then launch with the change
+        before = len(seen)
         second = await sup.restart(change, timeout=5, kill_leftovers=True)
         assert second.id != first.id
+        # one publisher through the restarts: the screens saw the stop, the GPU wait and the
+        # launch as snapshots (the dashboard no longer polls)
+        assert sup._publishing is publishing and publishing is not None and not publishing.done()
+        assert await sup.wait_until(lambda s: (("running", second.id) in seen[before:]), 10)
+        lifecycles = {lc for lc, _ in seen[before:]}
+        assert lifecycles & {"stopping", "waiting_gpu_release", "launching"}, lifecycles  # ≤ 10 Hz: some of them
         holder.wait(10)
         assert sup.snapshot().flag_diff and sup.snapshot().flag_diff[0].to_value == 0.85
         assert second.flags["mem-fraction-static"] == 0.85

@@ -233,3 +233,9 @@ class SGLangBackend:
                        "exception", "Killed"),
             "batches": ("Prefill batch", "Decode batch"),
         }
+
+    def tuning(self) -> Any:
+        """The tuning policy `cockpit tune` asks for its next launch (cockpit.backends.sglang.tuning)."""
+        from cockpit.backends.sglang import tuning
+
+        return tuning

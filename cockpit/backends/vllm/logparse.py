@@ -29,12 +29,12 @@ from typing import Any, BinaryIO
 
 from cockpit.core import events as ev
 from cockpit.core.events import Event
+from cockpit.core.sanitize import clean_text
 from cockpit.core.state import RunState
 
 LINE_CAP = 64 * 1024
 READ_CHUNK = 1 << 20
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _GROUP = r"\([^()]*? pid=\d+(?:, ip=[^)]*)?\) "
 _RX_RECORD = re.compile(
     r"(?P<prefixes>(?:" + _GROUP + r")*)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
@@ -133,8 +133,8 @@ def _clean(raw: bytes) -> str:
         if cut != -1:
             raw = raw[cut + 1 :]
     text = raw[:LINE_CAP].decode("utf-8", "replace")
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
+    if not text.isprintable():  # most lines are; the rest lose every escape and control character
+        text = clean_text(text, keep_newlines=False)
     if "[" in text and ("^[[" in text or "m " in text):
         # colour codes pasted without their ESC byte (`^[[0;36m`, ` [36m`)
         text = _CARET_ANSI.sub(lambda m: " " if m.group(0).startswith(" ") and m.group(0).endswith(" ") else "", text)
@@ -731,7 +731,7 @@ def log_score(sample: bytes) -> float:
         return 0.0
     hits = 0.0
     for ln in lines:
-        ln = _ANSI.sub("", ln) if "\x1b" in ln else ln
+        ln = ln if ln.isprintable() else clean_text(ln, keep_newlines=False)
         g = _RX_ONE_GROUP.search(ln)
         if (g is not None and rank_label_for(g["name"].strip())[1] != "other") or "vllm" in ln.lower() or any(
                 mark in ln for mark in _VLLM_MESSAGES):

@@ -34,6 +34,7 @@ HISTORY_BINDINGS: list[BindingType] = [
     Binding("x", "clear_selection", "Clear selection", id="history.clear"),
     Binding("l", "relaunch", "Relaunch flags", id="history.relaunch"),
     Binding("g", "reload", "Reload", id="history.reload"),
+    Binding("T", "tune_session", "Tuning steps", id="history.tune"),  # t is the theme, app-wide
 ]
 
 # One colour per overlaid run, from theme variables (a theme file is the one place colours are
@@ -293,6 +294,17 @@ class HistoryScreen(Screen[None]):
 
     def action_reload(self) -> None:
         self.load()
+
+    def action_tune_session(self) -> None:
+        """The steps of the `cockpit tune` session that launched the run under the cursor."""
+        run = self._cursor_run()
+        hint = self.query_one("#history-hint", Static)
+        if run is None or not run.tune_session:
+            hint.update("this run was not launched by `cockpit tune`")
+            return
+        from cockpit.ui.screens.tune import TuneScreen
+
+        self.app.push_screen(TuneScreen(run.tune_session, journal_path=self.journal_path))
 
     def action_back(self) -> None:
         self.dismiss()

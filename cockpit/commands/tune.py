@@ -1,0 +1,377 @@
+"""`cockpit tune PROFILE [--objective throughput|ttft-p99] [--slo ttft_p99=2s,itl_p99=100ms]
+[--max-launches N] [--json]`: guided tuning without a crash on the way.
+
+Each step launches the profile with the next setting (through the supervisor, as `cockpit up`),
+waits for READY, reads the real headroom after graph capture, runs `cockpit bench`'s load, stops
+the run and asks the backend's tuning policy for the next setting. The first setting is the memory
+plan's recommendation when a plan can be made; a setting predicted below the warn headroom is never
+launched (recorded as skipped-by-prediction). A crash is diagnosed and the diagnosis' change is
+the next launch. Every step is a journal run tagged with the session; Ctrl-C or the launch budget
+keeps the best setting so far. The best is written as a new profile, NAME.tuned.yaml, with the
+table of steps in its header.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cockpit.commands._support import load_profile_arg, open_journal, run_command
+from cockpit.errors import BadInput, CockpitError
+
+if TYPE_CHECKING:
+    from cockpit.core.profile import Profile
+
+OBJECTIVES = ("throughput", "ttft-p99")
+SLO_KEYS = ("ttft_p99", "itl_p99")
+
+
+def parse_slo(text: str | None) -> dict[str, float]:
+    """`ttft_p99=2s,itl_p99=100ms` → {"ttft_p99": 2000.0, "itl_p99": 100.0} (milliseconds)."""
+    out: dict[str, float] = {}
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, _, value = part.partition("=")
+        key = key.strip()
+        if key not in SLO_KEYS or not value:
+            raise BadInput(f"--slo {part!r}: expected KEY=VALUE with KEY one of {', '.join(SLO_KEYS)}",
+                           hint="for example --slo ttft_p99=2s,itl_p99=100ms")
+        v = value.strip().lower()
+        scale = 1.0
+        if v.endswith("ms"):
+            v = v[:-2]
+        elif v.endswith("s"):
+            v, scale = v[:-1], 1000.0
+        try:
+            ms = float(v) * scale
+        except ValueError:
+            raise BadInput(f"--slo {part!r}: {value!r} is not a duration (2s, 100ms)") from None
+        if not ms > 0:
+            raise BadInput(f"--slo {part!r}: must be more than 0")
+        out[key] = ms
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from cockpit.backends import get_backend
+    from cockpit.commands.bench import spec_from_args
+
+    profile = load_profile_arg(args.profile)
+    if args.objective not in OBJECTIVES:
+        raise BadInput(f"--objective {args.objective!r}: allowed values are {', '.join(OBJECTIVES)}")
+    slo = parse_slo(args.slo)
+    if args.max_launches < 1:
+        raise BadInput(f"--max-launches must be at least 1 (got {args.max_launches})")
+    policy = getattr(get_backend(profile.backend), "tuning", None)
+    if policy is None:
+        raise BadInput(f"{profile.name}: no tuning policy for backend {profile.backend!r} yet")
+    spec, levels = spec_from_args(args, profile.backend)
+    return run_command(Tuner(profile, policy(), spec, levels[-1], args, slo).tune())
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+class Tuner:
+    def __init__(self, profile: Profile, policy: Any, spec: Any, concurrency: int, args: argparse.Namespace,
+                 slo: dict[str, float]):
+        self.profile = profile
+        self.policy = policy
+        self.spec = spec
+        self.spec.concurrency = concurrency
+        self.args = args
+        self.slo = slo
+        self.objective = args.objective
+        self.target = profile.policy.target_headroom_gb
+        self.warn = profile.policy.warn_headroom_gb
+        self.session = "tune-" + time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{os.getpid() % 10000:04d}"
+        self.steps: list[Any] = []
+        self.launches = 0
+        self.crashes = 0
+        self.advice_applied = 0
+        self.interrupted = False
+        self.prior: dict[str, Any] = {}
+        self.say = (lambda m: print(m, file=sys.stderr)) if args.json else print
+
+    # ---- the loop ----
+    async def tune(self) -> int:
+        from cockpit.supervisor.supervisor import Supervisor
+
+        probe = Supervisor(self.profile)
+        try:
+            live = await probe.attach()
+        finally:
+            await probe.close()
+        if live is not None:
+            raise CockpitError(f"{self.profile.name} is running (run {live.id}); tuning launches its own runs",
+                               hint=f"`cockpit down {self.profile.name}` first")
+        journal = open_journal()
+        base = dict(self.profile.server)
+        try:
+            move = await self.first_move(base)
+            while move is not None and self.launches < self.args.max_launches:
+                if move.predicted_headroom_gb is not None and move.predicted_headroom_gb < self.warn:
+                    self.record(self.policy.Step({**base, **move.overrides}, "skipped-by-prediction",
+                                                 predicted_headroom_gb=move.predicted_headroom_gb, why=move.why))
+                    break
+                step = await self.launch(move, journal)
+                self.record(step)
+                if step.outcome == "crashed":
+                    move = self.advice_move(step, base)
+                else:
+                    move = self.policy.next_move(self.steps, base, target=self.target, warn=self.warn)
+        except asyncio.CancelledError:
+            self.interrupted = True
+        finally:
+            if journal is not None:
+                journal.close()
+        return self.finish()
+
+    def record(self, step: Any) -> None:
+        self.steps.append(step)
+        h = "—" if step.headroom_gb is None else f"{step.headroom_gb:.2f} GiB"
+        tps = "not benched" if step.output_tok_s is None else f"{step.output_tok_s:,.0f} tok/s"
+        self.say(f"step {len(self.steps)}: {self.flag_words(step.flags)} → {step.outcome}, headroom {h}, {tps}"
+                 + (f" ({step.why})" if step.why else ""))
+
+    def flag_words(self, flags: dict[str, Any]) -> str:
+        keys = [k for k in sorted(flags) if flags.get(k) != self.profile.server.get(k)] or ["mem-fraction-static"]
+        return ", ".join(f"--{k} {flags.get(k, 'default')}" for k in keys)
+
+    async def first_move(self, base: dict[str, Any]) -> Any:
+        """The memory plan's recommendation when a plan can be made, else the profile as it is (a
+        measurement launch: not benched if its headroom turns out below the warn level)."""
+        try:
+            from cockpit.supervisor.planning import plan_for_profile  # the memory plan (cockpit plan)
+        except ImportError:
+            self.prior = {"source": "profile", "reason": "no memory plan in this Cockpit"}
+            return self.policy.Move({}, "the profile as written (no memory plan available)", None)
+        try:
+            mp = await plan_for_profile(self.profile)
+        except Exception as exc:  # an unreadable model or unknown GPUs: the plan is advice, not a gate
+            self.prior = {"source": "profile", "reason": f"memory plan not made: {exc}"}
+            return self.policy.Move({}, f"the profile as written (memory plan not made: {exc})", None)
+        rec = mp.recommended
+        if rec is None:
+            self.prior = {"source": "plan", "reason": "the plan found no value that keeps the target"}
+            return None
+        flag = rec.flag.lstrip("-")
+        self.prior = {"source": "plan", "flag": flag, "value": rec.value,
+                      "predicted_headroom_gb": round(rec.headroom_after_capture_gib, 2),
+                      "calibrated_from": mp.calibrated_from}
+        over = {flag: rec.value} if base.get(flag) != rec.value else {}
+        return self.policy.Move(over, "the memory plan's recommendation", rec.headroom_after_capture_gib)
+
+    def advice_move(self, step: Any, base: dict[str, Any]) -> Any:
+        if not step.advice:
+            return None
+        self.advice_applied += 1
+        flags = {**step.flags, **step.advice}
+        over = {k: v for k, v in flags.items() if base.get(k) != v}
+        pred = step.predicted_headroom_gb
+        return self.policy.Move(over, "the crash diagnosis' change: " + ", ".join(
+            f"--{k} {step.flags.get(k)} → {v}" for k, v in step.advice.items()), pred)
+
+    async def launch(self, move: Any, journal: Any) -> Any:
+        from cockpit.commands.bench import bench_live
+        from cockpit.supervisor.supervisor import Supervisor
+
+        sup = Supervisor(self.profile, journal=journal)
+        self.launches += 1
+        t0 = time.monotonic()
+        self.say(f"launch {self.launches}/{self.args.max_launches}: {move.why}")
+        info = await sup.start(dict(move.overrides), attach=False)
+        if journal is not None:
+            try:
+                journal.tag_tune_session(info.id, self.session)
+            except CockpitError:
+                pass
+        runner = asyncio.create_task(sup.run())
+        bench: dict[str, Any] | None = None
+        launch_s = bench_s = 0.0
+        snap = sup.snapshot()
+        try:
+            def settled(s: Any) -> bool:
+                return bool(s.is_ready() or s.state_phase in ("crashed", "stopped") or s.any_exited)
+
+            await sup.wait_until(settled, self.args.timeout)
+            launch_s = time.monotonic() - t0
+            if not sup.is_ready():
+                # a crash: let the server's exit and the rest of its traceback reach the state
+                await sup.wait_until(lambda s: bool(s.any_exited), 5.0)
+                await asyncio.sleep(1.0)
+            snap = sup.snapshot()
+            headroom = self._headroom(snap.state)
+            if sup.is_ready() and headroom is not None and headroom >= self.warn:
+                t1 = time.monotonic()
+                try:
+                    bench = await bench_live(sup, replace(self.spec), [self.spec.concurrency], journal=journal)
+                except CockpitError as exc:
+                    self.say(f"  bench not run: {exc}")
+                bench_s = time.monotonic() - t1
+                await asyncio.sleep(1.0)  # let a crash the load caused reach the state
+            elif sup.is_ready():
+                self.say(f"  headroom {headroom} GiB is below the warn level {self.warn:g} GiB: not benched "
+                         "(a large prefill would run out of memory); stopping it")
+            snap = sup.snapshot()
+        finally:
+            crashed = snap.state.phase == "crashed"
+            was_ready = snap.state.phase == "ready"
+            try:
+                await sup.stop(timeout=10)
+                if crashed:
+                    snap = sup.snapshot()  # the crash as the whole log tells it
+            finally:
+                await sup.close()
+                runner.cancel()
+                await asyncio.gather(runner, return_exceptions=True)
+        step = self.step_from(snap, info.id, move, bench, crashed, was_ready)
+        return replace(step, why=move.why, launch_s=round(launch_s, 2), bench_s=round(bench_s, 2))
+
+    @staticmethod
+    def _headroom(state: Any) -> float | None:
+        vals = [r.avail_after_capture_gb for r in state.ranks.values() if r.avail_after_capture_gb is not None]
+        return min(vals) if vals else None
+
+    def step_from(self, snap: Any, run_id: str, move: Any, bench: dict[str, Any] | None, crashed: bool,
+                  was_ready: bool) -> Any:
+        from cockpit.core.findings import sort_findings
+
+        st = snap.state
+        ranks = list(st.ranks.values())
+        pre = [r.pre_load_avail_gb for r in ranks if r.pre_load_avail_gb is not None]
+        graphs = [r.graph_gb for r in ranks if r.graph_gb is not None]
+        kv_gb = [r.kv_gb for r in ranks if r.kv_gb is not None]
+        args = st.server_args or {}
+        bs = args.get("cuda_graph_max_bs") or args.get("cuda_graph_max_bs_decode")
+        flags = dict(snap.run.flags) if snap.run is not None else {**self.profile.server, **move.overrides}
+        advice: dict[str, Any] = {}
+        predicted = None
+        crash_kind = None
+        if crashed:
+            crash_kind = st.crash.kind if st.crash is not None else "unknown"
+            for f in sort_findings(list(snap.findings)):
+                if f.changes:
+                    advice = {c.flag.lstrip("-"): c.to_value for c in f.changes}
+                    predicted = _num((f.predicted or {}).get("headroom_gb"))
+                    break
+        srv = (bench or {}).get("server") or {}
+        return self.policy.Step(
+            flags=flags,
+            outcome="crashed" if crashed else ("ready" if was_ready or bench else st.phase),
+            headroom_gb=self._headroom(st),
+            pre_load_avail_gb=min(pre) if pre else None,
+            graph_gb=max(graphs) if graphs else None,
+            kv_tokens=st.max_total_num_tokens,
+            kv_gb=min(kv_gb) if kv_gb else None,
+            cuda_graph_max_bs=int(bs) if isinstance(bs, (int, float)) else None,
+            max_running_requests=st.max_running_requests,
+            chunked_prefill_size=st.chunked_prefill_size,
+            concurrency=self.spec.concurrency,
+            output_tok_s=None if bench is None or not bench.get("requests") else _num(bench.get("output_tok_s")),
+            ttft_p99_ms=_num(((bench or {}).get("ttft_ms") or {}).get("p99")),
+            itl_p99_ms=_num(((bench or {}).get("itl_ms") or {}).get("p99")),
+            # the second half's means: the first seconds' burst of prefills queues every request
+            peak_running=_num(srv.get("steady_num_running_reqs", srv.get("peak_num_running_reqs"))),
+            peak_queue=_num(srv.get("steady_num_queue_reqs", srv.get("peak_num_queue_reqs"))),
+            peak_token_usage=_num(srv.get("steady_token_usage", srv.get("peak_token_usage"))),
+            crash_kind=crash_kind,
+            advice=advice,
+            predicted_headroom_gb=predicted if crashed else move.predicted_headroom_gb,
+            run_id=run_id,
+            version=(st.format or "").rpartition("-")[2] or None,
+        )
+
+    # ---- the result ----
+    def finish(self) -> int:
+        crashes = sum(1 for s in self.steps if s.outcome == "crashed")
+        best = self.policy.best_step(self.steps, self.objective, self.slo, self.target)
+        written = self.write_profile(best) if best is not None else None
+        out = {
+            "session": self.session,
+            "objective": self.objective,
+            "slo_ms": self.slo,
+            "prior": self.prior,
+            "steps": [self.step_json(s) for s in self.steps],
+            "best": None if best is None else {"flags": best.flags, "output_tok_s": best.output_tok_s,
+                                               "headroom_gb": best.headroom_gb, "run_id": best.run_id,
+                                               "ttft_p99_ms": best.ttft_p99_ms},
+            "launches": self.launches,
+            "crashes": crashes,
+            "advice_applied": self.advice_applied,
+            "interrupted": self.interrupted,
+            "profile_written": written,
+        }
+        if self.args.json:
+            print(json.dumps(out, indent=2))
+        else:
+            print(self.render(out, best))
+        return 0 if best is not None else 1
+
+    @staticmethod
+    def step_json(s: Any) -> dict[str, Any]:
+        d = asdict(s)
+        head = {k: d.pop(k) for k in ("run_id", "flags", "outcome", "headroom_gb", "output_tok_s")}
+        return {**head, **d}
+
+    def table(self) -> list[str]:
+        rows = [f"{'#':>2} {'run':<22} {'outcome':<22} {'headroom':>9} {'tok/s':>9}  setting"]
+        for i, s in enumerate(self.steps, 1):
+            h = "—" if s.headroom_gb is None else f"{s.headroom_gb:.2f}"
+            t = "—" if s.output_tok_s is None else f"{s.output_tok_s:,.0f}"
+            rows.append(f"{i:>2} {s.run_id or '—':<22} {s.outcome:<22} {h:>9} {t:>9}  {self.flag_words(s.flags)}")
+        return rows
+
+    def render(self, out: dict[str, Any], best: Any) -> str:
+        lines = [f"{self.profile.name}: tuning session {self.session} ({self.objective}, target headroom "
+                 f"{self.target:g} GiB, warn {self.warn:g} GiB)", *self.table()]
+        lines.append(f"launches {out['launches']}, crashes {out['crashes']}"
+                     + (", interrupted: the best so far is kept" if self.interrupted else ""))
+        if best is None:
+            lines.append("no step kept the headroom target with a measured result: nothing written")
+        else:
+            lines.append(f"best: {self.flag_words(best.flags)} — {best.output_tok_s:,.0f} tok/s, "
+                         f"headroom {best.headroom_gb:.2f} GiB (run {best.run_id})")
+            lines.append(f"written: {out['profile_written']}")
+        return "\n".join(lines)
+
+    def write_profile(self, best: Any) -> str | None:
+        import yaml
+
+        from cockpit.locations import resolve_profile
+
+        src = resolve_profile(self.args.profile)
+        try:
+            data = yaml.safe_load(src.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            self.say(f"cockpit: the tuned profile was not written: cannot read {src}: {exc}")
+            return None
+        data["name"] = f"{self.profile.name}-tuned"
+        data["server"] = dict(best.flags)
+        out = Path(self.args.output) if self.args.output else src.with_name(f"{self.profile.name}.tuned.yaml")
+        if not self.args.output and not os.access(out.parent, os.W_OK):
+            out = Path("profiles") / out.name
+        header = [f"# Tuned by `cockpit tune` (session {self.session}, objective {self.objective}) from {src}.",
+                  f"# Best: run {best.run_id}, {best.output_tok_s:,.0f} tok/s, headroom {best.headroom_gb:.2f} GiB "
+                  f"(target {self.target:g}).", "# Steps:"]
+        header += ["#   " + row for row in self.table()]
+        text = "\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = out.with_suffix(".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(out)
+        except OSError as exc:
+            self.say(f"cockpit: the tuned profile was not written to {out}: {exc}")
+            return None
+        return str(out)

@@ -1,0 +1,160 @@
+"""`cockpit bench` against the simulator on loopback: real processes, real HTTP streaming, the
+server's own counters (`/metrics`) as the reference, the journal on disk.
+
+The simulator runs at --sim-speed 1 on a slow simulated GPU so that every latency is long (TTFT
+above a second) next to what a loaded CI machine adds to an HTTP round trip; its counters are in
+simulated seconds, which at speed 1 are real seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cockpit.telemetry.loadgen import load_dataset, percentiles
+from tests.conftest import free_port
+
+PY = sys.executable
+
+
+@dataclass
+class Env:
+    root: Path
+    env: dict[str, str]
+
+    def cockpit(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([PY, "-m", "cockpit", *args], env=self.env, capture_output=True, text=True,
+                              timeout=timeout, cwd=self.root)
+
+
+def make_env(tmp_path: Path, *, speed: str = "1", gpu: str = "a100-80gb") -> Env:
+    sim_dir = tmp_path / "gpus"
+    sim_dir.mkdir()
+    (tmp_path / "profiles").mkdir()
+    program = [PY, "-m", "cockpit", "sim", "--sim-gpu", gpu, "--sim-speed", speed, "--sim-traffic", "none",
+               "--sim-dir", str(sim_dir)]
+    (tmp_path / "profiles" / "bt.yaml").write_text(
+        "name: bt\nversion: 0.5.9\nhosts:\n  - ssh: local\n"
+        f"program: {json.dumps(program)}\n"
+        f"workdir: {tmp_path / 'work'}\nlog: logs/sglang.log\n"
+        f"env: {{COCKPIT_SIM_GPU_DIR: '{sim_dir}'}}\n"
+        "server:\n  model-path: /models/llama-3.1-8b\n  tp: 1\n  mem-fraction-static: 0.85\n"
+        f"  port: {free_port()}\n  enable-metrics: true\n"
+    )
+    env = dict(os.environ)
+    env.update({
+        "HOME": str(tmp_path / "home"),
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
+        "XDG_DATA_HOME": str(tmp_path / "xdg-data"),
+        "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
+        "COCKPIT_RUNS_ROOT": str(tmp_path / "runs"),
+        "COCKPIT_SIM_GPU_DIR": str(sim_dir),
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    })
+    (tmp_path / "home").mkdir()
+    env.pop("SSH_AUTH_SOCK", None)
+    return Env(tmp_path, env)
+
+
+@pytest.fixture(scope="module")
+def ready_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    # one server for the module: a start-up at speed 1 takes ~25 s
+    e = make_env(tmp_path_factory.mktemp("bench"))
+    up = e.cockpit("up", "bt", "--wait", "ready", "--timeout", "150")
+    assert up.returncode == 0, up.stdout + up.stderr
+    yield e
+    e.cockpit("down", "bt", "--timeout", "3")
+
+
+def within(a: float, b: float, rel: float = 0.05) -> bool:
+    return abs(a - b) <= rel * abs(b)
+
+
+def test_bench_agrees_with_the_simulators_own_counters(ready_env: Env) -> None:
+    e = ready_env
+    out = e.cockpit("bench", "bt", "--requests", "8", "--concurrency", "4", "--input-len", "16000",
+                    "--output-len", "256", "--duration", "120", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    r = json.loads(out.stdout)
+    for key in ("requests", "errors", "duration_s", "output_tok_s", "requests_per_s", "ttft_ms", "itl_ms",
+                "e2e_ms", "server"):
+        assert key in r, key
+    for key in ("ttft_ms", "itl_ms", "e2e_ms"):
+        p = r[key]
+        assert 0 < p["p50"] <= p["p90"] <= p["p99"], (key, p)
+    assert r["requests"] == 8 and r["errors"] == 0 and r["cancelled"] == 0
+    srv = r["server"]
+    assert srv["available"] is True and srv["samples"] >= 1
+    # the simulator counted the same requests and tokens
+    assert srv["delta_num_requests_total"] == 8
+    assert r["output_tokens"] == 8 * 256 == srv["delta_generation_tokens_total"]
+    assert within(r["output_tok_s"], srv["delta_generation_tokens_total"] / r["duration_s"])
+    # latencies on the client's clock agree with the server's histograms (speed 1: same seconds)
+    assert r["mean_ttft_ms"] > 1000, r["mean_ttft_ms"]
+    assert within(r["mean_ttft_ms"], srv["mean_ttft_ms"]), (r["mean_ttft_ms"], srv["mean_ttft_ms"])
+    assert within(r["mean_e2e_ms"], srv["mean_e2e_ms"]), (r["mean_e2e_ms"], srv["mean_e2e_ms"])
+    # four in flight: the server saw them running at once
+    assert srv["peak_num_running_reqs"] >= 2
+    # ITL: a decode step of the 8B model on the simulated A100 is ~17.5 ms (plus ~0.1 ms per request)
+    assert 5 < r["itl_ms"]["p50"] < 60, r["itl_ms"]
+
+    # recorded on the run in the journal, shown by `runs show` and `runs compare`
+    run_id = r["run_id"]
+    show = e.cockpit("runs", "show", run_id, "--json")
+    assert show.returncode == 0, show.stderr
+    assert json.loads(show.stdout)["bench"]["output_tok_s"] == r["output_tok_s"]
+
+    # SGLang's native /generate, and a second level: the result lists both levels
+    out2 = e.cockpit("bench", "bt", "--api", "sglang", "--requests", "4", "--concurrency", "1", "2",
+                     "--input-len", "64", "--output-len", "32", "--json")
+    assert out2.returncode == 0, out2.stdout + out2.stderr
+    r2 = json.loads(out2.stdout)
+    assert [lv["concurrency"] for lv in r2["levels"]] == [1, 2]
+    assert all(lv["output_tokens"] == 4 * 32 and lv["errors"] == 0 for lv in r2["levels"])
+    assert all(lv["server"]["delta_generation_tokens_total"] == 4 * 32 for lv in r2["levels"])
+
+    text = e.cockpit("bench", "bt", "--requests", "2", "--concurrency", "2", "--input-len", "32",
+                     "--output-len", "8")
+    assert text.returncode == 0, text.stderr
+    assert "TTFT ms" in text.stdout and "tok/s" in text.stdout
+    runs = json.loads(e.cockpit("runs", "--json").stdout)
+    assert len(runs) == 1 and runs[0]["bench"]["output_len"] == 8  # the latest bench replaces the earlier
+
+
+def test_bench_is_bounded_in_time(ready_env: Env) -> None:
+    out = ready_env.cockpit("bench", "bt", "--requests", "1000", "--concurrency", "2", "--input-len", "16000",
+                            "--output-len", "2000", "--duration", "3", "--json")
+    r = json.loads(out.stdout)
+    assert r["duration_s"] < 6, r["duration_s"]
+    assert r["cancelled"] == 2 and r["requests"] < 1000
+    assert r["output_tokens"] > 0  # tokens of the cancelled requests still count toward throughput
+
+
+def test_bench_refuses_bad_input_and_missing_runs(tmp_path: Path) -> None:
+    e = make_env(tmp_path)
+    bad = e.cockpit("bench", "bt", "--concurrency", "0")
+    assert bad.returncode == 2 and "--concurrency" in bad.stderr and "Traceback" not in bad.stderr
+    bad = e.cockpit("bench", "bt", "--dataset", str(tmp_path / "nope.jsonl"))
+    assert bad.returncode == 2 and "nope.jsonl" in bad.stderr
+    (tmp_path / "d.jsonl").write_text('{"prompt": "hi", "output_len": 0}\n')
+    bad = e.cockpit("bench", "bt", "--dataset", str(tmp_path / "d.jsonl"))
+    assert bad.returncode == 2 and "d.jsonl:1" in bad.stderr
+    none = e.cockpit("bench", "bt")
+    assert none.returncode == 1 and "no live run" in none.stderr and "cockpit up bt" in none.stderr
+
+
+def test_percentiles_and_dataset(tmp_path: Path) -> None:
+    assert percentiles([]) == {"p50": None, "p90": None, "p99": None}
+    p = percentiles([i / 1000 for i in range(1, 101)])
+    assert p["p50"] == pytest.approx(50.5) and p["p90"] == pytest.approx(90.1) and p["p99"] == pytest.approx(99.01)
+    f = tmp_path / "d.jsonl"
+    f.write_text('{"prompt": "hello there", "output_len": 5}\n\n{"input_ids": [1, 2, 3]}\n')
+    ds = load_dataset(str(f), 7)
+    assert [(d.text, d.token_ids, d.output_len) for d in ds] == [("hello there", None, 5), (None, [1, 2, 3], 7)]
