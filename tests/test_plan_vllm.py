@@ -124,7 +124,9 @@ def test_free_memory_below_the_requested_share_does_not_start() -> None:
     mp = plan(cfg, idx, GpuFacts(H100, free_gib=40.12 + 0.9), settings_from_flags({**QWEN32_FLAGS, "gpu_memory_utilization": 0.92}, "0.33.0"))
     assert mp.current is not None and not mp.current.starts and mp.severity == "critical"
     assert all(not r.starts for r in mp.rows)  # every row of the table asks more than 40 GiB
-    assert "refuses to start" in mp.summary()
+    assert mp.summary().startswith("0.92 asks more than the GPU's free memory at start-up: the server refuses to start "
+                                   "(the most it allows is 0.50)")
+    assert any("⌈u·T⌉ is more than the 40.12 GiB free at start-up" in n for n in mp.notes)
 
 
 def test_kv_below_max_model_len_does_not_start() -> None:

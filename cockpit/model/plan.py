@@ -146,6 +146,12 @@ class MemoryPlan:
         if self.terms.get("after_weights_avail_gib", 1.0) <= 0:
             return (f"the weights ({self.weights_gib_per_rank:.1f} GiB per rank) do not fit in the "
                     f"{self.terms.get('pre_load_avail_gib', 0):.1f} GiB free before loading: more GPUs (a larger TP) are needed")
+        ceiling = self.terms.get("util_ceiling")
+        if cur is not None and cur.max_total_num_tokens <= 0 and ceiling is not None and cur.value > ceiling:
+            head = (f"{cur.label} asks more than the GPU's free memory at start-up: the server refuses to start "
+                    f"(the most it allows is {ceiling:.2f})")
+            return head + (f"; {rec.label} predicted {rec.headroom_after_capture_gib:.1f} GiB after capture, "
+                           f"{rec.max_total_num_tokens:,} KV tokens" if rec else "")
         if cur is not None and cur.max_total_num_tokens <= 0:
             floor = self.terms.get("mfs_floor", self.terms.get("util_floor", 0.0))
             # SGLang's floor is where the pool is empty; vLLM's where it or the card's free memory is too small

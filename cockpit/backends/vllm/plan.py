@@ -306,10 +306,15 @@ def plan(
     elif not s.estimate_graphs:
         notes.append(f"the CUDA-graph estimate is outside the budget (vLLM < {GRAPH_ESTIMATE_SINCE} or {ESTIMATE_ENV}=0): "
                      "graphs come out of the (1 − util) share")
-    lowest = next((r for r in (row(v) for v in SEARCH) if r.starts), None)
+    searched = [row(v) for v in SEARCH]
+    lowest = next((r for r in searched if r.starts), None)
     if lowest is not None and lowest.value > SEARCH[0]:
-        notes.append(f"below {FLAG} {lowest.value:g} vLLM refuses to start: fewer KV tokens than --max-model-len {mml:,} "
-                     "(or the card's free memory is below the requested share)")
+        notes.append(f"below {FLAG} {lowest.value:g} vLLM refuses to start: the KV cache holds fewer tokens than "
+                     f"--max-model-len {mml:,}")
+    too_high = [r for r in searched if r.value * t > f0]
+    if too_high:
+        notes.append(f"from {FLAG} {too_high[0].value:g} vLLM refuses to start: ⌈u·T⌉ is more than the {f0:.2f} GiB "
+                     "free at start-up (\"Free memory on device … less than desired GPU memory utilization\")")
     if split.unknown_bytes:
         notes.append(f"{split.unknown_bytes / GIB:.2f} GiB of checkpoint tensors matched no sharding rule: counted whole on every rank")
     if not split.exact_split:
@@ -329,6 +334,7 @@ def plan(
         "max_model_len": float(mml),
         "block_size": float(block),
         "util_floor": lowest.value if lowest is not None else math.nan,
+        "util_ceiling": floor2(f0 / t) if t > 0 else math.nan,  # the most the free memory at start-up allows
     }
     terms = {k: v for k, v in terms.items() if not math.isnan(v)}
     arithmetic = (
