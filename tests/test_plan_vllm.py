@@ -297,3 +297,33 @@ def test_profile_without_a_model_is_named(tmp_path: Path) -> None:
     res = cockpit("plan", str(prof), "--gpu-mem-gb", "80", env_root=tmp_path)
     assert res.returncode == 2, (res.stdout, res.stderr)
     assert "names no model for vllm" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_calibration_from_a_real_journal_run(qwen_dir: dict[str, Path], tmp_path: Path) -> None:
+    """A finished 0.92 run of the same setup in the journal (the golden log, read by the product's
+    own vLLM parser) calibrates the profile's 0.97: the 0.97 log's free memory within 0.35 GiB."""
+    from cockpit.core.profile import load_profile
+    from cockpit.journal import Journal
+    from cockpit.supervisor.api import RunInfo
+
+    prof = load_profile(qwen_dir["profile"])
+    flags = {**prof.server, "gpu-memory-utilization": 0.92}
+    j = Journal.open(tmp_path / "xdg-data" / "cockpit" / "journal.sqlite3")
+    try:
+        info = RunInfo(id="run-092", profile=prof.name, hosts=("local",), pid=1, pgid=1, started_at="2026-11-29T08:00:00+00:00",
+                       run_dir="/tmp/r", log_path=str(G092), flags=dict(flags), version="0.33.0")
+        j.record_start(info, prof.name, dict(flags))
+        j.record_end("run-092", "stopped", get_backend("vllm").read_log(G092), [])
+    finally:
+        j.close()
+    res = cockpit("plan", str(qwen_dir["profile"]), "--gpu-mem-gb", str(H100), "--json", env_root=tmp_path)
+    out = json.loads(res.stdout)
+    assert out["calibrated_from"] == "run-092", res.stderr
+    g97 = get_backend("vllm").read_log(G097)
+    assert out["current"]["value"] == 0.97
+    assert out["current"]["headroom_after_capture_gib"] == pytest.approx(g97.min_headroom_gb, abs=0.35)
+    assert out["current"]["max_total_num_tokens"] == pytest.approx(g97.max_total_num_tokens, rel=0.01)
+    # another TP is another setup: not calibrated by this run
+    other = cockpit("plan", str(qwen_dir["profile"]), "--gpu-mem-gb", str(H100), "--set", "tensor-parallel-size=4", "--json",
+                    env_root=tmp_path)
+    assert json.loads(other.stdout)["calibrated_from"] is None
