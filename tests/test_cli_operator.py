@@ -62,15 +62,18 @@ def test_failed_launch_shows_its_decisive_lines(tmp_path: Path) -> None:
     e.profile.write_text(text)
     up = e.cockpit("up", "simtest", "--wait", "ready", "--timeout", "30")
     assert up.returncode == 1
-    # either the diagnosis classified it (startup_error, issue 11) and quotes it, or the log's
-    # last lines are shown under the unclassified crash
+    # the diagnosis classifies a Python import error at start-up and quotes it
     assert "ModuleNotFoundError: No module named 'sglang_not_installed_here'" in up.stderr
+    assert "startup_error" in up.stderr and "crash_unclassified" not in up.stderr, up.stderr
     st = e.cockpit("status", "simtest")
     assert st.returncode == 1
     assert "ModuleNotFoundError: No module named 'sglang_not_installed_here'" in st.stdout
     js = json.loads(e.cockpit("status", "simtest", "--json").stdout)
     quoted = js.get("log_tail") or (js.get("crash") or {}).get("decisive_lines") or []
     assert "ModuleNotFoundError: No module named 'sglang_not_installed_here'" in quoted
+    assert js["crash"]["kind"] == "startup_error" and js["crash"]["phase"] == "startup", js["crash"]
+    diag = e.cockpit("diagnose", str(e.log))
+    assert diag.returncode == 1 and "CRASH startup_error in startup" in diag.stdout, diag.stdout + diag.stderr
 
 
 def test_did_you_mean_for_profiles_subcommands_and_flags(tmp_path: Path) -> None:

@@ -582,3 +582,55 @@ def test_level_tags_and_headers_without_their_prefix() -> None:
         apply(st, e)
     assert st.crash is not None and st.crash.phase == "startup"
     assert st.crash.kind == "startup_error" and "KeyError" in st.crash.message
+
+
+_IMPORT_AT_START = {
+    "bare traceback": ('Traceback (most recent call last):\n'
+                       '  File "<frozen runpy>", line 189, in _run_module_as_main\n'
+                       '  File "/opt/venv/lib/python3.11/site-packages/sglang/__init__.py", line 3, in <module>\n'
+                       '    import torch\n'
+                       "ModuleNotFoundError: No module named 'torch'\n", 5, "No module named 'torch'"),
+    "python -c": ('Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
+                  "ImportError: cannot import name 'launch_server' from 'sglang'\n", 3, "cannot import name"),
+    "interpreter": ("/usr/bin/python3: Error while finding module specification for 'sglang.launch_server' "
+                    "(ModuleNotFoundError: No module named 'sglang')\n", 1, "No module named 'sglang'"),
+    "no module": ("/opt/venv/bin/python3.11: No module named sglang\n", 1, "No module named sglang"),
+    "first line": ("ModuleNotFoundError: No module named 'sglang'\n", 1, "No module named 'sglang'"),
+    "argparse": ("usage: launch_server.py [-h] --model-path MODEL_PATH\n"
+                 "launch_server.py: error: unrecognized arguments: --foo\n", 2, "unrecognized arguments: --foo"),
+    "vllm argparse": ("usage: vllm serve [model_tag] [options]\n"
+                      "vllm serve: error: unrecognized arguments: --foo\n", 2, "unrecognized arguments: --foo"),
+}
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize("case", sorted(_IMPORT_AT_START))
+def test_an_import_or_usage_error_at_start_is_a_startup_error(tmp_path: Path, engine: str, case: str) -> None:
+    """Issue 17, defect 2: a server that died at once with a Python import/usage error was
+    `crash_unclassified` in an unknown phase (or no crash at all when the line stood alone)."""
+    from cockpit.backends import get_backend
+    text, line, quote = _IMPORT_AT_START[case]
+    if engine == "sglang" and case == "vllm argparse":
+        pytest.skip("vLLM's own argparse prefix")
+    log = tmp_path / "server.log"
+    log.write_text(text)
+    st = get_backend(engine).read_log(log)
+    assert st.crash is not None and st.crash.kind == "startup_error", (st.phase, st.crash)
+    assert st.crash.phase == "startup" and st.crash.line == line
+    assert quote in st.crash.message
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_an_import_error_while_serving_is_not_a_startup_error(engine: str) -> None:
+    """A `<module>` frame proves start-up only when nothing sharper in the log names the phase."""
+    from cockpit.backends import get_backend
+    b = get_backend(engine)
+    p, st = b.new_parser(), b.new_state()
+    ready = (b"[2025-05-25 19:45:03] The server is fired up and ready to roll!\n" if engine == "sglang"
+             else b"INFO 05-25 19:45:03 [api_server.py:1024] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
+                  b"INFO:     Application startup complete.\n")
+    tb = (b"Traceback (most recent call last):\n  File \"/x/plugin.py\", line 1, in <module>\n"
+          b"ModuleNotFoundError: No module named 'late_plugin'\n")
+    for e in p.feed(ready + tb) + p.finish():
+        apply(st, e)
+    assert st.crash is None or st.crash.kind != "startup_error", st.crash

@@ -52,6 +52,12 @@ _RX_TRY_ALLOC = lazy(r"Try to allocate (\d+) tokens")
 _RX_SEQ = lazy(r"SeqNum=(\d+)|work sequence id:? (\d+)|last enqueued (?:NCCL )?work: (\d+)")
 _RX_EXC_HEADER = lazy(r"^(?:Exception in (?:ControllerSingle|ControllerMulti|ModelTpServer|thread [^:]*)|Process [\w:-]+)\s*:\s*$")
 _RX_ARGPARSE = lazy(r"^(?:\S*(?:launch_server|sglang)\S*|\S+\.py): error: ")
+# the interpreter itself refusing to start the server: `python3: No module named sglang`,
+# `python3: Error while finding module specification for 'sglang.launch_server' (ModuleNotFoundError: …)`
+_RX_INTERPRETER = lazy(r"^\S*python[\d.]*: (?:No module named |Error while finding module specification for "
+                       r"|can't open file )")
+# an import that failed: the first line of a log that says so was printed before any server code ran
+_IMPORT_EXC = ("ModuleNotFoundError", "ImportError")
 _RX_VLLM = lazy(
     r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\]"
     r"|\((?:EngineCore|APIServer|VllmWorker|RayWorkerVllm|Worker_\w+)\w*[^)]*pid=\d+\)|/vllm/|\bvLLM\b"
@@ -214,7 +220,10 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
             return NONE
         if _RX_VLLM.search(msg):
             return FOREIGN
-        if _RX_ARGPARSE.match(s):
+        if _RX_ARGPARSE.match(s) or _RX_INTERPRETER.match(s):
+            out.append(ev.StartupError(line, ts, rank, s))
+            return GENERIC
+        if line == 1 and exc is not None and exc.group(1).rpartition(".")[2] in _IMPORT_EXC:
             out.append(ev.StartupError(line, ts, rank, s))
             return GENERIC
     else:
@@ -234,6 +243,10 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
         if last_frame in _ENTRY_FUNCS:
             # raised by a process's entry function itself, before its loop ran: it was starting
             out.append(ev.TracebackFrame(line, ts, rank, last_frame, None, "startup"))
+        elif last_frame == "<module>":
+            # raised by module-level code (an import, a script's top level): the process was still
+            # importing, a start-up fact that any sharper evidence in the log overrides
+            out.append(ev.PhaseEvidence(line, ts, rank, "startup"))
         out.append(ev.ExceptionLine(line, ts, rank, exc.group(1), exc.group(2)))
         recog = GENERIC
     if ts is None and ("SeqNum=" in msg or "sequence id" in msg or "enqueued" in msg):
