@@ -215,3 +215,37 @@ def test_hicache_what_if_from_a_log_alone() -> None:
 def test_what_if_values_are_checked(args: list[str]) -> None:
     r = cockpit("diagnose", *args, str(DATA / "sglang-0.5.9-kimi-host-oom-killed.log"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and args[0] in r.stderr
+
+
+_GB_FIGURE = __import__("re").compile(r"\d(?:\.\d+)? ?GB\b")
+
+
+def test_findings_say_gib_for_gpu_memory_everywhere() -> None:
+    """Issue 17, defect 12: one unit, GiB as the engines print it. A figure in "GB" is allowed only
+    where it is the host's (HiCache's `--hicache-size` and the host RAM it is sized against are
+    decimal GB) or quotes the engine's own line."""
+    from cockpit.backends import detect_backend, get_backend
+    data = Path(__file__).parent / "data"
+    logs = sorted(data.glob("*.log")) + sorted((data / "real").glob("*/*.log"))
+    assert len(logs) > 30
+    checked = 0
+    for log in logs:
+        b = get_backend(detect_backend(log.read_bytes()[:65536]))
+        st = b.read_log(log)
+        for f in b.diagnose(st):
+            checked += 1
+            text = f.message
+            quoted = {q for q in (st.crash.message if st.crash else "", *(st.crash.decisive_lines if st.crash else ()))}
+            for q in quoted:
+                text = text.replace(q, "")
+            if "hicache" in f.id or "--hicache-size" in text:
+                continue  # the host's pool and RAM: decimal GB, the flag's unit (the text says so)
+            assert _GB_FIGURE.search(text) is None, (log.name, f.id, f.message)
+    assert checked > 30
+
+
+@pytest.mark.parametrize(("flag", "unit"), [("--gpu-mem-gb", "GiB"), ("--host-mem-gb", "GB")])
+def test_what_if_bounds_name_each_flags_unit(story_log: Path, flag: str, unit: str) -> None:
+    out = cockpit("diagnose", str(story_log), flag, "-1")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.rstrip().endswith(f" {unit}"), out.stderr

@@ -48,9 +48,10 @@ def _plan_finding(profile: Profile, facts: list[HostFacts], measured: Mapping[st
 def run(args: argparse.Namespace) -> int:
     from cockpit.locations import resolve_profile
 
-    for name, val in (("--host-mem-gb", args.host_mem_gb), ("--gpu-mem-gb", args.gpu_mem_gb)):
+    # host RAM in decimal GB (the unit of --hicache-size), GPU memory in GiB (nvidia-smi's, SGLang's)
+    for name, val, unit in (("--host-mem-gb", args.host_mem_gb, "GB"), ("--gpu-mem-gb", args.gpu_mem_gb, "GiB")):
         if val is not None and val <= 0:
-            raise BadInput(f"{name} {val:g}: expected a positive number of GB")
+            raise BadInput(f"{name} {val:g}: expected a positive number of {unit}")
     if args.gpus is not None and args.gpus <= 0:
         raise BadInput(f"--gpus {args.gpus}: expected a positive number of GPUs")
     profile = load_profile(resolve_profile(args.profile))

@@ -88,9 +88,10 @@ def what_if_hosts(host_mem_gb: float | None, gpu_mem_gb: float | None, gpus: int
     """`check`'s what-if options as the one host this log ran on (none given: no host facts)."""
     if host_mem_gb is None and gpu_mem_gb is None and gpus is None:
         return []
-    for name, val, hi in (("--host-mem-gb", host_mem_gb, 1e6), ("--gpu-mem-gb", gpu_mem_gb, 4096.0)):
+    # host RAM in decimal GB (the unit of --hicache-size), GPU memory in GiB (nvidia-smi's, SGLang's)
+    for name, val, hi, unit in (("--host-mem-gb", host_mem_gb, 1e6, "GB"), ("--gpu-mem-gb", gpu_mem_gb, 4096.0, "GiB")):
         if val is not None and not (math.isfinite(val) and 0 < val <= hi):
-            raise BadInput(f"{name} {val:g}: expected a value between 0 and {hi:g} GB")
+            raise BadInput(f"{name} {val:g}: expected a value between 0 and {hi:g} {unit}")
     if gpus is not None and not 1 <= gpus <= 1024:
         raise BadInput(f"--gpus {gpus}: expected a number of GPUs per node between 1 and 1024")
     return [HostFacts(host="what-if", mem_total_gb=host_mem_gb, mem_available_gb=host_mem_gb, gpu_count=gpus,

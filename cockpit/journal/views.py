@@ -15,7 +15,7 @@ UNKNOWN = "—"  # unknown is shown as unknown, never as 0
 
 
 def fmt_gb(v: float | None) -> str:
-    return UNKNOWN if v is None else f"{v:.2f} GB"
+    return UNKNOWN if v is None else f"{v:.2f} GiB"
 
 
 def fmt_int(v: int | None) -> str:

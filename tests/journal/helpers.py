@@ -60,7 +60,7 @@ def low_headroom_finding() -> Finding:
     return Finding(
         id="low_headroom_after_graph_capture",
         severity="critical",
-        message="TP3 has 0.82 GB free after CUDA-graph capture; target 5.0 GB.",
+        message="TP3 has 0.82 GiB free after CUDA-graph capture; target 5.0 GiB.",
         ranks=("TP3",),
         changes=(FlagChange("--mem-fraction-static", 0.93, 0.88),),
         predicted={"headroom_gb": 5.5, "max_total_num_tokens": 60000},

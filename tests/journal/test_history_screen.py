@@ -79,7 +79,7 @@ async def test_lists_the_profiles_runs_and_compares_two(journal_path: Path) -> N
         rows = {str(compare.get_row_at(i)[0]): [str(c) for c in compare.get_row_at(i)[1:]]
                 for i in range(compare.row_count)}
         assert rows["--mem-fraction-static"] == ["0.88", "0.93"]
-        assert rows["min headroom"] == ["5.50 GB", "0.82 GB"]
+        assert rows["min headroom"] == ["5.50 GiB", "0.82 GiB"]
         assert rows["KV tokens"] == ["60112", "127000"]
         assert rows["outcome"] == ["stopped", "crashed"]
         assert "--tp" not in rows

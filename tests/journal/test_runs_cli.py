@@ -67,9 +67,9 @@ def test_runs_table_says_what_changed(data: Path) -> None:
     lines = out.stdout.splitlines()
     assert lines[0].split()[:4] == ["ID", "PROFILE", "STARTED", "OUTCOME"]
     b88 = next(line for line in lines if line.startswith("20261129-090000-b88"))
-    assert "5.50 GB" in b88 and "60112" in b88 and "mem-fraction-static 0.93→0.88" in b88
+    assert "5.50 GiB" in b88 and "60112" in b88 and "mem-fraction-static 0.93→0.88" in b88
     a93 = next(line for line in lines if line.startswith("20261129-080000-a93"))
-    assert "crashed: cuda_oom (prefill, TP3)" in a93 and "0.82 GB" in a93
+    assert "crashed: cuda_oom (prefill, TP3)" in a93 and "0.82 GiB" in a93
     demo = next(line for line in lines if line.startswith("20261129-100000-demo"))
     assert "—" in demo and " 0 " not in demo  # unknown is never 0
 
@@ -83,7 +83,7 @@ def test_runs_compare_shows_both_runs_differing_flags(data: Path) -> None:
     assert row.split()[1:] == ["0.93", "0.88"]
     assert "--tp" not in text  # the same in both: not a difference
     headroom = next(line for line in text.splitlines() if line.startswith("min headroom"))
-    assert "0.82 GB" in headroom and "5.50 GB" in headroom
+    assert "0.82 GiB" in headroom and "5.50 GiB" in headroom
     kv = next(line for line in text.splitlines() if line.startswith("KV tokens"))
     assert kv.split()[2:] == ["127000", "60112"]
     assert "cuda_oom" in text
@@ -102,7 +102,7 @@ def test_runs_show(data: Path) -> None:
     assert "crashed: cuda_oom (prefill, TP3)" in out.stdout
     assert "torch.OutOfMemoryError" in out.stdout
     assert "--mem-fraction-static 0.93 → 0.88" in out.stdout
-    assert "TP0 0.82 GB" in out.stdout
+    assert "TP0 0.82 GiB" in out.stdout
     js = json.loads(cockpit(data, "runs", "show", "20261129-09", "--json").stdout)
     assert js["id"] == "20261129-090000-b88" and len(js["gen_throughput_series"]) == 3
 

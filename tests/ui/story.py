@@ -89,11 +89,11 @@ def story_snapshot(mfs: float = 0.93, phase: str = "ready", *, crashed: bool = F
             Finding(
                 id="low_headroom_after_graph_capture",
                 severity="critical",
-                message="TP3 has 0.80 GB free after CUDA graph capture (target 5.0 GB): a large prefill will run out of memory.",
+                message="TP3 has 0.80 GiB free after CUDA graph capture (target 5.0 GiB): a large prefill will run out of memory.",
                 ranks=("TP3",),
                 changes=(change,),
                 predicted={"headroom_gb": 5.5, "max_total_num_tokens": 60112},
-                arithmetic="P = 94.60 GB, f = 0.80 GB, δ = (5.0 − 0.80) / 94.60 = 0.044 → 0.93 − 0.05 = 0.88",
+                arithmetic="P = 94.60 GiB, f = 0.80 GiB, δ = (5.0 − 0.80) / 94.60 = 0.044 → 0.93 − 0.05 = 0.88",
             )
         )
     if crashed:
@@ -112,7 +112,7 @@ def story_snapshot(mfs: float = 0.93, phase: str = "ready", *, crashed: bool = F
             exit_code=137,
         )
     if mfs < 0.93 and phase == "ready":
-        findings.append(Finding(id="headroom_ok", severity="ok", message="headroom ≥ 5.0 GB on every rank after capture"))
+        findings.append(Finding(id="headroom_ok", severity="ok", message="headroom ≥ 5.0 GiB on every rank after capture"))
     gpus = []
     procs = []
     for i in range(8):
