@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -388,3 +389,29 @@ def test_check_measures_ssh_hosts_with_the_agent(ssh_home, tmp_path: Path) -> No
     host = data["hosts"][0]
     assert host["host"] == "gpu-box-1" and host["source"] == "agent"
     assert host["mem_available_gb"] is not None and host["gpu_count"] == 8
+
+
+def test_each_run_writes_its_own_log(local_env: Env) -> None:
+    """Issue 17 (UX): every run appended to one log. Now each run writes `sglang.<run id>.log`, the
+    profile's `logs/sglang.log` is Cockpit's link to the current run's file (`tail -F` follows it),
+    and `runs show ID` names that run's own file."""
+    env = local_env
+    ids: list[str] = []
+    for _ in range(2):
+        up = env.cockpit("up", "simtest", "--set", "mem-fraction-static=0.5", "--wait", "ready", "--timeout", "60")
+        assert up.returncode == 1, up.stdout + up.stderr  # a startup crash: quick, and it leaves decisive lines
+        ids.append(_current_run(env).name)
+    assert ids[0] != ids[1]
+    files = [env.log.parent / f"sglang.{i}.log" for i in ids]
+    assert env.log.is_symlink() and os.readlink(env.log) == files[1].name
+    for f, run_id in zip(files, ids, strict=True):
+        assert f.is_file() and not f.is_symlink() and (f.stat().st_mode & 0o777) == 0o600
+        assert (env.runs_dir("simtest") / run_id / "log_path").read_text() == str(f)
+        # each file holds one run: one server start, one crash
+        assert f.read_text().count("init_not_enough_memory") <= 1 and f.read_text().count("server_args=") == 1
+    show = env.cockpit("runs", "show", ids[0])
+    assert show.returncode == 0, show.stdout + show.stderr
+    assert re.search(rf"^log\s+{re.escape(str(files[0]))}$", show.stdout, re.M), show.stdout
+    assert "crash, the lines that decide it:" in show.stdout and "Not enough memory" in show.stdout, show.stdout
+    logs = env.cockpit("logs", "simtest")
+    assert logs.returncode == 0 and logs.stdout.count("server_args=") == 1, logs.stdout[-2000:]

@@ -10,7 +10,7 @@ Operations (the request's "op"):
 
   launch  take the profile's lock, refuse if a run of the profile is alive, else create the run
           directory, double-fork into a new session and start the server with stdout+stderr
-          appended to the log; print {"pid", "pgid", "run_dir", ...} and exit. A waiter process
+          written to the run's own log file; print {"pid", "pgid", "run_dir", ...} and exit. A waiter process
           stays in the new session (ignoring SIGTERM/SIGHUP), reaps the server and writes
           exit_code, so the run outlives the cockpit, the SSH session and the tmux pane.
   find    the profile's newest run (alive or not) with its facts.
@@ -26,8 +26,8 @@ Operations (the request's "op"):
           server pid and reporting its exit.
 
 Privacy and safety (see docs/RELIABILITY.md): run directories are 0700 and their files 0600;
-the log is opened with O_NOFOLLOW and refused when it, or its directory, belongs to another user
-or can be written by others. A disk error is reported as such, and leaves either a complete run
+the run's log is opened with O_NOFOLLOW and refused when it, or its directory, belongs to another
+user or can be written by others; the profile's log path is a symlink only Cockpit repoints. A disk error is reported as such, and leaves either a complete run
 or none. Every process of a run carries COCKPIT_RUN_DIR in its environment, so a run whose
 directory was deleted is still found (by its processes), refused a second launch, and stopped.
 
@@ -36,7 +36,9 @@ i.e. ~/.cache/cockpit/runs) holds argv.json, env.json, cwd, pid, pgid, sid,
 waiter_pid, proc_start, started_at, log_path, log_offset, log_inode, meta.json (what the cockpit
 wants to remember: flags as launched, node rank) and, when the server ended,
 exit_code (shell convention: 128+N for a signal). <runs_root>/<profile>/current names the newest
-run. Runs of one profile append to the same log; each run keeps the byte offset where it began.
+run. Each run writes its own log, `<stem>.<run_id><ext>` beside the profile's `log:` path, and
+that path becomes a symlink to the current run's file (hostside_base.run_log_path); log_path names
+the run's own file and log_offset is 0 unless the file was there before.
 
 Follow frames on stdout: a header line `F <json>\\n`, followed by `len` raw bytes for data
 frames. Data frames always end at a newline (a partial last line is held back until it is
@@ -71,7 +73,10 @@ try:  # here, from the package; on a host the text of hostside_base.py ran just 
         _run_tag,
         _tagged_processes,
         _write,
+        check_log_link,
         name_waiter,
+        point_log_link,
+        run_log_path,
     )
 except ImportError:
     pass
@@ -237,11 +242,17 @@ def _lock(pdir, timeout):
             time.sleep(0.05)
 
 
-def _abandon(pdir, run_dir, previous):
-    """Undo a launch that did not happen: no half-written run directory stays `current`."""
+def _abandon(pdir, run_dir, previous, run_log):
+    """Undo a launch that did not happen: no half-written run directory stays `current`, no empty
+    log file of a run that never started stays beside the others."""
     import shutil
 
     shutil.rmtree(run_dir, ignore_errors=True)
+    try:
+        if os.path.getsize(run_log) == 0 and not os.path.islink(run_log):
+            os.unlink(run_log)
+    except OSError:
+        pass
     try:
         if previous:
             _write(os.path.join(pdir, "current"), previous)
@@ -263,9 +274,11 @@ def op_launch(req):
         return {"refused": "live", "run": live}
     run_dir = os.path.join(pdir, req["run_id"])
     cwd = _expand(req.get("cwd") or "~")
-    log_path = _expand(os.path.join(cwd, req["log"]))
+    link_path = _expand(os.path.join(cwd, req["log"]))
+    log_path = run_log_path(link_path, req["run_id"])
     try:
         os.makedirs(cwd, exist_ok=True)
+        found = check_log_link(link_path)
         log_fd, offset, inode = _open_log(log_path)
     except LogRefused as exc:
         return {"error": f"refused: {exc}"}
@@ -290,9 +303,10 @@ def op_launch(req):
         for name, text in files.items():
             _write(os.path.join(run_dir, name), text)
         _write(os.path.join(pdir, "current"), req["run_id"])
+        point_log_link(link_path, log_path, req["run_id"], found)
     except (DiskError, OSError) as exc:
         os.close(log_fd)
-        _abandon(pdir, run_dir, previous)
+        _abandon(pdir, run_dir, previous, log_path)
         return {"error": f"{exc}; nothing was launched"}
 
     r, w = os.pipe()
@@ -329,7 +343,7 @@ def op_launch(req):
                             f"{run_dir}); nothing was launched"}
     if "error" in started:
         if started.get("disk"):
-            _abandon(pdir, run_dir, previous)
+            _abandon(pdir, run_dir, previous, log_path)
             return {"error": started["error"]}
         return {"error": started["error"], "run": _run_info(run_dir)}
     return {"launched": True, "run": _run_info(run_dir)}

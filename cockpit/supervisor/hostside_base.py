@@ -5,9 +5,12 @@ nothing is installed there. Here, hostside.py imports these names from this modu
 
 - Run files are written 0600 (temp file + rename) in 0700 directories; a disk failure (full,
   quota, size limit, read-only) is a DiskError that names the file.
-- The log is opened for appending with O_NOFOLLOW and refused (LogRefused, with why) when it is
-  a link, a file of another user or one every user can write, or when its directory belongs to
-  another user or is writable by everyone without the sticky bit.
+- Each run writes its own log file, `<stem>.<run_id><ext>` beside the profile's `log:` path, which
+  becomes a symlink Cockpit points at the current run's file. The run's file is opened for
+  appending with O_NOFOLLOW and refused (LogRefused, with why) when it is a link, a file of another
+  user or one every user can write, or when its directory belongs to another user or is writable by
+  everyone without the sticky bit; the profile's path is refused when it is a link Cockpit did not
+  make, a file of another user or one every user can write.
 - Every process of a run carries RUN_TAG=<run dir> in its environment: a run whose directory was
   deleted is still found by its processes.
 """
@@ -276,3 +279,74 @@ def _open_log(log_path):
         os.close(fd)
         raise LogRefused(f"log {log_path} {why}; move it aside (or fix its owner/mode) and launch again")
     return fd, st.st_size, st.st_ino
+
+
+# ---- one log file per run ------------------------------------------------------------------
+# The profile's `log:` (logs/sglang.log) names a symlink that Cockpit points at the current run's
+# own file, logs/sglang.<run_id>.log, so `tail -F logs/sglang.log` shows the current run and
+# every earlier run keeps its whole log (docs/OPERATIONS.md, "One log file per run").
+
+
+def run_log_path(log_path, run_id):
+    """`logs/sglang.log` -> `logs/sglang.<run_id>.log`: the file this run writes."""
+    head, name = os.path.split(log_path)
+    stem, ext = os.path.splitext(name)
+    return os.path.join(head, f"{stem}.{run_id}{ext}")
+
+
+def _our_log_link(log_path, lst):
+    """A symlink Cockpit made: ours, pointing at a run file beside it (a bare `<stem>.….<ext>` name)."""
+    import stat as _stat
+
+    if not _stat.S_ISLNK(lst.st_mode) or lst.st_uid != os.getuid():
+        return False
+    target = os.readlink(log_path)
+    stem, ext = os.path.splitext(os.path.basename(log_path))
+    return "/" not in target and target.startswith(stem + ".") and target.endswith(ext) and target != os.path.basename(log_path)
+
+
+def check_log_link(log_path):
+    """Refuse (LogRefused, before anything is written) a profile log path Cockpit may not repoint:
+    a link it did not make, a file of another user or one every user can write. Returns what is
+    there: None, "link" (ours) or "file" (the one log runs appended to before; kept, renamed)."""
+    log_dir = os.path.dirname(log_path)
+    os.makedirs(log_dir, exist_ok=True)
+    _check_log_dir(log_dir)
+    try:
+        lst = os.lstat(log_path)
+    except FileNotFoundError:
+        return None
+    import stat as _stat
+
+    if _stat.S_ISLNK(lst.st_mode):
+        if _our_log_link(log_path, lst):
+            return "link"
+        raise LogRefused(f"log {log_path} is a symbolic link (to {os.readlink(log_path)!r}) that Cockpit did not make: "
+                         "refusing to replace or follow it; remove it, or name another log path")
+    if lst.st_uid != os.getuid():
+        raise LogRefused(f"log {log_path} belongs to {_owner_name(lst.st_uid)}, not to {_owner_name(os.getuid())}; "
+                         "move it aside (or fix its owner) and launch again")
+    if not _stat.S_ISREG(lst.st_mode):
+        raise LogRefused(f"log {log_path} is not a regular file; move it aside and launch again")
+    if lst.st_mode & 0o002:
+        raise LogRefused(f"log {log_path} can be written by every user (mode {lst.st_mode & 0o777:04o}): their lines "
+                         "would read as the server's; move it aside (or fix its mode) and launch again")
+    return "file"
+
+
+def point_log_link(log_path, run_log, run_id, found):
+    """Make `log_path` a symlink to this run's file (a relative name: the pair can be moved). A
+    regular file there (`found == "file"`) is the appended log of earlier runs: it is renamed to
+    `<stem>.before-<run_id><ext>`, never lost. The link is made under a fresh name and renamed
+    over the old one, so a reader always finds one or the other."""
+    head, name = os.path.split(log_path)
+    if found == "file":
+        stem, ext = os.path.splitext(name)
+        os.rename(log_path, os.path.join(head, f"{stem}.before-{run_id}{ext}"))
+    tmp = os.path.join(head, f".{name}.{run_id}.{os.getpid()}.link")
+    os.symlink(os.path.basename(run_log), tmp)
+    try:
+        os.replace(tmp, log_path)
+    except OSError:
+        os.unlink(tmp)
+        raise

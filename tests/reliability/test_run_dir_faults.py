@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -64,6 +65,11 @@ def _fill(fs: Path, leave_pages: int) -> None:
             pass
 
 
+def _run_log_of(file_name: str, profile: str) -> bool:
+    """Is this a run's own log file of `profile` (`<profile>.<run id>.log`, one file per run)?"""
+    return re.fullmatch(rf"{re.escape(profile)}\.\d{{8}}-\d{{6}}-\w+\.log", file_name) is not None
+
+
 def test_full_disk_never_reads_as_success(tmp_path: Path, small_fs: Path, ledger) -> None:
     env = make_env(tmp_path)
     env.env["COCKPIT_RUNS_ROOT"] = str(small_fs / "runs")
@@ -80,7 +86,7 @@ def test_full_disk_never_reads_as_success(tmp_path: Path, small_fs: Path, ledger
             up = env.cockpit("up", name, "--wait", "started", "--timeout", "20")
             out = up.stdout + up.stderr
             assert "Traceback" not in out and "pid None" not in out, out
-            mine = [p for p in _writers(stop) if Path(f"/proc/{p}/fd/1").resolve().name == f"{name}.log"]
+            mine = [p for p in _writers(stop) if _run_log_of(Path(f"/proc/{p}/fd/1").resolve().name, name)]
             if up.returncode == 0:
                 outcomes["launched"] += 1
                 assert len(mine) == 1, (free, out, mine)
@@ -102,7 +108,7 @@ def test_full_disk_never_reads_as_success(tmp_path: Path, small_fs: Path, ledger
         (small_fs / "filler").unlink(missing_ok=True)
         runs = json.loads(env.cockpit("runs", "--json").stdout)
         live_names = {f"disk{i}" for i in range(16) if any(
-            Path(f"/proc/{p}/fd/1").resolve().name == f"disk{i}.log" for p in _writers(stop))}
+            _run_log_of(Path(f"/proc/{p}/fd/1").resolve().name, f"disk{i}") for p in _writers(stop))}
         for r in runs:
             if r["outcome"] in ("running", "ready"):
                 assert r["profile"] in live_names, r

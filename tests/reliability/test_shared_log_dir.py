@@ -46,6 +46,38 @@ def _setup(tmp_path: Path, work: Path, logs_mode: int):
     return env, logs / "server.log"
 
 
+def _current_log(env) -> Path:
+    d = env.runs_root / "shared"
+    return Path((d / (d / "current").read_text().strip() / "log_path").read_text())
+
+
+def test_a_link_of_ours_to_elsewhere_is_refused(tmp_path: Path, shared: Path, ledger) -> None:
+    """Only a link Cockpit made (a bare `server.<run id>.log` name beside it) is repointed."""
+    env, log = _setup(tmp_path, shared, 0o755)
+    victim = tmp_path / "home" / "private.txt"
+    victim.write_bytes(b"mine\n")
+    log.symlink_to(victim)
+    _refused(env, ledger, "symbolic link", "Cockpit did not make", str(log))
+    assert victim.read_bytes() == b"mine\n" and os.readlink(log) == str(victim)
+
+
+def test_the_log_runs_appended_to_before_is_kept(tmp_path: Path, shared: Path, ledger) -> None:
+    """The one log earlier runs appended to is renamed `<stem>.before-<run id>.log`, never lost."""
+    env, log = _setup(tmp_path, shared, 0o755)
+    log.write_text("an earlier run\n")
+    os.chmod(log, 0o600)
+    up = env.cockpit("up", "shared", "--wait", "started")
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        run_log = _current_log(env)
+        kept = log.parent / f"server.before-{run_log.name.split('.')[1]}.log"
+        assert kept.read_text() == "an earlier run\n"
+        assert os.readlink(log) == run_log.name
+    finally:
+        (tmp_path / "stop").touch()
+        env.cockpit("down", "shared", "--timeout", "5")
+
+
 def _refused(env, ledger, *words: str) -> None:
     ledger.fault("files")
     up = env.cockpit("up", "shared", "--wait", "started", "--timeout", "20")
@@ -95,7 +127,12 @@ def test_a_private_log_directory_still_launches(tmp_path: Path, shared: Path, le
     up = env.cockpit("up", "shared", "--wait", "started")
     try:
         assert up.returncode == 0, up.stdout + up.stderr
-        assert log.exists() and not log.is_symlink()
+        # the profile's path is Cockpit's own link to the run's file: a regular file of ours, 0600
+        run_log = _current_log(env)
+        assert log.exists() and log.is_symlink() and os.readlink(log) == run_log.name
+        assert run_log.parent == log.parent and run_log.is_file() and not run_log.is_symlink()
+        assert run_log.stat().st_uid == os.getuid() and run_log.stat().st_mode & 0o777 == 0o600
+        assert log.lstat().st_uid == os.getuid()
     finally:
         (tmp_path / "stop").touch()
         env.cockpit("down", "shared", "--timeout", "5")

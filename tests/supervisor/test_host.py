@@ -57,6 +57,10 @@ async def test_launch_refuse_second_stop(tmp_path: Path) -> None:
     for name in ("argv.json", "env.json", "pid", "pgid", "started_at", "log_path", "log_offset"):
         assert (run_dir / name).exists(), name
     assert (tmp_path / "wd/logs/s.log").exists()
+    # each run writes its own file; the profile's log path is Cockpit's link to the current one
+    assert os.readlink(tmp_path / "wd/logs/s.log") == "s.r1.log"
+    assert run["log_path"] == str(tmp_path / "wd/logs/s.r1.log") and run["log_offset"] == 0
+    assert not Path(run["log_path"]).is_symlink()
     # the server is not our child: it was reparented away from the launcher
     with open(f"/proc/{run['pid']}/stat") as f:
         ppid = int(f.read().rsplit(")", 1)[1].split()[1])
@@ -74,10 +78,14 @@ async def test_launch_refuse_second_stop(tmp_path: Path) -> None:
     assert stopped["stopped"] and not stopped["left"]
     assert not _alive(run["pid"])
     assert stopped["run"]["exit_code"] == 128 + signal.SIGTERM
-    # a stopped run does not block the next launch; the log is appended with a new offset
+    # a stopped run does not block the next launch; the next run writes a new file (from offset 0),
+    # the link moves to it, and the first run's whole log stays where it was
+    first_log = Path(run["log_path"]).read_bytes()
     res2 = await ops.launch("p", "r4", argv, env={}, cwd=str(tmp_path / "wd"), log="logs/s.log")
     assert res2.get("launched"), res2
-    assert res2["run"]["log_offset"] > 0
+    assert res2["run"]["log_offset"] == 0 and res2["run"]["log_path"] == str(tmp_path / "wd/logs/s.r4.log")
+    assert os.readlink(tmp_path / "wd/logs/s.log") == "s.r4.log"
+    assert len(first_log) > 0 and Path(run["log_path"]).read_bytes() == first_log
     await ops.stop("p", "r4", timeout=5)
 
 

@@ -205,7 +205,7 @@ async def test_a_huge_log_is_read_as_head_and_tail_with_exact_line_numbers(
     golden = Path(__file__).resolve().parent.parent / "data" / "sglang-0.5.9-kimi-0.88-healthy.log"
     log = tmp_path / "work" / "big.log"
     log.parent.mkdir()
-    log.write_bytes(b"an older run's line\n" * 1000)  # the run starts at an offset
+    log.write_bytes(b"an older run's line\n" * 1000)  # the log earlier runs appended to: kept aside
     writer = (
         "import sys, time\n"
         "sys.stdout.write(open(sys.argv[1]).read())\n"
@@ -227,7 +227,8 @@ async def test_a_huge_log_is_read_as_head_and_tail_with_exact_line_numbers(
     )
     sup = Supervisor(load_profile(p))
     try:
-        await sup.start()
+        info = await sup.start()
+        assert (log.parent / f"big.before-{info.id}.log").read_bytes() == b"an older run's line\n" * 1000
         size = log.stat().st_size
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not log.read_bytes().endswith(b"the last line\n"):
@@ -236,7 +237,8 @@ async def test_a_huge_log_is_read_as_head_and_tail_with_exact_line_numbers(
         snap = await sup.refresh_once()
         st = snap.state
         assert len(st.ranks) == 8 and st.min_headroom_gb is not None  # the startup came from the head
-        run_lines = log.read_bytes().split(b"\n")[1000:-1]
+        run_lines = log.read_bytes().split(b"\n")[:-1]  # the run's own file (the link's target)
+        assert os.readlink(log) == f"big.{info.id}.log"
         assert sup.nodes[0].log.parser.lines_seen == len(run_lines)  # line numbers are the file's
         assert st.lines_seen == len(run_lines) - 1  # the last decode line, numbered as in the file
         last = sup.recent_lines()
