@@ -12,7 +12,7 @@ from cockpit.supervisor.api import RunInfo, RunSnapshot
 from cockpit.ui.widgets.header import RunHeader
 
 
-def _snap(slurm: dict, lifecycle: str, progress: str) -> RunSnapshot:  # type: ignore[type-arg]
+def _snap(slurm: dict, lifecycle: str, progress: str) -> RunSnapshot:
     state = RunState(backend="sglang")
     run = RunInfo(id="20261201-0540-ab12", profile="kimi", hosts=("login1", "slurm job 4242"), pid=None, pgid=None,
                   started_at="2026-12-01T05:40:00Z", run_dir="/shared/runs/kimi/x", log_path="/shared/x/node0.log")
