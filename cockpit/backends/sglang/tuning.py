@@ -6,8 +6,8 @@ Pure (no I/O): `cockpit tune` launches, measures and asks `next_move` again. The
    capture keeps the target (δ·P: lowering mfs by δ frees δ·P GiB per GPU, one for one).
 2. CUDA graphs: when the KV pool binds (high token usage or a queue) while the running batch stays
    far below --cuda-graph-max-bs, the graphs hold memory no batch uses: capture up to the batch the
-   bigger pool will run (25 % margin; never past what bounds the batch: the benchmark's concurrency,
-   or the batch observed when other clients share the server, and --max-running-requests), and
+   bigger pool will run (25 % margin; never past what bounds the batch: --max-running-requests, and
+   the benchmark's concurrency unless other clients share the server), and
    give the freed memory to the KV pool in the same move.
    When batches run above the largest graph (eager), capture up to them if the headroom allows.
 3. --max-running-requests: raised when the running batch sits at the cap with the pool half empty
@@ -132,11 +132,12 @@ def _tried(history: list[Step], flags: dict[str, Any]) -> bool:
 
 
 def _batch_cap(s: Step) -> float:
-    """What bounds the running batch: --max-running-requests, and the benchmark's concurrency unless
-    the server ran more than that (other clients share it: their requests batch too)."""
+    """What bounds the running batch: --max-running-requests, and the benchmark's concurrency when
+    the benchmark is the server's only client (a batch above it means other clients share the
+    server, and their share grows with the pool too: then only the cap bounds it)."""
     caps = [float(s.max_running_requests)] if s.max_running_requests else []
-    if s.concurrency:
-        caps.append(max(float(s.concurrency), s.peak_running or 0.0))
+    if s.concurrency and (s.peak_running or 0.0) <= s.concurrency:
+        caps.append(float(s.concurrency))
     return min(caps) if caps else float("inf")
 
 
