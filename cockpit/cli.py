@@ -7,10 +7,11 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 EPILOG = """\
 commands in the order an operator meets them:
-  cockpit demo                      the TUI on a simulated 8-GPU SGLang run (no GPU needed)
+  cockpit demo [--backend vllm]     the TUI on a simulated SGLang (or vLLM) run (no GPU needed)
   cockpit check PROFILE             preflight: flags, HiCache per-rank arithmetic, host facts
   cockpit plan PROFILE              memory plan: KV tokens and headroom per --mem-fraction-static
   cockpit up PROFILE --wait ready   launch detached on the profile's hosts
@@ -25,25 +26,51 @@ exit codes: 0 ok, 1 a critical finding or a failed run, 2 bad input
 """
 
 
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    from cockpit.errors import close_words
+
+    near = close_words(word, list(choices))
+    return f"; did you mean {' or '.join(near)}?" if near else ""
+
+
+def _options_of(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for a in parser._actions for o in a.option_strings]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a mistyped subcommand or choice."""
+
+    def error(self, message: str) -> NoReturn:
+        import re
+
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if m:
+            message += _did_you_mean(m.group(1), re.findall(r"'([^']*)'", m.group(2)))
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="cockpit",
-        description="A keyboard-driven cockpit for LLM inference servers (SGLang) on multi-GPU hosts.",
+        description="A keyboard-driven cockpit for LLM inference servers (SGLang, vLLM) on multi-GPU hosts.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version="cockpit 0.1.0")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("tui", help="the TUI: profile picker, or a profile's dashboard")
     s.add_argument("profile", nargs="?", help="profile name or path; omit for the picker")
     s.add_argument("--theme", help="dark (default), light or high-contrast")
 
-    s = sub.add_parser("demo", help="the TUI on the bundled demo profile (simulated SGLang)")
+    s = sub.add_parser("demo", help="the TUI on a bundled demo profile (simulated SGLang or vLLM)")
     s.add_argument("--theme", help="dark (default), light or high-contrast")
     s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
+    s.add_argument("--backend", choices=("sglang", "vllm"), default="sglang",
+                   help="which server's story: sglang (Kimi-K2.5, TP8) or vllm (Qwen3-32B, TP2)")
+    s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default 30123)")
 
-    s = sub.add_parser("diagnose", help="parse SGLang logs and explain them")
+    s = sub.add_parser("diagnose", help="parse SGLang or vLLM logs and explain them")
     s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
@@ -148,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
 
     # `cockpit sim` parses its own (SGLang-shaped) arguments.
-    sub.add_parser("sim", help="a faithful SGLang stand-in (simulated GPUs)", add_help=False)
+    sub.add_parser("sim", help="a faithful SGLang (or --sim-backend vllm: vLLM) stand-in (simulated GPUs)", add_help=False)
     return p
 
 
@@ -177,7 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return sim_main(args_list[1:])
     parser = build_parser()
-    args = parser.parse_args(_glue_set_values(args_list))
+    args, extras = parser.parse_known_args(_glue_set_values(args_list))
+    if extras:
+        # a mistyped flag: name the close ones of that command (`--tial` → --tail)
+        sub = _subparser(parser, args.command)
+        known = _options_of(sub) if sub is not None else _options_of(parser)
+        hints = "".join(_did_you_mean(e.split("=", 1)[0], known) for e in extras if e.startswith("-"))
+        (sub or parser).error(f"unrecognized arguments: {' '.join(extras)}{hints}")
     command = args.command or "tui"
     if command == "tui" and not hasattr(args, "profile"):
         args.profile = None
@@ -196,6 +229,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as exc:  # the single place bad input becomes one clear line, never a traceback
         return explain_error(exc)
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str | None) -> argparse.ArgumentParser | None:
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction) and command in a.choices:
+            return a.choices[command]
+    return None
 
 
 def explain_error(exc: BaseException) -> int:

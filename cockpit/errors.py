@@ -18,5 +18,13 @@ class CockpitError(Exception):
             self.exit_code = exit_code
 
 
+def close_words(word: str, choices: list[str] | tuple[str, ...]) -> list[str]:
+    """The choices an operator probably meant (`stauts` → status, `--tial` → --tail): the hint of a
+    bad-input error, for subcommands, flags and profile names alike."""
+    import difflib
+
+    return difflib.get_close_matches(word, list(choices), n=3, cutoff=0.6)
+
+
 class BadInput(CockpitError):
     exit_code = 2

@@ -137,4 +137,4 @@ def test_backend_entry_point() -> None:
     assert b.build_argv(p)[-2:] == ["--tp-size", "2"]
     assert b.new_state().phase == "unknown"
     with pytest.raises(ValueError, match="unknown backend"):
-        get_backend("vllm")
+        get_backend("tgi")  # vllm is the second backend (tests/test_vllm_backend.py)

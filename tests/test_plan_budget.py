@@ -142,3 +142,33 @@ def test_a_value_below_the_floor_and_a_model_that_does_not_fit() -> None:
     tiny = plan(cfg, idx, GpuFacts(80.0), Settings("0.5.9", 0.9, tp=4))
     assert tiny.recommended is None and tiny.severity == "critical"
     assert "do not fit" in tiny.summary() and "larger TP" in tiny.summary()
+
+
+def test_which_journal_run_calibrates() -> None:
+    from cockpit.journal import RunRecord
+    from cockpit.model.plan import pick_calibration
+
+    flags = {"model-path": "/m/Kimi", "tp": 8, "mem-fraction-static": 0.93}
+
+    def rec(i: str, start: str, **kw: object) -> RunRecord:
+        base: dict[str, object] = {"id": i, "profile": "p", "started_at": start, "outcome": "crashed", "hosts": ("gpu-box-1",),
+                                   "flags": dict(flags), "max_total_num_tokens": 126976, "min_headroom_gb": 0.82}
+        base.update(kw)
+        return RunRecord(**base)  # type: ignore[arg-type]
+
+    runs = [
+        rec("old", "2026-11-01T00:00:00+00:00"),
+        rec("newer", "2026-11-02T00:00:00+00:00", flags={**flags, "mem-fraction-static": 0.88}, max_total_num_tokens=58816,
+            min_headroom_gb=5.51, outcome="stopped"),
+        rec("other-host", "2026-11-03T00:00:00+00:00", hosts=("gpu-box-2",)),
+        rec("other-tp", "2026-11-03T00:00:00+00:00", flags={**flags, "tp": 4}),
+        rec("live", "2026-11-04T00:00:00+00:00", outcome="running"),
+        rec("never-captured", "2026-11-05T00:00:00+00:00", min_headroom_gb=None),
+        rec("auto-mfs", "2026-11-01T12:00:00+00:00", flags={"model-path": "/m/Kimi", "tp": 8}),
+    ]
+    pick = pick_calibration(runs, backend="sglang", flags=flags, hosts=("gpu-box-1",), value_flag="--mem-fraction-static")
+    assert pick is not None and pick.run_id == "newer" and pick.value == 0.88 and pick.max_total_num_tokens == 58816
+    only_auto = pick_calibration(runs[-1:], backend="sglang", flags=flags, hosts=("gpu-box-1",),
+                                 value_flag="--mem-fraction-static", default_value=0.825)
+    assert only_auto is not None and only_auto.value == 0.825
+    assert pick_calibration(runs[-1:], backend="sglang", flags=flags, hosts=("gpu-box-1",), value_flag="--mem-fraction-static") is None

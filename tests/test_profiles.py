@@ -25,6 +25,11 @@ def test_mine_are_present() -> None:
 def test_every_profile_loads_and_builds(path: Path) -> None:
     prof = load_profile(path)
     assert prof.name == path.stem
+    if prof.backend != "sglang":  # vLLM profiles: tests/test_vllm_backend.py
+        from cockpit.backends import get_backend
+
+        assert get_backend(prof.backend).build_argv(prof)
+        return
     argv = build_argv(prof)
     launcher = len(prof.program) if prof.program else 3
     if not prof.program:

@@ -75,7 +75,7 @@ GOLDEN: dict[str, tuple[str, str, tuple[str, str, str | None, str] | None]] = {
 
 
 def test_every_golden_log_is_listed() -> None:
-    on_disk = {p.name for p in DATA.glob("*.log")}
+    on_disk = {p.name for p in DATA.glob("sglang-*.log")}  # vLLM: tests/test_vllm_golden.py
     assert on_disk == set(GOLDEN)
     readme = (DATA / "README.md").read_text()
     for name in GOLDEN:

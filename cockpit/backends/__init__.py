@@ -17,6 +17,7 @@ DEFAULT_BACKEND = "sglang"  # a profile without `backend:`
 # name → (module, class): imported on first use, so `cockpit --help` loads no backend
 _REGISTRY: dict[str, tuple[str, str]] = {
     "sglang": ("cockpit.backends.sglang", "SGLangBackend"),
+    "vllm": ("cockpit.backends.vllm", "VLLMBackend"),
 }
 
 
@@ -34,3 +35,14 @@ def get_backend(name: str) -> Backend:
         raise ValueError(f"unknown backend {name!r}; the supported backends are: {', '.join(_REGISTRY)}") from None
     backend: Backend = getattr(importlib.import_module(module), cls)()
     return backend
+
+
+def detect_backend(sample: bytes, default: str = DEFAULT_BACKEND) -> str:
+    """Which backend wrote a log, from its opening bytes: the one whose `log_score` (0..1, the
+    share of lines that read as its records) is highest; `default` when none scores."""
+    best, best_score = default, 0.0
+    for name in _REGISTRY:
+        score = get_backend(name).log_score(sample)
+        if score > best_score:
+            best, best_score = name, score
+    return best

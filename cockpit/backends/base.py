@@ -159,6 +159,11 @@ class Backend(Protocol):
         server's log) and `foreign` (lines of another engine's log) counts."""
         ...
 
+    def log_score(self, sample: bytes) -> float:
+        """0..1: the share of a log's opening bytes that read as this server's records
+        (`cockpit diagnose` reads a log with the backend that scores highest)."""
+        ...
+
     def record_rank(self, line: str) -> str | None:
         """The rank label of a log record that starts on `line`: "DP1 TP3"; "" for a record
         without a rank (the main process); CONTINUATION (None) when the line continues the

@@ -24,7 +24,22 @@ T = TypeVar("T")
 def load_profile_arg(arg: str) -> Profile:
     from cockpit.locations import resolve_profile
 
-    return load_profile(resolve_profile(arg))
+    path = resolve_profile(arg)
+    if not path.exists() and "/" not in arg and not arg.endswith((".yaml", ".yml")):
+        raise missing_profile(arg)
+    return load_profile(path)
+
+
+def missing_profile(name: str) -> Exception:
+    """No profile of that name: the directories searched, the profiles found, the close ones."""
+    from cockpit.errors import BadInput, close_words
+    from cockpit.locations import list_profile_files, profile_dirs
+
+    found = sorted({p.stem for p in list_profile_files()})
+    near = close_words(name, found)
+    hint = (f"did you mean {' or '.join(near)}? " if near else "") + (
+        "searched " + ", ".join(str(d) for d in profile_dirs()) + "; profiles found: " + (", ".join(found) or "none"))
+    return BadInput(f"no profile named {name!r}", hint=hint)
 
 
 def open_journal() -> Any:
@@ -33,7 +48,11 @@ def open_journal() -> Any:
         from cockpit.journal import Journal
 
         return Journal.open()
-    except Exception:
+    except Exception as exc:
+        if "read-only" in str(exc):  # a valid journal this cockpit cannot write: say so, once
+            import sys
+
+            print(f"cockpit: warning: {exc}", file=sys.stderr)
         return None
 
 
@@ -149,7 +168,7 @@ def render_status(snap: RunSnapshot) -> str:
     if st.max_total_num_tokens is not None:
         lines.append(f"KV pool: max_total_num_tokens={st.max_total_num_tokens}")
     if st.ranks:
-        lines.append(f"{'RANK':<10} {'GPU':>8} {'USED/TOTAL GB':>15} {'AGE':>6} {'WEIGHTS':>8} {'FREE AFTER CAPTURE':>19}")
+        lines.append(f"{'RANK':<10} {'GPU':>8} {'USED/TOTAL GiB':>15} {'AGE':>6} {'WEIGHTS':>8} {'FREE AFTER CAPTURE':>19}")
         for r in sorted(st.ranks.values(), key=lambda r: rank_sort_key(r.rank)):
             g = rank_gpu_json(snap, r.rank)
             gpu = "?" if g["index"] is None else f"{g['host']}:{g['index']}" if len(snap.rank_gpu) and run and len(run.hosts) > 1 else str(g["index"])

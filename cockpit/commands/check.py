@@ -5,7 +5,8 @@ local host (RAM, GPUs) and runs the preflight rules. The options are what-ifs: t
 measured facts on every host (`--host-mem-gb` = RAM available in decimal GB, `--gpu-mem-gb` = memory
 per GPU in GiB as nvidia-smi/SGLang report it, `--gpus` = GPUs per node). SSH hosts are measured by
 the telemetry agent over SSH (cockpit.telemetry.hostfacts.measure_hosts); a host that cannot
-be reached stays unknown.
+be reached is a critical `host_unreachable` finding saying why (DNS, refused, timeout, no route,
+authentication, host key), so the check exits 1.
 """
 
 from __future__ import annotations
@@ -54,16 +55,20 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"--gpus {args.gpus}: expected a positive number of GPUs")
     profile = load_profile(resolve_profile(args.profile))
     measured = None
+    unreachable: dict[str, str] = {}
     if profile.target is None and any(not h.is_local for h in profile.hosts):  # a Slurm job's nodes are unknown yet
         # SSH hosts are measured by the telemetry agent over the connection (unreachable: unknown)
         from cockpit.commands._support import run_command
         from cockpit.telemetry.hostfacts import measure_hosts
 
-        measured = run_command(measure_hosts(profile))
+        measured = run_command(measure_hosts(profile, unreachable))
     findings, facts = check_profile(
         profile, measured, host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus
     )
-    findings = sort_findings([*findings, _plan_finding(profile, facts, measured)])
+    # a host that cannot be reached is a failed check, with the reason (exit 1), not "unknown"
+    lost = [Finding(id="host_unreachable", severity="critical", message=f"{label}: {why}")
+            for label, why in unreachable.items()]
+    findings = sort_findings([*findings, *lost, _plan_finding(profile, facts, measured)])
     # a multi-node run starts one command per node; show each (node rank filled in)
     backend = get_backend(profile.backend)
     # a Slurm job's head node comes from the allocation (the batch script fills it in)

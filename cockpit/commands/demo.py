@@ -1,4 +1,5 @@
-"""`cockpit demo`: the TUI on the bundled demo profile — the Kimi-K2.5 story on the simulator,
+"""`cockpit demo [--backend sglang|vllm]`: the TUI on a bundled demo profile — the Kimi-K2.5 story
+on the SGLang simulator, or the Qwen3-32B --gpu-memory-utilization story on the vLLM one —
 launched (or attached to when it is already running)."""
 
 from __future__ import annotations
@@ -7,15 +8,30 @@ import argparse
 
 from cockpit.core.profile import Profile
 
+DEMO_PROFILES = {"sglang": "demo.yaml", "vllm": "demo-vllm.yaml"}
 
-def demo_profile(sim_speed: float | None = None) -> Profile:
+
+def demo_profile(sim_speed: float | None = None, backend: str = "sglang", port: int | None = None) -> Profile:
     from cockpit.core.profile import load_profile
     from cockpit.locations import bundled_dir
 
-    profile = load_profile(bundled_dir("profiles") / "demo.yaml")
+    profile = load_profile(bundled_dir("profiles") / DEMO_PROFILES[backend])
     if sim_speed is not None:
         profile = with_sim_speed(profile, sim_speed)
+    if port is not None:
+        profile = with_port(profile, port)
     return profile
+
+
+def with_port(profile: Profile, port: int) -> Profile:
+    """The same profile serving on `port` (tests and a second demo must not fight over 30123)."""
+    if not 1 <= port <= 65535:
+        from cockpit.errors import BadInput
+
+        raise BadInput(f"--port must be 1–65535, not {port}")
+    new = profile.model_copy(update={"server": {**profile.server, "port": port}})
+    new.source = profile.source
+    return new
 
 
 def with_sim_speed(profile: Profile, speed: float) -> Profile:
@@ -44,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.commands.tui import resolve_theme
 
     theme = resolve_theme(getattr(args, "theme", None))
-    profile = demo_profile(getattr(args, "sim_speed", None))
+    profile = demo_profile(getattr(args, "sim_speed", None), getattr(args, "backend", None) or "sglang",
+                           getattr(args, "port", None))
 
     from cockpit.ui.app import CockpitApp
 

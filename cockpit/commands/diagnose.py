@@ -1,10 +1,12 @@
 """`cockpit diagnose LOG… [--json] [--target-headroom-gb F] [--host-mem-gb G --gpu-mem-gb G --gpus N]`.
 
 Each LOG is a file path or `-` (standard input, read as bytes). Several logs are read in order into
-one state (e.g. a rotated log and its continuation). Exit 0 when nothing is critical, 1 when a
-finding is critical, 2 on bad input, always as one clear line: a missing or unreadable file, and a
-file in which no line is an SGLang log line (a README, an empty or binary file, another server's
-log) — "(no findings)" is printed only for a log that was read and is healthy.
+one state (e.g. a rotated log and its continuation). Which server wrote them (SGLang or vLLM) is
+told from the opening of the first log: every backend scores how much it reads as its own
+(`detect_backend`). Exit 0 when nothing is critical, 1 when a finding is critical, 2 on bad input,
+always as one clear line: a missing or unreadable file, and a file in which no line is that
+server's log line (a README, an empty or binary file) — "(no findings)" is printed only for a log
+that was read and is healthy.
 
 The what-if options are `check`'s: with the host's memory (and GPUs per node) a HiCache failure
 seen in a log alone gets the per-rank `--hicache-size` that fits, with the arithmetic.
@@ -20,15 +22,14 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from cockpit.backends import get_backend
+from cockpit.backends import DEFAULT_BACKEND, detect_backend, get_backend
 from cockpit.backends.base import HostFacts
 from cockpit.core.findings import Finding, exit_code_for
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
 
-# The engine whose logs `diagnose` reads. (Another backend's logs are refused as unrecognised
-# until detection routes them to it.)
-BACKEND = "sglang"
+SNIFF_BYTES = 64 * 1024  # the opening of a log that decides which server wrote it
+NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 # Below this share of recognised lines the report says how little of the file it could read.
 PARTIAL_SHARE = 0.5
 
@@ -43,8 +44,23 @@ class FileRead:
     foreign: int = 0  # lines of another engine's log (vLLM)
 
 
-def read_logs(paths: list[str], reads: list[FileRead] | None = None) -> RunState:
-    backend = get_backend(BACKEND)
+def _sniff(path: str) -> bytes:
+    """The opening bytes of a log, not consumed (standard input is peeked)."""
+    try:
+        if path == "-":
+            return bytes(sys.stdin.buffer.peek(SNIFF_BYTES)[:SNIFF_BYTES])  # type: ignore[union-attr]
+        with open(path, "rb") as f:
+            return f.read(SNIFF_BYTES)
+    except (OSError, AttributeError, ValueError):
+        return b""  # the read reports an unreadable file
+
+
+def backend_of(paths: list[str]) -> str:
+    return detect_backend(_sniff(paths[0])) if paths else DEFAULT_BACKEND
+
+
+def read_logs(paths: list[str], reads: list[FileRead] | None = None, backend_name: str | None = None) -> RunState:
+    backend = get_backend(backend_name or backend_of(paths))
     state: RunState | None = None
     if paths.count("-") > 1:
         raise BadInput("standard input (-) can be read only once")
@@ -90,12 +106,12 @@ def diagnose_logs(
     """What `cockpit diagnose` computes (the CLI prints it; the corpus tests call this directly).
     Raises BadInput for a file with no SGLang line in it."""
     reads: list[FileRead] = []
-    state = read_logs(paths, reads)
+    name = backend_of(paths)
+    state = read_logs(paths, reads, name)
     for r in reads:
         if r.recognised == 0:
-            what = "; it looks like a vLLM log, which Cockpit cannot read yet" if r.foreign else ""
-            raise BadInput(f"no SGLang log lines recognised in {r.path} ({r.lines:,} lines read{what})")
-    findings = get_backend(BACKEND).diagnose(state, hosts=hosts or (), target_headroom_gb=target_headroom_gb)
+            raise BadInput(f"no {NAMES.get(name, name)} log lines recognised in {r.path} ({r.lines:,} lines read)")
+    findings = get_backend(name).diagnose(state, hosts=hosts or (), target_headroom_gb=target_headroom_gb)
     return state, findings, reads
 
 
@@ -121,13 +137,13 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def read_note(reads: list[FileRead], unparsed: int) -> str | None:
+def read_note(reads: list[FileRead], unparsed: int, backend: str = DEFAULT_BACKEND) -> str | None:
     """One line when the parser could read only part of the input."""
     lines = sum(r.lines for r in reads)
     recognised = sum(r.recognised for r in reads)
     parts = []
     if lines and recognised < PARTIAL_SHARE * lines:
-        parts.append(f"recognised {recognised:,} of {lines:,} lines as SGLang's ({100 * recognised / lines:.0f} %); "
+        parts.append(f"recognised {recognised:,} of {lines:,} lines as {NAMES.get(backend, backend)}'s ({100 * recognised / lines:.0f} %); "
                      "the rest was skipped")
     if unparsed:
         parts.append(f"{unparsed:,} recognised line(s) held figures that do not parse or cannot be; skipped")
@@ -151,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
 
         title = ", ".join(args.logs)
         text = render_state(state, findings, title=f"diagnose {title}")
-        note = read_note(reads, state.lines_unparsed)
+        note = read_note(reads, state.lines_unparsed, state.backend)
         if note:
             first, _, rest = text.partition("\n")
             text = f"{first}\n{note}\n{rest}"

@@ -68,7 +68,7 @@ async def _down(profile: Profile, args: argparse.Namespace) -> int:
             kill = ["kill", "-9", str(p.pid)]
             cmd = shlex.join(kill) if p.host == "local" else shlex.join(["ssh", p.host, *kill])
             used = "?" if p.used_gb is None else f"{p.used_gb:.2f}"
-            print(f"  leftover: pid {p.pid} holds {used} GB on GPU {p.gpu_index} of {p.host}; kill it with: {cmd}",
+            print(f"  leftover: pid {p.pid} holds {used} GiB on GPU {p.gpu_index} of {p.host}; kill it with: {cmd}",
                   file=sys.stderr)
         if not res.leftovers and res.stopped and not job:
             print(f"{profile.name}: GPU memory released")

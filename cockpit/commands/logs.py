@@ -1,7 +1,8 @@
 """`cockpit logs PROFILE [-f] [--tail N] [--filter PRESET|REGEX] [--rank R]`.
 
 The run's log from where the run began (runs of a profile append to one log file; each run keeps
-its starting byte offset), or its last N lines with --tail (N raw lines, then filtered). With -f
+its starting byte offset), or its last N lines with --tail: the last N lines that pass --filter and
+--rank (with a filter the whole run's log is read, then the last N matches printed). With -f
 it keeps following, across dropped connections, resuming exactly after the last complete line,
 until the server exits. On a multi-node run every line is prefixed with its host.
 """
@@ -12,6 +13,8 @@ import argparse
 import asyncio
 import contextlib
 import sys
+from collections import deque
+from typing import Any
 
 from cockpit.commands._support import load_profile_arg, run_command
 from cockpit.core.logfilter import LineFilter
@@ -34,6 +37,39 @@ def _make_filter(spec: str, rank: str | None) -> LineFilter:
         raise BadInput(f"--filter/--rank: {exc}") from None
 
 
+def _int_flag(flags: dict[str, Any], *names: str) -> int:
+    for n in names:
+        v = flags.get(n)
+        if v is not None:
+            try:
+                return max(1, int(str(v)))
+            except ValueError:
+                return 1
+    return 1
+
+
+def run_ranks(flags: dict[str, Any]) -> list[str]:
+    """The rank labels a run with these flags logs (TP0…, plus DPk / PPk when those are > 1)."""
+    tp = _int_flag(flags, "tp", "tp-size", "tensor-parallel-size")
+    dp = _int_flag(flags, "dp", "dp-size", "data-parallel-size")
+    pp = _int_flag(flags, "pp-size", "pipeline-parallel-size")
+    labels = [f"TP{i}" for i in range(tp)]
+    labels += [f"DP{i}" for i in range(dp)] if dp > 1 else []
+    labels += [f"PP{i}" for i in range(pp)] if pp > 1 else []
+    return labels
+
+
+def _check_rank(rank: str, flags: dict[str, Any]) -> None:
+    """--rank names a rank of this run, else exit 2 listing them (it printed nothing, exit 0)."""
+    tokens = rank.replace(",", " ").split()
+    norm = [f"TP{t}" if t.isdigit() else t.upper() for t in tokens]
+    valid = run_ranks(flags)
+    unknown = [t for t in norm if t not in valid]
+    if unknown or not norm:
+        raise BadInput(f"--rank {rank}: this run has no rank {' '.join(unknown) or repr(rank)}; "
+                       f"its ranks are {', '.join(valid)}")
+
+
 async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
     from cockpit.supervisor.nodelog import NodeLog
@@ -53,6 +89,45 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     raw = not out.isatty()
 
     cursors: dict[int, tuple[int, int | None]] = {}  # node index -> where its log was read up to
+    if args.rank and nodes:
+        first = nodes[0].record
+        try:
+            _check_rank(args.rank, dict((first.flags if first else None) or profile.server))
+        except BadInput:
+            await sup.close()
+            raise
+    # --tail N with a filter or a rank: the last N *matching* lines, so the run's whole log is read
+    # first (cutting N raw lines before filtering printed nothing for `--tail 20 --filter memory`)
+    filtered_tail = args.tail is not None and (bool(args.rank) or (args.filter or "all") != "all")
+
+    async def last_matches(node: Node, filt: LineFilter, prefix: str, following: bool) -> tuple[int, int | None]:
+        """Print the last args.tail lines of the run's log that pass `filt`; return the cursor
+        (offset, inode) right after the last complete line read."""
+        record = node.record
+        assert record is not None
+        nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
+        fol = LogFollower(node.ops, record.log_path, offset=record.log_offset, ino=record.log_inode, follow=False)
+        kept: deque[str] = deque(maxlen=args.tail)
+        try:
+            async for item in fol.items():
+                if isinstance(item, LogChunk):
+                    _events, pieces = nl.feed(item.data)
+                    for piece in pieces:
+                        if piece.continued:
+                            continue
+                        # a last line without its newline: a follower resumes before it
+                        if not piece.ends and following:
+                            continue
+                        if filt.matches(piece.line.text, piece.line.rank):
+                            kept.append(prefix + piece.line.text + "\n")
+                elif isinstance(item, LogReset):
+                    nl.reset()
+        finally:
+            await fol.close()
+        if args.tail:
+            out.write("".join(kept))
+            out.flush()
+        return fol.offset, fol.ino
 
     async def one(node: Node, follow: bool = True) -> None:
         record = node.record
@@ -60,6 +135,11 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
         filt = _make_filter(args.filter, args.rank)
         nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
         follow = follow and bool(args.follow and record.alive)
+        if filtered_tail and node.index not in cursors:
+            cursors[node.index] = await last_matches(node, filt, f"{node.label} | " if multi else "", follow)
+            if not follow:
+                return
+            filt = _make_filter(args.filter, args.rank)  # a fresh one: rank records restart
         offset, ino = cursors.get(node.index, (record.log_offset, record.log_inode))
         fol = LogFollower(
             node.ops,
@@ -137,3 +217,41 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     finally:
         await sup.close()
     return 1 if failed else 0
+
+
+async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
+    """The last `n` lines of the run's log on each node (prefixed with the host on a multi-node
+    run), for a failed launch's decisive lines. Errors reading it give []: it is a courtesy."""
+    from cockpit.supervisor.host import LogChunk, LogFollower
+
+    nodes = [nd for nd in sup.nodes if nd.record is not None and nd.record.log_path]
+    out: list[str] = []
+    for nd in nodes:
+        rec = nd.record
+        fol = LogFollower(nd.ops, rec.log_path, offset=rec.log_offset, ino=rec.log_inode, tail=n, follow=False)
+        data = b""
+        try:
+            async for item in fol.items():
+                if isinstance(item, LogChunk):
+                    data += item.data
+        except Exception:  # the report goes on without the lines
+            continue
+        finally:
+            await fol.close()
+        prefix = f"{nd.label} | " if len(nodes) > 1 else ""
+        out += [prefix + ln for ln in data.decode("utf-8", "replace").splitlines()]
+    return out
+
+
+def failed_launch_lines(snap: Any, tail: list[str]) -> list[str]:
+    """What to print under a failed run's report: the log's decisive lines when no log line decided
+    the crash (an unknown crash said only "exited with code 1", line 0)."""
+    from cockpit.core.logtail import decisive_tail
+
+    crash = snap.state.crash
+    if crash is not None and crash.kind != "unknown" and crash.line > 0:
+        return []  # a known signature: the diagnosis already quotes its decisive lines
+    lines = decisive_tail(tail)
+    if not lines:
+        return ["the log is empty: the server printed nothing before it ended"]
+    return ["last lines of the log:", *(f"    | {ln[:300]}" for ln in lines)]

@@ -40,12 +40,22 @@ async def _status(profile: Profile, as_json: bool) -> int:
                 print(f"{profile.name}: no run found on {', '.join(dict.fromkeys(h.label for h in profile.hosts))}")
             return 0
         snap = await sup.refresh_once()
+        extra: list[str] = []
+        if snap.state.phase == "crashed" or sup.any_exited:
+            from cockpit.commands.logs import failed_launch_lines, run_log_tail
+
+            extra = failed_launch_lines(snap, await run_log_tail(sup))
     finally:
         await sup.close()
         if journal is not None:
             journal.close()
     if as_json:
-        print(json.dumps(status_json(snap), indent=2))
+        out = status_json(snap)
+        if extra:
+            out["log_tail"] = [ln.removeprefix("    | ") for ln in extra[1:]]
+        print(json.dumps(out, indent=2))
     else:
         print(render_status(snap))
+        for ln in extra:
+            print(ln)
     return status_exit_code(snap)

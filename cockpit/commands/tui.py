@@ -23,6 +23,10 @@ def run(args: argparse.Namespace) -> int:
     extra: list[Path] = []
     if getattr(args, "profile", None):
         path = resolve_profile(args.profile)
+        if not path.exists() and "/" not in args.profile and not args.profile.endswith((".yaml", ".yml")):
+            from cockpit.commands._support import missing_profile
+
+            raise missing_profile(args.profile)
         profile = load_profile(path)  # ProfileError → one line, exit 2 (cockpit/errors.py)
         extra.append(path)
 

@@ -94,6 +94,11 @@ async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namesp
                 ok = await sup.wait_until(lambda s: s.any_exited, min(STARTED_GRACE_S, args.timeout))
                 ok = True
             snap = sup.snapshot()
+            failed_lines: list[str] = []
+            if snap.state.phase in ("crashed", "stopped") or sup.any_exited:
+                from cockpit.commands.logs import failed_launch_lines, run_log_tail
+
+                failed_lines = failed_launch_lines(snap, await run_log_tail(sup))
         finally:
             await sup.close()
             runner.cancel()
@@ -113,6 +118,8 @@ async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namesp
     if failed:
         if not args.json:
             print(render_report(snap), file=sys.stderr)
+        for line in failed_lines:
+            print(line, file=sys.stderr)
         return 1
     if not ok:
         raise CockpitError(

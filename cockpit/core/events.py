@@ -160,7 +160,7 @@ class WeightLoadBegin(Event):
 @_event
 class WeightLoadEnd(Event):
     elapsed_s: float | None
-    avail_gb: float
+    avail_gb: float | None  # None where the server prints only what the weights took (vLLM)
     weights_gb: float | None  # None: an older release printed no `mem usage=`
     model_type: str | None
     dtype: str | None = None  # 0.5.9 only
@@ -203,6 +203,8 @@ class MaxTotalTokens(Event):
     max_running_requests: int | None
     context_len: int | None
     available_gpu_mem_gb: float | None
+    # True where the server sizes its KV pool before capturing graphs (start-up is not over yet)
+    sized_before_capture: bool = False
 
 
 @_event
@@ -233,6 +235,45 @@ class HttpAccess(Event):
 @_event
 class ServerReady(Event):
     pass
+
+
+@_event
+class RankMemoryFigures(Event):
+    """A rank's own memory account, printed once start-up sized its memory (GiB as printed).
+
+    Keys that name a RankMemory field (`pre_load_avail_gb`, `weights_gb`, `kv_gb`, `graph_gb`,
+    `avail_after_capture_gb`, `total_gb`) fill it; any other key is kept in `RankMemory.figures`
+    under the backend's own name for its diagnosis."""
+
+    figures: dict[str, float]
+
+
+@_event
+class ServingStats(Event):
+    """A periodic statistics line over an interval (not one batch): throughputs in tokens/s, the
+    KV cache usage as a fraction."""
+
+    prompt_throughput: float | None
+    gen_throughput: float | None
+    running_req: int | None
+    queue_req: int | None
+    kv_usage: float | None
+    preemptions: int | None = None
+
+
+@_event
+class PhaseEvidence(Event):
+    """A line that proves what the server was doing (a start-up-only or serving-only failure
+    path): the phase of a crash that nothing sharper names. "startup" or "serving"."""
+
+    phase: str
+
+
+@_event
+class FailedBatch(Event):
+    """The server's dump of the batch it was running when it failed: "prefill" or "decode"."""
+
+    kind: str
 
 
 # ---- serving ---------------------------------------------------------------------------------

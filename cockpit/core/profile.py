@@ -163,6 +163,18 @@ class Profile(BaseModel):
     server: dict[str, ServerValue] = Field(default_factory=dict)
     policy: Policy = Field(default_factory=lambda: Policy.model_validate({}))
     target: SlurmTarget | None = None
+    # unattended mode (issue 17): what the TUI does when the run crashes, how often it may restart
+    # by itself, and a command run (argv, no shell) with the crash summary in its environment
+    on_crash: Literal["ask", "restart-with-advice", "restart", "stop"] = Field("ask", alias="on-crash")
+    on_crash_max_per_hour: int = Field(3, alias="on-crash-max-per-hour", ge=0, le=60)
+    notify: list[str] | None = Field(None, min_length=1, max_length=64)
+    @field_validator("notify")
+    @classmethod
+    def _check_notify(cls, v: list[str] | None) -> list[str] | None:
+        for item in v or []:
+            _no_control_chars(item, "a notify argument")
+        return v
+
     # where this profile was loaded from; not part of the YAML
     source: str | None = Field(None, exclude=True)
 
@@ -180,8 +192,8 @@ class Profile(BaseModel):
     @field_validator("backend")
     @classmethod
     def _check_backend(cls, v: str) -> str:
-        if v not in ("sglang",):
-            raise ValueError("the supported backends are: sglang")
+        if v not in ("sglang", "vllm"):
+            raise ValueError("the supported backends are: sglang, vllm")
         return v
 
     @field_validator("version")

@@ -42,6 +42,7 @@ class _Context:
     phase_before: str = "unknown"  # the run's phase when the crash happened (its lifecycle)
     phase_since_before: str | None = None
     max_seq: int = 0  # the highest collective sequence number seen
+    phase_evidence: str | None = None  # what a line proved the server was doing (PhaseEvidence)
     requests: int = 0  # request log lines (POST access lines: health, metrics and info are GETs)
     batches: int = 0  # prefill/decode batch lines
     # (phase the backend read from the frame, "file:function") since that exception
@@ -166,12 +167,16 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
         if state.last_batch_kind in ("prefill", "decode"):
             return state.last_batch_kind, f"the last batch line before it was a {state.last_batch_kind} batch"
         return "serving", "after the server said ready"
+    if c.phase_evidence == "serving":
+        return "serving", "a failure path that only a serving server takes"
     if before_ready:
         return "startup", f"the log was at {life} and the server never said ready"
     if c.max_seq >= SERVING_SEQ:
         return "serving", f"collective sequence number {c.max_seq:,}: the server had been serving"
     if c.requests:
         return "serving", f"{c.requests} request log line(s) before it"
+    if c.phase_evidence == "startup":
+        return "startup", "a line that only start-up prints"
     return "unknown", "no lifecycle, batch, request or traceback line before it names the phase"
 
 
@@ -345,7 +350,7 @@ def _load_end(state: RunState, e: ev.WeightLoadEnd) -> None:
 
 def _kv(state: RunState, e: ev.KvCacheAllocated) -> None:
     rm = state.rank(_rank_label(e))
-    if not e.upper_bound and rm.kv_gb is None:
+    if not e.upper_bound and (rm.kv_gb is None or (rm.kv_tokens is None and e.tokens is not None)):
         rm.kv_tokens = e.tokens
         rm.kv_gb = e.kv_gb
         if e.ts:
@@ -394,7 +399,57 @@ def _max_total(state: RunState, e: ev.MaxTotalTokens) -> None:
     state.max_running_requests = e.max_running_requests
     state.context_len = e.context_len
     state.available_gpu_mem_gb = e.available_gpu_mem_gb
-    _advance(state, "warmup", e.ts)
+    _advance(state, "kv_pool" if e.sized_before_capture else "warmup", e.ts)
+
+
+_RANK_FIELDS = ("pre_load_avail_gb", "weights_gb", "kv_gb", "graph_gb", "avail_after_capture_gb", "total_gb")
+
+
+def _rank_figures(state: RunState, e: ev.RankMemoryFigures) -> None:
+    rm = state.rank(_rank_label(e))
+    for key, value in e.figures.items():
+        if key in _RANK_FIELDS:
+            if key == "avail_after_capture_gb" or getattr(rm, key) is None:
+                setattr(rm, key, value)
+        else:
+            rm.figures[key] = value
+
+
+def _stats(state: RunState, e: ev.ServingStats) -> None:
+    """A statistics line covers an interval of mixed batches: it feeds the series and the queue
+    figures but names no batch kind (a crash's phase needs the batch itself)."""
+    _alive(state, e)
+    if e.running_req is not None:
+        state.running_requests = e.running_req
+    if e.queue_req is not None:
+        state.queued_requests = e.queue_req
+    if e.preemptions:
+        state.retractions += e.preemptions
+    if e.ts is not None:
+        if e.gen_throughput is not None:
+            state.gen_throughput.append(SeriesPoint(e.ts, e.gen_throughput))
+        if e.prompt_throughput is not None:
+            state.input_throughput.append(SeriesPoint(e.ts, e.prompt_throughput))
+        if e.kv_usage is not None:
+            state.token_usage.append(SeriesPoint(e.ts, e.kv_usage))
+
+
+def _failed_batch(state: RunState, e: ev.FailedBatch) -> None:
+    """The batch a failing server dumped: it names the crash's phase when nothing sharper did."""
+    state.last_batch_kind = e.kind
+    crash = state.crash or _ctx(state).pending
+    if crash is not None and crash.phase in ("serving", "unknown"):
+        crash.phase, crash.phase_reason = e.kind, f"the server's dump of the failing batch holds a {e.kind}"
+
+
+def _phase_evidence(state: RunState, e: ev.PhaseEvidence) -> None:
+    c = _ctx(state)
+    if c.phase_evidence is None:
+        c.phase_evidence = e.phase
+    crash = state.crash or c.pending
+    if crash is not None and crash.phase == "unknown":
+        crash.phase = (state.last_batch_kind or "serving") if e.phase == "serving" else e.phase
+        crash.phase_reason = "a line that only " + ("a serving server" if e.phase == "serving" else "start-up") + " prints"
 
 
 def _hicache(state: RunState, e: ev.HiCacheAllocating) -> None:
@@ -717,6 +772,10 @@ def _exited(state: RunState, e: ev.ProcessExited) -> None:
 
 
 _HANDLERS: dict[type, object] = {
+    ev.RankMemoryFigures: _rank_figures,
+    ev.ServingStats: _stats,
+    ev.FailedBatch: _failed_batch,
+    ev.PhaseEvidence: _phase_evidence,
     ev.ServerArgs: _server_args,
     ev.DistInitBegin: _dist_begin,
     ev.DistInitEnd: _dist_end,

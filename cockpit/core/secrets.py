@@ -12,7 +12,7 @@ as hidden); an operator can read them in the profile.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 MASK = "***"
@@ -31,24 +31,6 @@ def mask_value(name: str, value: Any) -> Any:
 def mask_mapping(values: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of flags or env with secret-looking values masked."""
     return {k: mask_value(k, v) for k, v in values.items()}
-
-
-def mask_argv(argv: Sequence[str]) -> list[str]:
-    """`--api-key X` and `--api-key=X` with X masked (an argv shown to the operator)."""
-    out: list[str] = []
-    hide_next = False
-    for item in argv:
-        if hide_next:
-            out.append(MASK)
-            hide_next = False
-            continue
-        if item.startswith("-") and "=" in item:
-            name, _, _value = item.partition("=")
-            out.append(f"{name}={MASK}" if is_secret_name(name) else item)
-            continue
-        out.append(item)
-        hide_next = item.startswith("--") and is_secret_name(item)
-    return out
 
 
 def without_masked(flags: Mapping[str, Any]) -> dict[str, Any]:

@@ -58,6 +58,9 @@ class RankMemory:
     avail_after_capture_gb: float | None = None  # last `avail mem=` before ready: the OOM headroom
     captures_done: int = 0
     capture_begin_avail_gb: float | None = None  # `avail mem=` of the first `Capture … begin` line
+    total_gb: float | None = None  # the GPU's total memory, where the log prints it
+    # backend-specific per-rank figures as the log printed them (GiB), by the backend's own names
+    figures: dict[str, float] = field(default_factory=dict)
     # free memory at the start of the most recent capture (0.5.23 captures prefill, then decode
     # graphs: an OOM in the second is sized from what it started with, not from the first's start)
     avail_at_capture_begin_gb: float | None = None
@@ -78,6 +81,8 @@ class RankMemory:
             "last_capture_begin_avail_gb": self.avail_at_capture_begin_gb,
             "graph_gb": self.graph_gb,
             "avail_after_capture_gb": self.avail_after_capture_gb,
+            "total_gb": self.total_gb,
+            "figures": dict(self.figures),
             "timeline": dict(self.timeline),
         }
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.backends.base import FlagError
+from cockpit.sim.gpus import instance_dir
 from cockpit.sim.presets import GPUS, MODELS, GpuPreset, ModelPreset, guess_model
 
 TRAFFIC_MODES = ("none", "steady", "burst")
@@ -97,11 +98,12 @@ def split_sim_args(argv: list[str]) -> tuple[SimOptions, list[str]]:
     return opts, rest
 
 
-def default_sim_dir() -> Path:
+def default_sim_dir(port: int) -> Path:
+    """COCKPIT_SIM_GPU_DIR when set (simulators told to share), else this instance's own GPUs."""
     env = os.environ.get("COCKPIT_SIM_GPU_DIR")
     if env:
         return Path(env).expanduser()
-    return Path("~/.cache/cockpit/sim-gpus").expanduser()
+    return Path(instance_dir(port)).expanduser()
 
 
 @dataclass
@@ -302,7 +304,7 @@ def load_config(argv: list[str]) -> SimConfig:
         args=args,
         gpu=gpu,
         model=model,
-        sim_dir=Path(opts.sim_dir).expanduser() if opts.sim_dir else default_sim_dir(),
+        sim_dir=Path(opts.sim_dir).expanduser() if opts.sim_dir else default_sim_dir(int(args.get("port") or 30000)),
         model_path=model_path,
         served_model_name=str(args.get("served_model_name") or model_path),
         host=str(args.get("host") or "127.0.0.1"),

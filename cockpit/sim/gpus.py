@@ -1,6 +1,9 @@
 """Simulated GPUs on disk: the contract the telemetry agent's "sim" source reads.
 
-Directory: env COCKPIT_SIM_GPU_DIR, default ~/.cache/cockpit/sim-gpus.
+Directory: --sim-dir or env COCKPIT_SIM_GPU_DIR when several simulators are told to share GPUs,
+else one set per simulator instance: ~/.cache/cockpit/sim-gpus/port-<port> (`instance_dir`). Two
+simulators cannot listen on one port of a host, so the port names an instance; a restart on the
+same port sees the previous run's leftovers, as a real GPU host would.
 - `devices.json`: {"gpu": key, "devices": [{"index", "uuid", "name", "total_mib"}, ...]}, written by
   the sim's main process (atomic rename; entries of other indices are kept).
 - `proc-<pid>.json`: {"pid", "gpu_index", "used_mib", "updated"}, written by each rank process
@@ -26,6 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.sim.presets import MIB_PER_GIB, GpuPreset
+
+SHARED_ROOT = "~/.cache/cockpit/sim-gpus"
+
+
+def instance_dir(port: int) -> str:
+    """The simulated GPUs of the simulator serving `port` when nobody chose a directory (unexpanded,
+    so a remote agent expands it in its own home)."""
+    return f"{SHARED_ROOT}/port-{int(port)}"
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

@@ -21,6 +21,10 @@ USAGE = (
 
 
 def main(argv: list[str]) -> int:
+    if _backend(argv) == "vllm":
+        from cockpit.sim.vllm_main import main as vllm_main
+
+        return vllm_main(argv)
     if any(a in ("-h", "--help") for a in argv):
         print(USAGE)
         print("\nA simulated SGLang server (cockpit). See docs/SIMULATOR.md for the --sim-* options and presets.")
@@ -34,6 +38,16 @@ def main(argv: list[str]) -> int:
     from cockpit.sim.server import run_server
 
     return run_server(cfg)
+
+
+def _backend(argv: list[str]) -> str:
+    """`--sim-backend vllm` (or `=vllm`) picks the vLLM simulator; SGLang is the default."""
+    for i, a in enumerate(argv):
+        if a == "--sim-backend" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--sim-backend="):
+            return a.split("=", 1)[1]
+    return "sglang"
 
 
 if __name__ == "__main__":

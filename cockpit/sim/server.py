@@ -366,7 +366,13 @@ class SimServer:
             if 0 in self.dead or time.monotonic() - start > 3600:
                 with self.cv:
                     self.pending.pop(rid, None)
-                return {"error": "the scheduler is not responding"}
+                # a server-side failure, never the client's: before this said nothing and the
+                # handler answered 400, so a scheduler killed during warmup (e.g. by a second
+                # simulator sharing the GPU directory, killing "foreign" GPU holders) read as
+                # "warmup /generate returned 400"
+                if 0 in self.dead:
+                    return {"error": "the scheduler (rank 0) is dead", "status": 503}
+                return {"error": "the scheduler is not responding", "status": 503}
         result: dict[str, Any] = box[0]
         result["rid"] = rid
         return result

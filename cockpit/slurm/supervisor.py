@@ -111,6 +111,8 @@ class SlurmSupervisor(Supervisor):
         steps = []
         for node, name in zip(self.nodes, names, strict=False):
             node.host = Host.model_construct(ssh=name)
+            if node.log is not None:
+                node.log.host = name  # lines read from now on carry the node's name
             t = SrunStepTransport(self._login_t, self.job_id, name, self.target.gpus_per_node)
             steps.append(Node(node.index, node.host, t, HostOps(t, runs_root=self._runs_root), key=node.key,
                               log_file=node.log_file, record=node.record))
@@ -261,12 +263,18 @@ class SlurmSupervisor(Supervisor):
 
     def _apply_end(self, job: SlurmJob) -> None:
         stop = job.outcome == "stop" or self._stopping
+        code = job.exit_status
+        # a failed job is a crash even when Slurm records a clean exit code (NODE_FAIL 0:0): an
+        # unknown code makes the reducer record one, with the phase the log had reached
+        as_seen = code if stop or code not in (None, 0, 130, 143) else None
         for node in self.nodes:
             if node.record is not None and node.exited is None:
-                self._server_exited(node, ServerExited(0, job.exit_status, "slurm" if stop else None))
+                self._server_exited(node, ServerExited(0, as_seen, "slurm" if stop else None))
         crash = self.fold.state.crash
         words = job.describe()
         if crash is not None and not stop:
+            if crash.exit_code is None:
+                crash.exit_code = code
             if words not in crash.decisive_lines:
                 crash.decisive_lines.append(words)
             if crash.kind == "unknown":
@@ -295,8 +303,16 @@ class SlurmSupervisor(Supervisor):
             await asyncio.sleep(min(1.0, self.poll_s))
         await self.telemetry.loop()
 
+    async def _follow_once_named(self, node: Node) -> None:
+        """Follow a node's log once the allocation named the nodes: its lines then carry the node's
+        name from the first one. Nothing is missed by waiting: the logs begin when the job runs,
+        and they are read from byte 0."""
+        while not self._steps:
+            await asyncio.sleep(min(0.5, self.poll_s))
+        await self.follow.follow(node, follow=True)
+
     def _start_watchers(self) -> None:
-        self._follows = [asyncio.create_task(self.follow.follow(n, follow=True)) for n in self.nodes if n.record]
+        self._follows = [asyncio.create_task(self._follow_once_named(n)) for n in self.nodes if n.record]
         spawn: list[Coroutine[Any, Any, None]] = [self._readiness_loop(), self._telemetry_loop(), self._state_loop()]
         self._watchers = [*self._follows, *(asyncio.create_task(c) for c in spawn)]
 

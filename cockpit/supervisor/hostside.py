@@ -71,6 +71,7 @@ try:  # here, from the package; on a host the text of hostside_base.py ran just 
         _run_tag,
         _tagged_processes,
         _write,
+        name_waiter,
     )
 except ImportError:
     pass
@@ -375,6 +376,7 @@ def _restore(run_dir, files):
 def _waiter_run(run_dir, argv, env_add, cwd, log_fd, w, files):
     import subprocess
 
+    name_waiter()
     _record(run_dir, files, "waiter_pid", str(os.getpid()))
     _record(run_dir, files, "sid", str(os.getsid(0)))
     env = dict(os.environ)

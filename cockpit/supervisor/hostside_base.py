@@ -143,20 +143,61 @@ def _run_tag(pid):
     return None
 
 
+WAITER_NAME = "cockpit-waiter"  # the waiter's process name (/proc/<pid>/comm, `ps -o comm`)
+
+
+def name_waiter():
+    """Name this process (the waiter) so runs can be found from /proc/<pid>/stat alone."""
+    try:
+        with open("/proc/self/comm", "w") as f:
+            f.write(WAITER_NAME)
+    except OSError:
+        pass
+
+
+def _stat_fields(pid):
+    """(comm, state, ppid) from /proc/<pid>/stat (no lock on the process's memory), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    comm = data[data.find("(") + 1 : data.rfind(")")]
+    rest = data[data.rfind(")") + 2 :].split()
+    try:
+        return comm, rest[0], int(rest[1])
+    except (IndexError, ValueError):
+        return None
+
+
 def _tagged_processes(pdir):
-    """{run_dir: [pid, ...]} of live processes tagged with a run of this profile directory."""
+    """{run_dir: [server pid]} of live runs of this profile directory, found without their run
+    directories: the waiters (by name, from /proc/<pid>/stat), then the tag in their children's
+    environment. Only those few environments are read: reading another process's memory can
+    block behind its own (a process stuck on a hung filesystem)."""
     out = {}  # type: dict[str, list[int]]
     if not os.path.isdir("/proc"):
         return out
     prefix = pdir.rstrip("/") + "/"
+    me = os.getuid()
+    procs = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if name.isdigit():
+            fields = _stat_fields(int(name))
+            if fields is not None:
+                procs[int(name)] = fields
+    waiters = {pid for pid, (comm, _st, _pp) in procs.items() if comm == WAITER_NAME}
+    for pid, (_comm, state, ppid) in procs.items():
+        if ppid not in waiters or state in ("Z", "X", "D"):
             continue
-        tag = _run_tag(int(name))
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != me:
+                continue  # a run's processes are ours; others' environments are not read
+        except OSError:
+            continue
+        tag = _run_tag(pid)
         if tag and tag.startswith(prefix) and "/" not in tag[len(prefix):]:
-            st = _proc_stat(int(name))
-            if st is not None and st[0] not in ("Z", "X"):
-                out.setdefault(tag, []).append(int(name))
+            out.setdefault(tag, []).append(pid)
     return out
 
 

@@ -28,17 +28,9 @@ FINDING_ID = "memory_plan"
 async def measured_facts(profile: Profile) -> list[HostFacts]:
     """Every host measured by the telemetry agent (as a launch's preflight does: the simulator's GPUs
     count too); a host that cannot be measured keeps what this machine knows, or stays unknown."""
-    from cockpit.telemetry.hostfacts import host_facts_for, measure, sim_dir_of, sim_env
-    from cockpit.transport import transport_for
-    from cockpit.transport.base import TransportError
+    from cockpit.telemetry.hostfacts import host_facts_for, measure_hosts
 
-    measured: dict[str, HostFacts] = {}
-    for host in profile.hosts:
-        try:
-            measured[host.label] = await measure(transport_for(host), env=sim_env(sim_dir_of(profile)))
-        except (TransportError, OSError, ValueError):
-            continue
-    return host_facts_for(profile, measured)
+    return host_facts_for(profile, await measure_hosts(profile, include_local=True))
 
 
 async def read_model_on_host(
@@ -171,3 +163,38 @@ async def profile_plan_finding(
     return plan_finding(mp), mp
 
 
+
+
+def plan_vs_run(mp: MemoryPlan, tokens: int, headroom_gib: float) -> Finding | None:
+    """What the plan predicted for a run's own value beside what its log then showed (the TUI's
+    advice once capture is over). The journal keeps the run, so the next plan calibrates from it."""
+    cur = mp.current
+    if cur is None or tokens <= 0:
+        return None
+    dt = cur.max_total_num_tokens - tokens
+    dh = cur.headroom_after_capture_gib - headroom_gib
+    basis = f"calibrated from run {mp.calibrated_from}" if mp.calibrated_from else "estimate"
+    return Finding(
+        "memory_plan_vs_run", "info",
+        f"memory plan ({basis}) for {cur.flag} {cur.value:g}: {cur.max_total_num_tokens:,} KV tokens and "
+        f"{cur.headroom_after_capture_gib:.2f} GiB after capture; the log shows {tokens:,} and {headroom_gib:.2f} GiB "
+        f"({100 * dt / tokens:+.1f} % tokens, {dh:+.2f} GiB); `cockpit plan` calibrates from this run",
+        predicted={"max_total_num_tokens": cur.max_total_num_tokens, "headroom_gb": round(cur.headroom_after_capture_gib, 2)},
+    )
+
+
+async def plan_for_run(profile: Profile, flags: Mapping[str, Any]) -> MemoryPlan | None:
+    """The estimate for a live run's flags, from the GPUs' totals (their free memory is the run's
+    own by now). None when the model cannot be read or the GPUs are unknown."""
+    import dataclasses
+
+    from cockpit.model.config import ModelConfigError
+    from cockpit.model.plan import PlanUnavailable
+    from cockpit.transport.base import TransportError
+
+    try:
+        model = await read_profile_model(profile)
+        facts = [dataclasses.replace(f, gpu_free_gib=()) for f in await measured_facts(profile)]
+        return await plan_for_profile(profile, dict(flags), facts=facts, model=model)
+    except (CockpitError, TransportError, OSError, ModelConfigError, PlanUnavailable):
+        return None

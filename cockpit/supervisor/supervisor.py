@@ -48,7 +48,10 @@ class RunRefused(CockpitError):
     """A run of this profile is already alive on its host (a second launch is never made)."""
 
     def __init__(self, message: str, run: RunInfo | None):
-        super().__init__(message, hint="`cockpit status` attaches to it; `cockpit down` stops it")
+        # every message starts with the profile's name ("NAME is already running…", "NAME: …")
+        name = message.split(" ", 1)[0].rstrip(":")
+        super().__init__(message, hint=f"`cockpit tui {name}` attaches to it, `cockpit status {name}` reports on it, "
+                         f"`cockpit down {name}` stops it")
         self.run = run
 
 
@@ -129,6 +132,8 @@ class Supervisor:
         self._flags: dict[str, Any] = dict(profile.server)
         self._findings: tuple[Finding, ...] = ()
         self._preflight: tuple[Finding, ...] = ()
+        self._plan: Any = None  # the memory plan for the run's flags, made once capture is over
+        self._plan_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._crash_before_stop = False
         self._closed = asyncio.Event()
@@ -299,6 +304,7 @@ class Supervisor:
     def _reset_for_run(self) -> None:
         self.fold.reset()
         self._findings = ()
+        self._plan, self._plan_task = None, None  # a new run (restart with other flags): a new plan
         self.readiness.reset()
         self.publisher.clear_lines()
         self._stopping = False
@@ -412,7 +418,31 @@ class Supervisor:
                                                              self.telemetry.host_facts_now()))
             except Exception:
                 log.exception("diagnosis failed")
-        return tuple(self.follow.link_findings.values()) + self._findings  # a changed host key first
+        return tuple(self.follow.link_findings.values()) + self._findings + self._plan_vs_run()  # a changed host key first
+
+    def _plan_vs_run(self) -> tuple[Finding, ...]:
+        """Prediction beside reality once the log shows the pool and the headroom (made once per run)."""
+        from cockpit.supervisor.planning import plan_for_run, plan_vs_run
+
+        st = self.fold.state
+        if st.max_total_num_tokens is None or st.min_headroom_gb is None:
+            return ()
+        if self._plan_task is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return ()
+
+            async def make() -> None:
+                self._plan = await plan_for_run(self.profile, self._flags)
+                self.fold.changed = True
+
+            self._plan_task = loop.create_task(make())
+            return ()
+        if self._plan is None:
+            return ()
+        f = plan_vs_run(self._plan, st.max_total_num_tokens, st.min_headroom_gb)
+        return (f,) if f is not None else ()
 
     def rank_gpu(self) -> dict[str, tuple[str, int]]:
         return self.backend.rank_gpu_map(self.fold.state.ranks.keys(), [n.label for n in self.nodes],
@@ -562,6 +592,10 @@ class Supervisor:
         self._closed.set()
         await self._cancel_watchers()
         await self._cancel_publisher()
+        if self._plan_task is not None and not self._plan_task.done():
+            self._plan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._plan_task
         if self.recorder is not None and self._state_was_read():
             self.recorder.on_snapshot(self.snapshot())
             self.recorder.tick(force=True)

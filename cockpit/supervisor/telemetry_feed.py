@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from cockpit.backends.base import HostFacts
 from cockpit.supervisor.host import HostOps
 from cockpit.telemetry import client
-from cockpit.telemetry.hostfacts import facts_from_sample, sim_dir_of, sim_env
+from cockpit.telemetry.hostfacts import sim_dir_of, sim_env
 from cockpit.telemetry.samples import TelemetrySample
 
-__all__ = ["host_facts", "sample_once", "sim_dir_of", "stream_samples"]
+__all__ = ["sample_once", "sim_dir_of", "stream_samples"]
 
 
 async def sample_once(ops: HostOps, *, pids: list[int] | None = None, sim_dir: str | None = None) -> TelemetrySample:
@@ -29,6 +28,4 @@ def stream_samples(
                                    env=sim_env(sim_dir))
 
 
-def host_facts(sample: TelemetrySample) -> HostFacts:
-    return facts_from_sample(sample)
 

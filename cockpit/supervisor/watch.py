@@ -16,6 +16,7 @@ from cockpit.backends.base import HostFacts
 from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample
 from cockpit.supervisor.nodes import Node
+from cockpit.telemetry.hostfacts import facts_from_sample
 from cockpit.telemetry.samples import TelemetrySample
 from cockpit.transport.base import TransportError
 
@@ -89,7 +90,7 @@ class GpuWatch:
                 log.debug("host facts on %s: %s", node.label, exc)
                 continue
             self.take(node, sample)
-            out[node.label] = telemetry_feed.host_facts(sample)
+            out[node.label] = facts_from_sample(sample)
         return out
 
     def host_facts_now(self) -> list[HostFacts]:

@@ -16,8 +16,8 @@ It prints one JSON object per line (flushed) at the configured rate:
 A value it cannot read is null, never 0; an error goes into "errors" and the stream goes on.
 GPU sources, in order: NVML through pynvml (nvidia-ml-py) when the python has it, else
 `nvidia-smi` (with a timeout, in a worker thread so a hanging nvidia-smi cannot stall the
-stream), else the simulator's GPU files. An explicit simulator directory (--sim-dir or
-COCKPIT_SIM_GPU_DIR) means "this is a simulation" and puts the simulator first.
+stream), else none. The simulator's GPU files are read only when asked for: an explicit
+simulator directory (--sim-dir or COCKPIT_SIM_GPU_DIR) means "this is a simulation".
 
 Keep this file importable and runnable on old pythons (3.8): stdlib only, no 3.10 syntax at
 run time. cockpit/telemetry/nvml.py imports it to read NVML in-process with the same code.
@@ -437,6 +437,7 @@ class NoSource:
 
 
 def default_sim_dir():
+    """`--source sim` without a directory: the simulators' shared root (simulators told to share)."""
     return os.path.expanduser(os.environ.get("COCKPIT_SIM_GPU_DIR") or "~/.cache/cockpit/sim-gpus")
 
 
@@ -461,8 +462,8 @@ def pick_source(args):
             return SmiSource(exe, args.smi_timeout), []
         if want == "nvidia-smi":
             return NoSource(), [*notes, "nvidia-smi is not on PATH"]
-    if want == "auto" and os.path.isfile(os.path.join(default_sim_dir(), "devices.json")):
-        return SimSource(default_sim_dir()), []
+    # No fallback to a simulator's files on "auto": simulated GPUs answer only when asked for
+    # (--sim-dir, COCKPIT_SIM_GPU_DIR, --source sim), never for a real profile on a GPU-less host.
     # Only now is "NVML unavailable" news: on a host with nvidia-smi it is just how things are.
     return NoSource(), notes
 

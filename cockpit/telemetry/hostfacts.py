@@ -158,15 +158,40 @@ def local_host_facts(*, use_nvml: bool = True, env: Mapping[str, str] | None = N
 
 
 # ---------------------------------------------------------------------------- hosts of a profile
+def runs_simulator(profile: Profile) -> bool:
+    """True when the profile's program is `cockpit sim` (as `cockpit sim …` or `python -m cockpit sim …`)."""
+    prog = list(profile.program or [])
+    return any(
+        (tok == "cockpit" or tok.endswith("/cockpit")) and prog[i + 1] == "sim" for i, tok in enumerate(prog[:-1])
+    )
+
+
+# cockpit/sim/gpus.py `instance_dir`: a simulator's own GPUs when nobody chose a directory
+# (tests/sim/test_instances.py checks the two agree)
+SIM_INSTANCE_DIR = "~/.cache/cockpit/sim-gpus/port-{port}"
+
+
 def sim_dir_of(profile: Profile) -> str | None:
-    """The simulated GPUs' directory a profile's server uses (--sim-dir in program, or its env)."""
+    """The simulated GPUs' directory a profile's server uses: --sim-dir in program, its env, this
+    process's COCKPIT_SIM_GPU_DIR (a local simulator inherits it), else the simulator instance's own
+    directory for its port. None for a real server: simulated GPUs never answer for real profiles."""
     prog = list(profile.program or [])
     for i, tok in enumerate(prog):
         if tok == "--sim-dir" and i + 1 < len(prog):
             return prog[i + 1]
         if tok.startswith("--sim-dir="):
             return tok.split("=", 1)[1]
-    return profile.env.get("COCKPIT_SIM_GPU_DIR")
+    if profile.env.get("COCKPIT_SIM_GPU_DIR"):
+        return profile.env["COCKPIT_SIM_GPU_DIR"]
+    if not runs_simulator(profile):
+        return None
+    if os.environ.get("COCKPIT_SIM_GPU_DIR") and all(h.ssh == "local" for h in profile.hosts):
+        return os.environ["COCKPIT_SIM_GPU_DIR"]
+    try:
+        port = int(str(profile.server.get("port") or 30000))
+    except ValueError:
+        port = 30000
+    return SIM_INSTANCE_DIR.format(port=port)
 
 
 def sim_env(sim_dir: str | None) -> dict[str, str] | None:
@@ -181,21 +206,52 @@ async def measure(transport: Transport, python: str = "python3", *,
     return facts_from_sample(await sample_once(transport, python, env=env))
 
 
-async def measure_hosts(profile: Profile) -> dict[str, HostFacts]:
-    """HostFacts of every SSH host of the profile, measured by the agent (for `cockpit check`).
-    A host that cannot be reached is left out (it stays unknown in the preflight)."""
+async def measure_hosts(profile: Profile, unreachable: dict[str, str] | None = None, *,
+                        include_local: bool = False) -> dict[str, HostFacts]:
+    """HostFacts of the profile's SSH hosts (and `local` too with include_local: then the
+    simulator's GPUs count, as a launch's preflight sees them), measured by the agent. A host that
+    cannot be reached is left out (it stays unknown in the preflight); when `unreachable` is given,
+    it gets host label → why, in words (`unreachable_words`)."""
     from cockpit.transport import transport_for
     from cockpit.transport.base import TransportError
 
     out: dict[str, HostFacts] = {}
     for host in profile.hosts:
-        if host.is_local:
+        if host.is_local and not include_local:
             continue
         try:
             out[host.label] = await measure(transport_for(host), env=sim_env(sim_dir_of(profile)))
-        except (TransportError, OSError, ValueError):
+        except (TransportError, OSError, ValueError) as exc:
+            if unreachable is not None:
+                unreachable[host.label] = unreachable_words(exc)
             continue
     return out
+
+
+def unreachable_words(exc: BaseException) -> str:
+    """Why a host could not be reached, the kind first: DNS, refused, timeout, no route,
+    authentication, host key (the transport's own message follows, then its hint)."""
+    from cockpit.transport.base import HostKeyError, Unreachable
+
+    text = str(exc)
+    low = text.lower()
+    if isinstance(exc, HostKeyError) or "host key" in low:
+        kind = "host key refused (unknown or changed; never auto-accepted)"
+    elif any(w in low for w in ("name or service not known", "nodename nor servname", "temporary failure in name resolution",
+                                "no address associated", "name does not resolve", "getaddrinfo")):
+        kind = "DNS: the name does not resolve"
+    elif (isinstance(exc, Unreachable) and exc.timed_out) or "timed out" in low or "timeout" in low:
+        kind = "no answer (timed out): host down, firewalled or wrong address"
+    elif "connect call failed" in low or "connection refused" in low or "errno 111" in low:
+        kind = "connection refused: nothing listens there (sshd down or wrong port)"
+    elif "no route" in low or "network is unreachable" in low:
+        kind = "no route to the host"
+    elif "permission denied" in low or "auth" in low:
+        kind = "authentication refused (key, agent or user)"
+    else:
+        kind = "unreachable"
+    hint = getattr(exc, "hint", None)
+    return f"{kind} — {text}" + (f" ({hint})" if hint else "")
 
 
 def host_facts_for(profile: Profile, measured: Mapping[str, HostFacts] | None = None) -> list[HostFacts]:

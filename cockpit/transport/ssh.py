@@ -362,6 +362,7 @@ class SSHTransport(Transport):
         self.connect_timeout = connect_timeout
         self.keepalive_interval = keepalive_interval
         self._last_error: TransportError | None = None
+        self._keepalive_used = (keepalive_interval or KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT_MAX)
         self.backoff_cap = backoff_cap
         self._conn: asyncssh.SSHClientConnection | None = None
         self._jumps: list[asyncssh.SSHClientConnection] = []
@@ -399,8 +400,7 @@ class SSHTransport(Transport):
         if exc is not None:
             text = str(getattr(exc, "reason", "") or exc)
             if "keepalive" in text.lower():
-                hop = _Hop(self.dest, self.label)
-                interval, count = self._keepalive(hop)
+                interval, count = self._keepalive_used
                 why = f"no answer to keepalives for {interval * (count + 1):g} s: the link froze"
             else:
                 why = text or type(exc).__name__
@@ -497,6 +497,7 @@ class SSHTransport(Transport):
         known = _readable(hop.known_hosts)
         timeout = self._timeout(hop)
         interval, count = self._keepalive(hop)
+        self._keepalive_used = (interval, count)  # the target hop opens last: its values are the ones stated
         try:
             return await asyncio.wait_for(
                 asyncssh.connect(

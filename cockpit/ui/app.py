@@ -134,23 +134,27 @@ class CockpitApp(App[int]):
                 return
         self.notify("open the profile's dashboard first, then relaunch from its history", severity="warning")
 
-    def binding_rows(self) -> list[tuple[str, str, str]]:
-        """(key, description, id) for the active screen and the app, as the help screen lists them."""
+    def binding_rows(self) -> list[tuple[str, str]]:
+        """(keys, what they do) for the active screen and the app, as the help screen lists them:
+        the dashboard's one key table (cockpit.ui.keys.DASHBOARD_KEYS), else the screen's keys."""
+        from cockpit.ui.keys import help_rows
+        from cockpit.ui.screens.dashboard import DashboardScreen
+
+        if isinstance(self.screen, DashboardScreen):
+            return help_rows()
         rows: list[tuple[str, str, str]] = []
         seen: set[tuple[str, str]] = set()
         for _key, active in self.screen.active_bindings.items():
             b = active.binding
-            # Cockpit's own bindings (they have ids); digits 2-8 are listed once, as "0-8".
-            if not b.id or not b.description or (b.key.isdigit() and b.key_display is None):
+            if not b.id or not b.description:
                 continue
             if (b.action, b.description) in seen:
                 continue
             seen.add((b.action, b.description))
             rows.append((self.get_key_display(b), b.description, b.id))
-        # The screen's own keys first, then the focused pane's (log scrolling), then the app's.
-        order = {"log": 1, "app": 2}
-        rows.sort(key=lambda r: order.get(r[2].split(".")[0], 0))
-        return rows
+        # The screen's own keys first, then the app's.
+        rows.sort(key=lambda r: r[2].startswith("app."))
+        return [(k, d) for k, d, _i in rows]
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

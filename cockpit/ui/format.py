@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 
 from cockpit.core.findings import FlagChange, value_text
 
@@ -81,7 +82,10 @@ def flag_short(flag: str) -> str:
 
 def flag_diff_words(change: FlagChange) -> str:
     """`mfs 0.88 (profile 0.93)`: the run's value first, the profile's in brackets."""
-    return f"{flag_short(change.flag)} {value_text(change.to_value)} (profile {value_text(change.from_value)})"
+    from cockpit.core.secrets import mask_value  # an --api-key set for this run is shown as ***
+
+    to, was = mask_value(change.flag, change.to_value), mask_value(change.flag, change.from_value)
+    return f"{flag_short(change.flag)} {value_text(to)} (profile {value_text(was)})"
 
 
 _TS_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S.%f")
@@ -100,11 +104,68 @@ def log_time(ts: str | None) -> datetime | None:
     return None
 
 
+def iso_age(iso: str | None, now: float) -> float | None:
+    """Seconds from an ISO-8601 UTC time (`2026-11-29T12:00:00Z`) to `now` (epoch), or None."""
+    if not iso:
+        return None
+    try:
+        t = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    return max(0.0, now - t.timestamp())
+
+
 def seconds_between(a: str | None, b: str | None) -> float | None:
     ta, tb = log_time(a), log_time(b)
     if ta is None or tb is None:
         return None
     return (tb - ta).total_seconds()
+
+
+# crashes the server's own log explains: after them it kills its process group itself
+LOGGED_CRASH_KINDS = frozenset({"cuda_oom", "graph_capture_oom", "kv_pool_exhausted", "init_not_enough_memory",
+                                "hicache_host_memory", "warmup_failed", "nccl_timeout", "nccl_error",
+                                "watchdog_timeout", "startup_error", "port_in_use"})
+
+
+def exit_words(code: int | None, kind: str | None = None) -> str:
+    """An exit code in words. 137 (SIGKILL) after a logged CUDA OOM is the server's own cleanup
+    (it sends itself SIGQUIT and kills its process group), not the kernel's OOM killer."""
+    if code is None:
+        return "exit code not known"
+    if code in (137, -9):
+        if kind == "host_oom_killed":
+            return f"exit code {code}: SIGKILL from the kernel's OOM killer (host memory)"
+        if kind in LOGGED_CRASH_KINDS:
+            return (f"exit code {code}: SIGKILL from the server's own cleanup after the error above "
+                    "(SIGQUIT, then its process group killed), not the kernel's OOM killer")
+        return f"exit code {code}: SIGKILL from outside (kill -9, the kernel's OOM killer or a scheduler)"
+    if code in (143, -15):
+        return f"exit code {code}: SIGTERM (asked to stop)"
+    if code < 0 or code > 128:
+        sig = -code if code < 0 else code - 128
+        return f"exit code {code}: killed by signal {sig}"
+    return f"exit code {code}"
+
+
+_EXITED = re.compile(r"exited with code (-?\d+)")
+
+
+def exit_code_in(text: str) -> int | None:
+    """The exit code in the supervisor's "… exited with code N" words, or None."""
+    m = _EXITED.search(text or "")
+    return int(m.group(1)) if m else None
+
+
+def progress_words(progress: str, crash_kind: str | None) -> str:
+    """The supervisor's progress line with a bare exit code said in words (137 after a CUDA OOM
+    is the server's own cleanup, not the kernel's OOM killer)."""
+    code = exit_code_in(progress)
+    if code is None:
+        return progress
+    return _EXITED.sub("exited: " + exit_words(code, crash_kind), progress, count=1)
 
 
 def signed_int(n: int) -> str:

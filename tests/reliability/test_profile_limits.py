@@ -138,4 +138,9 @@ def test_journal_on_a_read_only_filesystem_is_called_read_only(tmp_path: Path, s
     with pytest.raises(JournalError) as ei:
         Journal.open(path)
     assert "read-only" in str(ei.value) and "not a Cockpit journal" not in str(ei.value)
+    # a command that would record a run says the journal is read-only (and still works)
+    env.write_profile("ro", f"name: ro\nprogram: ['true']\nworkdir: {tmp_path / 'work'}\n")
+    st = env.cockpit("status", "ro")
+    assert st.returncode == 0, st.stderr
+    assert "read-only" in st.stderr and "not a Cockpit journal" not in st.stderr, st.stderr
     ledger.survive("journal")

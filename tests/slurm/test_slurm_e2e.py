@@ -4,6 +4,7 @@ the real test cluster, the login node reached through its sshd."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -23,7 +24,8 @@ from tests.slurm.conftest import SlurmCluster
 PY = sys.executable
 
 
-def _profile(root: Path, name: str, *, partition: str | None = None, speed: str = "100") -> Path:
+def _profile(root: Path, name: str, *, partition: str | None = None, speed: str = "100",
+             sbatch_args: list[str] | None = None) -> Path:
     sim_dir = root / "gpus"
     sim_dir.mkdir(exist_ok=True)
     program = [PY, "-m", "cockpit", "sim", "--sim-gpu", "rtx-pro-6000", "--sim-speed", speed,
@@ -31,6 +33,8 @@ def _profile(root: Path, name: str, *, partition: str | None = None, speed: str 
     target = {"kind": "slurm", "login": "slurm-login", "nodes": 1, "time": "10:00"}
     if partition:
         target["partition"] = partition
+    if sbatch_args:
+        target["sbatch-args"] = sbatch_args
     p = root / f"{name}.yaml"
     p.write_text(
         f"name: {name}\nversion: 0.5.9\ntarget: {json.dumps(target)}\nprogram: {json.dumps(program)}\n"
@@ -107,10 +111,12 @@ def test_up_queued_ready_status_logs_down(slurm_cluster: SlurmCluster, ssh_home:
 
     follower = subprocess.Popen([PY, "-m", "cockpit", "logs", str(prof), "-f", "--tail", "2"], env=env, cwd=tmp_path,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2.0)  # following
+    assert follower.stdout is not None
+    first = follower.stdout.readline()  # it attached to the running job: it is following now
     down = _cockpit(env, tmp_path, "down", str(prof), "--timeout", "20")
     # `logs -f` ends when Slurm says the job ended, after the log's last line
-    out, err = follower.communicate(timeout=30)
+    rest, err = follower.communicate(timeout=30)
+    out = first + rest
     assert f"cockpit: Slurm: job {job} CANCELLED" in err.decode(), err
     node_log = Path(st["run"]["log_path"]).read_bytes()
     assert out and node_log.endswith(out.splitlines(keepends=True)[-1])
@@ -139,9 +145,11 @@ async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
             monkeypatch.setenv(k, v)
     prof = load_profile(_profile(tmp_path, "slurmdrop", speed="200"))
     numbers: list[int] = []
+    hosts: set[str] = set()
 
     def on_logs(b: LogBatch) -> None:
         numbers.extend(ln.number for ln in b.lines)
+        hosts.update(ln.host for ln in b.lines)
 
     sup = Supervisor(prof, on_logs=on_logs)
     assert isinstance(sup, SlurmSupervisor)
@@ -153,6 +161,7 @@ async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
         assert slurm_cluster.kill_login_connections() > 0
         assert await sup.wait_until(lambda s: len(numbers) > before + 50, 30)
         assert numbers == list(range(1, len(numbers) + 1))  # none lost, none repeated
+        assert hosts == {slurm_cluster.node}  # lines carry the node's name, as GPUs and ranks do
 
         # restart = the old job cancelled, a new job with the changed flag
         old_job = sup.job_id
@@ -209,6 +218,68 @@ async def test_down_while_queued_is_a_clean_stop(slurm_cluster: SlurmCluster, ss
     finally:
         await sup.close()
         slurm_cluster.release(filler)
+        from cockpit.transport import close_all
+
+        await close_all()
+
+
+async def test_node_fail_is_a_crash_with_slurms_words(slurm_cluster: SlurmCluster, ssh_env: SshHome, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    for k, v in _env(ssh_env, tmp_path).items():
+        if k.startswith(("COCKPIT_", "XDG_")):
+            monkeypatch.setenv(k, v)
+    prof = load_profile(_profile(tmp_path, "slurmnodefail", speed="20", sbatch_args=["--no-requeue"]))
+    sup = Supervisor(prof)
+    await sup.start()
+    runner = asyncio.create_task(sup.run())
+    try:
+        assert await sup.wait_until(lambda s: s.snapshot().state.ranks, 60), sup.snapshot().slurm
+        slurm_cluster.fail_node()
+        assert await sup.wait_until(lambda s: s.lifecycle == "failed", 30), sup.snapshot().progress
+        snap = sup.snapshot()
+        crash = snap.state.crash
+        assert snap.state.phase == "crashed" and crash is not None
+        assert snap.slurm is not None and (snap.slurm["state"], snap.slurm["reason"]) == ("NODE_FAIL", "NodeDown")
+        words = f"Slurm: job {sup.job_id} NODE_FAIL: a node of the job failed, reason NodeDown"
+        assert crash.message.startswith(words) and any(d.startswith(words) for d in crash.decisive_lines)
+        assert snap.progress.startswith(words)
+    finally:
+        await sup.close()
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await runner
+        from cockpit.transport import close_all
+
+        await close_all()
+
+
+async def test_time_limit_reached_is_a_stop_with_slurms_words(
+        slurm_cluster: SlurmCluster, ssh_env: SshHome, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real TIMEOUT: slurmctld's own time-limit enforcement ends the job. Its limit is moved to
+    a second from now (`scontrol update EndTime=`) instead of waiting out a one-minute limit;
+    slurmctld checks limits every 30 s, so this costs up to ~30 s."""
+    for k, v in _env(ssh_env, tmp_path).items():
+        if k.startswith(("COCKPIT_", "XDG_")):
+            monkeypatch.setenv(k, v)
+    prof = load_profile(_profile(tmp_path, "slurmtimeout", speed="200"))
+    sup = Supervisor(prof)
+    await sup.start()
+    runner = asyncio.create_task(sup.run())
+    try:
+        assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().slurm
+        end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 1))
+        slurm_cluster.run("scontrol", "update", f"JobId={sup.job_id}", f"EndTime={end}")
+        assert await sup.wait_until(lambda s: s.lifecycle == "stopped", 60), sup.snapshot().progress
+        snap = sup.snapshot()
+        assert snap.state.phase == "stopped" and snap.state.crash is None
+        assert snap.slurm is not None and (snap.slurm["state"], snap.slurm["reason"]) == ("TIMEOUT", "TimeLimit")
+        assert snap.progress.startswith(f"Slurm: job {sup.job_id} TIMEOUT: the job reached its time limit, "
+                                        "reason TimeLimit"), snap.progress
+    finally:
+        await sup.close()
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await runner
         from cockpit.transport import close_all
 
         await close_all()

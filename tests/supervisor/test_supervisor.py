@@ -125,10 +125,12 @@ async def test_batches_rates_crash_detection_and_reattach(env: Path) -> None:
 
 
 async def test_restart_waits_for_leftovers_and_never_launches_on_top(env: Path, tmp_path: Path) -> None:
-    sup = Supervisor(load_profile(env))
+    seen: list[tuple[str, str | None]] = []
+    sup = Supervisor(load_profile(env), on_snapshot=lambda s: seen.append((s.lifecycle, s.run.id if s.run else None)))
     first = await sup.start()
     runner = asyncio.create_task(sup.run())
     assert await sup.wait_until(lambda s: s.is_ready(), 60)
+    publishing = sup._publishing
     sim_dir = tmp_path / "gpus"
     # an orphan that holds memory on GPU 3 (outside the run's session: a stop won't reach it)
     holder = subprocess.Popen(
@@ -148,8 +150,15 @@ async def test_restart_waits_for_leftovers_and_never_launches_on_top(env: Path, 
         assert first.pid is not None and not _alive(first.pid)
         assert await Supervisor(load_profile(env)).attach() is None
         # the operator agrees: kill the leftover, then launch with the change
+        before = len(seen)
         second = await sup.restart(change, timeout=5, kill_leftovers=True)
         assert second.id != first.id
+        # one publisher through the restarts: the screens saw the stop, the GPU wait and the
+        # launch as snapshots (the dashboard no longer polls)
+        assert sup._publishing is publishing and publishing is not None and not publishing.done()
+        assert await sup.wait_until(lambda s: (("running", second.id) in seen[before:]), 10)
+        lifecycles = {lc for lc, _ in seen[before:]}
+        assert lifecycles & {"stopping", "waiting_gpu_release", "launching"}, lifecycles  # ≤ 10 Hz: some of them
         holder.wait(10)
         assert sup.snapshot().flag_diff and sup.snapshot().flag_diff[0].to_value == 0.85
         assert second.flags["mem-fraction-static"] == 0.85
@@ -248,3 +257,33 @@ async def test_two_cockpits_racing_on_one_profile_launch_once(env: Path) -> None
     assert len([d for d in runs_dir.iterdir() if d.is_dir()]) == 1
     await a.close()
     await b.close()
+
+
+async def test_the_memory_plan_beside_what_the_run_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once capture is over, the advice puts the plan's prediction for the run's own value beside
+    the log's figures (the story's model, read from a checkpoint written by tests/data/models/synth.py)."""
+    from tests.data.models import synth
+
+    sim_dir = tmp_path / "gpus"
+    sim_dir.mkdir()
+    monkeypatch.setenv("COCKPIT_RUNS_ROOT", str(tmp_path / "runs"))
+    monkeypatch.setenv("COCKPIT_SIM_GPU_DIR", str(sim_dir))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    model = tmp_path / "Kimi-K2.5"
+    synth.write_checkpoint(model, synth.load_config("kimi-k2.5"), shards=64, index=True)
+    path = _profile(tmp_path, sim_dir)
+    path.write_text(path.read_text().replace("/models/Kimi-K2.5", str(model)))
+    sup = Supervisor(load_profile(path))
+    try:
+        await sup.start()
+        runner = asyncio.create_task(sup.run())
+        assert await sup.wait_until(lambda s: s.is_ready(), 60), sup.snapshot().state.phase
+        assert await sup.wait_until(lambda s: any(f.id == "memory_plan_vs_run" for f in s.snapshot().findings), 30)
+        f = next(f for f in sup.snapshot().findings if f.id == "memory_plan_vs_run")
+        st = sup.snapshot().state
+        assert f.severity == "info" and "--mem-fraction-static 0.88" in f.message
+        assert f"the log shows {st.max_total_num_tokens:,}" in f.message and "calibrates from this run" in f.message
+        runner.cancel()
+    finally:
+        await sup.stop(timeout=3, kill_leftovers=False)
+        await sup.close()

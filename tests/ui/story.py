@@ -10,7 +10,7 @@ from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import Crash, RankMemory, RunState, SeriesPoint
 from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample, LogLine, RunInfo, RunSnapshot
 
-T0 = 1_800_000_000.0  # frozen clock for deterministic screenshots
+T0 = 1_795_953_720.0  # frozen clock for deterministic screenshots: 2026-11-29T12:02:00Z, after the story's runs began
 TOTAL_GIB = 95.0
 MLA_CELL_GIB = (512 + 64) * 61 * 2 / 2**30
 

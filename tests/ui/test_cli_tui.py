@@ -21,7 +21,7 @@ def test_unknown_theme_is_bad_input(tmp_path: Path) -> None:
 def test_missing_profile_is_bad_input(tmp_path: Path) -> None:
     out = _cockpit("tui", "no-such-profile", cwd=tmp_path)
     assert out.returncode == 2
-    assert "no-such-profile" in out.stderr and "no such file" in out.stderr
+    assert "no profile named 'no-such-profile'" in out.stderr and "searched " in out.stderr
 
 
 def test_demo_sim_speed_must_be_positive(tmp_path: Path) -> None:

@@ -148,3 +148,34 @@ async def test_picker_shows_the_memory_plan_before_launch(profiles_here: Path, t
         text = str(screen.query_one("#preview-text").render())
         assert "0.93 predicted to leave" in text and "--mem-fraction-static 0.93 → 0.88" in text
         await pilot.press("q")
+
+
+async def test_picker_shows_each_profiles_last_outcome(profiles_here: Path) -> None:
+    """UX (issue 17): the picker shows each profile's last outcome (READY / crashed kind / never)."""
+    from cockpit.core.state import Crash, RunState
+    from cockpit.journal import Journal
+    from cockpit.supervisor.api import RunInfo
+    from tests.ui.screen_text import screen_text
+
+    (profiles_here / "never.yaml").write_text("name: never\nhosts: [{ssh: local}]\nserver: {model-path: /m, tp: 1}\n")
+    j = Journal.open()
+    try:
+        run = RunInfo(id="20261129-115402-a", profile="local-hicache300", hosts=("local",), pid=1, pgid=1,
+                      started_at="2026-11-29T11:54:02Z", run_dir="/r", log_path="/l")
+        j.record_start(run, "local-hicache300", {})
+        state = RunState(phase="crashed")
+        state.crash = Crash(kind="cuda_oom", phase="prefill", rank="TP3", line=9, message="CUDA out of memory")
+        j.record_end(run.id, "crashed", state, [])
+    finally:
+        j.close()
+    app = CockpitApp(supervisor_factory=None)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if screen.outcomes:  # type: ignore[attr-defined]
+                break
+        await pilot.pause()
+        text = screen_text(app)
+        assert "local-hicache300  crashed: cuda_oom" in text
+        assert "never  never run" in text

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket as socketlib
 import subprocess
 import sys
 import time
@@ -62,7 +63,11 @@ def pane(tmp_path: Path) -> Iterator[Pane]:
         Path(env[k]).mkdir()
     socket = f"cockpit-e2e-{os.getpid()}"
     p = Pane(socket, "demo")
-    cmd = [sys.executable, "-m", "cockpit", "demo", "--sim-speed", SIM_SPEED]
+    # never the demo's own 30123: an operator's `cockpit demo` may be running beside the suite
+    with socketlib.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "cockpit", "demo", "--sim-speed", SIM_SPEED, "--port", str(port)]
     argv = ["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "demo", "-x", "140", "-y", "45"]
     argv += ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *cmd]
     subprocess.run(argv, check=True, cwd=tmp_path)
@@ -88,7 +93,7 @@ def test_demo_in_tmux_crash_then_restart_with_the_change(pane: Pane) -> None:
     screen = pane.wait(r"READY .*mfs 0\.88 \(profile 0\.93\)", 180)
     rows = [line for line in screen.splitlines() if re.match(r"\s*TP\d ", line) and "█" in line]
     assert len(rows) == 8
-    assert all(re.search(r"\b5\.\d\d GB", row) for row in rows), "\n".join(rows)
+    assert all(re.search(r"\b5\.\d\d GiB", row) for row in rows), "\n".join(rows)
     pane.keys("q")
     pane.wait(r"leave it running", 10)
     pane.keys("Enter")

@@ -118,6 +118,20 @@ class SGLangBackend:
 
         return read_log(source, state, stats)
 
+    def log_score(self, sample: bytes) -> float:
+        """0..1: the share of a log's opening lines that are SGLang records (`cockpit diagnose`
+        picks the backend whose score is highest)."""
+        import re
+
+        from cockpit.backends.sglang.logparse import split_record
+
+        head = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+\d+)*\] |Rank \d+: load weight|sglang",
+                          re.IGNORECASE)
+        lines = [ln for ln in sample.decode("utf-8", "replace").splitlines()[:2000] if ln.strip()]
+        if not lines:
+            return 0.0
+        return sum(1 for ln in lines if split_record(ln.lstrip())[0] is not None or head.search(ln)) / len(lines)
+
     def record_rank(self, line: str) -> str | None:
         from cockpit.backends.sglang.records import record_rank
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from cockpit.backends.sglang.flags import resolve_version, version_key
 from cockpit.backends.sglang.memory import (
     GIB,
+    DefaultMfs,
     cell_bytes_mha,
     cell_bytes_mla,
     default_mfs,
@@ -219,6 +220,14 @@ def _tokens(kv: float, cell: float, cfg: ModelConfig, s: Settings) -> int:
     return t // s.page_size * s.page_size
 
 
+def _default_mfs(cfg: ModelConfig, gpu: GpuFacts, s: Settings) -> DefaultMfs:
+    """The mfs SGLang picks itself for these flags on this GPU (memory.default_mfs)."""
+    return default_mfs(gpu.total_gib * 1024, version=s.version, tp=s.tp, pp=s.pp, attn_dp=s.dp if s.dp_attention else 1,
+                       chunked_prefill_size=s.chunked_prefill_size, cuda_graph_max_bs=s.cuda_graph_max_bs,
+                       max_running_requests=s.max_running_requests, speculative_algorithm=s.speculative_algorithm,
+                       mla=cfg.attention == "mla", decode_graph=s.decode_graph, prefill_graph=s.prefill_graph)
+
+
 def plan(
     cfg: ModelConfig,
     weights: WeightIndex | None,
@@ -282,10 +291,7 @@ def plan(
     is_default = s.mfs is None
     mfs_now = s.mfs
     if mfs_now is None:
-        d = default_mfs(gpu.total_gib * 1024, version=s.version, tp=s.tp, pp=s.pp, attn_dp=s.dp if s.dp_attention else 1,
-                        chunked_prefill_size=s.chunked_prefill_size, cuda_graph_max_bs=s.cuda_graph_max_bs,
-                        max_running_requests=s.max_running_requests, speculative_algorithm=s.speculative_algorithm,
-                        mla=cfg.attention == "mla", decode_graph=s.decode_graph, prefill_graph=s.prefill_graph)
+        d = _default_mfs(cfg, gpu, s)
         mfs_now = d.mfs
         notes.append(f"--mem-fraction-static unset: SGLang {s.version} picks {d.mfs:g} ({d.arithmetic()})")
     current = row(mfs_now)
@@ -347,7 +353,9 @@ def memory_plan(
         if calibration is None:
             raise ModelConfigError(f"--calibrate-from {calibrate_from}: the run recorded no KV tokens, headroom or {FLAG}")
     else:
+        # a run that left --mem-fraction-static unset ran with SGLang's own value for the same flags
+        auto = _default_mfs(model.config, gpu, settings).mfs
         calibration = pick_calibration(runs, backend=profile.backend, flags={**profile.server, **dict(overrides or {})},
-                                       hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG)
+                                       hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG, default_value=auto)
     return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
                 warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration)

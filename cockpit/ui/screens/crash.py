@@ -15,6 +15,7 @@ from cockpit.backends import DEFAULT_BACKEND, get_backend
 from cockpit.core.findings import Finding, FlagChange, value_text
 from cockpit.core.sanitize import clean_text
 from cockpit.core.state import Crash
+from cockpit.ui import format as fmt
 from cockpit.ui.keys import CRASH_BINDINGS
 from cockpit.ui.widgets.advice import change_words, predicted_words
 
@@ -26,12 +27,44 @@ class RestartChoice:
     changes: tuple[FlagChange, ...]
 
 
+# The findings whose change is the headroom advice (δ·P on --mem-fraction-static, or what stands
+# for it in a graph-capture OOM): what `r` and the crash dialog's `r` apply. Other findings'
+# changes (context length, KV pool, HiCache) are offered one by one, each with its reason.
+HEADROOM_FINDINGS = ("low_headroom_after_graph_capture", "oom_crash", "graph_capture_oom")
+
+
+def headroom_finding(findings: tuple[Finding, ...] | list[Finding]) -> Finding | None:
+    """The most severe headroom finding that carries a change, or None."""
+    order = {"critical": 0, "warning": 1, "info": 2, "ok": 3}
+    cands = [f for f in findings if f.changes and f.id in HEADROOM_FINDINGS]
+    cands.sort(key=lambda f: order.get(f.severity, 9))
+    return cands[0] if cands else None
+
+
 def proposed_finding(findings: tuple[Finding, ...] | list[Finding]) -> Finding | None:
-    """The finding whose change the modal proposes: the most severe one that has a change."""
+    """The finding whose change the crash dialog proposes: the headroom advice when there is
+    one, else the most severe finding with a change."""
+    found = headroom_finding(findings)
+    if found is not None:
+        return found
     order = {"critical": 0, "warning": 1, "info": 2, "ok": 3}
     with_change = [f for f in findings if f.changes]
     with_change.sort(key=lambda f: order.get(f.severity, 9))
     return with_change[0] if with_change else None
+
+
+def other_advice(findings: tuple[Finding, ...] | list[Finding]) -> list[Finding]:
+    """Findings with a change that `r` does not apply, one entry per distinct change."""
+    head = headroom_finding(findings)
+    seen: set[tuple[str, ...]] = set()
+    out: list[Finding] = []
+    for f in findings:
+        key = tuple(c.as_diff() for c in f.changes)
+        if not f.changes or f is head or key in seen:
+            continue
+        seen.add(key)
+        out.append(f)
+    return out
 
 
 def crash_kind_words(kind: str) -> str:
@@ -62,9 +95,13 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         run_flags: dict[str, object] | None = None,
         validate: Callable[[dict[str, Any]], None] | None = None,
         backend: str = DEFAULT_BACKEND,
+        log_tail: list[str] | None = None,
+        log_format: str | None = "unknown",
     ) -> None:
         super().__init__()
         self.backend = backend
+        self.log_tail = log_tail or []
+        self.log_format = log_format
         self.crash = crash
         self.findings = list(findings)
         self.proposal = proposed_finding(self.findings)
@@ -74,13 +111,29 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
 
     def compose(self) -> ComposeResult:
         c = self.crash
+        # No log line decided this crash (the process just exited): say so, and show the log's
+        # own last lines, as `cockpit up`/`status` do, rather than a kind and phase we do not know.
+        unexplained = c.kind == "unknown" and c.line <= 0
         with Vertical(classes="dialog", id="crash-dialog"):
             where = f" on {c.rank}" if c.rank else ""
             phase = "an unknown phase" if c.phase == "unknown" else c.phase
-            yield Static(f"CRASHED: {crash_kind_words(c.kind)}{where} in {phase}", classes="dialog-title", id="crash-title")
-            exit_words = f" · exit code {c.exit_code}" if c.exit_code is not None else ""
-            yield Static(f"kind {c.kind} · rank {c.rank or 'main process'} · phase {c.phase} · log line {c.line}{exit_words}")
+            if unexplained:
+                title = "ENDED: the server exited, and its log names no known crash"
+            else:
+                title = f"CRASHED: {crash_kind_words(c.kind)}{where} in {phase}"
+            yield Static(title, classes="dialog-title", id="crash-title")
+            exit_words = f" · {fmt.exit_words(c.exit_code, c.kind)}" if c.exit_code is not None else ""
+            if unexplained:
+                yield Static(f"{c.message}{exit_words}", markup=False)
+            else:
+                yield Static(f"kind {c.kind} · rank {c.rank or 'main process'} · phase {c.phase} · log line {c.line}{exit_words}")
             lines = c.decisive_lines or [c.message]
+            if unexplained:
+                from cockpit.core.logtail import decisive_tail
+
+                lines = decisive_tail(self.log_tail, 8) or ["the log is empty: the server printed nothing"]
+                if self.log_format in (None, "unknown"):
+                    lines = [*lines, "(no line of this log is one Cockpit knows from the server: nothing here is a diagnosis)"]
             with VerticalScroll(id="crash-lines"):
                 yield Static(clean_text("\n".join(line[:300] for line in lines[-8:])), classes="dialog-lines", markup=False)
             p = self.proposal

@@ -7,6 +7,8 @@ Nothing here reads files, sockets or processes; the supervisor does, in an async
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 from textual.worker import Worker, WorkerState
 
 from cockpit.core.findings import Finding, FlagChange
@@ -24,6 +26,7 @@ from cockpit.core.logfilter import PRESET_NAMES, LineFilter
 from cockpit.core.profile import Profile
 from cockpit.supervisor.api import LogBatch, RunSnapshot
 from cockpit.ui import format as fmt
+from cockpit.ui.gpuhistory import GpuHistory
 from cockpit.ui.keys import DASHBOARD_BINDINGS
 from cockpit.ui.messages import (
     ActionDone,
@@ -34,13 +37,17 @@ from cockpit.ui.messages import (
     SnapshotArrived,
     SupervisorFailed,
 )
-from cockpit.ui.screens.crash import CrashScreen, RestartChoice, proposed_finding
-from cockpit.ui.screens.dialogs import ConfirmScreen, QuitScreen
+from cockpit.ui.screens.auto import UnattendedActions
+from cockpit.ui.screens.crash import CrashScreen, RestartChoice, headroom_finding, other_advice
+from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, PickScreen, QuitScreen
+from cockpit.ui.screens.export import ExportActions
+from cockpit.ui.unattended import Unattended
 from cockpit.ui.widgets.advice import AdvicePanel
 from cockpit.ui.widgets.header import RunHeader
+from cockpit.ui.widgets.keyhints import KeyHints
 from cockpit.ui.widgets.logpane import LogPane
 from cockpit.ui.widgets.plots import SeriesPlot
-from cockpit.ui.widgets.processes import GpuProcesses
+from cockpit.ui.widgets.processes import GpuProcesses, rank_of_gpu
 from cockpit.ui.widgets.rankbars import Policy, RankBars, rank_names
 from cockpit.ui.widgets.timeline import StartupTimeline
 
@@ -54,7 +61,7 @@ def too_small_words(width: int, height: int) -> str:
     return f"Cockpit needs at least {MIN_WIDTH}×{MIN_HEIGHT}\n(this terminal is {width}×{height})"
 
 
-class DashboardScreen(Screen[None]):
+class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
     BINDINGS = DASHBOARD_BINDINGS
 
     def __init__(
@@ -85,7 +92,12 @@ class DashboardScreen(Screen[None]):
         self._announced: set[tuple[str | None, str]] = set()
         self._run_started = False
         self._following = False
-        self._busy: str | None = None  # "stopping" / "restarting" while such an action runs
+        self._busy: str | None = None
+        self.gpu_history = GpuHistory()
+        self.unattended = Unattended(profile.on_crash, profile.on_crash_max_per_hour)
+        self.bells = 0  # terminal bells rung (tmux marks the window)
+        self._awaiting_recovery: str | None = None  # the automatic restart's words, until READY
+        self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)  # "stopping" / "restarting" while such an action runs
 
     # ---- layout ----
     def compose(self) -> ComposeResult:
@@ -99,7 +111,7 @@ class DashboardScreen(Screen[None]):
             with Container(id="panels"):
                 with VerticalScroll(id="advice-box", classes="panel") as box:
                     box.border_title = "Advice"
-                    box.can_focus = False
+                    box.can_focus = True  # tab reaches it: ↑ ↓ PgDn scroll advice taller than the panel
                     yield AdvicePanel(id="advice")
                 with Vertical(id="plots-box", classes="panel") as box:
                     box.border_title = "Throughput · token usage"
@@ -110,12 +122,12 @@ class DashboardScreen(Screen[None]):
                     box.can_focus = False
                     yield StartupTimeline(id="timeline")
                 with VerticalScroll(id="procs-box", classes="panel") as box:
-                    box.border_title = "GPU processes"
+                    box.border_title = "GPUs over the last minute · processes (K kills one)"
                     box.can_focus = False
                     yield GpuProcesses(id="procs")
             yield Input(placeholder="regex — enter to apply, esc to cancel", id="filter-input")
             yield LogPane(id="log")
-        yield Footer()
+        yield KeyHints(id="keyhints")
 
     def on_mount(self) -> None:
         self.add_class("-panel-advice")
@@ -127,7 +139,6 @@ class DashboardScreen(Screen[None]):
 
     def on_resize(self, event: Resize) -> None:
         self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
-        self.query_one(Footer).compact = event.size.width < 120  # more keys fit on a narrow terminal
 
     # ---- supervisor worker (I/O lives there) ----
     def _post_snapshot(self, snapshot: RunSnapshot) -> None:
@@ -252,7 +263,7 @@ class DashboardScreen(Screen[None]):
     @on(SupervisorFailed)
     def _on_failed(self, message: SupervisorFailed) -> None:
         self.note = f"supervisor: {message.error}"
-        self.notify(message.error, title="Supervisor", severity="error", timeout=10)
+        self.notify(message.error, title="Supervisor", severity="error", timeout=6)
         self._refresh_header()
 
     @on(ActionDone)
@@ -261,7 +272,7 @@ class DashboardScreen(Screen[None]):
             self.note = "preflight, then launch…"
         elif message.error:
             self.note = f"{message.what} failed: {message.error}"
-            self.notify(message.error, title=f"{message.what} failed", severity="error", timeout=10)
+            self.notify(message.error, title=f"{message.what} failed", severity="error", timeout=6)
         else:
             self.note = {"restart": "restarted", "stop": "stopped", "kill": "leftover processes killed"}.get(
                 message.what, message.what
@@ -270,11 +281,16 @@ class DashboardScreen(Screen[None]):
 
     @on(LeftoversFound)
     def _on_leftovers(self, message: LeftoversFound) -> None:
-        procs = ", ".join(f"pid {p.pid} on GPU {p.gpu_index}" + (f" ({p.used_gb:.1f} GB)" if p.used_gb else "") for p in message.leftovers)
+        procs = ", ".join(f"pid {p.pid} on GPU {p.gpu_index}" + (f" ({p.used_gb:.1f} GiB)" if p.used_gb else "") for p in message.leftovers)
         self.note = f"GPU memory still held: {procs}"
         self._refresh_header()
         changes = message.changes
-        then = "launch with the change" if changes is not None else "free the GPUs"
+        if changes is None:
+            then = "free the GPUs"
+        elif changes:
+            then = "launch with " + ", ".join(c.as_diff() for c in changes)
+        else:
+            then = "launch again unchanged"
 
         def answered(yes: bool | None) -> None:
             if not yes:
@@ -301,7 +317,7 @@ class DashboardScreen(Screen[None]):
         now = self.clock()
         key = (snap.run.id if snap.run else None, fmt.phase_word(snap.state.phase, snap.lifecycle))
         if key != self._phase_key:
-            if self._phase_key is not None and not self.note.startswith(("launch refused", "supervisor:")):
+            if self._phase_key is not None and not self.note.startswith(("launch refused", "supervisor:", "auto:")):
                 self.note = ""  # "restarted", "attached to …": news of the previous phase
             self._phase_key = key
             self._phase_since = now - self._phase_age_in_log(snap)
@@ -314,9 +330,11 @@ class DashboardScreen(Screen[None]):
         self.query_one("#plot-throughput", SeriesPlot).show(snap.state.gen_throughput)
         self.query_one("#plot-usage", SeriesPlot).show(snap.state.token_usage)
         self.query_one(StartupTimeline).show(snap.state)
-        self.query_one(GpuProcesses).show(snap)
+        changed = self.gpu_history.add(snap)
+        self.query_one(GpuProcesses).show(snap, self.gpu_history, changed)
         self._announce_new_critical(snap)
         self._maybe_show_crash(snap)
+        self._maybe_recovered(snap)
 
     def _announce_new_critical(self, snap: RunSnapshot) -> None:
         """A critical finding the operator has not seen yet (e.g. low headroom as capture ends)
@@ -329,7 +347,9 @@ class DashboardScreen(Screen[None]):
             if f.severity == "critical" and key not in self._announced:
                 self._announced.add(key)
                 change = (" → " + ", ".join(c.as_diff() for c in f.changes)) if f.changes else ""
-                self.notify(f.message + change, title="Critical", severity="error", timeout=12, markup=False)
+                # short and brief: the advice panel keeps the whole text
+                first = f.message.split(": ", 1)[0].split(". ", 1)[0]
+                self.notify(first[:120] + change, title="Critical", severity="error", timeout=6, markup=False)
 
     @staticmethod
     def _phase_age_in_log(snap: RunSnapshot) -> float:
@@ -374,16 +394,21 @@ class DashboardScreen(Screen[None]):
         if key in self._crashes_seen:
             return
         self._crashes_seen.add(key)
-        self._open_crash_modal()
+        self._on_crash(snap)
 
     def _open_crash_modal(self) -> None:
         snap = self.snapshot
         if snap is None or snap.state.crash is None:
             self.notify("no crash in this run", severity="information")
             return
+        tail = [ln.text for ln in list(self.query_one(LogPane).all_lines[-80:])]
+        crash = snap.state.crash
+        if crash.exit_code is None and fmt.exit_code_in(snap.progress) is not None:
+            # the log decided the crash; the supervisor saw the exit code: the dialog says both
+            crash = dataclasses.replace(crash, exit_code=fmt.exit_code_in(snap.progress))
         modal = CrashScreen(
-            snap.state.crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides,
-            backend=self.profile.backend,
+            crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides,
+            backend=self.profile.backend, log_tail=tail, log_format=snap.state.format,
         )
         self.app.push_screen(modal, self._crash_choice)
 
@@ -430,19 +455,47 @@ class DashboardScreen(Screen[None]):
         self._open_crash_modal()
 
     def action_restart_advised(self) -> None:
+        """`r`: the headroom advice only, never every finding's change at once."""
         snap = self.snapshot
-        proposal = proposed_finding(snap.findings) if snap else None
+        proposal = headroom_finding(snap.findings) if snap else None
+        others = other_advice(snap.findings) if snap else []
         if proposal is None:
-            self.notify("no advised change: R restarts unchanged", severity="warning")
+            more = " · A offers the other advice" if others else ""
+            self.notify(f"no headroom advice: R restarts unchanged{more}", severity="warning", timeout=4)
             return
         changes = tuple(proposal.changes)
-        body = "Restart with " + ", ".join(c.as_diff() for c in changes) + "?"
+        body = "Restart with " + ", ".join(c.as_diff() for c in changes) + "?\n" + proposal.message
+        if others:
+            body += f"\n\nNot included: {len(others)} other change(s), A lists them with their reasons."
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self._start_restart(changes)
 
-        self.app.push_screen(ConfirmScreen("Restart", body), answered)
+        self.app.push_screen(ConfirmScreen("Restart with the headroom advice", body), answered)
+
+    def action_other_advice(self) -> None:
+        """`A`: the advice `r` leaves out, one change at a time, each with its reason."""
+        snap = self.snapshot
+        others = other_advice(snap.findings) if snap else []
+        if not others:
+            self.notify("no other advice with a change", timeout=3)
+            return
+
+        def chosen(index: int | None) -> None:
+            if index is None:
+                return
+            f = others[index]
+            changes = tuple(f.changes)
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    self._start_restart(changes)
+
+            body = f"Restart with {', '.join(c.as_diff() for c in changes)}?\n{f.message}"
+            self.app.push_screen(ConfirmScreen("Restart with this advice", body), answered)
+
+        self.app.push_screen(AdviceChoiceScreen(others), chosen)
 
     def action_restart_unchanged(self) -> None:
         def answered(yes: bool | None) -> None:
@@ -485,7 +538,7 @@ class DashboardScreen(Screen[None]):
             try:
                 self.profile = load_profile(self.profile.source)
             except ProfileError as exc:
-                self.notify(str(exc), title="Profile", severity="error", timeout=10)
+                self.notify(str(exc), title="Profile", severity="error", timeout=6)
                 return
         old, self.supervisor = self.supervisor, None
         if old is not None:
@@ -499,6 +552,13 @@ class DashboardScreen(Screen[None]):
     def action_back(self) -> None:
         if self.query_one("#filter-input", Input).has_class("-active"):
             self._close_search()
+            return
+        pane = self.query_one(LogPane)
+        if pane.search_rx is not None:
+            pane.clear_search()
+            return
+        if self.has_class("-log-max"):
+            self.action_toggle_zoom()
             return
         if self.from_picker:
             self._ask_quit(back=True)
@@ -523,7 +583,7 @@ class DashboardScreen(Screen[None]):
         self.app.push_screen(QuitScreen(self.profile.name, running), answered)
 
     def action_history(self) -> None:
-        self.app.action_history()  # type: ignore[attr-defined]
+        self.app.action_history()
 
     def action_why(self) -> None:
         self.query_one(AdvicePanel).toggle_arithmetic()
@@ -562,11 +622,68 @@ class DashboardScreen(Screen[None]):
     def action_pause_log(self) -> None:
         self.query_one(LogPane).action_toggle_pause()
 
-    def action_search(self) -> None:
+    def action_filter_regex(self) -> None:
+        """`&` (as in less): show only the lines matching a regex."""
+        self._input_mode = "filter"
         box = self.query_one("#filter-input", Input)
+        box.placeholder = "filter: regex — enter shows only matching lines, empty = all, esc cancels"
         box.add_class("-active")
         box.value = "" if self.filter_spec in PRESET_NAMES else self.filter_spec
         box.focus()
+
+    def action_search(self) -> None:
+        """`/` (as in less): jump to matching lines in their context, newest first."""
+        self._input_mode = "search"
+        box = self.query_one("#filter-input", Input)
+        box.placeholder = "search: regex — enter jumps to the newest match, n older, N newer, esc cancels"
+        box.add_class("-active")
+        pane = self.query_one(LogPane)
+        box.value = pane.search_rx.pattern if pane.search_rx is not None else ""
+        box.focus()
+
+    def action_search_next(self, older: bool) -> None:
+        pane = self.query_one(LogPane)
+        if pane.search_rx is None:
+            self.notify("no search yet: / searches", severity="warning", timeout=3)
+        elif not pane.search_next(older):
+            self.notify(f"no {'older' if older else 'newer'} match", timeout=2)
+
+    def action_kill_process(self) -> None:
+        """`K`: pick a GPU process (the GPU panel's list), confirm, SIGKILL it on its host."""
+        snap = self.snapshot
+        procs = sorted(snap.gpu_processes, key=lambda p: (p.belongs_to_run, p.host, p.gpu_index, p.pid)) if snap else []
+        if not procs:
+            self.notify("no GPU process to kill", timeout=3)
+            return
+        assert snap is not None
+
+        def words(p: Any) -> str:
+            rank = rank_of_gpu(snap, p.host, p.gpu_index) or "—"
+            owner = "a rank of this run: killing it crashes the run" if p.belongs_to_run else "not this run"
+            return f"pid {p.pid} on GPU {p.gpu_index} of {p.host or 'local'} ({rank}), {fmt.gb(p.used_gb, 1)} GiB, {owner}"
+
+        def chosen(index: int | None) -> None:
+            if index is None:
+                return
+            proc = procs[index]
+
+            def answered(yes: bool | None) -> None:
+                if yes and self.supervisor is None:
+                    self.notify("no supervisor: nothing can be killed from here", severity="warning", timeout=4)
+                elif yes:
+                    self.run_worker(self._kill((proc,)), name="kill", group="supervisor", exit_on_error=False)
+
+            self.app.push_screen(ConfirmScreen("Kill a GPU process", f"SIGKILL {words(proc)}?"), answered)
+
+        self.app.push_screen(PickScreen("GPU processes", [words(p) for p in procs]), chosen)
+
+    def action_toggle_zoom(self) -> None:
+        """The log alone under the header (bars and panels hidden), like k9s/lazydocker's zoom."""
+        self.toggle_class("-log-max")
+        self.query_one(LogPane).focus()
+
+    def action_toggle_wrap(self) -> None:
+        self.query_one(LogPane).toggle_wrap()
 
     def _close_search(self) -> None:
         box = self.query_one("#filter-input", Input)
@@ -575,6 +692,21 @@ class DashboardScreen(Screen[None]):
 
     @on(Input.Submitted, "#filter-input")
     def _search_submitted(self, event: Input.Submitted) -> None:
+        if self._input_mode == "search":
+            pattern = event.value.strip()
+            pane = self.query_one(LogPane)
+            self._close_search()
+            if not pattern:
+                pane.clear_search()
+                return
+            try:
+                found = pane.search(pattern)
+            except re.error as exc:
+                self.notify(f"search: {exc}", severity="error", timeout=4)
+                return
+            if not found:
+                self.notify(f"no line matches /{pattern}/", timeout=3)
+            return
         spec = event.value.strip() or "all"
         try:
             LineFilter(spec)

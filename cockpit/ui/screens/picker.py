@@ -51,9 +51,10 @@ class PreviewReady(Message):
 
 
 class LiveRuns(Message):
-    def __init__(self, live: dict[Path, str]) -> None:
+    def __init__(self, live: dict[Path, str], outcomes: dict[Path, str] | None = None) -> None:
         super().__init__()
         self.live = live  # profile path -> run id
+        self.outcomes = outcomes or {}  # profile path -> its last run in words
 
 
 def profile_files(extra: list[Path]) -> list[Path]:
@@ -114,6 +115,48 @@ def _journal_runs(profile_name: str) -> list[Any]:
         j.close()
 
 
+def outcome_words(run: Any | None) -> str:
+    """A profile's last run in a few words, for the list: READY, crashed and how, stopped, or never."""
+    if run is None:
+        return "never run"
+    outcome = getattr(run, "outcome", None)
+    if outcome == "crashed":
+        kind = getattr(run, "crash_kind", None)
+        return f"crashed: {kind}" if kind and kind != "unknown" else "crashed"
+    if outcome == "ready":
+        return "READY"
+    if outcome == "stopped":
+        return "stopped"
+    return "started, end not recorded"
+
+
+def last_outcomes(names: list[str]) -> dict[str, str]:
+    """Profile name → outcome_words of its newest journal run (the journal read-only)."""
+    from cockpit.errors import CockpitError
+    from cockpit.journal import Journal
+
+    try:
+        j = Journal.open(readonly=True)
+    except CockpitError:
+        return {}
+    try:
+        out = {}
+        for name in names:
+            runs = j.list_runs(name, limit=1)
+            out[name] = outcome_words(runs[0] if runs else None)
+        return out
+    finally:
+        j.close()
+
+class PlanMade(Message):
+    """The memory plan of the previewed profile, as one finding (after the measured preflight)."""
+
+    def __init__(self, path: Path, finding: Finding) -> None:
+        super().__init__()
+        self.path = path
+        self.finding = finding
+
+
 class PreviewMeasured(Message):
     """Preflight with facts measured on the profile's hosts (the same check a launch runs)."""
 
@@ -132,6 +175,7 @@ class PickerScreen(Screen[None]):
         self.extra = extra or []
         self.paths: list[Path] = []
         self.live: dict[Path, str] = {}
+        self.outcomes: dict[Path, str] = {}
         self.preview: Preview | None = None
         self.show_arithmetic = False
 
@@ -176,6 +220,9 @@ class PickerScreen(Screen[None]):
             label = Text(p.stem)
             if p in self.live:
                 label.append("  ● live", style="bold")
+            elif p in self.outcomes:
+                words = self.outcomes[p]
+                label.append("  " + words, style="red" if "crashed" in words else "dim")
             ol.add_option(Option(label, id=str(p)))
         ol.highlighted = highlighted if highlighted is not None and highlighted < len(self.paths) else 0
 
@@ -211,11 +258,18 @@ class PickerScreen(Screen[None]):
                         await sup.close()
 
         found = await asyncio.gather(*(live_run(p) for p in paths))
-        self.post_message(LiveRuns({p: run_id for p, run_id in zip(paths, found, strict=True) if run_id}))
+        names: dict[Path, str] = {}
+        for p in paths:
+            with contextlib.suppress(Exception):
+                names[p] = load_profile(p).name
+        words = await asyncio.to_thread(last_outcomes, sorted(set(names.values())))
+        outcomes = {p: words[n] for p, n in names.items() if n in words}
+        self.post_message(LiveRuns({p: run_id for p, run_id in zip(paths, found, strict=True) if run_id}, outcomes))
 
     @on(LiveRuns)
     def _live(self, message: LiveRuns) -> None:
         self.live = message.live
+        self.outcomes = message.outcomes
         self._fill_list()
 
     @on(PreviewReady)
@@ -232,17 +286,26 @@ class PickerScreen(Screen[None]):
         sup = Supervisor(profile)
         try:
             findings = await asyncio.wait_for(sup.preflight(), timeout=MEASURE_TIMEOUT_S)
-            # the memory plan before launch (cockpit plan), calibrated by the journal as the CLI's is
+            self.post_message(PreviewMeasured(path, sort_findings(list(findings)), None))
+            # then the memory plan before launch (cockpit plan), calibrated by the journal as the CLI's is
             from cockpit.supervisor.planning import profile_plan_finding
 
             runs = await asyncio.to_thread(_journal_runs, profile.name)
             plan, _mp = await asyncio.wait_for(profile_plan_finding(profile, runs=runs), timeout=MEASURE_TIMEOUT_S)
-            self.post_message(PreviewMeasured(path, sort_findings([*findings, plan]), None))
+            self.post_message(PlanMade(path, plan))
         except Exception as exc:  # unreachable host: keep the unmeasured findings, say why
             self.post_message(PreviewMeasured(path, None, str(exc) or type(exc).__name__))
         finally:
             with contextlib.suppress(Exception):
                 await sup.close()
+
+    @on(PlanMade)
+    def _plan_made(self, message: PlanMade) -> None:
+        pv = self.preview
+        if pv is None or pv.path != message.path:
+            return
+        pv.findings = sort_findings([*(f for f in pv.findings if f.id != message.finding.id), message.finding])
+        self._render_preview()
 
     @on(PreviewMeasured)
     def _measured(self, message: PreviewMeasured) -> None:

@@ -13,11 +13,12 @@ MARKS = {"critical": "●", "warning": "▲", "info": "○", "ok": "✓"}
 
 
 def predicted_words(finding: Finding, current_tokens: int | None) -> str:
-    """`predicted 5.5 GB free per rank · −67,000 KV tokens` from the finding's prediction."""
+    """`predicted 5.50 GiB free per rank · −67,000 KV tokens` from the finding's prediction (GiB, with
+    the two decimals SGLang prints, so it reads beside the log's own figures)."""
     p = finding.predicted
     parts: list[str] = []
     if isinstance(p.get("headroom_gb"), (int, float)):
-        parts.append(f"predicted {p['headroom_gb']:.1f} GB free per rank")
+        parts.append(f"predicted {p['headroom_gb']:.2f} GiB free per rank")
     tokens = p.get("max_total_num_tokens")
     if isinstance(tokens, int):
         if current_tokens is not None:
@@ -32,6 +33,41 @@ def predicted_words(finding: Finding, current_tokens: int | None) -> str:
 
 def change_words(finding: Finding) -> str:
     return ", ".join(c.as_diff() for c in finding.changes)
+
+
+def dedupe(findings: list[Finding]) -> list[Finding]:
+    """One entry per thing said: findings with the same message and the same changes (an OOM and
+    a low-headroom finding that both carry the headroom advice) are shown once, the most severe."""
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    out: list[Finding] = []
+    for f in findings:
+        key = (f.message.strip(), tuple(c.as_diff() for c in f.changes))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(f)
+    return out
+
+
+def _direction(c: object) -> int:
+    a, b = getattr(c, "from_value", None), getattr(c, "to_value", None)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return (b > a) - (b < a)
+    return 0
+
+
+def conflicts(findings: list[Finding]) -> dict[int, str]:
+    """For a finding whose change moves a flag the other way than a more severe finding's change
+    (raise mfs for the context vs lower it for headroom), the words that reconcile them."""
+    out: dict[int, str] = {}
+    for i, f in enumerate(findings):
+        for c in f.changes:
+            for g in findings[:i]:
+                for d in g.changes:
+                    if d.flag == c.flag and _direction(c) * _direction(d) < 0:
+                        out[i] = (f"opposite to the change above ({d.as_diff()}): that one keeps the server from "
+                                  "crashing, so apply it first; this one only if what it costs is worth more")
+    return out
 
 
 class AdvicePanel(Widget):
@@ -60,7 +96,7 @@ class AdvicePanel(Widget):
         if key == self._key:
             return  # nothing new: no repaint
         self._key = key
-        self._findings = sort_findings(list(findings))
+        self._findings = dedupe(sort_findings(list(findings)))
         self._tokens = current_tokens
         self.refresh(layout=True)
 
@@ -76,7 +112,8 @@ class AdvicePanel(Widget):
         if not self._findings:
             return Text("no findings yet", style=self._style("dim"))
         lines: list[Text] = []
-        for f in self._findings:
+        opposite = conflicts(self._findings)
+        for i, f in enumerate(self._findings):
             t = Text()
             sev = f.severity if f.severity in MARKS else "info"
             t.append(MARKS[sev] + " ", style=self._style(sev))
@@ -89,6 +126,8 @@ class AdvicePanel(Widget):
                 pred = predicted_words(f, self._tokens)
                 if pred:
                     t.append(" · " + pred, style=self._style("dim"))
+                if i in opposite:
+                    t.append("\n  ↔ " + opposite[i], style=self._style("dim"))
             if self.show_arithmetic and f.arithmetic:
                 t.append("\n  " + f.arithmetic.replace("\n", "\n  "), style=self._style("dim"))
             lines.append(t)

@@ -74,32 +74,39 @@ class RunHeader(Widget):
             line.append(f" {word} ", style=self._style(key))
             since = None if self._phase_since is None else self._now - self._phase_since
             line.append(" " + fmt.hms(since))
+            uptime = fmt.iso_age(snap.run.started_at, self._now) if snap.run else None
+            if uptime is not None:
+                line.append(f" · up {fmt.hms(uptime)}", style=self._style("dim"))
             for change in snap.flag_diff:
                 line.append(*sep)
                 line.append(fmt.flag_diff_words(change), style=self._style("diff"))
             if snap.readiness:
                 line.append(*sep)
                 line.append(f"ready: {snap.readiness}", style=self._style("dim"))
+        # line 2: run id and pid from the first snapshot on (not "starting" for 20 s), then what
+        # the supervisor is doing, or /health once settled
         second = Text(no_wrap=True, overflow="ellipsis")
+        parts: list[tuple[str, Style]] = []
         if slurm:
-            second.append(f"Slurm {slurm.get('state') or 'state unknown'}", style=self._style("dim"))
+            slurm_words = f"Slurm {slurm.get('state') or 'state unknown'}"
             if slurm.get("time_left"):
-                second.append(f" · {slurm['time_left']} left", style=self._style("dim"))
-            second.append(*sep)
+                slurm_words += f" · {slurm['time_left']} left"
+            parts.append((slurm_words, self._style("dim")))
         if snap is not None:
             settled = snap.lifecycle == "running" and snap.state.phase == "ready"
-            if snap.progress and not settled:
-                second.append(snap.progress, style=self._style("progress"))
-            elif snap.run is not None:
+            if snap.run is not None:
                 r = snap.run
-                second.append(f"run {r.id}", style=self._style("dim"))
-                if r.pid is not None:
-                    second.append(f" · pid {r.pid}", style=self._style("dim"))
-                second.append(f" · started {r.started_at}", style=self._style("dim"))
-                if snap.health is not None:
-                    second.append(f" · /health {snap.health}", style=self._style("dim"))
-        if self._note:
-            if second.cell_len:
+                parts.append((f"run {r.id}" + (f" · pid {r.pid}" if r.pid is not None else ""), self._style("dim")))
+            if snap.progress and not settled:
+                kind = snap.state.crash.kind if snap.state.crash is not None else None
+                parts.append((fmt.progress_words(snap.progress, kind), self._style("progress")))
+            elif snap.run is not None and snap.health is not None:
+                parts.append((f"/health {snap.health}", self._style("dim")))
+        # a note that repeats the supervisor's own words ("stopped · stopped") is said once
+        if self._note and not any(self._note == text or self._note in text for text, _ in parts):
+            parts.append((self._note, self._style("progress")))
+        for i, (text, style) in enumerate(parts):
+            if i:
                 second.append(*sep)
-            second.append(self._note, style=self._style("progress"))
+            second.append(text, style=style)
         return Text("\n", no_wrap=True, overflow="ellipsis").join([line, second])

@@ -4,10 +4,16 @@ Lines arrive in batches (10-20 Hz) from the supervisor. Filtering is done by a m
 hands in (cockpit.core.logfilter.LineFilter, or anything with `matches`/`spans`); this widget only
 keeps, selects and paints lines. Scrolling up pauses following; new lines are counted, not shown,
 until the operator returns to the end.
+
+Reading aids: `←`/`→` scroll sideways (long lines are not cut, the view moves), `wrap` folds each
+line into screen rows instead, and a search (less-style: newest match first, then older/newer)
+jumps to matching lines in their context, unlike a filter, which hides the others.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections import deque
 from collections.abc import Iterable
 from itertools import islice
@@ -54,6 +60,9 @@ class LogPane(ScrollView, can_focus=True):
         Binding("pagedown", "scroll_pages(1)", "Page down", show=False, id="log.pagedown"),
         Binding("home", "log_home", "Oldest line", show=False, id="log.home"),
         Binding("end", "follow", "Follow", show=False, id="log.end"),
+        Binding("enter", "screen.toggle_zoom", "Maximise the log", show=False, id="log.zoom"),
+        Binding("left", "scroll_sideways(-8)", "Scroll left", show=False, id="log.left"),
+        Binding("right", "scroll_sideways(8)", "Scroll right", show=False, id="log.right"),
     ]
 
     COMPONENT_CLASSES = {"logpane--rank", "logpane--match", "logpane--error", "logpane--dim", "logpane--marker"}
@@ -75,6 +84,11 @@ class LogPane(ScrollView, can_focus=True):
         # scheduled for an older filter to stand down.
         self._unselected = 0
         self._selection = 0
+        self.wrap = False
+        self._rows_key: tuple[object, ...] = ()
+        self._rows: list[tuple[int, int]] = []  # wrapped: (index into _shown, first column)
+        self.search_rx: re.Pattern[str] | None = None
+        self.hit: int | None = None  # index into _shown of the current search match
 
     # ---- data in ----
     def add_lines(self, lines: Iterable[LogLine], dropped: int = 0) -> None:
@@ -198,6 +212,11 @@ class LogPane(ScrollView, can_focus=True):
         self.refresh()
 
     @property
+    def all_lines(self) -> list[LogLine]:
+        """The ring buffer, unfiltered (the crash dialog reads the log's last lines from it)."""
+        return list(self._lines)
+
+    @property
     def shown_lines(self) -> list[LogLine]:
         self._finish_selection()
         return list(self._shown)
@@ -208,7 +227,106 @@ class LogPane(ScrollView, can_focus=True):
         return self._matcher is None or self._matcher.matches(line.text, line.rank)
 
     def _resize(self) -> None:
-        self.virtual_size = Size(max(self._width, self.scrollable_content_region.width), len(self._shown))
+        if self.wrap:
+            self.virtual_size = Size(self.scrollable_content_region.width, len(self._wrapped_rows()))
+        else:
+            self.virtual_size = Size(max(self._width, self.scrollable_content_region.width), len(self._shown))
+
+    # ---- wrapping ----
+    def _wrapped_rows(self) -> list[tuple[int, int]]:
+        """Each shown line as screen rows of the pane's width (rebuilt when the lines or the width
+        change: at 20,000 lines ~10 ms, once per batch, only while wrapping)."""
+        width = max(1, self.scrollable_content_region.width)
+        shown = self._shown
+        key = (len(shown), id(shown[0]) if shown else None, id(shown[-1]) if shown else None, width)
+        if key != self._rows_key:
+            rows: list[tuple[int, int]] = []
+            for i, line in enumerate(shown):
+                n = max(1, math.ceil(self._cells(line) / width))
+                rows.extend((i, k * width) for k in range(n))
+            self._rows, self._rows_key = rows, key
+        return self._rows
+
+    @staticmethod
+    def _cells(line: LogLine) -> int:
+        extra = 5 if line.rank and line.text.find(line.rank, 0, 48) < 0 else 0
+        return len(line.text) + extra
+
+    def _row_of(self, index: int) -> int:
+        """The first screen row of shown line `index`."""
+        if not self.wrap:
+            return index
+        for row, (i, _start) in enumerate(self._wrapped_rows()):
+            if i == index:
+                return row
+        return 0
+
+    def toggle_wrap(self) -> None:
+        y = int(self.scroll_y)
+        rows = self._wrapped_rows() if self.wrap else []
+        top = rows[min(y, len(rows) - 1)][0] if rows else y
+        self.wrap = not self.wrap
+        self._rows_key = ()
+        self._resize()
+        self.refresh()
+        if self.paused:
+            self.call_after_refresh(lambda: self.scroll_to(y=self._row_of(min(top, max(0, len(self._shown) - 1))),
+                                                           animate=False, immediate=True))
+        else:
+            self.call_after_refresh(self._scroll_end_if_following)
+        self._update_subtitle()
+
+    def action_scroll_sideways(self, n: int) -> None:
+        if not self.wrap:
+            self.scroll_to(x=max(0, self.scroll_x + n), animate=False)
+
+    # ---- search (less-style: jump, do not hide) ----
+    def search(self, pattern: str) -> int:
+        """Jump to the newest match at or above the bottom of the view; the number of matching
+        lines (0: nothing moves). Lower-case patterns ignore case, as `less -i` does."""
+        flags = 0 if any(c.isupper() for c in pattern) else re.IGNORECASE
+        self.search_rx = re.compile(pattern, flags)  # re.error is the caller's to report
+        self._finish_selection()
+        hits = [i for i, line in enumerate(self._shown) if self.search_rx.search(line.text)]
+        self.hit = None
+        if hits:
+            bottom = self._bottom_index()
+            above = [i for i in hits if i <= bottom]
+            self._jump(above[-1] if above else hits[-1])
+        self._update_subtitle()
+        self.refresh()
+        return len(hits)
+
+    def search_next(self, older: bool) -> bool:
+        """`n` (older) / `N` (newer) from the current match; False when there is none that way."""
+        if self.search_rx is None:
+            return False
+        start = self.hit if self.hit is not None else self._bottom_index() + (1 if older else 0)
+        rng = range(start - 1, -1, -1) if older else range(start + 1, len(self._shown))
+        for i in rng:
+            if self.search_rx.search(self._shown[i].text):
+                self._jump(i)
+                return True
+        return False
+
+    def clear_search(self) -> None:
+        self.search_rx, self.hit = None, None
+        self._update_subtitle()
+        self.refresh()
+
+    def _bottom_index(self) -> int:
+        row = int(self.scroll_y) + max(1, self.size.height) - 1
+        if self.wrap:
+            rows = self._wrapped_rows()
+            return rows[min(row, len(rows) - 1)][0] if rows else 0
+        return min(row, len(self._shown) - 1)
+
+    def _jump(self, index: int) -> None:
+        self.hit = index
+        self.pause()
+        # the match a third from the top: context above and below it, as less shows it
+        self.scroll_to(y=max(0, self._row_of(index) - max(1, self.size.height) // 3), animate=False, immediate=True)
+        self.refresh()
 
     def on_resize(self) -> None:
         # A panel switch or a terminal resize changes the height: stay at the end when following.
@@ -265,6 +383,10 @@ class LogPane(ScrollView, can_focus=True):
             parts.append(f"paused · {self.new_lines} new lines · End to follow" if self.new_lines else "paused · End to follow")
         if self.dropped:
             parts.append(f"{self.dropped} lines dropped")
+        if self.search_rx is not None:
+            parts.append(f"search /{self.search_rx.pattern}/ n older · N newer")
+        if self.wrap:
+            parts.append("wrapped")
         parts.append(f"{len(self._shown)}/{len(self._lines)} lines")
         # Everything goes in the top border: the compact layout has no bottom border to spare.
         title = Text(self._title + " · ")
@@ -277,9 +399,15 @@ class LogPane(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
-        index = scroll_y + y
         width = self.scrollable_content_region.width
         base = self.rich_style
+        if self.wrap:
+            rows = self._wrapped_rows()
+            if not 0 <= scroll_y + y < len(rows):
+                return Strip.blank(width, base)
+            index, scroll_x = rows[scroll_y + y]
+        else:
+            index = scroll_y + y
         if index >= len(self._shown) or index < 0:
             return Strip.blank(width, base)
         line = self._shown[index]
@@ -297,6 +425,11 @@ class LogPane(ScrollView, can_focus=True):
         if self._matcher is not None:
             for a, b in self._matcher.spans(line.text):
                 body.stylize(self._style("match"), a, b)
+        if self.search_rx is not None:
+            current = index == self.hit
+            for m in self.search_rx.finditer(line.text):
+                if m.end() > m.start():
+                    body.stylize(self._style("marker" if current else "match"), m.start(), m.end())
         text.append_text(body)
         segments = list(text.render(self.app.console))
         strip = Strip(segments).crop(scroll_x, scroll_x + width)

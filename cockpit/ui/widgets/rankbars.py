@@ -1,4 +1,12 @@
-"""Per-rank GPU memory bars: used/total from telemetry, split by what the log says the memory holds."""
+"""Per-rank GPU memory bars: used/total from telemetry, split by what the log says the memory holds.
+
+One source for the bar and the USED column: the bar's filled length is the telemetry's used memory;
+the log's breakdown (weights, KV, graphs) only divides that length, capped to it, so a crashed run
+whose memory was released shows empty bars beside USED 0.0 rather than the last breakdown. A
+sample older than STALE_AFTER_S greys the bar and the numbers, with its age in AGE. AFTER CAPTURE is
+the free memory the log reported right after CUDA-graph capture (the headroom the advice is about),
+not live free memory: live free is TOTAL − USED, so USED + AFTER CAPTURE may exceed TOTAL once
+requests run. After the run ended it is greyed: it describes the run that ended."""
 
 from __future__ import annotations
 
@@ -169,9 +177,10 @@ class RankBars(Widget):
     def _columns(self, names: list[str]) -> tuple[int, int, int, int, int, int]:
         width = max(20, self.size.width)
         label_w = max([4, *(len(n) for n in names)])
-        compact = width < 100
-        # fixed columns: label, used/total, headroom, [util], age
-        used_w, head_w, util_w, age_w = 14, 10, 0 if compact else 5, 6
+        # Fixed columns: label, used/total, after-capture free, GPU %, age; the bar takes the rest
+        # (80 columns leave it ~35 cells). GPU % goes only under 72 columns, where the bar would
+        # shrink below a readable length.
+        used_w, head_w, util_w, age_w = 14, 13 if width >= 120 else 10, 0 if width < 72 else 5, 6
         bar_w = max(8, width - label_w - used_w - head_w - util_w - age_w - 5)
         return label_w, bar_w, used_w, head_w, util_w, age_w
 
@@ -180,7 +189,14 @@ class RankBars(Widget):
         t = Text(no_wrap=True)
         t.append("RANK".ljust(label_w) + " ", style=h)
         legend = Text()
-        for key, word in (("weights", "weights"), ("kv", "KV"), ("graphs", "graphs"), ("other", "other"), ("foreign", "foreign"), ("free", "free")):
+        long = (("weights", "weights"), ("kv", "KV"), ("graphs", "graphs"), ("other", "other"), ("foreign", "foreign"), ("free", "free"))
+        short = (("weights", "wts"), ("kv", "KV"), ("graphs", "gr"), ("other", "oth"), ("foreign", "frgn"), ("free", "free"))
+        words: tuple[tuple[str, str], ...] = long if sum(len(w) + 2 for _k, w in long) <= bar_w else short
+        # every glyph keeps its word; when even the short words do not fit, the ones in the
+        # middle go first (free is what an operator looks for, weights what fills the bar)
+        while len(words) > 2 and sum(len(w) + 2 for _k, w in words) > bar_w:
+            words = (*words[: len(words) - 2], words[-1])
+        for key, word in words:
             if legend.cell_len + len(word) + 2 > bar_w:
                 break  # only whole legend entries
             legend.append(GLYPHS[key], style=self._style(key))
@@ -188,7 +204,7 @@ class RankBars(Widget):
         legend.pad_right(bar_w - legend.cell_len)
         t.append_text(legend)
         t.append(" " + "USED/TOTAL".rjust(used_w), style=h)
-        t.append(" " + "HEADROOM".rjust(head_w), style=h)
+        t.append(" " + ("AFTER CAPTURE" if head_w >= 13 else "@CAPTURE").rjust(head_w), style=h)
         if util_w:
             t.append(" " + "GPU".rjust(util_w - 1), style=h)
         t.append(" " + "AGE".rjust(age_w), style=h)
@@ -210,33 +226,36 @@ class RankBars(Widget):
         t = Text(no_wrap=True)
         label_style = self._style("focused") if rank.rank == self._focus_rank else self._style("label")
         t.append(rank.rank.ljust(label_w) + " ", style=label_style)
-        t.append_text(self._bar(snap, rank, gpu, bar_w))
         used = gpu.used_gb if gpu else None
         total = gpu.total_gb if gpu else None
         age = (self._now - gpu.sampled_at) if gpu else None
         stale = age is None or age > STALE_AFTER_S
+        t.append_text(self._bar(snap, rank, gpu, bar_w, stale=gpu is not None and stale))
         num_style = self._style("stale") if stale else Style()
-        t.append(" " + f"{fmt.gb(used, 1)}/{fmt.gb(total, 1)} GB".rjust(used_w), style=num_style)
+        t.append(" " + f"{fmt.gb(used, 1)}/{fmt.gb(total, 1)} GiB".rjust(used_w), style=num_style)
         t.append(" ")
-        t.append_text(self._headroom(rank.avail_after_capture_gb, head_w))
+        ended = snap.state.phase in ("crashed", "stopped") or snap.lifecycle in ("stopped", "failed")
+        t.append_text(self._headroom(rank.avail_after_capture_gb, head_w, ended))
         if util_w:
             util = "?" if gpu is None or gpu.util_pct is None else f"{gpu.util_pct:.0f}%"
             t.append(" " + util.rjust(util_w - 1), style=num_style)
         t.append(" " + fmt.short_duration(age).rjust(age_w), style=num_style)
         return t
 
-    def _headroom(self, headroom: float | None, width: int) -> Text:
+    def _headroom(self, headroom: float | None, width: int, ended: bool = False) -> Text:
         if headroom is None:
             return Text("?".rjust(width), style=self._style("unknown"))
+        if ended:  # the figure of the run that ended: kept for reading, greyed, no policy dot
+            return Text(f"{headroom:.2f} GiB  ".rjust(width), style=self._style("stale"))
         if headroom >= self._policy.target_headroom_gb:
             key = "ok"
         elif headroom >= self._policy.warn_headroom_gb:
             key = "warn"
         else:
             key = "bad"
-        return Text(f"{headroom:.2f} GB ●".rjust(width), style=self._style(key))
+        return Text(f"{headroom:.2f} GiB ●".rjust(width), style=self._style(key))
 
-    def _bar(self, snap: RunSnapshot, rank: RankMemory, gpu: GpuSample | None, width: int) -> Text:
+    def _bar(self, snap: RunSnapshot, rank: RankMemory, gpu: GpuSample | None, width: int, stale: bool = False) -> Text:
         total = gpu.total_gb if gpu else None
         used = gpu.used_gb if gpu else None
         weights = rank.weights_gb or 0.0
@@ -257,6 +276,13 @@ class RankBars(Widget):
             if width > len(label) + 2:
                 t = Text("·" * 1 + label + "·" * (width - len(label) - 1), style=self._style("unknown"))
             return t
+        if used is not None:
+            # the telemetry's used memory is the bar's length; the log's breakdown divides it
+            room = max(0.0, used - foreign)
+            weights = min(weights, room)
+            kv = min(kv, room - weights)
+            graphs = min(graphs, room - weights - kv)
+            named = weights + kv + graphs
         other = max(0.0, used - named - foreign) if used is not None else 0.0
         parts = [("weights", weights), ("kv", kv), ("graphs", graphs), ("other", other), ("foreign", foreign)]
         cells: list[tuple[str, int]] = []
@@ -268,9 +294,13 @@ class RankBars(Widget):
             if end > drawn:
                 cells.append((key, end - drawn))
                 drawn = end
+        if used and not cells:
+            # a little memory (a CUDA context while loading: 0.5 of 95 GiB) is still one cell
+            cells.append(("other", 1))
+            drawn = 1
         t = Text(no_wrap=True)
         for key, n in cells:
-            t.append(GLYPHS[key] * n, style=self._style(key))
+            t.append(GLYPHS[key] * n, style=self._style("stale" if stale else key))
         if drawn < width:
             key = "free" if used is not None else "unknown"
             t.append((GLYPHS["free"] if used is not None else "·") * (width - drawn), style=self._style(key))
@@ -294,7 +324,7 @@ class RankBars(Widget):
             t.append(GLYPHS["kv"] * hc_cells, style=self._style("hicache"))
             t.append(GLYPHS["other"] * other_cells, style=self._style("other"))
             t.append(GLYPHS["free"] * (width - hc_cells - other_cells), style=self._style("free"))
-            t.append(f" {host.host} {fmt.gb(used, 0)}/{total:.0f} GB used")
+            t.append(f" {host.host} {fmt.gb(used, 0)}/{total:.0f} GB RAM used")
         else:
             t.append("·" * width, style=self._style("unknown"))
             t.append(f" {host.host} RAM unknown", style=self._style("unknown"))

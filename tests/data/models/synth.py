@@ -98,7 +98,7 @@ def tensors_for(raw: dict[str, Any]) -> list[T]:
         if c.get("topk_method") == "noaux_tc":
             out.append((m + "gate.e_score_correction_bias", "F32", [experts]))
         for e in range(experts):
-            for proj, o, i_ in (("gate_proj", inter, H), ("up_proj", inter, H), ("down_proj", H, inter)):
+            for proj, o, i_ in (("gate_proj", inter_moe, H), ("up_proj", inter_moe, H), ("down_proj", H, inter_moe)):
                 out += _linear(f"{m}experts.{e}.{proj}", o, i_, q, bool(fp8 or ct))
         ns = int(c.get("n_shared_experts") or 0)
         if ns:

@@ -1,0 +1,449 @@
+"""Diagnosis for vLLM runs: a RunState (plus profile and host facts) -> findings with vLLM flag changes.
+
+Pure: no I/O, no clocks. The advice keeps the SGLang rules' invariants: the verb matches the
+direction of the change, a change never proposes the current value, and every change shows its
+predicted effect (GiB freed, KV tokens, free memory after start-up) with the arithmetic.
+
+Finding ids:
+
+| id | severity | when |
+|---|---|---|
+| `oom_crash` | critical | CUDA OOM at run time: lower --gpu-memory-utilization by ΔB / T (or pin --kv-cache-memory-bytes) |
+| `oom_at_startup` | critical | CUDA OOM while loading or profiling: smaller batches / more GPUs |
+| `graph_capture_oom` | critical | CUDA OOM while capturing graphs: lower util, fewer/smaller graphs |
+| `init_not_enough_memory` | critical | no KV cache memory / max-model-len does not fit (RAISE util or lower --max-model-len), or free memory below util·T (LOWER util) |
+| `host_oom_killed` | critical | a worker was SIGKILLed (the host's OOM killer) |
+| `nccl_timeout` / `nccl_error` | critical | a collective timed out / NCCL failed |
+| `port_in_use` | critical | the HTTP port was taken |
+| `startup_error` | critical | the engine failed to start for a reason other than memory |
+| `crash_unclassified` | critical | the server died, no known signature |
+| `low_headroom_after_graph_capture` | critical < warn, warning < target | free memory after start-up on the worst rank |
+| `headroom_ok` | ok | free memory after start-up ≥ target on every rank |
+| `graph_estimate_off` | warning | vLLM's CUDA-graph estimate is far from the captured pool |
+| `rank_memory_imbalance` | warning | one GPU had ≥ 0.3 GiB less free at start than its peers (another process on it) |
+| `kv_pool_below_context` | warning | the KV cache holds fewer tokens than one --max-model-len request |
+| `kv_concurrency` | info | KV tokens vs --max-model-len × --max-num-seqs |
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from cockpit.backends.base import FlagError, HostFacts
+from cockpit.backends.vllm.flags import DEFAULT_VERSION, canonical, default_util, version_key
+from cockpit.backends.vllm.memory import (
+    UtilMove,
+    default_max_num_seqs,
+    floor2,
+    graph_estimate_off,
+    lower_util_for,
+    raise_util_for,
+)
+from cockpit.core.findings import Finding, FlagChange, sort_findings
+from cockpit.core.state import RunState
+
+if TYPE_CHECKING:
+    from cockpit.core.profile import Profile
+
+DEFAULT_TARGET_HEADROOM_GB = 5.0
+DEFAULT_WARN_HEADROOM_GB = 3.0
+OOM_MARGIN_GB = 1.0  # beyond the failed allocation itself, when the headroom is not in the log
+
+_RX_TOTAL = re.compile(r"total capacity of ([\d.]+) GiB")
+_RX_FREE_LOW = re.compile(
+    r"Free memory on device \S+ \(([\d.]+)/([\d.]+) GiB\) on startup is less than desired GPU memory utilization \(([\d.]+), ([\d.]+) GiB\)"
+)
+_RX_MAX_LEN = re.compile(
+    r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \((-?[\d.]+) GiB\)"
+    r"(?:\.\s*Based on the available memory, the estimated maximum model length is (\d+))?"
+)
+_RX_V0_LEN = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)")
+_RX_OOM = re.compile(r"Tried to allocate ([\d.]+) (GiB|MiB)\. GPU \d+ has a total capacity of ([\d.]+) GiB of which ([\d.]+) (GiB|MiB) is free")
+
+
+def run_version(state: RunState, profile: Profile | None = None) -> str:
+    if state.format and state.format.startswith("vllm-"):
+        v = state.format.removeprefix("vllm-")
+        if re.match(r"^\d+\.\d+", v) and not v.endswith("+"):
+            return v
+    if profile is not None and profile.version and profile.backend == "vllm":
+        return profile.version
+    return DEFAULT_VERSION
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+class _Ctx:
+    def __init__(self, state: RunState, profile: Profile | None, hosts: list[HostFacts], target: float, warn: float):
+        self.state = state
+        self.target = target
+        self.warn = warn
+        self.version = run_version(state, profile)
+        self.profile_flags: dict[str, Any] = {}
+        if profile is not None:
+            for k, v in profile.server.items():
+                try:
+                    self.profile_flags[canonical(k, self.version).dest] = v
+                except FlagError:
+                    continue
+        ranks = list(state.ranks.values())
+        self.util_source = "the log"
+        util = _num(state.server_args.get("gpu_memory_utilization"))
+        if util is None:
+            utils = [r.figures["util"] for r in ranks if "util" in r.figures]
+            util = utils[0] if utils else None
+        if util is None:
+            util = _num(self.profile_flags.get("gpu_memory_utilization"))
+            self.util_source = "the profile"
+        if util is None:
+            util = default_util(self.version)
+            self.util_source = f"vLLM {self.version}'s default"
+        self.util = util
+        totals = [r.total_gb for r in ranks if r.total_gb]
+        self.total: float | None = min(totals) if totals else None
+        if self.total is None and state.crash is not None:
+            m = _RX_TOTAL.search(state.crash.message + "\n" + "\n".join(state.crash.decisive_lines))
+            if m:
+                self.total = float(m.group(1))
+        if self.total is None:
+            gpu = [h.gpu_mem_total_gib for h in hosts if h.gpu_mem_total_gib]
+            self.total = min(gpu) if gpu else None
+        self.headroom = state.min_headroom_gb
+        self.worst = state.worst_rank
+        kvs = [r.kv_gb for r in ranks if r.kv_gb]
+        self.kv = min(kvs) if kvs else None
+        self.tokens = state.max_total_num_tokens
+        if self.tokens is None:
+            toks = [r.kv_tokens for r in ranks if r.kv_tokens]
+            self.tokens = min(toks) if toks else None
+        self.pinned_kv = self.flag("kv_cache_memory_bytes")
+
+    def flag(self, dest: str) -> Any:
+        if dest in self.state.server_args:
+            return self.state.server_args[dest]
+        return self.profile_flags.get(dest)
+
+    def move_down(self, need_gb: float) -> UtilMove | None:
+        if self.total is None:
+            return None
+        return lower_util_for(self.util, self.total, need_gb, headroom=self.headroom, kv=self.kv, tokens=self.tokens)
+
+    def batch_alternatives(self) -> list[FlagChange]:
+        alts: list[FlagChange] = []
+        seqs = _num(self.flag("max_num_seqs"))
+        default_seqs = default_max_num_seqs(self.total)
+        cur = int(seqs) if seqs else default_seqs
+        if cur:
+            alts.append(FlagChange("--max-num-seqs", int(seqs) if seqs else None, max(1, cur // 2)))
+        mbt = _num(self.flag("max_num_batched_tokens"))
+        if mbt:
+            alts.append(FlagChange("--max-num-batched-tokens", int(mbt), max(512, int(mbt) // 2)))
+        return alts
+
+
+def _util_finding(ctx: _Ctx, fid: str, severity: str, ranks: tuple[str, ...], lead: str, move: UtilMove | None,
+                  alts: list[FlagChange], why: str) -> Finding:
+    """A finding whose advice is "lower --gpu-memory-utilization", with the ΔB / T arithmetic."""
+    if move is None:
+        new = round(ctx.util - 0.03, 2)
+        msg = (f"{lead} Lower --gpu-memory-utilization {ctx.util:g} → {new:g} (from {ctx.util_source}); the GPU's total "
+               "memory is not in the log, so the GiB this frees (Δu × total) cannot be computed.")
+        return Finding(fid, severity, msg, ranks, (FlagChange("--gpu-memory-utilization", ctx.util, new),), {}, None, tuple(alts))
+    predicted: dict[str, Any] = {"freed_gb_per_gpu": round(move.moved_gb, 2)}
+    if move.headroom_after is not None:
+        predicted["headroom_gb"] = round(move.headroom_after, 2)
+    if move.tokens_after is not None:
+        predicted["max_total_num_tokens"] = move.tokens_after
+    if move.kv_after is not None:
+        predicted["kv_gb"] = round(move.kv_after, 2)
+    cost = ""
+    if move.tokens_before is not None and move.tokens_after is not None:
+        cost = f", costing {move.tokens_before - move.tokens_after:,} KV tokens ({move.tokens_before:,} → {move.tokens_after:,})"
+    after = f", predicted free after start-up ≈ {move.headroom_after:.2f} GiB (target {ctx.target:g})" if move.headroom_after is not None else ""
+    msg = (f"{lead} Lower --gpu-memory-utilization {move.util_old:g} → {move.util_new:g}: vLLM budgets a fraction of the "
+           f"card's TOTAL memory, so this frees ({move.util_old:g} − {move.util_new:g}) × {move.total:.2f} GiB = "
+           f"{move.moved_gb:.2f} GiB per GPU{why}{after}{cost}.")
+    alternatives = list(alts)
+    if move.kv_bytes_after is not None:
+        msg += (f" Or pin the KV cache instead: --kv-cache-memory-bytes {move.kv_bytes_after} ({move.kv_after:.2f} GiB per GPU, "
+                "exact, util then ignored).")
+        alternatives.insert(0, FlagChange("--kv-cache-memory-bytes", ctx.pinned_kv, move.kv_bytes_after))
+    if ctx.util_source != "the log":
+        msg += f" (--gpu-memory-utilization {ctx.util:g} is {ctx.util_source}.)"
+    return Finding(fid, severity, msg, ranks, (FlagChange("--gpu-memory-utilization", move.util_old, move.util_new),),
+                   predicted, move.arithmetic(), tuple(alternatives))
+
+
+# ---- crash rules ----------------------------------------------------------------------------------
+
+
+def _crash_findings(ctx: _Ctx) -> list[Finding]:
+    crash = ctx.state.crash
+    if crash is None:
+        return []
+    ranks = (crash.rank,) if crash.rank else ()
+    where = f" on {crash.rank}" if crash.rank else ""
+    text = crash.message + "\n" + "\n".join(crash.decisive_lines)
+    kind = crash.kind
+    if kind == "cuda_oom" and crash.phase == "startup":
+        msg = (f"CUDA out of memory during start-up{where} (line {crash.line}), while the weights loaded or the "
+               "profile run measured the activation peak: the model and one full batch do not fit. Shrink the "
+               "profiled batch, or add GPUs (--tensor-parallel-size) or quantize.")
+        alts = ctx.batch_alternatives()
+        return [Finding("oom_at_startup", "critical", msg, ranks, tuple(alts[:1]), {}, None, tuple(alts[1:]))]
+    if kind == "cuda_oom":
+        if ctx.headroom is not None:
+            lead = (f"CUDA out of memory in {crash.phase}{where} (line {crash.line}); after start-up the worst rank "
+                    f"({ctx.worst}) had only {ctx.headroom:.2f} GiB free for the activations of a large batch.")
+            move = ctx.move_down(ctx.target - ctx.headroom)
+            why = f" to reach the {ctx.target:g} GiB target"
+        else:
+            m = _RX_OOM.search(text)
+            need = OOM_MARGIN_GB
+            lead = f"CUDA out of memory in {crash.phase}{where} (line {crash.line})."
+            if m:
+                req = float(m.group(1)) / (1024 if m.group(2) == "MiB" else 1)
+                free = float(m.group(4)) / (1024 if m.group(5) == "MiB" else 1)
+                need = max(req - free, 0.0) + OOM_MARGIN_GB
+                lead += f" It needed {req:.2f} GiB with {free:.2f} GiB free."
+            move = ctx.move_down(need)
+            why = f" ({need:.2f} GiB: the failed allocation plus {OOM_MARGIN_GB:g} GiB)"
+        return [_util_finding(ctx, "oom_crash", "critical", ranks, lead, move, ctx.batch_alternatives(), why)]
+    if kind == "graph_capture_oom":
+        return [_graph_capture_oom(ctx, ranks, where, crash.line, text)]
+    if kind == "init_not_enough_memory":
+        return [_init_not_enough(ctx, ranks, where, text)]
+    if kind in ("host_oom_killed", "hicache_host_memory"):
+        msg = (f"A vLLM process was killed{where} (SIGKILL, line {crash.line}): the host's OOM killer most likely. Look for "
+               "other memory users on the host; --cpu-offload-gb and --swap-space (≤0.17) also take host RAM.")
+        return [Finding("host_oom_killed", "critical", msg, ranks)]
+    if kind == "nccl_timeout":
+        msg = (f"A NCCL collective timed out{where} (line {crash.line}): a peer rank died or hung first, or the network "
+               "between nodes stalled. The first rank that failed above this line is the cause.")
+        return [Finding("nccl_timeout", "critical", msg, ranks)]
+    if kind == "nccl_error":
+        msg = (f"NCCL failed{where} (line {crash.line}): {crash.message.strip()[:160]}. Check that every GPU is visible and "
+               "healthy, NCCL_SOCKET_IFNAME / NCCL_IB_* on multi-node runs, and shared memory (/dev/shm) in containers; "
+               "NCCL_DEBUG=INFO shows the failing call.")
+        return [Finding("nccl_error", "critical", msg, ranks)]
+    if kind == "port_in_use":
+        port = int(_num(ctx.flag("port")) or 8000)
+        msg = (f"Port {port} is already in use (line {crash.line}): another server (perhaps an earlier run that did not stop) "
+               "is listening. Stop it, or move this run to another port.")
+        return [Finding("port_in_use", "critical", msg, ranks, (FlagChange("--port", port, port + 1),))]
+    if kind == "startup_error":
+        msg = (f"vLLM failed to start{where} (line {crash.line}): {crash.message.strip()[:240]}. This is not a memory "
+               "signature: the decisive lines name the argument, model or environment problem.")
+        return [Finding("startup_error", "critical", msg, ranks)]
+    msg = f"The server died{where} (line {crash.line}) with no known signature: {crash.message.strip()[:200]}"
+    return [Finding("crash_unclassified", "critical", msg, ranks)]
+
+
+def _graph_capture_oom(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int, text: str) -> Finding:
+    m = _RX_OOM.search(text)
+    need = OOM_MARGIN_GB
+    lead = f"Out of memory while capturing CUDA graphs{where} (line {line})."
+    if m:
+        req = float(m.group(1)) / (1024 if m.group(2) == "MiB" else 1)
+        free = float(m.group(4)) / (1024 if m.group(5) == "MiB" else 1)
+        need = max(req - free, 0.0) + OOM_MARGIN_GB
+        lead += f" The capture needed {req:.2f} GiB with {free:.2f} GiB free: vLLM's graph estimate fell short."
+    alts: list[FlagChange] = []
+    size = _num(ctx.flag("max_cudagraph_capture_size"))
+    if version_key(ctx.version) >= version_key("0.11.1"):
+        cur = int(size) if size else 512
+        alts.append(FlagChange("--max-cudagraph-capture-size", int(size) if size else None, max(1, cur // 2)))
+    alts += ctx.batch_alternatives()[:1]
+    alts.append(FlagChange("--enforce-eager", bool(ctx.flag("enforce_eager")) or None, True))
+    move = ctx.move_down(need)
+    f = _util_finding(ctx, "graph_capture_oom", "critical", ranks, lead, move, alts,
+                      f" ({need:.2f} GiB: the failed allocation plus {OOM_MARGIN_GB:g} GiB)")
+    msg = f.message + " Or capture fewer/smaller graphs (--max-cudagraph-capture-size, -cc.cudagraph_mode=FULL_DECODE_ONLY); --enforce-eager last."
+    return Finding(f.id, f.severity, msg, f.ranks, f.changes, f.predicted, f.arithmetic, f.alternatives)
+
+
+def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -> Finding:
+    m = _RX_FREE_LOW.search(text)
+    if m:
+        free, total, util, requested = (float(m.group(i)) for i in range(1, 5))
+        new = min(0.99, max(0.01, floor2(free / total - 0.005)))  # below F/T with a little to spare
+        if new >= util:
+            new = round(util - 0.01, 2)
+        msg = (f"Start-up refused{where}: only {free:.2f} of {total:.2f} GiB were free, less than "
+               f"--gpu-memory-utilization {util:g} × {total:.2f} = {requested:.2f} GiB. Another process holds the GPU (an "
+               f"earlier run that did not stop?): free it, or LOWER --gpu-memory-utilization {util:g} → {new:g} "
+               f"(≤ free/total = {free / total:.3f}).")
+        budget = {"budget_gb": round(new * total, 2), "free_gb": free}
+        arith_low = f"u ≤ F/T = {free:.2f} / {total:.2f} = {free / total:.4f}; − 0.005 → {new:.2f} (rounded down)"
+        return Finding("init_not_enough_memory", "critical", msg, ranks,
+                       (FlagChange("--gpu-memory-utilization", util, new),), budget, arith_low)
+    m2 = _RX_MAX_LEN.search(text)
+    if m2:
+        length, need_kv, avail = int(m2.group(1)), float(m2.group(2)), float(m2.group(3))
+        est = int(m2.group(4)) if m2.group(4) else None
+        lead = (f"Start-up failed{where}: one request at --max-model-len {length:,} needs {need_kv:.2f} GiB of KV cache "
+                f"but only {avail:.2f} GiB were left. RAISE --gpu-memory-utilization, or LOWER --max-model-len.")
+        changes: list[FlagChange] = []
+        alts: list[FlagChange] = []
+        predicted: dict[str, Any] = {}
+        arith: str | None = None
+        if est:
+            changes.append(FlagChange("--max-model-len", length, est))
+            predicted["max_model_len"] = est
+            lead += f" vLLM estimates {est:,} tokens fit: --max-model-len {est}."
+        if ctx.total and ctx.util < 1.0:
+            up = raise_util_for(ctx.util, ctx.total, need_kv - avail + 0.1)
+            (alts if changes else changes).append(FlagChange("--gpu-memory-utilization", ctx.util, up.util_new))
+            predicted["kv_gb"] = round(avail + up.moved_gb * -1, 2)
+            arith = f"Δu = (need {need_kv:.2f} − avail {avail:.2f} + 0.1) / T {ctx.total:.2f} → {up.util_new:.2f} (rounded up)"
+            lead += f" Or raise --gpu-memory-utilization {ctx.util:g} → {up.util_new:g} (+{-up.moved_gb:.2f} GiB for KV per GPU)."
+        return Finding("init_not_enough_memory", "critical", lead, ranks, tuple(changes), predicted, arith, tuple(alts))
+    m3 = _RX_V0_LEN.search(text)
+    if m3:
+        length, fit = int(m3.group(1)), int(m3.group(2))
+        msg = (f"Start-up failed{where}: --max-model-len {length:,} is more than the {fit:,} tokens the KV cache holds. "
+               f"LOWER --max-model-len to {fit}, or RAISE --gpu-memory-utilization.")
+        return Finding("init_not_enough_memory", "critical", msg, ranks, (FlagChange("--max-model-len", length, fit),),
+                       {"max_model_len": fit})
+    # `No available memory for the cache blocks` (or auto-fit found no room): the weights and the
+    # activation peak took the whole util·T budget.
+    lead = (f"Start-up failed{where}: after the weights and the activation peak, --gpu-memory-utilization {ctx.util:g} "
+            "left no memory for the KV cache. This is the opposite of an OOM: RAISE --gpu-memory-utilization "
+            "(lowering it makes this worse), or lower --max-num-batched-tokens (a smaller activation peak).")
+    if ctx.util >= 1.0:
+        msg = lead + " --gpu-memory-utilization is already 1: the model does not fit these GPUs. Add GPUs or quantize."
+        return Finding("init_not_enough_memory", "critical", msg, ranks, tuple(ctx.batch_alternatives()[1:2]))
+    if ctx.total:
+        short = -ctx.kv if ctx.kv is not None and ctx.kv < 0 else 0.0
+        up = raise_util_for(ctx.util, ctx.total, short + 2.0)
+        msg = lead + f" Use {up.util_new:g}: +{-up.moved_gb:.2f} GiB per GPU for the KV cache."
+        arith = f"Δu = ({short:.2f} short + 2 GiB for a useful cache) / T {ctx.total:.2f} → {up.util_new:.2f} (rounded up)"
+        return Finding("init_not_enough_memory", "critical", msg, ranks,
+                       (FlagChange("--gpu-memory-utilization", ctx.util, up.util_new),),
+                       {"kv_gb": round((ctx.kv if ctx.kv is not None else 0.0) - up.moved_gb, 2)}, arith,
+                       tuple(ctx.batch_alternatives()[1:]))
+    new = round(min(1.0, ctx.util + 0.05), 2)
+    msg = lead + " The GPU's total memory is not in the log, so the step is a guess."
+    return Finding("init_not_enough_memory", "critical", msg, ranks, (FlagChange("--gpu-memory-utilization", ctx.util, new),))
+
+
+# ---- memory rules ---------------------------------------------------------------------------------
+
+
+def _headroom_findings(ctx: _Ctx) -> list[Finding]:
+    after = {r.rank: r.avail_after_capture_gb for r in ctx.state.ranks.values() if r.avail_after_capture_gb is not None}
+    if not after or ctx.headroom is None:
+        return []
+    worst = ctx.headroom
+    if worst >= ctx.target:
+        msg = (f"Free memory after start-up is {worst:.2f} GiB on the worst rank ({ctx.worst}), at or above the "
+               f"{ctx.target:g} GiB target on every rank.")
+        return [Finding("headroom_ok", "ok", msg, (), (), {"headroom_gb": round(worst, 2)})]
+    worst_ranks = tuple(sorted((r for r, v in after.items() if v <= worst + 0.05), key=lambda r: after[r]))
+    short = sum(1 for v in after.values() if v < ctx.target)
+    severity = "critical" if worst < ctx.warn else "warning"
+    lead = (f"Only {worst:.2f} GiB free after start-up on {worst_ranks[0]} ({short} of {len(after)} ranks below the "
+            f"{ctx.target:g} GiB target, warn below {ctx.warn:g}): the largest batch's activations can run out of memory.")
+    return [_util_finding(ctx, "low_headroom_after_graph_capture", severity, worst_ranks, lead,
+                          ctx.move_down(ctx.target - worst), ctx.batch_alternatives(), f" to reach the {ctx.target:g} GiB target")]
+
+
+def _graph_estimate(ctx: _Ctx) -> list[Finding]:
+    for r in ctx.state.ranks.values():
+        est, act = r.figures.get("graph_estimate_gb"), r.figures.get("graph_actual_gb")
+        if est is None or act is None or not graph_estimate_off(est, act):
+            continue
+        if act > est:
+            msg = (f"vLLM estimated {est:.2f} GiB for CUDA graphs on {r.rank} but captured {act:.2f} GiB: the KV cache was "
+                   f"sized {act - est:.2f} GiB too big, out of the activation headroom. Lower --gpu-memory-utilization by "
+                   "that much, or capture fewer graphs.")
+            move = ctx.move_down(act - est)
+            changes = (FlagChange("--gpu-memory-utilization", ctx.util, move.util_new),) if move else ()
+            pred = {"freed_gb_per_gpu": round(move.moved_gb, 2)} if move else {}
+        else:
+            msg = (f"vLLM estimated {est:.2f} GiB for CUDA graphs on {r.rank} but captured only {act:.2f} GiB: "
+                   f"{est - act:.2f} GiB per GPU that could hold KV cache stays unused. Raise --gpu-memory-utilization, or "
+                   "pin the KV cache with --kv-cache-memory-bytes (vLLM's own summary line prints the value).")
+            move = raise_util_for(ctx.util, ctx.total, est - act) if ctx.total else None
+            changes = (FlagChange("--gpu-memory-utilization", ctx.util, move.util_new),) if move else ()
+            pred = {"kv_gb_gain_per_gpu": round(-move.moved_gb, 2)} if move else {}
+        return [Finding("graph_estimate_off", "warning", msg, (r.rank,), changes, pred, move.arithmetic() if move else None)]
+    return []
+
+
+IMBALANCE_GB = 0.3  # a GPU this far below its peers' free memory at start shares it with something
+
+
+def _imbalance(ctx: _Ctx) -> list[Finding]:
+    """vLLM sizes every rank's KV cache from the smallest rank's block count: memory another process
+    holds on one GPU shrinks them all (or fails the start-up check)."""
+    free0 = {r.rank: r.pre_load_avail_gb for r in ctx.state.ranks.values() if r.pre_load_avail_gb is not None}
+    if len(free0) < 2:
+        return []
+    top = max(free0.values())
+    low = sorted(((top - v, name, v) for name, v in free0.items() if top - v >= IMBALANCE_GB), reverse=True)
+    if not low or len(low) > len(free0) // 2:
+        return []
+    gap, name, v = low[0]
+    msg = (f"{name} had {v:.2f} GiB free at start, {gap:.2f} GiB less than its peers: another process holds memory on "
+           "its GPU, and vLLM gives every rank the smallest rank's KV cache. Free that GPU, or pin the KV cache with "
+           "--kv-cache-memory-bytes a little below a healthy run's `to fit into requested memory` value.")
+    return [Finding("rank_memory_imbalance", "warning", msg, tuple(n for _, n, _ in low), (), {"gap_gb": round(gap, 2)})]
+
+
+def _kv_context(ctx: _Ctx) -> list[Finding]:
+    st = ctx.state
+    length = st.context_len or _num(ctx.flag("max_model_len"))
+    tokens = ctx.tokens
+    if not length or not tokens:
+        return []
+    length = int(length)
+    if tokens < length:
+        new = max(1024, tokens // 1024 * 1024)
+        msg = (f"The KV cache holds {tokens:,} tokens, fewer than one request at --max-model-len {length:,}: such a "
+               "request can never run. Give the cache more memory (higher --gpu-memory-utilization if the headroom "
+               "allows, --kv-cache-dtype fp8, more GPUs) or lower --max-model-len.")
+        return [Finding("kv_pool_below_context", "warning", msg, (),
+                        (FlagChange("--max-model-len", int(_num(ctx.flag("max_model_len")) or length), new),),
+                        {"max_model_len": new})]
+    seqs = _num(ctx.flag("max_num_seqs")) or default_max_num_seqs(ctx.total)
+    full = tokens / length
+    msg = f"The KV cache holds {tokens:,} tokens: {full:.2f} requests at the full --max-model-len {length:,}"
+    if seqs:
+        msg += f", against --max-num-seqs {int(seqs)} ({int(seqs) * length:,} tokens if every one were full length)"
+    msg += "; shorter requests share it, and beyond it vLLM preempts and recomputes."
+    return [Finding("kv_concurrency", "info", msg, (), (), {"full_length_requests": round(full, 2)})]
+
+
+def diagnose(
+    state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = (), *,
+    target_headroom_gb: float | None = None, warn_headroom_gb: float | None = None,
+) -> list[Finding]:
+    """Every finding for this vLLM run, most severe first."""
+    target = target_headroom_gb
+    if target is None:
+        target = profile.policy.target_headroom_gb if profile is not None else DEFAULT_TARGET_HEADROOM_GB
+    warn = warn_headroom_gb
+    if warn is None:
+        warn = profile.policy.warn_headroom_gb if profile is not None else DEFAULT_WARN_HEADROOM_GB
+    ctx = _Ctx(state, profile, list(hosts), target, min(warn, target))
+    findings = _crash_findings(ctx)
+    headroom = _headroom_findings(ctx)
+    if state.crash is not None and state.crash.kind != "cuda_oom":
+        headroom = [f for f in headroom if f.id != "headroom_ok"]
+    if state.crash is not None and state.crash.kind == "cuda_oom" and state.crash.phase != "startup":
+        headroom = [f for f in headroom if f.id != "low_headroom_after_graph_capture"]  # oom_crash says it
+    findings += headroom
+    findings += _graph_estimate(ctx)
+    findings += _imbalance(ctx)
+    findings += _kv_context(ctx)
+    return sort_findings(findings)

@@ -1,0 +1,398 @@
+"""vLLM's `vllm serve` flags, per version: the one place that knows which flag exists where.
+
+Two releases are modelled (shared/reference/vllm.md §1, §5; strings checked against vLLM's
+`engine/arg_utils.py` and `config/*.py`): **0.33.0**, the current release, and **0.16.0**
+(Feb 2026), the older release most met in the field. A version in between gets the rows whose
+`since`/`until` range covers it.
+
+`parse_serve_args` runs a real `argparse` parser built from the table (vLLM's
+FlexibleArgumentParser is an argparse subclass with abbreviations on), so prefixes
+(`--kv-cache-memory=` → `--kv-cache-memory-bytes`), ambiguity and type errors behave as vLLM's own
+command line does. Flags vLLM renamed or removed are refused with the new spelling named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from cockpit.backends.base import FlagError
+
+VERSIONS: tuple[str, ...] = ("0.16.0", "0.33.0")
+DEFAULT_VERSION = "0.33.0"
+# --gpu-memory-utilization's default moved 0.9 -> 0.92 in 0.20 (with the CUDA-graph estimate).
+UTIL_DEFAULT_CHANGED_IN = "0.20.0"
+SWAP_SPACE_REMOVED_IN = "0.18.0"
+
+FlagType = str  # "bool" | "int" | "float" | "str" | "int_list" | "json" | "bytes" | "len"
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    name: str  # canonical spelling: "--gpu-memory-utilization"
+    dest: str  # snake_case as in vLLM's EngineArgs: "gpu_memory_utilization"
+    type: FlagType
+    default: Any  # None = decided at start-up ("auto") or unset
+    aliases: tuple[str, ...] = ()
+    per_rank: bool = False  # the value applies to every GPU separately
+    choices: tuple[Any, ...] | None = None
+    help: str = ""
+    negatable: bool = False  # a BooleanOptionalAction: `--no-<flag>` exists
+
+    @property
+    def option_strings(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """"0.33.0" -> (0, 33, 0); tolerant of "0.10.1.1" and "0.11.0rc2"."""
+    parts: list[int] = []
+    for piece in version.split("."):
+        m = re.match(r"\d+", piece)
+        if not m:
+            break
+        parts.append(int(m.group()))
+    if not parts:
+        raise FlagError("", f"not a version: {version!r} (expected something like 0.33.0)")
+    return tuple(parts)
+
+
+def resolve_version(version: str | None) -> str:
+    if version is None:
+        return DEFAULT_VERSION
+    version_key(version)
+    return version
+
+
+def default_util(version: str | None) -> float:
+    """vLLM's --gpu-memory-utilization default for this version."""
+    return 0.92 if version_key(resolve_version(version)) >= version_key(UTIL_DEFAULT_CHANGED_IN) else 0.9
+
+
+# ---- renamed and removed flags -------------------------------------------------------------------
+# old spelling -> (since which version it is refused, what the operator should do instead)
+RENAMED: dict[str, tuple[str, str]] = {
+    "--cuda-graph-sizes": ("0.11.1", "use --cudagraph-capture-sizes (the list) or --max-cudagraph-capture-size (the largest size)"),
+    "--max-seq-len-to-capture": ("0.11.1", "use --max-cudagraph-capture-size"),
+    "--swap-space": (SWAP_SPACE_REMOVED_IN, "drop it: the V1 engine has no CPU swap space (preempted requests are recomputed)"),
+    "--preemption-mode": ("0.11.0", "drop it: the V1 engine always recomputes preempted requests"),
+    "--disable-log-requests": ("0.11.0", "drop it: request logging is off by default (--enable-log-requests turns it on)"),
+    "--kv-cache-memory-gb": ("0.11.0", "use --kv-cache-memory-bytes (bytes per GPU, e.g. 20G)"),
+}
+
+# ---- the table ----------------------------------------------------------------------------------
+_OLD = "0.16.0"
+_KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+_CG_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+
+_ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
+    # model
+    (("--model",), "str", None, {"help": "Name or path of the Hugging Face model (the `serve MODEL` positional)."}),
+    (("--tokenizer",), "str", None, {}),
+    (("--revision",), "str", None, {}),
+    (("--dtype",), "str", "auto", {}),
+    (("--quantization", "-q"), "str", None, {}),
+    (("--trust-remote-code",), "bool", False, {"negatable": True}),
+    (("--served-model-name",), "str", None, {}),
+    (("--max-model-len",), "len", None, {"help": "Model context length (default: from the model config; 1k, 32K, auto)."}),
+    (("--load-format",), "str", "auto", {}),
+    (("--download-dir",), "str", None, {}),
+    (("--seed",), "int", None, {}),
+    # parallelism
+    (("--tensor-parallel-size", "-tp"), "int", 1, {"help": "Number of tensor parallel groups."}),
+    (("--pipeline-parallel-size", "-pp"), "int", 1, {}),
+    (("--data-parallel-size", "-dp"), "int", 1, {}),
+    (("--data-parallel-size-local", "-dpl"), "int", None, {}),
+    (("--enable-expert-parallel",), "bool", False, {"negatable": True, "help": "Use expert parallelism for MoE layers."}),
+    (("--distributed-executor-backend",), "str", None, {"choices": ("mp", "ray", "uni", "external_launcher")}),
+    (("--nnodes", "-n"), "int", 1, {"since": "0.11.1"}),
+    (("--node-rank", "-r"), "int", 0, {"since": "0.11.1"}),
+    (("--headless",), "bool", False, {"help": "Run only the engine (no API server): the other nodes of a multi-node run."}),
+    (("--distributed-timeout-seconds",), "int", None, {"since": "0.11.1"}),
+    (("--master-addr",), "str", "127.0.0.1", {"since": "0.11.1"}),
+    (("--master-port",), "int", 29501, {"since": "0.11.1"}),
+    # memory and KV cache
+    (("--gpu-memory-utilization",), "float", 0.9, {
+        "until": UTIL_DEFAULT_CHANGED_IN, "per_rank": True,
+        "help": "The fraction of TOTAL GPU memory this instance may use (weights, activations, KV cache).",
+    }),
+    (("--gpu-memory-utilization", "--device-memory-utilization"), "float", 0.92, {
+        "since": UTIL_DEFAULT_CHANGED_IN, "per_rank": True,
+        "help": "The fraction of TOTAL GPU memory this instance may use (weights, activations, KV cache, "
+                "CUDA-graph estimate).",
+    }),
+    (("--kv-cache-memory-bytes",), "bytes", None, {
+        "per_rank": True,
+        "help": "KV cache bytes per GPU (e.g. 20G); ignores --gpu-memory-utilization.",
+    }),
+    (("--swap-space",), "float", 4, {"until": SWAP_SPACE_REMOVED_IN}),
+    (("--cpu-offload-gb",), "float", 0, {"per_rank": True}),
+    (("--kv-cache-dtype",), "str", "auto", {"choices": _KV_DTYPES}),
+    (("--block-size",), "int", None, {}),
+    (("--num-gpu-blocks-override",), "int", None, {}),
+    (("--enable-prefix-caching",), "bool", None, {"negatable": True}),
+    # scheduling
+    (("--max-num-seqs",), "int", None, {"help": "Maximum number of sequences per iteration."}),
+    (("--max-num-batched-tokens",), "int", None, {"help": "Maximum number of tokens per iteration."}),
+    (("--enable-chunked-prefill",), "bool", None, {"negatable": True}),
+    (("--performance-mode",), "str", "balanced", {"since": "0.20.0", "choices": ("balanced", "interactivity", "throughput")}),
+    # compilation and CUDA graphs
+    (("--enforce-eager",), "bool", False, {"negatable": True, "help": "Always use eager mode: no CUDA graphs."}),
+    (("--compilation-config", "-cc"), "json", None, {"help": "torch.compile / CUDA-graph config (JSON or -cc.key=value)."}),
+    (("--optimization-level", "-O"), "int", None, {"since": "0.11.1"}),
+    (("--cudagraph-capture-sizes",), "int_list", None, {"since": "0.11.1", "per_rank": True}),
+    (("--max-cudagraph-capture-size",), "int", None, {"since": "0.11.1", "per_rank": True,
+                                                      "help": "The largest batch size captured as a CUDA graph."}),
+    # HTTP server
+    (("--host",), "str", None, {}),
+    (("--port",), "int", 8000, {"help": "The port of the HTTP server."}),
+    (("--api-key",), "str", None, {}),
+    (("--api-server-count", "-asc"), "int", None, {}),
+    (("--uvicorn-log-level",), "str", "info", {}),
+    (("--disable-uvicorn-access-log",), "bool", False, {"negatable": True}),
+    (("--disable-log-stats",), "bool", False, {}),
+    (("--enable-log-requests",), "bool", False, {"negatable": True}),
+    (("--disable-log-requests",), "bool", False, {"until": "0.11.0"}),
+    (("--chat-template",), "str", None, {}),
+    (("--tool-call-parser",), "str", None, {}),
+    (("--enable-auto-tool-choice",), "bool", False, {}),
+    (("--reasoning-parser",), "str", None, {}),
+    (("--generation-config",), "str", "auto", {}),
+    # speculative decoding
+    (("--speculative-config",), "json", None, {}),
+]
+
+
+def _dest(name: str) -> str:
+    return name.lstrip("-").replace("-", "_")
+
+
+@functools.lru_cache(maxsize=32)
+def _table(version: str) -> dict[str, FlagSpec]:
+    vk = version_key(version)
+    out: dict[str, FlagSpec] = {}
+    for names, ftype, default, extra in _ROWS:
+        since, until = extra.get("since"), extra.get("until")
+        if since is not None and vk < version_key(since):
+            continue
+        if until is not None and vk >= version_key(until):
+            continue
+        spec = FlagSpec(
+            name=names[0], dest=_dest(names[0]), type=ftype, default=default, aliases=tuple(names[1:]),
+            per_rank=bool(extra.get("per_rank", False)), choices=extra.get("choices"),
+            help=extra.get("help", ""), negatable=bool(extra.get("negatable", False)),
+        )
+        if spec.dest in out:
+            raise AssertionError(f"flag table: {spec.name} defined twice for {version}")
+        out[spec.dest] = spec
+    return out
+
+
+def flag_table(version: str | None = None) -> dict[str, FlagSpec]:
+    """Every flag the given vLLM version accepts, keyed by dest (snake_case)."""
+    return dict(_table(resolve_version(version)))
+
+
+# ---- value types --------------------------------------------------------------------------------
+
+_HUMAN = re.compile(r"^(\d+(?:\.\d+)?)([kKmMgGtT]?)$")
+# vLLM's human_readable_int: lower-case suffixes are decimal, upper-case binary.
+_MULT = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def human_bytes(s: str) -> int:
+    """`40093519708`, `20G` (GiB), `20g` (GB) -> bytes."""
+    m = _HUMAN.match(s.strip())
+    if not m:
+        raise ValueError(s)
+    return int(float(m.group(1)) * _MULT[m.group(2)])
+
+
+human_bytes.__name__ = "human_readable_int"
+
+
+def model_len(s: str) -> int | str:
+    """`--max-model-len`: an int, `1k` / `32K` / `25.6k`, or `auto` / `-1` (fit to memory)."""
+    if s.strip().lower() in ("auto", "-1"):
+        return "auto"
+    return human_bytes(s)
+
+
+model_len.__name__ = "human_readable_int_or_auto"
+
+
+def _json_value(s: str) -> Any:
+    return json.loads(s)
+
+
+_json_value.__name__ = "loads"
+
+
+# ---- argparse, vLLM-shaped ---------------------------------------------------------------------
+
+
+class _Refusal(Exception):
+    pass
+
+
+class _VLLMArgParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _Refusal(message)
+
+
+@functools.lru_cache(maxsize=32)
+def _parser(version: str) -> _VLLMArgParser:
+    p = _VLLMArgParser(prog="vllm serve", add_help=False, allow_abbrev=True)
+    p.add_argument("model_tag", nargs="?", default=argparse.SUPPRESS)
+    for spec in _table(version).values():
+        kw: dict[str, Any] = {"dest": spec.dest, "default": argparse.SUPPRESS, "help": spec.help or None}
+        if spec.type == "bool":
+            kw["action"] = argparse.BooleanOptionalAction if spec.negatable else "store_true"
+        else:
+            kw["type"] = {"int": int, "float": float, "str": str, "int_list": int, "json": _json_value,
+                          "bytes": human_bytes, "len": model_len}[spec.type]
+            if spec.type == "int_list":
+                kw["nargs"] = "+"
+            if spec.choices is not None:
+                kw["choices"] = spec.choices
+        p.add_argument(*spec.option_strings, **kw)
+    return p
+
+
+_ARG_PREFIX = re.compile(r"^argument (-{1,2}[A-Za-z0-9][\w-]*)(?:/[^:]*)?: ")
+
+
+def _flag_error(message: str) -> FlagError:
+    message = _ARG_PREFIX.sub(r"argument \1: ", message)
+    flag = ""
+    m = re.match(r"argument (-{1,2}[\w-]+)", message) or re.match(r"ambiguous option: (--?[^\s=]+)", message)
+    if m:
+        flag = m.group(1)
+    else:
+        m = re.match(r"unrecognized arguments: (\S+)", message)
+        if m:
+            flag = m.group(1).split("=", 1)[0]
+    return FlagError(flag, message)
+
+
+def _renamed_error(opt: str, version: str) -> FlagError | None:
+    row = RENAMED.get(opt)
+    if row is None or version_key(version) < version_key(row[0]):
+        return None
+    return FlagError(opt, f"unrecognized arguments: {opt} (vLLM {version} no longer has it; {row[1]})")
+
+
+_DOTTED = re.compile(r"^(-cc|--compilation-config)\.([\w.]+)(?:=(.*))?$")
+
+
+def _fold_dotted(argv: list[str]) -> list[str]:
+    """vLLM's `-cc.cudagraph_mode=PIECEWISE` dotted keys -> one `--compilation-config JSON`."""
+    merged: dict[str, Any] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        m = _DOTTED.match(argv[i])
+        if not m:
+            rest.append(argv[i])
+            i += 1
+            continue
+        value = m.group(3)
+        if value is None:
+            if i + 1 >= len(argv):
+                raise FlagError(m.group(1), f"argument {argv[i]}: expected one argument")
+            value = argv[i + 1]
+            i += 1
+        i += 1
+        node = merged
+        keys = m.group(2).split(".")
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+        try:
+            node[keys[-1]] = json.loads(value)
+        except ValueError:
+            node[keys[-1]] = value
+    if merged:
+        rest += ["--compilation-config", json.dumps(merged)]
+    return rest
+
+
+def parse_serve_args(argv: list[str], version: str | None = None, *, require_model: bool = False) -> dict[str, Any]:
+    """Parse `vllm serve` arguments (everything after `serve`) as that vLLM version would.
+
+    Returns dest -> typed value for what was given (defaults are not filled in); the positional
+    model lands in `model`. Raises FlagError with argparse's wording, or naming the new flag for
+    one vLLM renamed or removed.
+    """
+    v = resolve_version(version)
+    for tok in argv:
+        if tok.startswith("--"):
+            err = _renamed_error(tok.split("=", 1)[0], v)
+            if err is not None:
+                raise err
+    args = _fold_dotted(list(argv))
+    try:
+        ns = _parser(v).parse_args(args)
+    except _Refusal as exc:
+        raise _flag_error(str(exc)) from None
+    out = dict(vars(ns))
+    tag = out.pop("model_tag", None)
+    if tag is not None:
+        if "model" in out and out["model"] != tag:
+            raise FlagError("--model", f"the model is given twice: serve {tag} and --model {out['model']}")
+        out["model"] = tag
+    if require_model and "model" not in out:
+        raise FlagError("--model", "the following arguments are required: model_tag (vllm serve MODEL)")
+    return out
+
+
+def canonical(name: str, version: str | None = None) -> FlagSpec:
+    """The flag a name refers to, as vLLM would resolve it (aliases, unique prefixes, `-tp`).
+
+    Raises FlagError for an unknown or ambiguous name, and for one vLLM renamed or removed,
+    naming what to use instead.
+    """
+    v = resolve_version(version)
+    table = _table(v)
+    raw = name.strip()
+    bare = raw.lstrip("-").replace("_", "-")
+    if not bare:
+        raise FlagError(raw, f"not a flag name: {raw!r}")
+    by_option: dict[str, FlagSpec] = {}
+    for spec in table.values():
+        for o in spec.option_strings:
+            by_option[o] = spec
+    for opt in ("--" + bare, "-" + bare):
+        if opt in by_option:
+            return by_option[opt]
+    opt = "--" + bare
+    err = _renamed_error(opt, v)
+    if err is not None:
+        raise err
+    matches = [o for o in by_option if o.startswith(opt)]
+    if len(matches) == 1:
+        return by_option[matches[0]]
+    if len(matches) > 1:
+        raise FlagError(raw, f"ambiguous option: {opt} could match {', '.join(matches)}")
+    raise FlagError(raw, f"unrecognized arguments: {opt} (not a flag of vLLM {v})")
+
+
+def value_to_argv(spec: FlagSpec, value: Any) -> list[str]:
+    """One flag and its value as argv items (`--no-x` for a negatable flag set to false)."""
+    if spec.type == "bool":
+        if value:
+            return [spec.name]
+        return ["--no-" + spec.name[2:]] if spec.negatable and value is False else []
+    if value is None:
+        return []
+    if spec.type == "int_list":
+        items = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").split()
+        return [spec.name, *(str(i) for i in items)]
+    if spec.type == "json" and not isinstance(value, str):
+        return [spec.name, json.dumps(value)]
+    if isinstance(value, float):
+        return [spec.name, repr(value)]
+    return [spec.name, str(value)]

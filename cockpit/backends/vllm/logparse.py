@@ -1,0 +1,783 @@
+"""vLLM's log grammar (0.10 through 0.33, shared/reference/vllm.md §2, §3, §7, §8) -> core events.
+
+A record is `[(<process> pid=<pid>) ]*LEVEL MM-DD HH:MM:SS [file.py:line] msg`: zero or more
+process groups (stacked in ≤0.30 and under Ray; the innermost worker group names the rank), no
+year, no milliseconds. In 0.31+ tqdm bars, uvicorn lines and the tracebacks after
+`Process EngineCore:` are bare; in ≤0.30 they carry the writer's process group but no level.
+Every wrapper the operator's tooling adds in front (docker compose `svc  | `, Kubernetes CRI
+`<time> stdout F `, `srun -l` `0: `, journald) is learnt from a line that holds a vLLM record and
+stripped from the lines after it.
+
+Rank labels follow the core's convention: `TP3`, `PP1 TP0`, `DP1 TP3` (`Worker_DP1_PP1_TP3_EP11`
+-> `DP1 PP1 TP3`). With TP = PP = 1 the worker runs inside EngineCore, so EngineCore's per-rank
+memory lines are `TP0`. A bare `(Worker pid=P)` is resolved through the `world_size=… rank=…`
+line that worker printed.
+
+The year is not in the log: timestamps come out as `YYYY-MM-DD HH:MM:SS` with the year taken from
+the reference date (the file's modification time, or now) and moved on at a Dec → Jan rollover,
+so that every layer that reads a timestamp reads vLLM's the same way as SGLang's.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from cockpit.core import events as ev
+from cockpit.core.events import Event
+from cockpit.core.sanitize import clean_text
+from cockpit.core.state import RunState
+
+LINE_CAP = 64 * 1024
+READ_CHUNK = 1 << 20
+
+_GROUP = r"\([^()]*? pid=\d+(?:, ip=[^)]*)?\) "
+_RX_RECORD = re.compile(
+    r"(?P<prefixes>(?:" + _GROUP + r")*)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<md>\d{2}-\d{2}) (?P<hms>\d{2}:\d{2}:\d{2}) \[?(?P<file>[^\]\s]+):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
+)
+_RX_GROUP_ANYWHERE = re.compile(_GROUP)
+_RX_GROUPS_ONLY = re.compile(r"^(?P<prefixes>(?:" + _GROUP + r")+)(?P<msg>.*)$")
+_RX_TORCH_RANK = re.compile(r"^\[rank(\d+)\]:\s?")
+_RX_ONE_GROUP = re.compile(r"\((?P<name>[^()]*?) pid=(?P<pid>\d+)(?:, ip=[^)]*)?\)")
+_RX_WORKER = re.compile(r"^(?:VllmWorkerProcess|RayWorkerVllm|VllmWorker|Worker)(?:[-_ ](?P<tags>.+))?$")
+_RX_TAG = re.compile(r"(?P<kind>DP|PP|PCP|TP|DCP|EP)(?P<idx>\d+)|rank=(?P<rank>\d+)|^(?P<mp>\d+)$")
+_RX_ENGINE = re.compile(r"^EngineCore(?:_(?:DP)?(?P<dp>\d+))?$")
+# What operators' tooling puts in front of a line (learnt, never assumed).
+_WRAPPERS = (
+    re.compile(r"^\S+\s+\|\s?"),  # docker compose
+    re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d) (?:stdout|stderr) [FP] "),  # Kubernetes CRI
+    re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d) "),  # docker logs -t, kubectl --timestamps
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@-]+\[\d+\]: "),  # journald
+    re.compile(r"^\d+: "),  # srun -l
+    re.compile(r"^\[\d{4}-\d\d-\d\d[T ][^\]]*\] "),  # CI / launcher time stamps
+    re.compile(r"^\[[\w.-]+\]: "),  # a launcher's `[vllm]: `
+    re.compile(r"^\s+\|\s"),  # Buildkite's column
+)
+_CARET_ANSI = re.compile(r"\^\[\[[0-9;]*[A-Za-z]|\s?\[\d{1,2}(?:;\d{1,2})?m\s?")
+
+_F = r"(-?[\d.]+)"
+_RX_VERSION = re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(?P<v>[^)\s]+)\)|vLLM (?:API )?server version (?P<v2>[^\s,]+)")
+_RX_WORLD = re.compile(r"world_size=(\d+) rank=(\d+) local_rank=(\d+)")
+_RX_LOAD = re.compile(r"Model loading took " + _F + r" ?Gi?B(?: memory)? and " + _F + r" ?s")
+_RX_AVAIL_KV = re.compile(r"Available KV cache memory: " + _F + r" ?GiB")
+_RX_KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
+_RX_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request")
+_RX_GRAPH_DONE = re.compile(r"Graph capturing finished in (\d+) secs?(?:, took " + _F + r" GiB)?")
+_RX_POOL = re.compile(r"CUDA graph pool memory: " + _F + r" GiB \(actual\), " + _F + r" GiB \(estimated\)")
+_RX_ESTIMATE = re.compile(r"Estimated CUDA graph memory: " + _F + " GiB")
+_RX_UTIL_EQ = re.compile(r"--gpu-memory-utilization=([\d.]+) is equivalent to --gpu-memory-utilization=([\d.]+)")
+# 0.26+; 0.16 says `X GiB for weight, … for non-torch memory` and (0.11-era) gives the KV in bytes
+# with no GiB beside the suggestions
+_RX_SUMMARY = re.compile(
+    r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup\. Desired GPU memory utilization is "
+    r"\((?P<util>[\d.]+), (?P<req>[\d.]+) GiB\)\. Actual usage is (?P<usage>.*?)\. Replace gpu_memory_utilization "
+    r"config with `--kv-cache-memory=(?P<b_req>-?\d+)`(?: \((?P<g_req>-?[\d.]+) GiB\))? to fit into requested memory, "
+    r"or `--kv-cache-memory=(?P<b_gpu>-?\d+)`(?: \((?P<g_gpu>-?[\d.]+) GiB\))? to fully utilize gpu memory\. "
+    r"Current kv cache memory in use is (?P<kv>-?[\d.]+) (?P<kv_unit>GiB|bytes)"
+)
+_RX_USAGE_NEW = re.compile(_F + r" GiB for consumed memory \(weights \+ non-torch\), " + _F + r" GiB for peak activation, and "
+                           + _F + " GiB for CUDAGraph memory")
+_RX_USAGE_OLD = re.compile(_F + r" GiB for weight, " + _F + r" GiB for peak activation, " + _F
+                           + r" GiB for non-torch memory, and " + _F + " GiB for CUDAGraph memory")
+_RX_STARTING = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
+_RX_PORT = re.compile(r":(\d+)/?$")
+_RX_STAT = re.compile(r"(Avg prompt throughput|Avg generation throughput|Running|Waiting|Pending|Preemptions|"
+                      r"GPU KV cache usage|KV cache usage): ([\d.]+)")
+_RX_FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+_RX_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)): ?(.*)$")
+_SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
+_RX_OOM_REQ = re.compile(r"Tried to allocate " + _SIZE)
+_RX_OOM_GPU = re.compile(r"GPU (\d+) has a total capacity")
+_RX_OOM_TOTAL = re.compile(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
+_RX_DIED = re.compile(r"died(?: unexpectedly \(|, )exit code: (-?\d+)")
+_RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^}]*)\}")
+_UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,
+              "KB": 1e3 / 2**30, "MB": 1e6 / 2**30, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}
+# Exceptions that only wrap a root cause printed elsewhere: never the crash's message.
+_WRAPPER_EXCEPTIONS = ("Engine core initialization failed", "WorkerProc initialization failed",
+                       "EngineCore encountered an issue", "Frontend process failed")
+# Messages only vLLM prints (a log whose heads were stripped by the reporter still reads as vLLM).
+_VLLM_MESSAGES = ("Loading model weights took", "Model loading took", "Memory profiling results", "# GPU blocks:",
+                  "Maximum concurrency for", "KV cache size:", "gpu_memory_utilization", "max_model_len",
+                  "Avg prompt throughput", "EngineCore", "Available KV cache memory")
+# Text only a start-up failure prints: a crash with nothing sharper is a start-up crash.
+_STARTUP_MARKS = ("failed to start", "Timed out waiting for engine core", "initialization failed", "in init_device", "in load_model", "in load_weights",
+                  "in initialize_model_parallel", "in init_worker_distributed_environment", "in _initialize_kv_caches",
+                  "in determine_available_memory", "in profile_run", "in wait_for_ready", "in _init_executor",
+                  "ncclCommInitRank", "'init_device'", "warming up sampler", "in _dummy_sampler_run",
+                  "in compile_or_warm_up_model", "in _wait_for_engine_startup", "in wait_for_engine_startup",
+                  "in launch_core_engines", "in make_async_mp_client", "in from_vllm_config",
+                  "in build_async_engine_client", "_repack(", "in gptq_marlin_repack", "in process_weights_after_loading", "in init_distributed_environment",
+                  "in _init_workers_ray", "in init_worker", "Loading safetensors checkpoint shards")
+_NCCL_ERROR_MARKS = ("NCCL error", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError",
+                     "ncclInvalidUsage", "ncclRemoteError", "unhandled system error", "unhandled cuda error")
+
+
+def _gib(num: str, unit: str) -> float | None:
+    try:
+        return round(float(num) * _UNITS_GIB.get(unit, 1.0), 4)
+    except ValueError:
+        return None
+
+
+def _clean(raw: bytes) -> str:
+    """One line's bytes -> text: CRLF, tqdm `\\r` redraws (the last segment), ANSI, bad UTF-8."""
+    if b"\r" in raw:
+        raw = raw.rstrip(b"\r")
+        cut = raw.rfind(b"\r")
+        if cut != -1:
+            raw = raw[cut + 1 :]
+    text = raw[:LINE_CAP].decode("utf-8", "replace")
+    if not text.isprintable():  # most lines are; the rest lose every escape and control character
+        text = clean_text(text, keep_newlines=False)
+    if "[" in text and ("^[[" in text or "m " in text):
+        # colour codes pasted without their ESC byte (`^[[0;36m`, ` [36m`)
+        text = _CARET_ANSI.sub(lambda m: " " if m.group(0).startswith(" ") and m.group(0).endswith(" ") else "", text)
+    return text
+
+
+def rank_label_for(name: str, dp_size: int | None = None) -> tuple[str | None, str]:
+    """A process group's name -> (rank label or None, role: "worker" | "engine" | "api" | "other")."""
+    m = _RX_WORKER.match(name)
+    if m:
+        tags = m["tags"] or ""
+        found: dict[str, int] = {}
+        for t in _RX_TAG.finditer(tags):
+            if t["kind"]:
+                found[t["kind"]] = int(t["idx"])
+            elif t["rank"] is not None:
+                found["TP"] = int(t["rank"])
+            elif t["mp"] is not None:
+                found["TP"] = int(t["mp"])
+        if not found:
+            return None, "worker"
+        parts = [f"{k}{found[k]}" for k in ("DP", "PP") if k in found]
+        parts.append(f"TP{found.get('TP', 0)}")
+        return " ".join(parts), "worker"
+    m = _RX_ENGINE.match(name)
+    if m:
+        dp = int(m["dp"]) if m["dp"] is not None else 0
+        if dp > 0 or (dp_size or 1) > 1:
+            return f"DP{dp} TP0", "engine"
+        return "TP0", "engine"
+    if name.startswith(("APIServer", "ApiServer", "MainProcess", "DPSupervisor")):
+        return None, "api"
+    return None, "other"
+
+
+class VLLMLogParser:
+    """Feed it bytes in any chunking; it returns the events of every line completed so far."""
+
+    def __init__(self, *, reference_time: float | None = None) -> None:
+        self._pending = b""
+        self._lines = 0
+        ref = time.gmtime(reference_time if reference_time is not None else time.time())
+        self._ref_year, self._ref_month = ref.tm_year, ref.tm_mon
+        self._year: int | None = None
+        self._last_month: int | None = None
+        self._wrappers: list[re.Pattern[str]] = []
+        self._pid_label: dict[str, str] = {}
+        self._dp_size: int | None = None
+        self.version: str | None = None
+        self._era: str | None = None
+        self._fmt_sent: str | None = None
+        self._kv_tokens: int | None = None
+        self._context_len: int | None = None
+        self._tokens_sent = False
+        self._kv_sized = False
+        self._kv_gb: dict[str, float] = {}  # rank -> `Available KV cache memory`
+        self._capturing = False
+        self._crashed = False
+        self._workers_seen = False
+        self.recognised = 0  # lines read as vLLM's: records, process groups, or lines with events
+        self._last_was_vllm = False
+        self._v2 = False  # the V2 model runner captures graphs twice (the first to measure them)
+        self._ready = False
+        self._serving_told = False
+        self._startup_told = False
+
+    @property
+    def lines_seen(self) -> int:
+        return self._lines
+
+    @property
+    def fmt(self) -> str:
+        if self.version:
+            return f"vllm-{self.version}"
+        return f"vllm-{self._era}" if self._era else "vllm-unknown"
+
+    def skip_lines(self, n: int) -> None:
+        self._lines += n
+
+    def feed(self, data: bytes) -> list[Event]:
+        out: list[Event] = []
+        if not data:
+            return out
+        buf = self._pending + data
+        lines = buf.split(b"\n")
+        self._pending = lines.pop()
+        if len(self._pending) > LINE_CAP * 4:
+            self._pending = self._pending[-LINE_CAP:]  # a bar redrawn for hours: keep its tail
+        for raw in lines:
+            self._lines += 1
+            self.classify(self._lines, _clean(raw), out)
+        return out
+
+    def finish(self) -> list[Event]:
+        out: list[Event] = []
+        if self._pending:
+            self._lines += 1
+            self.classify(self._lines, _clean(self._pending), out)
+            self._pending = b""
+        self._flush_tokens(out, self._lines, None, before_capture=not self._crashed)
+        if self._fmt_sent is None and (self._crashed or self._kv_tokens is not None or self._ready):
+            self._send_fmt(self._lines, None, out)  # vLLM's messages without any of its heads
+        return out
+
+    # ---- one line ---------------------------------------------------------------------------
+
+    def _unwrap(self, text: str) -> str:
+        for _ in range(3):
+            for rx in self._wrappers:
+                m = rx.match(text)
+                if m:
+                    text = text[m.end() :]
+                    break
+            else:
+                return text
+        return text
+
+    def _learn_wrapper(self, head: str) -> None:
+        rest = head
+        for _ in range(3):
+            for rx in _WRAPPERS:
+                m = rx.match(rest)
+                if m:
+                    if rx not in self._wrappers:
+                        self._wrappers.append(rx)
+                    rest = rest[m.end() :]
+                    break
+            else:
+                return
+
+    def _learn_from_group_line(self, text: str) -> str | None:
+        """A wrapper in front of a process group on a line without a level (≤0.30 bare text)."""
+        gm = _RX_GROUP_ANYWHERE.search(text)
+        if gm is None or gm.start() == 0:
+            return None
+        before = len(self._wrappers)
+        self._learn_wrapper(text[: gm.start()])
+        if len(self._wrappers) == before:
+            return None
+        return self._unwrap(text)
+
+    def _ts(self, md: str, hms: str) -> str:
+        month = int(md[:2])
+        if self._year is None:
+            self._year = self._ref_year - 1 if month > self._ref_month else self._ref_year
+        elif self._last_month == 12 and month == 1:
+            self._year += 1
+        self._last_month = month
+        return f"{self._year}-{md} {hms}"
+
+    def _label(self, prefixes: str) -> tuple[str | None, str]:
+        """The innermost worker group names the rank; else the innermost engine/api group."""
+        best: tuple[str | None, str] = (None, "other")
+        for g in _RX_ONE_GROUP.finditer(prefixes):
+            name, pid = g["name"].strip(), g["pid"]
+            label, role = rank_label_for(name, self._dp_size)
+            if role == "worker":
+                if label is not None:
+                    self._pid_label[pid] = label
+                    if self._era is None or self._era < "0.11+":
+                        self._era = "0.11+" if name.startswith("Worker_") else "0.10"
+                else:
+                    label = self._pid_label.get(pid)
+                best = (label, "worker")
+            elif best[1] != "worker":
+                best = (label, role)
+        return best
+
+    def classify(self, line: int, text: str, out: list[Event]) -> None:
+        before = len(out)
+        self._classify(line, text, out)
+        if len(out) > before or self._last_was_vllm:
+            self.recognised += 1
+
+    def _classify(self, line: int, text: str, out: list[Event]) -> None:
+        self._last_was_vllm = False
+        if self._wrappers:
+            text = self._unwrap(text)
+        if text[:1] == "{" and '"message"' in text and self._json_record(line, text, out):
+            return
+        if " HTTP/1." in text and "INFO:  " in text[:80]:
+            # uvicorn's access lines are most of a busy log: one look for a /health 200, nothing more
+            self._last_was_vllm = True
+            if not self._ready and '"GET /health HTTP/' in text and text.rstrip().endswith("200 OK"):
+                self._serving_evidence(line, None, out)
+            return
+        m = _RX_RECORD.search(text)
+        if m is not None and m.start() > 0:
+            head = text[: m.start()]
+            if _RX_GROUPS_ONLY.match(head + " ") is None:
+                self._learn_wrapper(head)
+        ts: str | None = None
+        rank: str | None = None
+        role = "other"
+        if m is not None:
+            self._last_was_vllm = True
+            ts = self._ts(m["md"], m["hms"])
+            rank, role = self._label(m["prefixes"])
+            msg = m["msg"]
+            if role == "worker":
+                self._workers_seen = True
+            pid_m = _RX_ONE_GROUP.search(m["prefixes"] or "")
+            if m["file"] == "model_runner.py" and m["msg"].startswith(("Using V2", "Graph capturing finished")):
+                self._v2 = True
+            self._record(line, ts, rank, role, msg, pid_m["pid"] if pid_m else None, out)
+            if self.fmt != self._fmt_sent:  # the first record proves the format; an era may sharpen it
+                self._send_fmt(line, ts, out)
+        else:
+            g = _RX_GROUPS_ONLY.match(text)
+            if g is None and "pid=" in text:
+                unwrapped = self._learn_from_group_line(text)
+                if unwrapped is not None:
+                    text = unwrapped
+                    g = _RX_GROUPS_ONLY.match(text)
+            if g is not None:
+                self._last_was_vllm = True
+                rank, role = self._label(g["prefixes"])
+                msg = g["msg"]
+            else:
+                msg = text
+                r = _RX_TORCH_RANK.match(text)
+                if r is not None:  # torch.distributed's `[rank2]:` (NCCL watchdog, tracebacks of ranks)
+                    rank, role, msg = f"TP{r[1]}", "worker", text[r.end():]
+            self._bare(line, rank, role, msg, out)
+            if self._fmt_sent is None and (g is not None or "vllm" in text.lower()):
+                self._send_fmt(line, None, out)  # a vLLM process group, or vLLM's own code in a traceback
+        if role == "engine" and self._workers_seen:
+            rank = None  # with worker processes, EngineCore is no rank: it reports theirs
+        self._anywhere(line, ts, rank, msg, out)
+
+    def _json_record(self, line: int, text: str, out: list[Event]) -> bool:
+        """0.32+ `--logging-config.formatter json`: one object per record, `processName` the
+        multiprocessing name (`VllmWorker-3`, `EngineCore`, `MainProcess`)."""
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return False
+        if not isinstance(obj, dict) or not isinstance(obj.get("message"), str):
+            return False
+        self._last_was_vllm = True
+        asctime = str(obj.get("asctime") or "")
+        ts = asctime[:19] if len(asctime) >= 19 and asctime[4:5] == "-" else None
+        rank, role = rank_label_for(str(obj.get("processName") or ""), self._dp_size)
+        if role == "worker":
+            self._workers_seen = True
+        first, *rest = obj["message"].split("\n")
+        self._record(line, ts or "", rank, role, first, str(obj.get("process") or "") or None, out)
+        if self.fmt != self._fmt_sent:
+            self._send_fmt(line, ts, out)
+        self._anywhere(line, ts, rank if role != "engine" or not self._workers_seen else None, first, out)
+        for part in rest:  # a traceback inside the message
+            self._bare(line, rank, role, part, out, ts=ts)
+            self._anywhere(line, ts, rank, part, out)
+        return True
+
+    # ---- records ------------------------------------------------------------------------------
+
+    def _record(self, line: int, ts: str, rank: str | None, role: str, msg: str, pid: str | None,
+                out: list[Event]) -> None:
+        c = msg[:1]
+        mem_rank = rank if role in ("worker", "engine") else None
+        if c == "M":
+            if msg.startswith("Model loading took"):
+                m = _RX_LOAD.search(msg)
+                if m and mem_rank is not None:
+                    out.append(ev.WeightLoadEnd(line, ts, mem_rank, float(m[2]), None, float(m[1]), None))
+            elif msg.startswith("Maximum concurrency for"):
+                m = _RX_CONCURRENCY.search(msg)
+                if m:
+                    self._context_len = int(m[1].replace(",", ""))
+            return
+        if c == "A":
+            if msg.startswith("Available KV cache memory"):
+                m = _RX_AVAIL_KV.search(msg)
+                if m and mem_rank is not None:
+                    self._kv_gb[mem_rank] = float(m[1])
+                    out.append(ev.RankMemoryFigures(line, ts, mem_rank, {"kv_gb": float(m[1])}))
+            elif msg.startswith("Avg prompt throughput"):
+                self._stats(line, ts, msg, out)
+            elif msg.startswith("Auto-fit max_model_len"):
+                pass
+            return
+        if c == "E" and msg.startswith("Engine ") and "Avg prompt throughput" in msg:
+            self._stats(line, ts, msg, out)
+            return
+        if c == "E" and msg.startswith("Estimated CUDA graph memory:"):
+            m = _RX_ESTIMATE.search(msg)
+            if m and mem_rank is not None:  # the V1 runner's estimate (0.18+), before KV sizing
+                out.append(ev.RankMemoryFigures(line, ts, mem_rank, {"graph_estimate_gb": float(m[1])}))
+            return
+        if " Engines Aggregated: " in msg[:30]:
+            self._stats(line, ts, msg, out)
+            return
+        if "KV cache size:" in msg[:30]:
+            m = _RX_KV_TOKENS.search(msg)
+            if m:
+                if "Maximum concurrency" in msg:
+                    self._era = "0.28+"  # the KV size and concurrency lines merged in 0.28
+                self._kv_tokens = int(m[1].replace(",", ""))
+                mc = _RX_CONCURRENCY.search(msg)
+                if mc:
+                    self._context_len = int(mc[1].replace(",", ""))
+                self._kv_sized = True
+                self._capturing = False
+                for r, gb in self._kv_gb.items():
+                    out.append(ev.KvCacheAllocated(line, ts, r, self._kv_tokens, gb, None, None))
+                self._flush_tokens(out, line, ts, before_capture=True, final=False)
+            return
+        if c == "G" and msg.startswith("Graph capturing finished"):
+            m = _RX_GRAPH_DONE.search(msg)
+            if m and mem_rank is not None:
+                if (self._kv_sized or not self._v2) and m[2] is not None:
+                    out.append(ev.GraphCaptureEnd(line, ts, mem_rank, "cuda graph", float(m[1]), float(m[2]), None))
+                elif not self._capturing:
+                    out.append(ev.GraphCaptureBegin(line, ts, mem_rank, "cuda graph (memory profiling)", None))
+            self._capturing = False
+            return
+        if c == "C":
+            if msg.startswith("CUDA graph pool memory"):
+                m = _RX_POOL.search(msg)
+                if m and mem_rank is not None:
+                    out.append(ev.RankMemoryFigures(line, ts, mem_rank, {"graph_actual_gb": float(m[1]),
+                                                                       "graph_estimate_gb": float(m[2])}))
+            elif msg.startswith("CUDA graph memory profiling is"):
+                m = _RX_UTIL_EQ.search(msg)
+                if m and mem_rank is not None:
+                    out.append(ev.RankMemoryFigures(line, ts, mem_rank, {"util": float(m[1]),
+                                                                       "util_without_graph_estimate": float(m[2])}))
+            return
+        if c == "F" and msg.startswith("Free memory on device (") and " on startup. Desired" in msg:
+            self._summary(line, ts, mem_rank, msg, out)
+            return
+        if c == "w" and msg.startswith("world_size="):
+            m = _RX_WORLD.search(msg)
+            if m:
+                label = rank if rank is not None and role == "worker" else (pid and self._pid_label.get(pid))
+                if not label:
+                    label = f"TP{int(m[2])}"
+                    if pid:
+                        self._pid_label[pid] = label
+                out.append(ev.DistInitBegin(line, ts, label, self.fmt))
+            return
+        if c == "n" and msg.startswith("non-default args:"):
+            self._args(line, ts, msg, out)
+            return
+        if c == "I" and msg.startswith("Initializing"):
+            m = _RX_VERSION.search(msg)
+            if m:
+                self._set_version(m["v"] or m["v2"], line, ts, out)
+            return
+        if c == "v" and msg.startswith("vLLM "):
+            m = _RX_VERSION.search(msg)
+            if m:
+                self._set_version(m["v"] or m["v2"], line, ts, out)
+            return
+        if c == "i" and msg.startswith("init engine (profile, create kv cache, warmup model) took"):
+            self._flush_tokens(out, line, ts, before_capture=False)
+            return
+        if c == "S" and msg.startswith("Starting vLLM "):
+            m = _RX_STARTING.search(msg)
+            if m:
+                self._flush_tokens(out, line, ts, before_capture=False)
+                pm = _RX_PORT.search(m[1])
+                out.append(ev.UvicornRunning(line, ts, None, int(pm[1]) if pm else None))
+            return
+        if c == "D" and msg.startswith("Dumping scheduler output for model execution"):
+            out.append(ev.FailedBatch(line, ts, None, _batch_kind(msg)))
+            return
+        # the rest of a multi-line record (≤0.30 tracebacks) reads like bare text
+        self._bare(line, rank, role, msg, out, ts=ts)
+
+    def _serving_evidence(self, line: int, ts: str | None, out: list[Event]) -> None:
+        """Only a serving server prints stats lines or answers /health with 200."""
+        if not self._ready and not self._crashed:
+            self._ready = True
+            self._flush_tokens(out, line, ts, before_capture=False)
+            out.append(ev.ServerReady(line, ts, None))
+
+    def _stats(self, line: int, ts: str, msg: str, out: list[Event]) -> None:
+        self._serving_evidence(line, ts, out)
+        f = {k: float(v) for k, v in _RX_STAT.findall(msg)}
+        usage = f.get("GPU KV cache usage", f.get("KV cache usage"))
+        waiting = f.get("Waiting", f.get("Pending"))
+        out.append(ev.ServingStats(
+            line, ts, None, f.get("Avg prompt throughput"), f.get("Avg generation throughput"),
+            int(f["Running"]) if "Running" in f else None, int(waiting) if waiting is not None else None,
+            round(usage / 100.0, 4) if usage is not None else None,
+            int(f["Preemptions"]) if "Preemptions" in f else None,
+        ))
+
+    def _summary(self, line: int, ts: str, rank: str | None, msg: str, out: list[Event]) -> None:
+        m = _RX_SUMMARY.search(msg)
+        if m is None or rank is None:
+            return
+        free0, total, util, requested = float(m["free"]), float(m["total"]), float(m["util"]), float(m["req"])
+        kv = float(m["kv"]) if m["kv_unit"] == "GiB" else round(float(m["kv"]) / 2**30, 2)
+        usage = m["usage"]
+        u = _RX_USAGE_NEW.search(usage)
+        if u:
+            consumed, act, graph = float(u[1]), float(u[2]), float(u[3])
+        else:
+            o = _RX_USAGE_OLD.search(usage)
+            if o is None:
+                return
+            consumed, act, graph = float(o[1]) + float(o[3]), float(o[2]), float(o[4])
+        figures = {
+            "pre_load_avail_gb": free0, "total_gb": total, "kv_gb": kv,
+            # what this rank leaves free once start-up is done: its free memory at start, less what
+            # weights + non-torch, the KV cache and the captured graphs hold (the peak activation is
+            # handed back, and needed again by the largest batch)
+            "avail_after_capture_gb": round(free0 - consumed - kv - graph, 2),
+            "util": util, "requested_gb": requested, "consumed_gb": consumed,
+            "peak_activation_gb": act, "cudagraph_gb": graph,
+            "kv_fit_requested_bytes": float(m["b_req"]), "kv_fit_gpu_bytes": float(m["b_gpu"]),
+            "kv_fit_requested_gb": round(float(m["b_req"]) / 2**30, 2), "kv_fit_gpu_gb": round(float(m["b_gpu"]) / 2**30, 2),
+        }
+        out.append(ev.RankMemoryFigures(line, ts, rank, figures))
+        if self._kv_tokens is not None:
+            out.append(ev.KvCacheAllocated(line, ts, rank, self._kv_tokens, kv, None, None))
+
+    def _args(self, line: int, ts: str, msg: str, out: list[Event]) -> None:
+        body = msg.partition(":")[2].strip()
+        try:
+            args = ast.literal_eval(body)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return
+        if not isinstance(args, dict):
+            return
+        args = {str(k): v for k, v in args.items()}
+        if "model_tag" in args and "model" not in args:
+            args["model"] = args["model_tag"]
+        args.pop("model_tag", None)
+        dp = args.get("data_parallel_size")
+        if isinstance(dp, int):
+            self._dp_size = dp
+        out.append(ev.ServerArgs(line, ts, None, args, "vllm"))
+        self._fmt_sent = None
+        self._send_fmt(line, ts, out)
+
+    def _set_version(self, v: str, line: int, ts: str | None, out: list[Event]) -> None:
+        if v and v != self.version:
+            self.version = v
+            self._send_fmt(line, ts, out)
+
+    def _send_fmt(self, line: int, ts: str | None, out: list[Event]) -> None:
+        if self.fmt != self._fmt_sent:
+            self._fmt_sent = self.fmt
+            out.append(ev.FormatSeen(line, ts, None, self.fmt, True))
+
+    def _flush_tokens(self, out: list[Event], line: int, ts: str | None, *, before_capture: bool,
+                      final: bool = True) -> None:
+        """The KV cache's token capacity, as the core's pool size. Sent when it is printed (start-up
+        still going) and once more when start-up is over, so the phase moves on only then."""
+        if self._kv_tokens is None or self._tokens_sent:
+            return
+        self._send_fmt(line, ts, out)
+        out.append(ev.MaxTotalTokens(line, ts, None, self._kv_tokens, None, None, None, self._context_len, None,
+                                     sized_before_capture=before_capture))
+        if final:
+            self._tokens_sent = True
+
+    # ---- bare text and failure signatures -----------------------------------------------------
+
+    def _bare(self, line: int, rank: str | None, role: str, msg: str, out: list[Event], ts: str | None = None) -> None:
+        s = msg.lstrip()
+        if s.startswith("File "):
+            m = _RX_FRAME.match(s)
+            if m:
+                out.append(ev.TracebackFrame(line, ts, rank, m[2], m[1], _frame_phase(m[2], m[1])))
+            return
+        if s.startswith("Traceback (most recent call last)"):
+            # something raised; the header (WorkerProc hit an exception, EngineCore failed to start),
+            # the exception line and what follows say whether it ended the server
+            out.append(ev.TracebackStart(line, ts, rank))
+            return
+        if s.startswith("Capturing CUDA graphs"):
+            if not self._capturing:
+                self._capturing = True
+                out.append(ev.GraphCaptureBegin(line, ts, rank or "TP0", s.partition(":")[0][len("Capturing "):], None))
+            return
+        if s[:6] in ("INFO: ", "INFO:\t") or s.startswith("INFO:  "):
+            if "Application startup complete" in s or ('"GET /health HTTP/' in s and s.rstrip().endswith("200 OK")):
+                self._serving_evidence(line, ts, out)
+            return
+
+    def _anywhere(self, line: int, ts: str | None, rank: str | None, msg: str, out: list[Event]) -> None:
+        if out and out[-1].line == line and not isinstance(out[-1], (ev.TracebackFrame, ev.FormatSeen)):
+            return  # the record grammar already explained this line
+        specific: list[Event] = []
+        if "WorkerProc hit an exception" in msg or "WorkerProc failed" in msg:
+            specific.append(ev.SchedulerException(line, ts, rank, msg.strip()))
+        elif "EngineCore failed to start" in msg:
+            # a crash whose cause is the exception around it (startup_error unless memory/NCCL/port)
+            specific.append(ev.SchedulerException(line, ts, None, msg.strip()))
+        elif ("EngineCore encountered a fatal error" in msg or "AsyncLLM output_handler failed" in msg
+              or "EngineDeadError" in msg):
+            if "EngineCore encountered a fatal error" in msg:
+                specific.append(ev.SchedulerException(line, ts, None, msg.strip()))
+            if not self._serving_told:  # only a serving engine fails this way
+                self._serving_told = True
+                specific.append(ev.PhaseEvidence(line, ts, None, "serving"))
+        elif "CUDA out of memory" in msg or ("out of memory" in msg and ("CUDA error" in msg or "CUDA driver error" in msg)):
+            specific.append(_cuda_oom(line, ts, rank, msg))
+        elif ("No available memory for the cache blocks" in msg or "KV cache is needed, which is larger than" in msg
+              or "larger than the maximum number of tokens that can be stored in KV cache" in msg
+              or "is less than desired GPU memory utilization" in msg or "Cannot auto-fit max_model_len" in msg):
+            specific.append(ev.NotEnoughMemory(line, ts, rank, None, None, None, msg))
+        elif "collective operation timeout" in msg or ("NCCL" in msg and "timed out" in msg.lower()):
+            specific.append(ev.NcclTimeout(line, ts, rank, msg))
+        elif any(mark in msg for mark in _NCCL_ERROR_MARKS):
+            specific.append(ev.NcclError(line, ts, rank, msg))
+        elif "ddress already in use" in msg or "[Errno 98]" in msg:
+            specific.append(ev.PortInUse(line, ts, rank, msg))
+        elif "died unexpectedly (exit code:" in msg:
+            m = _RX_DIED.search(msg)
+            specific.append(ev.RankDead(line, ts, rank, None, int(m[1]) if m else None, "crashed", msg))
+        elif ("Engine core initialization failed" in msg or "Timed out waiting for engine core processes" in msg
+              or "Frontend process failed during engine core initialization" in msg):
+            # the API server's side: the cause, if any, is in the engine's lines (or not in the log)
+            specific.append(ev.SchedulerException(line, ts, None, msg.strip()))
+        elif ts is None and (msg.strip() == "Killed" or "Killed process" in msg):
+            specific.append(ev.Killed(line, ts, rank, msg.strip()))
+        if specific:
+            if not all(isinstance(e, ev.PhaseEvidence) for e in specific):
+                self._crashed = True
+            out.extend(specific)
+            if isinstance(specific[-1], (ev.CudaOom, ev.NotEnoughMemory, ev.RankDead, ev.Killed)):
+                self._flush_tokens(out, line, ts, before_capture=False)
+        if not self._startup_told and not self._ready and any(mark in msg for mark in _STARTUP_MARKS):
+            self._startup_told = True
+            out.append(ev.PhaseEvidence(line, ts, None, "startup"))
+        m = _RX_EXC.match(msg.strip())
+        if m and not any(w in m[2] for w in _WRAPPER_EXCEPTIONS):
+            out.append(ev.ExceptionLine(line, ts, rank, m[1], m[2]))
+
+
+_CAPTURE_FUNCS = ("capture_model", "_capture_cudagraphs", "capture_end", "capture_graph", "_capture_graphs", "capture")
+_STARTUP_FUNCS = ("load_model", "load_weights", "init_device", "initialize_model_parallel", "init_worker_distributed_environment",
+                  "ensure_model_parallel_initialized", "init_distributed_environment", "determine_available_memory",
+                  "profile_run", "_initialize_kv_caches", "initialize_from_config", "_dummy_sampler_run",
+                  "process_weights_after_loading", "ncclCommInitRank", "wait_for_ready", "_init_executor",
+                  "_init_workers_ray", "init_worker", "make_async_mp_client", "wait_for_engine_startup",
+                  "_wait_for_engine_startup", "launch_core_engines", "build_async_engine_client", "gptq_marlin_repack")
+
+
+def _frame_phase(function: str, file: str) -> str | None:
+    """What a traceback frame proves (vLLM's own function names; the core knows none)."""
+    if function in _CAPTURE_FUNCS and ("graph" in file or "model_runner" in file or function != "capture"):
+        return "graph_capture"
+    if function in _STARTUP_FUNCS:
+        return "startup"
+    if function == "execute_model" and "model_runner" in file:
+        return None  # a forward at run time: the batch dump says prefill or decode
+    return None
+
+
+def _batch_kind(msg: str) -> str:
+    """`SchedulerOutput(scheduled_new_reqs=[NewRequestData(…` holds new prompts: prefill. Requests
+    already running that got more than one token this step are a chunked prefill going on."""
+    if "scheduled_new_reqs=[]" not in msg and "scheduled_new_reqs=[" in msg:
+        return "prefill"
+    m = _RX_SCHED_TOKENS.search(msg)
+    if m:
+        counts = [int(x) for x in re.findall(r":\s*(\d+)", m[1])]
+        spec = "scheduled_spec_decode_tokens={}" not in msg and "scheduled_spec_decode_tokens=" in msg
+        if counts and max(counts) > 1 and not spec:
+            return "prefill"
+    return "decode"
+
+
+def _cuda_oom(line: int, ts: str | None, rank: str | None, text: str) -> ev.CudaOom:
+    req = _RX_OOM_REQ.search(text)
+    gpu = _RX_OOM_GPU.search(text)
+    tot = _RX_OOM_TOTAL.search(text)
+    return ev.CudaOom(
+        line, ts, rank,
+        _gib(req[1], req[2]) if req else None,
+        int(gpu[1]) if gpu else None,
+        _gib(tot[1], tot[2]) if tot else None,
+        _gib(tot[3], tot[4]) if tot else None,
+        text,
+    )
+
+
+# ---- whole files ------------------------------------------------------------------------------
+
+
+def log_score(sample: bytes) -> float:
+    """How much a log's opening looks like vLLM's: the share of its lines that are vLLM records or
+    carry a vLLM process group (0..1)."""
+    text = sample.decode("utf-8", "replace")
+    lines = [ln for ln in text.splitlines()[:2000] if ln.strip()]
+    if not lines:
+        return 0.0
+    hits = 0.0
+    for ln in lines:
+        ln = ln if ln.isprintable() else clean_text(ln, keep_newlines=False)
+        g = _RX_ONE_GROUP.search(ln)
+        if (g is not None and rank_label_for(g["name"].strip())[1] != "other") or "vllm" in ln.lower() or any(
+                mark in ln for mark in _VLLM_MESSAGES):
+            hits += 1
+        elif (m := _RX_RECORD.search(ln)) is not None:
+            # vLLM's head; without its `[` (before 0.8) it is also what SGLang 0.1 printed through
+            # vLLM's loader, so it weighs less than vLLM's own words
+            hits += 1 if "[" in ln[m.start("file") - 1 : m.start("file")] else 0.3
+    return hits / len(lines)
+
+
+def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
+             stats: dict[str, int] | None = None) -> RunState:
+    """Parse a whole log (a path or an open binary stream) into a RunState; `stats` (the caller's)
+    gets this input's `lines`, `recognised` (lines read as vLLM's) and `foreign` (0) counts."""
+    import os
+
+    from cockpit.core.reducer import apply, end_of_input
+
+    st = state if state is not None else RunState(backend="vllm")
+    st.backend = "vllm"
+
+    def consume(f: BinaryIO, parser: VLLMLogParser) -> None:
+        while True:
+            chunk = f.read(READ_CHUNK)
+            if not chunk:
+                break
+            for e in parser.feed(chunk):
+                apply(st, e)
+        for e in parser.finish():
+            apply(st, e)
+        end_of_input(st)
+        st.lines_seen = max(st.lines_seen, parser.lines_seen)
+        st.lines_recognised += parser.recognised
+        if stats is not None:
+            stats.update(lines=parser.lines_seen, recognised=parser.recognised, foreign=0)
+
+    if isinstance(source, (str, Path)):
+        with open(source, "rb") as f:
+            consume(f, VLLMLogParser(reference_time=os.fstat(f.fileno()).st_mtime))
+    else:
+        consume(source, VLLMLogParser())
+    return st
+
+
+def events_of(text: str) -> list[Any]:
+    """Every event of a log given as text (tests, the simulator's self-checks)."""
+    p = VLLMLogParser()
+    return [*p.feed(text.encode()), *p.finish()]

@@ -1,0 +1,176 @@
+"""The vLLM simulator's HTTP API: the routes an operator and Cockpit call, with vLLM's answers.
+
+`/health` (200 empty; 503 once the engine died), `/version`, `/v1/models`, `/v1/completions`,
+`/v1/chat/completions` and `/metrics` in Prometheus text with vLLM's `vllm:` names and labels
+(`model_name`, `engine`); `vllm:kv_cache_usage_perc` is a fraction, as vLLM exports it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+
+from cockpit.sim.vllm_engine import E2E_BUCKETS, Engine
+
+if TYPE_CHECKING:
+    from cockpit.sim.vllm_server import VllmSim
+
+WORDS = (" the", " cockpit", " reads", " every", " log", " line", " and", " keeps", " the", " GPUs", " honest", ".")
+
+
+def count_tokens(text: str) -> int:
+    return max(1, round(len(text.split()) * 1.3))
+
+
+def render_metrics(sim: VllmSim, eng: Engine | None) -> str:
+    cfg = sim.cfg
+    lab = f'engine="0",model_name="{cfg.served_model_name}"'
+    out: list[str] = []
+
+    def metric(name: str, kind: str, help_: str, value: float, labels: str = lab) -> None:
+        out.extend([f"# HELP vllm:{name} {help_}", f"# TYPE vllm:{name} {kind}", f"vllm:{name}{{{labels}}} {float(value)}"])
+
+    running = len(eng.running) if eng else 0
+    waiting = len(eng.waiting) if eng else 0
+    metric("num_requests_running", "gauge", "Number of requests in model execution batches.", running)
+    metric("num_requests_waiting", "gauge", "Number of requests waiting to be processed.", waiting)
+    metric("kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", eng.usage() if eng else 0.0)
+    blocks = (eng.capacity // 16) if eng else 0
+    info = (f'block_size="16",cache_dtype="{cfg.args.get("kv_cache_dtype") or "auto"}",'
+            f'enable_prefix_caching="True",engine="0",gpu_memory_utilization="{cfg.util}",num_gpu_blocks="{blocks}"')
+    metric("cache_config_info", "gauge", "Information of the LLMEngine CacheConfig", 1.0, info)
+    metric("num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", eng.preemptions if eng else 0)
+    metric("prompt_tokens_total", "counter", "Number of prefill tokens processed.", eng.prompt_total if eng else 0)
+    metric("generation_tokens_total", "counter", "Number of generation tokens processed.", int(eng.gen_total) if eng else 0)
+    metric("prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
+           eng.queries if eng else 0)
+    metric("prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.", eng.hits if eng else 0)
+    metric("request_success_total", "counter", "Count of successfully processed requests.", eng.success if eng else 0,
+           lab + ',finished_reason="length"')
+    name = "e2e_request_latency_seconds"
+    out += [f"# HELP vllm:{name} Histogram of e2e request latency in seconds.", f"# TYPE vllm:{name} histogram"]
+    acc = 0
+    counts = eng.e2e_counts if eng else [0] * (len(E2E_BUCKETS) + 1)
+    for b, c in zip(E2E_BUCKETS, counts, strict=False):
+        acc += c
+        out.append(f'vllm:{name}_bucket{{{lab},le="{b}"}} {float(acc)}')
+    total = sum(counts)
+    out.append(f'vllm:{name}_bucket{{{lab},le="+Inf"}} {float(total)}')
+    out.append(f"vllm:{name}_count{{{lab}}} {float(total)}")
+    out.append(f"vllm:{name}_sum{{{lab}}} {eng.e2e_sum if eng else 0.0}")
+    return "\n".join(out) + "\n"
+
+
+def make_handler(sim: VllmSim) -> type[BaseHTTPRequestHandler]:
+    cfg = sim.cfg
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "uvicorn"
+        sys_version = ""
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            try:
+                status = HTTPStatus(int(code))
+                text = f"{status.value} {status.phrase}"
+            except (ValueError, TypeError):
+                text = str(code)
+            sim.access(f"{self.client_address[0]}:{self.client_address[1]}", self.command, self.path, text)
+
+        def _reply(self, code: int, body: Any = None, ctype: str = "application/json") -> None:
+            data = b"" if body is None else body.encode() if isinstance(body, str) else json.dumps(body).encode()
+            self.send_response(code)
+            if body is not None:
+                self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                self.wfile.write(data)
+
+        def _body(self) -> dict[str, Any]:
+            try:
+                n = max(0, int(self.headers.get("Content-Length") or 0))
+                data = json.loads(self.rfile.read(n) or b"{}") if n else {}
+            except ValueError:
+                data = None
+            return data if isinstance(data, dict) else {}
+
+        def _authorised(self) -> bool:
+            key = cfg.args.get("api_key")
+            if not key or self.headers.get("Authorization") == f"Bearer {key}":
+                return True
+            self._reply(401, {"error": "Unauthorized"})
+            return False
+
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path in ("/health", "/ping"):
+                return self._reply(503 if sim.dead else 200, None)
+            if path == "/version":
+                return self._reply(200, {"version": cfg.version})
+            if path == "/load":
+                return self._reply(200, {"server_load": len(sim.engine.running) if sim.engine else 0})
+            if path == "/metrics":
+                return self._reply(200, render_metrics(sim, sim.engine), "text/plain; version=0.0.4; charset=utf-8")
+            if path == "/v1/models":
+                if not self._authorised():
+                    return None
+                return self._reply(200, {"object": "list", "data": [{
+                    "id": cfg.served_model_name, "object": "model", "created": int(sim.started_wall), "owned_by": "vllm",
+                    "root": cfg.model_name, "parent": None, "max_model_len": cfg.max_model_len}]})
+            return self._reply(404, {"detail": "Not Found"})
+
+        def do_POST(self) -> None:
+            path = self.path.split("?", 1)[0]
+            body = self._body()
+            if path not in ("/v1/completions", "/v1/chat/completions"):
+                return self._reply(404, {"detail": "Not Found"})
+            if not self._authorised():
+                return None
+            eng = sim.engine
+            if eng is None or sim.dead:
+                return self._reply(500, {"error": {"message": "The server had an error while processing your request.",
+                                                   "type": "InternalServerError", "code": 500}})
+            if path.endswith("chat/completions"):
+                msgs = body.get("messages") or []
+                prompt = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
+            else:
+                p = body.get("prompt", "")
+                prompt = " ".join(map(str, p)) if isinstance(p, list) else str(p)
+            try:
+                max_new = int(body.get("max_tokens") or 16)
+            except (TypeError, ValueError):
+                return self._reply(400, {"error": {"message": "max_tokens must be an integer", "type": "BadRequestError",
+                                                   "code": 400}})
+            n_prompt = count_tokens(prompt)
+            if n_prompt + max_new > cfg.max_model_len:
+                return self._reply(400, {"error": {"message": f"This model's maximum context length is {cfg.max_model_len} "
+                                                   f"tokens. However, you requested {n_prompt + max_new} tokens.",
+                                                   "type": "BadRequestError", "code": 400}})
+            req = eng.add(n_prompt, max_new)
+            deadline = time.monotonic() + 300
+            while not req.finished.wait(0.2):
+                if sim.dead or time.monotonic() > deadline:
+                    return self._reply(500, {"error": {"message": "The server had an error while processing your request.",
+                                                       "type": "InternalServerError", "code": 500}})
+            text = "".join(WORDS[i % len(WORDS)] for i in range(max_new)).lstrip()
+            usage = {"prompt_tokens": n_prompt, "completion_tokens": max_new, "total_tokens": n_prompt + max_new}
+            model = body.get("model") or cfg.served_model_name
+            created = int(time.time())
+            if path.endswith("chat/completions"):
+                out = {"id": f"chat{req.rid}", "object": "chat.completion", "created": created, "model": model,
+                       "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],
+                       "usage": usage}
+            else:
+                out = {"id": req.rid, "object": "text_completion", "created": created, "model": model,
+                       "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}], "usage": usage}
+            return self._reply(200, out)
+
+    return Handler

@@ -1,0 +1,108 @@
+"""The dashboard's unattended mode (profile `on-crash:`, `notify:`): on a crash, ring the terminal
+bell, ask the policy (cockpit/ui/unattended.py), journal and show what it decided, run the notify
+command; on the recovery that follows an automatic restart, ring and notify again. A mixin of
+DashboardScreen; the notify command and the journal write run in worker threads."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from cockpit.supervisor.api import RunSnapshot
+from cockpit.ui.unattended import Decision, journal_action, notify_env
+
+
+class UnattendedActions:
+    """Mixed into DashboardScreen before Screen: it defines only its own methods."""
+
+    profile: Any
+    app: Any
+    supervisor: Any
+    unattended: Any
+    note: str
+    bells: int
+    _awaiting_recovery: str | None
+    clock: Any
+    if TYPE_CHECKING:  # DashboardScreen's and Screen's, for the type checker only
+
+        def notify(self, *args: Any, **kwargs: Any) -> Any: ...
+        def run_worker(self, *args: Any, **kwargs: Any) -> Any: ...
+        def _run_flags(self) -> dict[str, Any]: ...
+        def _start_restart(self, changes: Any) -> None: ...
+        def _stop(self, then_exit: bool) -> Any: ...
+        def _open_crash_modal(self) -> None: ...
+        def _refresh_header(self) -> None: ...
+
+    # ---- unattended mode (profile on-crash:, notify:) ----
+    def _ring(self) -> None:
+        self.bells += 1
+        self.app.bell()
+
+    def _on_crash(self, snap: RunSnapshot) -> None:
+        crash = snap.state.crash
+        assert crash is not None
+        self._ring()
+        decision = self.unattended.decide(crash, snap.findings, self._run_flags(), self.clock())
+        run_id = snap.run.id if snap.run else None
+        summary = f"{self.profile.name}: run {run_id} crashed: {crash.kind} in {crash.phase}: {crash.message[:300]}"
+        if decision.action != "ask" or decision.reason:
+            self.run_worker(self._journal(run_id, decision, crash), group="unattended", exit_on_error=False)
+        self._notify_command("crashed", run_id, summary, decision.action)
+        if decision.action == "restart":
+            words = ", ".join(c.as_diff() for c in decision.changes) or "unchanged flags"
+            self._awaiting_recovery = words
+            self._start_restart(decision.changes)
+            self.note = f"auto: {decision.reason}: restarting with {words}"
+        elif decision.action == "stop":
+            self.note = f"auto: {decision.reason}: stopping, GPU memory to be released"
+            if self.supervisor is not None:
+                self.run_worker(self._stop(False), name="stop", group="supervisor", exit_on_error=False)
+        else:
+            if decision.reason:
+                self.note = f"auto: {decision.reason}"
+            self._open_crash_modal()
+        if decision.action != "ask":
+            self.notify(self.note.removeprefix("auto: "), title="Automatic action", timeout=6, markup=False)
+        self._refresh_header()
+
+    def _maybe_recovered(self, snap: RunSnapshot) -> None:
+        if self._awaiting_recovery is None or snap.state.phase != "ready" or snap.lifecycle != "running":
+            return
+        words, self._awaiting_recovery = self._awaiting_recovery, None
+        self._ring()
+        run_id = snap.run.id if snap.run else None
+        self.note = f"auto: recovered: run {run_id} READY with {words}"
+        self._notify_command("recovered", run_id, f"{self.profile.name}: run {run_id} READY again with {words}", "none")
+        self._refresh_header()
+
+    async def _journal(self, run_id: str | None, decision: Decision, crash: Any) -> None:
+        import asyncio
+
+        try:
+            await asyncio.to_thread(journal_action, self.profile.name, run_id, decision, crash)
+        except OSError as exc:
+            self.notify(f"automatic action not journaled: {exc.strerror or exc}", severity="error", timeout=6)
+
+    def _notify_command(self, event: str, run_id: str | None, summary: str, action: str) -> None:
+        argv = self.profile.notify
+        if not argv:
+            return
+        env = {**os.environ, **notify_env(event, self.profile.name, run_id, summary, action)}
+        self.run_worker(self._run_notify(list(argv), env), group="unattended", exit_on_error=False)
+
+    async def _run_notify(self, argv: list[str], env: dict[str, str]) -> None:
+        import asyncio
+        import subprocess
+
+        def run() -> int:
+            return subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, timeout=30, check=False).returncode
+
+        try:
+            code = await asyncio.to_thread(run)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self.notify(f"notify command {argv[0]} failed: {exc}", severity="error", timeout=6, markup=False)
+            return
+        if code:
+            self.notify(f"notify command {argv[0]} exited with code {code}", severity="warning", timeout=6, markup=False)
+

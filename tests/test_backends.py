@@ -1,0 +1,56 @@
+"""The backend port: every registered backend implements the whole `Backend` protocol, and the
+layers above reach an engine only through `get_backend` (lint-imports checks the imports)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from cockpit.backends import backend_names, get_backend
+from cockpit.backends.base import Backend
+from cockpit.core.profile import parse_profile
+
+PROTOCOL_METHODS = sorted(
+    name for name, member in vars(Backend).items() if inspect.isfunction(member) and not name.startswith("_")
+)
+
+
+@pytest.mark.parametrize("name", backend_names())
+def test_every_backend_implements_the_whole_protocol(name: str) -> None:
+    backend = get_backend(name)
+    assert isinstance(backend, Backend) and backend.name == name
+    assert get_backend(name) is backend  # one shared instance: backends hold no state
+    for method in PROTOCOL_METHODS:
+        impl = getattr(type(backend), method, None)
+        assert callable(impl), f"{name} lacks Backend.{method}"
+        want = [p for p in inspect.signature(getattr(Backend, method)).parameters]
+        got = [p for p in inspect.signature(impl).parameters]
+        assert got[: len(want)] == want, f"{name}.{method}{got} does not take Backend.{method}{want}"
+
+
+def test_unknown_backend_names_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="unknown backend 'nope'; the supported backends are: " + ", ".join(backend_names())):
+        get_backend("nope")
+
+
+def test_sglang_answers_what_the_supervisor_asks() -> None:
+    b = get_backend("sglang")
+    one = parse_profile({"name": "x", "server": {"model-path": "/m", "tp": 8, "port": 31000}}, "x.yaml")
+    assert b.build_node_argvs(one) == [b.build_argv(one)]
+    assert b.api_port(one.server) == 31000 and b.api_port({}) == 30000
+    assert b.readiness_path("0.5.23") == "/ready" and b.readiness_path("0.5.9") == "/health"
+    assert b.readiness_path(None) == "/health"
+    assert b.metrics_path() == "/metrics" and b.metrics_prefix() == "sglang:"
+    assert b.rendezvous_addr({"dist-init-addr": "10.0.0.1:5000"}) == "10.0.0.1:5000"
+    assert b.rendezvous_addr({}) is None
+    assert b.flag_value({"tensor-parallel-size": 4}, "tp") == 4  # any spelling the server accepts
+    assert b.gpus_for_flags(["a"], {"tp": 2, "base-gpu-id": 4}, {}) == {("a", 4), ("a", 5)}
+    assert b.effective_flags(one)["tp_size"] == 8
+    assert b.parse_overrides(["mem-fraction-static=0.88", "enable-metrics"]) == {
+        "mem-fraction-static": 0.88, "enable-metrics": True}
+    two = parse_profile({"name": "y", "hosts": [{"ssh": "n0"}, {"ssh": "n1"}],
+                         "server": {"model-path": "/m", "tp": 16}}, "y.yaml")
+    argvs = b.build_node_argvs(two, None, "10.0.0.1:5000")
+    assert len(argvs) == 2 and all("--dist-init-addr" in a for a in argvs)
+    assert argvs[1][argvs[1].index("--node-rank") + 1] == "1"
