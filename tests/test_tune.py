@@ -197,3 +197,32 @@ def test_other_traffic_lifts_the_batch_past_the_benchmarks_concurrency() -> None
     s = ready(0.88, 5.55, output_tok_s=1000.0, peak_running=75.0, peak_queue=10.0, peak_token_usage=0.94)
     m = next_move([s], BASE, target=5.0, warn=3.0)
     assert m is not None and m.overrides["cuda-graph-max-bs"] > 75
+
+
+def test_ctrl_c_keeps_the_best_so_far(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    env = story_env(tmp_path, 0.93)
+    # 96 in flight with 1,280 tokens each: at 0.88 the pool (58.8k tokens) binds, so a third launch follows
+    heavy = ("--concurrency", "96", "--input-len", "1024", "--output-len", "256", "--duration", "5", "--requests", "3000")
+    proc = subprocess.Popen([PY, "-m", "cockpit", "tune", "story", "--max-launches", "4", *heavy, "--json"],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err = ""
+    deadline = time.monotonic() + 300
+    assert proc.stderr is not None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        err += line
+        if line.startswith("launch 3/"):  # two steps done, the third launching
+            break
+        assert line or proc.poll() is None, err
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, rest = proc.communicate(timeout=120)
+    r = json.loads(out)
+    assert r["interrupted"] is True and len(r["steps"]) == 2, err + rest
+    assert r["best"] is not None and r["best"]["flags"]["mem-fraction-static"] == 0.88
+    assert Path(r["profile_written"]).exists()
+    runs = json.loads(cockpit(env, tmp_path, "runs", "--json", timeout=60).stdout)
+    assert len(runs) == 3 and all(x["outcome"] in ("stopped", "crashed") for x in runs), runs  # nothing left running
