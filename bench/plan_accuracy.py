@@ -9,6 +9,7 @@ Two tables:
 2. The plan before launch: nothing from the log but the server version and flags; the model from its
    published config (tests/data/models), the GPU from its memory.total. Then the same, calibrated
    from a sibling run of the same setup (another mfs), as the journal would calibrate it.
+4–5. The same for vLLM (cockpit/backends/vllm/plan.py) on the golden vLLM logs and real vLLM logs.
 Targets (issue 14): tokens within 3 %, headroom within 1 GiB before calibration, 0.35 GiB after.
 docs/PLAN.md explains every miss.
 """
@@ -189,6 +190,108 @@ def table3() -> list[list[str]]:
     return rows
 
 
+# ---- vLLM (cockpit/backends/vllm/plan.py) -----------------------------------------------------------
+
+VLLM_H100 = 79.19  # an H100-80GB's total as vLLM prints it (the golden summary lines)
+
+
+@dataclass(frozen=True)
+class VCase:
+    label: str
+    log: str
+    model: str
+    gpu_gib: float
+    flags: dict[str, Any]
+    version: str
+    sibling: str = ""  # a log of the same setup at another util, for calibration
+
+
+VLLM_CASES = [
+    VCase("qwen3-32b tp2 0.92 (0.33.0)", "vllm-0.33.0-qwen32b-tp2-0.92-healthy.log", "qwen3-32b", VLLM_H100,
+          {"tensor_parallel_size": 2, "max_model_len": 32768, "gpu_memory_utilization": 0.92}, "0.33.0",
+          "vllm-0.33.0-qwen32b-tp2-0.97-prefill-oom.log"),
+    VCase("qwen3-32b tp2 0.97 (0.33.0)", "vllm-0.33.0-qwen32b-tp2-0.97-prefill-oom.log", "qwen3-32b", VLLM_H100,
+          {"tensor_parallel_size": 2, "max_model_len": 32768, "gpu_memory_utilization": 0.97}, "0.33.0",
+          "vllm-0.33.0-qwen32b-tp2-0.92-healthy.log"),
+    VCase("qwen3-32b tp2 0.98 (0.33.0, capture OOM)", "vllm-0.33.0-qwen32b-tp2-0.98-graph-capture-oom.log", "qwen3-32b", VLLM_H100,
+          {"tensor_parallel_size": 2, "max_model_len": 32768, "gpu_memory_utilization": 0.98}, "0.33.0",
+          "vllm-0.33.0-qwen32b-tp2-0.92-healthy.log"),
+    VCase("qwen2.5-7b tp1 0.9 (0.10.1.1, GPU assumed H100)", "vllm-0.10.1.1-qwen7b-single-gpu.log", "qwen2.5-7b", VLLM_H100,
+          {"max_model_len": 16384}, "0.10.1.1"),
+]
+
+# Real logs: the log's own `Available KV cache memory` through the plan's bytes per token and
+# 16-token blocks, against the token count the log prints (the model half of the plan).
+VLLM_REAL_KV = [
+    ("vllm-project-vllm-20707.log", "Llama-3.1-8B-Instruct", "llama-3.1-8b", 1),
+    ("vllm-project-vllm-29335.log", "TinyLlama-1.1B", "tinyllama-1.1b", 1),
+    ("vllm-project-vllm-19794.log", "Qwen3-1.7B (or 0.6B: same KV shape)", "qwen3-1.7b", 1),
+    ("QwenLM-Qwen3-VL-1684.log", "Qwen3-VL-235B-A22B TP8 EP8", "qwen3-235b-a22b", 8),
+]
+# A real vLLM report quoted (not committed as a file): Qwen3-235B-A22B-FP8, TP4 on 4× H100, default
+# util, `Available KV cache memory: 8.11 GiB`, `GPU KV cache size: 178,880 tokens`.
+# https://github.com/vllm-project/vllm/issues/21348
+VLLM_QUOTED = ("Qwen3-235B-A22B-FP8 TP4 H100 (vllm#21348)", "qwen3-235b-a22b", 4, 8.11, 178880)
+
+
+def vllm_table() -> list[list[str]]:
+    from cockpit.backends.vllm import plan as vplan
+
+    rows = []
+    for c in VLLM_CASES:
+        st = get_backend("vllm").read_log(DATA / c.log)
+        cfg, idx = model_facts(c.model)
+        s = vplan.settings_from_flags(c.flags, c.version)
+        mp = vplan.plan(cfg, idx, GpuFacts(c.gpu_gib), s)
+        cur = mp.current
+        assert cur is not None
+        tokens = st.max_total_num_tokens
+        head = st.min_headroom_gb
+        w_log = min((r.weights_gb for r in st.ranks.values() if r.weights_gb), default=None)
+        row = [c.label, f"{mp.weights_gib_per_rank:.2f}/{w_log:.2f}" if w_log else f"{mp.weights_gib_per_rank:.2f}/—",
+               f"{cur.max_total_num_tokens:,}", f"{tokens:,}" if tokens else "—",
+               pct(cur.max_total_num_tokens, tokens) if tokens else "—",
+               f"{cur.headroom_after_capture_gib:.2f}", f"{head:.2f}" if head is not None else "(not in log)",
+               f"{cur.headroom_after_capture_gib - head:+.2f}" if head is not None else "—"]
+        if c.sibling:
+            sib = get_backend("vllm").read_log(DATA / c.sibling)
+            cal = Calibration(c.sibling, float(sib.server_args["gpu_memory_utilization"]), sib.max_total_num_tokens, sib.min_headroom_gb)
+            mc = vplan.plan(cfg, idx, GpuFacts(c.gpu_gib), s, calibration=cal).current
+            assert mc is not None
+            row += [pct(mc.max_total_num_tokens, tokens) if tokens else "—",
+                    f"{mc.headroom_after_capture_gib - head:+.2f}" if head is not None else "—"]
+        else:
+            row += ["—", "—"]
+        rows.append(row)
+    return rows
+
+
+def vllm_real_table() -> list[list[str]]:
+    import re
+
+    from cockpit.backends.vllm import plan as vplan
+
+    rows = []
+    for log, what, model, tp in VLLM_REAL_KV:
+        text = (DATA / "real" / "vllm" / log).read_text(encoding="utf-8")
+        m = re.search(r"Available KV cache memory: (-?[\d.]+) GiB", text)
+        if m is None:
+            continue
+        kv = float(m.group(1))
+        st = get_backend("vllm").read_log(DATA / "real" / "vllm" / log)
+        cfg, _ = model_facts(model)
+        c = vplan.cell_bytes(cfg, vplan.settings_from_flags({"tensor_parallel_size": tp}, "0.33.0"))
+        tok = vplan.kv_tokens(kv, c, 16)
+        rows.append([f"REAL {what}", f"{kv:.2f}", f"{c:,.0f}", f"{tok:,}", f"{st.max_total_num_tokens:,}",
+                     pct(tok, st.max_total_num_tokens)])
+    what, model, tp, kv, seen = VLLM_QUOTED
+    cfg, _ = model_facts(model)
+    c = vplan.cell_bytes(cfg, vplan.settings_from_flags({"tensor_parallel_size": tp}, "0.33.0"))
+    tok = vplan.kv_tokens(kv, c, 16)
+    rows.append([f"REAL {what}", f"{kv:.2f}", f"{c:,.0f}", f"{tok:,}", f"{seen:,}", pct(tok, seen)])
+    return rows
+
+
 def show(title: str, head: list[str], rows: list[list[str]]) -> None:
     print(title)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
@@ -206,6 +309,12 @@ def main() -> int:
     show("3. what sits between the KV pool and `Memory pool end` on real logs: A − KV − req_to_token",
          ["case", "A", "KV", "req_to_token", "predicted", "log", "err", "err without it"], table3())
     print(f"terms: attention workspace {ATTN_WORKSPACE_GIB} GiB; graph memory estimated (docs/PLAN.md)")
+    print()
+    show("4. vLLM: the plan before launch (model config + GPU total + flags), then calibrated from a sibling run",
+         ["case", "W plan/log", "tokens", "log", "err", "free after start-up", "log (worst)", "err", "cal. tok err", "cal. head err"],
+         vllm_table())
+    show("5. vLLM, real logs: the log's KV GiB through the plan's bytes per token (16-token blocks)",
+         ["case", "KV GiB", "B/token/rank", "tokens", "log", "err"], vllm_real_table())
     return 0
 
 

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
     s.add_argument("--backend", choices=("sglang", "vllm"), default="sglang",
                    help="which server's story: sglang (Kimi-K2.5, TP8) or vllm (Qwen3-32B, TP2)")
-    s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default 30123)")
+    s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default: the demo profile's, 30123 SGLang, 18123 vLLM)")
 
     s = sub.add_parser("diagnose", help="parse SGLang or vLLM logs and explain them")
     s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")

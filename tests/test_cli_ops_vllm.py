@@ -81,6 +81,11 @@ def _scenario(env: Env) -> None:
     assert len(env.cockpit("logs", "vsim", "--tail", "3").stdout.splitlines()) == 3
     tp1 = env.cockpit("logs", "vsim", "--filter", "Model loading took", "--rank", "1").stdout.splitlines()
     assert tp1 and all(ln.startswith("(Worker_TP1 pid=") for ln in tp1), tp1
+    # the memory preset in vLLM's words (the backend's presets, not SGLang's "avail mem")
+    mem = env.cockpit("logs", "vsim", "--filter", "memory")
+    assert mem.returncode == 0, mem.stderr
+    assert "Available KV cache memory:" in mem.stdout and "Model loading took" in mem.stdout
+    assert "CUDA graph pool memory:" in mem.stdout and "Avg prompt throughput" not in mem.stdout
 
     down = env.cockpit("down", "vsim", "--timeout", "10")
     assert down.returncode == 0, down.stdout + down.stderr

@@ -1,4 +1,4 @@
-"""Log view filters: presets, regexes, ranks, highlight spans."""
+"""Log view filters: presets (each backend's words), regexes, ranks, highlight spans."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ from pathlib import Path
 import pytest
 
 from cockpit.backends import get_backend
-from cockpit.core.logfilter import FILTER_PRESETS, LineFilter
+from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
 
 DATA = Path(__file__).parent / "data"
 KIMI = (DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log").read_text().splitlines()
 RECORD_RANK = get_backend("sglang").record_rank
+# the presets' words are the backend's (Backend.log_filter_presets); "all" is the core's own
+SGLANG = get_backend("sglang").log_filter_presets()
+FILTER_PRESETS = {**SGLANG, "all": ()}
 
 
 def rank_of(line: str) -> str | None:
@@ -39,7 +42,7 @@ def test_presets_are_the_tui_issue_words() -> None:
 
 
 def test_memory_preset_on_a_real_log() -> None:
-    f = LineFilter("memory")
+    f = LineFilter("memory", presets=SGLANG)
     kept = [line for line in KIMI if f.matches(line)]
     assert any("Capture cuda graph end" in k and "TP3" in k for k in kept)
     assert any(k.startswith("[") and "max_total_num_tokens=" in k for k in kept)
@@ -48,7 +51,7 @@ def test_memory_preset_on_a_real_log() -> None:
 
 
 def test_errors_preset_catches_what_grep_error_oom_misses() -> None:
-    f = LineFilter("errors")
+    f = LineFilter("errors", presets=SGLANG)
     kept = [line for line in KIMI if f.matches(line)]
     assert any("Scheduler hit an exception" in k for k in kept)
     assert any(k.startswith("torch.OutOfMemoryError") for k in kept)
@@ -57,7 +60,7 @@ def test_errors_preset_catches_what_grep_error_oom_misses() -> None:
 
 
 def test_batches_and_all() -> None:
-    f = LineFilter("batches")
+    f = LineFilter("batches", presets=SGLANG)
     assert f.matches("[2026-02-24 11:51:25 TP0] Decode batch, #running-req: 1")
     assert not f.matches("[2026-02-24 11:51:25] INFO:     x")
     a = LineFilter()
@@ -90,14 +93,14 @@ def test_rank_filter_follows_continuation_lines() -> None:
 
 
 def test_preset_plus_rank() -> None:
-    f = LineFilter("memory", rank="TP3")
+    f = LineFilter("memory", rank="TP3", presets=SGLANG)
     kept = [line for line, rank in ranked(KIMI) if f.matches(line, rank)]
     assert kept and all("TP3]" in k for k in kept)
     assert any("avail mem=0.82" in k for k in kept)
 
 
 def test_spans_for_highlighting() -> None:
-    f = LineFilter("errors")
+    f = LineFilter("errors", presets=SGLANG)
     text = "torch.OutOfMemoryError: CUDA out of memory. Tried"
     spans = f.spans(text)
     # "Error" lies inside "OutOfMemoryError": merged into one span
@@ -112,3 +115,62 @@ def test_record_rank() -> None:
     assert RECORD_RANK("[2026-02-24 11:51:25.123 DP1 TP3] x") == "DP1 TP3"
     assert RECORD_RANK("[2026-02-24 11:51:25] x") == ""
     assert RECORD_RANK("  File x") is None
+
+
+# ---- vLLM's words: the same presets on vLLM logs --------------------------------------------------
+
+VLLM = get_backend("vllm").log_filter_presets()
+VLLM_092 = (DATA / "vllm-0.33.0-qwen32b-tp2-0.92-healthy.log").read_text().splitlines()
+VLLM_097 = (DATA / "vllm-0.33.0-qwen32b-tp2-0.97-prefill-oom.log").read_text().splitlines()
+VLLM_RANK = get_backend("vllm").record_rank
+
+
+def test_every_backend_lists_every_preset() -> None:
+    for name in ("sglang", "vllm"):
+        presets = get_backend(name).log_filter_presets()
+        assert set(presets) == set(PRESET_NAMES) - {"all"}
+        assert all(presets[p] for p in presets)
+
+
+def test_vllm_memory_preset_keeps_the_memory_lifecycle() -> None:
+    f = LineFilter("memory", presets=VLLM)
+    kept = [line for line in VLLM_092 if f.matches(line)]
+    for needle in ("Model loading took 30.59 GiB", "Available KV cache memory: 38.35 GiB", "GPU KV cache size: 314,160 tokens",
+                   "Graph capturing finished", "CUDA graph pool memory", "Free memory on device (78.31/79.19 GiB)"):
+        assert any(needle in k for k in kept), needle
+    assert not any("Avg prompt throughput" in k for k in kept)
+    # SGLang's words miss vLLM's lines: the reason the words are the backend's
+    sg = LineFilter("memory", presets=SGLANG)
+    assert not any("Available KV cache memory" in k for k in VLLM_092 if sg.matches(k))
+
+
+def test_vllm_errors_and_batches() -> None:
+    errors = [line for line in VLLM_097 if LineFilter("errors", presets=VLLM).matches(line)]
+    assert any("torch.OutOfMemoryError: CUDA out of memory" in k for k in errors)
+    assert any("EngineCore encountered" in k or "EngineDeadError" in k or "WorkerProc" in k for k in errors)
+    assert not any("Available KV cache memory" in k for k in errors)
+    batches = [line for line in VLLM_097 if LineFilter("batches", presets=VLLM).matches(line)]
+    assert batches and all("Avg prompt throughput" in k for k in batches)
+
+
+def test_vllm_preset_plus_rank() -> None:
+    f = LineFilter("memory", rank="TP1", presets=VLLM)
+    kept, rank = [], None
+    for line in VLLM_092:
+        r = VLLM_RANK(line)
+        if r is not None:
+            rank = r or None
+        if f.matches(line, rank):
+            kept.append(line)
+    assert kept and all("Worker_TP1" in k for k in kept)
+    assert any("Model loading took" in k for k in kept)
+
+
+def test_without_the_backends_words() -> None:
+    """The core lists no engine's words: "errors" falls back to what any Python/CUDA process prints,
+    the engine-specific presets are refused rather than guessed."""
+    assert LineFilter("errors").matches("torch.OutOfMemoryError: CUDA out of memory.")
+    assert LineFilter("errors")._needles == GENERIC_ERROR_WORDS
+    with pytest.raises(ValueError, match="needs the server's own words"):
+        LineFilter("memory")
+    assert LineFilter("all").is_all

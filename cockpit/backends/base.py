@@ -230,3 +230,18 @@ class Backend(Protocol):
         journal records that may calibrate it. None when the backend has no plan or no model."""
         ...
 
+    def model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        """Where the profile's model lives as the server is told (SGLang's `model-path`, vLLM's
+        `serve MODEL`): what the memory plan reads on node 0. None when the profile names none."""
+        ...
+
+    def log_filter_presets(self) -> Mapping[str, tuple[str, ...]]:
+        """The log view's presets ("memory", "errors", "batches") as substrings this server prints;
+        cockpit.core.logfilter.LineFilter matches them (the TUI's f/m/e/b keys, `logs --filter`)."""
+        ...
+
+    def plan_server(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
+        """Server flags for `cockpit plan --model-config DIR --tp N [--dp N] [--ep N]` (no profile),
+        in this server's own words. Raises FlagError for a combination the server cannot run."""
+        ...
+

@@ -68,12 +68,13 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
 
     if args.gpu_mem_gb is None or args.tp is None:
         raise BadInput("--model-config needs --gpu-mem-gb and --tp")
+    from cockpit.backends import get_backend
+
     overrides = _overrides(args.backend, list(args.overrides or []))
-    server: dict[str, Any] = {"model-path": args.model_config, "tp": args.tp}
-    if args.dp:
-        server["dp"] = args.dp
-    if args.ep:
-        server["ep"] = args.ep
+    try:
+        server = get_backend(args.backend).plan_server(args.model_config, args.tp, args.dp, args.ep)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
     profile = parse_profile({
         "name": "plan", "backend": args.backend, "version": args.server_version, "server": server,
         "policy": {"target-headroom-gb": args.target_headroom_gb, "warn-headroom-gb": args.warn_headroom_gb},
@@ -146,9 +147,16 @@ def render_plan(mp: MemoryPlan) -> str:
         f"  KV bytes per token      {mp.kv_bytes_per_token:8,} B (per rank)",
         f"  free before weights (P) {t.get('pre_load_avail_gib', 0):8.2f} GiB (estimated)",
     ]
+    if "non_torch_gib" in t:
+        lines.append(f"  non-torch memory        {t['non_torch_gib']:8.2f} GiB (estimated)")
+    if "activation_peak_gib" in t:
+        lines.append(f"  activation peak         {t['activation_peak_gib']:8.2f} GiB (estimated, {t.get('max_num_batched_tokens', 0):,.0f}"
+                     f" batched tokens, {t.get('max_num_seqs', 0):,.0f} seqs)")
     if "graph_gib" in t:
-        lines.append(f"  CUDA graphs             {t['graph_gib']:8.2f} GiB (estimated, max bs {t.get('cuda_graph_max_bs', 0):.0f})")
-    lines.append(f"  req_to_token pool       {t.get('req_to_token_gib', 0):8.2f} GiB (context {t.get('context_length', 0):,.0f})")
+        bs = f", max bs {t['cuda_graph_max_bs']:.0f}" if "cuda_graph_max_bs" in t else ""
+        lines.append(f"  CUDA graphs             {t['graph_gib']:8.2f} GiB (estimated{bs})")
+    if "req_to_token_gib" in t:
+        lines.append(f"  req_to_token pool       {t['req_to_token_gib']:8.2f} GiB (context {t.get('context_length', 0):,.0f})")
     if mp.calibrated_from:
         err = mp.calibration_error
         lines.append(
@@ -160,7 +168,8 @@ def render_plan(mp: MemoryPlan) -> str:
     rec_v = mp.recommended.value if mp.recommended else None
     lines.append(f"  {mp.flag:<24} {'KV tokens':>12} {'KV GiB':>8} {'headroom after capture':>24}")
     rows = list(mp.rows)
-    if mp.current is not None and all(abs(r.value - mp.current.value) > 1e-9 for r in rows):
+    pinned = [r for r in (mp.current, mp.recommended) if r is not None and r.flag != mp.flag]
+    if mp.current is not None and not pinned and all(abs(r.value - mp.current.value) > 1e-9 for r in rows):
         rows.append(mp.current)
         rows.sort(key=lambda r: r.value)
     for r in rows:
@@ -175,6 +184,9 @@ def render_plan(mp: MemoryPlan) -> str:
             continue
         flag = "  !" if h < mp.warn_headroom_gib else ("  ·" if h < mp.target_headroom_gib else "   ")
         lines.append(f"  {r.value:<24g} {r.max_total_num_tokens:>12,} {r.kv_gib:>8.2f} {h:>20.2f} GiB{flag} {' '.join(mark)}".rstrip())
+    for r in dict.fromkeys(pinned):  # a pinned KV size (vLLM's --kv-cache-memory-bytes) is no row of the table
+        which = "profile" if r is mp.current else "recommended"
+        lines.append(f"  {which}: {r.label}: {r.max_total_num_tokens:,} KV tokens, {r.headroom_after_capture_gib:.2f} GiB after capture")
     lines.append("")
     lines.append("  " + plan_finding(mp).message)
     if mp.recommended is None:

@@ -1,22 +1,35 @@
 """Log view filters: the presets the TUI and `cockpit logs --filter` offer, or any regex, plus a rank.
 
+The presets' words are the engine's: each backend lists the spellings its server prints
+(`Backend.log_filter_presets()`: SGLang's `avail mem`, vLLM's `Available KV cache memory`, …) and the
+caller hands them to `LineFilter`; this module knows the preset names and how to match, no engine.
 Presets are plain substring checks (`str in str` runs at C speed), never a regex per line; a regex
-is compiled once. Matching is case-sensitive, like grep without -i: the presets list the spellings
-SGLang prints.
+is compiled once. Matching is case-sensitive, like grep without -i.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
-FILTER_PRESETS: dict[str, tuple[str, ...]] = {
-    "memory": ("avail mem", "max_total_num", "KV Cache", "Allocating", "Capture"),
-    "errors": ("Traceback", "Error", "CUDA out of memory", "OutOfMemoryError", "RuntimeError", "SIGQUIT",
-               "exception", "Killed"),
-    "batches": ("Prefill batch", "Decode batch"),
-    "all": (),
-}
-PRESET_NAMES: tuple[str, ...] = tuple(FILTER_PRESETS)
+PRESET_NAMES: tuple[str, ...] = ("memory", "errors", "batches", "all")
+# What any Python/CUDA process prints when it fails, whatever the engine: the error words of a
+# log whose backend is not known (a pane painting error lines before a backend is chosen).
+GENERIC_ERROR_WORDS: tuple[str, ...] = ("Traceback", "Error", "CUDA out of memory", "OutOfMemoryError", "exception", "Killed")
+
+
+def preset_words(presets: Mapping[str, tuple[str, ...]] | None, name: str) -> tuple[str, ...]:
+    """The substrings of one preset ("all": none, everything shows). Without the backend's words
+    "errors" falls back to the generic error words; the other presets are the engine's and are
+    refused (ValueError) rather than guessed."""
+    if name == "all":
+        return ()
+    words = (presets or {}).get(name)
+    if words:
+        return tuple(words)
+    if name == "errors":
+        return GENERIC_ERROR_WORDS
+    raise ValueError(f"the {name!r} filter needs the server's own words, and no backend gave them")
 
 
 def _normalize_rank(rank: str) -> tuple[str, ...]:
@@ -41,14 +54,16 @@ class LineFilter:
     rank: only lines from that rank ("3" or "TP3"). A line's rank is the label its reader gave it
     (`LogLine.rank`: the backend reads the record prefix, continuation lines such as a traceback
     inherit their record's), so a rank's traceback stays visible and lines may be judged in any order.
+    presets: the backend's words per preset (`get_backend(profile.backend).log_filter_presets()`).
     """
 
-    def __init__(self, spec: str = "all", rank: str | None = None) -> None:
+    def __init__(self, spec: str = "all", rank: str | None = None,
+                 presets: Mapping[str, tuple[str, ...]] | None = None) -> None:
         self.spec = spec
         self._needles: tuple[str, ...] | None = None
         self._regex: re.Pattern[str] | None = None
-        if spec in FILTER_PRESETS:
-            self._needles = FILTER_PRESETS[spec]
+        if spec in PRESET_NAMES:
+            self._needles = preset_words(presets, spec)
         else:
             try:
                 self._regex = re.compile(spec)

@@ -5,280 +5,40 @@ file) and the tests. Phases only move forward (loading → kv_pool → capturing
 a crash or a stop; a new `server_args` dump after a run has started means the log now holds a new
 run, and the state starts over.
 
-The crash story is assembled from several lines: a header that names the failing process (e.g.
-`[… TP3] Scheduler hit an exception:`) names the rank, the traceback frames name the phase (the backend reads each frame's phase from the engine's
-function names and puts it on the event), and the exception line names the kind. SIGQUIT, `Killed` and dead-rank lines that follow only add to the decisive lines, except that
-they are the whole story when nothing else was printed (the host OOM killer leaves no traceback).
+The crash story, assembled from several lines, is told in `crashstory.py`; this module holds the
+per-event handlers and the dispatch table.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 
 from cockpit.core import events as ev
-from cockpit.core.state import Crash, RunState, SeriesPoint
+from cockpit.core.crashstory import (  # the crash story and the shared context
+    _MAX_FRAMES,
+    _OOM_KILL_EXITS,
+    _STOP_EXITS,
+    _VAGUE_KINDS,
+    SERVING_SEQ,
+    _add_decisive,
+    _advance,
+    _commit_pending,
+    _crash,
+    _crash_phase,
+    _crash_rank,
+    _ctx,
+    _describe,
+    _hint_format,
+    _oom_kill_kind,
+    _phase_from_frames,
+    _rank_label,
+    _reset,
+    _where,
+    end_of_input,
+)
+from cockpit.core.state import RunState, SeriesPoint
 
-_PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5}
-MAX_DECISIVE_LINES = 8
-_MAX_FRAMES = 64
-# Exit codes of a deliberate stop (SIGTERM / SIGINT, as a status or as 128 + signal).
-_STOP_EXITS = {0, -15, 143, -2, 130}
-_OOM_KILL_EXITS = {-9, 137}
-# Crash kinds a later, more specific line may replace.
-_VAGUE_KINDS = {"unknown"}
-
-
-@dataclass
-class _Context:
-    """What the reducer remembers between events (not part of the published state)."""
-
-    exc_rank: str | None = None  # the rank of the last crash header
-    exc_seen: bool = False
-    frame_line: int = -100  # line of the last traceback frame (an exception line right after ends it)
-    # A crash that rests on a bare traceback alone: it becomes the crash when the input ends or the
-    # process exits (`end_of_input`, ProcessExited), and is dropped if the server serves on.
-    pending: Crash | None = None
-    phase_before: str = "unknown"  # the run's phase when the crash happened (its lifecycle)
-    phase_since_before: str | None = None
-    max_seq: int = 0  # the highest collective sequence number seen
-    phase_evidence: str | None = None  # what a line proved the server was doing (PhaseEvidence)
-    requests: int = 0  # request log lines (POST access lines: health, metrics and info are GETs)
-    batches: int = 0  # prefill/decode batch lines
-    # (phase the backend read from the frame, "file:function") since that exception
-    frames: list[tuple[str | None, str]] = field(default_factory=list)
-
-
-def _ctx(state: RunState) -> _Context:
-    c = state.reducer_memory
-    if not isinstance(c, _Context):
-        c = state.reducer_memory = _Context()
-    return c
-
-
-def _advance(state: RunState, phase: str, ts: str | None) -> None:
-    if state.phase in ("crashed", "stopped"):
-        return
-    if _PHASE_ORDER.get(phase, 0) > _PHASE_ORDER.get(state.phase, 0):
-        state.phase = phase
-        state.phase_since = ts
-
-
-def _hint_format(state: RunState, fmt: str, strong: bool = False) -> None:
-    if strong or state.format is None:
-        state.format = fmt
-
-
-def _rank_label(e: ev.Event) -> str:
-    # A scheduler without a prefix is the single-GPU case: rank 0.
-    return e.rank or "TP0"
-
-
-def _reset(state: RunState) -> None:
-    fresh = RunState(backend=state.backend)
-    lines = state.lines_seen
-    # a dataclass without slots: take every field of a fresh state (reducer memory included)
-    state.__dict__.update(fresh.__dict__)
-    state.lines_seen = lines
-
-
-def _where(e: ev.Event) -> str:
-    if e.ts is None:
-        return ""
-    inner = " ".join(x for x in (e.ts, e.rank) if x)
-    return f"[{inner}] " if inner else ""
-
-
-def _describe(e: ev.Event) -> str:
-    text = getattr(e, "text", None)
-    if isinstance(e, ev.ExceptionLine):
-        text = f"{e.exc_type}: {e.text}"
-    elif isinstance(e, ev.SchedulerException):
-        text = e.text
-    elif isinstance(e, ev.TracebackFrame):
-        text = f'File "{e.file}", in {e.function}'
-    elif isinstance(e, ev.ExitCode):
-        text = f"Exit code: {e.exit_code}"
-    elif isinstance(e, ev.ProcessExited):
-        text = f"server process exited with code {e.exit_code}"
-    elif text is None:
-        text = type(e).__name__
-    return _where(e) + str(text)
-
-
-def _add_decisive(crash: Crash, line: str) -> None:
-    if len(crash.decisive_lines) < MAX_DECISIVE_LINES and line not in crash.decisive_lines:
-        crash.decisive_lines.append(line)
-
-
-# When several frames name a phase, the most telling wins: graph capture beats cache init beats
-# prefill/decode (a capture runs the model's forward too).
-_FRAME_PRECEDENCE = ("graph_capture", "startup", "prefill", "decode")
-
-
-def _deciding_frame(frames: list[tuple[str | None, str]]) -> tuple[str, str] | None:
-    """(phase, "file:function") of the most telling traceback frame (the backend named each
-    frame's phase when it parsed the line)."""
-    best: tuple[int, str, str] | None = None
-    for phase, fr in frames:
-        if phase in _FRAME_PRECEDENCE:
-            rank = _FRAME_PRECEDENCE.index(phase)
-            if best is None or rank < best[0]:
-                best = (rank, phase, fr)
-    return (best[1], best[2]) if best else None
-
-
-def _phase_from_frames(frames: list[tuple[str | None, str]]) -> str | None:
-    found = _deciding_frame(frames)
-    return found[0] if found else None
-
-
-# A collective sequence number this high proves hours of serving: startup (weights, capture,
-# warmup) issues a few thousand collectives per group, not a hundred thousand.
-SERVING_SEQ = 100_000
-# Crash kinds that can only happen before the server serves.
-_STARTUP_KINDS = ("init_not_enough_memory", "port_in_use", "warmup_failed", "startup_error")
-_LIFECYCLE = ("loading", "kv_pool", "capturing", "warmup")
-
-
-def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]:
-    """(phase, the evidence for it): from the crash's own words, traceback frames, the lifecycle
-    lines, the last batch line, request logs and collective sequence numbers, in that order. When
-    nothing proves a phase it is `unknown`, and the reason says what was missing."""
-    c = _ctx(state)
-    if kind == "graph_capture_oom":
-        return "graph_capture", "out of memory while capturing CUDA graphs"
-    if isinstance(event, ev.KvPoolExhausted) and event.stage in ("prefill", "decode"):
-        return event.stage, f"the server's message names the {event.stage} batch"
-    found = _deciding_frame(c.frames) if c.exc_seen or c.frames else None
-    life = c.phase_before if state.phase == "crashed" else state.phase  # where the run was when it died
-    before_ready = not state.ready_in_log and life in _LIFECYCLE
-    if found is not None:
-        return found[0], f"traceback frame {found[1].rpartition(':')[2]}"
-    if kind in _STARTUP_KINDS:
-        return "startup", f"{kind} only happens before the server is ready"
-    if isinstance(event, ev.RankDead) and event.how in ("dead", "died_during_init"):
-        return "startup", "a rank died while the server waited for its ranks to start"
-    if kind == "hicache_host_memory" and not state.ready_in_log:
-        return "startup", "HiCache sizes its host pool at startup"
-    if life == "capturing" and not state.ready_in_log:
-        return "graph_capture", "the last lifecycle line was a graph capture that never ended"
-    if state.ready_in_log or c.batches:
-        if state.last_batch_kind in ("prefill", "decode"):
-            return state.last_batch_kind, f"the last batch line before it was a {state.last_batch_kind} batch"
-        return "serving", "after the server said ready"
-    if c.phase_evidence == "serving":
-        return "serving", "a failure path that only a serving server takes"
-    if before_ready:
-        return "startup", f"the log was at {life} and the server never said ready"
-    if c.max_seq >= SERVING_SEQ:
-        return "serving", f"collective sequence number {c.max_seq:,}: the server had been serving"
-    if c.requests:
-        return "serving", f"{c.requests} request log line(s) before it"
-    if c.phase_evidence == "startup":
-        return "startup", "a line that only start-up prints"
-    return "unknown", "no lifecycle, batch, request or traceback line before it names the phase"
-
-
-def _crash_rank(state: RunState, event: ev.Event) -> str | None:
-    c = _ctx(state)
-    if c.exc_seen:
-        if c.exc_rank is not None:
-            return c.exc_rank
-        if len(state.ranks) == 1:  # single GPU: the scheduler prints no prefix
-            return next(iter(state.ranks))
-    if isinstance(event, ev.RankDead) and event.rank_index is not None:
-        return _label_for_index(state, event.rank_index)
-    return event.rank
-
-
-def _label_for_index(state: RunState, index: int) -> str:
-    token = f"TP{index}"
-    for label in state.ranks:
-        if token in label.split():
-            return label
-    return token
-
-
-def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = None, provisional: bool = False) -> None:
-    """Record (or sharpen) the crash. The first specific kind wins; later lines only add context.
-    `provisional`: the only evidence is a bare traceback; it waits as `pending` (see _Context)."""
-    text = message if message is not None else _describe(event)
-    c = _ctx(state)
-    if provisional:
-        if state.crash is None and c.pending is None:
-            phase, reason = _crash_phase(state, kind, event)
-            c.pending = Crash(kind=kind, phase=phase, rank=_crash_rank(state, event), line=event.line,
-                              message=text, phase_reason=reason)
-            _add_decisive(c.pending, _describe(event))
-        return
-    if state.crash is None and c.pending is not None:
-        _commit_pending(state)  # the traceback before this line belongs to the same story
-    crash = state.crash
-    if crash is not None:
-        upgrade = crash.kind in _VAGUE_KINDS and kind not in _VAGUE_KINDS
-        upgrade = upgrade or (crash.kind == "cuda_oom" and kind == "graph_capture_oom")
-        upgrade = upgrade or (crash.kind == "host_oom_killed" and kind == "hicache_host_memory")
-        # `terminate … DistBackendError`, then its what(): "Watchdog caught collective operation timeout"
-        upgrade = upgrade or (crash.kind == "nccl_error" and kind == "nccl_timeout")
-        if upgrade:
-            crash.kind = kind
-            crash.line = event.line
-            crash.message = text
-            crash.phase, crash.phase_reason = _crash_phase(state, kind, event)
-            if crash.rank is None:
-                crash.rank = _crash_rank(state, event)
-        _add_decisive(crash, _describe(event))
-        _add_frame(state)
-        return
-    phase, reason = _crash_phase(state, kind, event)
-    state.crash = Crash(kind=kind, phase=phase, rank=_crash_rank(state, event), line=event.line, message=text,
-                        phase_reason=reason)
-    _add_decisive(state.crash, _describe(event))
-    _add_frame(state)
-    _enter_crashed(state, event.ts)
-
-
-def _enter_crashed(state: RunState, ts: str | None) -> None:
-    c = _ctx(state)
-    c.phase_before, c.phase_since_before = state.phase, state.phase_since
-    state.phase = "crashed"
-    state.phase_since = ts or state.last_ts
-
-
-def _commit_pending(state: RunState) -> None:
-    """The pending traceback was the end: it is the crash."""
-    c = _ctx(state)
-    if c.pending is None or state.crash is not None:
-        return
-    state.crash, c.pending = c.pending, None
-    _add_frame(state)
-    _enter_crashed(state, None)
-
-
-def end_of_input(state: RunState) -> None:
-    """The whole input has been read (a file, an excerpt): a traceback nothing came after is the
-    crash the log shows."""
-    _commit_pending(state)
-
-
-def _add_frame(state: RunState) -> None:
-    """The traceback frame that names the phase is one of the lines an operator must read."""
-    c = _ctx(state)
-    found = _deciding_frame(c.frames) if c.exc_seen else None
-    if found is not None and state.crash is not None:
-        file, _, func = found[1].rpartition(":")
-        _add_decisive(state.crash, f'File "{file}", in {func}')
-
-
-def _oom_kill_kind(state: RunState) -> str:
-    # The kernel killed a scheduler. While HiCache was pinning host memory, that is the cause.
-    if state.hicache_allocating_ranks and not state.ready_in_log:
-        return "hicache_host_memory"
-    return "host_oom_killed"
-
-
-# ---- handlers -----------------------------------------------------------------------------------
+__all__ = ["apply", "apply_all", "end_of_input"]
 
 
 def _node_rank(args: dict[str, object]) -> object:

@@ -45,6 +45,13 @@ class PlanRow:
         }
 
     @property
+    def label(self) -> str:
+        """The value as an operator writes it: `0.93`, or a byte count with its GiB."""
+        if self.flag.endswith("-bytes"):
+            return f"{self.flag}={int(self.value)} ({self.value / 2**30:.2f} GiB)"
+        return f"{self.value:g}"
+
+    @property
     def starts(self) -> bool:
         """False: no memory is left for the KV pool and the server refuses to start."""
         return self.max_total_num_tokens > 0
@@ -82,6 +89,7 @@ class MemoryPlan:
     calibrated_from: str | None = None
     calibration_error: dict[str, float] = field(default_factory=dict)  # estimate − measured at the run's value
     notes: tuple[str, ...] = ()
+    arithmetic: str = ""  # the backend's own formula with its numbers ("" : SGLang's δ·P wording)
 
     @property
     def flag(self) -> str:
@@ -138,22 +146,31 @@ class MemoryPlan:
         if self.terms.get("after_weights_avail_gib", 1.0) <= 0:
             return (f"the weights ({self.weights_gib_per_rank:.1f} GiB per rank) do not fit in the "
                     f"{self.terms.get('pre_load_avail_gib', 0):.1f} GiB free before loading: more GPUs (a larger TP) are needed")
+        ceiling = self.terms.get("util_ceiling")
+        if cur is not None and cur.max_total_num_tokens <= 0 and ceiling is not None and cur.value > ceiling:
+            head = (f"{cur.label} asks more than the GPU's free memory at start-up: the server refuses to start "
+                    f"(the most it allows is {ceiling:.2f})")
+            return head + (f"; {rec.label} predicted {rec.headroom_after_capture_gib:.1f} GiB after capture, "
+                           f"{rec.max_total_num_tokens:,} KV tokens" if rec else "")
         if cur is not None and cur.max_total_num_tokens <= 0:
-            head = (f"{cur.value:g} leaves no memory for the KV pool: the server refuses to start "
-                    f"(the floor is {self.terms.get('mfs_floor', 0):.3f})")
-            return head + (f"; {rec.value:g} predicted {rec.headroom_after_capture_gib:.1f} GiB after capture, "
+            floor = self.terms.get("mfs_floor", self.terms.get("util_floor", 0.0))
+            # SGLang's floor is where the pool is empty; vLLM's where it or the card's free memory is too small
+            what = "no memory for the KV pool" if "mfs_floor" in self.terms else "too little memory for the KV cache"
+            head = (f"{cur.label} leaves {what}: the server refuses to start "
+                    f"(the floor is {floor:.3f})")
+            return head + (f"; {rec.label} predicted {rec.headroom_after_capture_gib:.1f} GiB after capture, "
                            f"{rec.max_total_num_tokens:,} KV tokens" if rec else "")
         if cur is None:
             return "memory plan: the engine picks its own value; " + (
-                f"{rec.value:g} is the highest predicted to leave {rec.headroom_after_capture_gib:.1f} GiB" if rec else "no value meets the target")
-        head = f"{cur.value:g} predicted to leave {cur.headroom_after_capture_gib:.1f} GiB after capture"
+                f"{rec.label} is the highest predicted to leave {rec.headroom_after_capture_gib:.1f} GiB" if rec else "no value meets the target")
+        head = f"{cur.label} predicted to leave {cur.headroom_after_capture_gib:.1f} GiB after capture"
         if rec is None:
             return head + f"; no value from {self.rows[0].value:g} up leaves the {self.target_headroom_gib:g} GiB target"
         if rec.value == cur.value:
             return head + f" ({cur.max_total_num_tokens:,} KV tokens)"
         d = rec.max_total_num_tokens - cur.max_total_num_tokens
         sign = "−" if d < 0 else "+"
-        return head + f"; {rec.value:g} predicted {rec.headroom_after_capture_gib:.1f} GiB, {sign}{_k(abs(d))} KV tokens"
+        return head + f"; {rec.label} predicted {rec.headroom_after_capture_gib:.1f} GiB, {sign}{_k(abs(d))} KV tokens"
 
 
 def _k(n: int) -> str:
@@ -179,9 +196,10 @@ def gpu_facts_from_hosts(hosts: Iterable[Any], env: Mapping[str, str] | None = N
     return GpuFacts(min(totals), min(frees) if frees else None)
 
 
-def calibration_from_run(r: Any, value_flag: str) -> Calibration | None:
-    """A journal run as a calibration, when it recorded KV tokens, headroom and the setting."""
-    value = _norm(r.flags).get(value_flag.lstrip("-"))
+def calibration_from_run(r: Any, value_flag: str, default_value: float | None = None) -> Calibration | None:
+    """A journal run as a calibration, when it recorded KV tokens, headroom and the setting (or ran
+    with the engine's default, `default_value`)."""
+    value = _norm(r.flags).get(value_flag.lstrip("-"), default_value)
     if r.max_total_num_tokens is None or r.min_headroom_gb is None or not isinstance(value, (int, float)):
         return None
     return Calibration(str(r.id), float(value), int(r.max_total_num_tokens), float(r.min_headroom_gb), str(r.started_at))
@@ -191,11 +209,13 @@ def calibration_from_run(r: Any, value_flag: str) -> Calibration | None:
 
 # Flags that change the budget: a run that differs in any of them measured a different setup.
 SAME_SETUP_FLAGS = (
-    "model-path", "tp", "tp-size", "tensor-parallel-size", "dp", "dp-size", "data-parallel-size", "ep", "ep-size",
+    "model-path", "model", "tp", "tp-size", "tensor-parallel-size", "dp", "dp-size", "data-parallel-size", "ep", "ep-size",
     "expert-parallel-size", "pp-size", "pipeline-parallel-size", "enable-dp-attention", "attn-dp-size", "kv-cache-dtype",
     "context-length", "chunked-prefill-size", "cuda-graph-max-bs", "cuda-graph-max-bs-decode", "max-running-requests",
     "max-total-tokens", "page-size", "disable-cuda-graph", "speculative-algorithm", "quantization", "dtype",
     "max-model-len", "max-num-seqs", "max-num-batched-tokens", "kv-cache-memory", "block-size", "enforce-eager",
+    "kv-cache-memory-bytes", "enable-expert-parallel", "cpu-offload-gb", "compilation-config", "max-cudagraph-capture-size",
+    "cudagraph-capture-sizes",
 )
 
 

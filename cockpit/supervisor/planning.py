@@ -59,13 +59,19 @@ async def read_model_on_host(
 
 
 async def read_profile_model(profile: Profile) -> ModelFacts:
-    """The profile's model-path read on its first host (node 0), over that host's transport."""
+    """The profile's model (the backend says which flag names it) read on its first host (node 0),
+    over that host's transport."""
+    from cockpit.backends import get_backend
     from cockpit.model.config import ModelConfigError
     from cockpit.transport import transport_for
 
-    path = profile.flag("model-path")
+    try:
+        backend = get_backend(profile.backend)
+        path = backend.model_path(profile)
+    except ValueError as exc:  # an unknown backend, a flag the server refuses
+        raise BadInput(str(exc)) from None
     if not path:
-        raise ModelConfigError(f"{profile.name}: server.model-path is not set")
+        raise ModelConfigError(f"{profile.source or profile.name}: the profile's server: names no model for {backend.name} to load")
     host = profile.hosts[0]
     python = None if host.is_local else profile.python
     return await read_model_on_host(transport_for(host), str(path), python=python, env=profile.env)
@@ -137,7 +143,7 @@ def plan_finding(mp: MemoryPlan | None, error: str | None = None) -> Finding:
         msg += f" — below the {mp.target_headroom_gib:g} GiB target"
     msg += f" ({'calibrated from run ' + mp.calibrated_from if mp.calibrated_from else 'estimate, not yet calibrated by a run'})"
     t = mp.terms
-    arithmetic = (
+    arithmetic = mp.arithmetic or (
         f"P ≈ {t.get('pre_load_avail_gib', 0):.2f} GiB, weights {mp.weights_gib_per_rank:.2f} GiB/rank, "
         f"KV {mp.kv_bytes_per_token:,} B/token; headroom = P·(1 − mfs) − req_to_token {t.get('req_to_token_gib', 0):.2f}"
         f" − workspaces {t.get('attention_workspace_gib', 0):.2f}"

@@ -187,10 +187,13 @@ def sim_dir_of(profile: Profile) -> str | None:
         return None
     if os.environ.get("COCKPIT_SIM_GPU_DIR") and all(h.ssh == "local" for h in profile.hosts):
         return os.environ["COCKPIT_SIM_GPU_DIR"]
+    # the simulator's own default port when the profile names none (each stand-in uses its
+    # server's: SGLang 30000, vLLM 8000)
+    default = 8000 if profile.backend == "vllm" else 30000
     try:
-        port = int(str(profile.server.get("port") or 30000))
+        port = int(str(profile.server.get("port") or default))
     except ValueError:
-        port = 30000
+        port = default
     return SIM_INSTANCE_DIR.format(port=port)
 
 

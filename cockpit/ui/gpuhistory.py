@@ -5,7 +5,7 @@ widget only draws it."""
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cockpit.supervisor.api import RunSnapshot
 
@@ -17,13 +17,10 @@ BLOCKS = " ▁▂▃▄▅▆▇█"
 class GpuTrace:
     name: str
     total_gb: float | None = None
-    used: deque[float | None] | None = None
-    util: deque[float | None] | None = None
-    power: deque[float | None] | None = None
+    used: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    util: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    power: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY))
     last_sampled: float = 0.0
-
-    def __post_init__(self) -> None:
-        self.used, self.util, self.power = deque(maxlen=HISTORY), deque(maxlen=HISTORY), deque(maxlen=HISTORY)
 
 
 class GpuHistory:
@@ -42,7 +39,6 @@ class GpuHistory:
                 continue
             tr.last_sampled = g.sampled_at
             tr.total_gb = g.total_gb if g.total_gb is not None else tr.total_gb
-            assert tr.used is not None and tr.util is not None and tr.power is not None
             tr.used.append(g.used_gb)
             tr.util.append(g.util_pct)
             tr.power.append(g.power_w)

@@ -3,10 +3,13 @@ with the same result as filtering the whole ring in one pass."""
 
 from __future__ import annotations
 
+from cockpit.backends import get_backend
 from cockpit.core.logfilter import LineFilter
 from cockpit.supervisor.api import LogLine
 from cockpit.ui.widgets.logpane import DEFAULT_CAPACITY, LogPane
 from tests.ui.test_dashboard_snapshots import make_app
+
+SGLANG = get_backend("sglang").log_filter_presets()  # the flood is SGLang's log
 
 
 def _flood(n: int, start: int = 0) -> list[LogLine]:
@@ -29,7 +32,7 @@ async def test_filter_on_a_full_ring_answers_at_once_and_completes() -> None:
         pane = app.screen.query_one(LogPane)
         pane.add_lines(_flood(DEFAULT_CAPACITY + 1000))
         await pilot.pause()
-        matcher = LineFilter("memory")
+        matcher = LineFilter("memory", presets=SGLANG)
         pane.set_filter(matcher, None, "Log [memory]")
         # the screen's lines are there before any slice has run
         assert 0 < len(pane._shown) < len(pane._lines) // 50
@@ -53,7 +56,7 @@ async def test_slices_keep_a_paused_view_on_the_same_lines() -> None:
         pane.add_lines(_flood(DEFAULT_CAPACITY))
         await pilot.pause()
         pane.pause()
-        pane.set_filter(LineFilter("batches"), None, "Log [batches]")
+        pane.set_filter(LineFilter("batches", presets=SGLANG), None, "Log [batches]")
         await pilot.pause()
         top = pane._shown[int(pane.scroll_y)]
         pane._finish_selection()
@@ -67,7 +70,7 @@ async def test_lines_arriving_during_a_selection() -> None:
     async with app.run_test(size=(140, 45)):
         pane = app.screen.query_one(LogPane)
         pane.add_lines(_flood(DEFAULT_CAPACITY))
-        pane.set_filter(LineFilter("memory"), None, "Log [memory]")
+        pane.set_filter(LineFilter("memory", presets=SGLANG), None, "Log [memory]")
         pending = pane._unselected
         assert pending > 0
         # new lines push unselected ones off the ring: they are simply never selected
@@ -77,6 +80,6 @@ async def test_lines_arriving_during_a_selection() -> None:
         assert got == [ln for ln in pane._lines if "avail mem" in ln.text]
         # a rank filter too is judged line by line (each line carries its record's rank, see
         # NodeLog): newest first, the rest in slices, with the one-pass result
-        pane.set_filter(LineFilter("memory", "3"), None, "Log [memory] · TP3")
+        pane.set_filter(LineFilter("memory", "3", SGLANG), None, "Log [memory] · TP3")
         assert pane._unselected > 0
         assert pane.shown_lines == [ln for ln in pane._lines if "avail mem" in ln.text and ln.rank == "TP3"]

@@ -211,6 +211,29 @@ class SGLangBackend:
 
         return memory_plan(profile, hosts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
 
+    def model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        """The profile's `model-path` (with `--set model-path=…` applied)."""
+        path = self.flag_value(self.effective_flags(profile, overrides), "model-path")
+        return str(path) if path else None
+
+    def plan_server(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
+        """The server flags of `cockpit plan --model-config` (no profile): the model and parallelism."""
+        server: dict[str, Any] = {"model-path": model_dir, "tp": tp}
+        if dp:
+            server["dp"] = dp
+        if ep:
+            server["ep"] = ep
+        return server
+
+    def log_filter_presets(self) -> dict[str, tuple[str, ...]]:
+        """The words of the log view's presets as SGLang prints them."""
+        return {
+            "memory": ("avail mem", "max_total_num", "KV Cache", "Allocating", "Capture"),
+            "errors": ("Traceback", "Error", "CUDA out of memory", "OutOfMemoryError", "RuntimeError", "SIGQUIT",
+                       "exception", "Killed"),
+            "batches": ("Prefill batch", "Decode batch"),
+        }
+
     def tuning(self) -> Any:
         """The tuning policy `cockpit tune` asks for its next launch (cockpit.backends.sglang.tuning)."""
         from cockpit.backends.sglang import tuning

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from cockpit.backends.base import HostFacts, LogParser
+from cockpit.backends.base import FlagError, HostFacts, LogParser
 from cockpit.backends.vllm.flags import VERSIONS
 from cockpit.core.events import ServerArgs
 from cockpit.core.findings import Finding, FlagChange
@@ -176,4 +176,39 @@ class VLLMBackend:
         self, profile: Profile, hosts: Iterable[HostFacts], *, model: Any = None,
         overrides: Mapping[str, Any] | None = None, runs: Iterable[Any] = (), calibrate_from: str | None = None,
     ) -> Any:
-        return None  # no vLLM memory plan yet (issue 14 may add cockpit/backends/vllm/plan.py)
+        if model is None:
+            return None
+        from cockpit.backends.vllm.plan import memory_plan
+
+        return memory_plan(profile, hosts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
+
+    def model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        """The `serve MODEL` positional (the profile's `model`), with `--set model=…` applied."""
+        model = self.effective_flags(profile, overrides).get("model")
+        return str(model) if model else None
+
+    def plan_server(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
+        """The server flags of `cockpit plan --model-config`: vLLM's EP spans TP × DP, so `--ep` is
+        `--enable-expert-parallel` and must equal that product."""
+        server: dict[str, Any] = {"model": model_dir, "tensor-parallel-size": tp}
+        if dp:
+            server["data-parallel-size"] = dp
+        if ep and ep > 1:
+            if ep != tp * (dp or 1):
+                raise FlagError("--ep", f"--ep {ep}: vLLM's expert parallelism spans TP × DP = {tp * (dp or 1)} ranks "
+                                        "(--enable-expert-parallel); give --ep equal to that, or leave it out")
+            server["enable-expert-parallel"] = True
+        return server
+
+    def log_filter_presets(self) -> dict[str, tuple[str, ...]]:
+        """The words of the log view's presets as vLLM prints them (shared/reference/vllm.md §3, §7,
+        §8): the memory lifecycle lines, the failure chain, the periodic stats line."""
+        return {
+            "memory": ("Model loading took", "KV cache memory", "KV cache size", "Maximum concurrency", "Graph capturing",
+                       "CUDA graph", "Free memory on device", "gpu-memory-utilization", "No available memory",
+                       "KV cache is needed", "Overriding num_gpu_blocks"),
+            "errors": ("Traceback", "ERROR", "Error", "out of memory", "OutOfMemoryError", "exception", "WorkerProc",
+                       "EngineCore failed", "EngineCore encountered", "EngineDeadError", "died unexpectedly",
+                       "Timed out waiting", "Killed"),
+            "batches": ("Avg prompt throughput", "SpecDecoding metrics"),
+        }

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from textual import on
@@ -22,7 +22,7 @@ from textual.widgets import Input, Static
 from textual.worker import Worker, WorkerState
 
 from cockpit.core.findings import Finding, FlagChange
-from cockpit.core.logfilter import PRESET_NAMES, LineFilter
+from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
 from cockpit.core.profile import Profile
 from cockpit.supervisor.api import LogBatch, RunSnapshot
 from cockpit.ui import format as fmt
@@ -709,7 +709,7 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
             return
         spec = event.value.strip() or "all"
         try:
-            LineFilter(spec)
+            LineFilter(spec, presets=self._filter_presets())
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             return
@@ -717,9 +717,21 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         self._apply_filter()
         self._close_search()
 
-    def _apply_filter(self) -> None:
+    def _filter_presets(self) -> Mapping[str, tuple[str, ...]]:
+        """The presets' words as the profile's server prints them (the backend's)."""
+        from cockpit.backends import get_backend
+
         try:
-            matcher = LineFilter(self.filter_spec, self.rank_focus)
+            return get_backend(self.profile.backend).log_filter_presets()
+        except ValueError:  # an unknown backend: the generic error words only
+            return {}
+
+    def _apply_filter(self) -> None:
+        presets = self._filter_presets()
+        pane = self.query_one(LogPane)
+        pane.error_words = tuple(presets.get("errors") or GENERIC_ERROR_WORDS)
+        try:
+            matcher = LineFilter(self.filter_spec, self.rank_focus, presets)
         except ValueError as exc:
             self.notify(str(exc), severity="error")
             self.filter_spec = "all"

@@ -26,7 +26,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from cockpit.core.logfilter import FILTER_PRESETS
+from cockpit.core.logfilter import GENERIC_ERROR_WORDS
 from cockpit.core.sanitize import clean_text, has_control
 from cockpit.supervisor.api import LogLine
 
@@ -44,8 +44,9 @@ class Matcher(Protocol):
     def spans(self, text: str) -> list[tuple[int, int]]: ...
 
 
-# What the "errors" preset looks for is also what the pane paints as an error line.
-ERROR_WORDS = FILTER_PRESETS["errors"]
+# What the "errors" preset looks for is also what the pane paints as an error line: the screen sets
+# the server's own words (`error_words`, from the backend); these serve until it does.
+ERROR_WORDS = GENERIC_ERROR_WORDS
 
 
 class LogPane(ScrollView, can_focus=True):
@@ -66,6 +67,7 @@ class LogPane(ScrollView, can_focus=True):
     ]
 
     COMPONENT_CLASSES = {"logpane--rank", "logpane--match", "logpane--error", "logpane--dim", "logpane--marker"}
+    error_words: tuple[str, ...] = ERROR_WORDS
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -420,7 +422,7 @@ class LogPane(ScrollView, can_focus=True):
                 body.stylize(self._style("rank"), at, at + len(line.rank))
             else:
                 text.append(f"{line.rank:<4} ", style=self._style("rank"))
-        if any(w in line.text for w in ERROR_WORDS):
+        if any(w in line.text for w in self.error_words):
             body.stylize(self._style("error"))
         if self._matcher is not None:
             for a, b in self._matcher.spans(line.text):

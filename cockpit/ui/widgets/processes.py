@@ -52,7 +52,6 @@ class GpuProcesses(Widget):
         spark = max(3, min(SPARK, (self.size.width - 54) // 3))
         lines = []
         for (host, index), tr in sorted(hist.traces.items()):
-            assert tr.used is not None and tr.util is not None and tr.power is not None
             t = Text(no_wrap=True, overflow="ellipsis")
             t.append(f"GPU{index}" + (f"@{host}" if len(hosts) > 1 else "") + " ", style=self._style("label"))
             used = tr.used[-1] if tr.used else None

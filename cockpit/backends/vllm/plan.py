@@ -1,0 +1,389 @@
+"""vLLM's memory budget before launch: weights per rank, KV tokens and the free memory left after
+start-up for each `--gpu-memory-utilization` (or the pinned `--kv-cache-memory-bytes`).
+
+Follows vLLM's own arithmetic (vllm/v1/worker/gpu_worker.py `determine_available_memory`,
+`compile_or_warm_up_model`; vllm/utils/mem_utils.py `memory_profiling`, `request_memory`;
+vllm/v1/worker/gpu_model_runner.py `profile_run`, `profile_cudagraph_memory`;
+vllm/v1/core/kv_cache_utils.py `get_num_blocks`, `_report_kv_cache_config`):
+
+    T   = the card's total memory, F₀ = free at the start snapshot (after the CUDA context and NCCL)
+    W   = weights per rank, N = non-torch memory after the snapshot (cuBLAS, all-reduce buffers)
+    A   = transient activation peak of the profile run (a `--max-num-batched-tokens` forward and
+          the sampler's warm-up over `--max-num-seqs` logits), Ĝ = the CUDA-graph estimate
+    requested = ⌈u·T⌉                                                   (request_memory)
+    KV  = requested − (W + N + A) − Ĝ                                   (determine_available_memory)
+          Ĝ counts from 0.20 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, default on); 0 before
+          with --kv-cache-memory-bytes K: KV = K, util is ignored (profiling skipped)
+    tokens = ⌊KV / (c·block)⌋·block, c = KV bytes per token per rank over all layers (get_num_blocks;
+          a hybrid sliding-window model's groups give the same count, _report_kv_cache_config)
+    start-up refuses F₀ < requested ("Free memory on device … less than desired …") and
+          tokens < --max-model-len ("… KV cache is needed, which is larger than …")
+    free after start-up = F₀ − (W + N) − KV − G   (the log's per-rank summary line, G = graph pool)
+                        = F₀ − u·T + A + Ĝ − G    with the estimate on (A is handed back: the
+                                                  largest batch needs it again)
+
+N, A and G are the terms vLLM measures on the GPU and the plan estimates (the constants below,
+docs/PLAN.md) until a journal run of the same setup replaces them by what it measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cockpit.backends.vllm.flags import default_util, resolve_version, version_key
+from cockpit.backends.vllm.memory import default_max_num_seqs, floor2
+from cockpit.model.config import ModelConfig, ModelConfigError
+from cockpit.model.plan import (
+    Calibration,
+    GpuFacts,
+    MemoryPlan,
+    PlanRow,
+    calibration_from_run,
+    gpu_facts_from_hosts,
+    pick_calibration,
+)
+from cockpit.model.weights import GIB, Parallel, WeightIndex, split_weights
+
+if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
+    from collections.abc import Iterable
+
+    from cockpit.backends.base import HostFacts
+    from cockpit.core.profile import Profile
+    from cockpit.model.read import ModelFacts
+
+FLAG = "--gpu-memory-utilization"
+PIN_FLAG = "--kv-cache-memory-bytes"
+TABLE = tuple(round(0.80 + 0.01 * i, 2) for i in range(19))  # 0.80 … 0.98: vLLM's auto-tuner starts at 0.98
+SEARCH = tuple(round(0.30 + 0.01 * i, 2) for i in range(70))  # where the recommendation may land (≤ 0.99)
+GRAPH_ESTIMATE_SINCE = "0.20.0"  # the CUDA-graph estimate inside the budget by default
+ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+DEFAULT_BLOCK = 16  # CUDA's default --block-size
+
+# Estimates (a journal run replaces them). Memory gone before the start snapshot: the CUDA context,
+# then NCCL's communicators when ranks > 1; non-torch memory after it (cuBLAS workspaces, custom
+# all-reduce buffers). Fitted to the golden TP2 H100 summary (0.88 and 0.87 GiB), see docs/PLAN.md.
+CUDA_CONTEXT_GIB = 0.6
+DIST_INIT_GIB = 0.3
+NON_TORCH_GIB = 0.45
+NON_TORCH_DIST_GIB = 0.42
+# The profile run's activations: per scheduled token, bf16 hidden states (4 × hidden), the MLP's
+# gate/up output (2 × intermediate per rank) and q/k/v per rank; the sampler keeps fp32 logits of
+# max_num_seqs rows and one working copy.
+SAMPLER_COPIES = 2
+# CUDA-graph pool: a base plus a per-layer term (the golden 64-layer TP2 pool is 0.86 GiB, real
+# 28-layer pools 0.45–0.84 GiB); none with --enforce-eager or cudagraph_mode NONE.
+GRAPH_BASE_GIB = 0.25
+GRAPH_PER_LAYER_GIB = 0.01
+KV_DTYPE_BYTES = {"auto": 0.0, "bfloat16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "fp8_inc": 1.0}
+FP8_DS_MLA_BYTES_PER_LAYER = 656  # FlashMLA's fp8 cache entry: 512 fp8 + 4 fp32 scales + 64 bf16 rope
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The `vllm serve` flags that move the budget (dest names as vLLM's EngineArgs)."""
+
+    version: str
+    util: float | None  # None: vLLM's default for the version
+    kv_cache_memory_bytes: int | None = None
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    expert_parallel: bool = False
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    graphs: bool = True  # False: --enforce-eager or cudagraph_mode NONE
+    estimate_graphs: bool = True  # Ĝ inside the budget (0.20+, unless the env var says 0)
+    cpu_offload_gib: float = 0.0
+
+    @property
+    def ep(self) -> int:
+        return self.tp * self.dp if self.expert_parallel else 1
+
+
+def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from `{dest: value}` (EngineArgs names, as command.effective_flags gives them)."""
+    v = resolve_version(version)
+
+    def get(key: str, default: Any = None) -> Any:
+        val = flags.get(key)
+        return default if val is None else val
+
+    cc = get("compilation_config") or {}
+    mode = str(cc.get("cudagraph_mode", "")).upper() if isinstance(cc, dict) else ""
+    env_val = (env or {}).get(ESTIMATE_ENV)
+    estimate = version_key(v) >= version_key(GRAPH_ESTIMATE_SINCE)
+    if env_val is not None:
+        estimate = env_val.strip() not in ("0", "", "false", "False")
+    mml = get("max_model_len")
+    util = get("gpu_memory_utilization")
+    kvb = get("kv_cache_memory_bytes")
+    return Settings(
+        version=v,
+        util=float(util) if util is not None else None,
+        kv_cache_memory_bytes=int(kvb) if kvb is not None else None,
+        tp=int(get("tensor_parallel_size", 1)),
+        pp=int(get("pipeline_parallel_size", 1)),
+        dp=int(get("data_parallel_size", 1)),
+        expert_parallel=bool(get("enable_expert_parallel", False)),
+        kv_cache_dtype=str(get("kv_cache_dtype", "auto")),
+        max_model_len=int(mml) if isinstance(mml, int) and mml > 0 else None,
+        max_num_seqs=get("max_num_seqs"),
+        max_num_batched_tokens=get("max_num_batched_tokens"),
+        block_size=get("block_size"),
+        graphs=not bool(get("enforce_eager", False)) and mode != "NONE",
+        estimate_graphs=estimate,
+        cpu_offload_gib=float(get("cpu_offload_gb", 0) or 0),
+    )
+
+
+def profile_settings(profile: Profile, overrides: dict[str, Any] | None = None) -> Settings:
+    """Settings of a profile's flags with `--set` overrides (FlagError for a flag vLLM refuses)."""
+    from cockpit.backends.vllm.command import effective_flags
+
+    version = resolve_version(profile.version)
+    flags = {dest: val for dest, (_spec, val) in effective_flags(profile, overrides, version=version).items()}
+    return settings_from_flags(flags, version, profile.env)
+
+
+def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
+    """KV bytes per token per rank over all layers of the rank's pipeline stage (the attention
+    spec's page size per token, vllm/v1/kv_cache_interface.py): MHA/GQA heads split by TP (at least
+    one per rank), the MLA latent whole on every rank."""
+    if s.kv_cache_dtype not in KV_DTYPE_BYTES and s.kv_cache_dtype != "fp8_ds_mla":
+        raise ModelConfigError(f"--kv-cache-dtype {s.kv_cache_dtype!r}: the plan knows {', '.join([*KV_DTYPE_BYTES, 'fp8_ds_mla'])}")
+    b = KV_DTYPE_BYTES.get(s.kv_cache_dtype, 1.0) or (2.0 if cfg.dtype_bytes <= 2 else float(cfg.dtype_bytes))
+    layers = math.ceil(cfg.layers / max(1, s.pp))
+    if cfg.attention == "mla":
+        if s.kv_cache_dtype == "fp8_ds_mla":
+            return FP8_DS_MLA_BYTES_PER_LAYER * layers
+        return ((cfg.kv_lora_rank or 0) + (cfg.qk_rope_head_dim or 0)) * layers * b
+    heads = max(1, cfg.num_kv_heads // s.tp)
+    return heads * (cfg.head_dim + cfg.v_head_dim) * layers * b
+
+
+def kv_tokens(kv_gib: float, cell: float, block: int) -> int:
+    """Whole blocks of `block` tokens in `kv_gib` (get_num_blocks), as tokens."""
+    if kv_gib <= 0 or cell <= 0:
+        return 0
+    return int(kv_gib * GIB // (cell * block)) * block
+
+
+def batch_defaults(gpu_total_gib: float, s: Settings, max_model_len: int) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) vLLM's API server picks for this card when unset
+    (vllm/engine/arg_utils.py `get_batch_defaults`): 1024 / 8192 on H100-class cards, 16384 tokens
+    from 160 GiB, else 256 / 2048; the tokens capped at max_num_seqs × max_model_len."""
+    seqs = int(s.max_num_seqs or default_max_num_seqs(gpu_total_gib) or 256)
+    if s.max_num_batched_tokens:
+        return seqs, int(s.max_num_batched_tokens)
+    tokens = 16384 if gpu_total_gib >= 160 else 8192 if gpu_total_gib >= 70 else 2048
+    return seqs, min(tokens, seqs * max_model_len)
+
+
+def activation_gib(cfg: ModelConfig, s: Settings, seqs: int, batched: int) -> float:
+    """A: the profile run's transient peak (profile_run + the sampler warm-up), an estimate."""
+    inter = max(cfg.intermediate_size, cfg.experts_per_token * cfg.moe_intermediate_size) / s.tp
+    qkv = (cfg.num_attention_heads + 2 * cfg.num_kv_heads) * cfg.head_dim / s.tp
+    per_token = 2.0 * (4 * cfg.hidden_size + 2 * inter + qkv)
+    sampler = seqs * cfg.vocab_size * 4.0 * SAMPLER_COPIES
+    return (batched * per_token + sampler) / GIB
+
+
+def graph_gib(cfg: ModelConfig, s: Settings) -> float:
+    if not s.graphs:
+        return 0.0
+    return GRAPH_BASE_GIB + GRAPH_PER_LAYER_GIB * math.ceil(cfg.layers / max(1, s.pp))
+
+
+def pre_snapshot_gib(s: Settings) -> float:
+    return CUDA_CONTEXT_GIB + (DIST_INIT_GIB if s.tp * s.pp * s.dp > 1 else 0.0)
+
+
+def non_torch_gib(s: Settings) -> float:
+    return NON_TORCH_GIB + (NON_TORCH_DIST_GIB if s.tp * s.pp > 1 else 0.0)
+
+
+def plan(
+    cfg: ModelConfig,
+    weights: WeightIndex | None,
+    gpu: GpuFacts,
+    s: Settings,
+    *,
+    target_headroom: float = 5.0,
+    warn_headroom: float = 3.0,
+    calibration: Calibration | None = None,
+) -> MemoryPlan:
+    """The budget for every value in TABLE, the profile's value and the recommendation."""
+    if weights is None:
+        raise ModelConfigError(f"{cfg.name}: no model.safetensors.index.json and no .safetensors files: the weights' size is unknown")
+    if s.tp < 1 or s.dp < 1 or s.pp < 1:
+        raise ModelConfigError("tensor, data and pipeline parallel sizes must be positive")
+    t = gpu.total_gib
+    split = split_weights(cfg, weights, Parallel(s.tp, 1, 1, s.pp))
+    w_bytes = split.per_rank_bytes
+    if s.expert_parallel and s.dp > 1:
+        # EP spans the DP replicas: the experts split over tp × dp ranks, not tp
+        w_bytes -= split.by_category.get("expert", 0.0) * (1 - 1 / s.dp)
+    w = max(0.0, w_bytes / GIB - s.cpu_offload_gib)
+    base = gpu.free_gib if gpu.free_gib is not None else t
+    f0 = base - pre_snapshot_gib(s)
+    n = non_torch_gib(s)
+    cell = cell_bytes(cfg, s)
+    block = int(s.block_size or DEFAULT_BLOCK)
+    mml = int(s.max_model_len or cfg.context_length or 0)
+    if mml <= 0:
+        raise ModelConfigError(f"{cfg.name}: no max_position_embeddings in config.json and no --max-model-len")
+    seqs, batched = batch_defaults(t, s, mml)
+    act = activation_gib(cfg, s, seqs, batched)
+    g = graph_gib(cfg, s)
+    g_hat = g if s.graphs and s.estimate_graphs else 0.0
+    notes = list(cfg.notes)
+
+    def starts(u: float, tok: int) -> bool:
+        return u * t <= f0 and tok >= mml
+
+    def estimate(u: float) -> tuple[float, int, float]:
+        kv = math.ceil(u * t * GIB) / GIB - (w + n + act) - g_hat
+        tok = kv_tokens(kv, cell, block)
+        return kv, tok, f0 - (w + n) - kv - g
+
+    cal_err: dict[str, float] = {}
+    row_of = estimate
+    if calibration is not None:
+        kv_c = calibration.max_total_num_tokens * cell / GIB
+        _kv, tok_e, head_e = estimate(calibration.value)
+        cal_err = {
+            "max_total_num_tokens": float(tok_e - calibration.max_total_num_tokens),
+            "max_total_num_tokens_pct": 100.0 * (tok_e - calibration.max_total_num_tokens) / max(1, calibration.max_total_num_tokens),
+            "headroom_after_capture_gib": head_e - calibration.headroom_after_capture_gib,
+        }
+
+        def calibrated(u: float) -> tuple[float, int, float]:
+            # Δu·T moves between the KV cache and free memory, one for one (memory.py)
+            d = (u - calibration.value) * t
+            kv = kv_c + d
+            return kv, kv_tokens(kv, cell, block), calibration.headroom_after_capture_gib - d
+
+        row_of = calibrated
+
+    def row(u: float) -> PlanRow:
+        kv, tok, head = row_of(u)
+        return PlanRow(FLAG, u, tok if starts(u, tok) else 0, kv, head)
+
+    rows = tuple(row(v) for v in TABLE)
+    meets = [r for r in (row(v) for v in SEARCH) if r.headroom_after_capture_gib >= target_headroom and r.starts]
+    recommended = max(meets, key=lambda r: r.value) if meets else None
+    is_default = False
+    if s.kv_cache_memory_bytes is not None:
+        kv = s.kv_cache_memory_bytes / GIB
+        tok = kv_tokens(kv, cell, block)
+        if calibration is None:
+            head = f0 - (w + n) - kv - g
+        else:  # the run's free memory, plus what its KV cache held beyond the pin
+            head = calibration.headroom_after_capture_gib + calibration.max_total_num_tokens * cell / GIB - kv
+        current: PlanRow | None = PlanRow(PIN_FLAG, float(s.kv_cache_memory_bytes), tok if tok >= mml else 0, kv, head)
+        notes.append(f"{PIN_FLAG} pins the KV cache: vLLM ignores {FLAG} (the table shows what each value would give without the pin)")
+        room = head - target_headroom
+        if room < 0 and kv + room > 0:
+            k = math.floor((kv + room) * 4) / 4  # a quarter GiB below what meets the target
+            recommended = PlanRow(PIN_FLAG, float(int(k * GIB)), kv_tokens(k, cell, block), k, head + (kv - k))
+        elif room >= 0:
+            recommended = current
+    else:
+        u_now = s.util
+        if u_now is None:
+            u_now = default_util(s.version)
+            is_default = True
+            notes.append(f"{FLAG} unset: vLLM {s.version} uses {u_now:g}")
+        current = row(u_now)
+    if not s.graphs:
+        notes.append("no CUDA graphs (--enforce-eager or cudagraph_mode NONE): no graph pool")
+    elif not s.estimate_graphs:
+        notes.append(f"the CUDA-graph estimate is outside the budget (vLLM < {GRAPH_ESTIMATE_SINCE} or {ESTIMATE_ENV}=0): "
+                     "graphs come out of the (1 − util) share")
+    searched = [row(v) for v in SEARCH]
+    lowest = next((r for r in searched if r.starts), None)
+    if lowest is not None and lowest.value > SEARCH[0]:
+        notes.append(f"below {FLAG} {lowest.value:g} vLLM refuses to start: the KV cache holds fewer tokens than "
+                     f"--max-model-len {mml:,}")
+    too_high = [r for r in searched if r.value * t > f0]
+    if too_high:
+        notes.append(f"from {FLAG} {too_high[0].value:g} vLLM refuses to start: ⌈u·T⌉ is more than the {f0:.2f} GiB "
+                     "free at start-up (\"Free memory on device … less than desired GPU memory utilization\")")
+    if split.unknown_bytes:
+        notes.append(f"{split.unknown_bytes / GIB:.2f} GiB of checkpoint tensors matched no sharding rule: counted whole on every rank")
+    if not split.exact_split:
+        notes.append("weights: the index's exact total_size, split by config.json's layer shapes (no safetensors headers read)")
+    if calibration is None:
+        notes.append("estimate: non-torch memory, the activation peak and the graph pool are not measured yet; "
+                     "a finished run of this setup calibrates them")
+    terms = {
+        "pre_load_avail_gib": f0,
+        "after_weights_avail_gib": f0 - w - n,
+        "non_torch_gib": n,
+        "activation_peak_gib": act,
+        "graph_gib": g if calibration is None else math.nan,
+        "graph_estimate_gib": g_hat if calibration is None else math.nan,
+        "max_num_seqs": float(seqs),
+        "max_num_batched_tokens": float(batched),
+        "max_model_len": float(mml),
+        "block_size": float(block),
+        "util_floor": lowest.value if lowest is not None else math.nan,
+        "util_ceiling": floor2(f0 / t) if t > 0 else math.nan,  # the most the free memory at start-up allows
+    }
+    terms = {k: v for k, v in terms.items() if not math.isnan(v)}
+    arithmetic = (
+        f"T {t:.2f} GiB, free at start F₀ ≈ {f0:.2f}, weights {w:.2f} GiB/rank, non-torch {n:.2f}, activation peak "
+        f"{act:.2f} (batch {batched:,} tokens, {seqs:,} seqs), KV {round(cell):,} B/token; KV = ⌈u·T⌉ − weights − non-torch "
+        f"− activation{' − graph estimate' if g_hat else ''}; free after start-up = F₀ − weights − non-torch − KV − graphs"
+        + (f" {g:.2f}" if calibration is None else " (calibrated: Δu·T around the measured run)")
+    )
+    return MemoryPlan(
+        backend="vllm", version=s.version, model=cfg.name, gpu_mem_gib=t, tp=s.tp, dp=s.dp, ep=s.ep,
+        weights_gib_per_rank=w, kv_bytes_per_token=round(cell), rows=rows, current=current,
+        current_is_default=is_default, recommended=recommended, target_headroom_gib=target_headroom,
+        warn_headroom_gib=warn_headroom, terms=terms,
+        calibrated_from=calibration.run_id if calibration else None, calibration_error=cal_err, notes=tuple(notes),
+        arithmetic=arithmetic,
+    )
+
+
+def recommended_value(mp: MemoryPlan) -> float | None:
+    """The recommendation rounded the way the Δu advice rounds (down to two decimals)."""
+    if mp.recommended is None:
+        return None
+    return floor2(mp.recommended.value) if mp.recommended.flag == FLAG else mp.recommended.value
+
+
+def memory_plan(
+    profile: Profile,
+    hosts: Iterable[HostFacts],
+    *,
+    model: ModelFacts,
+    overrides: Mapping[str, Any] | None = None,
+    runs: Iterable[Any] = (),
+    calibrate_from: str | None = None,
+) -> MemoryPlan:
+    """The plan of a profile (Backend.memory_plan): its flags with `overrides`, the GPUs in `hosts`,
+    the model read on node 0, and a calibration run from `runs` (journal records)."""
+    settings = profile_settings(profile, dict(overrides or {}))
+    gpu = gpu_facts_from_hosts(hosts, profile.env)
+    calibration: Calibration | None = None
+    if calibrate_from is not None:
+        rec = next((r for r in runs if str(r.id) == calibrate_from), None)
+        if rec is None:
+            raise ModelConfigError(f"--calibrate-from {calibrate_from}: no such run in the journal (`cockpit runs` lists them)")
+        calibration = calibration_from_run(rec, FLAG, default_util(settings.version))
+        if calibration is None:
+            raise ModelConfigError(f"--calibrate-from {calibrate_from}: the run recorded no KV tokens or headroom")
+    elif settings.kv_cache_memory_bytes is None:
+        calibration = pick_calibration(runs, backend=profile.backend, flags={**profile.server, **dict(overrides or {})},
+                                       hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG,
+                                       default_value=default_util(settings.version))
+    return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
+                warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration)
