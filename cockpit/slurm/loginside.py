@@ -57,15 +57,9 @@ def _write(path, text):
 
 
 def _private_dir(path):
-    """`path` and the directories above it that this creates: 0700; an existing one of ours with
-    group/other bits is tightened (the workdir itself is the operator's and stays as it is)."""
-    parent = os.path.dirname(path)
-    if parent and parent != path and not os.path.isdir(parent):
-        _private_dir(parent)
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
+    """`path` 0700 (directories above it that are missing, e.g. the workdir, get the usual mode:
+    they are the operator's); an existing one of ours with group/other bits is tightened."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
     st = os.stat(path)
     if st.st_uid == os.getuid() and st.st_mode & 0o077:
         os.chmod(path, 0o700)
