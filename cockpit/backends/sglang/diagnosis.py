@@ -295,7 +295,7 @@ _PLAIN_CRASHES = {
         "name the batch; raise --watchdog-timeout only if a step is legitimately that slow."
     ),
     "startup_error": (
-        "The server failed before serving{where} (line {line}): {message} A launch problem (a missing package, "
+        "The server failed before serving{where} (line {line}): “{message}”. A launch problem (a missing package, "
         "a wrong path or argument), not a memory one: fix what the message names; no memory flag helps."
     ),
 }
