@@ -44,7 +44,7 @@ class GpuProcesses(Widget):
         self._history = history
         # Height is one row per GPU plus one per process (or the "none" line). The sparklines
         # move every telemetry sample (1 Hz); a layout pass for that re-arranged the whole
-        # dashboard each second (idle CPU at 64 ranks 2.0 -> 3.8 %), so only a new row count asks for one.
+        # dashboard each second (idle CPU at 64 ranks 3.8 -> 3.2 %), so only a new row count asks for one.
         rows = (len(history.traces) if history is not None else 0) + max(1, len(snapshot.gpu_processes))
         self.refresh(layout=rows != self._rows)
         self._rows = rows
