@@ -158,3 +158,31 @@ def test_percentiles_and_dataset(tmp_path: Path) -> None:
     f.write_text('{"prompt": "hello there", "output_len": 5}\n\n{"input_ids": [1, 2, 3]}\n')
     ds = load_dataset(str(f), 7)
     assert [(d.text, d.token_ids, d.output_len) for d in ds] == [("hello there", None, 5), (None, [1, 2, 3], 7)]
+
+
+def test_bench_a_vllm_server_that_answers_whole(tmp_path: Path) -> None:
+    # the vLLM simulator answers `stream: true` with one JSON body: measured as such, never as 1 token
+    e = make_env(tmp_path)
+    sim_dir = tmp_path / "gpus"
+    program = [PY, "-m", "cockpit", "sim", "--sim-backend", "vllm", "--sim-gpu", "h100", "--sim-speed", "20",
+               "--sim-traffic", "none", "--sim-dir", str(sim_dir), "serve"]
+    (tmp_path / "profiles" / "vb.yaml").write_text(
+        "name: vb\nbackend: vllm\nversion: 0.33.0\nhosts:\n  - ssh: local\n"
+        f"program: {json.dumps(program)}\nworkdir: {tmp_path / 'work'}\nlog: logs/vllm.log\n"
+        "server:\n  model: Qwen/Qwen3-32B\n  tensor-parallel-size: 2\n  gpu-memory-utilization: 0.9\n"
+        f"  max-model-len: 32768\n  port: {free_port()}\n")
+    up = e.cockpit("up", "vb", "--wait", "ready", "--timeout", "120")
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        out = e.cockpit("bench", "vb", "--requests", "8", "--concurrency", "4", "--input-len", "256",
+                        "--output-len", "64", "--json")
+        assert out.returncode == 0, out.stdout + out.stderr
+        r = json.loads(out.stdout)
+        assert r["requests"] == 8 and r["not_streamed"] == 8 and r["output_tokens"] == 8 * 64
+        assert r["itl_ms"]["p50"] is None  # no token arrived apart from the others
+        assert 0.9 * r["e2e_ms"]["p50"] <= r["ttft_ms"]["p50"] <= r["e2e_ms"]["p50"]
+        assert r["server"]["delta_generation_tokens_total"] == 8 * 64  # vLLM's counter, under SGLang's name
+        tune = e.cockpit("tune", "vb")
+        assert tune.returncode == 2 and "no tuning policy for backend 'vllm'" in tune.stderr
+    finally:
+        e.cockpit("down", "vb", "--timeout", "3")

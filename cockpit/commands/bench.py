@@ -151,6 +151,9 @@ def render(name: str, r: dict[str, Any]) -> str:
         for key, label in (("ttft_ms", "TTFT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "E2E ms")):
             p = lv[key]
             lines.append(f"  {label:10}{_ms(p['p50']):>10}{_ms(p['p90']):>10}{_ms(p['p99']):>10}")
+        if lv.get("not_streamed"):
+            lines.append(f"  {lv['not_streamed']} answers came whole although streaming was asked for: "
+                         "their TTFT is their E2E, ITL not measured")
         for kind, n in lv.get("error_kinds", {}).items():
             lines.append(f"  error ×{n}: {kind}")
         srv = lv["server"]

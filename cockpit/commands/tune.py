@@ -260,11 +260,14 @@ class Tuner:
         crash_kind = None
         if crashed:
             crash_kind = st.crash.kind if st.crash is not None else "unknown"
-            for f in sort_findings(list(snap.findings)):
-                if f.changes:
-                    advice = {c.flag.lstrip("-"): c.to_value for c in f.changes}
+            # every critical finding's change at once (a port in use and a low headroom are two
+            # launches otherwise); the most severe finding's value wins a flag both name
+            found = [f for f in sort_findings(list(snap.findings)) if f.changes]
+            for f in [f for f in found if f.severity == "critical"] or found[:1]:
+                for c in f.changes:
+                    advice.setdefault(c.flag.lstrip("-"), c.to_value)
+                if predicted is None:
                     predicted = _num((f.predicted or {}).get("headroom_gb"))
-                    break
         srv = (bench or {}).get("server") or {}
         return self.policy.Step(
             flags=flags,

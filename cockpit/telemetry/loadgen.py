@@ -86,6 +86,7 @@ class RequestResult:
     itl_s: list[float] = field(default_factory=list)
     error: str | None = None
     cancelled: bool = False
+    streamed: bool = True
 
 
 def load_dataset(path: str, default_output_len: int) -> list[Prompt]:
@@ -222,6 +223,18 @@ async def one_request(client: httpx.AsyncClient, base_url: str, spec: BenchSpec,
                 text = (await r.aread()).decode("utf-8", "replace")[:200]
                 res.error = f"HTTP {r.status_code}: {text.strip()}"
                 return res
+            if r.headers.get("content-type", "").startswith("application/json"):
+                # the server ignored `stream`: every token arrives with the answer (TTFT = E2E, no ITL)
+                try:
+                    whole = json.loads(await r.aread())
+                except ValueError:
+                    whole = None
+                n = _tokens_in(whole, spec.api, 0) if isinstance(whole, dict) else None
+                res.streamed = False
+                if n:
+                    res.ttft_s = time.perf_counter() - t0
+                    on_tokens(n)
+                    seen = n
             async for line in r.aiter_lines():
                 if not line.startswith("data:"):
                     continue
@@ -393,6 +406,8 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
         "requests": len(ok),
         "errors": len(errors),
         "cancelled": cancelled,
+        # answers that came whole although streaming was asked for: their TTFT is their E2E
+        "not_streamed": sum(1 for r in results if not r.streamed),
         "error_kinds": dict(sorted(kinds.items(), key=lambda kv: -kv[1])[:5]),
         "duration_s": round(duration, 3),
         "output_tokens": tokens[0],

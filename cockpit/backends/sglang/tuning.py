@@ -6,7 +6,9 @@ Pure (no I/O): `cockpit tune` launches, measures and asks `next_move` again. The
    capture keeps the target (δ·P: lowering mfs by δ frees δ·P GiB per GPU, one for one).
 2. CUDA graphs: when the KV pool binds (high token usage or a queue) while the running batch stays
    far below --cuda-graph-max-bs, the graphs hold memory no batch uses: capture up to the batch the
-   bigger pool will run (with a margin), and give the freed memory to the KV pool in the same move.
+   bigger pool will run (25 % margin; never past what bounds the batch: --max-running-requests, and
+   the benchmark's concurrency unless other clients share the server), and
+   give the freed memory to the KV pool in the same move.
    When batches run above the largest graph (eager), capture up to them if the headroom allows.
 3. --max-running-requests: raised when the running batch sits at the cap with the pool half empty
    and requests queue.
@@ -29,7 +31,8 @@ GIB = 2**30
 # graph memory is mostly proportional to the largest captured batch; assume this share of it
 # is fixed, so that the memory freed by a smaller batch is never overestimated
 GRAPH_FIXED_SHARE = 0.2
-BS_MARGIN = 1.15  # capture up to 15 % above the batch the pool is predicted to run
+# capture up to 25 % above the batch predicted: a graph slot costs a few MiB, an eager batch 30 % speed
+BS_MARGIN = 1.25
 KV_BINDS_USAGE = 0.85
 TIE = 0.03  # throughput within 3 % of the best measured is a tie (run-to-run spread on a busy host)  # token usage at which the pool is the limit
 MFS_FLAG = "mem-fraction-static"
@@ -128,13 +131,14 @@ def _tried(history: list[Step], flags: dict[str, Any]) -> bool:
     return any({k: _num(s.flags, k) for k in keys} == want for s in history)
 
 
-def _batch_limits(s: Step) -> list[float]:
-    """What bounds the running batch: --max-running-requests, and the benchmark's concurrency unless
-    the server ran more than that (other clients share it: their requests batch too)."""
-    out = [float(s.max_running_requests)] if s.max_running_requests else []
-    if s.concurrency:
-        out.append(max(float(s.concurrency), s.peak_running or 0.0))
-    return out
+def _batch_cap(s: Step) -> float:
+    """What bounds the running batch: --max-running-requests, and the benchmark's concurrency when
+    the benchmark is the server's only client (a batch above it means other clients share the
+    server, and their share grows with the pool too: then only the cap bounds it)."""
+    caps = [float(s.max_running_requests)] if s.max_running_requests else []
+    if s.concurrency and (s.peak_running or 0.0) <= s.concurrency:
+        caps.append(float(s.concurrency))
+    return min(caps) if caps else float("inf")
 
 
 def kv_binds(s: Step) -> bool:
@@ -199,9 +203,8 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
                 new_mfs, freed = cand_mfs, cand_freed
                 gain = (new_mfs - mfs) * P * tokens_per_gib
                 pred_running = running * (last.kv_tokens + gain) / last.kv_tokens
-                limits = _batch_limits(last)
-                # the margin covers the prediction; no batch exceeds the benchmark's concurrency or the cap
-                new_bs = min(bs, round_bs(min([pred_running * BS_MARGIN, *limits])))
+                # no batch exceeds what bounds it; the margin covers the prediction
+                new_bs = min(bs, round_bs(min(pred_running, _batch_cap(last)) * BS_MARGIN))
             if new_bs < bs and new_mfs > mfs:
                 pred = headroom_at(last, new_mfs, freed)
                 m = move({graph_flag: new_bs, MFS_FLAG: new_mfs},
@@ -210,9 +213,8 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
                          f"graph memory for the pool", pred)
                 if m is not None:
                     return m
-        limits = _batch_limits(last)
-        if running > bs and round_bs(min([running * BS_MARGIN, *limits])) > bs:
-            new_bs = round_bs(min([running * BS_MARGIN, *limits]))
+        if running > bs and round_bs(min(running, _batch_cap(last)) * BS_MARGIN) > bs:
+            new_bs = round_bs(min(running, _batch_cap(last)) * BS_MARGIN)
             cost = _graph_after(last.graph_gb, bs, new_bs) - last.graph_gb
             up_mfs = mfs_for(last, target, -cost)
             if up_mfs is not None:
