@@ -90,17 +90,11 @@ _RX_STAT = re.compile(r"(Avg prompt throughput|Avg generation throughput|Running
                       r"GPU KV cache usage|KV cache usage): ([\d.]+)")
 _RX_FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
 _RX_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)): ?(.*)$")
-# the launch refused before any engine code ran: the interpreter (`python3: No module named vllm`,
-# `Error while finding module specification for 'vllm.entrypoints…' (ModuleNotFoundError: …)`) or
-# argparse (`vllm serve: error: unrecognized arguments: --foo`, `api_server.py: error: …`)
+# a launch refused before engine code ran: the interpreter's `python3: No module named vllm` / `Error while
+# finding module specification …`, argparse's `vllm serve: error: …`; an import error on line 1
 _RX_LAUNCH_REFUSED = re.compile(r"^(?:\S*python[\d.]*: (?:No module named |Error while finding module specification for "
                                 r"|can't open file )|vllm(?: serve)?: error: |\S+\.py: error: )")
-_IMPORT_EXC = ("ModuleNotFoundError", "ImportError")
-
-
-def _import_error(s: str) -> bool:
-    m = _RX_EXC.match(s)
-    return m is not None and m[1].rpartition(".")[2] in _IMPORT_EXC
+_RX_IMPORT_ERROR = re.compile(r"^(?:[\w.]*\.)?(?:ModuleNotFoundError|ImportError): ")
 _SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
 _RX_OOM_REQ = re.compile(r"Tried to allocate " + _SIZE)
 _RX_OOM_GPU = re.compile(r"GPU (\d+) has a total capacity")
@@ -619,8 +613,7 @@ class VLLMLogParser:
                 if m[2] == "<module>":
                     self._module_frame_line = line
             return
-        if _RX_LAUNCH_REFUSED.match(s) or (line == 1 and _import_error(s)):
-            # the first line of the log an import error: printed before any engine code ran
+        if _RX_LAUNCH_REFUSED.match(s) or (line == 1 and _RX_IMPORT_ERROR.match(s)):
             out.append(ev.StartupError(line, ts, rank, s.strip()))
             return
         if s.startswith("Traceback (most recent call last)"):
@@ -687,8 +680,7 @@ class VLLMLogParser:
         m = _RX_EXC.match(msg.strip())
         if m and not any(w in m[2] for w in _WRAPPER_EXCEPTIONS):
             if line - self._module_frame_line <= 2 and not self._ready:
-                # raised by module-level code (an import, a script's top level): still importing,
-                # a start-up fact that any sharper evidence in the log overrides
+                # raised by module-level code (an import): start-up, unless sharper evidence says otherwise
                 out.append(ev.PhaseEvidence(line, ts, rank, "startup"))
             out.append(ev.ExceptionLine(line, ts, rank, m[1], m[2]))
 
