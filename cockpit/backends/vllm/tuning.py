@@ -232,7 +232,8 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
         if _tried(history, new):
             return None
         over = {k: v for k, v in new.items() if base_flags.get(k) != v}
-        return Move(over, why, None if predicted is None else round(predicted, 2))
+        # rounded down: a prediction is never shown above what the arithmetic gives
+        return Move(over, why, None if predicted is None else math.floor(predicted * 100 + 1e-6) / 100)
 
     # 1. memory toward the target
     pinned = _num(flags, KV_BYTES_FLAG)
