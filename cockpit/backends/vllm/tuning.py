@@ -33,7 +33,7 @@ from typing import Any
 
 from cockpit.backends.base import FlagError
 from cockpit.backends.vllm.flags import canonical, default_util, human_bytes, version_key
-from cockpit.backends.vllm.memory import UTIL_MAX, default_max_num_seqs, floor2
+from cockpit.backends.vllm.memory import UTIL_MAX, ceil2, default_max_num_seqs, floor2
 
 GIB = 2**30
 MIB = 2**20
@@ -50,6 +50,9 @@ GRAPH_FIXED_SHARE = 0.2  # share of the graph pool assumed fixed: a smaller capt
 BS_MARGIN = 1.25  # capture 25 % above the batch predicted
 CAPTURE_MAX = 1024  # vLLM's ceiling (Blackwell data-centre cards); 512 elsewhere by default
 KV_BINDS_USAGE = 0.85  # KV-cache usage at which the cache is the limit
+# a full step's run-time peak over the profile run's (the profile run misses the sampler's and the
+# allocator's share at run time); assumed, not measured: the simulator's model has 2.1
+RUN_PEAK_FACTOR = 2.5
 TIE = 0.03  # throughput within 3 % of the best measured is a tie (run-to-run spread on a busy host)
 
 
@@ -159,6 +162,17 @@ def _graph_after(graph_gb: float, size_old: int, size_new: int) -> float:
     return fixed + (graph_gb - fixed) * size_new / max(1, size_old)
 
 
+def reserve_gb(s: Step, history: list[Step]) -> float:
+    """Headroom a step needs above the target for its larger --max-num-batched-tokens: the run-time
+    peak's growth beyond the profile run's, against the smallest step launched in the session."""
+    steps = [x.max_num_batched_tokens for x in history if x.max_num_batched_tokens] + \
+        ([s.max_num_batched_tokens] if s.max_num_batched_tokens else [])
+    if not s.max_num_batched_tokens or not s.activation_gb or not steps:
+        return 0.0
+    ref = min(steps)
+    return (RUN_PEAK_FACTOR - 1.0) * s.activation_gb * max(0.0, 1.0 - ref / s.max_num_batched_tokens)
+
+
 def util_of(s: Step) -> float | None:
     """The util a step ran with: the flag, or vLLM's default for its version."""
     u = _num(s.flags, UTIL_FLAG)
@@ -224,6 +238,7 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
     flags = dict(last.flags)
     h = last.headroom_gb
     assert h is not None
+    keep = ceil2(target + reserve_gb(last, history))  # the larger step's run-time peak is kept on top of the target
 
     def move(changes: dict[str, Any], why: str, predicted: float | None) -> Move | None:
         if predicted is not None and predicted < warn:
@@ -238,23 +253,23 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
     # 1. memory toward the target
     pinned = _num(flags, KV_BYTES_FLAG)
     if pinned is not None:
-        new_b = kv_bytes_for(last, target)
+        new_b = kv_bytes_for(last, keep)
         if new_b is not None and new_b > 0 and new_b != int(pinned) and not (new_b > pinned and last.output_tok_s is None):
             pred = h - (new_b - pinned) / GIB
             verb = "raise" if new_b > pinned else "lower"
             m = move({KV_BYTES_FLAG: new_b}, f"{verb} the pinned KV cache to {new_b / GIB:.2f} GiB, the most that keeps "
-                     f"{target:g} GiB free (measured {h:.2f} GiB free after start-up at {pinned / GIB:.2f} GiB)", pred)
+                     f"{keep:g} GiB free (measured {h:.2f} GiB free after start-up at {pinned / GIB:.2f} GiB)", pred)
             if m is not None:
                 return m
     else:
         u = util_of(last)
-        best = util_for(last, target)
+        best = util_for(last, keep)
         if u is not None and best is not None and best > 0 and best != u \
                 and not (best > u and last.output_tok_s is None):
             assert last.total_gb is not None
             pred = h - (best - u) * last.total_gb
             verb = "raise" if best > u else "lower"
-            m = move({UTIL_FLAG: best}, f"{verb} --gpu-memory-utilization to the highest value that keeps {target:g} GiB "
+            m = move({UTIL_FLAG: best}, f"{verb} --gpu-memory-utilization to the highest value that keeps {keep:g} GiB "
                      f"(measured {h:.2f} GiB free at {u:g}; Δu = ΔB / T with T = {last.total_gb:.2f} GiB)", pred)
             if m is not None:
                 return m
@@ -277,13 +292,30 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
             return m
     # 3. --max-num-batched-tokens
     mbt = last.max_num_batched_tokens
-    if mbt and last.peak_queue and not kv_binds(last) and running < 0.9 * _batch_cap(last):
+    act = last.activation_gb
+    if mbt and act and last.peak_queue and not kv_binds(last) and running < 0.9 * _batch_cap(last):
         new_mbt = mbt * 2
-        m = move({MBT_FLAG: new_mbt}, f"prefill binds (requests wait, the KV cache is not full): "
-                 f"--max-num-batched-tokens {mbt} → {new_mbt} (vLLM's profile run sizes the KV cache for the larger "
-                 "step, so the headroom is kept)", h)
-        if m is not None:
-            return m
+        grow = act * (new_mbt - mbt) / mbt  # the profile run's peak grows with the step: vLLM frees it
+        extra = (RUN_PEAK_FACTOR - 1.0) * grow  # what the run-time peak needs beyond that
+        changes: dict[str, Any] = {MBT_FLAG: new_mbt}
+        if pinned is not None:
+            new_b = math.floor((pinned - extra * GIB) / MIB) * MIB
+            freed = (pinned - new_b) / GIB
+            if new_b > 0:
+                changes[KV_BYTES_FLAG] = new_b
+        else:
+            u = util_of(last)
+            assert u is not None and last.total_gb
+            u_new = floor2(u - extra / last.total_gb + 1e-9)
+            freed = (u - u_new) * last.total_gb
+            if u_new > 0:
+                changes[UTIL_FLAG] = u_new
+        if len(changes) == 2:
+            m = move(changes, f"prefill binds (requests wait, the KV cache is not full): --max-num-batched-tokens "
+                     f"{mbt} → {new_mbt}, with {freed:.2f} GiB less KV cache for the larger step's run-time peak "
+                     f"(profiled {act:.2f} GiB at {mbt}, assumed ×{RUN_PEAK_FACTOR:g} at run time)", h + grow + freed)
+            if m is not None:
+                return m
     # 4. the largest CUDA-graph batch
     cap = last.capture_size
     flag = capture_flag(last.version)
@@ -328,7 +360,8 @@ def best_step(history: list[Step], objective: str, slo: dict[str, float], target
               tie: float = TIE) -> Step | None:
     """The best benched step that kept the headroom target and the SLO; a near tie (within `tie`)
     goes to the larger KV cache, then to the later step."""
-    ok = [s for s in history if s.outcome == "ready" and s.headroom_gb is not None and s.headroom_gb >= target
+    ok = [s for s in history if s.outcome == "ready" and s.headroom_gb is not None
+          and s.headroom_gb >= target + reserve_gb(s, history) - 1e-9
           and objective_value(s, objective) is not None and meets_slo(s, slo)]
     if not ok:
         return None
