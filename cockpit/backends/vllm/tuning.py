@@ -12,8 +12,10 @@ Pure (no I/O), the same interface as the SGLang policy (`Step`, `Move`, `next_mo
    empty and requests waiting.
 3. --max-num-batched-tokens: raised (doubled) when prefill binds (requests wait, the KV cache is not
    the limit, the batch stays below the benchmark's concurrency and the seq cap). vLLM sizes the KV
-   cache after a profile run of the largest step, so the bigger step's activations come out of the
-   KV cache, not out of the headroom.
+   cache after a profile run of the largest step and leaves that peak A free, but a full step's
+   run-time peak is larger (RUN_PEAK_FACTOR × A, assumed): the difference for the larger step is
+   taken from the KV cache in the same move, and kept as a reserve on top of the target by later
+   memory moves and by the choice of the best step.
 4. CUDA graphs (--max-cudagraph-capture-size): raised when batches run above the largest captured
    size (eager), lowered when the KV cache binds while batches stay far below it (the graphs hold
    memory no batch uses; from 0.20 the graph estimate is inside the util budget, so the KV cache gets
@@ -295,7 +297,9 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
     act = last.activation_gb
     if mbt and act and last.peak_queue and not kv_binds(last) and running < 0.9 * _batch_cap(last):
         new_mbt = mbt * 2
-        grow = act * (new_mbt - mbt) / mbt  # the profile run's peak grows with the step: vLLM frees it
+        # the profile run's peak, taken as proportional to the step (an over-estimate: part of it is
+        # fixed); vLLM leaves it free after start-up, which the prediction does not count on
+        grow = act * (new_mbt - mbt) / mbt
         extra = (RUN_PEAK_FACTOR - 1.0) * grow  # what the run-time peak needs beyond that
         changes: dict[str, Any] = {MBT_FLAG: new_mbt}
         if pinned is not None:
@@ -313,7 +317,7 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
         if len(changes) == 2:
             m = move(changes, f"prefill binds (requests wait, the KV cache is not full): --max-num-batched-tokens "
                      f"{mbt} → {new_mbt}, with {freed:.2f} GiB less KV cache for the larger step's run-time peak "
-                     f"(profiled {act:.2f} GiB at {mbt}, assumed ×{RUN_PEAK_FACTOR:g} at run time)", h + grow + freed)
+                     f"(profiled {act:.2f} GiB at {mbt}, assumed ×{RUN_PEAK_FACTOR:g} at run time)", h + freed)
             if m is not None:
                 return m
     # 4. the largest CUDA-graph batch
