@@ -436,3 +436,37 @@ def sim_gpu_dir(tmp_path: Path) -> Path:
     d = tmp_path / "sim-gpus"
     d.mkdir()
     return d
+
+
+_RUN_ENV_KEYS = (b"COCKPIT_RUNS_ROOT=", b"COCKPIT_SIM_GPU_DIR=", b"COCKPIT_RUN_DIR=")
+
+
+def _processes_of(root: str) -> list[int]:
+    """Pids whose environment places them under `root` (servers a test launched, detached)."""
+    prefix = root.encode()
+    pids: list[int] = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(v.startswith(k) and v[len(k):].startswith(prefix) for v in env for k in _RUN_ENV_KEYS):
+            pids.append(int(name))
+    return pids
+
+
+@pytest.fixture(autouse=True)
+def _reap_servers_left_by_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that fails or times out before its own `down` leaves detached servers (and their
+    simulated GPUs) running; they would load the machine for the rest of the suite and outlive it.
+    After every test that used tmp_path, anything launched under it is killed."""
+    root = str(request.getfixturevalue("tmp_path")) if "tmp_path" in request.fixturenames else None
+    yield
+    if root is None:
+        return
+    for pid in _processes_of(root):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)

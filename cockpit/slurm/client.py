@@ -37,11 +37,20 @@ class SlurmLogin:
     def label(self) -> str:
         return self.transport.label
 
-    async def call(self, req: dict[str, Any], timeout: float | None = 90.0) -> dict[str, Any]:
+    def _program(self, req: dict[str, Any]) -> tuple[list[str], bytes]:
+        """argv and stdin of one operation. The request travels on stdin after the program's text,
+        never in argv: it holds the batch script and its env (HF_TOKEN, --api-key), and any local
+        user of the login node can read argv (`ps`)."""
         if self.runs_root and "runs_root" not in req:
             req = {**req, "runs_root": self.runs_root}
-        argv = [self.python, "-", json.dumps(req, separators=(",", ":"))]
-        done = await self.transport.run(argv, stdin=LOGINSIDE_SOURCE, timeout=timeout)
+        text = json.dumps(req, separators=(",", ":"))
+        # a JSON string (ASCII, escaped) is also a Python string literal
+        call = b"\nsys.exit(main(['-', " + json.dumps(text).encode() + b"]))\n"
+        return [self.python, "-"], LOGINSIDE_SOURCE + call
+
+    async def call(self, req: dict[str, Any], timeout: float | None = 90.0) -> dict[str, Any]:
+        argv, stdin = self._program(req)
+        done = await self.transport.run(argv, stdin=stdin, timeout=timeout)
         text = done.stdout.decode("utf-8", "replace").strip().splitlines()
         if done.returncode != 0 or not text:
             err = done.stderr.decode("utf-8", "replace").strip().splitlines()

@@ -1,8 +1,10 @@
 """The login-node half of a Slurm run: one stdlib program sent to the login node's python3.
 
-Like supervisor/hostside.py it runs as `python3 - '<json request>'` with this file on stdin:
-nothing is installed on the login node and no shell parses anything — Slurm's commands run from
-argv lists. It prints one JSON answer.
+Like supervisor/hostside.py it runs as `python3 -` with this file's text on stdin, followed by one
+line that calls main() with the JSON request: nothing is installed on the login node, no shell
+parses anything (Slurm's commands run from argv lists) and the request is never in argv — it holds
+the batch script, whose env carries the profile's secrets (HF_TOKEN, --api-key), and any local
+user of a login node can read a process's argv with `ps`. It prints one JSON answer.
 
 Operations ("op"):
 
@@ -18,6 +20,10 @@ Operations ("op"):
 
 Run directory: <runs_root>/<profile>/<run_id>/ where runs_root is the request's, else
 <workdir>/.cockpit/runs (the workdir is on the shared filesystem: compute nodes write there).
+Private like hostside's: the directories this program creates are 0700 (or tightened to it when
+ours), its files 0600 (batch.sh included: it exports the env), written through O_NOFOLLOW; batch.log
+is created 0600 before sbatch so Slurm's output keeps that mode (the script does the same for the
+node logs and `nodes`).
 """
 
 import fcntl
@@ -38,10 +44,25 @@ def _expand(path):
 
 
 def _write(path, text):
+    """A run file, 0600, atomically; O_NOFOLLOW: a planted symlink is refused, not written through."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
+    try:
+        os.unlink(tmp)  # a leftover (or planted) temp file is never reused
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
         f.write(text)
     os.replace(tmp, path)
+
+
+def _private_dir(path):
+    """`path` 0700 (directories above it that are missing, e.g. the workdir, get the usual mode:
+    they are the operator's); an existing one of ours with group/other bits is tightened."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.stat(path)
+    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+        os.chmod(path, 0o700)
 
 
 def _read(path, default=None):
@@ -88,9 +109,13 @@ def _queue_state(job_id):
 
 
 def op_submit(req):
-    base = os.path.join(_root(req), req["profile"])
-    os.makedirs(base, exist_ok=True)
-    with open(os.path.join(base, ".lock"), "w") as lock:
+    root = _root(req)
+    if not req.get("runs_root"):  # <workdir>/.cockpit: ours, not the operator's workdir
+        _private_dir(os.path.dirname(root))
+    _private_dir(root)
+    base = os.path.join(root, req["profile"])
+    _private_dir(base)
+    with os.fdopen(os.open(os.path.join(base, ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         cur = _read(os.path.join(base, "current"))
         if cur:
@@ -101,10 +126,10 @@ def op_submit(req):
                     facts["state"] = state
                     return {"refused": "live", "run": facts}
         run_dir = os.path.join(base, req["run_id"])
-        os.makedirs(run_dir)
+        os.mkdir(run_dir, 0o700)
         script = os.path.join(run_dir, "batch.sh")
-        _write(script, req["script"])
-        os.chmod(script, 0o755)
+        _write(script, req["script"])  # 0600: sbatch reads it and sends Slurm a copy
+        os.close(os.open(os.path.join(run_dir, "batch.log"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         _write(os.path.join(run_dir, "meta.json"), json.dumps(req.get("meta") or {}))
         workdir = _expand(req.get("workdir") or ".")
         argv = [*req["sbatch"], "--chdir=" + workdir, "--output=" + os.path.join(run_dir, "batch.log"), script]
@@ -190,14 +215,16 @@ def op_cancel(req):
 OPS = {"submit": op_submit, "find": op_find, "query": op_query, "cancel": op_cancel}
 
 
-def main():
-    req = json.loads(sys.argv[1])
+def main(argv):
     try:
+        req = json.loads(argv[1])
         ans = OPS[req["op"]](req)
     except Exception as exc:  # one line the cockpit shows, never a traceback
         ans = {"error": f"{type(exc).__name__}: {exc}"}
     sys.stdout.write(json.dumps(ans) + "\n")
+    sys.stdout.flush()
+    return 0
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__" and len(sys.argv) > 1:  # else the line after this file calls main()
+    sys.exit(main(sys.argv))

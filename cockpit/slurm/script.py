@@ -70,6 +70,10 @@ def render_batch_script(
         f'  echo "cockpit: the allocation has ${{#COCKPIT_NODES[@]}} node(s), the run needs {n}" >&2',
         "  exit 2",
         "fi",
+        "# the run's files are the operator's alone (node logs hold the server's args, e.g. --api-key);",
+        "# created 0600 here, Slurm and printf then write into them without changing the mode",
+        '(umask 077 && for f in nodes ' + " ".join(NODE_LOG.format(k=k) for k in range(n))
+        + '; do : >> "$COCKPIT_RUN_DIR/$f"; done)',
         'printf "%s\\n" "${COCKPIT_NODES[@]}" > "$COCKPIT_RUN_DIR/nodes"',
         "COCKPIT_HEAD=${COCKPIT_NODES[0]}",
         "COCKPIT_DIST_PORT=$((20000 + SLURM_JOB_ID % 20000))",

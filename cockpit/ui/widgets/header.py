@@ -12,8 +12,11 @@ from cockpit.ui import format as fmt
 
 
 class RunHeader(Widget):
+    # Textual lays out a rendered Text by these rules, not by the Text's own no_wrap: without
+    # them an 80-column first line wraps and pushes line 2 (Slurm's state, the run id) out of
+    # the fixed two-line height
     DEFAULT_CSS = """
-    RunHeader { height: auto; }
+    RunHeader { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     COMPONENT_CLASSES = {
@@ -87,17 +90,25 @@ class RunHeader(Widget):
         # the supervisor is doing, or /health once settled
         second = Text(no_wrap=True, overflow="ellipsis")
         parts: list[tuple[str, Style]] = []
+        # While a Slurm job waits, the supervisor's progress is Slurm's own reason ("queued:
+        # Resources"): it reads with the state it explains, before the run id (at 80 columns the
+        # line's tail is what gets cut).
+        queued_words = bool(slurm) and snap is not None and snap.lifecycle == "launching" and bool(snap.progress)
         if slurm:
             slurm_words = f"Slurm {slurm.get('state') or 'state unknown'}"
             if slurm.get("time_left"):
                 slurm_words += f" · {slurm['time_left']} left"
             parts.append((slurm_words, self._style("dim")))
+            if queued_words and snap is not None:
+                parts.append((snap.progress, self._style("progress")))
         if snap is not None:
             settled = snap.lifecycle == "running" and snap.state.phase == "ready"
             if snap.run is not None:
                 r = snap.run
                 parts.append((f"run {r.id}" + (f" · pid {r.pid}" if r.pid is not None else ""), self._style("dim")))
-            if snap.progress and not settled:
+            if queued_words:
+                pass  # said above, next to Slurm's state
+            elif snap.progress and not settled:
                 kind = snap.state.crash.kind if snap.state.crash is not None else None
                 parts.append((fmt.progress_words(snap.progress, kind), self._style("progress")))
             elif snap.run is not None and snap.health is not None:
