@@ -234,3 +234,17 @@ def test_tune_on_the_vllm_simulator_without_a_crash(tmp_path: Path) -> None:
                                      capture_output=True, text=True, timeout=60).stdout)
     assert {x["tune_session"] for x in runs} == {r["session"]} and len(runs) == 2
     assert all(x["outcome"] == "stopped" for x in runs)
+
+
+def test_a_vllm_crash_is_diagnosed_and_its_advice_applied(tmp_path: Path) -> None:
+    # util 0.45 leaves too little KV cache for one 32k request: vLLM refuses to start
+    env = sim_env(tmp_path, 0.45)
+    bench = ("--concurrency", "16", "--input-len", "256", "--output-len", "64", "--duration", "2", "--requests", "100")
+    out = subprocess.run([PY, "-m", "cockpit", "tune", "qwen", "--max-launches", "2", *bench, "--json"], env=env,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    r = json.loads(out.stdout)
+    assert r["launches"] == 2 and r["crashes"] == 1 and r["advice_applied"] == 1, out.stderr
+    first, second = r["steps"]
+    assert first["outcome"] == "crashed" and first["crash_kind"] == "init_not_enough_memory", first
+    assert first["advice"] and all(second["flags"][k] == v for k, v in first["advice"].items())
+    assert second["outcome"] == "ready" and second["headroom_gb"] > 5.0
