@@ -138,8 +138,12 @@ def steps(draw: st.DrawFn) -> tuple[Step, float, float]:
         flags[KV_BYTES_FLAG] = draw(st.integers(min_value=1, max_value=70)) * GIB
     seqs = draw(st.sampled_from([8, 32, 128, 256, 1024]))
     cap = draw(st.sampled_from([0, 8, 64, 256, 512]))
-    s = Step(flags=flags, outcome="ready", headroom_gb=draw(headrooms), total_gb=draw(st.sampled_from([47.5, T, 139.8])),
-             graph_gb=draw(st.none() | st.floats(min_value=0.0, max_value=5.0)), kv_tokens=100000, kv_gb=20.0,
+    total = draw(st.sampled_from([None, 47.5, T, 139.8]))
+    # often just above the target (less than 0.01 × T): the memory move is done, the batch knobs speak
+    near = target + draw(st.floats(min_value=0.0, max_value=0.009)) * (total or 0.0)
+    s = Step(flags=flags, outcome="ready", headroom_gb=draw(headrooms | st.just(near)), total_gb=total,
+             graph_gb=draw(st.none() | st.floats(min_value=0.0, max_value=5.0)),
+             activation_gb=draw(st.none() | st.floats(min_value=0.0, max_value=8.0)), kv_tokens=100000, kv_gb=20.0,
              max_num_seqs=seqs, max_num_batched_tokens=draw(st.sampled_from([2048, 8192])), capture_size=cap,
              concurrency=draw(st.sampled_from([None, 16, 64, 256])),
              output_tok_s=draw(st.none() | st.floats(min_value=1.0, max_value=1e5)),
@@ -160,17 +164,24 @@ def test_moves_go_the_way_they_say_and_stay_in_the_flags_domain(case: tuple[Step
     changed = {k for k in (UTIL_FLAG, KV_BYTES_FLAG, SEQS_FLAG, MBT_FLAG, CAPTURE_FLAG) if new.get(k) != s.flags.get(k)}
     assert changed, m  # never the current value
     assert m.predicted_headroom_gb is None or m.predicted_headroom_gb >= warn  # never below the warn headroom
+    memory_move = MBT_FLAG not in changed  # a larger step takes its run-time peak from the KV cache
     if UTIL_FLAG in changed:
         u_old, u_new = s.flags[UTIL_FLAG], new[UTIL_FLAG]
         assert 0 < u_new <= 1.0 and round(u_new, 2) == u_new
-        assert (u_new > u_old) == m.why.startswith("raise") and (u_new < u_old) == m.why.startswith("lower")
-        assert m.predicted_headroom_gb is not None and m.predicted_headroom_gb >= target - 1e-6
         assert KV_BYTES_FLAG not in s.flags  # a pinned KV cache moves its bytes instead
+        if memory_move:
+            assert (u_new > u_old) == m.why.startswith("raise") and (u_new < u_old) == m.why.startswith("lower")
+            assert m.predicted_headroom_gb is not None and m.predicted_headroom_gb >= target - 1e-6
+        else:
+            assert u_new < u_old and "less KV cache" in m.why
     if KV_BYTES_FLAG in changed:
-        b_old, b_new = s.flags[KV_BYTES_FLAG], new[KV_BYTES_FLAG]
-        assert isinstance(b_new, int) and b_new > 0 and b_new % MIB == 0
-        assert (b_new > b_old) == m.why.startswith("raise")
-        assert m.predicted_headroom_gb is not None and m.predicted_headroom_gb >= target - 1e-6
+        b_old, b_new = s.flags.get(KV_BYTES_FLAG), new[KV_BYTES_FLAG]
+        assert b_old is not None and isinstance(b_new, int) and b_new > 0 and b_new % MIB == 0
+        if memory_move:
+            assert (b_new > b_old) == m.why.startswith("raise")
+            assert m.predicted_headroom_gb is not None and m.predicted_headroom_gb >= target - 1e-6
+        else:
+            assert b_new < b_old and "less KV cache" in m.why
     if SEQS_FLAG in changed:
         assert isinstance(new[SEQS_FLAG], int) and new[SEQS_FLAG] > (s.max_num_seqs or 0)
     if MBT_FLAG in changed:

@@ -309,11 +309,12 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
                 changes[KV_BYTES_FLAG] = new_b
         else:
             u = util_of(last)
-            assert u is not None and last.total_gb
-            u_new = floor2(u - extra / last.total_gb + 1e-9)
-            freed = (u - u_new) * last.total_gb
-            if u_new > 0:
-                changes[UTIL_FLAG] = u_new
+            freed = 0.0
+            if u is not None and last.total_gb:  # the card unknown: no arithmetic, no move
+                u_new = floor2(u - extra / last.total_gb + 1e-9)
+                freed = (u - u_new) * last.total_gb
+                if u_new > 0:
+                    changes[UTIL_FLAG] = u_new
         if len(changes) == 2:
             m = move(changes, f"prefill binds (requests wait, the KV cache is not full): --max-num-batched-tokens "
                      f"{mbt} → {new_mbt}, with {freed:.2f} GiB less KV cache for the larger step's run-time peak "
