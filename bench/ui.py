@@ -89,6 +89,10 @@ def tui_env(tmp: Path) -> dict[str, str]:
         "TERM": "tmux-256color",
         "LANG": "C.UTF-8",
     }
+    # PYTHONPATH passes through so that old code can be timed with the same bench
+    # (PYTHONPATH=/path/to/old/checkout .venv/bin/python bench/ui.py).
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     for k in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
         Path(env[k]).mkdir(parents=True, exist_ok=True)
     return env
