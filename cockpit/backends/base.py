@@ -245,3 +245,7 @@ class Backend(Protocol):
         in this server's own words. Raises FlagError for a combination the server cannot run."""
         ...
 
+    def tuning(self) -> Any:
+        """The pure tuning policy `cockpit tune` asks for its next launch: a module with `Step`,
+        `Move`, `next_move`, `best_step` (and optionally `step_facts`, `MEMORY_FLAG`)."""
+        ...

@@ -71,11 +71,9 @@ def run(args: argparse.Namespace) -> int:
     slo = parse_slo(args.slo)
     if args.max_launches < 1:
         raise BadInput(f"--max-launches must be at least 1 (got {args.max_launches})")
-    policy = getattr(get_backend(profile.backend), "tuning", None)
-    if policy is None:
-        raise BadInput(f"{profile.name}: no tuning policy for backend {profile.backend!r} yet")
+    policy = get_backend(profile.backend).tuning()
     spec, levels = spec_from_args(args, profile.backend)
-    return run_command(Tuner(profile, policy(), spec, levels[-1], args, slo).tune())
+    return run_command(Tuner(profile, policy, spec, levels[-1], args, slo).tune())
 
 
 def _num(v: Any) -> float | None:
@@ -145,7 +143,8 @@ class Tuner:
                  + (f" ({step.why})" if step.why else ""))
 
     def flag_words(self, flags: dict[str, Any]) -> str:
-        keys = [k for k in sorted(flags) if flags.get(k) != self.profile.server.get(k)] or ["mem-fraction-static"]
+        keys = [k for k in sorted(flags) if flags.get(k) != self.profile.server.get(k)] \
+            or [getattr(self.policy, "MEMORY_FLAG", "mem-fraction-static")]
         return ", ".join(f"--{k} {flags.get(k, 'default')}" for k in keys)
 
     async def first_move(self, base: dict[str, Any]) -> Any:
@@ -269,17 +268,21 @@ class Tuner:
                 if predicted is None:
                     predicted = _num((f.predicted or {}).get("headroom_gb"))
         srv = (bench or {}).get("server") or {}
+        # the engine's own fields (vLLM resolves its defaults from the card): the policy's step_facts
+        facts = getattr(self.policy, "step_facts", None)
+        if facts is not None:
+            engine = facts(st, flags)
+        else:
+            engine = {"pre_load_avail_gb": min(pre) if pre else None, "graph_gb": max(graphs) if graphs else None,
+                      "cuda_graph_max_bs": int(bs) if isinstance(bs, (int, float)) else None,
+                      "max_running_requests": st.max_running_requests,
+                      "chunked_prefill_size": st.chunked_prefill_size}
         return self.policy.Step(
             flags=flags,
             outcome="crashed" if crashed else ("ready" if was_ready or bench else st.phase),
             headroom_gb=self._headroom(st),
-            pre_load_avail_gb=min(pre) if pre else None,
-            graph_gb=max(graphs) if graphs else None,
             kv_tokens=st.max_total_num_tokens,
             kv_gb=min(kv_gb) if kv_gb else None,
-            cuda_graph_max_bs=int(bs) if isinstance(bs, (int, float)) else None,
-            max_running_requests=st.max_running_requests,
-            chunked_prefill_size=st.chunked_prefill_size,
             concurrency=self.spec.concurrency,
             output_tok_s=None if bench is None or not bench.get("requests") else _num(bench.get("output_tok_s")),
             ttft_p99_ms=_num(((bench or {}).get("ttft_ms") or {}).get("p99")),
@@ -293,6 +296,7 @@ class Tuner:
             predicted_headroom_gb=predicted if crashed else move.predicted_headroom_gb,
             run_id=run_id,
             version=(st.format or "").rpartition("-")[2] or None,
+            **engine,
         )
 
     # ---- the result ----

@@ -212,3 +212,9 @@ class VLLMBackend:
                        "Timed out waiting", "Killed"),
             "batches": ("Avg prompt throughput", "SpecDecoding metrics"),
         }
+
+    def tuning(self) -> Any:
+        """The tuning policy `cockpit tune` asks for its next launch (cockpit.backends.vllm.tuning)."""
+        from cockpit.backends.vllm import tuning
+
+        return tuning

@@ -25,7 +25,8 @@ from cockpit.journal.views import bench_value
 
 UNKNOWN = "—"
 SETTING_FLAGS = ("mem-fraction-static", "gpu-memory-utilization", "cuda-graph-max-bs", "cuda-graph-max-bs-decode",
-                 "chunked-prefill-size", "max-running-requests", "max-num-seqs")
+                 "chunked-prefill-size", "max-running-requests", "kv-cache-memory-bytes", "max-num-seqs",
+                 "max-num-batched-tokens", "max-cudagraph-capture-size")
 COLUMNS = (("n", "#"), ("run", "RUN"), ("outcome", "OUTCOME"), ("headroom", "HEADROOM"), ("kv", "KV TOKENS"),
            ("tps", "BENCH TOK/S"), ("ttft", "TTFT p99 ms"), ("setting", "SETTING"))
 
