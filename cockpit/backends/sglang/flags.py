@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from cockpit.backends import flagtable
 from cockpit.backends.base import FlagError
 
 VERSIONS: tuple[str, ...] = ("0.5.9", "0.5.23")
@@ -51,23 +51,12 @@ class FlagSpec:
 
 def version_key(version: str) -> tuple[int, ...]:
     """"0.5.23" -> (0, 5, 23); tolerant of suffixes like "0.5.9.post1" or "0.5.23rc1"."""
-    parts: list[int] = []
-    for piece in version.split("."):
-        m = re.match(r"\d+", piece)
-        if not m:
-            break
-        parts.append(int(m.group()))
-    if not parts:
-        raise FlagError("", f"not a version: {version!r} (expected something like 0.5.9)")
-    return tuple(parts)
+    return flagtable.version_key(version, DEFAULT_VERSION)
 
 
 def resolve_version(version: str | None) -> str:
     """None -> DEFAULT_VERSION; otherwise the version string, checked for shape."""
-    if version is None:
-        return DEFAULT_VERSION
-    version_key(version)
-    return version
+    return flagtable.resolve_version(version, DEFAULT_VERSION)
 
 
 # ---- the table ----------------------------------------------------------------------------------
@@ -245,10 +234,6 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
 ]
 
 
-def _dest(name: str) -> str:
-    return name.lstrip("-").replace("-", "_")
-
-
 @functools.lru_cache(maxsize=32)
 def _table(version: str) -> dict[str, FlagSpec]:
     vk = version_key(version)
@@ -262,7 +247,7 @@ def _table(version: str) -> dict[str, FlagSpec]:
             continue
         spec = FlagSpec(
             name=names[0],
-            dest=extra.get("dest", _dest(names[0])),
+            dest=extra.get("dest", flagtable.dest_of(names[0])),
             type=ftype,
             default=default,
             aliases=tuple(names[1:]),
@@ -292,17 +277,6 @@ def graph_max_bs_flag(version: str | None = None) -> str:
 # ---- argparse, SGLang-shaped --------------------------------------------------------------------
 
 
-class _Refusal(Exception):
-    pass
-
-
-class _SGLangArgParser(argparse.ArgumentParser):
-    """argparse that raises instead of printing usage and exiting (we are a library)."""
-
-    def error(self, message: str) -> NoReturn:
-        raise _Refusal(message)
-
-
 def _json_value(s: str) -> Any:
     return json.loads(s)
 
@@ -311,8 +285,8 @@ _json_value.__name__ = "json"
 
 
 @functools.lru_cache(maxsize=32)
-def _parser(version: str) -> _SGLangArgParser:
-    p = _SGLangArgParser(prog="sglang serve", add_help=False, allow_abbrev=True)
+def _parser(version: str) -> flagtable.RaisingArgParser:
+    p = flagtable.RaisingArgParser(prog="sglang serve", add_help=False, allow_abbrev=True)
     for spec in _table(version).values():
         kw: dict[str, Any] = {"dest": spec.dest, "default": argparse.SUPPRESS, "help": spec.help or None}
         if spec.type == "bool":
@@ -327,22 +301,8 @@ def _parser(version: str) -> _SGLangArgParser:
     return p
 
 
-_ARG_PREFIX = re.compile(r"^argument (--[A-Za-z0-9][\w-]*)(?:/[^:]*)?: ")
-
-
 def _flag_error(message: str) -> FlagError:
-    # argparse names an argument by all its spellings ("--tp-size/--tensor-parallel-size"); an
-    # operator reads the canonical one more easily, so keep only that.
-    message = _ARG_PREFIX.sub(r"argument \1: ", message)
-    flag = ""
-    m = re.match(r"argument (--[\w-]+)", message) or re.match(r"ambiguous option: (--?[^\s=]+)", message)
-    if m:
-        flag = m.group(1)
-    else:
-        m = re.match(r"unrecognized arguments: (\S+)", message)
-        if m:
-            flag = m.group(1).split("=", 1)[0]
-    return FlagError(flag, message)
+    return flagtable.flag_error(message, "--")
 
 
 def _expand_config(argv: list[str], version: str) -> list[str]:
@@ -396,7 +356,7 @@ def parse_server_args(argv: list[str], version: str | None = None, *, require_mo
     args = _expand_config(list(argv), v)
     try:
         ns = _parser(v).parse_args(args)
-    except _Refusal as exc:
+    except flagtable.Refusal as exc:
         raise _flag_error(str(exc)) from None
     out = dict(vars(ns))
     out.pop("config", None)
@@ -440,13 +400,4 @@ def value_to_argv(spec: FlagSpec, value: Any) -> list[str]:
     """One flag and its value as argv items: bools are a bare flag or nothing, lists repeat values."""
     if spec.type == "bool":
         return [spec.name] if value else []
-    if value is None:
-        return []
-    if spec.type == "int_list":
-        items = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").split()
-        return [spec.name, *(str(i) for i in items)]
-    if spec.type == "json" and not isinstance(value, str):
-        return [spec.name, json.dumps(value)]
-    if isinstance(value, float):
-        return [spec.name, repr(value)]
-    return [spec.name, str(value)]
+    return flagtable.valued_argv(spec.name, spec.type, value)

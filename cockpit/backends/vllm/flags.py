@@ -18,8 +18,9 @@ import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
+from cockpit.backends import flagtable
 from cockpit.backends.base import FlagError
 
 VERSIONS: tuple[str, ...] = ("0.16.0", "0.33.0")
@@ -50,22 +51,11 @@ class FlagSpec:
 
 def version_key(version: str) -> tuple[int, ...]:
     """"0.33.0" -> (0, 33, 0); tolerant of "0.10.1.1" and "0.11.0rc2"."""
-    parts: list[int] = []
-    for piece in version.split("."):
-        m = re.match(r"\d+", piece)
-        if not m:
-            break
-        parts.append(int(m.group()))
-    if not parts:
-        raise FlagError("", f"not a version: {version!r} (expected something like 0.33.0)")
-    return tuple(parts)
+    return flagtable.version_key(version, DEFAULT_VERSION)
 
 
 def resolve_version(version: str | None) -> str:
-    if version is None:
-        return DEFAULT_VERSION
-    version_key(version)
-    return version
+    return flagtable.resolve_version(version, DEFAULT_VERSION)
 
 
 def default_util(version: str | None) -> float:
@@ -167,10 +157,6 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
 ]
 
 
-def _dest(name: str) -> str:
-    return name.lstrip("-").replace("-", "_")
-
-
 @functools.lru_cache(maxsize=32)
 def _table(version: str) -> dict[str, FlagSpec]:
     vk = version_key(version)
@@ -182,7 +168,7 @@ def _table(version: str) -> dict[str, FlagSpec]:
         if until is not None and vk >= version_key(until):
             continue
         spec = FlagSpec(
-            name=names[0], dest=_dest(names[0]), type=ftype, default=default, aliases=tuple(names[1:]),
+            name=names[0], dest=flagtable.dest_of(names[0]), type=ftype, default=default, aliases=tuple(names[1:]),
             per_rank=bool(extra.get("per_rank", False)), choices=extra.get("choices"),
             help=extra.get("help", ""), negatable=bool(extra.get("negatable", False)),
         )
@@ -235,18 +221,9 @@ _json_value.__name__ = "loads"
 # ---- argparse, vLLM-shaped ---------------------------------------------------------------------
 
 
-class _Refusal(Exception):
-    pass
-
-
-class _VLLMArgParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _Refusal(message)
-
-
 @functools.lru_cache(maxsize=32)
-def _parser(version: str) -> _VLLMArgParser:
-    p = _VLLMArgParser(prog="vllm serve", add_help=False, allow_abbrev=True)
+def _parser(version: str) -> flagtable.RaisingArgParser:
+    p = flagtable.RaisingArgParser(prog="vllm serve", add_help=False, allow_abbrev=True)
     p.add_argument("model_tag", nargs="?", default=argparse.SUPPRESS)
     for spec in _table(version).values():
         kw: dict[str, Any] = {"dest": spec.dest, "default": argparse.SUPPRESS, "help": spec.help or None}
@@ -263,20 +240,8 @@ def _parser(version: str) -> _VLLMArgParser:
     return p
 
 
-_ARG_PREFIX = re.compile(r"^argument (-{1,2}[A-Za-z0-9][\w-]*)(?:/[^:]*)?: ")
-
-
 def _flag_error(message: str) -> FlagError:
-    message = _ARG_PREFIX.sub(r"argument \1: ", message)
-    flag = ""
-    m = re.match(r"argument (-{1,2}[\w-]+)", message) or re.match(r"ambiguous option: (--?[^\s=]+)", message)
-    if m:
-        flag = m.group(1)
-    else:
-        m = re.match(r"unrecognized arguments: (\S+)", message)
-        if m:
-            flag = m.group(1).split("=", 1)[0]
-    return FlagError(flag, message)
+    return flagtable.flag_error(message, "-{1,2}")
 
 
 def _renamed_error(opt: str, version: str) -> FlagError | None:
@@ -336,7 +301,7 @@ def parse_serve_args(argv: list[str], version: str | None = None, *, require_mod
     args = _fold_dotted(list(argv))
     try:
         ns = _parser(v).parse_args(args)
-    except _Refusal as exc:
+    except flagtable.Refusal as exc:
         raise _flag_error(str(exc)) from None
     out = dict(vars(ns))
     tag = out.pop("model_tag", None)
@@ -386,13 +351,4 @@ def value_to_argv(spec: FlagSpec, value: Any) -> list[str]:
         if value:
             return [spec.name]
         return ["--no-" + spec.name[2:]] if spec.negatable and value is False else []
-    if value is None:
-        return []
-    if spec.type == "int_list":
-        items = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").split()
-        return [spec.name, *(str(i) for i in items)]
-    if spec.type == "json" and not isinstance(value, str):
-        return [spec.name, json.dumps(value)]
-    if isinstance(value, float):
-        return [spec.name, repr(value)]
-    return [spec.name, str(value)]
+    return flagtable.valued_argv(spec.name, spec.type, value)
