@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cockpit.backends import common
 from cockpit.backends.base import FlagError
 from cockpit.backends.sglang.flags import (
     FlagSpec,
@@ -19,37 +20,19 @@ from cockpit.backends.sglang.flags import (
     value_to_argv,
 )
 from cockpit.core.findings import FlagChange
-from cockpit.core.numbers import is_number
-from cockpit.core.profile import Profile, normalise_flag_name
+from cockpit.core.profile import Profile
 
 LAUNCH_MODULE = "sglang.launch_server"
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "str": "a text value", "int_list": "a list of integers",
                "json": "a JSON value"}
 
 
-def _where(profile: Profile | None, key: str, origin: str) -> str:
-    if origin == "override":
-        return f"--set {key}"
-    src = (profile.source if profile is not None else None) or (profile.name if profile is not None else "profile")
-    return f"{src}: server.{key}"
-
-
 def _check_value(spec: FlagSpec, value: Any, key: str, where: str, version: str) -> Any:
     """The value as SGLang would parse it; FlagError naming the profile key otherwise."""
-    if spec.type == "bool":
-        if not isinstance(value, bool):
-            raise FlagError(spec.name, f"{where}: {spec.name} is an on/off flag; use true or false, not {value!r}")
-        return value
-    if isinstance(value, bool):
-        raise FlagError(spec.name, f"{where}: {spec.name} takes {_TYPE_WORDS.get(spec.type, spec.type)}, not {value!r}")
-    if isinstance(value, list) and spec.type != "int_list":
-        raise FlagError(spec.name, f"{where}: {spec.name} takes one value, not a list")
-    argv = value_to_argv(spec, value)
-    try:
-        parsed = parse_server_args(argv, version)
-    except FlagError as exc:
-        raise FlagError(spec.name, f"{where}: {exc}") from None
-    return parsed.get(spec.dest)
+    return common.check_value(
+        spec, value, where, type_words=_TYPE_WORDS, to_argv=value_to_argv,
+        parse=lambda argv: parse_server_args(argv, version),
+    )
 
 
 def effective_flags(profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None) -> dict[str, tuple[FlagSpec, Any]]:
@@ -63,7 +46,7 @@ def effective_flags(profile: Profile, overrides: dict[str, Any] | None = None, *
     sources: list[tuple[str, str, Any]] = [("profile", k, val) for k, val in profile.server.items()]
     sources += [("override", k, val) for k, val in (overrides or {}).items()]
     for origin, key, value in sources:
-        where = _where(profile, key, origin)
+        where = common.where(profile, key, origin)
         try:
             spec = canonical(key, v)
         except FlagError as exc:
@@ -116,27 +99,11 @@ def build_node_argv(
     if dist_init_addr is not None:
         extra["dist-init-addr"] = dist_init_addr
     elif "dist_init_addr" not in flags and nnodes > 1:
-        raise FlagError("--dist-init-addr", f"{_where(profile, 'dist-init-addr', 'profile')}: a {nnodes}-node run needs dist-init-addr (host:port of node 0)")
+        raise FlagError("--dist-init-addr", f"{common.where(profile, 'dist-init-addr', 'profile')}: a {nnodes}-node run needs dist-init-addr (host:port of node 0)")
     for key, value in extra.items():
         spec = canonical(key, v)
         flags[spec.dest] = (spec, _check_value(spec, value, key, f"node {node_rank}: {key}", v))
     return launcher(profile) + _server_argv(flags)
-
-
-def _scalar(text: str) -> Any:
-    low = text.lower()
-    if low in ("true", "yes", "on"):
-        return True
-    if low in ("false", "no", "off"):
-        return False
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        return text
 
 
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -146,24 +113,7 @@ def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     YAML profile would type them (0.88 is a float, 8 an int, true/false a bool); the flag table
     checks them later. Raises FlagError for an item that is not FLAG=VALUE.
     """
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = normalise_flag_name(key.strip())
-        if not key or not key[0].isalpha() or any(not (ch.isalnum() or ch == "-") for ch in key):
-            raise FlagError(item, f"--set {item!r}: expected FLAG=VALUE, e.g. mem-fraction-static=0.88")
-        if not sep:
-            out[key] = True
-            continue
-        if any(c in value for c in "\n\r\x00"):  # the rule a profile's values follow (issue 18)
-            raise FlagError(key, f"--set {item!r}: a value must be a single line (no newline or NUL), as in a profile")
-        if value.startswith("-") and not is_number(value):
-            raise FlagError(key, f"--set {item!r}: a value must not start with '-' (it would read as another flag)")
-        if "," in value and all(is_number(p) for p in value.split(",")):
-            out[key] = [_scalar(p) for p in value.split(",")]
-        else:
-            out[key] = _scalar(value)
-    return out
+    return common.parse_overrides(items, example="mem-fraction-static=0.88", single_line=True)
 
 
 def flag_diff(profile: Profile, flags_as_launched: dict[str, Any], *, version: str | None = None) -> list[FlagChange]:
@@ -173,32 +123,10 @@ def flag_diff(profile: Profile, flags_as_launched: dict[str, Any], *, version: s
     come out in the canonical spelling, `from` None when the profile did not set the flag.
     """
     v = resolve_version(version or profile.version)
-    table = flag_table(v)
-
-    def by_dest(flags: dict[str, Any]) -> dict[str, tuple[str, Any]]:
-        out: dict[str, tuple[str, Any]] = {}
-        for k, val in flags.items():
-            try:
-                spec = canonical(k, v)
-                out[spec.dest] = (spec.name, val)
-            except FlagError:
-                name = "--" + normalise_flag_name(k)
-                out[name.lstrip("-").replace("-", "_")] = (name, val)
-        return out
-
-    before = by_dest(dict(profile.server))
-    after = by_dest(flags_as_launched)
-    changes: list[FlagChange] = []
-    for dest in list(before) + [d for d in after if d not in before]:
-        name = (after.get(dest) or before[dest])[0]
-        old = before.get(dest, (name, None))[1]
-        new = after.get(dest, (name, None))[1]
-        spec = table.get(dest)
-        if spec is not None and spec.type == "bool":
-            old, new = (bool(old) if old is not None else None), (bool(new) if new is not None else None)
-        if not _same(old, new):
-            changes.append(FlagChange(flag=name, from_value=old, to_value=new))
-    return changes
+    return common.flag_changes(
+        profile.server, flags_as_launched, resolve=lambda k: canonical(k, v), table=flag_table(v),
+        differs=lambda old, new: not _same(old, new),
+    )
 
 
 def _same(a: Any, b: Any) -> bool:

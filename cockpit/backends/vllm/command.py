@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cockpit.backends import common
 from cockpit.backends.base import FlagError
 from cockpit.backends.vllm.flags import (
     FlagSpec,
@@ -21,33 +22,17 @@ from cockpit.backends.vllm.flags import (
     value_to_argv,
 )
 from cockpit.core.findings import FlagChange
-from cockpit.core.profile import Profile, normalise_flag_name
+from cockpit.core.profile import Profile
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "str": "a text value", "int_list": "a list of integers",
                "json": "a JSON value", "bytes": "a byte count (e.g. 20G)", "len": "a token count (e.g. 32k)"}
 
 
-def _where(profile: Profile | None, key: str, origin: str) -> str:
-    if origin == "override":
-        return f"--set {key}"
-    src = (profile.source if profile is not None else None) or (profile.name if profile is not None else "profile")
-    return f"{src}: server.{key}"
-
-
 def _check_value(spec: FlagSpec, value: Any, where: str, version: str) -> Any:
-    if spec.type == "bool":
-        if not isinstance(value, bool):
-            raise FlagError(spec.name, f"{where}: {spec.name} is an on/off flag; use true or false, not {value!r}")
-        return value
-    if isinstance(value, bool):
-        raise FlagError(spec.name, f"{where}: {spec.name} takes {_TYPE_WORDS.get(spec.type, spec.type)}, not {value!r}")
-    if isinstance(value, list) and spec.type != "int_list":
-        raise FlagError(spec.name, f"{where}: {spec.name} takes one value, not a list")
-    try:
-        parsed = parse_serve_args(value_to_argv(spec, value), version)
-    except FlagError as exc:
-        raise FlagError(spec.name, f"{where}: {exc}") from None
-    return parsed.get(spec.dest)
+    return common.check_value(
+        spec, value, where, type_words=_TYPE_WORDS, to_argv=value_to_argv,
+        parse=lambda argv: parse_serve_args(argv, version),
+    )
 
 
 def effective_flags(
@@ -59,7 +44,7 @@ def effective_flags(
     sources = [("profile", k, val) for k, val in profile.server.items()]
     sources += [("override", k, val) for k, val in (overrides or {}).items()]
     for origin, key, value in sources:
-        where = _where(profile, key, origin)
+        where = common.where(profile, key, origin)
         try:
             spec = canonical(key, v)
         except FlagError as exc:
@@ -110,32 +95,10 @@ def build_node_argv(
 def flag_diff(profile: Profile, flags_as_launched: dict[str, Any], *, version: str | None = None) -> list[FlagChange]:
     """What differs between the profile's flags and the flags a run was launched with."""
     v = resolve_version(version or profile.version)
-    table = flag_table(v)
-
-    def by_dest(flags: dict[str, Any]) -> dict[str, tuple[str, Any]]:
-        out: dict[str, tuple[str, Any]] = {}
-        for k, val in flags.items():
-            try:
-                spec = canonical(k, v)
-                out[spec.dest] = (spec.name, val)
-            except FlagError:
-                name = "--" + normalise_flag_name(k)
-                out[name.lstrip("-").replace("-", "_")] = (name, val)
-        return out
-
-    before = by_dest(dict(profile.server))
-    after = by_dest(flags_as_launched)
-    changes: list[FlagChange] = []
-    for dest in list(before) + [d for d in after if d not in before]:
-        name = (after.get(dest) or before[dest])[0]
-        old = before.get(dest, (name, None))[1]
-        new = after.get(dest, (name, None))[1]
-        spec = table.get(dest)
-        if spec is not None and spec.type == "bool":
-            old, new = (bool(old) if old is not None else None), (bool(new) if new is not None else None)
-        if old != new and not (_num(old) is not None and _num(old) == _num(new)):
-            changes.append(FlagChange(flag=name, from_value=old, to_value=new))
-    return changes
+    return common.flag_changes(
+        profile.server, flags_as_launched, resolve=lambda k: canonical(k, v), table=flag_table(v),
+        differs=lambda old, new: old != new and not (_num(old) is not None and _num(old) == _num(new)),
+    )
 
 
 def _num(v: Any) -> float | None:
@@ -147,36 +110,9 @@ def _num(v: Any) -> float | None:
         return None
 
 
-def _scalar(text: str) -> Any:
-    low = text.lower()
-    if low in ("true", "yes", "on"):
-        return True
-    if low in ("false", "no", "off"):
-        return False
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """`["gpu-memory-utilization=0.9", "enforce-eager"]` -> {"gpu-memory-utilization": 0.9, "enforce-eager": True}.
 
     Values are typed as a YAML profile would type them; the flag table checks them later.
     """
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = normalise_flag_name(key.strip())
-        if not key or not key[0].isalpha() or any(not (ch.isalnum() or ch == "-") for ch in key):
-            raise FlagError(item, f"--set {item!r}: expected FLAG=VALUE, e.g. gpu-memory-utilization=0.9")
-        if not sep:
-            out[key] = True
-            continue
-        if value.startswith("-") and _num(value) is None:
-            raise FlagError(key, f"--set {item!r}: a value must not start with '-' (it would read as another flag)")
-        parts = value.split(",")
-        out[key] = [_scalar(p) for p in parts] if len(parts) > 1 and all(_num(p) is not None for p in parts) else _scalar(value)
-    return out
+    return common.parse_overrides(items, example="gpu-memory-utilization=0.9", single_line=False)
