@@ -1,0 +1,145 @@
+"""The engine-neutral half of a Backend: the methods that only hand over to an engine's modules.
+
+Each engine's `Backend` class (cockpit/backends/<engine>/__init__.py) subclasses `EngineBackend`,
+names its package and default port, and writes only what its engine does differently. The
+engine's modules (`flags`, `command`, `placement`, `logparse`, `diagnosis`, `preflight`, `plan`,
+`tuning`) are found by name inside the engine's package and imported on first use, so importing a
+backend stays cheap and this module imports no engine package (import-linter enforces it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from cockpit.backends.base import FlagError, HostFacts
+from cockpit.core.events import ServerArgs
+from cockpit.core.findings import Finding, FlagChange
+from cockpit.core.state import RunState
+
+if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
+    from cockpit.core.profile import Profile
+
+
+class EngineBackend:
+    name: str  # "sglang": the key of get_backend and the prefix of its metrics
+    package: str  # the engine's package: "cockpit.backends.sglang"
+    default_port: int  # the engine's HTTP port when the profile sets none
+
+    def _module(self, leaf: str) -> ModuleType:
+        return importlib.import_module(f"{self.package}.{leaf}")
+
+    # ---------------------------------------------------------------- versions and flags
+    def versions(self) -> tuple[str, ...]:
+        versions: tuple[str, ...] = self._module("flags").VERSIONS
+        return versions
+
+    def resolve_version(self, version: str | None) -> str:
+        resolved: str = self._module("flags").resolve_version(version)
+        return resolved
+
+    def effective_flags(
+        self, profile: Profile, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
+    ) -> dict[str, Any]:
+        flags = self._module("command").effective_flags(profile, dict(overrides or {}), version=version)
+        return {dest: value for dest, (_spec, value) in flags.items()}
+
+    def parse_overrides(self, items: Iterable[str]) -> dict[str, Any]:
+        parsed: dict[str, Any] = self._module("command").parse_overrides(list(items))
+        return parsed
+
+    def flag_diff(self, profile: Profile, flags: Mapping[str, Any]) -> list[FlagChange]:
+        changes: list[FlagChange] = self._module("command").flag_diff(profile, dict(flags))
+        return changes
+
+    def flag_value(self, flags: Mapping[str, Any], flag: str, default: Any = None) -> Any:
+        flag_value = self._module("placement").flag_value
+        try:
+            spec = self._module("flags").canonical(flag)
+        except FlagError:
+            return flag_value(flags, flag, default=default)
+        return flag_value(flags, *spec.option_strings, spec.dest, default=default)
+
+    # ---------------------------------------------------------------- launching
+    def build_argv(
+        self, profile: Profile, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
+    ) -> list[str]:
+        argv: list[str] = self._module("command").build_argv(profile, dict(overrides or {}), version=version)
+        return argv
+
+    def build_node_argvs(
+        self, profile: Profile, overrides: Mapping[str, Any] | None = None, dist_init_addr: str | None = None
+    ) -> list[list[str]]:
+        command = self._module("command")
+        ov = dict(overrides or {})
+        if len(profile.hosts) == 1:
+            return [command.build_argv(profile, ov, version=profile.version)]
+        return [command.build_node_argv(profile, i, dist_init_addr, ov, profile.version)
+                for i in range(len(profile.hosts))]
+
+    # ---------------------------------------------------------------- GPUs
+    def rank_gpu_map(
+        self, ranks: Iterable[str], hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
+    ) -> dict[str, tuple[str, int]]:
+        mapping: dict[str, tuple[str, int]] = self._module("placement").rank_gpu_map(ranks, hosts, flags, env)
+        return mapping
+
+    def gpus_for_flags(
+        self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
+    ) -> set[tuple[str, int]]:
+        gpus: set[tuple[str, int]] = self._module("placement").gpus_for_flags(hosts, flags, env)
+        return gpus
+
+    # ---------------------------------------------------------------- the log
+    def new_state(self) -> RunState:
+        return RunState(backend=self.name)
+
+    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
+                 stats: dict[str, int] | None = None) -> RunState:
+        read: RunState = self._module("logparse").read_log(source, state, stats)
+        return read
+
+    def is_server_args(self, event: Any) -> bool:
+        return isinstance(event, ServerArgs)
+
+    # ---------------------------------------------------------------- probes
+    def api_port(self, flags: Mapping[str, Any]) -> int:
+        try:
+            return int(self._module("placement").flag_value(flags, "port", default=self.default_port))
+        except (TypeError, ValueError):
+            return self.default_port
+
+    def metrics_path(self) -> str:
+        return "/metrics"
+
+    def metrics_prefix(self) -> str:
+        return f"{self.name}:"
+
+    # ---------------------------------------------------------------- advice
+    def diagnose(
+        self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = (),
+        *, target_headroom_gb: float | None = None,
+    ) -> list[Finding]:
+        findings: list[Finding] = self._module("diagnosis").diagnose(
+            state, profile, hosts, target_headroom_gb=target_headroom_gb)
+        return findings
+
+    def preflight(self, profile: Profile, hosts: Iterable[HostFacts], *, version: str | None = None) -> list[Finding]:
+        findings: list[Finding] = self._module("preflight").preflight(profile, list(hosts), version=version)
+        return findings
+
+    def memory_plan(
+        self, profile: Profile, hosts: Iterable[HostFacts], *, model: Any = None,
+        overrides: Mapping[str, Any] | None = None, runs: Iterable[Any] = (), calibrate_from: str | None = None,
+    ) -> Any:
+        if model is None:
+            return None
+        return self._module("plan").memory_plan(
+            profile, hosts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
+
+    def tuning(self) -> Any:
+        """The tuning policy `cockpit tune` asks for its next launch (`<engine package>.tuning`)."""
+        return self._module("tuning")
