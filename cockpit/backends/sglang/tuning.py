@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cockpit.backends.sglang.memory import floor2
+from cockpit.backends.tunepick import meets_slo, objective_value, pick_best
 
 GIB = 2**30
 # graph memory is mostly proportional to the largest captured batch; assume this share of it
@@ -244,20 +245,6 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
     return None
 
 
-def objective_value(s: Step, objective: str) -> float | None:
-    if objective == "ttft-p99":
-        return None if s.ttft_p99_ms is None else -s.ttft_p99_ms
-    return s.output_tok_s
-
-
-def meets_slo(s: Step, slo: dict[str, float]) -> bool:
-    for key, limit in slo.items():
-        v = s.ttft_p99_ms if key == "ttft_p99" else s.itl_p99_ms if key == "itl_p99" else None
-        if v is None or v > limit:
-            return False
-    return True
-
-
 def best_step(history: list[Step], objective: str, slo: dict[str, float], target: float,
               tie: float = TIE) -> Step | None:
     """The best benched step that kept the headroom target and the SLO. Measurements within `tie`
@@ -265,8 +252,4 @@ def best_step(history: list[Step], objective: str, slo: dict[str, float], target
     the most room for a burst), then to the later step."""
     ok = [s for s in history if s.outcome == "ready" and s.headroom_gb is not None and s.headroom_gb >= target
           and objective_value(s, objective) is not None and meets_slo(s, slo)]
-    if not ok:
-        return None
-    top = max(objective_value(s, objective) or 0.0 for s in ok)
-    near = [s for s in ok if (objective_value(s, objective) or 0.0) >= top - abs(top) * tie]
-    return max(near, key=lambda s: (s.kv_tokens or 0, history.index(s)))
+    return pick_best(ok, history, objective, tie)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cockpit.backends.base import FlagError
+from cockpit.backends.tunepick import meets_slo, objective_value, pick_best
 from cockpit.backends.vllm.flags import canonical, default_util, human_bytes, version_key
 from cockpit.backends.vllm.memory import UTIL_MAX, ceil2, default_max_num_seqs, floor2
 
@@ -347,20 +348,6 @@ def next_move(history: list[Step], base_flags: dict[str, Any], *, target: float,
     return None
 
 
-def objective_value(s: Step, objective: str) -> float | None:
-    if objective == "ttft-p99":
-        return None if s.ttft_p99_ms is None else -s.ttft_p99_ms
-    return s.output_tok_s
-
-
-def meets_slo(s: Step, slo: dict[str, float]) -> bool:
-    for key, limit in slo.items():
-        v = s.ttft_p99_ms if key == "ttft_p99" else s.itl_p99_ms if key == "itl_p99" else None
-        if v is None or v > limit:
-            return False
-    return True
-
-
 def best_step(history: list[Step], objective: str, slo: dict[str, float], target: float,
               tie: float = TIE) -> Step | None:
     """The best benched step that kept the headroom target and the SLO; a near tie (within `tie`)
@@ -368,8 +355,4 @@ def best_step(history: list[Step], objective: str, slo: dict[str, float], target
     ok = [s for s in history if s.outcome == "ready" and s.headroom_gb is not None
           and s.headroom_gb >= target + reserve_gb(s, history) - 1e-9
           and objective_value(s, objective) is not None and meets_slo(s, slo)]
-    if not ok:
-        return None
-    top = max(objective_value(s, objective) or 0.0 for s in ok)
-    near = [s for s in ok if (objective_value(s, objective) or 0.0) >= top - abs(top) * tie]
-    return max(near, key=lambda s: (s.kv_tokens or 0, history.index(s)))
+    return pick_best(ok, history, objective, tie)

@@ -1,0 +1,55 @@
+"""Engine-neutral scoring of the steps `cockpit tune` benched: which one is best.
+
+Each engine's tuning policy (cockpit/backends/<engine>/tuning.py) decides which steps kept its
+headroom target (the engines reserve memory differently); what is shared is how a benchmark is
+scored against the objective and the SLO, and how near ties are broken. Nothing here may import an
+engine package (import-linter enforces it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
+
+
+class Benched(Protocol):
+    """What the scoring reads of an engine's `Step`."""
+
+    @property
+    def output_tok_s(self) -> float | None: ...
+    @property
+    def ttft_p99_ms(self) -> float | None: ...
+    @property
+    def itl_p99_ms(self) -> float | None: ...
+    @property
+    def kv_tokens(self) -> int | None: ...
+
+
+StepT = TypeVar("StepT", bound=Benched)
+
+
+def objective_value(s: Benched, objective: str) -> float | None:
+    """Higher is better: output tokens/s, or the negated TTFT p99 for `ttft-p99`."""
+    if objective == "ttft-p99":
+        return None if s.ttft_p99_ms is None else -s.ttft_p99_ms
+    return s.output_tok_s
+
+
+def meets_slo(s: Benched, slo: dict[str, float]) -> bool:
+    """Every SLO limit (`ttft_p99`, `itl_p99`, ms) measured and kept; an unmeasured one fails."""
+    for key, limit in slo.items():
+        v = s.ttft_p99_ms if key == "ttft_p99" else s.itl_p99_ms if key == "itl_p99" else None
+        if v is None or v > limit:
+            return False
+    return True
+
+
+def pick_best(ok: Sequence[StepT], history: Sequence[StepT], objective: str, tie: float) -> StepT | None:
+    """The best of `ok` (steps that kept the target and the SLO, with the objective measured).
+    Measurements within `tie` of the top are a tie on a loaded machine; the tie goes to the larger
+    KV pool (the most room for a burst), then to the later step of `history`."""
+    if not ok:
+        return None
+    top = max(objective_value(s, objective) or 0.0 for s in ok)
+    near = [s for s in ok if (objective_value(s, objective) or 0.0) >= top - abs(top) * tie]
+    return max(near, key=lambda s: (s.kv_tokens or 0, history.index(s)))
