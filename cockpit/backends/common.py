@@ -40,6 +40,16 @@ def where(profile: Profile | None, key: str, origin: str) -> str:
     return f"{src}: server.{key}"
 
 
+def flag_value(flags: Mapping[str, Any], *names: str, default: Any = None) -> Any:
+    """The first of `names` set in `flags` (any spelling: dashes, underscores, leading dashes)."""
+    norm = {normalise_flag_name(k): v for k, v in flags.items()}
+    for n in names:
+        key = normalise_flag_name(n)
+        if key in norm:
+            return norm[key]
+    return default
+
+
 def check_value(
     spec: SpecT,
     value: Any,

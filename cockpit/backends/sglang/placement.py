@@ -10,20 +10,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from cockpit.core.profile import normalise_flag_name
+from cockpit.backends.common import flag_value
 
 _TP = re.compile(r"\bTP(\d+)\b")
 _PP = re.compile(r"\bPP(\d+)\b")
-
-
-def flag_value(flags: Mapping[str, Any], *names: str, default: Any = None) -> Any:
-    """The first of `names` set in `flags` (any spelling: dashes, underscores, leading dashes)."""
-    norm = {normalise_flag_name(k): v for k, v in flags.items()}
-    for n in names:
-        key = normalise_flag_name(n)
-        if key in norm:
-            return norm[key]
-    return default
 
 
 def _sizes(flags: Mapping[str, Any]) -> tuple[int, int, int, int] | None:

@@ -13,18 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cockpit.backends.base import CONTINUATION
-from cockpit.core.profile import normalise_flag_name
+from cockpit.backends.common import flag_value
 
 _TAG = re.compile(r"\b(DP|PP|TP)(\d+)\b")
-
-
-def flag_value(flags: Mapping[str, Any], *names: str, default: Any = None) -> Any:
-    norm = {normalise_flag_name(k): v for k, v in flags.items()}
-    for n in names:
-        key = normalise_flag_name(n)
-        if key in norm:
-            return norm[key]
-    return default
 
 
 def _sizes(flags: Mapping[str, Any]) -> tuple[int, int, int] | None:
