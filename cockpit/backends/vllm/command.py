@@ -22,6 +22,7 @@ from cockpit.backends.vllm.flags import (
     value_to_argv,
 )
 from cockpit.core.findings import FlagChange
+from cockpit.core.numbers import as_float
 from cockpit.core.profile import Profile
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "str": "a text value", "int_list": "a list of integers",
@@ -97,17 +98,8 @@ def flag_diff(profile: Profile, flags_as_launched: dict[str, Any], *, version: s
     v = resolve_version(version or profile.version)
     return common.flag_changes(
         profile.server, flags_as_launched, resolve=lambda k: canonical(k, v), table=flag_table(v),
-        differs=lambda old, new: old != new and not (_num(old) is not None and _num(old) == _num(new)),
+        differs=lambda old, new: old != new and not (as_float(old) is not None and as_float(old) == as_float(new)),
     )
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
 
 
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from cockpit.backends.vllm.memory import (
     raise_util_for,
 )
 from cockpit.core.findings import Finding, FlagChange, sort_findings
+from cockpit.core.numbers import as_float
 from cockpit.core.state import RunState
 
 if TYPE_CHECKING:
@@ -73,15 +74,6 @@ def run_version(state: RunState, profile: Profile | None = None) -> str:
     return DEFAULT_VERSION
 
 
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
-
-
 class _Ctx:
     def __init__(self, state: RunState, profile: Profile | None, hosts: list[HostFacts], target: float, warn: float):
         self.state = state
@@ -97,12 +89,12 @@ class _Ctx:
                     continue
         ranks = list(state.ranks.values())
         self.util_source = "the log"
-        util = _num(state.server_args.get("gpu_memory_utilization"))
+        util = as_float(state.server_args.get("gpu_memory_utilization"))
         if util is None:
             utils = [r.figures["util"] for r in ranks if "util" in r.figures]
             util = utils[0] if utils else None
         if util is None:
-            util = _num(self.profile_flags.get("gpu_memory_utilization"))
+            util = as_float(self.profile_flags.get("gpu_memory_utilization"))
             self.util_source = "the profile"
         if util is None:
             util = default_util(self.version)
@@ -139,12 +131,12 @@ class _Ctx:
 
     def batch_alternatives(self) -> list[FlagChange]:
         alts: list[FlagChange] = []
-        seqs = _num(self.flag("max_num_seqs"))
+        seqs = as_float(self.flag("max_num_seqs"))
         default_seqs = default_max_num_seqs(self.total)
         cur = int(seqs) if seqs else default_seqs
         if cur:
             alts.append(FlagChange("--max-num-seqs", int(seqs) if seqs else None, max(1, cur // 2)))
-        mbt = _num(self.flag("max_num_batched_tokens"))
+        mbt = as_float(self.flag("max_num_batched_tokens"))
         if mbt:
             alts.append(FlagChange("--max-num-batched-tokens", int(mbt), max(512, int(mbt) // 2)))
         return alts
@@ -236,7 +228,7 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
                "NCCL_DEBUG=INFO shows the failing call.")
         return [Finding("nccl_error", "critical", msg, ranks)]
     if kind == "port_in_use":
-        port = int(_num(ctx.flag("port")) or 8000)
+        port = int(as_float(ctx.flag("port")) or 8000)
         msg = (f"Port {port} is already in use (line {crash.line}): another server (perhaps an earlier run that did not stop) "
                "is listening. Stop it, or move this run to another port.")
         return [Finding("port_in_use", "critical", msg, ranks, (FlagChange("--port", port, port + 1),))]
@@ -258,7 +250,7 @@ def _graph_capture_oom(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int,
         need = max(req - free, 0.0) + OOM_MARGIN_GB
         lead += f" The capture needed {req:.2f} GiB with {free:.2f} GiB free: vLLM's graph estimate fell short."
     alts: list[FlagChange] = []
-    size = _num(ctx.flag("max_cudagraph_capture_size"))
+    size = as_float(ctx.flag("max_cudagraph_capture_size"))
     if version_key(ctx.version) >= version_key("0.11.1"):
         cur = int(size) if size else 512
         alts.append(FlagChange("--max-cudagraph-capture-size", int(size) if size else None, max(1, cur // 2)))
@@ -402,7 +394,7 @@ def _imbalance(ctx: _Ctx) -> list[Finding]:
 
 def _kv_context(ctx: _Ctx) -> list[Finding]:
     st = ctx.state
-    length = st.context_len or _num(ctx.flag("max_model_len"))
+    length = st.context_len or as_float(ctx.flag("max_model_len"))
     tokens = ctx.tokens
     if not length or not tokens:
         return []
@@ -413,9 +405,9 @@ def _kv_context(ctx: _Ctx) -> list[Finding]:
                "request can never run. Give the cache more memory (higher --gpu-memory-utilization if the headroom "
                "allows, --kv-cache-dtype fp8, more GPUs) or lower --max-model-len.")
         return [Finding("kv_pool_below_context", "warning", msg, (),
-                        (FlagChange("--max-model-len", int(_num(ctx.flag("max_model_len")) or length), new),),
+                        (FlagChange("--max-model-len", int(as_float(ctx.flag("max_model_len")) or length), new),),
                         {"max_model_len": new})]
-    seqs = _num(ctx.flag("max_num_seqs")) or default_max_num_seqs(ctx.total)
+    seqs = as_float(ctx.flag("max_num_seqs")) or default_max_num_seqs(ctx.total)
     full = tokens / length
     msg = f"The KV cache holds {tokens:,} tokens: {full:.2f} requests at the full --max-model-len {length:,}"
     if seqs:
