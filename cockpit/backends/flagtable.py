@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from typing import Any, NoReturn
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn, Protocol
 
 from cockpit.backends.base import FlagError
 
@@ -43,6 +44,52 @@ def resolve_version(version: str | None, default: str) -> str:
 def dest_of(name: str) -> str:
     """"--mem-fraction-static" -> "mem_fraction_static" (argparse's own dest rule)."""
     return name.lstrip("-").replace("-", "_")
+
+
+# flag type ("int", "json", …) -> the argparse `type` that reads it
+ArgTypes = Mapping[str, Callable[[str], Any]]
+
+
+class TableRow(Protocol):
+    """What the parser builder reads of an engine's FlagSpec."""
+
+    @property
+    def dest(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def choices(self) -> tuple[Any, ...] | None: ...
+    @property
+    def help(self) -> str: ...
+    @property
+    def option_strings(self) -> tuple[str, ...]: ...
+
+
+def json_type(name: str) -> Callable[[str], Any]:
+    """A JSON argument type; `name` is what argparse calls it in "invalid NAME value: …", the
+    engine's own word for it."""
+
+    def parse(s: str) -> Any:
+        return json.loads(s)
+
+    parse.__name__ = name
+    return parse
+
+
+def add_flag(parser: argparse.ArgumentParser, spec: TableRow, types: ArgTypes,
+             bool_action: Any = "store_true") -> None:
+    """One table row as an argparse argument: absent flags stay absent (SUPPRESS), bools take the
+    engine's action, `int_list` takes one or more values."""
+    kw: dict[str, Any] = {"dest": spec.dest, "default": argparse.SUPPRESS, "help": spec.help or None}
+    if spec.type == "bool":
+        kw["action"] = bool_action
+    else:
+        kw["type"] = types[spec.type]
+        if spec.type == "int_list":
+            kw["nargs"] = "+"
+        if spec.choices is not None:
+            kw["choices"] = spec.choices
+    parser.add_argument(*spec.option_strings, **kw)
 
 
 class Refusal(Exception):

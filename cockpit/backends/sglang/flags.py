@@ -12,7 +12,6 @@ since when it exists and in which version it was removed.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 from dataclasses import dataclass
@@ -277,27 +276,15 @@ def graph_max_bs_flag(version: str | None = None) -> str:
 # ---- argparse, SGLang-shaped --------------------------------------------------------------------
 
 
-def _json_value(s: str) -> Any:
-    return json.loads(s)
-
-
-_json_value.__name__ = "json"
+_json_value = flagtable.json_type("json")
 
 
 @functools.lru_cache(maxsize=32)
 def _parser(version: str) -> flagtable.RaisingArgParser:
     p = flagtable.RaisingArgParser(prog="sglang serve", add_help=False, allow_abbrev=True)
+    types: flagtable.ArgTypes = {"int": int, "float": float, "str": str, "int_list": int, "json": _json_value}
     for spec in _table(version).values():
-        kw: dict[str, Any] = {"dest": spec.dest, "default": argparse.SUPPRESS, "help": spec.help or None}
-        if spec.type == "bool":
-            kw["action"] = "store_true"
-        else:
-            kw["type"] = {"int": int, "float": float, "str": str, "int_list": int, "json": _json_value}[spec.type]
-            if spec.type == "int_list":
-                kw["nargs"] = "+"
-            if spec.choices is not None:
-                kw["choices"] = spec.choices
-        p.add_argument(*spec.option_strings, **kw)
+        flagtable.add_flag(p, spec, types)
     return p
 
 

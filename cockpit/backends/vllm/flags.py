@@ -211,11 +211,7 @@ def model_len(s: str) -> int | str:
 model_len.__name__ = "human_readable_int_or_auto"
 
 
-def _json_value(s: str) -> Any:
-    return json.loads(s)
-
-
-_json_value.__name__ = "loads"
+_json_value = flagtable.json_type("loads")
 
 
 # ---- argparse, vLLM-shaped ---------------------------------------------------------------------
@@ -225,18 +221,10 @@ _json_value.__name__ = "loads"
 def _parser(version: str) -> flagtable.RaisingArgParser:
     p = flagtable.RaisingArgParser(prog="vllm serve", add_help=False, allow_abbrev=True)
     p.add_argument("model_tag", nargs="?", default=argparse.SUPPRESS)
+    types: flagtable.ArgTypes = {"int": int, "float": float, "str": str, "int_list": int, "json": _json_value,
+                               "bytes": human_bytes, "len": model_len}
     for spec in _table(version).values():
-        kw: dict[str, Any] = {"dest": spec.dest, "default": argparse.SUPPRESS, "help": spec.help or None}
-        if spec.type == "bool":
-            kw["action"] = argparse.BooleanOptionalAction if spec.negatable else "store_true"
-        else:
-            kw["type"] = {"int": int, "float": float, "str": str, "int_list": int, "json": _json_value,
-                          "bytes": human_bytes, "len": model_len}[spec.type]
-            if spec.type == "int_list":
-                kw["nargs"] = "+"
-            if spec.choices is not None:
-                kw["choices"] = spec.choices
-        p.add_argument(*spec.option_strings, **kw)
+        flagtable.add_flag(p, spec, types, argparse.BooleanOptionalAction if spec.negatable else "store_true")
     return p
 
 
