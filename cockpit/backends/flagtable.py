@@ -41,6 +41,25 @@ def resolve_version(version: str | None, default: str) -> str:
     return version
 
 
+def in_range(vk: tuple[int, ...], extra: Mapping[str, Any], example: str) -> bool:
+    """Whether a table row exists in the version `vk`: its `since` (inclusive) and `until`
+    (exclusive) versions, either may be absent."""
+    since = extra.get("since")
+    until = extra.get("until")
+    if since is not None and vk < version_key(since, example):
+        return False
+    return not (until is not None and vk >= version_key(until, example))
+
+
+def by_option(table: Mapping[str, TableRow]) -> dict[str, Any]:
+    """Every spelling of every flag (canonical and aliases) -> its row."""
+    out: dict[str, Any] = {}
+    for spec in table.values():
+        for o in spec.option_strings:
+            out[o] = spec
+    return out
+
+
 def dest_of(name: str) -> str:
     """"--mem-fraction-static" -> "mem_fraction_static" (argparse's own dest rule)."""
     return name.lstrip("-").replace("-", "_")

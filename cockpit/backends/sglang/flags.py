@@ -238,11 +238,7 @@ def _table(version: str) -> dict[str, FlagSpec]:
     vk = version_key(version)
     out: dict[str, FlagSpec] = {}
     for names, ftype, default, extra in _ROWS:
-        since = extra.get("since")
-        until = extra.get("until")
-        if since is not None and vk < version_key(since):
-            continue
-        if until is not None and vk >= version_key(until):
+        if not flagtable.in_range(vk, extra, DEFAULT_VERSION):
             continue
         spec = FlagSpec(
             name=names[0],
@@ -366,10 +362,7 @@ def canonical(name: str, version: str | None = None) -> FlagSpec:
     if not bare:
         raise FlagError(raw, f"not a flag name: {raw!r}")
     opt = "--" + bare
-    by_option: dict[str, FlagSpec] = {}
-    for spec in table.values():
-        for o in spec.option_strings:
-            by_option[o] = spec
+    by_option: dict[str, FlagSpec] = flagtable.by_option(table)
     if opt in by_option:
         return by_option[opt]
     matches = [o for o in by_option if o.startswith(opt)]

@@ -162,10 +162,7 @@ def _table(version: str) -> dict[str, FlagSpec]:
     vk = version_key(version)
     out: dict[str, FlagSpec] = {}
     for names, ftype, default, extra in _ROWS:
-        since, until = extra.get("since"), extra.get("until")
-        if since is not None and vk < version_key(since):
-            continue
-        if until is not None and vk >= version_key(until):
+        if not flagtable.in_range(vk, extra, DEFAULT_VERSION):
             continue
         spec = FlagSpec(
             name=names[0], dest=flagtable.dest_of(names[0]), type=ftype, default=default, aliases=tuple(names[1:]),
@@ -314,10 +311,7 @@ def canonical(name: str, version: str | None = None) -> FlagSpec:
     bare = raw.lstrip("-").replace("_", "-")
     if not bare:
         raise FlagError(raw, f"not a flag name: {raw!r}")
-    by_option: dict[str, FlagSpec] = {}
-    for spec in table.values():
-        for o in spec.option_strings:
-            by_option[o] = spec
+    by_option: dict[str, FlagSpec] = flagtable.by_option(table)
     for opt in ("--" + bare, "-" + bare):
         if opt in by_option:
             return by_option[opt]
