@@ -70,7 +70,15 @@ def test_vllm_demo_in_tmux_crash_then_restart_with_the_change(pane: Pane) -> Non
     assert "gpu-memory-utilization" in screen, screen
     pane.keys("r")
     screen = pane.wait(r"READY .*0\.95 \(profile 0\.97\)", 180)
-    rows = [line for line in screen.splitlines() if re.match(r"\s*TP\d ", line) and "█" in line]
+
+    def filled_rows(text: str) -> list[str]:
+        return [line for line in text.splitlines() if re.match(r"\s*TP\d ", line) and "█" in line]
+
+    # READY comes from the log and /health; the bars wait for the next telemetry sample (≤ 1 s)
+    deadline = time.monotonic() + 30
+    while len(rows := filled_rows(screen)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.25)
+        screen = pane.text()
     assert len(rows) == 2, screen
     assert all(re.search(r"\b5\.\d\d GiB", row) for row in rows), "\n".join(rows)
     pane.keys("q")
