@@ -83,6 +83,10 @@ def pane(tmp_path: Path) -> Iterator[Pane]:
 
 def test_demo_in_tmux_crash_then_restart_with_the_change(pane: Pane) -> None:
     screen = pane.wait(r"TP7 ", 60)
+    deadline = time.monotonic() + 30  # the first frame may still be drawing the rank rows
+    while not all(f"TP{i} " in screen for i in range(8)) and time.monotonic() < deadline:
+        time.sleep(0.25)
+        screen = pane.text()
     assert all(f"TP{i} " in screen for i in range(8)), screen
     screen = pane.wait(r"\bREADY\b", 120)
     assert "█" in screen  # the bars have filled
