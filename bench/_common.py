@@ -134,14 +134,14 @@ def startup_lines(ranks: int, t0: float | None = None) -> list[str]:
     out += [f"[{ts} {r}] Init torch distributed ends. elapsed=2.87 s, mem usage=0.97 GB" for r in names]
     out += [f"[{ts} {r}] Load weight begin. avail mem=95.00 GB" for r in names]
     out += [f"[{ts} {r}] Load weight end. elapsed=68.10 s, type=KimiK25ForConditionalGeneration, "
-            "dtype=torch.bfloat16, avail mem=15.60 GB, mem usage=79.40 GB." for r in names]
-    out += [f"[{ts} {r}] KV Cache is allocated. #tokens: 60112, KV size: 3.93 GB" for r in names]
+            "dtype=torch.bfloat16, avail mem=23.18 GB, mem usage=71.82 GB." for r in names]
+    out += [f"[{ts} {r}] KV Cache is allocated. #tokens: 174617, KV size: 11.43 GB" for r in names]
     out += [f"[{ts} {r}] Memory pool end. avail mem=9.26 GB" for r in names]
     out += [f"[{ts} {r}] Capture cuda graph begin. This can take up to several minutes. avail mem=9.26 GB"
             for r in names]
     out += [f"[{ts} {r}] Capture cuda graph end. Time elapsed: 13.98 s. mem usage=3.75 GB. avail mem=5.51 GB."
             for r in names]
-    out.append(f"[{ts} TP0] max_total_num_tokens=60112, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+    out.append(f"[{ts} TP0] max_total_num_tokens=174617, chunked_prefill_size=8192, max_prefill_tokens=16384, "
                "max_running_requests=2048, context_len=262144, available_gpu_mem=5.51 GB")
     out.append(f"[{ts}] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)")
     out.append(f'[{ts}] INFO:     127.0.0.1:51744 - "GET /model_info HTTP/1.1" 200 OK')

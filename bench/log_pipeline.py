@@ -48,9 +48,9 @@ def startup(t: int) -> list[str]:
                          for p in (0, 50, 100)))
     for r in RANKS:
         out.append(f"[{_ts(t + 80)} {r}] Load weight end. elapsed=68.10 s, type=KimiK25ForConditionalGeneration, "
-                   f"dtype=torch.bfloat16, avail mem={pre[r] - 79.40:.2f} GB, mem usage=79.40 GB.")
+                   f"dtype=torch.bfloat16, avail mem={pre[r] - 71.82:.2f} GB, mem usage=71.82 GB.")
     for r in RANKS:
-        out.append(f"[{_ts(t + 81)} {r}] KV Cache is allocated. #tokens: 126976, KV size: 8.31 GB")
+        out.append(f"[{_ts(t + 81)} {r}] KV Cache is allocated. #tokens: 246890, KV size: 16.16 GB")
     for r in RANKS:
         out.append(f"[{_ts(t + 81)} {r}] Memory pool end. avail mem={pre[r] - 90.03:.2f} GB")
     for r in RANKS:
@@ -59,7 +59,7 @@ def startup(t: int) -> list[str]:
     for r in RANKS:
         out.append(f"[{_ts(t + 96)} {r}] Capture cuda graph end. Time elapsed: 13.98 s. mem usage=3.75 GB. "
                    f"avail mem={pre[r] - 93.78:.2f} GB.")
-    out.append(f"[{_ts(t + 97)} TP0] max_total_num_tokens=126976, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+    out.append(f"[{_ts(t + 97)} TP0] max_total_num_tokens=246890, chunked_prefill_size=8192, max_prefill_tokens=16384, "
                "max_running_requests=2048, context_len=262144, available_gpu_mem=1.22 GB")
     for r in RANKS:
         out.append(f"[{_ts(t + 97)} {r}] Allocating 48.00 GB host memory for hierarchical KV cache.")

@@ -21,7 +21,7 @@ def kimi_log(mfs: float = 0.93, *, crash: bool = True) -> str:
     free (P = 94.6 there, 94.9 on its peers), then dies of a CUDA OOM in prefill."""
     pre = {r: (94.6 if r == 3 else 94.9) for r in range(8)}
     after_worst = 0.82 + (0.93 - mfs) * 94.6
-    kv_gb = 94.6 * mfs - 79.4
+    kv_gb = 94.6 * mfs - 71.82
     tokens = int(kv_gb * 2**30 / 70272)
     out = [f"[2026-11-20 11:50:02] server_args=ServerArgs(model_path='/models/Kimi-K2.5', trust_remote_code=True, "
            f"mem_fraction_static={mfs}, chunked_prefill_size=8192, max_prefill_tokens=16384, tp_size=8, "
@@ -33,7 +33,7 @@ def kimi_log(mfs: float = 0.93, *, crash: bool = True) -> str:
     out.append("Loading safetensors checkpoint shards: 100% Completed | 64/64 [04:10<00:00,  3.91s/it]")
     for r in range(8):
         out.append(f"[2026-11-20 11:54:25 TP{r}] Load weight end. elapsed=251.70 s, type=DeepseekV3ForCausalLM, "
-                   f"dtype=torch.bfloat16, avail mem={pre[r] - 79.4:.2f} GB, mem usage=79.40 GB.")
+                   f"dtype=torch.bfloat16, avail mem={pre[r] - 71.82:.2f} GB, mem usage=71.82 GB.")
     for r in range(8):
         d = pre[r] - 94.6
         out.append(f"[2026-11-20 11:54:27 TP{r}] KV Cache is allocated. #tokens: {tokens}, KV size: {kv_gb:.2f} GB")

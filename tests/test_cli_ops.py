@@ -319,7 +319,7 @@ def test_two_node_run_on_two_loopback_hosts(ssh_home, tmp_path: Path) -> None:  
 
 
 def test_up_reports_a_startup_crash_with_its_diagnosis(local_env: Env) -> None:
-    # Kimi's 79.4 GiB of weights per rank leave no KV pool at 0.5 of a 95.6 GiB card
+    # Kimi's 71.82 GiB of weights per rank leave no KV pool at 0.5 of a 95.6 GiB card
     up = local_env.cockpit("up", "simtest", "--set", "mem-fraction-static=0.5", "--wait", "ready", "--timeout", "60")
     assert up.returncode == 1, up.stdout + up.stderr
     assert "init_not_enough_memory" in up.stderr

@@ -20,16 +20,16 @@ def story_state(*, mfs: float = 0.93, worst_after: float = 0.82, others_after: f
     s.server_args = {"mem_fraction_static": mfs, "tp_size": 8, "chunked_prefill_size": 8192}
     if fmt == "sglang-0.5.9":
         s.server_args["cuda_graph_max_bs"] = 256
-    s.max_total_num_tokens = 131068
+    s.max_total_num_tokens = 246890
     s.chunked_prefill_size = 8192
     s.context_len = 131072
     for i in range(8):
         r = s.rank(f"TP{i}")
         r.pre_load_avail_gb = 94.6 if i == 3 else 94.6 + pre_gap
-        r.weights_gb = 79.4
-        r.after_weights_avail_gb = r.pre_load_avail_gb - 79.4
-        r.kv_tokens = 131068
-        r.kv_gb = 8.58
+        r.weights_gb = 71.82
+        r.after_weights_avail_gb = r.pre_load_avail_gb - 71.82
+        r.kv_tokens = 246890
+        r.kv_gb = 16.16
         r.avail_before_capture_gb = 4.57
         r.graph_gb = 3.75
         r.avail_after_capture_gb = worst_after if i == 3 else others_after
@@ -49,7 +49,8 @@ def test_story_low_headroom_after_capture() -> None:
     assert f.severity == "critical" and f.ranks == ("TP3",)
     assert f.changes == (FlagChange("--mem-fraction-static", 0.93, 0.88),)
     assert f.predicted["headroom_gb"] == pytest.approx(5.55, abs=0.01)
-    assert 50_000 < f.predicted["max_total_num_tokens"] < 65_000
+    # the pool gives up δ·P / cell tokens: 0.05 × 94.6 GiB / 70,272 B ≈ 72 K
+    assert f.predicted["max_total_num_tokens"] == pytest.approx(246890 - 0.05 * 94.6 * 2**30 / 70272, abs=50)
     assert "0.82" in f.message and "0.93 → 0.88" in f.message
     assert "0.8858 → 0.88" in (f.arithmetic or "")
     alts = {c.flag: c for c in f.alternatives}
@@ -216,8 +217,8 @@ def test_kv_pool_below_context() -> None:
     s = story_state(mfs=0.88, worst_after=5.5, others_after=5.5, pre_gap=0.0)
     s.context_len = 262144
     f = by_id(diagnose(s), "kv_pool_below_context")
-    assert f.severity == "warning" and "131,068" in f.message and "262,144" in f.message
-    assert f.changes[0].to_value == 130048
+    assert f.severity == "warning" and "246,890" in f.message and "262,144" in f.message
+    assert f.changes[0].to_value == 246784
 
 
 def test_sorted_most_severe_first_and_json() -> None:

@@ -74,6 +74,11 @@ def test_story_plan_predicts_the_crash_and_recommends_088(story: dict[str, Path]
     assert 0.87 <= out["recommended"]["value"] <= 0.89
     row088 = next(r for r in out["rows"] if r["value"] == 0.88)
     assert row088["headroom_after_capture_gib"] == pytest.approx(golden(STORY_088).min_headroom_gb, abs=1.0)
+    # KV tokens near the log's before any calibration: the plan's P (the card's total less 1.4 GiB estimated
+    # for the CUDA context and TP8's distributed init) sits 0.4 GiB under the story's worst rank, which costs
+    # 2.3 % of the 0.93 pool and 3.1 % of the smaller 0.88 one
+    assert out["current"]["max_total_num_tokens"] == pytest.approx(log.max_total_num_tokens, rel=0.035)
+    assert row088["max_total_num_tokens"] == pytest.approx(golden(STORY_088).max_total_num_tokens, rel=0.035)
     # the KV tokens the 0.93 → 0.88 move costs: δ·P / cell, as the story's "−72 K"
     cost = out["current"]["max_total_num_tokens"] - row088["max_total_num_tokens"]
     assert cost == pytest.approx(0.05 * 94.6 * 2**30 / 70272, rel=0.02)
@@ -147,7 +152,7 @@ def test_calibration_from_a_journal_run(story: dict[str, Path], tmp_path: Path) 
     log093 = golden(STORY_093)
     # 0.93 predicted from the 0.88 run: the log's own tokens and headroom
     assert out["current"]["headroom_after_capture_gib"] == pytest.approx(log093.min_headroom_gb, abs=0.35)
-    assert out["current"]["max_total_num_tokens"] == pytest.approx(log093.max_total_num_tokens, rel=0.04)
+    assert out["current"]["max_total_num_tokens"] == pytest.approx(log093.max_total_num_tokens, rel=0.01)
     row088 = next(r for r in out["rows"] if r["value"] == 0.88)
     assert row088["max_total_num_tokens"] == golden(STORY_088).max_total_num_tokens
     assert res.returncode == 1

@@ -110,9 +110,9 @@ def test_kimi_093_story(version: str) -> None:
     assert list(st.ranks) == [f"TP{i}" for i in range(8)]
     tp3 = st.ranks["TP3"]
     assert tp3.pre_load_avail_gb == 94.60
-    assert tp3.weights_gb == 79.40
-    assert tp3.after_weights_avail_gb == 15.20
-    assert tp3.kv_tokens == 126976 and tp3.kv_gb == 8.31
+    assert tp3.weights_gb == 71.82
+    assert tp3.after_weights_avail_gb == 22.78
+    assert tp3.kv_tokens == 246890 and tp3.kv_gb == 16.16
     assert tp3.avail_before_capture_gb == 4.57
     assert tp3.graph_gb == pytest.approx(3.75)
     assert tp3.avail_after_capture_gb == 0.82
@@ -123,7 +123,7 @@ def test_kimi_093_story(version: str) -> None:
     assert st.mem_fraction_static == 0.93
     assert st.server_args["tp_size"] == 8 and st.server_args["hicache_size"] == 48
     assert st.server_args["model_path"] == "/models/Kimi-K2.5"
-    assert st.max_total_num_tokens == 126976 and st.context_len == 262144
+    assert st.max_total_num_tokens == 246890 and st.context_len == 262144
     assert st.available_gpu_mem_gb == 1.22
     assert st.hicache_host_gb_per_rank == 48.0 and len(st.hicache_allocating_ranks) == 8
     assert st.ready_in_log and st.uvicorn_port == 8000
@@ -143,7 +143,7 @@ def test_kimi_088_is_the_fix(version: str) -> None:
     assert tp3.graph_gb == pytest.approx(3.75)
     assert tp3.avail_after_capture_gb == 5.51
     assert st.min_headroom_gb == 5.51
-    assert st.max_total_num_tokens == 58816
+    assert st.max_total_num_tokens == 174617
     assert st.mem_fraction_static == 0.88
     assert st.crash is None and st.phase == "ready"
     assert set(st.ranks["TP0"].timeline) >= {"init", "weights_begin", "weights_end", "kv_pool", "capture_begin",

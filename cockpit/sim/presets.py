@@ -3,8 +3,8 @@
 All memory here is GiB (2**30 bytes) unless a name says otherwise, because that is what SGLang's
 log calls "GB". The presets are tuned so that the story in DESIGN.md comes out of the formulas,
 not out of hard-coded log text: Kimi-K2.5 on 8 x RTX PRO 6000 gives P = 94.6 GiB on the worst
-rank (TP3), W = 79.4 GiB, ~2.05 GiB of attention workspace after the KV pool and 3.75 GiB of
-CUDA graphs at batch size 512, hence ~0.82 GiB free after capture at mfs 0.93 and ~5.5 at 0.88.
+rank (TP3), W = 71.82 GiB (the published checkpoint as SGLang's TP8 sharding holds it, docs/PLAN.md),
+~2.05 GiB of attention workspace after the KV pool and 3.75 GiB of CUDA graphs at batch size 512, hence ~0.82 GiB free after capture at mfs 0.93 and ~5.5 at 0.88.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ MODELS: dict[str, ModelPreset] = {
             kv_lora_rank=512,
             qk_rope_head_dim=64,
             kv_bytes=2,
-            weights_total_gib=79.40 * 8,
+            weights_total_gib=71.82 * 8,
             hidden_size=7168,
             context_len=262144,
             shards=64,

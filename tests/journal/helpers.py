@@ -25,7 +25,7 @@ def run_info(run_id: str, profile: str = "kimi-k2.5-tp8", started_at: str = "202
     )
 
 
-def ready_state(headroom: float = 5.5, kv_tokens: int = 60112, ranks: int = 8,
+def ready_state(headroom: float = 5.5, kv_tokens: int = 174617, ranks: int = 8,
                 throughput: tuple[float, ...] = (2800.0, 3010.0, 2874.0)) -> RunState:
     st = RunState(format="sglang-0.5.9", phase="ready", phase_since="2026-11-29 08:12:41")
     st.max_total_num_tokens = kv_tokens
@@ -42,7 +42,7 @@ def ready_state(headroom: float = 5.5, kv_tokens: int = 60112, ranks: int = 8,
     return st
 
 
-def crashed_state(headroom: float = 0.82, kv_tokens: int = 127000) -> RunState:
+def crashed_state(headroom: float = 0.82, kv_tokens: int = 246890) -> RunState:
     st = ready_state(headroom=headroom, kv_tokens=kv_tokens, throughput=(1500.0,))
     st.phase = "crashed"
     st.crash = Crash(

@@ -33,7 +33,7 @@ def test_a_ready_run_then_stopped_keeps_everything(journal: Journal) -> None:
     rec = journal.get("20261129-080000-aaaa")
     assert rec is not None and rec.outcome == "ready"
     assert rec.min_headroom_gb == 5.5 and rec.headroom["TP7"] == 5.57
-    assert rec.max_total_num_tokens == 60112
+    assert rec.max_total_num_tokens == 174617
     assert rec.peak_gen_throughput == 3010.0 and rec.median_gen_throughput == 2874.0
     assert rec.peak_token_usage == pytest.approx(0.3)
     assert rec.backend_version == "sglang-0.5.9"
@@ -64,7 +64,7 @@ def test_a_crash_records_kind_phase_and_decisive_lines(journal: Journal) -> None
     assert rec is not None
     assert (rec.outcome, rec.crash_kind, rec.crash_phase, rec.crash_rank) == ("crashed", "cuda_oom", "prefill", "TP3")
     assert rec.decisive_lines[-1].startswith("torch.OutOfMemoryError")
-    assert rec.min_headroom_gb == 0.82 and rec.max_total_num_tokens == 127000
+    assert rec.min_headroom_gb == 0.82 and rec.max_total_num_tokens == 246890
     assert rec.findings[0]["id"] == "low_headroom_after_graph_capture"
 
 
@@ -107,7 +107,7 @@ def test_record_start_twice_keeps_what_was_learnt(journal: Journal) -> None:
     journal.record_progress("r1", ready_state(), [])
     journal.record_start(run_info("r1"), "p", {"tp": 8})
     rec = journal.get("r1")
-    assert rec is not None and rec.outcome == "ready" and rec.max_total_num_tokens == 60112
+    assert rec is not None and rec.outcome == "ready" and rec.max_total_num_tokens == 174617
 
 
 def test_ids_match_by_prefix_and_ambiguity_is_an_error(journal: Journal) -> None:

@@ -1,6 +1,6 @@
 """The Kimi-K2.5 story as RunSnapshots: real domain numbers (DESIGN.md), no I/O stand-ins.
 
-8 × RTX PRO 6000 (95.0 GiB usable), TP8, P ≈ 94.6 GiB, W ≈ 79.4 GiB, graphs 3.75 GiB, TP3 a little
+8 × RTX PRO 6000 (95.0 GiB usable), TP8, P ≈ 94.6 GiB, W ≈ 71.82 GiB, graphs 3.75 GiB, TP3 a little
 lower than its peers. At mfs 0.93 about 0.8 GiB stays free after capture; at 0.88 about 5.5 GiB.
 """
 
@@ -17,7 +17,7 @@ MLA_CELL_GIB = (512 + 64) * 61 * 2 / 2**30
 
 def _rank(i: int, mfs: float, phase: str) -> RankMemory:
     p = 94.6 if i == 3 else 94.62 + 0.01 * (i % 2)
-    w = 79.4
+    w = 71.82
     r = RankMemory(rank=f"TP{i}", pre_load_avail_gb=p)
     r.timeline = {"init": "2026-11-29 11:54:02", "weights_begin": "2026-11-29 11:54:05"}
     if phase == "loading":
@@ -92,7 +92,7 @@ def story_snapshot(mfs: float = 0.93, phase: str = "ready", *, crashed: bool = F
                 message="TP3 has 0.80 GiB free after CUDA graph capture (target 5.0 GiB): a large prefill will run out of memory.",
                 ranks=("TP3",),
                 changes=(change,),
-                predicted={"headroom_gb": 5.5, "max_total_num_tokens": 60112},
+                predicted={"headroom_gb": 5.5, "max_total_num_tokens": 174617},
                 arithmetic="P = 94.60 GiB, f = 0.80 GiB, δ = (5.0 − 0.80) / 94.60 = 0.044 → 0.93 − 0.05 = 0.88",
             )
         )
@@ -162,7 +162,7 @@ def story_log_lines() -> list[LogLine]:
         lines.append(LogLine(n, f"TP{i}", f"[2026-11-29 11:54:05 TP{i}] Load weight begin. avail mem=94.6{i % 2} GB"))
     for i in range(8):
         n += 1
-        lines.append(LogLine(n, f"TP{i}", f"[2026-11-29 11:55:21 TP{i}] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=15.20 GB, mem usage=79.40 GB."))
+        lines.append(LogLine(n, f"TP{i}", f"[2026-11-29 11:55:21 TP{i}] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=22.78 GB, mem usage=71.82 GB."))
     for i in range(8):
         n += 1
         lines.append(LogLine(n, f"TP{i}", f"[2026-11-29 11:55:40 TP{i}] Capture cuda graph end. Time elapsed: 13.98 s. mem usage=3.75 GB. avail mem=0.8{i} GB."))
