@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from cockpit.backends.sglang.logparse import read_log
-from cockpit.backends.sglang.plan import Settings, cell_bytes, plan, req_to_token_gib, settings_from_flags
+from cockpit.backends.sglang.plan import (
+    ATTN_WORKSPACE_GIB,
+    Settings,
+    cell_bytes,
+    plan,
+    req_to_token_gib,
+    settings_from_flags,
+)
 from cockpit.model.config import ModelConfig, ModelConfigError, parse_config
 from cockpit.model.plan import Calibration, GpuFacts, MemoryPlan
 from cockpit.model.weights import GIB, Tensor, WeightIndex, index_from_headers
@@ -60,7 +67,7 @@ def test_the_arithmetic_of_one_row() -> None:
     assert row.max_total_num_tokens == math.floor(kv * GIB / 70272)
     rtt = 2048 * (262144 + 4) * 4 / GIB  # ReqToTokenPool: clamp(T/ctx·512, 2048, 4096) requests, int32
     assert req_to_token_gib(row.max_total_num_tokens, 262144, s) == pytest.approx(rtt)
-    assert row.headroom_after_capture_gib == pytest.approx(p * 0.07 - rtt - 0.2 - mp.terms["graph_gib"])
+    assert row.headroom_after_capture_gib == pytest.approx(p * 0.07 - rtt - ATTN_WORKSPACE_GIB - mp.terms["graph_gib"])
     # the δ·P rule between rows: 0.01 of P moves from headroom to the pool
     r92 = next(r for r in mp.rows if r.value == 0.92)
     assert row.headroom_after_capture_gib - r92.headroom_after_capture_gib == pytest.approx(-0.01 * p)

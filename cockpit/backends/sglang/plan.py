@@ -66,8 +66,10 @@ SEARCH = tuple(round(0.40 + 0.01 * i, 2) for i in range(60))  # where the recomm
 CUDA_CONTEXT_GIB = 0.5
 DIST_INIT_GIB = 0.5
 DIST_INIT_PER_RANK_GIB = 0.05
-# Between `Memory pool end` and `Capture … begin` the attention backend takes its workspaces.
-ATTN_WORKSPACE_GIB = 0.2
+# Between `Memory pool end` and `Capture … begin` the attention backend takes its workspaces (and cuBLAS
+# its own): two real start-up logs show 0.53 GiB (Llama-3.1-8B, RTX 4090) and 0.64 GiB (QwQ-32B TP4, L4),
+# tests/data/real/plan/sglang/. An estimate; a journal run replaces it.
+ATTN_WORKSPACE_GIB = 0.55
 # CUDA-graph memory: SGLang's own reserve coefficient (2 MiB per decode batch size at hidden 8192)
 # plus a per-layer term (larger for MoE layers, whose kernels keep per-graph buffers); 0.5.23's
 # prefill graphs add about half a GiB. Fitted to the logs in docs/PLAN.md, not derived.
