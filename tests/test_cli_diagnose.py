@@ -174,8 +174,33 @@ def test_unrecognised_input_exits_2_naming_the_file(tmp_path: Path, kind: str) -
         assert r.returncode == 2, (kind, r.stdout, r.stderr)
         assert r.stdout == "" and "Traceback" not in r.stderr
         lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and f"no SGLang log lines recognised in {path} (" in lines[0]
+        # The README's opening reads a little like SGLang's log, so that is the engine it was read
+        # as; the rest read as no engine's at all, and the message names every engine it is not.
+        engines = "SGLang" if kind == "readme" else "SGLang or vLLM"
+        assert len(lines) == 1 and f"no {engines} log lines recognised in {path} (" in lines[0], lines
         assert "lines read" in lines[0]
+
+
+def test_an_unrecognised_second_log_names_the_engine_the_first_proved(tmp_path: Path) -> None:
+    """The engine is decided by the first log; a later file with none of its lines is refused in
+    that engine's name, whichever engine it is."""
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    data = Path(__file__).parent / "data"
+    for log, engine in ((data / "vllm-0.33.0-port-in-use.log", "vLLM"),
+                        (data / "sglang-0.5.9-llama70b-port-in-use.log", "SGLang")):
+        r = cockpit("diagnose", str(log), str(empty))
+        assert r.returncode == 2 and r.stdout == "", r.stderr
+        assert f"no {engine} log lines recognised in {empty} (0 lines read)" in r.stderr
+
+
+def test_the_engines_own_advice_is_quoted_in_its_name() -> None:
+    from cockpit.commands.render import render_state
+    from cockpit.core.state import RunState
+
+    for backend, engine in (("sglang", "SGLang"), ("vllm", "vLLM")):
+        text = render_state(RunState(backend=backend, engine_advice=["Try a smaller batch."]), [])
+        assert f"{engine}'s own advice: Try a smaller batch." in text.splitlines()
 
 
 def test_partly_recognised_log_says_how_much(tmp_path: Path) -> None:

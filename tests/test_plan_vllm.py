@@ -291,6 +291,28 @@ def test_bad_input_exits_2(qwen_dir: dict[str, Path], tmp_path: Path, args: list
     assert needle in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.parametrize("value", ["max-model-len=4096\nrm -rf ~", "max-model-len=4096\rx", "--max-model-len=a\nb"])
+def test_set_value_with_a_newline_is_refused_as_for_sglang(qwen_dir: dict[str, Path], tmp_path: Path, value: str) -> None:
+    """A vLLM `--set` value may not hold a newline or CR, as a profile's may not: one line naming the
+    key, exit 2, the same words as SGLang's refusal of its own flag."""
+    res = cockpit("plan", str(qwen_dir["profile"]), "--gpu-mem-gb", str(H100), "--set", value, env_root=tmp_path)
+    assert res.returncode == 2 and res.stdout == "", (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "max-model-len" in lines[0] and "a value must be a single line (no newline or NUL)" in lines[0]
+    sgl = cockpit("plan", "--model-config", str(qwen_dir["model"]), "--gpu-mem-gb", str(H100), "--tp", "2",
+                  "--set", value.replace("max-model-len", "context-length"), env_root=tmp_path)
+    assert sgl.returncode == 2 and "a value must be a single line (no newline or NUL)" in sgl.stderr, sgl.stderr
+
+
+def test_set_value_with_a_nul_is_refused() -> None:
+    """NUL cannot reach the CLI through argv; the parser behind `--set` refuses it all the same."""
+    from cockpit.backends.base import FlagError
+
+    with pytest.raises(FlagError, match="single line"):
+        get_backend("vllm").parse_overrides(["served-model-name=a\x00b"])
+
+
 def test_profile_without_a_model_is_named(tmp_path: Path) -> None:
     prof = tmp_path / "nomodel.yaml"
     prof.write_text("name: nomodel\nbackend: vllm\nhosts:\n  - ssh: local\nserver:\n  tensor-parallel-size: 1\n")

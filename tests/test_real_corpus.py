@@ -4,7 +4,8 @@ excerpt's yaml states is what diagnose says, one test per file.
 The comparison is bench/accuracy.py's (the same code path as `cockpit diagnose --json`, in
 process), so the accuracy figures in docs/ACCURACY.md and this suite cannot disagree. Logs of a
 server no backend reads yet (vllm/, until a vLLM backend exists) and files that are not logs at all
-(nonlogs/) must be refused: exit 2 with "no SGLang log lines recognised".
+(nonlogs/) must be refused: exit 2 with "no SGLang or vLLM log lines recognised" (the engines
+named when the file reads as none of them)
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def test_excerpt(directory: str, log: Path, yml: Path) -> None:
     wrong = {k: (got, want) for k, (ok, got, want) in accuracy.compare(expect, code, out).items() if not ok}
     assert not wrong, f"{log.name}: (got, want) per key: {wrong} {err}"
     if code == 2:
-        assert err.startswith("no SGLang log lines recognised in ") and "lines read" in err
+        # a file that reads as no engine's (nonlogs/) names them all; an engine's excerpt names its engine
+        engines = {"nonlogs": "SGLang or vLLM", "sglang": "SGLang", "vllm": "vLLM"}[directory]
+        assert err.startswith(f"no {engines} log lines recognised in ") and "lines read" in err, err
     else:
         json.dumps(out, allow_nan=False)  # strict JSON
 

@@ -19,11 +19,24 @@ _REGISTRY: dict[str, tuple[str, str]] = {
     "sglang": ("cockpit.backends.sglang", "SGLangBackend"),
     "vllm": ("cockpit.backends.vllm", "VLLMBackend"),
 }
+# name → the engine as its own docs spell it, for messages (no backend import needed to print it)
+_DISPLAY: dict[str, str] = {"sglang": "SGLang", "vllm": "vLLM"}
 
 
 def backend_names() -> tuple[str, ...]:
     """The backends a profile's `backend:` may name."""
     return tuple(_REGISTRY)
+
+
+def engine_name(name: str) -> str:
+    """The engine called `name` as its own docs spell it ("vllm" → "vLLM"); unknown names as given."""
+    return _DISPLAY.get(name, name)
+
+
+def engine_names() -> str:
+    """Every engine a backend reads, for a message about all of them: "SGLang or vLLM"."""
+    names = [engine_name(n) for n in _REGISTRY]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
 @functools.cache

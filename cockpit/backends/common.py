@@ -94,9 +94,10 @@ def scalar(text: str) -> Any:
     return text
 
 
-def parse_overrides(items: list[str] | tuple[str, ...], *, example: str, single_line: bool) -> dict[str, Any]:
+def parse_overrides(items: list[str] | tuple[str, ...], *, example: str) -> dict[str, Any]:
     """`--set` items -> {flag name: typed value}; `example` is the engine's FLAG=VALUE shown in
-    the error, `single_line` refuses newline/NUL in values (the rule SGLang profiles follow)."""
+    the error. A value with a newline or NUL is refused for every engine, as a profile's values are
+    (docs/ARCHITECTURE.md, "Profiles"): `--set` must not let in what the profile keeps out."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -106,7 +107,7 @@ def parse_overrides(items: list[str] | tuple[str, ...], *, example: str, single_
         if not sep:
             out[key] = True
             continue
-        if single_line and any(c in value for c in "\n\r\x00"):  # the rule a profile's values follow (issue 18)
+        if any(c in value for c in "\n\r\x00"):  # the rule a profile's values follow (issue 18)
             raise FlagError(key, f"--set {item!r}: a value must be a single line (no newline or NUL), as in a profile")
         if value.startswith("-") and not is_number(value):
             raise FlagError(key, f"--set {item!r}: a value must not start with '-' (it would read as another flag)")

@@ -22,14 +22,13 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from cockpit.backends import DEFAULT_BACKEND, detect_backend, get_backend
+from cockpit.backends import DEFAULT_BACKEND, detect_backend, engine_name, engine_names, get_backend
 from cockpit.backends.base import HostFacts
 from cockpit.core.findings import Finding, exit_code_for
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
 
 SNIFF_BYTES = 64 * 1024  # the opening of a log that decides which server wrote it
-NAMES = {"sglang": "SGLang", "vllm": "vLLM"}
 # Below this share of recognised lines the report says how little of the file it could read.
 PARTIAL_SHARE = 0.5
 
@@ -56,7 +55,13 @@ def _sniff(path: str) -> bytes:
 
 
 def backend_of(paths: list[str]) -> str:
-    return detect_backend(_sniff(paths[0])) if paths else DEFAULT_BACKEND
+    return detected_backend(paths) or DEFAULT_BACKEND
+
+
+def detected_backend(paths: list[str]) -> str:
+    """The backend whose lines the first log's opening reads as; "" when it reads as no server's
+    (the default backend then reads it, but nothing about the file chose that engine)."""
+    return detect_backend(_sniff(paths[0]), default="") if paths else ""
 
 
 def read_logs(paths: list[str], reads: list[FileRead] | None = None, backend_name: str | None = None) -> RunState:
@@ -105,13 +110,17 @@ def diagnose_logs(
     hosts: list[HostFacts] | None = None,
 ) -> tuple[RunState, list[Finding], list[FileRead]]:
     """What `cockpit diagnose` computes (the CLI prints it; the corpus tests call this directly).
-    Raises BadInput for a file with no SGLang line in it."""
+    Raises BadInput for a file with no line of the server's log in it."""
     reads: list[FileRead] = []
-    name = backend_of(paths)
+    detected = detected_backend(paths)
+    name = detected or DEFAULT_BACKEND
     state = read_logs(paths, reads, name)
     for r in reads:
         if r.recognised == 0:
-            raise BadInput(f"no {NAMES.get(name, name)} log lines recognised in {r.path} ({r.lines:,} lines read)")
+            # Name the engine whose log it was read as; when nothing read as any engine's (an empty,
+            # binary or prose first file) the default one was only a fallback: say that none matched.
+            engines = engine_name(name) if detected or any(x.recognised for x in reads) else engine_names()
+            raise BadInput(f"no {engines} log lines recognised in {r.path} ({r.lines:,} lines read)")
     findings = get_backend(name).diagnose(state, hosts=hosts or (), target_headroom_gb=target_headroom_gb)
     return state, findings, reads
 
@@ -144,7 +153,7 @@ def read_note(reads: list[FileRead], unparsed: int, backend: str = DEFAULT_BACKE
     recognised = sum(r.recognised for r in reads)
     parts = []
     if lines and recognised < PARTIAL_SHARE * lines:
-        parts.append(f"recognised {recognised:,} of {lines:,} lines as {NAMES.get(backend, backend)}'s ({100 * recognised / lines:.0f} %); "
+        parts.append(f"recognised {recognised:,} of {lines:,} lines as {engine_name(backend)}'s ({100 * recognised / lines:.0f} %); "
                      "the rest was skipped")
     if unparsed:
         parts.append(f"{unparsed:,} recognised line(s) held figures that do not parse or cannot be; skipped")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 
+from cockpit.backends import engine_name
 from cockpit.backends.base import HostFacts
 from cockpit.core.findings import Finding
 from cockpit.core.ranks import rank_sort_key
@@ -93,7 +94,7 @@ def render_state(state: RunState, findings: Sequence[Finding], *, title: str | N
         if "survived" in w:
             lines.append(f"note: {w[:240]}")
     for a in state.engine_advice[:3]:
-        lines.append(f"SGLang's own advice: {a[:240]}")
+        lines.append(f"{engine_name(state.backend)}'s own advice: {a[:240]}")
     lines.append("")
     lines += findings_lines(findings)
     return "\n".join(lines) + "\n"

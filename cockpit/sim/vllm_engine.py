@@ -51,6 +51,8 @@ class Engine:
         self.free_after = free_after_gib
         self.per_token_bytes = per_token_bytes
         self.lock = threading.Lock()
+        # notified after every step (under `lock`): a streaming answer waits on it for new tokens
+        self.stepped = threading.Condition(self.lock)
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.ids = itertools.count()
@@ -127,6 +129,7 @@ class Engine:
                 self._interval["gen"] += inc
                 if r.generated >= r.max_new:
                     self._finish(r)
+            self.stepped.notify_all()
 
     def _finish(self, r: Req) -> None:
         self.running.remove(r)

@@ -3,23 +3,37 @@
 `/health` (200 empty; 503 once the engine died), `/version`, `/v1/models`, `/v1/completions`,
 `/v1/chat/completions` and `/metrics` in Prometheus text with vLLM's `vllm:` names and labels
 (`model_name`, `engine`); `vllm:kv_cache_usage_perc` is a fraction, as vLLM exports it.
+
+`stream: true` answers as vLLM's OpenAI server does: `text/event-stream`, one `data: {…}` event per
+token, one decode step apart, as the engine produces them (no event before the first token), `usage` in each when
+`stream_options` asks for `include_usage` and `continuous_usage_stats`, a usage-only event
+(`choices: []`) at the end with `include_usage`, an error event if the engine dies, then
+`data: [DONE]`. A chat stream opens with the assistant's role and an empty content.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
-from cockpit.sim.vllm_engine import E2E_BUCKETS, Engine
+from cockpit.sim.vllm_engine import DECODE_TOKENS_PER_S, E2E_BUCKETS, Engine, Req
 
 if TYPE_CHECKING:
     from cockpit.sim.vllm_server import VllmSim
 
 WORDS = (" the", " cockpit", " reads", " every", " log", " line", " and", " keeps", " the", " GPUs", " honest", ".")
+STREAM_WAIT_S = 0.5  # real seconds a stream waits for the next engine step before it looks at the engine again
+
+
+def token_text(i: int) -> str:
+    """The i-th generated token's text; the tokens of one answer joined are its whole text."""
+    word = WORDS[i % len(WORDS)]
+    return word.lstrip() if i == 0 else word
 
 
 def count_tokens(text: str) -> int:
@@ -72,6 +86,12 @@ def make_handler(sim: VllmSim) -> type[BaseHTTPRequestHandler]:
         protocol_version = "HTTP/1.1"
         server_version = "uvicorn"
         sys_version = ""
+
+        def setup(self) -> None:
+            super().setup()
+            # as uvicorn: no Nagle delay on small writes (a streamed token would wait ~40 ms for an ACK)
+            with contextlib.suppress(OSError):
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -154,17 +174,22 @@ def make_handler(sim: VllmSim) -> type[BaseHTTPRequestHandler]:
                 return self._reply(400, {"error": {"message": f"This model's maximum context length is {cfg.max_model_len} "
                                                    f"tokens. However, you requested {n_prompt + max_new} tokens.",
                                                    "type": "BadRequestError", "code": 400}})
+            model = body.get("model") or cfg.served_model_name
+            created = int(time.time())
+            chat = path.endswith("chat/completions")
             req = eng.add(n_prompt, max_new)
+            if body.get("stream"):
+                opts = body.get("stream_options")
+                return self._stream(eng, req, chat=chat, model=model, created=created,
+                                    opts=opts if isinstance(opts, dict) else {})
             deadline = time.monotonic() + 300
             while not req.finished.wait(0.2):
                 if sim.dead or time.monotonic() > deadline:
                     return self._reply(500, {"error": {"message": "The server had an error while processing your request.",
                                                        "type": "InternalServerError", "code": 500}})
-            text = "".join(WORDS[i % len(WORDS)] for i in range(max_new)).lstrip()
+            text = "".join(token_text(i) for i in range(max_new))
             usage = {"prompt_tokens": n_prompt, "completion_tokens": max_new, "total_tokens": n_prompt + max_new}
-            model = body.get("model") or cfg.served_model_name
-            created = int(time.time())
-            if path.endswith("chat/completions"):
+            if chat:
                 out = {"id": f"chat{req.rid}", "object": "chat.completion", "created": created, "model": model,
                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}],
                        "usage": usage}
@@ -172,5 +197,85 @@ def make_handler(sim: VllmSim) -> type[BaseHTTPRequestHandler]:
                 out = {"id": req.rid, "object": "text_completion", "created": created, "model": model,
                        "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}], "usage": usage}
             return self._reply(200, out)
+
+        def _stream(self, eng: Engine, req: Req, *, chat: bool, model: str, created: int, opts: dict[str, Any]) -> None:
+            """Server-sent events, in chunked transfer encoding, as the engine's steps produce tokens.
+
+            vLLM starts its streaming response at once, so a failure after admission arrives as an
+            error event inside the stream (HTTP 200), never as an error status."""
+            include_usage = bool(opts.get("include_usage"))
+            continuous = include_usage and bool(opts.get("continuous_usage_stats"))  # vLLM needs both
+            rid = f"chat{req.rid}" if chat else req.rid
+            obj = "chat.completion.chunk" if chat else "text_completion"
+
+            def usage(n: int) -> dict[str, int]:
+                return {"prompt_tokens": req.prompt, "completion_tokens": n, "total_tokens": req.prompt + n}
+
+            def event(choice: dict[str, Any], n: int) -> str:
+                e: dict[str, Any] = {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]}
+                if continuous:
+                    e["usage"] = usage(n)
+                return f"data: {json.dumps(e)}\n\n"
+
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            # The fluid engine makes a request's tokens a tick (0.25 simulated s) at a time; vLLM makes
+            # one per engine step. Each token goes out a decode step after the previous one, so that
+            # a client measures the inter-token gap the engine's decode rate means (the last one
+            # leaves up to a tick after the engine finished the request).
+            step_s = sim.clock.real(1 / DECODE_TOKENS_PER_S)
+            due = 0.0
+            sent = 0
+            deadline = time.monotonic() + 300
+            try:
+                while True:
+                    with eng.stepped:
+                        while (int(req.generated) == sent and not req.finished.is_set() and not sim.dead
+                               and time.monotonic() < deadline):
+                            eng.stepped.wait(STREAM_WAIT_S)
+                        n, done = int(req.generated), req.finished.is_set()
+                    events: list[str] = []
+                    if chat and sent == 0 and n > 0:  # vLLM's first chat event: the role, no text yet
+                        events.append(event({"index": 0, "delta": {"role": "assistant", "content": ""},
+                                             "logprobs": None, "finish_reason": None}, 0))
+                    for i in range(sent, n):
+                        due = max(due + step_s, time.monotonic()) if i else time.monotonic()
+                        if due - time.monotonic() > 0.001:  # what is due goes out now, then wait for this one
+                            if events:
+                                self._write_chunk("".join(events).encode())
+                                events = []
+                            time.sleep(due - time.monotonic())
+                        finish = "length" if done and i == n - 1 else None
+                        if chat:
+                            choice = {"index": 0, "delta": {"content": token_text(i)}, "logprobs": None,
+                                      "finish_reason": finish}
+                        else:
+                            choice = {"index": 0, "text": token_text(i), "logprobs": None, "finish_reason": finish,
+                                      "stop_reason": None}
+                        events.append(event(choice, i + 1))
+                    sent = n
+                    failed = not done and (sim.dead or time.monotonic() >= deadline)
+                    if failed:
+                        events.append("data: " + json.dumps({"error": {
+                            "message": "EngineCore encountered an issue. See stack trace (above) for the root cause.",
+                            "type": "InternalServerError", "param": None, "code": 500}}) + "\n\n")
+                    elif done and include_usage:
+                        events.append("data: " + json.dumps({"id": rid, "object": obj, "created": created, "model": model,
+                                                             "choices": [], "usage": usage(n)}) + "\n\n")
+                    if done or failed:
+                        events.append("data: [DONE]\n\n")
+                    if events:
+                        self._write_chunk("".join(events).encode())
+                    if done or failed:
+                        self._write_chunk(b"")  # the chunked body's end
+                        return
+            except OSError:  # the client went away; the engine finishes the request regardless
+                self.close_connection = True
+
+        def _write_chunk(self, data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            self.wfile.flush()
 
     return Handler

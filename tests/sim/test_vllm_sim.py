@@ -109,3 +109,75 @@ def test_016_format(sim) -> None:  # type: ignore[no-untyped-def]
     assert st.ranks["TP0"].weights_gb == 30.59 and st.ranks["TP0"].graph_gb == 0.86
     assert st.max_total_num_tokens and st.max_total_num_tokens > 300_000  # no graph estimate in 0.16's budget
     assert st.ranks["TP0"].avail_after_capture_gb is None  # 0.16 prints the per-rank summary at DEBUG only
+
+
+def _sse(port: int, path: str, body: dict) -> tuple[str, list[tuple[float, str]]]:
+    """A streamed answer over real HTTP: its Content-Type and each `data:` payload with the moment it arrived."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    events: list[tuple[float, str]] = []
+    with urllib.request.urlopen(req, timeout=60) as r:
+        ctype = r.headers["Content-Type"]
+        for raw in r:  # urllib undoes the chunked transfer encoding
+            line = raw.decode().rstrip("\r\n")
+            if line.startswith("data: "):
+                events.append((time.monotonic(), line[6:]))
+    return ctype, events
+
+
+def test_streaming_completions_as_vllm_sends_them(sim) -> None:  # type: ignore[no-untyped-def]
+    """`stream: true` (what `cockpit bench` sends): one event per token as the engine makes it, the
+    usage vLLM adds for `stream_options`, then `[DONE]`; the tokens are the non-streamed answer's."""
+    run = sim([*QWEN, "--gpu-memory-utilization", "0.92"], speed=40)
+    run.wait_for(r"^INFO:     Application startup complete\.", timeout=60)
+    n = 700  # 20 simulated seconds of decode at 35 tok/s: 0.5 s real at speed 40
+    whole = json.loads(_get(run.port, "/v1/completions", {"prompt": "hello vllm", "max_tokens": n})[1])
+    ctype, events = _sse(run.port, "/v1/completions", {
+        "prompt": "hello vllm", "max_tokens": n, "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True}})
+    assert ctype.startswith("text/event-stream")
+    assert events[-1][1] == "[DONE]"
+    *tokens, final = [json.loads(d) for _, d in events[:-1]]
+    assert final["choices"] == [] and final["usage"]["completion_tokens"] == n
+    assert len(tokens) == n and all(len(e["choices"]) == 1 and e["object"] == "text_completion" for e in tokens)
+    assert [e["usage"]["completion_tokens"] for e in tokens] == list(range(1, n + 1))
+    assert [e["choices"][0]["finish_reason"] for e in tokens] == [None] * (n - 1) + ["length"]
+    assert "".join(e["choices"][0]["text"] for e in tokens) == whole["choices"][0]["text"]
+    assert events[n - 1][0] - events[0][0] > 0.25  # streamed as produced, not all at the end
+
+    # without stream_options: no usage anywhere (vLLM leaves it out), still one event per token
+    _, plain = _sse(run.port, "/v1/completions", {"prompt": "hello vllm", "max_tokens": 5, "stream": True})
+    assert plain[-1][1] == "[DONE]"
+    chunks = [json.loads(d) for _, d in plain[:-1]]
+    assert len(chunks) == 5 and all("usage" not in c for c in chunks)
+
+    # chat: the role first with empty content, then the text
+    whole_chat = json.loads(_get(run.port, "/v1/chat/completions",
+                                 {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6})[1])
+    _, chat = _sse(run.port, "/v1/chat/completions",
+                   {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6, "stream": True})
+    first, *rest = [json.loads(d) for _, d in chat[:-1]]
+    assert first["object"] == "chat.completion.chunk" and first["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert "".join(c["choices"][0]["delta"]["content"] for c in rest) == whole_chat["choices"][0]["message"]["content"]
+    assert len(rest) == 6 and rest[-1]["choices"][0]["finish_reason"] == "length"
+
+
+def test_bench_request_measures_a_streamed_answer(sim) -> None:  # type: ignore[no-untyped-def]
+    """`cockpit bench`'s request against the vLLM stand-in: streamed, so the first token comes before
+    the end and every later token has its own gap (it used to be one JSON answer: TTFT = E2E)."""
+    import asyncio
+
+    from cockpit.telemetry.loadgen import BenchSpec, Prompt, _client, one_request
+
+    run = sim([*QWEN, "--gpu-memory-utilization", "0.92"], speed=40)
+    run.wait_for(r"^INFO:     Application startup complete\.", timeout=60)
+
+    async def go():  # type: ignore[no-untyped-def]
+        async with _client() as c:
+            return await one_request(c, f"http://127.0.0.1:{run.port}", BenchSpec(model="Qwen/Qwen3-32B"),
+                                     Prompt(None, "hello vllm", 350), lambda k: None)
+
+    res = asyncio.run(go())
+    assert res.ok and res.streamed and res.output_tokens == 350, res
+    assert res.ttft_s is not None and res.e2e_s is not None and res.ttft_s < res.e2e_s / 2
+    assert len(res.itl_s) == 349

@@ -113,7 +113,7 @@ def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     YAML profile would type them (0.88 is a float, 8 an int, true/false a bool); the flag table
     checks them later. Raises FlagError for an item that is not FLAG=VALUE.
     """
-    return common.parse_overrides(items, example="mem-fraction-static=0.88", single_line=True)
+    return common.parse_overrides(items, example="mem-fraction-static=0.88")
 
 
 def flag_diff(profile: Profile, flags_as_launched: dict[str, Any], *, version: str | None = None) -> list[FlagChange]:

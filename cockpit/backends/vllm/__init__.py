@@ -42,6 +42,10 @@ class VLLMBackend(EngineBackend):
 
     def log_score(self, sample: bytes) -> float:
         """0..1: how much the opening of a log looks like vLLM's (`cockpit diagnose` routing)."""
+        from cockpit.backends.vllm.sniff import may_be_vllm
+
+        if not may_be_vllm(sample):  # most logs are SGLang's: spare them importing the grammar
+            return 0.0
         from cockpit.backends.vllm.logparse import log_score
 
         return log_score(sample)

@@ -105,6 +105,7 @@ def flag_diff(profile: Profile, flags_as_launched: dict[str, Any], *, version: s
 def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """`["gpu-memory-utilization=0.9", "enforce-eager"]` -> {"gpu-memory-utilization": 0.9, "enforce-eager": True}.
 
-    Values are typed as a YAML profile would type them; the flag table checks them later.
+    Values are typed as a YAML profile would type them; the flag table checks them later. A value
+    with a newline or NUL is refused, as in a profile (FlagError naming the key).
     """
-    return common.parse_overrides(items, example="gpu-memory-utilization=0.9", single_line=False)
+    return common.parse_overrides(items, example="gpu-memory-utilization=0.9")

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from cockpit.backends.vllm.sniff import MESSAGES
 from cockpit.core import events as ev
 from cockpit.core.events import Event
 from cockpit.core.sanitize import clean_text
@@ -107,9 +108,7 @@ _UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "T
 _WRAPPER_EXCEPTIONS = ("Engine core initialization failed", "WorkerProc initialization failed",
                        "EngineCore encountered an issue", "Frontend process failed")
 # Messages only vLLM prints (a log whose heads were stripped by the reporter still reads as vLLM).
-_VLLM_MESSAGES = ("Loading model weights took", "Model loading took", "Memory profiling results", "# GPU blocks:",
-                  "Maximum concurrency for", "KV cache size:", "gpu_memory_utilization", "max_model_len",
-                  "Avg prompt throughput", "EngineCore", "Available KV cache memory")
+_VLLM_MESSAGES = MESSAGES  # `sniff` tests the same words before this module is imported
 # Text only a start-up failure prints: a crash with nothing sharper is a start-up crash.
 _STARTUP_MARKS = ("failed to start", "Timed out waiting for engine core", "initialization failed", "in init_device", "in load_model", "in load_weights",
                   "in initialize_model_parallel", "in init_worker_distributed_environment", "in _initialize_kv_caches",
