@@ -76,3 +76,21 @@ def test_the_plan_gets_the_flags_the_log_shows(yml: Path) -> None:
     tp = int(flags.get("tp_size", 1))
     assert doc["plan"]["gpus"] >= tp
     assert len(st.ranks) <= doc["plan"]["gpus"], f"{yml.name}: more ranks in the log than GPUs in the yaml"
+
+
+@pytest.mark.parametrize("yml", CASES, ids=[p.stem for p in CASES])
+def test_the_plan_before_launch_lands_near_the_log(yml: Path) -> None:
+    """The issue's bar on real logs, before calibration: headroom after capture within 1 GiB, KV tokens
+    within 3 % (a case whose yaml names a reason the plan cannot see from model and card is held to the
+    headroom only; docs/PLAN.md gives the figures)."""
+    import bench.plan_real_sglang as bench
+
+    case = next(c for c in bench.cases() if c.name == yml.stem)
+    mp, _cfg, _s = bench.make_plan(case)
+    cur = mp.current
+    assert cur is not None
+    head_log = case.least("avail_after_capture_gb")
+    assert head_log is not None
+    assert cur.headroom_after_capture_gib == pytest.approx(head_log, abs=1.0)
+    if not case.doc.get("known_token_miss"):
+        assert cur.max_total_num_tokens == pytest.approx(case.st.max_total_num_tokens, rel=0.03)
