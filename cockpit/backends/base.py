@@ -47,6 +47,7 @@ class HostFacts:
     gpu_mem_total_gib: float | None = None  # smallest GPU's total, GiB
     gpu_free_gib: tuple[float | None, ...] = ()
     source: str = "unknown"  # "psutil", "agent", "override"
+    gpu_name: str | None = None  # the smallest GPU's name as the driver reports it ("NVIDIA A100-SXM4-80GB")
 
 
 class LogParser(Protocol):

@@ -24,6 +24,7 @@ class GpuFacts:
 
     total_gib: float  # memory.total of the smallest GPU the ranks use
     free_gib: float | None = None  # the least free memory on those GPUs now (another process's share)
+    name: str | None = None  # that GPU's name, when measured (vLLM picks its batch defaults by it)
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,8 @@ def gpu_facts_from_hosts(hosts: Iterable[Any], env: Mapping[str, str] | None = N
         except ValueError:
             visible = None  # UUIDs: every GPU counts
     frees = [g for h in hosts for i, g in enumerate(h.gpu_free_gib) if g is not None and (visible is None or i in visible)]
-    return GpuFacts(min(totals), min(frees) if frees else None)
+    names = [h.gpu_name for h in hosts if getattr(h, "gpu_name", None)]
+    return GpuFacts(min(totals), min(frees) if frees else None, names[0] if names else None)
 
 
 def calibration_from_run(r: Any, value_flag: str, default_value: float | None = None) -> Calibration | None:

@@ -112,6 +112,7 @@ def facts_from_sample(sample: TelemetrySample) -> HostFacts:
     )
     h = sample.host
     return HostFacts(
+        gpu_name=_smallest_gpu_name(gpus),
         host=sample.host_label,
         mem_total_gb=h.mem_total_gb if h else None,
         mem_available_gb=h.mem_available_gb if h else None,
@@ -120,6 +121,12 @@ def facts_from_sample(sample: TelemetrySample) -> HostFacts:
         gpu_free_gib=free,
         source="agent" if sample.source != "nvml" else "nvml",
     )
+
+
+def _smallest_gpu_name(gpus: Any) -> str | None:
+    """The name of the GPU with the least memory (the one a plan is made for); None when unreported."""
+    named = [g for g in gpus if g.total_gb is not None and g.name]
+    return min(named, key=lambda g: g.total_gb).name if named else None
 
 
 def local_host_facts(*, use_nvml: bool = True, env: Mapping[str, str] | None = None) -> HostFacts:
@@ -145,6 +152,7 @@ def local_host_facts(*, use_nvml: bool = True, env: Mapping[str, str] | None = N
     totals = [g.total_gb for g in gpus if g.total_gb is not None]
     return HostFacts(
         host="local",
+        gpu_name=_smallest_gpu_name(gpus),
         mem_total_gb=round(total / GB, 2) if total is not None else None,
         mem_available_gb=round(avail / GB, 2) if avail is not None else None,
         gpu_count=len(totals) if totals else None,
@@ -280,7 +288,8 @@ def apply_what_if(facts: list[HostFacts], host_mem_gb: float | None, gpu_mem_gb:
         if host_mem_gb is not None:
             changes.update(mem_available_gb=host_mem_gb, mem_total_gb=max(host_mem_gb, f.mem_total_gb or 0))
         if gpu_mem_gb is not None:
-            changes.update(gpu_mem_total_gib=gpu_mem_gb, gpu_free_gib=())
+            # a what-if card: its name is not the measured one's
+            changes.update(gpu_mem_total_gib=gpu_mem_gb, gpu_free_gib=(), gpu_name=None)
         if gpus is not None:
             changes.update(gpu_count=gpus)
         if changes:

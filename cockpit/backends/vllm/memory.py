@@ -119,8 +119,15 @@ def graph_estimate_off(estimate_gb: float, actual_gb: float) -> bool:
     return gap >= GRAPH_ESTIMATE_OFF_GB and gap >= GRAPH_ESTIMATE_OFF_SHARE * max(actual_gb, estimate_gb)
 
 
-def default_max_num_seqs(gpu_total_gib: float | None) -> int | None:
-    """vLLM's serve default: 1024 on cards of ≥ 70 GiB (H100 class and up), else 256; None if unknown."""
+def large_batch_card(gpu_total_gib: float, gpu_name: str | None = None) -> bool:
+    """vLLM's API server takes its large batch defaults on cards of ≥ 70 GiB that are not A100s
+    (vllm/engine/arg_utils.py `get_batch_defaults`: an A100 keeps the small ones, vLLM PR #17885).
+    An unnamed card (a what-if size) is judged by its size alone."""
+    return gpu_total_gib >= 70 and "a100" not in (gpu_name or "").lower()
+
+
+def default_max_num_seqs(gpu_total_gib: float | None, gpu_name: str | None = None) -> int | None:
+    """vLLM's serve default: 1024 on large-batch cards (H100 class and up), else 256; None if unknown."""
     if gpu_total_gib is None:
         return None
-    return 1024 if gpu_total_gib >= 70 else 256
+    return 1024 if large_batch_card(gpu_total_gib, gpu_name) else 256

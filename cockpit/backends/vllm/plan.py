@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.vllm.flags import default_util, resolve_version, version_key
-from cockpit.backends.vllm.memory import default_max_num_seqs, floor2
+from cockpit.backends.vllm.memory import default_max_num_seqs, floor2, large_batch_card
 from cockpit.model.config import ModelConfig, ModelConfigError
 from cockpit.model.plan import (
     Calibration,
@@ -174,14 +174,15 @@ def kv_tokens(kv_gib: float, cell: float, block: int) -> int:
     return int(kv_gib * GIB // (cell * block)) * block
 
 
-def batch_defaults(gpu_total_gib: float, s: Settings, max_model_len: int) -> tuple[int, int]:
+def batch_defaults(gpu_total_gib: float, s: Settings, max_model_len: int, gpu_name: str | None = None) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) vLLM's API server picks for this card when unset
-    (vllm/engine/arg_utils.py `get_batch_defaults`): 1024 / 8192 on H100-class cards, 16384 tokens
-    from 160 GiB, else 256 / 2048; the tokens capped at max_num_seqs × max_model_len."""
-    seqs = int(s.max_num_seqs or default_max_num_seqs(gpu_total_gib) or 256)
+    (vllm/engine/arg_utils.py `get_batch_defaults`): 1024 / 8192 on ≥ 70 GiB cards other than A100s,
+    16384 tokens from 160 GiB, else 256 / 2048; the tokens capped at max_num_seqs × max_model_len."""
+    seqs = int(s.max_num_seqs or default_max_num_seqs(gpu_total_gib, gpu_name) or 256)
     if s.max_num_batched_tokens:
         return seqs, int(s.max_num_batched_tokens)
-    tokens = 16384 if gpu_total_gib >= 160 else 8192 if gpu_total_gib >= 70 else 2048
+    large = large_batch_card(gpu_total_gib, gpu_name)
+    tokens = 16384 if large and gpu_total_gib >= 160 else 8192 if large else 2048
     return seqs, min(tokens, seqs * max_model_len)
 
 
@@ -238,11 +239,14 @@ def plan(
     mml = int(s.max_model_len or cfg.context_length or 0)
     if mml <= 0:
         raise ModelConfigError(f"{cfg.name}: no max_position_embeddings in config.json and no --max-model-len")
-    seqs, batched = batch_defaults(t, s, mml)
+    seqs, batched = batch_defaults(t, s, mml, gpu.name)
     act = activation_gib(cfg, s, seqs, batched)
     g = graph_gib(cfg, s)
     g_hat = g if s.graphs and s.estimate_graphs else 0.0
     notes = list(cfg.notes)
+    if gpu.name is None and t >= 70 and not (s.max_num_seqs and s.max_num_batched_tokens):
+        notes.append("the card's name is not measured: vLLM's batch defaults are taken as for an H100-class card "
+                     "(an A100 keeps 256 sequences / 2048 batched tokens)")
 
     def starts(u: float, tok: int) -> bool:
         return u * t <= f0 and tok >= mml
