@@ -135,7 +135,7 @@ def measure(case: Case) -> Outcome:
     try:
         cfg, idx = model_facts(plan_doc["model"])
         s = vplan.settings_from_flags(flags, str(doc.get("version") or "") or None)
-        mp = vplan.plan(cfg, idx, GpuFacts(t), s)
+        mp = vplan.plan(cfg, idx, GpuFacts(t, name=plan_doc.get("gpu")), s)
     except ModelConfigError as e:
         o.refused = str(e)
         return o
@@ -154,7 +154,7 @@ def measure(case: Case) -> Outcome:
     if u is not None and o.w_log is not None and o.kv_log is not None:
         o.non_kv_log = math.ceil(u * t * GIB) / GIB - o.w_log - o.kv_log
     if o.batch_log is not None and o.batch_log != o.batch_plan:
-        told = vplan.plan(cfg, idx, GpuFacts(t), vplan.settings_from_flags({**flags, "max_num_batched_tokens": o.batch_log},
+        told = vplan.plan(cfg, idx, GpuFacts(t, name=plan_doc.get("gpu")), vplan.settings_from_flags({**flags, "max_num_batched_tokens": o.batch_log},
                                                                           str(doc.get("version") or "") or None)).current
         assert told is not None
         o.tok_batch_from_log = told.max_total_num_tokens

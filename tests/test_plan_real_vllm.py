@@ -107,3 +107,21 @@ def test_the_logs_kv_gib_gives_its_tokens_through_the_plans_bytes_per_token(yml:
     # the printed GiB are rounded to 0.01: ±0.005 GiB, plus one block either side
     slack = math.ceil(0.005 * GIB / cell) + vplan.DEFAULT_BLOCK
     assert abs(tokens - doc["expect"]["max_total_num_tokens"]) <= slack, (tokens, doc["expect"]["max_total_num_tokens"], slack)
+
+
+@pytest.mark.parametrize("yml", YAMLS, ids=[y.stem for y in YAMLS])
+def test_the_plan_before_launch_lands_near_the_log(yml: Path) -> None:
+    """The issue's bar, before calibration: KV tokens within 3 % of the log's (a case whose yaml names a
+    reason the plan cannot see from model, card and flags is left to docs/PLAN.md's figures). These logs
+    print no per-rank free-memory summary, so the free memory after start-up is not compared here."""
+    import bench.plan_real_vllm as bench
+
+    doc = yaml.safe_load(yml.read_text(encoding="utf-8"))
+    case = next(c for c in bench.cases() if c.log == yml.with_suffix(".log"))
+    out = bench.measure(case)
+    assert out.tok_plan and out.tok_log
+    if doc.get("known_token_miss"):
+        # the named reason still costs more than 3 %; when the plan learns it, drop the yaml's note
+        assert abs(out.tok_plan / out.tok_log - 1) > 0.03, f"the known miss is gone: {doc['known_token_miss']}"
+    else:
+        assert out.tok_plan == pytest.approx(out.tok_log, rel=0.03)

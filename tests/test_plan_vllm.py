@@ -49,15 +49,18 @@ def qwen32(util: float | None, version: str = "0.33.0", **extra: object):
 
 @pytest.mark.parametrize("log,util", [(G092, 0.92), (G097, 0.97)])
 def test_golden_tokens_and_headroom(log: Path, util: float) -> None:
-    """Nothing from the log but the flags: tokens within 1 %, free memory after start-up within 0.5 GiB."""
+    """Nothing from the log but the flags: tokens within 3 % (the issue's bar), free memory after start-up
+    within 0.5 GiB. The goldens were written with 0.87 GiB of non-torch memory at TP2; the plan now takes
+    what real logs show (0.16 GiB on one GPU, ~0.26 at TP2: tests/data/real/plan/vllm/), 0.6 GiB less,
+    which lands in the KV pool (+2 % here) and leaves the free memory after start-up as it was."""
     st = get_backend("vllm").read_log(log)
     mp = qwen32(util)
     cur = mp.current
     assert cur is not None and cur.flag == FLAG and cur.value == util and not mp.current_is_default
     assert st.max_total_num_tokens is not None and st.min_headroom_gb is not None
-    assert cur.max_total_num_tokens == pytest.approx(st.max_total_num_tokens, rel=0.01)
+    assert cur.max_total_num_tokens == pytest.approx(st.max_total_num_tokens, rel=0.03)
     assert cur.headroom_after_capture_gib == pytest.approx(st.min_headroom_gb, abs=0.5)
-    assert cur.kv_gib == pytest.approx(st.ranks["TP0"].kv_gb, abs=0.4)
+    assert cur.kv_gib == pytest.approx(st.ranks["TP0"].kv_gb, abs=1.0)
     assert mp.weights_gib_per_rank == pytest.approx(st.ranks["TP0"].weights_gb, abs=0.1)
     assert mp.backend == "vllm" and mp.tp == 2 and mp.kv_bytes_per_token == 131072  # 64 layers × 4 heads × 256 × 2 B
 
@@ -248,7 +251,7 @@ def test_model_config_form(qwen_dir: dict[str, Path], tmp_path: Path) -> None:
     assert out["current"]["value"] == 0.97 and 0.94 <= out["recommended"]["value"] <= 0.95
     assert out["kv_bytes_per_token"] == 131072
     st = get_backend("vllm").read_log(G097)
-    assert out["current"]["max_total_num_tokens"] == pytest.approx(st.max_total_num_tokens, rel=0.01)
+    assert out["current"]["max_total_num_tokens"] == pytest.approx(st.max_total_num_tokens, rel=0.03)
 
 
 def test_profile_form_reads_serve_model(qwen_dir: dict[str, Path], tmp_path: Path) -> None:
