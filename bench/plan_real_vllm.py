@@ -74,6 +74,11 @@ class Outcome:
     batch_log: int | None = None
     tok_from_log_kv: int | None = None  # the log's KV GiB through the plan's bytes per token
     tok_batch_from_log: int | None = None  # a diagnosis, not a plan: the same plan told the log's batch size
+    # the per-rank summary's own terms (worst rank), where the log prints it: weights + non-torch, the
+    # profile run's activation peak, the graph pool; the plan's W + N, A and G beside them
+    consumed_log: float | None = None
+    act_log: float | None = None
+    consumed_plan: float | None = None
 
     @property
     def tok_err_pct(self) -> float | None:
@@ -127,6 +132,13 @@ def measure(case: Case) -> Outcome:
     o.graph_log = _log_figure(st, doc, "graph_gb")
     o.tok_log = st.max_total_num_tokens
     o.free_log = st.min_headroom_gb
+    worst = st.worst_rank
+    if worst is not None:
+        figs = st.ranks[worst].figures
+        o.consumed_log = figs.get("consumed_gb")
+        o.act_log = figs.get("peak_activation_gb")
+        if figs.get("cudagraph_gb") is not None:
+            o.graph_log = float(figs["cudagraph_gb"])
     text = case.log.read_text(encoding="utf-8", errors="replace")
     batches = _RX_BATCH.findall(text)
     o.batch_log = int(batches[-1]) if batches else None
@@ -150,6 +162,7 @@ def measure(case: Case) -> Outcome:
     o.act_plan = terms.get("activation_peak_gib")
     o.batch_plan = int(terms["max_num_batched_tokens"]) if "max_num_batched_tokens" in terms else None
     o.non_kv_plan = terms.get("non_torch_gib", 0.0) + (o.act_plan or 0.0) + terms.get("graph_estimate_gib", 0.0)
+    o.consumed_plan = mp.weights_gib_per_rank + terms.get("non_torch_gib", 0.0)
     u = float(flags["gpu_memory_utilization"]) if "gpu_memory_utilization" in flags else None
     if u is not None and o.w_log is not None and o.kv_log is not None:
         o.non_kv_log = math.ceil(u * t * GIB) / GIB - o.w_log - o.kv_log
@@ -209,6 +222,26 @@ def table2(outs: list[Outcome]) -> list[list[str]]:
     return rows
 
 
+def table3(outs: list[Outcome]) -> list[list[str]]:
+    """Only the cases whose log prints the per-rank summary: free after start-up = F₀ − (W + N) − KV − G,
+    term by term (worst rank), so a headroom miss is traced to the term that made it."""
+    rows = []
+    for o in outs:
+        if o.refused or o.free_log is None:
+            continue
+        d_wn = None if o.consumed_plan is None or o.consumed_log is None else o.consumed_plan - o.consumed_log
+        d_kv = None if o.kv_plan is None or o.kv_log is None else o.kv_plan - o.kv_log
+        d_g = None if o.graph_plan is None or o.graph_log is None else o.graph_plan - o.graph_log
+        note = o.case.doc.get("known_headroom_miss")
+        verdict = "—" if o.free_err is None else ("within 1 GiB" if abs(o.free_err) <= 1.0 else "MISS") + (f" (named: {note})" if note else "")
+        rows.append([
+            _label(o.case), f"{_f(o.consumed_plan)}/{_f(o.consumed_log)}", _f(d_wn, "{:+.2f}"),
+            f"{_f(o.act_plan)}/{_f(o.act_log)}", f"{_f(o.kv_plan)}/{_f(o.kv_log)}", _f(d_kv, "{:+.2f}"),
+            f"{_f(o.graph_plan)}/{_f(o.graph_log)}", _f(d_g, "{:+.2f}"), _f(o.free_err, "{:+.2f}"), verdict,
+        ])
+    return rows
+
+
 def show(title: str, head: list[str], rows: list[list[str]]) -> None:
     print(title)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
@@ -229,10 +262,18 @@ def main() -> int:
          ["case", "ΔW", "non-KV plan/log", "Δ non-KV", "batch plan/log", "A plan", "graph plan/log", "tokens from log KV (err)",
           "tok err, log's batch"],
          table2(outs))
+    rows3 = table3(outs)
+    if rows3:
+        show("3. free memory after start-up, term by term (logs that print vLLM's per-rank summary; worst rank): "
+             "W + N plan/log, the activation peak plan/log (handed back, so it moves the KV, not the headroom, once "
+             "the budget is full), KV GiB plan/log, the graph pool plan/log, and the headroom's error",
+             ["case", "W+N plan/log", "Δ W+N", "A plan/log", "KV plan/log", "Δ KV", "graph plan/log", "Δ graph",
+              "Δ free", "verdict (1 GiB)"], rows3)
     tok = [o.tok_err_pct for o in outs if o.tok_err_pct is not None]
     free = [o.free_err for o in outs if o.free_err is not None]
     within = sum(1 for e in tok if abs(e) <= 3.0)
-    print(f"tokens within 3 %: {within}/{len(tok)}; free memory after start-up compared on {len(free)} case(s)"
+    free_within = sum(1 for e in free if abs(e) <= 1.0)
+    print(f"tokens within 3 %: {within}/{len(tok)}; free memory after start-up within 1 GiB: {free_within}/{len(free)}"
           + ("" if free else " (no log in this corpus prints vLLM's per-rank free-memory summary)"))
     return 0
 
