@@ -68,6 +68,12 @@ def cases() -> list[Case]:
     return out
 
 
+def tokens_of(c: Case) -> int | None:
+    """The pool the log proves: max_total_num_tokens, else the KV line's #tokens (an excerpt cut
+    before the scheduler's line; both print the same pool for a plain full-attention model)."""
+    return c.st.max_total_num_tokens or next((r.kv_tokens for r in c.ranks() if r.kv_tokens), None)
+
+
 def version_of(c: Case) -> str:
     v = str(c.doc.get("version") or "")
     key = tuple(int(x) for x in v.split(".")[:3] if x.isdigit()) if v else ()
@@ -119,7 +125,7 @@ def table1(cs: list[Case]) -> tuple[list[list[str]], list[str]]:
         cur = mp.current
         w_log = c.least("weights_gb")
         head_log = c.least("avail_after_capture_gb")
-        tok_log = c.st.max_total_num_tokens or next((r.kv_tokens for r in c.ranks() if r.kv_tokens), None)
+        tok_log = tokens_of(c)
         rows.append([c.name, label(c), f"{f2(mp.weights_gib_per_rank)}/{f2(w_log)}",
                      f"{cur.max_total_num_tokens:,}", f"{tok_log:,}" if tok_log else "—", pct(cur.max_total_num_tokens, tok_log),
                      f2(cur.headroom_after_capture_gib), f2(head_log), d2(cur.headroom_after_capture_gib, head_log)])
@@ -154,7 +160,7 @@ def table3(cs: list[Case]) -> list[list[str]]:
     rows = []
     for c in cs:
         p_log, a_log = c.least("pre_load_avail_gb"), c.least("after_weights_avail_gb")
-        tok_log = c.st.max_total_num_tokens
+        tok_log = tokens_of(c)
         if p_log is None or a_log is None or not tok_log:
             continue
         try:

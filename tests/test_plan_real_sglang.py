@@ -24,6 +24,7 @@ RANK_KEYS = {
     "pre_load_avail_gb": "pre_load_avail_gb",
     "weights_gb": "weights_gb",
     "avail_after_weights_gb": "after_weights_avail_gb",
+    "kv_tokens": "kv_tokens",
     "kv_gb": "kv_gb",
     "avail_before_capture_gb": "avail_before_capture_gb",
     "graph_gb": "graph_gb",
@@ -90,7 +91,10 @@ def test_the_plan_before_launch_lands_near_the_log(yml: Path) -> None:
     cur = mp.current
     assert cur is not None
     head_log = case.least("avail_after_capture_gb")
-    assert head_log is not None
-    assert cur.headroom_after_capture_gib == pytest.approx(head_log, abs=1.0)
-    if not case.doc.get("known_token_miss"):
-        assert cur.max_total_num_tokens == pytest.approx(case.st.max_total_num_tokens, rel=0.03)
+    tok_log = bench.tokens_of(case)
+    # a log cut before capture end proves the pool only (tokens), one cut before the pool nothing to hold
+    assert head_log is not None or tok_log, f"{yml.name}: the log shows neither the headroom nor the pool"
+    if head_log is not None:
+        assert cur.headroom_after_capture_gib == pytest.approx(head_log, abs=1.0)
+    if tok_log and not case.doc.get("known_token_miss"):
+        assert cur.max_total_num_tokens == pytest.approx(tok_log, rel=0.03)
