@@ -37,8 +37,8 @@ from cockpit.model.weights import GIB, Tensor, index_from_headers  # noqa: E402
 from tests.data.models import synth  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "real" / "plan" / "sglang"
-# The plan needs a version to pick SGLang's formulas; logs older than the project's first table
-# (0.5.9) are planned with 0.5.9's, which is what `cockpit plan` does for them too.
+# The plan needs a version to pick SGLang's defaults: the one the report states, else the one the
+# yaml's plan block gives with its reason (a log dated before a release), else the project's first.
 FALLBACK_VERSION = "0.5.9"
 
 
@@ -75,9 +75,7 @@ def tokens_of(c: Case) -> int | None:
 
 
 def version_of(c: Case) -> str:
-    v = str(c.doc.get("version") or "")
-    key = tuple(int(x) for x in v.split(".")[:3] if x.isdigit()) if v else ()
-    return v if key >= (0, 5, 9) else FALLBACK_VERSION
+    return str(c.doc.get("version") or c.p.get("version") or FALLBACK_VERSION)
 
 
 def model_facts(c: Case) -> tuple[Any, Any]:

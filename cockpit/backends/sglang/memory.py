@@ -174,6 +174,17 @@ _BUCKETS_059 = ((20, 2048, 8, 8), (35, 2048, 24, 80), (60, 4096, 32, 160), (90, 
 _BUCKETS_0523 = ((20, 2048, 8, 8), (35, 4096, 48, 160), (60, 4096, 32, 160), (90, 8192, 256, 512), (160, 8192, 256, 512))
 _BIG = (16384, 512, 512)
 _UNKNOWN = (4096, 160, 160)
+# Before 0.5.3 (PR #10975, merged 2025-09-27) server_args.py took the automatic mfs from a table by TP
+# size and the chunked-prefill / graph-batch defaults from one 25,000 MiB threshold; the graph runner
+# captured up to batch 160 otherwise. Real logs of those versions show it (tests/data/real/plan/sglang/:
+# 0.88 on one GPU, chunked prefill 2048 and graph batch 8 / 80 on 24 GB cards).
+LEGACY_UNTIL = "0.5.3"
+_LEGACY_MFS = ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+
+
+def legacy_defaults(version: str | None) -> bool:
+    """Does this SGLang version predate the reserve formula?"""
+    return version_key(resolve_version(version)) < version_key(LEGACY_UNTIL)
 
 
 @dataclass(frozen=True)
@@ -183,8 +194,11 @@ class DefaultMfs:
     chunked_prefill_size: int
     cuda_graph_max_bs: int
     gpu_mem_mib: float | None
+    legacy_tp: int | None = None  # set when the version predates the reserve formula: the TP the table used
 
     def arithmetic(self) -> str:
+        if self.legacy_tp is not None:
+            return f"SGLang before {LEGACY_UNTIL} takes {self.mfs:g} for TP{self.legacy_tp} from its table"
         if self.gpu_mem_mib is None or self.reserve_mib is None:
             return f"GPU size unknown: SGLang falls back to mfs {self.mfs:g}"
         m = self.gpu_mem_mib
@@ -195,6 +209,10 @@ def gpu_bucket(gpu_mem_mib: float | None, tp: int, version: str | None = None) -
     """SGLang's default (chunked_prefill_size, decode cuda_graph_max_bs) for this GPU size."""
     if gpu_mem_mib is None:
         return _UNKNOWN[0], _UNKNOWN[1]
+    if legacy_defaults(version):
+        if gpu_mem_mib < 25_000:
+            return 2048, (8 if tp < 4 else 80)
+        return 8192, 160
     buckets = _BUCKETS_0523 if version_key(resolve_version(version)) >= version_key("0.5.23") else _BUCKETS_059
     for upper_gib, cps, bs_small, bs_large in buckets:
         if gpu_mem_mib < upper_gib * 1024:
@@ -238,6 +256,8 @@ def default_mfs(
     bs = cuda_graph_max_bs if cuda_graph_max_bs is not None else bucket_bs
     if new and cuda_graph_max_bs is None and max_running_requests is not None:
         bs = min(bs, max_running_requests)
+    if legacy_defaults(v):
+        return DefaultMfs(next(m for t, m in _LEGACY_MFS if tp >= t), None, cps, bs, gpu_mem_mib, legacy_tp=tp)
     if gpu_mem_mib is None:
         return DefaultMfs(0.95 if new else 0.88, None, cps, bs, None)
 
