@@ -127,3 +127,20 @@ def test_rounding_down_never_misses_the_target(mfs: float, p: float, worst: floa
     assert predicted_headroom(worst, mfs, new, p) >= target - 1e-6
     # and it is the largest such two-decimal value: one step up misses the target
     assert predicted_headroom(worst, mfs, new + 0.01, p) < target + 1e-6
+
+
+def test_defaults_before_the_reserve_formula() -> None:
+    """SGLang before 0.5.3 (PR #10975): the automatic mfs by TP size alone, chunked prefill and graph batch
+    from one 25,000 MiB threshold — as the real logs of those versions print them (tests/data/real/plan/sglang/:
+    mfs 0.88 on one GPU; chunked prefill 2048 and graph batch 8 on a 24 GB card at TP1, 80 at TP4)."""
+    from cockpit.backends.sglang.memory import default_mfs, gpu_bucket
+
+    rtx4090, h100 = 24564, 81559
+    one = default_mfs(rtx4090, version="0.5.2", tp=1)
+    assert (one.mfs, one.chunked_prefill_size, one.cuda_graph_max_bs) == (0.88, 2048, 8)
+    assert "before 0.5.3" in one.arithmetic() and "TP1" in one.arithmetic()
+    assert gpu_bucket(rtx4090, 4, "0.4.3.post4") == (2048, 80)
+    assert [default_mfs(h100, version="0.4.6", tp=t).mfs for t in (1, 2, 4, 8, 16)] == [0.88, 0.87, 0.85, 0.81, 0.79]
+    assert gpu_bucket(h100, 8, "0.5.2") == (8192, 160)
+    # from 0.5.3 the reserve formula: an H100 at TP8 no longer gets the table's 0.81
+    assert default_mfs(h100, version="0.5.9", tp=8).mfs == 0.818
