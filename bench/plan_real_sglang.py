@@ -74,6 +74,14 @@ def tokens_of(c: Case) -> int | None:
     return c.st.max_total_num_tokens or next((r.kv_tokens for r in c.ranks() if r.kv_tokens), None)
 
 
+def headroom_of(c: Case) -> float | None:
+    """The free memory after capture the log proves: the worst rank's `Capture cuda graph end … avail mem`,
+    else the `available_gpu_mem=` of TP0's `max_total_num_tokens` line (the same figure, one rank's; an
+    abridged excerpt may keep only that line)."""
+    least = c.least("avail_after_capture_gb")
+    return least if least is not None else c.st.available_gpu_mem_gb
+
+
 def version_of(c: Case) -> str:
     return str(c.doc.get("version") or c.p.get("version") or FALLBACK_VERSION)
 
@@ -122,7 +130,7 @@ def table1(cs: list[Case]) -> tuple[list[list[str]], list[str]]:
             continue
         cur = mp.current
         w_log = c.least("weights_gb")
-        head_log = c.least("avail_after_capture_gb")
+        head_log = headroom_of(c)
         tok_log = tokens_of(c)
         rows.append([c.name, label(c), f"{f2(mp.weights_gib_per_rank)}/{f2(w_log)}",
                      f"{cur.max_total_num_tokens:,}", f"{tok_log:,}" if tok_log else "—", pct(cur.max_total_num_tokens, tok_log),

@@ -90,11 +90,14 @@ def test_the_plan_before_launch_lands_near_the_log(yml: Path) -> None:
     mp, _cfg, _s = bench.make_plan(case)
     cur = mp.current
     assert cur is not None
-    head_log = case.least("avail_after_capture_gb")
+    head_log = bench.headroom_of(case)
     tok_log = bench.tokens_of(case)
     # a log cut before capture end proves the pool only (tokens), one cut before the pool nothing to hold
     assert head_log is not None or tok_log, f"{yml.name}: the log shows neither the headroom nor the pool"
     if head_log is not None:
         assert cur.headroom_after_capture_gib == pytest.approx(head_log, abs=1.0)
-    if tok_log and not case.doc.get("known_token_miss"):
+    if tok_log and case.doc.get("known_token_miss"):
+        # the named reason still costs more than 3 %; when the plan learns it, drop the yaml's note
+        assert abs(cur.max_total_num_tokens / tok_log - 1) > 0.03, f"the known miss is gone: {case.doc['known_token_miss']}"
+    elif tok_log:
         assert cur.max_total_num_tokens == pytest.approx(tok_log, rel=0.03)
