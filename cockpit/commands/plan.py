@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 # ---- the command -------------------------------------------------------------------------------
 
 
+def _setting(value: float) -> str:
+    """0.80, not 0.8: the table's column reads as the operator types the flag; an automatic value keeps its digits."""
+    return f"{value:.2f}" if abs(value * 100 - round(value * 100)) < 1e-9 else f"{value:g}"
+
+
 def journal_runs(profile_name: str | None = None) -> list[Any]:
     """Runs from the journal for calibration (read-only; an unusable journal calibrates nothing)."""
     from cockpit.errors import CockpitError
@@ -180,10 +185,10 @@ def render_plan(mp: MemoryPlan) -> str:
             mark.append("← recommended")
         h = r.headroom_after_capture_gib
         if not r.starts:
-            lines.append(f"  {r.value:<24g} {0:>12,} {'—':>8} {'no KV pool: no start':>24}  ! {' '.join(mark)}".rstrip())
+            lines.append(f"  {_setting(r.value):<24} {0:>12,} {'—':>8} {'no KV pool: no start':>24}  ! {' '.join(mark)}".rstrip())
             continue
         flag = "  !" if h < mp.warn_headroom_gib else ("  ·" if h < mp.target_headroom_gib else "   ")
-        lines.append(f"  {r.value:<24g} {r.max_total_num_tokens:>12,} {r.kv_gib:>8.2f} {h:>20.2f} GiB{flag} {' '.join(mark)}".rstrip())
+        lines.append(f"  {_setting(r.value):<24} {r.max_total_num_tokens:>12,} {r.kv_gib:>8.2f} {h:>20.2f} GiB{flag} {' '.join(mark)}".rstrip())
     for r in dict.fromkeys(pinned):  # a pinned KV size (vLLM's --kv-cache-memory-bytes) is no row of the table
         which = "profile" if r is mp.current else "recommended"
         lines.append(f"  {which}: {r.label}: {r.max_total_num_tokens:,} KV tokens, {r.headroom_after_capture_gib:.2f} GiB after capture")
