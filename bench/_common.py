@@ -229,3 +229,16 @@ def load(path: Path) -> Any:
     from cockpit.core.profile import load_profile
 
     return load_profile(str(path))
+
+
+def show_table(title: str, head: list[str], rows: list[list[str]]) -> None:
+    """A titled, column-aligned table of strings (the accuracy benchmarks' output)."""
+    print(title)
+    if not rows:
+        print("  (no case)\n")
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    print("  " + "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
+    for r in rows:
+        print("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
+    print()

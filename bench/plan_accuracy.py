@@ -25,6 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._common import show_table  # noqa: E402
 from cockpit.backends import get_backend  # noqa: E402
 from cockpit.backends.sglang.plan import (  # noqa: E402
     ATTN_WORKSPACE_GIB,
@@ -292,13 +293,7 @@ def vllm_real_table() -> list[list[str]]:
     return rows
 
 
-def show(title: str, head: list[str], rows: list[list[str]]) -> None:
-    print(title)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    print("  " + "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
-    for r in rows:
-        print("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
-    print()
+show = show_table
 
 
 def main() -> int:

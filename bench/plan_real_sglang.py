@@ -28,6 +28,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._common import show_table  # noqa: E402
 from cockpit.backends import get_backend  # noqa: E402
 from cockpit.backends.sglang.memory import default_mfs  # noqa: E402
 from cockpit.backends.sglang.plan import cell_bytes, plan, req_to_token_gib, settings_from_flags  # noqa: E402
@@ -190,16 +191,7 @@ def table3(cs: list[Case]) -> list[list[str]]:
     return rows
 
 
-def show(title: str, head: list[str], rows: list[list[str]]) -> None:
-    print(title)
-    if not rows:
-        print("  (no case)\n")
-        return
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    print("  " + "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
-    for r in rows:
-        print("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
-    print()
+show = show_table
 
 
 def main() -> int:

@@ -33,6 +33,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._common import show_table  # noqa: E402
 from cockpit.backends import get_backend  # noqa: E402
 from cockpit.backends.vllm import plan as vplan  # noqa: E402
 from cockpit.model.config import ModelConfigError, parse_config  # noqa: E402
@@ -242,13 +243,7 @@ def table3(outs: list[Outcome]) -> list[list[str]]:
     return rows
 
 
-def show(title: str, head: list[str], rows: list[list[str]]) -> None:
-    print(title)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-    print("  " + "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)))
-    for r in rows:
-        print("  " + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)))
-    print()
+show = show_table
 
 
 def main() -> int:
