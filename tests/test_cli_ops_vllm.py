@@ -122,3 +122,38 @@ def test_up_reports_a_vllm_startup_crash_with_vllm_advice(tmp_path: Path) -> Non
         assert data["crash"]["kind"] == "init_not_enough_memory"
     finally:
         env.cockpit("down", "vsim", "--timeout", "3")
+
+
+def test_api_key_reaches_vllm_through_its_environment_not_argv(tmp_path: Path) -> None:
+    """vLLM reads VLLM_API_KEY when --api-key is absent: a launch hands the key over there, so no
+    process list shows it (SGLang has no such variable and keeps it in argv, tests/reliability)."""
+    import urllib.error
+    import urllib.request
+
+    key = "sk-vllm-k3y-n0t-in-argv-7719"
+    env = _make_env(tmp_path, "local")
+    prof = env.root / "profiles" / "vsim.yaml"
+    prof.write_text(prof.read_text() + f"  api-key: '{key}'\n")
+    try:
+        up = env.cockpit("up", "vsim", "--wait", "ready", "--timeout", "90")
+        assert up.returncode == 0, up.stdout + up.stderr
+        ps = subprocess.run(["ps", "-eww", "-o", "pid,args", "--no-headers"], capture_output=True, text=True, check=True)
+        assert key not in ps.stdout
+        assert any("vllm" in ln and str(env.port) in ln for ln in ps.stdout.splitlines())  # the server is in the list
+        body = json.dumps({"model": "Qwen/Qwen3-32B", "prompt": "hi", "max_tokens": 2}).encode()
+        url = f"http://127.0.0.1:{env.port}/v1/completions"
+
+        def post(headers: dict[str, str]) -> int:
+            req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json", **headers})
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    return int(resp.status)
+            except urllib.error.HTTPError as exc:
+                return int(exc.code)
+
+        assert post({}) == 401  # the server holds the key: it came through its environment
+        assert post({"Authorization": f"Bearer {key}"}) == 200
+        st = env.cockpit("status", "vsim", "--json")
+        assert key not in st.stdout and json.loads(st.stdout)["run"]["flags"]["api-key"] == "***"
+    finally:
+        env.cockpit("down", "vsim", "--timeout", "5")

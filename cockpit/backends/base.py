@@ -124,7 +124,13 @@ class Backend(Protocol):
     ) -> list[list[str]]:
         """One argv per host of the profile (one for a one-node profile); a multi-node run gets
         its node rank, node count and rendezvous address (`dist_init_addr`, else the profile's own;
-        FlagError when neither is there). Raises FlagError."""
+        FlagError when neither is there). A secret flag the engine also reads from its environment
+        is left out: `secret_env` carries it. Raises FlagError."""
+        ...
+
+    def secret_env(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """{variable: value} for the launch's environment: the secret flags `build_node_argvs` left
+        out of argv (vLLM's `--api-key` as VLLM_API_KEY), so no other user's `ps` shows them."""
         ...
 
     def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:

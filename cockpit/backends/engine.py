@@ -75,10 +75,19 @@ class EngineBackend:
     ) -> list[list[str]]:
         command = self._module("command")
         ov = dict(overrides or {})
+        # an engine that reads a secret flag from its environment gets it there (secret_env), not in argv
+        hide = {"secrets_in_env": True} if getattr(command, "SECRET_ENV", None) else {}
         if len(profile.hosts) == 1:
-            return [command.build_argv(profile, ov, version=profile.version)]
-        return [command.build_node_argv(profile, i, dist_init_addr, ov, profile.version)
+            return [command.build_argv(profile, ov, version=profile.version, **hide)]
+        return [command.build_node_argv(profile, i, dist_init_addr, ov, profile.version, **hide)
                 for i in range(len(profile.hosts))]
+
+    def secret_env(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
+        command = self._module("command")
+        if not getattr(command, "SECRET_ENV", None):
+            return {}
+        env: dict[str, str] = command.secret_env(profile, dict(overrides or {}), version=profile.version)
+        return env
 
     # ---------------------------------------------------------------- GPUs
     def rank_gpu_map(

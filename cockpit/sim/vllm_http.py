@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import time
 from http import HTTPStatus
@@ -123,7 +124,8 @@ def make_handler(sim: VllmSim) -> type[BaseHTTPRequestHandler]:
             return data if isinstance(data, dict) else {}
 
         def _authorised(self) -> bool:
-            key = cfg.args.get("api_key")
+            # as vLLM's API server: `--api-key`, else the VLLM_API_KEY environment variable
+            key = cfg.args.get("api_key") or os.environ.get("VLLM_API_KEY")
             if not key or self.headers.get("Authorization") == f"Bearer {key}":
                 return True
             self._reply(401, {"error": "Unauthorized"})
@@ -246,7 +248,9 @@ def make_handler(sim: VllmSim) -> type[BaseHTTPRequestHandler]:
                             if events:
                                 self._write_chunk("".join(events).encode())
                                 events = []
-                            time.sleep(due - time.monotonic())
+                            # re-read the clock: writing took time, and a negative sleep raises (under load
+                            # it did, and the stream broke off mid-body)
+                            time.sleep(max(0.0, due - time.monotonic()))
                         finish = "length" if done and i == n - 1 else None
                         if chat:
                             choice = {"index": 0, "delta": {"content": token_text(i)}, "logprobs": None,

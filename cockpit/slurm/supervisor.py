@@ -165,7 +165,8 @@ class SlurmSupervisor(Supervisor):
         dist = None if self.target.nodes == 1 else (self.backend.rendezvous_addr(flags) or DIST_ADDR)
         argvs = self.backend.build_node_argvs(self.profile, overrides, dist)
         run_id = new_run_id()
-        script = render_batch_script(argvs, env=dict(self.profile.env), profile=self.profile.name, run_id=run_id)
+        env = {**self.profile.env, **self.backend.secret_env(self.profile, overrides)}
+        script = render_batch_script(argvs, env=env, profile=self.profile.name, run_id=run_id)
         meta = {"flags": flags, "overrides": overrides, "nodes": self.target.nodes, "target": "slurm"}
         self._set("launching", f"submitting to Slurm on {self.target.login}")
         try:

@@ -236,12 +236,13 @@ class Supervisor:
                 addr, port = await nodes[0].ops.free_port()
                 dist_addr = f"{addr}:{port}"
         argvs = self.backend.build_node_argvs(self.profile, overrides, dist_addr)
+        env = {**self.profile.env, **self.backend.secret_env(self.profile, overrides)}
         launched: list[tuple[Node, RunRecord]] = []
         for node, argv in zip(nodes, argvs, strict=True):
             argv = resolve_program(list(argv), local=node.host.is_local)
             meta = {"flags": flags, "overrides": overrides, "node_rank": node.index, "hosts": [n.label for n in nodes]}
             res = LaunchReply.from_wire(await node.ops.launch(
-                node.key, run_id, argv, env=dict(self.profile.env), cwd=self.profile.workdir,
+                node.key, run_id, argv, env=dict(env), cwd=self.profile.workdir,
                 log=node.log_file, meta=meta))
             if res.refused:
                 # lost a race with another cockpit: theirs wins, we attach

@@ -54,6 +54,19 @@ def effective_flags(
     return out
 
 
+# Flags vLLM also reads from its environment (vllm/entrypoints/openai/api_server.py takes
+# `args.api_key or envs.VLLM_API_KEY`): a launch hands them over there, never in argv, so no other
+# local user's `ps` can read them (the run's env file is 0600, /proc/PID/environ the owner's alone).
+SECRET_ENV = {"api_key": "VLLM_API_KEY"}
+
+
+def secret_env(profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None) -> dict[str, str]:
+    """{environment variable: value} for the secret flags this launch passes outside argv."""
+    flags = effective_flags(profile, overrides, version=version)
+    return {SECRET_ENV[dest]: str(value) for dest, (_spec, value) in flags.items()
+            if dest in SECRET_ENV and value is not None and value != ""}
+
+
 def launcher(profile: Profile) -> list[str]:
     """What starts the server: `profile.program`, or `vllm serve`."""
     if profile.program:
@@ -61,8 +74,11 @@ def launcher(profile: Profile) -> list[str]:
     return ["vllm", "serve"]
 
 
-def build_argv(profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None) -> list[str]:
-    """`vllm serve MODEL --flag value …` (a list; quote each item if it must cross a shell)."""
+def build_argv(
+    profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None, secrets_in_env: bool = False
+) -> list[str]:
+    """`vllm serve MODEL --flag value …` (a list; quote each item if it must cross a shell). With
+    `secrets_in_env` the SECRET_ENV flags are left out: the launch passes them in the environment."""
     flags = effective_flags(profile, overrides, version=version)
     model = flags.pop("model", None)
     if model is None or not model[1]:
@@ -70,13 +86,15 @@ def build_argv(profile: Profile, overrides: dict[str, Any] | None = None, *, ver
         raise FlagError("--model", f"{src}: server.model is required (vllm serve MODEL)")
     argv = [*launcher(profile), str(model[1])]
     for spec, value in flags.values():
+        if secrets_in_env and spec.dest in SECRET_ENV:
+            continue
         argv += value_to_argv(spec, value)
     return argv
 
 
 def build_node_argv(
     profile: Profile, node_rank: int, dist_init_addr: str | None = None,
-    overrides: dict[str, Any] | None = None, version: str | None = None,
+    overrides: dict[str, Any] | None = None, version: str | None = None, secrets_in_env: bool = False,
 ) -> list[str]:
     """One node of a multi-node run (0.11.1+ `--nnodes/--node-rank/--master-addr/--master-port`)."""
     v = resolve_version(version or profile.version)
@@ -90,7 +108,7 @@ def build_node_argv(
         extra["master-addr"] = host or dist_init_addr
         if port.isdigit():
             extra["master-port"] = int(port)
-    return build_argv(profile, extra, version=v)
+    return build_argv(profile, extra, version=v, secrets_in_env=secrets_in_env)
 
 
 def flag_diff(profile: Profile, flags_as_launched: dict[str, Any], *, version: str | None = None) -> list[FlagChange]:
