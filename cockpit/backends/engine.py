@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from cockpit.backends.base import FlagError, HostFacts
 from cockpit.core.events import ServerArgs
@@ -21,6 +21,15 @@ from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
+    from cockpit.backends.engine_modules import (
+        CommandModule,
+        DiagnosisModule,
+        FlagsModule,
+        LogparseModule,
+        PlacementModule,
+        PlanModule,
+        PreflightModule,
+    )
     from cockpit.core.profile import Profile
 
 
@@ -32,33 +41,39 @@ class EngineBackend:
     def _module(self, leaf: str) -> ModuleType:
         return importlib.import_module(f"{self.package}.{leaf}")
 
+    # typed views of the engine's modules (engine_modules.py; each engine package asserts them)
+    def _flags(self) -> FlagsModule:
+        return cast("FlagsModule", self._module("flags"))
+
+    def _command(self) -> CommandModule:
+        return cast("CommandModule", self._module("command"))
+
+    def _placement(self) -> PlacementModule:
+        return cast("PlacementModule", self._module("placement"))
+
     # ---------------------------------------------------------------- versions and flags
     def versions(self) -> tuple[str, ...]:
-        versions: tuple[str, ...] = self._module("flags").VERSIONS
-        return versions
+        return self._flags().VERSIONS
 
     def resolve_version(self, version: str | None) -> str:
-        resolved: str = self._module("flags").resolve_version(version)
-        return resolved
+        return self._flags().resolve_version(version)
 
     def effective_flags(
         self, profile: Profile, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
     ) -> dict[str, Any]:
-        flags = self._module("command").effective_flags(profile, dict(overrides or {}), version=version)
+        flags = self._command().effective_flags(profile, dict(overrides or {}), version=version)
         return {dest: value for dest, (_spec, value) in flags.items()}
 
     def parse_overrides(self, items: Iterable[str]) -> dict[str, Any]:
-        parsed: dict[str, Any] = self._module("command").parse_overrides(list(items))
-        return parsed
+        return self._command().parse_overrides(list(items))
 
     def flag_diff(self, profile: Profile, flags: Mapping[str, Any]) -> list[FlagChange]:
-        changes: list[FlagChange] = self._module("command").flag_diff(profile, dict(flags))
-        return changes
+        return self._command().flag_diff(profile, dict(flags))
 
     def flag_value(self, flags: Mapping[str, Any], flag: str, default: Any = None) -> Any:
-        flag_value = self._module("placement").flag_value
+        flag_value = self._placement().flag_value
         try:
-            spec = self._module("flags").canonical(flag)
+            spec = self._flags().canonical(flag)
         except FlagError:
             return flag_value(flags, flag, default=default)
         return flag_value(flags, *spec.option_strings, spec.dest, default=default)
@@ -67,40 +82,32 @@ class EngineBackend:
     def build_argv(
         self, profile: Profile, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
     ) -> list[str]:
-        argv: list[str] = self._module("command").build_argv(profile, dict(overrides or {}), version=version)
-        return argv
+        return self._command().build_argv(profile, dict(overrides or {}), version=version)
 
     def build_node_argvs(
         self, profile: Profile, overrides: Mapping[str, Any] | None = None, dist_init_addr: str | None = None
     ) -> list[list[str]]:
-        command = self._module("command")
+        command = self._command()
         ov = dict(overrides or {})
-        # an engine that reads a secret flag from its environment gets it there (secret_env), not in argv
-        hide = {"secrets_in_env": True} if getattr(command, "SECRET_ENV", None) else {}
+        # a secret flag the engine also reads from its environment goes there (secret_env), not in argv
         if len(profile.hosts) == 1:
-            return [command.build_argv(profile, ov, version=profile.version, **hide)]
-        return [command.build_node_argv(profile, i, dist_init_addr, ov, profile.version, **hide)
+            return [command.build_argv(profile, ov, version=profile.version, secrets_in_env=True)]
+        return [command.build_node_argv(profile, i, dist_init_addr, ov, profile.version, secrets_in_env=True)
                 for i in range(len(profile.hosts))]
 
     def secret_env(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
-        command = self._module("command")
-        if not getattr(command, "SECRET_ENV", None):
-            return {}
-        env: dict[str, str] = command.secret_env(profile, dict(overrides or {}), version=profile.version)
-        return env
+        return self._command().secret_env(profile, dict(overrides or {}), version=profile.version)
 
     # ---------------------------------------------------------------- GPUs
     def rank_gpu_map(
         self, ranks: Iterable[str], hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
     ) -> dict[str, tuple[str, int]]:
-        mapping: dict[str, tuple[str, int]] = self._module("placement").rank_gpu_map(ranks, hosts, flags, env)
-        return mapping
+        return self._placement().rank_gpu_map(ranks, hosts, flags, env)
 
     def gpus_for_flags(
         self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
     ) -> set[tuple[str, int]]:
-        gpus: set[tuple[str, int]] = self._module("placement").gpus_for_flags(hosts, flags, env)
-        return gpus
+        return self._placement().gpus_for_flags(hosts, flags, env)
 
     # ---------------------------------------------------------------- the log
     def new_state(self) -> RunState:
@@ -108,8 +115,7 @@ class EngineBackend:
 
     def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
                  stats: dict[str, int] | None = None) -> RunState:
-        read: RunState = self._module("logparse").read_log(source, state, stats)
-        return read
+        return cast("LogparseModule", self._module("logparse")).read_log(source, state, stats)
 
     def is_server_args(self, event: Any) -> bool:
         return isinstance(event, ServerArgs)
@@ -117,7 +123,7 @@ class EngineBackend:
     # ---------------------------------------------------------------- probes
     def api_port(self, flags: Mapping[str, Any]) -> int:
         try:
-            return int(self._module("placement").flag_value(flags, "port", default=self.default_port))
+            return int(self._placement().flag_value(flags, "port", default=self.default_port))
         except (TypeError, ValueError):
             return self.default_port
 
@@ -132,13 +138,11 @@ class EngineBackend:
         self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = (),
         *, target_headroom_gb: float | None = None,
     ) -> list[Finding]:
-        findings: list[Finding] = self._module("diagnosis").diagnose(
+        return cast("DiagnosisModule", self._module("diagnosis")).diagnose(
             state, profile, hosts, target_headroom_gb=target_headroom_gb)
-        return findings
 
     def preflight(self, profile: Profile, hosts: Iterable[HostFacts], *, version: str | None = None) -> list[Finding]:
-        findings: list[Finding] = self._module("preflight").preflight(profile, list(hosts), version=version)
-        return findings
+        return cast("PreflightModule", self._module("preflight")).preflight(profile, list(hosts), version=version)
 
     def memory_plan(
         self, profile: Profile, hosts: Iterable[HostFacts], *, model: Any = None,
@@ -146,7 +150,7 @@ class EngineBackend:
     ) -> Any:
         if model is None:
             return None
-        return self._module("plan").memory_plan(
+        return cast("PlanModule", self._module("plan")).memory_plan(
             profile, hosts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
 
     def tuning(self) -> Any:

@@ -71,8 +71,20 @@ def launcher(profile: Profile) -> list[str]:
     return [profile.python, "-m", LAUNCH_MODULE]
 
 
-def build_argv(profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None) -> list[str]:
-    """The argv that starts this profile's server (a list; quote each item if it must cross a shell)."""
+# SGLang reads no flag from its environment: `--api-key` stays on its command line (docs/ARCHITECTURE.md).
+SECRET_ENV: dict[str, str] = {}
+
+
+def secret_env(profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None) -> dict[str, str]:
+    """Nothing: SGLang has no environment variable for a secret flag."""
+    return {}
+
+
+def build_argv(
+    profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None, secrets_in_env: bool = False
+) -> list[str]:
+    """The argv that starts this profile's server (a list; quote each item if it must cross a shell).
+    `secrets_in_env` changes nothing: SGLang takes every flag on its command line."""
     flags = effective_flags(profile, overrides, version=version)
     return launcher(profile) + _server_argv(flags)
 
@@ -83,6 +95,7 @@ def build_node_argv(
     dist_init_addr: str | None = None,
     overrides: dict[str, Any] | None = None,
     version: str | None = None,
+    secrets_in_env: bool = False,
 ) -> list[str]:
     """The argv for one node of a multi-node run: --nnodes/--node-rank/--dist-init-addr filled in.
 

@@ -15,7 +15,13 @@ from cockpit.backends.engine import EngineBackend
 from cockpit.core.state import RunState
 
 if TYPE_CHECKING:
+    from cockpit.backends import engine_modules as em
+    from cockpit.backends.vllm import command, diagnosis, flags, logparse, placement, plan, preflight
     from cockpit.core.profile import Profile
+
+    # for the type checker only: this engine's modules are what EngineBackend hands over to
+    _modules: tuple[em.FlagsModule, em.CommandModule, em.PlacementModule, em.LogparseModule, em.DiagnosisModule,
+                    em.PreflightModule, em.PlanModule] = (flags, command, placement, logparse, diagnosis, preflight, plan)
 
 DEFAULT_PORT = 8000
 
