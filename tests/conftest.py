@@ -104,6 +104,13 @@ class _Sshd:
         self.log = root / f"{name}.log"
         self.pidfile = root / f"{name}.pid"
         self.proc: subprocess.Popen[bytes] | None = None
+        # sshd's SetEnv for every session; sshd honours only the first SetEnv line, so a fixture
+        # that needs more (the Slurm login node's SLURM_CONF) adds to this dict before starting.
+        # SHLVL=1: bash started by sshd skips ~/.bashrc when SHLVL is already >= 1. The machine's
+        # own rc is not part of what the tests exercise, and it costs: this dev machine's runs
+        # `pyenv rehash` (~0.1 s a session), whose lock goes stale when a test kills a session
+        # mid-rc, and then every SSH session waits 60 s.
+        self.setenv: dict[str, str] = {"SHLVL": "1"}
 
     def start_on_free_port(self, attempts: int = 5) -> None:
         # Several pytest sessions may run at once: a port picked free can be taken before sshd
@@ -143,6 +150,7 @@ class _Sshd:
                 MaxStartups 100:30:200
                 LogLevel VERBOSE
                 Subsystem sftp internal-sftp
+                SetEnv {" ".join(f"{k}={v}" for k, v in self.setenv.items())}
                 """
             )
         )

@@ -127,7 +127,10 @@ def test_scheduler_dead_during_warmup_is_not_a_400(tmp_path: Path) -> None:
     home.mkdir()
     log = tmp_path / "s.log"
     port = free_port()
-    argv = [sys.executable, "-m", "cockpit", "sim", "--port", str(port), "--sim-speed", "2", *SMALL]
+    # the kill must land between "Uvicorn running" and the warmup request: that window is the
+    # warmup thread's max(0.5 s, 1 simulated s) wait, 0.5 s at any speed >= 1, so a fast start-up
+    # (speed 20: ~1.3 s instead of ~12 s at speed 2) leaves the race as it was
+    argv = [sys.executable, "-m", "cockpit", "sim", "--port", str(port), "--sim-speed", "20", *SMALL]
     with open(log, "wb") as f:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=_env(home), start_new_session=True)
     try:

@@ -12,7 +12,7 @@
     The login node is a third sshd (alias `slurm-login` in the ssh_home fixture's ~/.ssh/config)
     whose sshd_config has `SetEnv SLURM_CONF=<our slurm.conf> SHLVL=1`: every SSH session sees the
     cluster's config the way a real login node's /etc/profile.d would set it, without touching
-    /etc/slurm or root's dotfiles (SHLVL=1 makes bash skip ~/.bashrc, see the config below). Jobs
+    /etc/slurm or root's dotfiles (SHLVL=1 makes bash skip ~/.bashrc: see `_Sshd.setenv` in tests/conftest.py). Jobs
     inherit it (sbatch exports the submitting environment).
 
     Fields: conf (Path), env (dict: os.environ + SLURM_CONF, for running slurm commands here),
@@ -255,17 +255,9 @@ def slurm_cluster(ssh_home: SshHome) -> Iterator[SlurmCluster]:
         # the login node: an sshd whose sessions see SLURM_CONF
         authorized = ssh_home.home.parent / "authorized_keys"
         login = _Sshd(root, "login", authorized)
-        orig_write = login._write_config
-
-        def write_config() -> None:
-            orig_write()
-            with open(login.config, "a") as f:
-                # SHLVL=1: bash started by sshd skips ~/.bashrc when SHLVL is already ≥ 1 — the
-                # test machine's rc runs `pyenv rehash`, whose lock goes stale when the link-drop
-                # test kills a session mid-rc, and then every SSH session waits 60 s
-                f.write(f"SetEnv SLURM_CONF={cluster.conf} SHLVL=1\n")
-
-        login._write_config = write_config  # type: ignore[method-assign]
+        # every session sees the cluster's config, as a login node's /etc/profile.d would set it
+        # (SHLVL=1 stays: see _Sshd.setenv)
+        login.setenv["SLURM_CONF"] = str(cluster.conf)
         login.start_on_free_port()
         cluster.login = login
         with open(ssh_home.known_hosts, "a") as f:

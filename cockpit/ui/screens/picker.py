@@ -257,13 +257,16 @@ class PickerScreen(Screen[None]):
                     with contextlib.suppress(Exception):
                         await sup.close()
 
-        found = await asyncio.gather(*(live_run(p) for p in paths))
         names: dict[Path, str] = {}
         for p in paths:
             with contextlib.suppress(Exception):
                 names[p] = load_profile(p).name
         words = await asyncio.to_thread(last_outcomes, sorted(set(names.values())))
         outcomes = {p: words[n] for p, n in names.items() if n in words}
+        # the journal is local: its outcomes show at once, not after the slowest host answers
+        # (an unreachable one costs LIVE_CHECK_TIMEOUT_S); the live marks stay as they were until then
+        self.post_message(LiveRuns(dict(self.live), outcomes))
+        found = await asyncio.gather(*(live_run(p) for p in paths))
         self.post_message(LiveRuns({p: run_id for p, run_id in zip(paths, found, strict=True) if run_id}, outcomes))
 
     @on(LiveRuns)
