@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from cockpit.aio import reap
 from cockpit.commands._support import load_profile_arg, run_command
 from cockpit.core.logfilter import LineFilter
 from cockpit.core.profile import Profile
@@ -207,8 +207,7 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
             await asyncio.wait([follows, waiter], return_when=asyncio.FIRST_COMPLETED)
             if waiter.done():
                 follows.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await follows
+                await reap(follows, errors=False)
                 await asyncio.gather(*(one(n, follow=False) for n in nodes))  # the last lines, none lost
                 print(f"cockpit: {waiter.result()}", file=sys.stderr)
             else:

@@ -12,7 +12,6 @@ watchers differ; parsing, the state, diagnosis, snapshots and the journal are th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import time
@@ -20,6 +19,7 @@ from collections.abc import Coroutine
 from dataclasses import replace
 from typing import Any
 
+from cockpit.aio import reap
 from cockpit.core.findings import FlagChange
 from cockpit.core.profile import Host, Profile, normalise_flag_name
 from cockpit.errors import CockpitError
@@ -256,8 +256,7 @@ class SlurmSupervisor(Supervisor):
         for t in follows:
             t.cancel()
         for t in follows:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+            await reap(t)
         await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.record),
                              return_exceptions=True)
         self._apply_end(job)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cockpit.aio import reap
 from cockpit.backends import get_backend
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.profile import Profile, normalise_flag_name
@@ -575,8 +576,7 @@ class Supervisor:
         for t in tasks:
             t.cancel()
         for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+            await reap(t)
         for node in self.nodes:
             if node.follower is not None:
                 await node.follower.close()
@@ -585,8 +585,7 @@ class Supervisor:
         task, self._publishing = self._publishing, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await reap(task)
 
     async def close(self) -> None:
         """Detach: stop following; the server keeps running on its hosts."""
@@ -595,8 +594,7 @@ class Supervisor:
         await self._cancel_publisher()
         if self._plan_task is not None and not self._plan_task.done():
             self._plan_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._plan_task
+            await reap(self._plan_task)
         if self.recorder is not None and self._state_was_read():
             self.recorder.on_snapshot(self.snapshot())
             self.recorder.tick(force=True)

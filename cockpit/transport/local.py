@@ -12,6 +12,7 @@ import os
 import signal
 from collections.abc import AsyncIterator, Mapping, Sequence
 
+from cockpit.aio import reap
 from cockpit.transport.base import Completed, Stream, Transport, TransportError
 
 # How long a stopped command gets between SIGTERM and SIGKILL.
@@ -132,8 +133,7 @@ class LocalStream(Stream):
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+            await reap(t)
 
 
 class LocalTransport(Transport):

@@ -32,6 +32,7 @@ from typing import Any
 
 import asyncssh
 
+from cockpit.aio import reap
 from cockpit.transport.base import Completed, HostKeyError, Stream, Transport, TransportError, Unreachable
 from cockpit.transport.local import CommandTimeout
 
@@ -308,8 +309,7 @@ class SSHStream(Stream):
         with contextlib.suppress(OSError, asyncssh.Error):
             await self._p.wait_closed()
         for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+            await reap(t)
         return self.returncode
 
     async def close(self) -> None:
@@ -323,8 +323,7 @@ class SSHStream(Stream):
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+            await reap(t)
 
     async def _stop(self) -> None:
         # 1. The SSH "signal" request (honoured by recent OpenSSH servers).
