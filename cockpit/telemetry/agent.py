@@ -303,20 +303,38 @@ class SmiSource:
     def __init__(self, exe, timeout):
         self.exe = exe
         self.timeout = timeout
+        self._running = None  # the nvidia-smi in flight: close() must not leave it behind
 
     def _query(self, what, fields):
         argv = [self.exe, f"--query-{what}={fields}", "--format=csv,noheader,nounits"]
         try:
-            out = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            return None, f"nvidia-smi --query-{what} did not answer within {self.timeout:g} s (killed)"
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
             return None, f"nvidia-smi could not run: {exc}"
-        if out.returncode != 0:
-            msg = (out.stdout + out.stderr).decode("utf-8", "replace").strip().splitlines()
+        self._running = proc
+        try:
+            stdout, stderr = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return None, f"nvidia-smi --query-{what} did not answer within {self.timeout:g} s (killed)"
+        finally:
+            self._running = None
+        if proc.returncode != 0:
+            msg = (stdout + stderr).decode("utf-8", "replace").strip().splitlines()
             first = msg[0] if msg else "no output"
-            return None, f"nvidia-smi exited with {out.returncode}: {first}"
-        return out.stdout.decode("utf-8", "replace"), None
+            return None, f"nvidia-smi exited with {proc.returncode}: {first}"
+        return stdout.decode("utf-8", "replace"), None
+
+    def close(self):
+        """The agent is leaving: an nvidia-smi the poller still waits on goes with it (orphaned, a
+        hung one would sleep on for ever)."""
+        proc = self._running
+        if proc is not None and proc.poll() is None:
+            try:
+                proc.kill()
+            except OSError:
+                pass
 
     def read(self, roots):
         errors = []
@@ -597,6 +615,10 @@ def main(argv=None):
         except OSError:
             pass
         return 0
+    finally:
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
 
 
 if __name__ == "__main__":

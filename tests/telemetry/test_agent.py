@@ -85,6 +85,20 @@ def test_hanging_nvidia_smi_does_not_stall_the_stream(fake_nvidia_smi: FakeNvidi
     assert "did not answer" in errors or "has not answered" in errors
     # Host values keep coming while the GPU query hangs.
     assert all(s["host"]["mem_total_kb"] for s in lines)
+    # and the agent takes its hung nvidia-smi with it when it leaves (it used to sleep on, orphaned)
+    time.sleep(0.3)
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).startswith(str(fake_nvidia_smi.dir))]
+    assert not left, [_cmdline(p) for p in left]
+
+
+def _cmdline(proc_dir: Path) -> str:
+    try:
+        raw = (proc_dir / "cmdline").read_bytes()
+    except OSError:
+        return ""
+    # a script runs as `python3 /path/nvidia-smi …`: the script path is the second word
+    words = raw.split(b"\0")
+    return next((w.decode(errors="replace") for w in words[:2] if b"nvidia-smi" in w), "")
 
 
 def test_failing_nvidia_smi_is_reported(fake_nvidia_smi: FakeNvidiaSmi) -> None:
