@@ -3,6 +3,7 @@ the preflight findings (with the per-rank HiCache arithmetic) before anything la
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -146,7 +147,8 @@ async def test_picker_shows_the_memory_plan_before_launch(profiles_here: Path, t
         plan = next(f for f in pv.findings if f.id == "memory_plan")
         assert plan.severity == "critical" and plan.message.startswith("0.93 predicted to leave")
         text = str(screen.query_one("#preview-text").render())
-        assert "0.93 predicted to leave" in text and "--mem-fraction-static 0.93 → 0.88" in text
+        # the story's 0.87–0.89 (0.87 here: the profile leaves the graph batch at SGLang's default for the card)
+        assert "0.93 predicted to leave" in text and re.search(r"--mem-fraction-static 0\.93 → 0\.8[789]\b", text), text
         await pilot.press("q")
 
 
