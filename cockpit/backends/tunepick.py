@@ -9,7 +9,8 @@ engine package (import-linter enforces it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 
 class Benched(Protocol):
@@ -26,6 +27,35 @@ class Benched(Protocol):
 
 
 StepT = TypeVar("StepT", bound=Benched)
+
+
+@dataclass(frozen=True)
+class BaseStep:
+    """What every engine's tuner records of one launch (None: not measured); each engine's `Step`
+    adds the flags it tunes, in its own words."""
+
+    flags: dict[str, Any]  # server flags as launched (profile keys)
+    outcome: str  # ready, crashed, skipped-by-prediction
+    headroom_gb: float | None = None  # the worst rank's free GiB after graph capture (after start-up)
+    pre_load_avail_gb: float | None = None  # free memory before the weights, minimum over ranks
+    graph_gb: float | None = None  # the largest graph memory of a rank
+    kv_tokens: int | None = None
+    kv_gb: float | None = None
+    concurrency: int | None = None  # what the benchmark kept in flight
+    output_tok_s: float | None = None
+    ttft_p99_ms: float | None = None
+    itl_p99_ms: float | None = None
+    peak_running: float | None = None
+    peak_queue: float | None = None
+    peak_token_usage: float | None = None
+    crash_kind: str | None = None
+    advice: dict[str, Any] = field(default_factory=dict)  # flag -> value the diagnosis proposed
+    predicted_headroom_gb: float | None = None
+    run_id: str | None = None
+    why: str = ""
+    version: str | None = None  # the server version the log showed
+    launch_s: float | None = None  # wall seconds from launch to READY (or the crash)
+    bench_s: float | None = None  # wall seconds of the benchmark
 
 
 def objective_value(s: Benched, objective: str) -> float | None:

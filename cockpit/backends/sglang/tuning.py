@@ -22,11 +22,11 @@ A crash is not a move of this module: the caller applies the diagnosis' advice.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from cockpit.backends.sglang.memory import floor2
-from cockpit.backends.tunepick import meets_slo, objective_value, pick_best
+from cockpit.backends.tunepick import BaseStep, meets_slo, objective_value, pick_best
 
 GIB = 2**30
 # graph memory is mostly proportional to the largest captured batch; assume this share of it
@@ -46,34 +46,12 @@ ACT_GIB_PER_TOKEN = 1.0 / 1024
 
 
 @dataclass(frozen=True)
-class Step:
+class Step(BaseStep):
     """One launch as the tuner saw it. None: not measured."""
 
-    flags: dict[str, Any]  # server flags as launched (profile keys)
-    outcome: str  # ready, crashed, skipped-by-prediction
-    headroom_gb: float | None = None  # the worst rank's free GiB after graph capture
-    pre_load_avail_gb: float | None = None  # P, minimum over ranks
-    graph_gb: float | None = None  # the largest graph memory of a rank
-    kv_tokens: int | None = None
-    kv_gb: float | None = None
     cuda_graph_max_bs: int | None = None  # as the server resolved it
     max_running_requests: int | None = None
     chunked_prefill_size: int | None = None
-    concurrency: int | None = None  # what the benchmark kept in flight
-    output_tok_s: float | None = None
-    ttft_p99_ms: float | None = None
-    itl_p99_ms: float | None = None
-    peak_running: float | None = None
-    peak_queue: float | None = None
-    peak_token_usage: float | None = None
-    crash_kind: str | None = None
-    advice: dict[str, Any] = field(default_factory=dict)  # flag -> value the diagnosis proposed
-    predicted_headroom_gb: float | None = None
-    run_id: str | None = None
-    why: str = ""
-    version: str | None = None  # the server version the log showed ("0.5.9")
-    launch_s: float | None = None  # wall seconds from launch to READY (or the crash)
-    bench_s: float | None = None  # wall seconds of the benchmark
 
 
 @dataclass(frozen=True)

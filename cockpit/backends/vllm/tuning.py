@@ -30,11 +30,11 @@ caller applies the vLLM diagnosis' advice.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from cockpit.backends.base import FlagError
-from cockpit.backends.tunepick import meets_slo, objective_value, pick_best
+from cockpit.backends.tunepick import BaseStep, meets_slo, objective_value, pick_best
 from cockpit.backends.vllm.flags import canonical, default_util, human_bytes, version_key
 from cockpit.backends.vllm.memory import UTIL_MAX, ceil2, default_max_num_seqs, floor2
 
@@ -60,36 +60,14 @@ TIE = 0.03  # throughput within 3 % of the best measured is a tie (run-to-run sp
 
 
 @dataclass(frozen=True)
-class Step:
+class Step(BaseStep):
     """One launch as the tuner saw it, in vLLM's words. None: not measured."""
 
-    flags: dict[str, Any]  # server flags as launched (profile keys)
-    outcome: str  # ready, crashed, skipped-by-prediction
-    headroom_gb: float | None = None  # the worst rank's free GiB after start-up (graphs captured)
-    pre_load_avail_gb: float | None = None  # free memory at start, minimum over ranks
     total_gb: float | None = None  # T: the card's total memory (util is a fraction of it)
-    graph_gb: float | None = None  # the largest captured graph pool of a rank
     activation_gb: float | None = None  # the profile run's peak activation A (left free after start-up)
-    kv_tokens: int | None = None
-    kv_gb: float | None = None
     max_num_seqs: int | None = None  # as vLLM resolved it
     max_num_batched_tokens: int | None = None
     capture_size: int | None = None  # the largest CUDA-graph batch; 0 with --enforce-eager
-    concurrency: int | None = None  # what the benchmark kept in flight
-    output_tok_s: float | None = None
-    ttft_p99_ms: float | None = None
-    itl_p99_ms: float | None = None
-    peak_running: float | None = None
-    peak_queue: float | None = None
-    peak_token_usage: float | None = None
-    crash_kind: str | None = None
-    advice: dict[str, Any] = field(default_factory=dict)  # flag -> value the diagnosis proposed
-    predicted_headroom_gb: float | None = None
-    run_id: str | None = None
-    why: str = ""
-    version: str | None = None  # the server version the log showed ("0.33.0")
-    launch_s: float | None = None
-    bench_s: float | None = None
 
 
 @dataclass(frozen=True)
