@@ -83,3 +83,12 @@ def pick_best(ok: Sequence[StepT], history: Sequence[StepT], objective: str, tie
     top = max(objective_value(s, objective) or 0.0 for s in ok)
     near = [s for s in ok if (objective_value(s, objective) or 0.0) >= top - abs(top) * tie]
     return max(near, key=lambda s: (s.kv_tokens or 0, history.index(s)))
+
+
+@dataclass(frozen=True)
+class Move:
+    """The tuner's next launch: the flags that differ from the profile, why, and what it should leave."""
+
+    overrides: dict[str, Any]  # the flags that differ from the profile for the next launch
+    why: str
+    predicted_headroom_gb: float | None

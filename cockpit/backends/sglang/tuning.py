@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cockpit.backends.sglang.memory import floor2
-from cockpit.backends.tunepick import BaseStep, meets_slo, objective_value, pick_best
+from cockpit.backends.tunepick import BaseStep, Move, meets_slo, objective_value, pick_best
+from cockpit.core.numbers import as_float
 
 GIB = 2**30
 # graph memory is mostly proportional to the largest captured batch; assume this share of it
@@ -54,19 +55,8 @@ class Step(BaseStep):
     chunked_prefill_size: int | None = None
 
 
-@dataclass(frozen=True)
-class Move:
-    overrides: dict[str, Any]  # the flags that differ from the profile for the next launch
-    why: str
-    predicted_headroom_gb: float | None
-
-
 def _num(flags: dict[str, Any], key: str) -> float | None:
-    v = flags.get(key)
-    try:
-        return float(v) if v is not None else None
-    except (TypeError, ValueError):
-        return None
+    return as_float(flags.get(key))
 
 
 def _version(text: str | None) -> tuple[int, ...]:

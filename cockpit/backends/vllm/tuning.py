@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cockpit.backends.base import FlagError
-from cockpit.backends.tunepick import BaseStep, meets_slo, objective_value, pick_best
+from cockpit.backends.tunepick import BaseStep, Move, meets_slo, objective_value, pick_best
 from cockpit.backends.vllm.flags import canonical, default_util, human_bytes, version_key
 from cockpit.backends.vllm.memory import UTIL_MAX, ceil2, default_max_num_seqs, floor2
+from cockpit.core.numbers import as_float
 
 GIB = 2**30
 MIB = 2**20
@@ -70,26 +71,14 @@ class Step(BaseStep):
     capture_size: int | None = None  # the largest CUDA-graph batch; 0 with --enforce-eager
 
 
-@dataclass(frozen=True)
-class Move:
-    overrides: dict[str, Any]  # the flags that differ from the profile for the next launch
-    why: str
-    predicted_headroom_gb: float | None
-
-
 def _num(flags: dict[str, Any], key: str) -> float | None:
     v = flags.get(key)
-    if v is None or isinstance(v, bool):
-        return None
-    if isinstance(v, str):
+    if key == KV_BYTES_FLAG and isinstance(v, str):  # "20G" as vLLM reads a byte count
         try:
-            return float(human_bytes(v)) if key == KV_BYTES_FLAG else float(v)
+            return float(human_bytes(v))
         except ValueError:
             return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
+    return as_float(v)
 
 
 def _version(text: str | None) -> tuple[int, ...]:
