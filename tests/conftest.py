@@ -66,6 +66,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def isolated_env(root: Path, sim_dir: Path, *, home: Path | None = None) -> dict[str, str]:
+    """The environment of a `cockpit` subprocess under `root`: its own HOME, XDG folders, runs and
+    simulated GPUs, the checkout on PYTHONPATH, no SSH agent — nothing shared with the operator's
+    (a `cockpit demo` beside the suite) or another test's."""
+    env = dict(os.environ)
+    env.update({
+        "HOME": str(home or root), "XDG_CONFIG_HOME": str(root / "xc"), "XDG_DATA_HOME": str(root / "xd"),
+        "XDG_CACHE_HOME": str(root / "xk"), "COCKPIT_RUNS_ROOT": str(root / "runs"),
+        "COCKPIT_SIM_GPU_DIR": str(sim_dir), "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+    })
+    env.pop("SSH_AUTH_SOCK", None)
+    return env
+
+
 def wait_for_port(port: int, timeout: float = 10.0, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -9,7 +9,6 @@ simulated seconds, which at speed 1 are real seconds.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.telemetry.loadgen import load_dataset, percentiles
-from tests.conftest import free_port
+from tests.conftest import free_port, isolated_env
 
 PY = sys.executable
 
@@ -48,19 +47,8 @@ def make_env(tmp_path: Path, *, speed: str = "1", gpu: str = "a100-80gb") -> Env
         "server:\n  model-path: /models/llama-3.1-8b\n  tp: 1\n  mem-fraction-static: 0.85\n"
         f"  port: {free_port()}\n  enable-metrics: true\n"
     )
-    env = dict(os.environ)
-    env.update({
-        "HOME": str(tmp_path / "home"),
-        "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
-        "XDG_DATA_HOME": str(tmp_path / "xdg-data"),
-        "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
-        "COCKPIT_RUNS_ROOT": str(tmp_path / "runs"),
-        "COCKPIT_SIM_GPU_DIR": str(sim_dir),
-        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
-    })
     (tmp_path / "home").mkdir()
-    env.pop("SSH_AUTH_SOCK", None)
-    return Env(tmp_path, env)
+    return Env(tmp_path, isolated_env(tmp_path, sim_dir, home=tmp_path / "home"))
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import yaml
 from cockpit.backends.sglang.tuning import Step, best_step, next_move, round_bs
 from cockpit.commands.tune import parse_slo
 from cockpit.errors import BadInput
-from tests.conftest import free_port
+from tests.conftest import free_port, isolated_env
 
 PY = sys.executable
 BASE = {"model-path": "/models/Kimi-K2.5", "tp": 8, "mem-fraction-static": 0.93}
@@ -83,12 +82,7 @@ def story_env(tmp_path: Path, mfs: float, speed: str = "60") -> dict[str, str]:
         f"  mem-fraction-static: {mfs}\n  port: {free_port()}\n  enable-metrics: true\n"
         "policy:\n  target-headroom-gb: 5.0\n  warn-headroom-gb: 3.0\n"
     )
-    env = dict(os.environ)
-    env.update({"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xc"), "XDG_DATA_HOME": str(tmp_path / "xd"),
-                "XDG_CACHE_HOME": str(tmp_path / "xk"), "COCKPIT_RUNS_ROOT": str(tmp_path / "runs"),
-                "COCKPIT_SIM_GPU_DIR": str(sim_dir), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
-    env.pop("SSH_AUTH_SOCK", None)
-    return env
+    return isolated_env(tmp_path, sim_dir)
 
 
 def cockpit(env: dict[str, str], cwd: Path, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:

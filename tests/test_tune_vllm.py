@@ -5,7 +5,6 @@ launches, benches and the journal."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +28,7 @@ from cockpit.backends.vllm.tuning import (
     next_move,
     round_capture,
 )
-from tests.conftest import free_port
+from tests.conftest import free_port, isolated_env
 
 PY = sys.executable
 BASE = {"model": "Qwen/Qwen3-32B", "tensor-parallel-size": 2, "gpu-memory-utilization": 0.97}
@@ -211,12 +210,7 @@ def sim_env(tmp_path: Path, util: float) -> dict[str, str]:
         f"  gpu-memory-utilization: {util}\n  max-model-len: 32768\n  port: {free_port()}\n"
         "policy:\n  target-headroom-gb: 5.0\n  warn-headroom-gb: 3.0\n"
     )
-    env = dict(os.environ)
-    env.update({"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "xc"), "XDG_DATA_HOME": str(tmp_path / "xd"),
-                "XDG_CACHE_HOME": str(tmp_path / "xk"), "COCKPIT_RUNS_ROOT": str(tmp_path / "runs"),
-                "COCKPIT_SIM_GPU_DIR": str(sim_dir), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
-    env.pop("SSH_AUTH_SOCK", None)
-    return env
+    return isolated_env(tmp_path, sim_dir)
 
 
 def test_tune_on_the_vllm_simulator_without_a_crash(tmp_path: Path) -> None:
