@@ -10,24 +10,13 @@ resolver and parser, its type words, its example flag). Nothing here may import 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from cockpit.backends.base import FlagError
+from cockpit.backends.flagtable import FlagLike
 from cockpit.core.findings import FlagChange
 from cockpit.core.numbers import is_number
 from cockpit.core.profile import Profile, normalise_flag_name
-
-
-class FlagLike(Protocol):
-    """What the shared helpers read of an engine's FlagSpec."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def dest(self) -> str: ...
-    @property
-    def type(self) -> str: ...
-
 
 SpecT = TypeVar("SpecT", bound=FlagLike)
 

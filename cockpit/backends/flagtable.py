@@ -69,13 +69,20 @@ def dest_of(name: str) -> str:
 ArgTypes = Mapping[str, Callable[[str], Any]]
 
 
-class TableRow(Protocol):
-    """What the parser builder reads of an engine's FlagSpec."""
+class FlagLike(Protocol):
+    """What the shared helpers (here and in common.py) read of an engine's FlagSpec."""
 
+    @property
+    def name(self) -> str: ...
     @property
     def dest(self) -> str: ...
     @property
     def type(self) -> str: ...
+
+
+class TableRow(FlagLike, Protocol):
+    """What the parser builder reads besides."""
+
     @property
     def choices(self) -> tuple[Any, ...] | None: ...
     @property
