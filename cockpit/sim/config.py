@@ -173,6 +173,12 @@ class SimConfig:
     def first_rank(self) -> int:
         return self.node_rank * self.local_ranks
 
+    @property
+    def job(self) -> str | None:
+        """A multi-node run's key (its rendezvous address): nodes of one job never share a GPU."""
+        addr = self.args.get("dist_init_addr") or self.args.get("nccl_init_addr")
+        return str(addr) if self.nnodes > 1 and addr else None
+
     def gpu_index(self, local_rank: int) -> int:
         return self.base_gpu_id + local_rank * self.gpu_id_step
 

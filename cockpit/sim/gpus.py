@@ -128,12 +128,17 @@ def read_procs(directory: Path) -> list[dict[str, Any]]:
     return out
 
 
-def used_mib(directory: Path, gpu_index: int) -> float:
-    return sum(float(p.get("used_mib", 0.0)) for p in read_procs(directory) if int(p.get("gpu_index", -1)) == gpu_index)
+def used_mib(directory: Path, gpu_index: int, job: str | None = None, node: int = 0) -> float:
+    """Memory held on GPU `gpu_index`. A process of another node of the same multi-node job (`job`,
+    its rendezvous address) is on another machine in reality: it does not count, even when two
+    "nodes" share one machine's simulated GPUs (tests run two loopback hosts on one box)."""
+    return sum(float(p.get("used_mib", 0.0)) for p in read_procs(directory)
+               if int(p.get("gpu_index", -1)) == gpu_index
+               and not (job is not None and p.get("job") == job and int(p.get("node", 0)) != node))
 
 
-def free_gib(directory: Path, gpu_index: int, total_mib: float) -> float:
-    return max(0.0, (total_mib - used_mib(directory, gpu_index)) / MIB_PER_GIB)
+def free_gib(directory: Path, gpu_index: int, total_mib: float, job: str | None = None, node: int = 0) -> float:
+    return max(0.0, (total_mib - used_mib(directory, gpu_index, job, node)) / MIB_PER_GIB)
 
 
 def prune_dead(directory: Path) -> int:
@@ -159,9 +164,10 @@ def prune_dead(directory: Path) -> int:
 class ProcFile:
     """The memory one simulated process holds on its GPU."""
 
-    def __init__(self, directory: Path, gpu_index: int, pid: int | None = None):
+    def __init__(self, directory: Path, gpu_index: int, pid: int | None = None, job: str | None = None, node: int = 0):
         self.directory = directory
         self.gpu_index = gpu_index
+        self.job, self.node = job, node  # a multi-node run's rendezvous address and this node's rank
         self.pid = pid or os.getpid()
         self.path = directory / f"proc-{self.pid}.json"
         self.used_gib = 0.0
@@ -182,6 +188,8 @@ class ProcFile:
         }
         if self.util_pct is not None:
             record["util_pct"] = round(self.util_pct, 1)
+        if self.job is not None:
+            record.update(job=self.job, node=self.node)
         with contextlib.suppress(OSError):
             atomic_write_json(self.path, record)
         self.written_at = time.monotonic()

@@ -72,7 +72,7 @@ class RankProcess:
         self.gpu_index = cfg.gpu_index(local_rank)
         self.prefix = cfg.rank_prefix(self.rank)
         self.log = Log(self.prefix)
-        self.proc = gpus.ProcFile(cfg.sim_dir, self.gpu_index)
+        self.proc = gpus.ProcFile(cfg.sim_dir, self.gpu_index, job=cfg.job, node=cfg.node_rank)
         self.rng = random.Random(cfg.seed * 1000 + self.rank)
         self.is_tp0 = self.rank == 0
         self.static_gib = 0.0  # context, NCCL, weights, KV, workspace, graphs
@@ -91,7 +91,7 @@ class RankProcess:
 
     # ---- plumbing ----
     def free(self) -> float:
-        return gpus.free_gib(self.cfg.sim_dir, self.gpu_index, self.cfg.gpu.total_mib)
+        return gpus.free_gib(self.cfg.sim_dir, self.gpu_index, self.cfg.gpu.total_mib, self.cfg.job, self.cfg.node_rank)
 
     def mem(self, static_delta: float = 0.0, util: float | None = None) -> None:
         self.static_gib += static_delta
@@ -659,7 +659,8 @@ class RankProcess:
         extra = need - self.reserved_gib
         fractions: dict[int, float] = {}
         for local in self.group():
-            free = gpus.free_gib(self.cfg.sim_dir, self.cfg.gpu_index(local), self.cfg.gpu.total_mib)
+            free = gpus.free_gib(self.cfg.sim_dir, self.cfg.gpu_index(local), self.cfg.gpu.total_mib,
+                                 self.cfg.job, self.cfg.node_rank)
             if free < extra:
                 fractions[local] = free / extra
         if fractions:

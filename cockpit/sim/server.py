@@ -422,6 +422,10 @@ class SimServer:
                 pass
 
         try:
+            if _held_here(cfg.host, cfg.port, wait_s=5.0):
+                # node 0 of this job runs on this same machine (the tests' loopback hosts): its API
+                # is coming up on this port; taking it first would make node 0 fail to bind
+                raise OSError(98, "held by node 0 on this machine")
             self.httpd = ThreadingHTTPServer((cfg.host, cfg.port), Dummy)
         except OSError as exc:
             # Several simulated nodes on one machine share its ports: node 0's API already holds
@@ -770,3 +774,18 @@ def run_server(cfg: SimConfig) -> int:
 def _stderr_line(text: str) -> None:
     """One unprefixed line on stderr, written whole (as a real process's stray output would be)."""
     os.write(2, (text + "\n").encode())
+
+
+def _held_here(host: str, port: int, *, wait_s: float) -> bool:
+    """Does a server on this machine hold `port` within `wait_s` seconds? Only a simulated node that
+    shares a machine with node 0 ever sees one; on a machine of its own nothing answers."""
+    addr = "127.0.0.1" if host in ("", "0.0.0.0") else host
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with socket.create_connection((addr, port), timeout=0.2):
+                return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)

@@ -227,3 +227,23 @@ def test_log_record_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
     assert old.startswith("server_args=ServerArgs(model_path='/models/Kimi-K2.5', ") and "mem_fraction_static=0.93," in old
     new = server_args_line(load_config([*KIMI, "--sim-version", "0.5.23"]))
     assert new.startswith("server_args={'model_path': '/models/Kimi-K2.5', ") and "'cuda_graph_max_bs_decode': 512" in new
+
+
+def test_nodes_of_one_job_never_share_a_gpu(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Two "nodes" of one multi-node run on one machine (the tests' loopback hosts) each see their GPU
+    as their own: the other node's memory is on another machine in reality. A foreign process, or a
+    process of another job, still counts."""
+    import os
+
+    from cockpit.sim import gpus
+
+    job = "127.0.0.1:29500"
+    n0 = gpus.ProcFile(tmp_path, 3, pid=os.getpid(), job=job, node=0)
+    n0.set(30.0)
+    n1 = gpus.ProcFile(tmp_path, 3, pid=os.getppid(), job=job, node=1)
+    n1.set(8.0)
+    total = 80.0 * 1024
+    assert gpus.free_gib(tmp_path, 3, total, job, 1) == pytest.approx(80.0 - 8.0)
+    assert gpus.free_gib(tmp_path, 3, total, job, 0) == pytest.approx(80.0 - 30.0)
+    assert gpus.free_gib(tmp_path, 3, total, "10.0.0.1:29500", 0) == pytest.approx(80.0 - 38.0)
+    assert gpus.free_gib(tmp_path, 3, total) == pytest.approx(80.0 - 38.0)  # nvidia-smi's view: both
