@@ -99,6 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--warn-headroom-gb", type=float, default=3.0, help="with --model-config: warn below this many GiB")
     s.add_argument("--calibrate-from", metavar="RUN", default=None, help="calibrate from this journal run")
     s.add_argument("--no-calibration", action="store_true", help="the estimate alone, even when the journal could calibrate it")
+    s.add_argument("--request-tokens", type=int, default=None, metavar="N",
+                   help="concurrency column: requests of N tokens each setting holds (default the context length)")
     s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
                    help="override a server flag (repeatable)")
     s.add_argument("--json", action="store_true")

@@ -40,12 +40,12 @@ async def read_model_on_host(
     """Facts of `model_path` as the GPU host sees it: cockpit/model/probe.py runs on the host's Python,
     reads a few KB of metadata (never tensor data) and answers in one JSON line."""
     from cockpit.model.config import ModelConfigError
-    from cockpit.model.read import PROBE_SOURCE, facts_from_probe
+    from cockpit.model.read import facts_from_probe, probe_program
     from cockpit.transport.local import LocalTransport
 
     py = python or (sys.executable if isinstance(transport, LocalTransport) else "python3")
-    req = {"path": model_path, "env": {k: v for k, v in (env or {}).items() if k.startswith("HF_")}}
-    done = await transport.run([py, "-", json.dumps(req, separators=(",", ":"))], stdin=PROBE_SOURCE, timeout=timeout)
+    # the request (HF_TOKEN among the env) travels inside the program on stdin, never in argv
+    done = await transport.run([py, "-"], stdin=probe_program(model_path, env), timeout=timeout)
     where = f"{transport.label}:{model_path}"
     lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
     if done.returncode != 0 or not lines:

@@ -41,6 +41,7 @@ from cockpit.backends.sglang.memory import (
 from cockpit.model.config import ModelConfig, ModelConfigError
 from cockpit.model.plan import (
     Calibration,
+    weight_notes,
     GpuFacts,
     MemoryPlan,
     PlanRow,
@@ -93,6 +94,7 @@ class Settings:
     pp: int = 1
     dp_attention: bool = False
     kv_cache_dtype: str = "auto"
+    dtype: str = "auto"  # --dtype: unquantized weights and the auto KV cache are held in it
     context_length: int | None = None
     chunked_prefill_size: int | None = None
     cuda_graph_max_bs: int | None = None
@@ -126,6 +128,13 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
     decode_graph = not disable_all and not bool(num("disable_decode_cuda_graph", False)) and num("cuda_graph_backend_decode", "full") != "disabled"
     prefill_graph = new and not disable_all and not bool(num("disable_prefill_cuda_graph", False)) and num("cuda_graph_backend_prefill", "breakable") != "disabled"
     mfs = num("mem_fraction_static")
+    if mfs is not None:
+        try:
+            mfs = float(mfs)
+        except (TypeError, ValueError):
+            raise ModelConfigError(f"--mem-fraction-static {mfs!r}: expected a fraction between 0 and 1") from None
+        if not (math.isfinite(mfs) and 0 < mfs < 1):
+            raise ModelConfigError(f"--mem-fraction-static {mfs:g}: expected a fraction between 0 and 1 (exclusive)")
     return Settings(
         version=v,
         mfs=float(mfs) if mfs is not None else None,
@@ -135,6 +144,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
         pp=int(num("pp_size", 1)),
         dp_attention=dp_attention,
         kv_cache_dtype=str(num("kv_cache_dtype", "auto")),
+        dtype=str(num("dtype", "auto")),
         context_length=num("context_length"),
         chunked_prefill_size=num("chunked_prefill_size"),
         cuda_graph_max_bs=num("cuda_graph_max_bs_decode" if new else "cuda_graph_max_bs"),
@@ -160,7 +170,7 @@ def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
     """KV bytes per token per rank (get_cell_size_per_token): MLA latent not split by TP; MHA/GQA
     heads split by the attention TP group (at least one head per rank)."""
     if s.kv_cache_dtype == "auto":
-        b: float = 2.0 if cfg.dtype_bytes <= 2 else float(cfg.dtype_bytes)
+        b: float = float(cfg.load_dtype(s.dtype)[1])  # the KV cache takes the launch's dtype
     elif s.kv_cache_dtype in KV_DTYPE_BYTES:
         b = KV_DTYPE_BYTES[s.kv_cache_dtype]
     else:
@@ -247,7 +257,8 @@ def plan(
         raise ModelConfigError("tp, dp, ep and pp must be positive")
     if s.dp_attention and s.tp % s.dp:
         raise ModelConfigError(f"--dp {s.dp} must divide --tp {s.tp} with DP attention")
-    split = split_weights(cfg, weights, s.parallel, load_mtp=(s.speculative_algorithm or "").upper() in ("NEXTN", "EAGLE"))
+    split = split_weights(cfg, weights, s.parallel, load_mtp=(s.speculative_algorithm or "").upper() in ("NEXTN", "EAGLE"),
+                          load_bytes=cfg.load_dtype(s.dtype)[1])
     w = split.per_rank_gib
     p = pre_load_free(gpu, s)
     a = p - w
@@ -305,6 +316,7 @@ def plan(
         notes.append(f"{split.unknown_bytes / GIB:.2f} GiB of checkpoint tensors matched no sharding rule: counted whole on every rank")
     if not split.exact_split:
         notes.append("weights: the index's exact total_size, split by config.json's layer shapes (no safetensors headers read)")
+    notes += weight_notes(cfg, weights, s.dtype)
     if calibration is None:
         notes.append("estimate: P, graph memory and workspaces are not measured yet; a finished run of this setup calibrates them")
     terms = {
@@ -320,7 +332,7 @@ def plan(
     terms = {k: v for k, v in terms.items() if not math.isnan(v)}
     return MemoryPlan(
         backend="sglang", version=s.version, model=cfg.name, gpu_mem_gib=gpu.total_gib, tp=s.tp, dp=s.dp, ep=s.ep,
-        weights_gib_per_rank=w, kv_bytes_per_token=round(cell), rows=rows, current=current,
+        weights_gib_per_rank=w, weights_source=weights.kind, kv_bytes_per_token=round(cell), rows=rows, current=current,
         current_is_default=is_default, recommended=recommended, target_headroom_gib=target_headroom,
         warn_headroom_gib=warn_headroom, terms=terms,
         calibrated_from=calibration.run_id if calibration else None, calibration_error=cal_err, notes=tuple(notes),

@@ -38,6 +38,7 @@ from cockpit.backends.vllm.memory import default_max_num_seqs, floor2, large_bat
 from cockpit.model.config import ModelConfig, ModelConfigError
 from cockpit.model.plan import (
     Calibration,
+    weight_notes,
     GpuFacts,
     MemoryPlan,
     PlanRow,
@@ -95,6 +96,7 @@ class Settings:
     dp: int = 1
     expert_parallel: bool = False
     kv_cache_dtype: str = "auto"
+    dtype: str = "auto"  # --dtype: unquantized weights and the auto KV cache are held in it
     max_model_len: int | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -124,6 +126,13 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         estimate = env_val.strip() not in ("0", "", "false", "False")
     mml = get("max_model_len")
     util = get("gpu_memory_utilization")
+    if util is not None:
+        try:
+            util = float(util)
+        except (TypeError, ValueError):
+            raise ModelConfigError(f"--gpu-memory-utilization {util!r}: expected a fraction in (0, 1]") from None
+        if not (math.isfinite(util) and 0 < util <= 1):
+            raise ModelConfigError(f"--gpu-memory-utilization {util:g}: expected a fraction in (0, 1]")
     kvb = get("kv_cache_memory_bytes")
     return Settings(
         version=v,
@@ -134,6 +143,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         dp=int(get("data_parallel_size", 1)),
         expert_parallel=bool(get("enable_expert_parallel", False)),
         kv_cache_dtype=str(get("kv_cache_dtype", "auto")),
+        dtype=str(get("dtype", "auto")),
         max_model_len=int(mml) if isinstance(mml, int) and mml > 0 else None,
         max_num_seqs=get("max_num_seqs"),
         max_num_batched_tokens=get("max_num_batched_tokens"),
@@ -159,7 +169,7 @@ def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
     one per rank), the MLA latent whole on every rank."""
     if s.kv_cache_dtype not in KV_DTYPE_BYTES and s.kv_cache_dtype != "fp8_ds_mla":
         raise ModelConfigError(f"--kv-cache-dtype {s.kv_cache_dtype!r}: the plan knows {', '.join([*KV_DTYPE_BYTES, 'fp8_ds_mla'])}")
-    b = KV_DTYPE_BYTES.get(s.kv_cache_dtype, 1.0) or (2.0 if cfg.dtype_bytes <= 2 else float(cfg.dtype_bytes))
+    b = KV_DTYPE_BYTES.get(s.kv_cache_dtype, 1.0) or float(cfg.load_dtype(s.dtype)[1])  # auto: the launch's dtype
     layers = math.ceil(cfg.layers / max(1, s.pp))
     if cfg.attention == "mla":
         if s.kv_cache_dtype == "fp8_ds_mla":
@@ -227,7 +237,7 @@ def plan(
     if s.tp < 1 or s.dp < 1 or s.pp < 1:
         raise ModelConfigError("tensor, data and pipeline parallel sizes must be positive")
     t = gpu.total_gib
-    split = split_weights(cfg, weights, Parallel(s.tp, 1, 1, s.pp))
+    split = split_weights(cfg, weights, Parallel(s.tp, 1, 1, s.pp), load_bytes=cfg.load_dtype(s.dtype)[1])
     w_bytes = split.per_rank_bytes
     if s.expert_parallel and s.dp > 1:
         # EP spans the DP replicas: the experts split over tp × dp ranks, not tp
@@ -325,6 +335,7 @@ def plan(
         notes.append(f"{split.unknown_bytes / GIB:.2f} GiB of checkpoint tensors matched no sharding rule: counted whole on every rank")
     if not split.exact_split:
         notes.append("weights: the index's exact total_size, split by config.json's layer shapes (no safetensors headers read)")
+    notes += weight_notes(cfg, weights, s.dtype)
     if calibration is None:
         notes.append("estimate: non-torch memory, the activation peak and the graph pool are not measured yet; "
                      "a finished run of this setup calibrates them")
@@ -351,7 +362,7 @@ def plan(
     )
     return MemoryPlan(
         backend="vllm", version=s.version, model=cfg.name, gpu_mem_gib=t, tp=s.tp, dp=s.dp, ep=s.ep,
-        weights_gib_per_rank=w, kv_bytes_per_token=round(cell), rows=rows, current=current,
+        weights_gib_per_rank=w, weights_source=weights.kind, kv_bytes_per_token=round(cell), rows=rows, current=current,
         current_is_default=is_default, recommended=recommended, target_headroom_gib=target_headroom,
         warn_headroom_gib=warn_headroom, terms=terms,
         calibrated_from=calibration.run_id if calibration else None, calibration_error=cal_err, notes=tuple(notes),
