@@ -87,6 +87,9 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
         "policy": {"target-headroom-gb": args.target_headroom_gb, "warn-headroom-gb": args.warn_headroom_gb},
     }, "--model-config")
     model = read_model_dir(args.model_config)
+    draft_path = get_backend(args.backend).draft_model_path(profile, overrides)
+    if draft_path:  # --set speculative-draft-model-path=DIR (SGLang) / speculative-config's "model" (vLLM)
+        model = dataclasses.replace(model, draft=read_model_dir(draft_path))
     facts = [HostFacts(host="local", gpu_mem_total_gib=args.gpu_mem_gb, gpu_count=args.gpus, source="override")]
     runs = journal_runs() if args.calibrate_from else []
     return backend_plan(profile, facts, model, overrides, runs=runs, calibrate_from=args.calibrate_from)

@@ -39,6 +39,7 @@ class ModelFacts:
     where: str  # "gpu-box-1:/models/Kimi-K2.5" or a local path
     config: ModelConfig
     weights: WeightIndex | None
+    draft: ModelFacts | None = None  # the speculative draft model the flags name, read beside it
 
 
 def facts_from_probe(answer: Mapping[str, Any], where: str, name: str | None = None) -> ModelFacts:

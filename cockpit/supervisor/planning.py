@@ -6,6 +6,7 @@ call `plan_for_profile` / `profile_plan_finding`; `plan_finding` is the one word
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterable, Mapping
@@ -74,7 +75,13 @@ async def read_profile_model(profile: Profile) -> ModelFacts:
         raise ModelConfigError(f"{profile.source or profile.name}: the profile's server: names no model for {backend.name} to load")
     host = profile.hosts[0]
     python = None if host.is_local else profile.python
-    return await read_model_on_host(transport_for(host), str(path), python=python, env=profile.env)
+    facts = await read_model_on_host(transport_for(host), str(path), python=python, env=profile.env)
+    # a speculative draft model the flags name is read the same way, beside it (docs/PLAN.md)
+    draft_path = backend.draft_model_path(profile)
+    if draft_path:
+        draft = await read_model_on_host(transport_for(host), str(draft_path), python=python, env=profile.env)
+        facts = dataclasses.replace(facts, draft=draft)
+    return facts
 
 
 def backend_plan(

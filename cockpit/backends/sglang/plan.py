@@ -21,6 +21,7 @@ docs/PLAN.md) until a journal run of the same setup replaces the estimate by wha
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from cockpit.backends.sglang.memory import (
     kv_tokens,
 )
 from cockpit.model.config import ModelConfig, ModelConfigError
+from cockpit.model.draft import draft_model_bytes, mtp_layer_bytes
 from cockpit.model.plan import (
     Calibration,
     weight_notes,
@@ -104,6 +106,11 @@ class Settings:
     decode_graph: bool = True
     prefill_graph: bool = False  # 0.5.23's prefill graphs (settings_from_flags decides)
     speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_draft_kv_cache_dtype: str | None = None
 
     @property
     def parallel(self) -> Parallel:
@@ -154,6 +161,11 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
         decode_graph=decode_graph,
         prefill_graph=prefill_graph,
         speculative_algorithm=num("speculative_algorithm"),
+        speculative_draft_model_path=num("speculative_draft_model_path"),
+        speculative_num_steps=num("speculative_num_steps"),
+        speculative_eagle_topk=num("speculative_eagle_topk"),
+        speculative_num_draft_tokens=num("speculative_num_draft_tokens"),
+        speculative_draft_kv_cache_dtype=num("speculative_draft_kv_cache_dtype"),
     )
 
 
@@ -240,6 +252,97 @@ def _default_mfs(cfg: ModelConfig, gpu: GpuFacts, s: Settings) -> DefaultMfs:
                        mla=cfg.attention == "mla", decode_graph=s.decode_graph, prefill_graph=s.prefill_graph)
 
 
+# ---- speculative decoding ---------------------------------------------------------------------
+
+# SGLang's own choice when --speculative-num-steps / -eagle-topk / -num-draft-tokens are unset for
+# a model without a tuned table (server_args.py auto_choose_speculative_params): 3 steps, top-1, 4.
+SPEC_DEFAULTS = (3, 1, 4)
+SPEC_DRAFT_MODEL = ("EAGLE", "EAGLE3", "STANDALONE")  # need --speculative-draft-model-path
+SPEC_MTP = ("NEXTN", "MTP")  # the checkpoint's own MTP layers when no draft path is given
+
+
+@dataclass(frozen=True)
+class DraftBudget:
+    """What a speculative draft worker takes after the target's pool and graphs (SGLang builds the
+    draft worker after the target's ModelRunner: its weights, its own KV pool and its graphs come
+    out of the memory the target left free). The draft pool holds the target's tokens plus room for
+    the in-flight draft and verify tokens: draft_runner_cache_size = tokens + reqs·steps·topk +
+    reqs·draft_tokens + 100 (model_runner_kv_cache_mixin.init_memory)."""
+
+    algorithm: str
+    weights_gib: float
+    cell_bytes: float  # the draft's KV bytes per token per rank
+    graph_gib: float
+    steps: int
+    topk: int
+    draft_tokens: int
+
+    def pool_tokens(self, tokens: int, ctx: int, s: Settings) -> int:
+        reqs = _max_reqs(tokens, ctx, s)
+        return tokens + reqs * self.steps * self.topk + reqs * self.draft_tokens + 100
+
+    def kv_gib(self, tokens: int, ctx: int, s: Settings) -> float:
+        return self.pool_tokens(tokens, ctx, s) * self.cell_bytes / GIB
+
+    def cost_gib(self, tokens: int, ctx: int, s: Settings) -> float:
+        return self.weights_gib + self.kv_gib(tokens, ctx, s) + self.graph_gib
+
+    def terms(self, tokens: int, ctx: int, s: Settings) -> dict[str, float]:
+        return {"draft_weights_gib": self.weights_gib, "draft_kv_gib": self.kv_gib(tokens, ctx, s),
+                "draft_graph_gib": self.graph_gib, "draft_kv_bytes_per_token": float(round(self.cell_bytes)),
+                "draft_pool_tokens": float(self.pool_tokens(tokens, ctx, s))}
+
+
+def _max_reqs(tokens: int, ctx: int, s: Settings) -> int:
+    if s.max_running_requests is not None:
+        return int(s.max_running_requests) // (s.dp if s.dp_attention else 1)
+    return min(max(int(tokens / max(1, ctx) * 512), 2048), 4096)
+
+
+def draft_budget(cfg: ModelConfig, weights: WeightIndex, draft: ModelFacts | None, s: Settings, bs: int,
+                 notes: list[str]) -> DraftBudget | None:
+    """The draft's memory for --speculative-algorithm (None without one, or NGRAM: no draft model)."""
+    algo = (s.speculative_algorithm or "").upper()
+    if not algo or algo == "NGRAM":
+        return None
+    load = cfg.load_dtype(s.dtype)[1]
+    steps = int(s.speculative_num_steps or SPEC_DEFAULTS[0])
+    topk = int(s.speculative_eagle_topk or SPEC_DEFAULTS[1])
+    ndt = int(s.speculative_num_draft_tokens or SPEC_DEFAULTS[2])
+    if s.speculative_num_steps is None:
+        notes.append(f"--speculative-num-steps unset: planned with SGLang's generic {SPEC_DEFAULTS[0]} steps, top-{SPEC_DEFAULTS[1]}, "
+                     f"{SPEC_DEFAULTS[2]} draft tokens (its tuned table may pick others for this model)")
+    if draft is not None:
+        dcfg, dweights = draft.config, draft.weights
+        if dweights is None:
+            raise ModelConfigError(f"{draft.where}: the draft model's weights are unknown")
+        shares = ("embed_tokens", "lm_head") if algo == "EAGLE" else ("embed_tokens",) if algo == "EAGLE3" else ()
+        if dcfg.nextn_layers and algo in SPEC_MTP:
+            w = mtp_layer_bytes(dcfg, dweights, s.parallel, load_bytes=load)
+        else:
+            w = draft_model_bytes(dcfg, dweights, s.parallel, load_bytes=load, shares=shares)
+        layers = dcfg.nextn_layers or dcfg.layers
+    elif algo in SPEC_MTP or (algo == "EAGLE" and cfg.nextn_layers):
+        if not cfg.nextn_layers:
+            raise ModelConfigError(f"--speculative-algorithm {algo}: {cfg.name} has no num_nextn_predict_layers and no "
+                                   "--speculative-draft-model-path names a draft")
+        dcfg, w, layers = cfg, mtp_layer_bytes(cfg, weights, s.parallel, load_bytes=load), cfg.nextn_layers
+        notes.append(f"speculative {algo}: the draft is the checkpoint's {cfg.nextn_layers} MTP layer(s), sharing the target's embedding and head")
+    else:
+        notes.append(f"speculative {algo}: the draft model ({s.speculative_draft_model_path or 'no path given'}) was not read: "
+                     "its weights, KV pool and graphs are not in the headroom")
+        return None
+    ds = dataclasses.replace(s, kv_cache_dtype=s.speculative_draft_kv_cache_dtype or s.kv_cache_dtype, pp=1)
+    dl = dataclasses.replace(dcfg, layers=layers, swa_layers=0, index_head_dim=None)
+    cell = cell_bytes(dl, ds)
+    # draft decode graphs (one per batch size, each running the draft's steps) and draft-extend graphs:
+    # SGLang's coefficient per batch size and per layer, as for the target, twice. An estimate.
+    g = 2 * (GRAPH_MIB_PER_BS * bs * dcfg.hidden_size / 8192 + GRAPH_MIB_PER_DENSE_LAYER * layers) / 1024 if s.decode_graph else 0.0
+    notes.append(f"speculative {algo}: the draft worker loads after the target's graphs; its weights, KV pool "
+                 "(the target's tokens + in-flight draft/verify tokens) and graphs come out of the headroom")
+    return DraftBudget(algo, w / GIB, cell, g, steps, topk, ndt)
+
+
 def plan(
     cfg: ModelConfig,
     weights: WeightIndex | None,
@@ -249,16 +352,18 @@ def plan(
     target_headroom: float = 5.0,
     warn_headroom: float = 3.0,
     calibration: Calibration | None = None,
+    draft: ModelFacts | None = None,
 ) -> MemoryPlan:
-    """The budget for every value in TABLE, the profile's value and the recommendation."""
+    """The budget for every value in TABLE, the profile's value and the recommendation. `draft`:
+    the speculative draft model's facts when the flags name one (--speculative-draft-model-path)."""
     if weights is None:
         raise ModelConfigError(f"{cfg.name}: no model.safetensors.index.json and no .safetensors files: the weights' size is unknown")
     if s.tp < 1 or s.dp < 1 or s.ep < 1 or s.pp < 1:
         raise ModelConfigError("tp, dp, ep and pp must be positive")
     if s.dp_attention and s.tp % s.dp:
         raise ModelConfigError(f"--dp {s.dp} must divide --tp {s.tp} with DP attention")
-    split = split_weights(cfg, weights, s.parallel, load_mtp=(s.speculative_algorithm or "").upper() in ("NEXTN", "EAGLE"),
-                          load_bytes=cfg.load_dtype(s.dtype)[1])
+    # the target never loads the checkpoint's MTP layers: a NEXTN/MTP draft worker does (draft_budget)
+    split = split_weights(cfg, weights, s.parallel, load_bytes=cfg.load_dtype(s.dtype)[1])
     w = split.per_rank_gib
     p = pre_load_free(gpu, s)
     a = p - w
@@ -270,11 +375,14 @@ def plan(
     bs = int(s.cuda_graph_max_bs or bs_default)
     graphs = graph_gib(cfg, s, bs)
     notes = list(cfg.notes)
+    spec = draft_budget(cfg, weights, draft, s, bs, notes)
 
     def estimate(mfs: float) -> tuple[float, int, float]:
         kv = kv_pool_gib(p, a, mfs)
         tok = _tokens(kv, cell, cfg, s)
         head = p * (1 - mfs) - req_to_token_gib(tok, ctx, s) - ATTN_WORKSPACE_GIB - graphs
+        if spec is not None:
+            head -= spec.cost_gib(tok, ctx, s)
         return kv, tok, head
 
     cal_err: dict[str, float] = {}
@@ -328,6 +436,7 @@ def plan(
         "cuda_graph_max_bs": float(bs),
         "context_length": float(ctx),
         "mfs_floor": 1 - a / p if p > 0 else math.nan,
+        **(spec.terms(current.max_total_num_tokens, ctx, s) if spec is not None else {}),
     }
     terms = {k: v for k, v in terms.items() if not math.isnan(v)}
     return MemoryPlan(
@@ -372,4 +481,4 @@ def memory_plan(
         calibration = pick_calibration(runs, backend=profile.backend, flags={**profile.server, **dict(overrides or {})},
                                        hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG, default_value=auto)
     return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
-                warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration)
+                warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration, draft=model.draft)

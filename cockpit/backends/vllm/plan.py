@@ -28,6 +28,7 @@ docs/PLAN.md) until a journal run of the same setup replaces them by what it mea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from cockpit.backends.vllm.flags import default_util, resolve_version, version_key
 from cockpit.backends.vllm.memory import default_max_num_seqs, floor2, large_batch_card
 from cockpit.model.config import ModelConfig, ModelConfigError
+from cockpit.model.draft import draft_model_bytes, mtp_layer_bytes
 from cockpit.model.plan import (
     Calibration,
     weight_notes,
@@ -104,6 +106,7 @@ class Settings:
     graphs: bool = True  # False: --enforce-eager or cudagraph_mode NONE
     estimate_graphs: bool = True  # Ĝ inside the budget (0.20+, unless the env var says 0)
     cpu_offload_gib: float = 0.0
+    speculative: dict[str, Any] | None = None  # --speculative-config
 
     @property
     def ep(self) -> int:
@@ -151,7 +154,61 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         graphs=not bool(get("enforce_eager", False)) and mode != "NONE",
         estimate_graphs=estimate,
         cpu_offload_gib=float(get("cpu_offload_gb", 0) or 0),
+        speculative=_speculative(get("speculative_config")),
     )
+
+
+def _speculative(value: Any) -> dict[str, Any] | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ModelConfigError(f"--speculative-config is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ModelConfigError("--speculative-config: expected a JSON object")
+    return value
+
+
+# vLLM's drafter loads inside the worker's load_model (its weights are in "Model loading took") and
+# registers its attention layers with the KV cache (its KV is in every token's bytes): methods that
+# draft with the checkpoint's own MTP layers, and those that load a separate draft model.
+SPEC_MTP_METHODS = ("mtp", "deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp", "qwen3_next_mtp", "longcat_flash_mtp")
+SPEC_NO_DRAFT = ("ngram", "suffix", "medusa_heads_none")
+
+
+def draft_terms(cfg: ModelConfig, weights: WeightIndex, draft: ModelFacts | None, s: Settings,
+                notes: list[str]) -> tuple[float, float]:
+    """(draft weights GiB per rank, draft KV bytes per token per rank) for --speculative-config."""
+    spec = s.speculative
+    if not spec:
+        return 0.0, 0.0
+    method = str(spec.get("method") or "").lower()
+    if method in SPEC_NO_DRAFT or method.startswith("ngram"):
+        return 0.0, 0.0
+    load = cfg.load_dtype(s.dtype)[1]
+    par = Parallel(int(spec.get("draft_tensor_parallel_size") or s.tp), 1, 1, 1)
+    if method in SPEC_MTP_METHODS or (draft is None and cfg.nextn_layers and method in ("", "eagle")):
+        if not cfg.nextn_layers:
+            raise ModelConfigError(f"--speculative-config method {method!r}: {cfg.name} has no num_nextn_predict_layers")
+        n = int(spec.get("num_speculative_tokens") or 1)
+        layers = min(cfg.nextn_layers, n) if method != "mtp" else cfg.nextn_layers
+        w = mtp_layer_bytes(cfg, weights, par, load_bytes=load) * layers / cfg.nextn_layers
+        dcfg = dataclasses.replace(cfg, layers=layers, swa_layers=0)
+        notes.append(f"speculative {method or 'mtp'}: the checkpoint's MTP layer(s) load with the model and keep their own KV")
+    elif draft is not None and draft.weights is not None:
+        shares = ("embed_tokens", "lm_head") if method == "eagle" else ("embed_tokens",) if method == "eagle3" else ()
+        w = draft_model_bytes(draft.config, draft.weights, par, load_bytes=load, shares=shares)
+        dcfg = draft.config
+        notes.append(f"speculative {method or 'draft model'}: the draft ({draft.where}) loads with the model and keeps its own KV")
+    else:
+        notes.append(f"speculative {method or 'draft'}: the draft model ({spec.get('model') or 'none named'}) was not read: "
+                     "its weights and KV are not in the budget")
+        return 0.0, 0.0
+    return w / GIB, cell_bytes(dcfg, dataclasses.replace(s, pp=1, speculative=None))
 
 
 def profile_settings(profile: Profile, overrides: dict[str, Any] | None = None) -> Settings:
@@ -230,8 +287,10 @@ def plan(
     target_headroom: float = 5.0,
     warn_headroom: float = 3.0,
     calibration: Calibration | None = None,
+    draft: ModelFacts | None = None,
 ) -> MemoryPlan:
-    """The budget for every value in TABLE, the profile's value and the recommendation."""
+    """The budget for every value in TABLE, the profile's value and the recommendation. `draft`:
+    the speculative draft model's facts when --speculative-config names one."""
     if weights is None:
         raise ModelConfigError(f"{cfg.name}: no model.safetensors.index.json and no .safetensors files: the weights' size is unknown")
     if s.tp < 1 or s.dp < 1 or s.pp < 1:
@@ -242,11 +301,13 @@ def plan(
     if s.expert_parallel and s.dp > 1:
         # EP spans the DP replicas: the experts split over tp × dp ranks, not tp
         w_bytes -= split.by_category.get("expert", 0.0) * (1 - 1 / s.dp)
-    w = max(0.0, w_bytes / GIB - s.cpu_offload_gib)
+    notes = list(cfg.notes)
+    draft_w, draft_cell = draft_terms(cfg, weights, draft, s, notes)
+    w = max(0.0, w_bytes / GIB - s.cpu_offload_gib) + draft_w
     base = gpu.free_gib if gpu.free_gib is not None else t
     f0 = base - pre_snapshot_gib(s)
     n = non_torch_gib(s)
-    cell = cell_bytes(cfg, s)
+    cell = cell_bytes(cfg, s) + draft_cell
     block = int(s.block_size or DEFAULT_BLOCK)
     mml = int(s.max_model_len or cfg.context_length or 0)
     if mml <= 0:
@@ -255,7 +316,6 @@ def plan(
     act = activation_gib(cfg, s, seqs, batched)
     g = graph_gib(cfg, s)
     g_hat = g if s.graphs and s.estimate_graphs else 0.0
-    notes = list(cfg.notes)
     if gpu.name is None and t >= 70 and not (s.max_num_seqs and s.max_num_batched_tokens):
         notes.append("the card's name is not measured: vLLM's batch defaults are taken as for an H100-class card "
                      "(an A100 keeps 256 sequences / 2048 batched tokens)")
@@ -403,4 +463,4 @@ def memory_plan(
                                        hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG,
                                        default_value=default_util(settings.version))
     return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
-                warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration)
+                warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration, draft=model.draft)
