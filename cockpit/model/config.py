@@ -101,7 +101,7 @@ def _check_pattern(pattern: str, where: str) -> None:
         for op, av in items:
             name = str(op)
             if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-                lo, hi, sub = av
+                _lo, hi, sub = av
                 if hi == _parser.MAXREPEAT or hi > 64:
                     repeats += 1
                 if inside_repeat:

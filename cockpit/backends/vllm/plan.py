@@ -40,13 +40,13 @@ from cockpit.model.config import ModelConfig, ModelConfigError
 from cockpit.model.draft import draft_model_bytes, mtp_layer_bytes
 from cockpit.model.plan import (
     Calibration,
-    weight_notes,
     GpuFacts,
     MemoryPlan,
     PlanRow,
     calibration_from_run,
     gpu_facts_from_hosts,
     pick_calibration,
+    weight_notes,
 )
 from cockpit.model.weights import GIB, Parallel, WeightIndex, split_weights
 
