@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
 
     s = sub.add_parser("plan", help="memory plan before launch: KV tokens and headroom per memory setting")
-    s.add_argument("profile", nargs="?", help="profile name or path (or use --model-config)")
+    s.add_argument("profile", nargs="*", help="profile name or path (or use --model-config); several: the prefill and decode groups of one deployment")
     s.add_argument("--model-config", metavar="DIR", help="a model directory with config.json (+ safetensors index or files)")
     s.add_argument("--gpu-mem-gb", type=float, default=None, help="memory per GPU, GiB as nvidia-smi shows it (what-if)")
     s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")

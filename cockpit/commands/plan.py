@@ -1,4 +1,5 @@
-"""`cockpit plan PROFILE [--gpu-mem-gb X] [--gpus N] [--set FLAG=VALUE]… [--json]` and
+"""`cockpit plan PROFILE… [--gpu-mem-gb X] [--gpus N] [--set FLAG=VALUE]… [--json]` (several profiles: the
+groups of one prefill/decode deployment, each planned with its own budget) and
 `cockpit plan --model-config DIR --gpu-mem-gb X --tp N [--dp N] [--ep N] [--backend B] [--set …] [--json]`.
 
 The memory plan before the first launch: the model's facts (config.json and the checkpoint's weight
@@ -95,11 +96,11 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
     return backend_plan(profile, facts, model, overrides, runs=runs, calibrate_from=args.calibrate_from)
 
 
-def _profile_plan(args: argparse.Namespace) -> MemoryPlan:
+def _profile_plan(args: argparse.Namespace, name: str) -> MemoryPlan:
     from cockpit.backends.base import HostFacts
     from cockpit.commands._support import load_profile_arg, run_command
 
-    profile = load_profile_arg(args.profile)
+    profile = load_profile_arg(name)
     overrides = _overrides(profile.backend, list(args.overrides or []))
 
     async def go() -> MemoryPlan:
@@ -131,11 +132,14 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput(f"{name} {ival}: expected a positive whole number")
     if args.model_config and args.profile:
         raise BadInput("give a PROFILE or --model-config DIR, not both")
+    profiles = list(args.profile or []) if isinstance(args.profile, list) else [args.profile] if args.profile else []
     try:
         if args.model_config:
-            mp = _model_config_plan(args)
-        elif args.profile:
-            mp = _profile_plan(args)
+            plans = [_model_config_plan(args)]
+        elif profiles:
+            # several profiles: the groups of one deployment (a prefill group and a decode group),
+            # each planned with its own budget, flags and GPUs
+            plans = [_profile_plan(args, name) for name in profiles]
         else:
             raise BadInput("cockpit plan needs a PROFILE, or --model-config DIR --gpu-mem-gb X --tp N")
     except ModelConfigError as exc:
@@ -143,12 +147,16 @@ def run(args: argparse.Namespace) -> int:
     except PlanUnavailable as exc:
         raise CockpitError(str(exc), hint=exc.hint) from None
     if request_tokens:
-        mp = dataclasses.replace(mp, request_tokens=request_tokens)
+        plans = [dataclasses.replace(mp, request_tokens=request_tokens) for mp in plans]
     if args.json:
-        print(json.dumps(mp.to_json(), indent=2))
+        out = plans[0].to_json() if len(plans) == 1 else {"groups": [dict(mp.to_json(), profile=n) for n, mp in zip(profiles, plans, strict=True)]}
+        print(json.dumps(out, indent=2))
     else:
-        sys.stdout.write(render_plan(mp))
-    return 1 if mp.severity == "critical" else 0
+        for i, mp in enumerate(plans):
+            if len(plans) > 1:
+                sys.stdout.write(("\n" if i else "") + f"group {i + 1} of {len(plans)}: {profiles[i]}\n")
+            sys.stdout.write(render_plan(mp))
+    return 1 if any(mp.severity == "critical" for mp in plans) else 0
 
 
 def render_plan(mp: MemoryPlan) -> str:
@@ -159,6 +167,7 @@ def render_plan(mp: MemoryPlan) -> str:
     lines = [
         f"memory plan · {clean_text(mp.model)} · {mp.backend} {mp.version} · TP{mp.tp}"
         + (f" DP{mp.dp}" if mp.dp > 1 else "") + (f" EP{mp.ep}" if mp.ep > 1 else "")
+        + (f" · {mp.role} role" if mp.role else "")
         + f" · {mp.gpu_mem_gib:.2f} GiB per GPU",
         f"  weights per rank        {mp.weights_gib_per_rank:8.2f} GiB"
         + (" (weights estimated from config.json)" if mp.weights_source == "config" else ""),

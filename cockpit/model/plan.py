@@ -93,6 +93,7 @@ class MemoryPlan:
     arithmetic: str = ""  # the backend's own formula with its numbers ("" : SGLang's δ·P wording)
     weights_source: str = "safetensors"  # "config": estimated from config.json alone (no index, no headers)
     request_tokens: int | None = None  # the request length the concurrency column is for (None: the context length)
+    role: str | None = None  # prefill/decode disaggregation: which group this server is ("prefill", "decode", …)
 
     @property
     def request_length(self) -> int:
@@ -137,6 +138,7 @@ class MemoryPlan:
             "dp": self.dp,
             "ep": self.ep,
             "weights_gib_per_rank": round(self.weights_gib_per_rank, 2),
+            "role": self.role,
             "weights_source": self.weights_source,
             "kv_bytes_per_token": self.kv_bytes_per_token,
             "request_tokens": self.request_length or None,

@@ -111,6 +111,7 @@ class Settings:
     speculative_eagle_topk: int | None = None
     speculative_num_draft_tokens: int | None = None
     speculative_draft_kv_cache_dtype: str | None = None
+    disaggregation_mode: str | None = None  # "prefill" / "decode" (None: one server does both)
 
     @property
     def parallel(self) -> Parallel:
@@ -131,7 +132,10 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
     dp_attention = bool(num("enable_dp_attention", False)) or (attn_dp is not None and int(attn_dp) > 1)
     if attn_dp is not None and int(attn_dp) > 1:
         dp = int(attn_dp)
-    disable_all = bool(num("disable_cuda_graph", False))
+    mode = str(num("disaggregation_mode", "null"))
+    role = mode if mode in ("prefill", "decode") else None
+    # a prefill server captures no decode graphs (server_args.py: "Cuda graph is disabled for prefill server")
+    disable_all = bool(num("disable_cuda_graph", False)) or role == "prefill"
     decode_graph = not disable_all and not bool(num("disable_decode_cuda_graph", False)) and num("cuda_graph_backend_decode", "full") != "disabled"
     prefill_graph = new and not disable_all and not bool(num("disable_prefill_cuda_graph", False)) and num("cuda_graph_backend_prefill", "breakable") != "disabled"
     mfs = num("mem_fraction_static")
@@ -166,6 +170,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
         speculative_eagle_topk=num("speculative_eagle_topk"),
         speculative_num_draft_tokens=num("speculative_num_draft_tokens"),
         speculative_draft_kv_cache_dtype=num("speculative_draft_kv_cache_dtype"),
+        disaggregation_mode=role,
     )
 
 
@@ -425,6 +430,11 @@ def plan(
     if not split.exact_split:
         notes.append("weights: the index's exact total_size, split by config.json's layer shapes (no safetensors headers read)")
     notes += weight_notes(cfg, weights, s.dtype)
+    if s.disaggregation_mode == "prefill":
+        notes.append("prefill role (--disaggregation-mode prefill): SGLang captures no decode CUDA graphs; the pool holds "
+                     "prompts until the decode group takes their KV")
+    elif s.disaggregation_mode == "decode":
+        notes.append("decode role (--disaggregation-mode decode): the pool holds the running requests' KV sent by the prefill group")
     if calibration is None:
         notes.append("estimate: P, graph memory and workspaces are not measured yet; a finished run of this setup calibrates them")
     terms = {
@@ -445,6 +455,7 @@ def plan(
         current_is_default=is_default, recommended=recommended, target_headroom_gib=target_headroom,
         warn_headroom_gib=warn_headroom, terms=terms,
         calibrated_from=calibration.run_id if calibration else None, calibration_error=cal_err, notes=tuple(notes),
+        role=s.disaggregation_mode,
     )
 
 

@@ -107,6 +107,7 @@ class Settings:
     estimate_graphs: bool = True  # Ĝ inside the budget (0.20+, unless the env var says 0)
     cpu_offload_gib: float = 0.0
     speculative: dict[str, Any] | None = None  # --speculative-config
+    role: str | None = None  # prefill / decode / prefill+decode from --kv-transfer-config's kv_role
 
     @property
     def ep(self) -> int:
@@ -155,10 +156,21 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         estimate_graphs=estimate,
         cpu_offload_gib=float(get("cpu_offload_gb", 0) or 0),
         speculative=_speculative(get("speculative_config")),
+        role=_kv_role(get("kv_transfer_config")),
     )
 
 
-def _speculative(value: Any) -> dict[str, Any] | None:
+_KV_ROLES = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "prefill+decode"}
+
+
+def _kv_role(value: Any) -> str | None:
+    cfg = _speculative(value, "--kv-transfer-config")
+    role = (cfg or {}).get("kv_role")
+    return _KV_ROLES.get(str(role)) if role is not None else None
+
+
+def _speculative(value: Any, flag: str = "--speculative-config") -> dict[str, Any] | None:
+    """A JSON-object flag's value as a dict (None when unset)."""
     if value is None or value == "":
         return None
     if isinstance(value, str):
@@ -167,9 +179,9 @@ def _speculative(value: Any) -> dict[str, Any] | None:
         try:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ModelConfigError(f"--speculative-config is not JSON ({exc})") from None
+            raise ModelConfigError(f"{flag} is not JSON ({exc})") from None
     if not isinstance(value, dict):
-        raise ModelConfigError("--speculative-config: expected a JSON object")
+        raise ModelConfigError(f"{flag}: expected a JSON object")
     return value
 
 
@@ -396,6 +408,8 @@ def plan(
     if not split.exact_split:
         notes.append("weights: the index's exact total_size, split by config.json's layer shapes (no safetensors headers read)")
     notes += weight_notes(cfg, weights, s.dtype)
+    if s.role is not None:
+        notes.append(f"{s.role} role (--kv-transfer-config): the KV connector's own buffers are not in the budget")
     if calibration is None:
         notes.append("estimate: non-torch memory, the activation peak and the graph pool are not measured yet; "
                      "a finished run of this setup calibrates them")
@@ -426,7 +440,7 @@ def plan(
         current_is_default=is_default, recommended=recommended, target_headroom_gib=target_headroom,
         warn_headroom_gib=warn_headroom, terms=terms,
         calibrated_from=calibration.run_id if calibration else None, calibration_error=cal_err, notes=tuple(notes),
-        arithmetic=arithmetic,
+        arithmetic=arithmetic, role=s.role,
     )
 
 
