@@ -78,10 +78,15 @@ MAX_PATTERN_REPEATS = 3  # unbounded repeats in one `re:` pattern (backtracking 
 
 
 def _compiled(pattern: str) -> re.Pattern[str]:
-    return _safe_patterns[pattern]
+    """The compiled ignore pattern, checked first when it did not come through parse_config."""
+    got = _safe_patterns.get(pattern)
+    if got is None:
+        _check_pattern(pattern, "quantization_config")
+        got = _safe_patterns[pattern]
+    return got
 
 
-_safe_patterns: dict[str, re.Pattern[str]] = {}
+_safe_patterns: dict[str, re.Pattern[str]] = {}  # checked patterns; emptied past MAX_IGNORE entries
 
 
 def _check_pattern(pattern: str, where: str) -> None:
@@ -127,6 +132,8 @@ def _check_pattern(pattern: str, where: str) -> None:
     if repeats > MAX_PATTERN_REPEATS:
         raise ModelConfigError(f"{where}: ignore pattern {pattern[:80]!r} has {repeats} unbounded repeats "
                                f"(at most {MAX_PATTERN_REPEATS}: backtracking grows with each); the plan refuses it")
+    if len(_safe_patterns) >= MAX_IGNORE:
+        _safe_patterns.clear()
     _safe_patterns[pattern] = re.compile(pattern)
 
 

@@ -189,6 +189,8 @@ class MemoryPlan:
             return "memory plan: the engine picks its own value; " + (
                 f"{rec.label} is the highest predicted to leave {rec.headroom_after_capture_gib:.1f} GiB" if rec else "no value meets the target")
         head = f"{cur.label} predicted to leave {cur.headroom_after_capture_gib:.1f} GiB after capture"
+        if self.weights_source == "config":
+            head += " (weights estimated from config.json)"
         if rec is None:
             return head + f"; no value from {self.rows[0].value:g} up leaves the {self.target_headroom_gib:g} GiB target"
         if rec.value == cur.value:
