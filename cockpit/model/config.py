@@ -262,7 +262,8 @@ def _quantization(cfg: dict[str, Any], outer: dict[str, Any], where: str = "conf
     if method == "mxfp4":
         return Quantization("mxfp4", 4, 32, ignore, only_experts=True)
     if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
-        return Quantization(method, bits(q.get("bits") or q.get("w_bit") or 4), group(q.get("group_size") or q.get("q_group_size") or 128), ignore)
+        gs = _first(q, "group_size", "q_group_size")  # absent: AutoAWQ's and AutoGPTQ's 128
+        return Quantization(method, bits(q.get("bits") or q.get("w_bit") or 4), group(128 if gs is None else gs), ignore)
     if method == "bitsandbytes":
         four = bool(q.get("load_in_4bit") or q.get("_load_in_4bit"))
         skip = q.get("llm_int8_skip_modules")

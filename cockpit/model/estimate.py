@@ -36,7 +36,7 @@ import math
 import time
 from typing import Any
 
-from cockpit.model.config import ModelConfig, ModelConfigError, _int
+from cockpit.model.config import MAX_EXPERTS, MAX_LAYERS, ModelConfig, ModelConfigError, _int
 from cockpit.model.weights import Tensor, WeightIndex
 
 SOURCE = "config.json (estimated)"
@@ -115,7 +115,7 @@ class _Quant:
         if strategy == "group" and self.group:
             scales = out * math.ceil(inp / self.group)
         elif strategy == "block" and isinstance(s.get("block_structure"), list) and len(s["block_structure"]) == 2:
-            bo, bi = (max(1, int(x)) for x in s["block_structure"])
+            bo, bi = (_int(x, "block_structure", self.where) for x in s["block_structure"])
             scales = math.ceil(out / bo) * math.ceil(inp / bi)
         elif strategy == "tensor":
             scales = 1
@@ -188,11 +188,13 @@ def estimate_tensors(cfg: ModelConfig, raw: dict[str, Any]) -> list[Tensor]:
     o_bias = bool(c.get("attention_bias")) and not (mt.startswith("qwen") or mt == "mimo")
     gptoss = mt == "gpt_oss"
     plain_mlp = mt in _PLAIN_MLP
-    first_dense = int(c.get("first_k_dense_replace") or 0)
-    freq = int(c.get("moe_layer_freq") or c.get("decoder_sparse_step") or 1)
-    dense_only = {int(x) for x in (c.get("mlp_only_layers") or []) if isinstance(x, int)}
-    n_shared = int(c.get("n_shared_experts") or 0)
-    qwen_shared = int(c.get("shared_expert_intermediate_size") or 0)
+    # MoE layout fields, bounded like parse_config bounds them (a dense config may carry them too)
+    first_dense = _int(c.get("first_k_dense_replace") or 0, "first_k_dense_replace", where, 0, MAX_LAYERS)
+    freq = _int(c.get("moe_layer_freq") or c.get("decoder_sparse_step") or 1, "moe_layer_freq", where, 1, MAX_LAYERS)
+    only = c.get("mlp_only_layers") or []
+    dense_only = {x for x in only if isinstance(x, int)} if isinstance(only, list) else set()
+    n_shared = _int(c.get("n_shared_experts") or 0, "n_shared_experts", where, 0, MAX_EXPERTS)
+    qwen_shared = _int(c.get("shared_expert_intermediate_size") or 0, "shared_expert_intermediate_size", where, 0)
     nh, kvh, hd, vd = cfg.num_attention_heads, cfg.num_kv_heads, cfg.head_dim, cfg.v_head_dim
 
     def layer(i: int) -> None:

@@ -112,6 +112,21 @@ def test_nonsense_numbers_in_config_json_are_named(tmp_path: Path, field: str, v
     assert res.returncode == 2 and field in res.stderr, res.stderr
 
 
+@pytest.mark.parametrize("changes,needle", [
+    ({"first_k_dense_replace": "three"}, "first_k_dense_replace"),  # a dense model carrying MoE fields
+    ({"n_shared_experts": -2}, "n_shared_experts"),
+    ({"vision_config": {"hidden_size": "wide", "depth": 2}}, "vision hidden_size"),
+    ({"vision_config": {"hidden_size": 64, "depth": 2, "mlp_ratio": "x"}}, "mlp_ratio"),
+    ({"quantization_config": {"quant_method": "fp8", "weight_block_size": ["a", 128]}}, "weight_block_size"),
+    ({"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
+        "num_bits": 8, "strategy": "block", "block_structure": ["x", 1]}}}}}, "block_structure"),
+    ({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 0}}, "group_size"),
+])
+def test_hostile_fields_the_estimate_reads_are_named(tmp_path: Path, changes: dict, needle: str) -> None:
+    res = _plan(_model(tmp_path, "est", **changes), tmp_path)
+    assert res.returncode == 2 and needle in res.stderr, res.stderr
+
+
 @pytest.mark.parametrize("pattern,needle", [
     ("re:^([a-z.0-9_]+)+Q", "nests a repeat"),  # 2^n backtracking on every module name: hung before
     ("re:(a|ab)*c", "repeats an alternation"),
