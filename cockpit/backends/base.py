@@ -242,6 +242,11 @@ class Backend(Protocol):
         `serve MODEL`): what the memory plan reads on node 0. None when the profile names none."""
         ...
 
+    def draft_model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        """The speculative-decoding draft model the flags name (SGLang's `speculative-draft-model-path`,
+        vLLM's `speculative-config` "model"): the memory plan reads it beside the model. None if none."""
+        ...
+
     def log_filter_presets(self) -> Mapping[str, tuple[str, ...]]:
         """The log view's presets ("memory", "errors", "batches") as substrings this server prints;
         cockpit.core.logfilter.LineFilter matches them (the TUI's f/m/e/b keys, `logs --filter`)."""

@@ -228,6 +228,12 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--speculative-eagle-topk",), "int", None, {}),
     (("--speculative-num-draft-tokens",), "int", None, {}),
     (("--speculative-draft-kv-cache-dtype",), "str", None, {"since": _NEW}),
+    # prefill/decode disaggregation (server_args.py; the memory plan reads the role)
+    (("--disaggregation-mode",), "str", "null", {"choices": ("null", "prefill", "decode")}),
+    (("--disaggregation-transfer-backend",), "str", "mooncake", {}),
+    (("--disaggregation-bootstrap-port",), "int", 8998, {}),
+    (("--disaggregation-ib-device",), "str", None, {}),
+    (("--num-reserved-decode-tokens",), "int", 512, {}),
     # a YAML file of flags, merged in front of the command line
     (("--config",), "str", None, {"help": "Read flags from a YAML file (CLI flags override it)."}),
 ]

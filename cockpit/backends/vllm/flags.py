@@ -154,6 +154,8 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--generation-config",), "str", "auto", {}),
     # speculative decoding
     (("--speculative-config",), "json", None, {}),
+    # prefill/decode disaggregation: the KV connector and this instance's role (kv_producer / kv_consumer / kv_both)
+    (("--kv-transfer-config",), "json", None, {}),
 ]
 
 
