@@ -65,6 +65,12 @@ _F = r"(-?[\d.]+)"
 _RX_VERSION = re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(?P<v>[^)\s]+)\)|vLLM (?:API )?server version (?P<v2>[^\s,]+)")
 _RX_WORLD = re.compile(r"world_size=(\d+) rank=(\d+) local_rank=(\d+)")
 _RX_LOAD = re.compile(r"Model loading took " + _F + r" ?Gi?B(?: memory)? and " + _F + r" ?s")
+# V0 (≤0.10) and the earliest V1: weights as `X GB` (bytes / 2**30, so GiB in all but the label), the KV
+# cache as blocks (the block size is not printed beside them: no token count follows), and 0.7–0.9's
+# worker memory account `model weights take XGiB; …; the rest of the memory reserved for KV Cache is YGiB.`
+_RX_V0_LOAD = re.compile(r"Loading model weights took " + _F + r" ?G(?:i)?B")
+_RX_V0_BLOCKS = re.compile(r"^# (\w+) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+_RX_V0_PROFILE = re.compile(r"model weights take " + _F + r" ?GiB;.*reserved for KV Cache is " + _F + r" ?GiB")
 _RX_AVAIL_KV = re.compile(r"Available KV cache memory: " + _F + r" ?GiB")
 _RX_KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
 _RX_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request")
@@ -101,6 +107,10 @@ _RX_OOM_REQ = re.compile(r"Tried to allocate " + _SIZE)
 _RX_OOM_GPU = re.compile(r"GPU (\d+) has a total capacity")
 _RX_OOM_TOTAL = re.compile(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
 _RX_DIED = re.compile(r"died(?: unexpectedly \(|, )exit code: (-?\d+)")
+# torch's device OOM in each device's words (CUDA; ROCm's HIP; Ascend's NPU; Intel's XPU; Moore
+# Threads' MUSA) and the CUDA runtime's/driver's `CUDA error: out of memory`: one kind, the message names the device
+_RX_DEVICE_OOM = re.compile(r"(?:CUDA|HIP|NPU|XPU|MUSA) out of memory|(?:CUDA|HIP) (?:driver )?error: out of memory")
+_RX_WORKER_PROC = re.compile(r"Worker proc (\S+) died")
 _RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^}]*)\}")
 _UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,
               "KB": 1e3 / 2**30, "MB": 1e6 / 2**30, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}
@@ -174,6 +184,19 @@ def rank_label_for(name: str, dp_size: int | None = None) -> tuple[str | None, s
     return None, "other"
 
 
+def _v0_rank(rank: str | None, role: str, pid: str | None) -> str | None:
+    """The rank of a V0 per-rank line. V0's driver worker runs in the process with no group in
+    front (rank 0: TP0); a `(VllmWorkerProcess pid=N)` names no rank unless its `world_size=…
+    rank=…` line did, so its figures go under the process group as printed."""
+    if rank is not None:
+        return rank if role in ("worker", "engine") else None
+    if role == "other" and pid is None:
+        return "TP0"
+    if role == "worker" and pid is not None:
+        return f"VllmWorkerProcess pid={pid}"
+    return None
+
+
 class VLLMLogParser:
     """Feed it bytes in any chunking; it returns the events of every line completed so far."""
 
@@ -200,6 +223,7 @@ class VLLMLogParser:
         self._workers_seen = False
         self.recognised = 0  # lines read as vLLM's: records, process groups, or lines with events
         self._last_was_vllm = False
+        self._v0 = False  # V0's start-up wording (weights in `GB`, KV in blocks): its graphs are captured after the KV
         self._v2 = False  # the V2 model runner captures graphs twice (the first to measure them)
         self._ready = False
         self._serving_told = False
@@ -401,6 +425,9 @@ class VLLMLogParser:
                 out: list[Event]) -> None:
         c = msg[:1]
         mem_rank = rank if role in ("worker", "engine") else None
+        if c in "L#m" and msg.startswith(("Loading model weights took", "# ", "model weights take")):
+            self._v0_memory(line, ts, rank, role, msg, pid, out)
+            return
         if c == "M":
             if msg.startswith("Model loading took"):
                 m = _RX_LOAD.search(msg)
@@ -447,6 +474,20 @@ class VLLMLogParser:
                 for r, gb in self._kv_gb.items():
                     out.append(ev.KvCacheAllocated(line, ts, r, self._kv_tokens, gb, None, None))
                 self._flush_tokens(out, line, ts, before_capture=True, final=False)
+            return
+        if c == "C" and msg.startswith(("Capturing the model for CUDA graphs", "Capturing cudagraphs for decoding")):
+            # V0 (0.5–0.10): one rank's capture begins, after its KV cache is sized
+            v0_rank = _v0_rank(rank, role, pid)
+            if v0_rank is not None:
+                self._capturing = True
+                out.append(ev.GraphCaptureBegin(line, ts, v0_rank, "cuda graph", None))
+            return
+        if c == "G" and msg.startswith("Graph capturing finished") and self._v0:
+            m = _RX_GRAPH_DONE.search(msg)
+            v0_rank = _v0_rank(rank, role, pid)
+            if m and v0_rank is not None:  # V0 prints the time only
+                out.append(ev.GraphCaptureEnd(line, ts, v0_rank, "cuda graph", float(m[1]), None, None))
+            self._capturing = False
             return
         if c == "G" and msg.startswith("Graph capturing finished"):
             m = _RX_GRAPH_DONE.search(msg)
@@ -510,6 +551,29 @@ class VLLMLogParser:
             return
         # the rest of a multi-line record (≤0.30 tracebacks) reads like bare text
         self._bare(line, rank, role, msg, out, ts=ts)
+
+    def _v0_memory(self, line: int, ts: str, rank: str | None, role: str, msg: str, pid: str | None,
+                   out: list[Event]) -> None:
+        """V0's per-rank start-up figures (weights, the memory account, the KV blocks)."""
+        rank = _v0_rank(rank, role, pid)
+        if rank is None:
+            return
+        m = _RX_V0_BLOCKS.match(msg)
+        if m is not None:  # the engine's count (the smallest any rank could hold), printed by rank 0
+            self._kv_sized = self._v0 = True
+            figures = {"kv_blocks": float(m[2])}
+            if m[3] is not None:
+                figures["cpu_blocks"] = float(m[3])
+            out.append(ev.RankMemoryFigures(line, ts, rank, figures))
+            return
+        m = _RX_V0_LOAD.search(msg)
+        if m is not None:
+            self._v0 = True
+            out.append(ev.WeightLoadEnd(line, ts, rank, None, None, float(m[1]), None))
+            return
+        m = _RX_V0_PROFILE.search(msg)
+        if m is not None:
+            out.append(ev.RankMemoryFigures(line, ts, rank, {"weights_gb": float(m[1]), "kv_gb": float(m[2])}))
 
     def _serving_evidence(self, line: int, ts: str | None, out: list[Event]) -> None:
         """Only a serving server prints stats lines or answers /health with 200."""
@@ -646,7 +710,7 @@ class VLLMLogParser:
             if not self._serving_told:  # only a serving engine fails this way
                 self._serving_told = True
                 specific.append(ev.PhaseEvidence(line, ts, None, "serving"))
-        elif "CUDA out of memory" in msg or ("out of memory" in msg and ("CUDA error" in msg or "CUDA driver error" in msg)):
+        elif "out of memory" in msg and _RX_DEVICE_OOM.search(msg) is not None:
             specific.append(_cuda_oom(line, ts, rank, msg))
         elif ("No available memory for the cache blocks" in msg or "KV cache is needed, which is larger than" in msg
               or "larger than the maximum number of tokens that can be stored in KV cache" in msg
@@ -659,8 +723,10 @@ class VLLMLogParser:
         elif "ddress already in use" in msg or "[Errno 98]" in msg:
             specific.append(ev.PortInUse(line, ts, rank, msg))
         elif "died unexpectedly (exit code:" in msg:
-            m = _RX_DIED.search(msg)
-            specific.append(ev.RankDead(line, ts, rank, None, int(m[1]) if m else None, "crashed", msg))
+            m = _RX_DIED.search(msg)  # `exit code: None`: the process ended without an exit status told
+            w = _RX_WORKER_PROC.search(msg)  # the executor names the worker (`VllmWorker-0`: multiprocessing's name)
+            dead = (rank_label_for(w[1])[0] if w is not None else None) or rank  # the named worker, not the writer
+            specific.append(ev.RankDead(line, ts, dead, None, int(m[1]) if m else None, "crashed", msg))
         elif ("Engine core initialization failed" in msg or "Timed out waiting for engine core processes" in msg
               or "Frontend process failed during engine core initialization" in msg):
             # the API server's side: the cause, if any, is in the engine's lines (or not in the log)
