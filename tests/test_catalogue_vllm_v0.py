@@ -91,3 +91,11 @@ def test_device_oom_in_each_devices_words_is_one_kind(tmp_path: Path, device: st
     crash = out["crash"]
     assert crash["kind"] == "cuda_oom" and crash["rank"] == "TP1"
     assert f"{device} out of memory" in crash["message"]  # the device as the log names it
+
+
+def test_v0_worker_death_names_the_worker_process(tmp_path: Path) -> None:
+    """V0's executor: `Worker %s pid %s died, exit code: %s` (vllm/executor/multiproc_worker_utils.py)."""
+    out = run(tmp_path, V0_TP2 + "ERROR 07-30 18:07:01 multiproc_worker_utils.py:120] Worker VllmWorkerProcess pid "
+                                 "690775 died, exit code: -9\n")
+    crash = out["crash"]
+    assert crash is not None and crash["rank"] == "VllmWorkerProcess pid=690775" and crash["exit_code"] == -9

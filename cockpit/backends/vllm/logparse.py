@@ -106,10 +106,11 @@ _SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
 _RX_OOM_REQ = re.compile(r"Tried to allocate " + _SIZE)
 _RX_OOM_GPU = re.compile(r"GPU (\d+) has a total capacity")
 _RX_OOM_TOTAL = re.compile(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
-_RX_DIED = re.compile(r"died(?: unexpectedly \(|, )exit code: (-?\d+)")
+_RX_DIED = re.compile(r"died(?: unexpectedly \(|, )exit code: (-?\d+)")  # `None`: no match, exit code unknown
 # torch's device OOM in each device's words (CUDA; ROCm's HIP; Ascend's NPU; Intel's XPU; Moore
 # Threads' MUSA) and the CUDA runtime's/driver's `CUDA error: out of memory`: one kind, the message names the device
 _RX_DEVICE_OOM = re.compile(r"(?:CUDA|HIP|NPU|XPU|MUSA) out of memory|(?:CUDA|HIP) (?:driver )?error: out of memory")
+_RX_V0_DIED = re.compile(r"Worker (\S+) pid (\d+) died, exit code: ")
 _RX_WORKER_PROC = re.compile(r"Worker proc (\S+) died")
 _RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^}]*)\}")
 _UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,
@@ -127,7 +128,10 @@ _STARTUP_MARKS = ("failed to start", "Timed out waiting for engine core", "initi
                   "in compile_or_warm_up_model", "in _wait_for_engine_startup", "in wait_for_engine_startup",
                   "in launch_core_engines", "in make_async_mp_client", "in from_vllm_config",
                   "in build_async_engine_client", "_repack(", "in gptq_marlin_repack", "in process_weights_after_loading", "in init_distributed_environment",
-                  "in _init_workers_ray", "in init_worker", "Loading safetensors checkpoint shards")
+                  "in _init_workers_ray", "in init_worker", "Loading safetensors checkpoint shards",
+                  # the model being loaded: the engine is starting (a crash after it and before any
+                  # serving evidence is a start-up crash; the corpus keeps every line between)
+                  "Starting to load model ", "Loading weights took ", "Model loading took ", "Loading model weights took ")
 _NCCL_ERROR_MARKS = ("NCCL error", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError",
                      "ncclInvalidUsage", "ncclRemoteError", "unhandled system error", "unhandled cuda error")
 
@@ -186,15 +190,11 @@ def rank_label_for(name: str, dp_size: int | None = None) -> tuple[str | None, s
 
 def _v0_rank(rank: str | None, role: str, pid: str | None) -> str | None:
     """The rank of a V0 per-rank line. V0's driver worker runs in the process with no group in
-    front (rank 0: TP0); a `(VllmWorkerProcess pid=N)` names no rank unless its `world_size=…
-    rank=…` line did, so its figures go under the process group as printed."""
+    front (rank 0: TP0); a `(VllmWorkerProcess pid=N)` that told no rank is labelled by `_label`
+    with its group as printed."""
     if rank is not None:
         return rank if role in ("worker", "engine") else None
-    if role == "other" and pid is None:
-        return "TP0"
-    if role == "worker" and pid is not None:
-        return f"VllmWorkerProcess pid={pid}"
-    return None
+    return "TP0" if role == "other" and pid is None else None
 
 
 class VLLMLogParser:
@@ -327,6 +327,10 @@ class VLLMLogParser:
                         self._era = "0.11+" if name.startswith("Worker_") else "0.10"
                 else:
                     label = self._pid_label.get(pid)
+                    if label is None and name == "VllmWorkerProcess":
+                        # V0's worker tells its rank only at DEBUG (`world_size=… rank=…`): without that
+                        # line, its group as printed is the one name the log gives it
+                        label = f"{name} pid={pid}"
                 best = (label, "worker")
             elif best[1] != "worker":
                 best = (label, role)
@@ -517,7 +521,7 @@ class VLLMLogParser:
             m = _RX_WORLD.search(msg)
             if m:
                 label = rank if rank is not None and role == "worker" else (pid and self._pid_label.get(pid))
-                if not label:
+                if not label or label.startswith("VllmWorkerProcess pid="):  # V0's: this line names its rank
                     label = f"TP{int(m[2])}"
                     if pid:
                         self._pid_label[pid] = label
@@ -712,7 +716,10 @@ class VLLMLogParser:
                 specific.append(ev.PhaseEvidence(line, ts, None, "serving"))
         elif "out of memory" in msg and _RX_DEVICE_OOM.search(msg) is not None:
             specific.append(_cuda_oom(line, ts, rank, msg))
+        elif "Out of memory! No free blocks are available." in msg:  # V0's block manager (≤0.6): the KV blocks ran out
+            specific.append(ev.KvPoolExhausted(line, ts, rank, None, msg, None))
         elif ("No available memory for the cache blocks" in msg or "KV cache is needed, which is larger than" in msg
+              or "insufficient memory to allocate kv cache" in msg or "exceeds available Mamba cache blocks" in msg
               or "larger than the maximum number of tokens that can be stored in KV cache" in msg
               or "is less than desired GPU memory utilization" in msg or "Cannot auto-fit max_model_len" in msg):
             specific.append(ev.NotEnoughMemory(line, ts, rank, None, None, None, msg))
@@ -722,10 +729,14 @@ class VLLMLogParser:
             specific.append(ev.NcclError(line, ts, rank, msg))
         elif "ddress already in use" in msg or "[Errno 98]" in msg:
             specific.append(ev.PortInUse(line, ts, rank, msg))
-        elif "died unexpectedly (exit code:" in msg:
+        elif "died unexpectedly (exit code:" in msg or (" died, exit code: " in msg and msg.startswith("Worker ")):
             m = _RX_DIED.search(msg)  # `exit code: None`: the process ended without an exit status told
             w = _RX_WORKER_PROC.search(msg)  # the executor names the worker (`VllmWorker-0`: multiprocessing's name)
-            dead = (rank_label_for(w[1])[0] if w is not None else None) or rank  # the named worker, not the writer
+            v0 = _RX_V0_DIED.match(msg)  # V0: `Worker VllmWorkerProcess pid 4242 died, exit code: -9`
+            if v0 is not None:
+                dead = self._pid_label.get(v0[2]) or (f"{v0[1]} pid={v0[2]}" if v0[1] == "VllmWorkerProcess" else rank)
+            else:
+                dead = (rank_label_for(w[1])[0] if w is not None else None) or rank  # the named worker, not the writer
             specific.append(ev.RankDead(line, ts, dead, None, int(m[1]) if m else None, "crashed", msg))
         elif ("Engine core initialization failed" in msg or "Timed out waiting for engine core processes" in msg
               or "Frontend process failed during engine core initialization" in msg):
