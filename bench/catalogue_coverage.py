@@ -9,8 +9,9 @@ values into a short log of that release: the release's own record head, a rank p
 kubectl --timestamps, srun -l); a raised message as the traceback that ends with it. A message is
 *classified* when diagnose reports a crash of a kind its family allows, in the start-up phase the
 short log proves (weights were loading, nothing was served), at the prefix's rank, in every variant. Memory and NCCL messages count as such only when they say the memory ran out or the
-collective failed; the families' other raises are configuration checks (group "checks"), for which
-any crash reported is right.
+collective failed (a warmup or port message: the warmup failed, the port is taken); the families'
+other raises are configuration checks (group "checks"), for which any crash reported is right. A
+message the API server or the engine's client prints may name no rank.
 
     python bench/catalogue_coverage.py            # classified / catalogued per engine release
     python bench/catalogue_coverage.py -v         # and each message that is not
@@ -60,6 +61,11 @@ _RX_MEMORY_FAILURE = re.compile(
     r"|leaves? no|no room|insufficient|runs? out|is full|larger than the maximum|cannot (?:allocate|fit)"
     r"|(?:memory|capacity)\W.*exceed|exceeds? .*(?:memory|capacity)", re.IGNORECASE)
 _RX_NCCL_FAILURE = re.compile(r"time(?:d)? ?out|error|fail|abort|watchdog|hang|unhandled", re.IGNORECASE)
+# likewise a warmup or port message: the warmup failed, the port is taken
+_RX_WARMUP_FAILURE = re.compile(r"warm ?up (?:failed|error)|warmup.*(?:fail|error)|(?:fail|error).*warm ?up", re.IGNORECASE)
+_RX_PORT_FAILURE = re.compile(r"already in use|in use|open port|free port|bind|\[Errno 98\]", re.IGNORECASE)
+# what the API server or the engine's client prints is no rank's (a crash it reports has no rank)
+_RX_RANKLESS = re.compile(r"entrypoints/|core_client\.py|v1/engine/utils\.py|api_server|launcher|http_server|engine\.py$")
 
 
 def group_of(entry: dict[str, Any]) -> str:
@@ -68,6 +74,9 @@ def group_of(entry: dict[str, Any]) -> str:
         return "memory" if _RX_MEMORY_FAILURE.search(entry["text"]) else "checks"
     if fam == "nccl":
         return "nccl" if _RX_NCCL_FAILURE.search(entry["text"]) else "checks"
+    if fam in ("warmup", "port"):
+        rx = _RX_WARMUP_FAILURE if fam == "warmup" else _RX_PORT_FAILURE
+        return "start-up" if rx.search(entry["text"]) else "checks"
     return next(g for g, fams in GROUPS.items() if fam in fams)
 _RX_SPEC = re.compile(r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?([sdifgrxe%])|\{[^{}]*\}")
 WRAPPERS = ("", "llm-1  | ", "2025-06-01T12:00:01.123456789Z ", "3: ")
@@ -188,7 +197,8 @@ def check(entry: dict[str, Any], version: str) -> tuple[bool, str]:
             phases |= {p for p in ("prefill", "decode") if re.search(rf"\b{p}\b", entry["text"], re.IGNORECASE)}
             if crash.phase not in phases:
                 return False, f"phase {crash.phase} (variant {i})"
-            if crash.rank != var.rank:
+            origin = entry["origins"].get(version) or entry["origins"][entry["last"]]
+            if crash.rank != var.rank and not (crash.rank is None and _RX_RANKLESS.search(origin.split(":")[0])):
                 return False, f"rank {crash.rank!r}, want {var.rank!r} (variant {i})"
     return True, ""
 

@@ -301,7 +301,7 @@ def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek
         return nccl
     if "warmup error" in msg or "Initialization failed" in msg:
         return ev.WarmupFailed(line, ts, rank, msg)
-    if "ddress already in use" in msg or "[Errno 98]" in msg:
+    if "ddress already in use" in msg or "[Errno 98]" in msg or msg.endswith("No free port available."):
         return ev.PortInUse(line, ts, rank, msg)
     if "Child process unexpectedly failed" in msg:
         m = _RX_CHILD_FAILED.search(msg)

@@ -110,6 +110,11 @@ _RX_DIED = re.compile(r"died(?: unexpectedly \(|, )exit code: (-?\d+)")  # `None
 # torch's device OOM in each device's words (CUDA; ROCm's HIP; Ascend's NPU; Intel's XPU; Moore
 # Threads' MUSA) and the CUDA runtime's/driver's `CUDA error: out of memory`: one kind, the message names the device
 _RX_DEVICE_OOM = re.compile(r"(?:CUDA|HIP|NPU|XPU|MUSA) out of memory|(?:CUDA|HIP) (?:driver )?error: out of memory")
+# the executor's or client's word that a process it watched died (0.8+ `Worker proc X died unexpectedly,
+# shutting down executor.`, `Engine core proc X died unexpectedly`, 0.20+ `Engine core process X died
+# unexpectedly.`, `RayWorkerProc rank=N died unexpectedly`)
+_RX_PROC_DIED = re.compile(r"^(?:Worker proc|Engine core proc(?:ess)?|RayWorkerProc rank=\d+)\b.* died unexpectedly")
+_RX_RAY_DIED = re.compile(r"RayWorkerProc rank=(\d+) died")
 _RX_V0_DIED = re.compile(r"Worker (\S+) pid (\d+) died, exit code: ")
 _RX_WORKER_PROC = re.compile(r"Worker proc (\S+) died")
 _RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^}]*)\}")
@@ -727,16 +732,19 @@ class VLLMLogParser:
             specific.append(ev.NcclTimeout(line, ts, rank, msg))
         elif any(mark in msg for mark in _NCCL_ERROR_MARKS):
             specific.append(ev.NcclError(line, ts, rank, msg))
-        elif "ddress already in use" in msg or "[Errno 98]" in msg:
+        elif "ddress already in use" in msg or "[Errno 98]" in msg or "Could not find open port after" in msg:
             specific.append(ev.PortInUse(line, ts, rank, msg))
-        elif "died unexpectedly (exit code:" in msg or (" died, exit code: " in msg and msg.startswith("Worker ")):
+        elif "died unexpectedly (exit code:" in msg or (" died, exit code: " in msg and msg.startswith("Worker ")) \
+                or (" died unexpectedly" in msg and _RX_PROC_DIED.search(msg) is not None):
             m = _RX_DIED.search(msg)  # `exit code: None`: the process ended without an exit status told
             w = _RX_WORKER_PROC.search(msg)  # the executor names the worker (`VllmWorker-0`: multiprocessing's name)
             v0 = _RX_V0_DIED.match(msg)  # V0: `Worker VllmWorkerProcess pid 4242 died, exit code: -9`
             if v0 is not None:
                 dead = self._pid_label.get(v0[2]) or (f"{v0[1]} pid={v0[2]}" if v0[1] == "VllmWorkerProcess" else rank)
             else:
-                dead = (rank_label_for(w[1])[0] if w is not None else None) or rank  # the named worker, not the writer
+                ray = _RX_RAY_DIED.search(msg)  # 0.20+: `RayWorkerProc rank=3 died unexpectedly`
+                named = f"TP{ray[1]}" if ray is not None else rank_label_for(w[1])[0] if w is not None else None
+                dead = named or rank  # the named worker, not the writer
             specific.append(ev.RankDead(line, ts, dead, None, int(m[1]) if m else None, "crashed", msg))
         elif ("Engine core initialization failed" in msg or "Timed out waiting for engine core processes" in msg
               or "Frontend process failed during engine core initialization" in msg):
