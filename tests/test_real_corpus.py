@@ -38,7 +38,10 @@ def test_the_corpus_is_there() -> None:
 
 
 @pytest.mark.parametrize(("directory", "log", "yml"), CASES, ids=[f"{d}/{p.stem}" for d, p, _ in CASES])
-def test_excerpt(directory: str, log: Path, yml: Path) -> None:
+def test_excerpt(directory: str, log: Path, yml: Path, request: pytest.FixtureRequest) -> None:
+    miss = (accuracy.yaml.safe_load(yml.read_text()) or {}).get("known_miss")
+    if miss:  # a named miss (docs/ACCURACY.md): it must still miss, or its name must go
+        request.applymarker(pytest.mark.xfail(strict=True, reason=miss))
     expect = accuracy.expectations(yml, accuracy.backend_reads(directory))
     assert expect, f"{yml.name} states no expectation"
     code, out, err = accuracy.diagnose_json(log)

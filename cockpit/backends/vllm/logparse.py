@@ -62,7 +62,7 @@ _WRAPPERS = (
 _CARET_ANSI = re.compile(r"\^\[\[[0-9;]*[A-Za-z]|\s?\[\d{1,2}(?:;\d{1,2})?m\s?")
 
 _F = r"(-?[\d.]+)"
-_RX_VERSION = re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(?P<v>[^)\s]+)\)|vLLM (?:API )?server version (?P<v2>[^\s,]+)")
+_RX_VERSION = re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v(?P<v>[^)\s]+)\)|vLLM (?:API )?server version (?P<v2>[^\s,]+)")
 _RX_WORLD = re.compile(r"world_size=(\d+) rank=(\d+) local_rank=(\d+)")
 _RX_LOAD = re.compile(r"Model loading took " + _F + r" ?Gi?B(?: memory)? and " + _F + r" ?s")
 # V0 (≤0.10) and the earliest V1: weights as `X GB` (bytes / 2**30, so GiB in all but the label), the KV
@@ -547,6 +547,13 @@ class VLLMLogParser:
             return
         if c == "i" and msg.startswith("init engine (profile, create kv cache, warmup model) took"):
             self._flush_tokens(out, line, ts, before_capture=False)
+            return
+        if c == "S" and msg.startswith("Starting to load model "):
+            # every release's loader (V0 model_runner, V1 gpu_model_runner): this rank starts loading
+            load_rank = _v0_rank(rank, role, pid)
+            if load_rank is not None:
+                out.append(ev.WeightLoadBegin(line, ts, load_rank, None))
+            self._bare(line, rank, role, msg, out, ts=ts)
             return
         if c == "S" and msg.startswith("Starting vLLM "):
             m = _RX_STARTING.search(msg)
