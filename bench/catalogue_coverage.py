@@ -17,7 +17,12 @@ message the API server or the engine's client prints may name no rank.
     python bench/catalogue_coverage.py -v         # and each message that is not
     python bench/catalogue_coverage.py --json
 
-tests/test_catalogue_render.py asserts the same checks (the floor per family, and every message
+It also renders each info-level start-up line that prints a per-rank figure (weights, free memory,
+the KV pool, graphs) alone under its release's rank prefix and counts those that give the rank a
+figure (a second table; some of them only count in context — a V1 `Graph capturing finished … took
+X GiB` before the KV is sized is the memory-profiling pass — so its misses are read, not asserted).
+
+tests/test_catalogue_render.py asserts the failure checks (the floor per family, and every message
 classified now stays so).
 """
 
@@ -105,7 +110,9 @@ def render(text: str) -> str:
         for rx_before, rx_after, value in _TYPICAL:
             if (rx_before is None or rx_before.search(before)) and (rx_after is None or rx_after.search(after)):
                 return value
-        return "1.50" if m.group(1) in ("f", "g", "e") else "3"
+        if m.group(1) in ("f", "g", "e"):
+            return "12" if ".0" in m.group(0) else "1.50"  # `%.0f` prints a whole number
+        return "3"
     return _RX_SPEC.sub(one, text).replace("{{", "{").replace("}}", "}")
 
 
@@ -203,6 +210,77 @@ def check(entry: dict[str, Any], version: str) -> tuple[bool, str]:
     return True, ""
 
 
+# The per-rank start-up lines that print a memory or KV figure (weights, free memory, the pool, graphs)
+_RX_FIGURE_LINE = re.compile(
+    r"avail mem|mem usage|#tokens|K size|KV size|max_total_num_tokens|Memory pool end|weights took|Model loading took"
+    r"|model weights take|blocks: |KV cache memory|KV cache size|Graph capturing finished|CUDA graph pool memory"
+    r"|Free memory on device|avail_mem", re.IGNORECASE)
+_FIGURE_FIELDS = ("pre_load_avail_gb", "weights_gb", "after_weights_avail_gb", "kv_gb", "kv_tokens",
+                  "avail_before_capture_gb", "graph_gb", "avail_after_capture_gb", "total_gb")
+
+
+def figure_lines(doc: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The info-level start-up lines that carry a per-rank memory or KV figure."""
+    return [e for e in doc if e["kind"] in ("log.info", "log.warning") and _RX_FIGURE_LINE.search(e["text"])
+            and _RX_SPEC.search(e["text"]) and e["family"] in ("startup", "kv_pool", "graph_capture", "hicache")]
+
+
+def check_figure(entry: dict[str, Any], version: str) -> tuple[bool, str]:
+    """Whether a rendered figure line gives its rank a figure (or the pool its size)."""
+    from cockpit.commands.diagnose import diagnose_logs, to_json
+    from cockpit.errors import BadInput
+
+    msg = render(entry["text"]).replace("\n", " ")
+    if entry["engine"] == "sglang":
+        rank, log = "TP3", f"[2025-06-01 12:00:01 TP3] {msg}\n"
+    else:
+        origin = entry["origins"].get(version) or entry["origins"][entry["last"]]
+        path, lineno = origin.rsplit(":", 1)
+        head = f"[{path.rsplit('/', 1)[-1]}:{lineno}]"
+        v = vkey(version)
+        prefix, rank = (("(Worker_TP3 pid=4242) ", "TP3") if v >= (0, 11) else ("(VllmWorker rank=3 pid=4242) ", "TP3")
+                        if v >= (0, 8) else ("(VllmWorkerProcess pid=4242) ", "VllmWorkerProcess pid=4242"))
+        if v < (0, 8):
+            head = head[1:]
+        log = f"{prefix}INFO 06-01 12:00:01 {head} {msg}\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        path_ = Path(tmp) / "x.log"
+        path_.write_text(log)
+        try:
+            state, findings, reads = diagnose_logs([str(path_)])
+        except BadInput as exc:
+            return False, f"refused: {exc}"
+        out = to_json(state, findings, reads)
+    if out["max_total_num_tokens"] is not None:
+        return True, ""
+    for r in out["ranks"]:
+        if r["rank"] == rank and (any(r.get(k) is not None for k in _FIGURE_FIELDS) or r["figures"]):
+            return True, ""
+    return False, f"no figure for {rank} (ranks: {[r['rank'] for r in out['ranks']]})"
+
+
+def figure_coverage(engine: str | None = None) -> dict[str, Any]:
+    """{engine: {version: [read, catalogued]}} for the start-up figure lines, and the misses."""
+    table: dict[str, dict[str, list[int]]] = {}
+    misses: list[dict[str, Any]] = []
+    cache: dict[tuple[str, str, str], tuple[bool, str]] = {}
+    for e in figure_lines(load()):
+        if engine and e["engine"] != engine:
+            continue
+        for version in e["versions"]:
+            key = (e["engine"], e["text"], _era(e["engine"], version))
+            if key not in cache:
+                cache[key] = check_figure(e, version)
+            ok, why = cache[key]
+            cell = table.setdefault(e["engine"], {}).setdefault(version, [0, 0])
+            cell[0] += ok
+            cell[1] += 1
+            if not ok and version == e["last"]:
+                misses.append({"engine": e["engine"], "text": e["text"], "why": why, "versions": f"{e['first']}–{e['last']}",
+                               "origin": e["origins"][e["last"]]})
+    return {"table": table, "misses": misses}
+
+
 def failures(doc: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [e for e in doc if e["kind"].split(" ")[0] in ("raise",) or e["kind"] in FAILURE_KINDS]
 
@@ -262,7 +340,13 @@ def main() -> int:
             row = "".join(f"{f'{cells[g][0]}/{cells[g][1]}' if g in cells else '-':>12}" for g in groups)
             tot = [sum(c[0] for c in cells.values()), sum(c[1] for c in cells.values())]
             print(f"    {version:<12} {row}   {tot[0]:>4}/{tot[1]:<4} ({100 * tot[0] / max(1, tot[1]):.0f} %)")
+    figs = figure_coverage(args.engine)
+    for engine, versions in figs["table"].items():
+        print(f"{engine}: start-up figure lines (weights, free memory, KV pool, graphs) that give their rank a figure")
+        print("    " + "  ".join(f"{v} {c[0]}/{c[1]}" for v, c in sorted(versions.items(), key=lambda kv: vkey(kv[0]))))
     if args.verbose:
+        for m in figs["misses"]:
+            print(f"  ✗ {m['engine']} figure    {m['versions']:<14} {m['origin']}: {m['text'][:110]!r} — {m['why']}")
         for m in res["misses"]:
             print(f"  ✗ {m['engine']} {m['group']:<9} {m['family']:<13} {m['versions']:<14} {m['origin']}: {m['text'][:110]!r}"
                   f" — {m['why']}")
