@@ -97,7 +97,7 @@ def test_other_sbatch_options_pass(tmp_path: Path) -> None:
     assert load_profile(path).target.sbatch_args == ALLOWED  # type: ignore[union-attr]
 
 
-def test_sbatch_reads_the_refused_abbreviations_as_the_reserved_options(slurm_cluster, tmp_path: Path) -> None:
+def test_sbatch_reads_the_refused_abbreviations_as_the_reserved_options(slurm_cluster, tmp_path: Path) -> None:  # noqa: F811
     """The premise, on the real sbatch: held jobs submitted with the abbreviations come out as
     a job array / with the job name / output path that the abbreviation set."""
     out = tmp_path / "o.log"
