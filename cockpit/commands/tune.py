@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cockpit.commands._support import load_profile_arg, open_journal, run_command
+from cockpit.core.secrets import mask_mapping
 from cockpit.errors import BadInput, CockpitError
 
 if TYPE_CHECKING:
@@ -360,7 +361,7 @@ class Tuner:
             "slo_ms": self.slo,
             "prior": self.prior,
             "steps": [self.step_json(s) for s in self.steps],
-            "best": None if best is None else {"flags": best.flags, "output_tok_s": best.output_tok_s,
+            "best": None if best is None else {"flags": mask_mapping(best.flags), "output_tok_s": best.output_tok_s,
                                                "headroom_gb": best.headroom_gb, "run_id": best.run_id,
                                                "ttft_p99_ms": best.ttft_p99_ms},
             "launches": self.launches,
@@ -378,6 +379,7 @@ class Tuner:
     @staticmethod
     def step_json(s: Any) -> dict[str, Any]:
         d = asdict(s)
+        d["flags"] = mask_mapping(d["flags"])  # `tune --json` never prints the key (the profile has it)
         head = {k: d.pop(k) for k in ("run_id", "flags", "outcome", "headroom_gb", "output_tok_s")}
         return {**head, **d}
 
