@@ -115,11 +115,13 @@ def _trusted_dir(path):
     Untrusted when it is anything else."""
     try:
         st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode) and st.st_uid == os.getuid():
+            st = os.stat(path)  # a link of the operator's own (kept on another disk): its target is checked
     except FileNotFoundError:
         return False
     if st.st_uid == os.getuid() and stat.S_ISDIR(st.st_mode) and st.st_mode & 0o077:
         os.chmod(path, 0o700)
-        st = os.lstat(path)
+        st = os.stat(path)
     _check_ours(path, st, "dir")
     return True
 

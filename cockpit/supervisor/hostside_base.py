@@ -88,9 +88,11 @@ def _private_dir(path):
     that is not ours (or a link) is refused (RunTreeRefused)."""
     os.makedirs(path, mode=0o700, exist_ok=True)
     st = os.lstat(path)
-    if st.st_uid == os.getuid() and not os.path.islink(path) and st.st_mode & 0o077:
+    if os.path.islink(path) and st.st_uid == os.getuid():
+        st = os.stat(path)  # a link of the operator's own (runs kept on another disk): its target is checked
+    if st.st_uid == os.getuid() and os.path.isdir(path) and st.st_mode & 0o077:
         os.chmod(path, 0o700)
-        st = os.lstat(path)
+        st = os.stat(path)
     _check_ours(path, st, "dir")
 
 

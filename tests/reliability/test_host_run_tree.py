@@ -58,3 +58,23 @@ def test_a_planted_host_run_is_refused_and_its_pid_never_signalled(tmp_path: Pat
         victim.wait(5)
         (tmp_path / "stop").touch()
         assert os.path.exists(tmp_path / "stop")
+
+
+def test_a_runs_root_that_is_the_operators_own_link_still_works(tmp_path: Path, ledger) -> None:
+    """Runs kept on another disk through a link of the operator's own: followed, its target checked."""
+    real = tmp_path / "elsewhere"
+    real.mkdir(mode=0o700)
+    env = make_env(tmp_path)
+    (tmp_path / "runs-link").symlink_to(real)
+    env.env["COCKPIT_RUNS_ROOT"] = str(tmp_path / "runs-link")
+    env.write_profile("hl", writer_profile("hl", "local", tmp_path, tmp_path / "stop"))
+    try:
+        up = env.cockpit("up", "hl", "--wait", "started")
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert (real / "hl" / "current").exists()
+        st = env.cockpit("status", "hl")
+        assert st.returncode in (0, 1) and "refusing" not in st.stderr, st.stdout + st.stderr
+    finally:
+        (tmp_path / "stop").touch()
+        env.cockpit("down", "hl", "--timeout", "5")
+    ledger.tried("files")
