@@ -28,8 +28,8 @@ node logs and `nodes`).
 Trusted only when ours: the workdir is shared, so another user can pre-create `.cockpit/runs/
 <profile>/current` and a run directory with their `job_id` and `meta.json` (their model path, their
 flags) for a restart to submit under the operator's account. Every directory of the run tree
-(`.cockpit`, runs, <profile>, the run) must be a real directory (not a link) owned by the operator
-and not writable by group or others; every file read (`current`, job_id, meta.json, nodes, …) is
+(`.cockpit`, runs, <profile>, the run) must be a directory owned by the operator (or the
+operator's own link to one) and not writable by group or others; every file read (`current`, job_id, meta.json, nodes, …) is
 opened with O_NOFOLLOW and must be a regular file of the operator's that group and others cannot
 write; `current` must name a run id. Anything else is refused ({"error": …, "untrusted": path})
 naming the path and its owner; nothing of it is read or followed.
@@ -172,7 +172,7 @@ def _root(req):
 
 
 def _run_facts(run_dir):
-    _check_ours(run_dir, os.lstat(run_dir), "dir")
+    _trusted_dir(run_dir)
     meta = _read(os.path.join(run_dir, "meta.json"))
     nodes = _read(os.path.join(run_dir, "nodes"))
     return {

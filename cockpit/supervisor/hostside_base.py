@@ -4,7 +4,11 @@ On a host this text runs first, then hostside.py's (HostOps sends both on stdin,
 nothing is installed there. Here, hostside.py imports these names from this module.
 
 - Run files are written 0600 (temp file + rename) in 0700 directories; a disk failure (full,
-  quota, size limit, read-only) is a DiskError that names the file.
+  quota, size limit, read-only) is a DiskError that names the file. They are read O_NOFOLLOW and
+  only when they are regular files of the operator's that nobody else can write, and run
+  directories must be the operator's (or the operator's own link to one): anything else is a
+  RunTreeRefused naming the path and its owner (a `pid` planted in a shared runs root would name
+  another process for `down` to signal).
 - Each run writes its own log file, `<stem>.<run_id><ext>` beside the profile's `log:` path, which
   becomes a symlink Cockpit points at the current run's file. The run's file is opened for
   appending with O_NOFOLLOW and refused (LogRefused, with why) when it is a link, a file of another
