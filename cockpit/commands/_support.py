@@ -45,8 +45,10 @@ def missing_profile(name: str) -> Exception:
 def open_journal() -> Any:
     """The journal, or None when it cannot be opened (a run is never refused for that)."""
     try:
+        from cockpit.backends import load_all_secret_flags
         from cockpit.journal import Journal
 
+        load_all_secret_flags()  # what it writes and reads is masked, abbreviations of any engine's flags too
         return Journal.open()
     except Exception as exc:
         if "read-only" in str(exc):  # a valid journal this cockpit cannot write: say so, once

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from cockpit.core.ranks import rank_sort_key
+from cockpit.core.secrets import mask_mapping
 
 # Phase words, identical in JSON, the journal and (upper-cased) on screen.
 Phase = Literal["loading", "kv_pool", "capturing", "warmup", "ready", "crashed", "stopped", "unknown"]
@@ -219,7 +220,7 @@ class RunState:
             "format": self.format,
             "phase": self.phase,
             "phase_since": self.phase_since,
-            "server_args": dict(self.server_args),
+            "server_args": mask_mapping(self.server_args),  # SGLang's dump holds its api_key
             "max_total_num_tokens": self.max_total_num_tokens,
             "context_len": self.context_len,
             "chunked_prefill_size": self.chunked_prefill_size,

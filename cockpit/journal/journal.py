@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cockpit.core.sanitize import clean_text
-from cockpit.core.secrets import mask_mapping
+from cockpit.core.secrets import mask_deep, mask_mapping
 from cockpit.errors import BadInput
 from cockpit.journal.schema import (
     MIGRATIONS,
@@ -363,7 +363,8 @@ def _row_to_record(row: sqlite3.Row) -> RunRecord:
         gen_throughput_series=tuple((float(p[0]), float(p[1])) for p in js("gen_throughput_series", [])),
         findings=tuple(_clean_json(js("findings", []))),
         # a journal opened read-only before its migration to v2 has neither column
-        bench=js("bench", None) if "bench" in row.keys() else None,  # noqa: SIM118 - sqlite3.Row `in` tests values
+        # masked on read too: a row written before the key was masked on write
+        bench=mask_deep(js("bench", None)) if "bench" in row.keys() else None,  # noqa: SIM118 - sqlite3.Row `in` tests values
         tune_session=row["tune_session"] if "tune_session" in row.keys() else None,  # noqa: SIM118
     )
 
@@ -619,9 +620,10 @@ class Journal:
             raise JournalError(f"run {run_id} is not in the journal (record_start was not called)")
 
     def record_bench(self, run_id: str, result: dict[str, Any]) -> None:
-        """The latest `cockpit bench` result of a run (the `bench --json` shape)."""
+        """The latest `cockpit bench` result of a run (the `bench --json` shape), secrets masked
+        (its flags carry the run's --api-key)."""
         self._write("UPDATE runs SET bench = ?, updated_at = ? WHERE id = ?",
-                    (json.dumps(result, default=str), now_iso(), run_id))
+                    (json.dumps(mask_deep(result), default=str), now_iso(), run_id))
 
     def tag_tune_session(self, run_id: str, session: str) -> None:
         """Mark a run as a step of a `cockpit tune` session."""

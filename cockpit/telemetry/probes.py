@@ -13,11 +13,20 @@ load and graphs capture, /health answers 503 during warmup, and a healthy /healt
 ~1 s (it runs a 1-token generation), so its timeout is well above that and it is polled sparingly.
 Hosts with --node-rank >= 1 serve a dummy /health that always answers 200: never probe them for
 readiness (`should_probe_readiness`).
+
+Bounded in bytes and in time: a server is not trusted to end its answer. Each probe has one
+deadline for the whole exchange (connect, headers, body), not httpx's per-read timeouts (a server
+that sends a byte a second never trips those). Readiness reads the status line and headers only
+and closes the connection (a /health that streams forever cost 1.8 GB in 8 s when read whole);
+/server_info and the metrics endpoint read at most MAX_INFO_BYTES / MAX_METRICS_BYTES (decoded)
+and give up (None) past that.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import json
 import re
 import ssl
 from typing import Any
@@ -50,23 +59,54 @@ def _client(timeout: float) -> httpx.AsyncClient:
                              verify=_ssl_context())
 
 
+# what a probe reads of a body at most: /server_info is a few KiB, SGLang's /metrics with
+# histograms per rank a few hundred KiB (a 64-GPU job's well under 8 MiB)
+MAX_INFO_BYTES = 1 << 20
+MAX_METRICS_BYTES = 8 << 20
+
+
+class BodyTooLarge(Exception):
+    """The server's answer went past what the probe reads."""
+
+
+async def _exchange(url: str, timeout: float, client: httpx.AsyncClient | None,
+                    limit: int | None) -> tuple[int, bytes]:
+    """(status, body) of GET url. The body is read only when `limit` is given, and then at most
+    `limit` decoded bytes (BodyTooLarge past that); with None the connection is closed after the
+    headers, unread. The caller bounds the time."""
+    per_op = httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S)
+
+    async def go(c: httpx.AsyncClient) -> tuple[int, bytes]:
+        async with c.stream("GET", url, timeout=per_op) as r:
+            if limit is None:
+                return r.status_code, b""
+            body = bytearray()
+            async for chunk in r.aiter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    raise BodyTooLarge(f"{url}: more than {limit} bytes")
+            return r.status_code, bytes(body)
+
+    if client is not None:
+        return await go(client)
+    async with _client(timeout) as c:
+        return await go(c)
+
+
 async def _status(base_url: str, path: str, timeout: float, client: httpx.AsyncClient | None) -> str:
     url = base_url.rstrip("/") + path
     try:
-        if client is not None:
-            r = await client.get(url, timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S))
-        else:
-            async with _client(timeout) as c:
-                r = await c.get(url)
+        async with asyncio.timeout(timeout + CONNECT_TIMEOUT_S):  # the whole exchange, however the server paces it
+            code, _ = await _exchange(url, timeout, client, None)
     except httpx.ConnectError:
         return "refused"
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
         # Through an SSH tunnel a closed remote port shows up as the tunnel hanging up without
         # an answer, not as a refused connection: it means the same thing here.
         return "refused"
-    except httpx.TimeoutException:
+    except (httpx.TimeoutException, TimeoutError):
         return "timeout"
-    return str(r.status_code)
+    return str(code)
 
 
 async def probe_health(
@@ -96,33 +136,34 @@ async def probe_status(
     return await _status(base_url, path, timeout, client)
 
 
-async def _get(base_url: str, path: str, timeout: float, client: httpx.AsyncClient | None) -> httpx.Response | None:
-    """GET base_url + path; None when the server cannot be reached."""
+async def _get(base_url: str, path: str, timeout: float, client: httpx.AsyncClient | None,
+               limit: int) -> tuple[int, bytes] | None:
+    """(status, body) of GET base_url + path; None when the server cannot be reached, does not
+    answer within `timeout` in all, or sends more than `limit` bytes."""
     url = base_url.rstrip("/") + path
     try:
-        if client is not None:
-            return await client.get(url, timeout=timeout)
-        async with _client(timeout) as c:
-            return await c.get(url)
-    except httpx.HTTPError:
+        async with asyncio.timeout(timeout):
+            return await _exchange(url, timeout, client, limit)
+    except (httpx.HTTPError, TimeoutError, BodyTooLarge):
         return None
 
 
 async def server_info(
     base_url: str, *, timeout: float = INFO_TIMEOUT_S, client: httpx.AsyncClient | None = None
 ) -> dict[str, Any] | None:
-    """GET /server_info (falls back to the deprecated /get_server_info); None when unreachable
-    or not JSON."""
+    """GET /server_info (falls back to the deprecated /get_server_info); None when unreachable,
+    too slow, too large or not JSON."""
     for path in ("/server_info", "/get_server_info"):
-        r = await _get(base_url, path, timeout, client)
+        r = await _get(base_url, path, timeout, client, MAX_INFO_BYTES)
         if r is None:
             return None
-        if r.status_code == 404:
+        code, body = r
+        if code == 404:
             continue
-        if r.status_code != 200:
+        if code != 200:
             return None
         try:
-            data = r.json()
+            data = json.loads(body)
         except ValueError:
             return None
         return data if isinstance(data, dict) else None
@@ -174,7 +215,7 @@ async def metrics(
 ) -> dict[str, float] | None:
     """GET the metrics endpoint parsed (see parse_metrics); None when unreachable or not enabled
     (SGLang's --enable-metrics off: 404)."""
-    r = await _get(base_url, path, timeout, client)
-    if r is None or r.status_code != 200:
+    r = await _get(base_url, path, timeout, client, MAX_METRICS_BYTES)
+    if r is None or r[0] != 200:
         return None
-    return parse_metrics(r.text, prefix)
+    return parse_metrics(r[1].decode("utf-8", "replace"), prefix)

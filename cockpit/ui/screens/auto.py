@@ -27,6 +27,7 @@ class UnattendedActions:
 
         def notify(self, *args: Any, **kwargs: Any) -> Any: ...
         def run_worker(self, *args: Any, **kwargs: Any) -> Any: ...
+        def set_timer(self, *args: Any, **kwargs: Any) -> Any: ...
         def _run_flags(self) -> dict[str, Any]: ...
         def _start_restart(self, changes: Any) -> None: ...
         def _stop(self, then_exit: bool) -> Any: ...
@@ -51,8 +52,12 @@ class UnattendedActions:
         if decision.action == "restart":
             words = ", ".join(c.as_diff() for c in decision.changes) or "unchanged flags"
             self._awaiting_recovery = words
-            self._start_restart(decision.changes)
-            self.note = f"auto: {decision.reason}: restarting with {words}"
+            if decision.delay_s > 0:  # backoff: the restart waits, and the note says how long
+                self.set_timer(decision.delay_s, lambda: self._deferred_restart(decision.changes))
+                self.note = f"auto: {decision.reason}: restarting with {words} in {decision.delay_s:g} s"
+            else:
+                self._start_restart(decision.changes)
+                self.note = f"auto: {decision.reason}: restarting with {words}"
         elif decision.action == "stop":
             self.note = f"auto: {decision.reason}: stopping, GPU memory to be released"
             if self.supervisor is not None:
@@ -64,6 +69,14 @@ class UnattendedActions:
         if decision.action != "ask":
             self.notify(self.note.removeprefix("auto: "), title="Automatic action", timeout=6, markup=False)
         self._refresh_header()
+
+    def _deferred_restart(self, changes: Any) -> None:
+        """The backed-off automatic restart, unless the operator acted meanwhile (the run is no
+        longer the crashed one: restarted by hand, stopped, or gone)."""
+        snap = getattr(self, "snapshot", None)
+        if snap is None or snap.state.crash is None or snap.lifecycle in ("stopping", "stopped", "launching"):
+            return
+        self._start_restart(changes)
 
     def _maybe_recovered(self, snap: RunSnapshot) -> None:
         if self._awaiting_recovery is None or snap.state.phase != "ready" or snap.lifecycle != "running":
