@@ -199,6 +199,10 @@ class Backend(Protocol):
         """The prefix of the server's own metric names ("sglang:")."""
         ...
 
+    def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
+        """Serving figure -> the engine's metric names (without the prefix), newest first."""
+        ...
+
     def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
         """The version a run speaks: the profile's, else what its log showed, else None."""
         ...

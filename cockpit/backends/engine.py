@@ -133,6 +133,10 @@ class EngineBackend:
     def metrics_prefix(self) -> str:
         return f"{self.name}:"
 
+    def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
+        table: Mapping[str, tuple[str, ...]] = self._module("metricnames").SERVING_METRICS
+        return table
+
     # ---------------------------------------------------------------- advice
     def diagnose(
         self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = (),

@@ -121,6 +121,7 @@ def status_json(snap: RunSnapshot) -> dict[str, Any]:
                         for c in snap.flag_diff]
     if snap.slurm is not None:
         out["slurm"] = snap.slurm
+    out["serving"] = snap.serving
     out["gpu_processes"] = [
         {"host": p.host, "pid": p.pid, "gpu": p.gpu_index, "used_gb": p.used_gb, "belongs_to_run": p.belongs_to_run}
         for p in snap.gpu_processes
@@ -129,7 +130,7 @@ def status_json(snap: RunSnapshot) -> dict[str, Any]:
 
 
 def status_exit_code(snap: RunSnapshot) -> int:
-    if snap.state.phase == "crashed":
+    if snap.state.phase in ("crashed", "hung"):
         return 1
     return exit_code_for(list(snap.findings))
 
@@ -144,6 +145,24 @@ def render_findings(findings: list[Finding]) -> list[str]:
         if f.predicted:
             lines.append("    predicted: " + ", ".join(f"{k}={v}" for k, v in f.predicted.items()))
     return lines
+
+
+def serving_words(sv: dict[str, Any]) -> str:
+    """The engine's own serving figures on one line; "not reported" where it exports none."""
+    def fig(v: Any, unit: str = "") -> str:
+        return "not reported" if v is None else f"{v:g}{unit}"
+
+    def lat(d: Any) -> str:
+        if not d:
+            return "not reported"
+        if d.get("p50") is None:
+            return "no requests in the window"
+        return f"p50 {d['p50']:g} / p99 {d['p99']:g} ms"
+
+    return (f"serving ({sv.get('source')}): gen {fig(sv.get('gen_tok_s'), ' tok/s')} · prompt "
+            f"{fig(sv.get('prompt_tok_s'), ' tok/s')} · running {fig(sv.get('running'))} · waiting "
+            f"{fig(sv.get('waiting'))} · KV {fig(sv.get('kv_usage_pct'), ' %')} · preemptions "
+            f"{fig(sv.get('preemptions_per_min'), '/min')} · TTFT {lat(sv.get('ttft_ms'))} · ITL {lat(sv.get('itl_ms'))}")
 
 
 def render_status(snap: RunSnapshot) -> str:
@@ -163,6 +182,11 @@ def render_status(snap: RunSnapshot) -> str:
     phase = st.phase.upper().replace("_", " ")
     ready = "ready: log" + (" + " + snap.readiness.split("+")[-1].strip() if snap.readiness else "")
     lines.append(f"phase {phase} · health {snap.health or 'not probed'} · {ready} · lifecycle {snap.lifecycle}")
+    if st.hang:
+        lines.append(f"HUNG: {st.hang.get('reason', '')} (window {st.hang.get('hang_after_s')} s); "
+                     f"`cockpit stacks {snap.profile}` shows where every process is")
+    if snap.serving:
+        lines.append(serving_words(snap.serving))
     if snap.flag_diff:
         lines.append("flags changed from the profile: " + "; ".join(c.as_diff() for c in snap.flag_diff))
     if st.max_total_num_tokens is not None:

@@ -78,6 +78,9 @@ class Policy(BaseModel):
     target_headroom_gb: float = Field(5.0, alias="target-headroom-gb", gt=0, le=200)
     warn_headroom_gb: float = Field(3.0, alias="warn-headroom-gb", gt=0, le=200)
     host_reserve_gb: float = Field(40.0, alias="host-reserve-gb", ge=0, le=100000)
+    # seconds with work outstanding and nothing moving before a ready run is `hung`; None: the
+    # engine's default (cockpit/core/hang.py says why)
+    hang_after_s: float | None = Field(None, alias="hang-after-s", gt=0, le=86400)
 
     @model_validator(mode="after")
     def _warn_below_target(self) -> Policy:

@@ -39,6 +39,7 @@ from cockpit.supervisor.hostresults import LaunchReply, RunRecord, StopReply, ru
 from cockpit.supervisor.nodes import Node, make_nodes, resolve_program
 from cockpit.supervisor.publisher import Publisher
 from cockpit.supervisor.recorder import Recorder, RunJournal
+from cockpit.supervisor.servingwatch import ServingWatch
 from cockpit.supervisor.watch import GpuWatch, ReadinessProbe
 from cockpit.transport.base import Transport, TransportError
 
@@ -153,6 +154,8 @@ class Supervisor:
         self.telemetry = GpuWatch(self.nodes, interval=telemetry_interval,
                                   sim_dir=telemetry_feed.sim_dir_of(profile), changed=self._changed)
         self.readiness = ReadinessProbe(self._changed_and_notify)
+        self.serving = ServingWatch(self.backend, profile, lambda: self.fold.state, self._changed_and_notify)
+        self.follow.line_listeners.append(self.serving.lines)
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -308,6 +311,7 @@ class Supervisor:
         self._findings = ()
         self._plan, self._plan_task = None, None  # a new run (restart with other flags): a new plan
         self.readiness.reset()
+        self.serving.reset()
         self.publisher.clear_lines()
         self._stopping = False
         self._crash_before_stop = False
@@ -338,6 +342,8 @@ class Supervisor:
             self.nodes[0], lambda: self.backend.api_port(self._flags), self._readiness_path,
             lambda: self.nodes[0].exited is None and not self._stopping))
         spawn.append(self.telemetry.loop())
+        spawn.append(self.serving.loop(self.api_base_url, lambda: self._flags,
+                                       lambda: self.nodes[0].exited is None and not self._stopping))
         self._watchers = [asyncio.create_task(c) for c in spawn]
 
     async def run(self) -> None:
@@ -360,6 +366,11 @@ class Supervisor:
         await asyncio.gather(*(self.follow.follow(node, follow=False) for node in self.nodes if node.record))
         if any(n.exited is None for n in self.nodes if n.record) and self._lifecycle == "running":
             await self.readiness.probe(self.nodes[0], self.backend.api_port(self._flags), self._readiness_path())
+            if self.readiness.health == "200":
+                try:
+                    await self.serving.check(await self.api_base_url(), self._flags)
+                except (TransportError, OSError) as exc:
+                    log.debug("serving check: %s", exc)
         await self.telemetry.once()
         snap = self.snapshot()
         if self.recorder is not None and self._info is not None:
@@ -482,6 +493,7 @@ class Supervisor:
             flag_diff=diff,
             progress=self._progress,
             rank_gpu=self.rank_gpu(),
+            serving=self.serving.serving,
         )
 
     def recent_lines(self) -> list[LogLine]:

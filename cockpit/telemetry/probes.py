@@ -178,3 +178,47 @@ async def metrics(
     if r is None or r.status_code != 200:
         return None
     return parse_metrics(r.text, prefix)
+
+
+async def metrics_text(
+    base_url: str, path: str, *, timeout: float = INFO_TIMEOUT_S, client: httpx.AsyncClient | None = None,
+) -> str | None:
+    """GET the metrics endpoint as text (histograms included, for cockpit/core/serving.py); None
+    when unreachable or not enabled."""
+    r = await _get(base_url, path, timeout, client)
+    if r is None or r.status_code != 200:
+        return None
+    return r.text
+
+
+async def first_model(base_url: str, *, api_key: str | None = None, timeout: float = INFO_TIMEOUT_S) -> str | None:
+    """The first model id `/v1/models` lists (what a completion must name); None when unknown."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        async with _client(timeout) as c:
+            r = await c.get(base_url.rstrip("/") + "/v1/models", headers=headers)
+        data = r.json() if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    items = data.get("data") if isinstance(data, dict) else None
+    if isinstance(items, list) and items and isinstance(items[0], dict) and isinstance(items[0].get("id"), str):
+        return str(items[0]["id"])
+    return None
+
+
+PROBE_PROMPT = "ping"
+
+
+async def probe_generate(base_url: str, model: str, *, api_key: str | None = None, timeout: float) -> str:
+    """Cockpit's hang probe: a one-token completion. "ok" when the engine generated it, "timeout"
+    when it did not answer within `timeout`, else what went wrong ("refused", "HTTP 503")."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body = {"model": model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0}
+    try:
+        async with _client(timeout) as c:
+            r = await c.post(base_url.rstrip("/") + "/v1/completions", json=body, headers=headers)
+    except httpx.TimeoutException:
+        return "timeout"
+    except httpx.HTTPError:
+        return "refused"
+    return "ok" if r.status_code == 200 else f"HTTP {r.status_code}"
