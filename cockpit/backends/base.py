@@ -199,6 +199,10 @@ class Backend(Protocol):
         """The prefix of the server's own metric names ("sglang:")."""
         ...
 
+    def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
+        """(role, rank) of a run's process by the title the engine gave it ("VLLM::Worker_TP1")."""
+        ...
+
     def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
         """Serving figure -> the engine's metric names (without the prefix), newest first."""
         ...

@@ -133,6 +133,10 @@ class EngineBackend:
     def metrics_prefix(self) -> str:
         return f"{self.name}:"
 
+    def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
+        role: tuple[str, str | None] = self._module("processes").role(name, is_server)
+        return role
+
     def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
         table: Mapping[str, tuple[str, ...]] = self._module("metricnames").SERVING_METRICS
         return table

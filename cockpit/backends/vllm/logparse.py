@@ -101,6 +101,8 @@ _RX_OOM_REQ = re.compile(r"Tried to allocate " + _SIZE)
 _RX_OOM_GPU = re.compile(r"GPU (\d+) has a total capacity")
 _RX_OOM_TOTAL = re.compile(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
 _RX_DIED = re.compile(r"died(?: unexpectedly \(|, )exit code: (-?\d+)")
+# `Worker proc VllmWorker-1 died unexpectedly`: the worker's index is its rank (TP1 when PP is 1)
+_RX_WORKER_INDEX = re.compile(r"VllmWorker-(\d+)")
 _RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^}]*)\}")
 _UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,
               "KB": 1e3 / 2**30, "MB": 1e6 / 2**30, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}
@@ -660,7 +662,9 @@ class VLLMLogParser:
             specific.append(ev.PortInUse(line, ts, rank, msg))
         elif "died unexpectedly (exit code:" in msg:
             m = _RX_DIED.search(msg)
-            specific.append(ev.RankDead(line, ts, rank, None, int(m[1]) if m else None, "crashed", msg))
+            w = _RX_WORKER_INDEX.search(msg)
+            specific.append(ev.RankDead(line, ts, rank, int(w[1]) if w else None, int(m[1]) if m else None,
+                                        "crashed", msg))
         elif ("Engine core initialization failed" in msg or "Timed out waiting for engine core processes" in msg
               or "Frontend process failed during engine core initialization" in msg):
             # the API server's side: the cause, if any, is in the engine's lines (or not in the log)

@@ -1,0 +1,70 @@
+"""Stacks of a run's processes, grouped: ranks with identical stacks together, the odd one out named.
+
+Input: the processes `cockpit stacks` collected (py-spy's frames, innermost first, per thread),
+each with its role and rank from the engine's backend. A rank's stack is its main thread's (where
+vLLM's workers and SGLang's schedulers run their loop). Two ranks are in the same group when their
+stacks name the same functions in the same files (line numbers may differ a little between ranks
+of the same loop, so they are left out of the comparison).
+
+The odd one out: among three or more ranks, the only rank alone in its group while another group
+holds several ("TP5 in all_reduce; 7 others in recv"); with fewer ranks, or no such rank, the only
+rank the kernel reports stopped (state T: SIGSTOP or a debugger). None when nothing singles one out.
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+RANKED_ROLES = ("worker", "scheduler")
+
+
+def main_frames(proc: dict[str, Any]) -> list[dict[str, Any]]:
+    threads = proc.get("threads") or []
+    main = next((t for t in threads if t.get("name") == "MainThread"), threads[0] if threads else None)
+    return list(main.get("frames") or []) if main else []
+
+
+def where(frames: list[dict[str, Any]]) -> str:
+    """The innermost frame in words: "all_reduce (parallel_state.py:512)"."""
+    if not frames:
+        return "no Python frames"
+    f = frames[0]
+    file = str(f.get("file") or "?").rsplit("/", 1)[-1]
+    return f"{f.get('function')} ({file}:{f.get('line')})"
+
+
+def _key(frames: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    return tuple((str(f.get("function")), str(f.get("file"))) for f in frames)
+
+
+def _label(p: dict[str, Any]) -> str:
+    who = p.get("rank") or p.get("name") or str(p.get("pid"))
+    return f"{p['node']} {who}" if p.get("multi_node") else str(who)
+
+
+def group(processes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """(groups, odd_one_out) over the ranked processes that py-spy could read."""
+    ranked = [p for p in processes if p.get("role") in RANKED_ROLES and not p.get("error")]
+    by_key: dict[tuple[tuple[str, str], ...], list[dict[str, Any]]] = {}
+    for p in ranked:
+        by_key.setdefault(_key(p["frames"]), []).append(p)
+    groups: list[dict[str, Any]] = [
+        {"where": where(members[0]["frames"]), "count": len(members), "ranks": [_label(m) for m in members],
+         "pids": [m["pid"] for m in members], "states": sorted({str(m.get("state")) for m in members})}
+        for members in sorted(by_key.values(), key=lambda ms: (-len(ms), _label(ms[0])))
+    ]
+    odd: dict[str, Any] | None = None
+    singles = [g for g in groups if g["count"] == 1]
+    if len(ranked) >= 3 and len(singles) == 1 and any(g["count"] > 1 for g in groups):
+        g = singles[0]
+        others = len(ranked) - 1
+        odd = {"rank": g["ranks"][0], "pid": g["pids"][0], "where": g["where"],
+               "reason": f"{g['ranks'][0]} in {g['where']}; {others} others elsewhere"}
+    else:
+        stopped = [p for p in ranked if p.get("state") == "T"]
+        if len(stopped) == 1 and len(ranked) >= 2:
+            p = stopped[0]
+            odd = {"rank": _label(p), "pid": p["pid"], "where": where(p["frames"]),
+                   "reason": f"{_label(p)} is stopped (state T: SIGSTOP or a debugger) in {where(p['frames'])}"}
+    return groups, odd

@@ -1,0 +1,77 @@
+"""The live hang watch (supervisor/servingwatch.py) on the SGLang simulator under steady traffic:
+its scheduler ranks stopped with SIGSTOP -> `hung` within the window, SIGCONT -> `ready`; the
+serving figures come from the simulator's /metrics with SGLang's names."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from cockpit.core.profile import load_profile
+from cockpit.supervisor.supervisor import Supervisor
+from tests.supervisor.test_supervisor import env  # noqa: F401 - the fixture hang_env builds on
+
+WINDOW_S = 3
+
+
+@pytest.fixture
+def hang_env(env: Path) -> Path:  # noqa: F811 - the imported fixture
+    """test_supervisor's simulated run (stopped after the test), with metrics and a short window."""
+    env.write_text(env.read_text().replace('"200"', '"20"') + "  enable-metrics: true\n"
+                   + f"policy: {{hang-after-s: {WINDOW_S}}}\n")
+    return env
+
+
+def _schedulers(sid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{d}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if int(rest[3]) == sid and comm.startswith("sglang::sched"):
+            out.append(int(d))
+    return out
+
+
+async def test_stopped_ranks_are_hung_within_the_window_and_ready_when_tokens_move(hang_env: Path) -> None:
+    sup = Supervisor(load_profile(hang_env))
+    info = await sup.start()
+    runner = asyncio.create_task(sup.run())
+    ranks: list[int] = []
+    try:
+        assert await sup.wait_until(lambda s: s.is_ready(), 60), sup.snapshot().state.phase
+        assert await sup.wait_until(lambda s: bool((s.serving.serving or {}).get("gen_tok_s")), 20)
+        sv = sup.snapshot().serving
+        assert sv is not None and sv["names"]["running"] == "num_running_reqs" and sv["gen_tok_s"] > 0
+        assert info.pgid is not None
+        ranks = _schedulers(os.getsid(info.pid or 0))
+        assert len(ranks) == 8, ranks
+        for pid in ranks:
+            os.kill(pid, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        assert await sup.wait_until(lambda s: s.state_phase == "hung", WINDOW_S + 10), sup.snapshot().state.phase
+        took = time.monotonic() - stopped_at
+        assert WINDOW_S <= took < WINDOW_S + 10
+        hang = sup.snapshot().state.hang
+        assert hang is not None and hang["hang_after_s"] == WINDOW_S and "no token generated" in hang["reason"]
+        for pid in ranks:
+            os.kill(pid, signal.SIGCONT)
+        ranks = []
+        assert await sup.wait_until(lambda s: s.state_phase == "ready", 20), sup.snapshot().state.hang
+        assert sup.snapshot().state.hang is None
+    finally:
+        for pid in ranks:
+            os.kill(pid, signal.SIGCONT)
+        await sup.close()
+        await runner
