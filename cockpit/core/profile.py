@@ -170,6 +170,9 @@ class Profile(BaseModel):
     # by itself, and a command run (argv, no shell) with the crash summary in its environment
     on_crash: Literal["ask", "restart-with-advice", "restart", "stop"] = Field("ask", alias="on-crash")
     on_crash_max_per_hour: int = Field(3, alias="on-crash-max-per-hour", ge=0, le=60)
+    # a `hung` run (policy.hang-after-s): ring and notify only, or restart it as is (within the
+    # same hourly budget as on-crash); never restarted unless the profile says so
+    on_hang: Literal["notify", "restart"] = Field("notify", alias="on-hang")
     notify: list[str] | None = Field(None, min_length=1, max_length=64)
     @field_validator("notify")
     @classmethod

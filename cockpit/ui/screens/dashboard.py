@@ -96,6 +96,7 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         self.gpu_history = GpuHistory()
         self.unattended = Unattended(profile.on_crash, profile.on_crash_max_per_hour)
         self.bells = 0  # terminal bells rung (tmux marks the window)
+        self._hang_seen: tuple[str | None, str | None] | None = None  # (run, phase_since) of the hang rung for
         self._awaiting_recovery: str | None = None  # the automatic restart's words, until READY
         self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)  # "stopping" / "restarting" while such an action runs
 
@@ -335,6 +336,7 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         self._announce_new_critical(snap)
         self._maybe_show_crash(snap)
         self._maybe_recovered(snap)
+        self._maybe_hung(snap)
 
     def _announce_new_critical(self, snap: RunSnapshot) -> None:
         """A critical finding the operator has not seen yet (e.g. low headroom as capture ends)
