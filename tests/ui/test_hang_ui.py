@@ -14,6 +14,7 @@ from cockpit.core.profile import parse_profile
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.dashboard import DashboardScreen
 from cockpit.ui.unattended import Unattended
+from cockpit.ui.widgets.serving import ServingFigures
 from tests.ui.screen_text import screen_text
 from tests.ui.story import T0, story_snapshot
 
@@ -67,3 +68,28 @@ async def test_hung_rings_notifies_and_shows_then_ready_again(tmp_path: Path, mo
                 break
         assert json.loads(out.read_text().splitlines()[-1])["COCKPIT_EVENT"] == "unhung"
         assert "READY" in screen_text(app)
+
+
+async def test_the_engines_own_figures_feed_the_plots_once_read(tmp_path: Path) -> None:
+    profile = parse_profile({"name": "demo", "hosts": [{"ssh": "local"}],
+                             "server": {"model-path": "/models/Kimi-K2.5", "tp": 8}}, str(tmp_path / "demo.yaml"))
+    app = CockpitApp(profile=profile, supervisor_factory=None, clock=lambda: T0)
+    async with app.run_test(size=(200, 60)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        screen.apply_snapshot(story_snapshot(0.88, "ready"))
+        await pilot.pause()
+        assert "/metrics:" not in screen_text(app)  # not read yet: the log's series, no line
+        serving = {"gen_tok_s": 812.5, "prompt_tok_s": 40.0, "running": 3, "waiting": 0, "kv_usage_pct": 41.0,
+                   "preemptions_per_min": 0.0, "ttft_ms": {"p50": 120.0, "p99": 410.0, "count": 9},
+                   "itl_ms": None, "source": "/metrics"}
+        for i in range(3):
+            snap = dataclasses.replace(story_snapshot(0.88, "ready"), taken_at=T0 + i,
+                                       serving={**serving, "gen_tok_s": 800.0 + i})
+            screen.apply_snapshot(snap)
+        await pilot.pause(0.6)
+        text = screen_text(app)
+        assert "/metrics: gen 802.0 tok/s · prompt 40.0 tok/s" in text  # the rest is cut at this width
+        line = str(screen.query_one(ServingFigures).render())
+        assert "KV 41.0 %" in line and "ITL not reported" in line and "TTFT p50/p99 120/410 ms" in line
+        assert "gen tok/s: 802 now" in text and "token usage: 0.41 now" in text  # the plots follow the engine

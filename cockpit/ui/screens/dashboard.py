@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from textual import on
@@ -24,6 +25,7 @@ from textual.worker import Worker, WorkerState
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
 from cockpit.core.profile import Profile
+from cockpit.core.state import SERIES_MAX_POINTS, SeriesPoint
 from cockpit.supervisor.api import LogBatch, RunSnapshot
 from cockpit.ui import format as fmt
 from cockpit.ui.gpuhistory import GpuHistory
@@ -49,6 +51,7 @@ from cockpit.ui.widgets.logpane import LogPane
 from cockpit.ui.widgets.plots import SeriesPlot
 from cockpit.ui.widgets.processes import GpuProcesses, rank_of_gpu
 from cockpit.ui.widgets.rankbars import Policy, RankBars, rank_names
+from cockpit.ui.widgets.serving import ServingFigures
 from cockpit.ui.widgets.timeline import StartupTimeline
 
 PANELS: tuple[str, ...] = ("advice", "plots", "timeline", "processes")
@@ -96,6 +99,9 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         self.gpu_history = GpuHistory()
         self.unattended = Unattended(profile.on_crash, profile.on_crash_max_per_hour)
         self.bells = 0  # terminal bells rung (tmux marks the window)
+        self._serving_seen: dict[str, Any] | None = None  # the /metrics figures last plotted
+        self._serving_gen: deque[SeriesPoint] = deque(maxlen=SERIES_MAX_POINTS)
+        self._serving_kv: deque[SeriesPoint] = deque(maxlen=SERIES_MAX_POINTS)
         self._hang_seen: tuple[str | None, str | None] | None = None  # (run, phase_since) of the hang rung for
         self._awaiting_recovery: str | None = None  # the automatic restart's words, until READY
         self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)  # "stopping" / "restarting" while such an action runs
@@ -116,6 +122,7 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
                     yield AdvicePanel(id="advice")
                 with Vertical(id="plots-box", classes="panel") as box:
                     box.border_title = "Throughput · token usage"
+                    yield ServingFigures(id="serving")
                     yield SeriesPlot("gen tok/s", "throughput", "plot-throughput", id="plot-throughput")
                     yield SeriesPlot("token usage", "usage", "plot-usage", id="plot-usage")
                 with VerticalScroll(id="timeline-box", classes="panel") as box:
@@ -328,8 +335,9 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         )
         findings = list(snap.findings) or self.preflight_findings
         self.query_one(AdvicePanel).show(findings, snap.state.max_total_num_tokens)
-        self.query_one("#plot-throughput", SeriesPlot).show(snap.state.gen_throughput)
-        self.query_one("#plot-usage", SeriesPlot).show(snap.state.token_usage)
+        gen, usage = self._serving_series(snap)
+        self.query_one("#plot-throughput", SeriesPlot).show(gen)
+        self.query_one("#plot-usage", SeriesPlot).show(usage)
         self.query_one(StartupTimeline).show(snap.state)
         changed = self.gpu_history.add(snap)
         self.query_one(GpuProcesses).show(snap, self.gpu_history, changed)
@@ -337,6 +345,22 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         self._maybe_show_crash(snap)
         self._maybe_recovered(snap)
         self._maybe_hung(snap)
+
+    def _serving_series(self, snap: RunSnapshot) -> tuple[Sequence[SeriesPoint], Sequence[SeriesPoint]]:
+        """The plots' series: the engine's own /metrics figures once the supervisor reads them
+        (every 2 s), else the log's batch/statistics lines."""
+        sv = snap.serving
+        self.query_one(ServingFigures).show(sv)
+        if sv is not None and sv is not self._serving_seen:
+            self._serving_seen = sv
+            at = f"{snap.taken_at:.1f}"
+            if sv.get("gen_tok_s") is not None:
+                self._serving_gen.append(SeriesPoint(at, float(sv["gen_tok_s"])))
+            if sv.get("kv_usage_pct") is not None:
+                self._serving_kv.append(SeriesPoint(at, float(sv["kv_usage_pct"]) / 100))
+        if self._serving_gen or self._serving_kv:
+            return self._serving_gen, self._serving_kv
+        return snap.state.gen_throughput, snap.state.token_usage
 
     def _announce_new_critical(self, snap: RunSnapshot) -> None:
         """A critical finding the operator has not seen yet (e.g. low headroom as capture ends)
