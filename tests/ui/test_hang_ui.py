@@ -93,3 +93,28 @@ async def test_the_engines_own_figures_feed_the_plots_once_read(tmp_path: Path) 
         line = str(screen.query_one(ServingFigures).render())
         assert "KV 41.0 %" in line and "ITL not reported" in line and "TTFT p50/p99 120/410 ms" in line
         assert "gen tok/s: 802 now" in text and "token usage: 0.41 now" in text  # the plots follow the engine
+
+
+async def test_S_takes_stacks_and_shows_them_odd_one_out_first(tmp_path: Path) -> None:
+    from cockpit.ui.screens.stacks import StacksScreen, StacksTaken
+
+    profile = parse_profile({"name": "demo", "hosts": [{"ssh": "local"}],
+                             "server": {"model-path": "/models/Kimi-K2.5", "tp": 8}}, str(tmp_path / "demo.yaml"))
+    app = CockpitApp(profile=profile, supervisor_factory=None, clock=lambda: T0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        await pilot.press("S")  # no run attached: said, nothing taken
+        await pilot.pause()
+        assert not isinstance(app.screen, StacksScreen)
+        screen.post_message(StacksTaken(["ODD ONE OUT: TP5 in all_reduce (parallel_state.py:512); 7 others elsewhere",
+                                         "  7 rank(s) in recv (shm_broadcast.py:10): TP0, TP1"]))
+        for _ in range(10):
+            await pilot.pause(0.05)
+            if isinstance(app.screen, StacksScreen):
+                break
+        assert isinstance(app.screen, StacksScreen)
+        assert "ODD ONE OUT: TP5 in all_reduce" in screen_text(app)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen

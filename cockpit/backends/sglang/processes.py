@@ -20,7 +20,9 @@ def role(name: str, is_server: bool) -> tuple[str, str | None]:
     if m:
         parts = m.group("parts")
         return "scheduler", " ".join(p for p in parts.split("_") if p and not p.startswith("EP")) if parts else "TP0"
-    if name.startswith("sglang::detokenizer"):
+    if name.startswith("sglang::schedul"):  # the kernel's comm keeps 15 characters of the title
+        return "scheduler", None
+    if name.startswith("sglang::detok"):
         return "detokenizer", None
     if "resource_tracker" in name or "multiprocessing" in name:
         return "helper", None

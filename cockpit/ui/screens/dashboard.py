@@ -43,6 +43,7 @@ from cockpit.ui.screens.auto import UnattendedActions
 from cockpit.ui.screens.crash import CrashScreen, RestartChoice, headroom_finding, other_advice
 from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, PickScreen, QuitScreen
 from cockpit.ui.screens.export import ExportActions
+from cockpit.ui.screens.stacks import StacksActions
 from cockpit.ui.unattended import Unattended
 from cockpit.ui.widgets.advice import AdvicePanel
 from cockpit.ui.widgets.header import RunHeader
@@ -64,7 +65,7 @@ def too_small_words(width: int, height: int) -> str:
     return f"Cockpit needs at least {MIN_WIDTH}×{MIN_HEIGHT}\n(this terminal is {width}×{height})"
 
 
-class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
+class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[None]):
     BINDINGS = DASHBOARD_BINDINGS
 
     def __init__(
