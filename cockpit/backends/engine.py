@@ -133,6 +133,10 @@ class EngineBackend:
     def metrics_prefix(self) -> str:
         return f"{self.name}:"
 
+    def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
+        settings: tuple[dict[str, str], dict[str, Any]] = self._module("debugging").debug_settings()
+        return settings
+
     def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
         role: tuple[str, str | None] = self._module("processes").role(name, is_server)
         return role

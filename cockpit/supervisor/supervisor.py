@@ -131,6 +131,8 @@ class Supervisor:
         self._progress = ""
         self._info: RunInfo | None = None
         self._overrides: dict[str, Any] = {}
+        self._debug_env: dict[str, str] = {}  # a debug relaunch's environment (restart(debug=True))
+        self._debug_flags: set[str] = set()  # and the flags it added (the next ordinary restart drops both)
         self._flags: dict[str, Any] = dict(profile.server)
         self._findings: tuple[Finding, ...] = ()
         self._preflight: tuple[Finding, ...] = ()
@@ -240,7 +242,7 @@ class Supervisor:
                 addr, port = await nodes[0].ops.free_port()
                 dist_addr = f"{addr}:{port}"
         argvs = self.backend.build_node_argvs(self.profile, overrides, dist_addr)
-        env = {**self.profile.env, **self.backend.secret_env(self.profile, overrides)}
+        env = {**self.profile.env, **self._debug_env, **self.backend.secret_env(self.profile, overrides)}
         launched: list[tuple[Node, RunRecord]] = []
         for node, argv in zip(nodes, argvs, strict=True):
             argv = resolve_program(list(argv), local=node.host.is_local)
@@ -566,10 +568,14 @@ class Supervisor:
         await self.telemetry.kill(procs)
 
     async def restart(self, changes: list[FlagChange] | dict[str, Any], *, kill_leftovers: bool = False,
-                      timeout: float = 30.0) -> RunInfo:
+                      timeout: float = 30.0, debug: bool = False) -> RunInfo:
         """Stop → wait for the GPUs to be free → launch with the change; refuses to launch on top of
-        leftovers (LeftoversHoldGpus) unless kill_leftovers. The publisher goes on throughout."""
-        overrides = {**self._overrides, **changes_to_overrides(changes)}
+        leftovers (LeftoversHoldGpus) unless kill_leftovers. The publisher goes on throughout.
+        `debug`: with the engine's debugging settings (Backend.debug_settings), journaled as a debug run."""
+        debug_env, debug_flags = self.backend.debug_settings() if debug else ({}, {})
+        kept = {k: v for k, v in self._overrides.items() if k not in self._debug_flags}
+        overrides = {**kept, **changes_to_overrides(changes), **changes_to_overrides(debug_flags)}
+        self._debug_flags = set(changes_to_overrides(debug_flags))
         was_running = bool(self._watchers)
         res = await self.stop(timeout=timeout, kill_leftovers=kill_leftovers)
         if res.leftovers:
@@ -577,7 +583,10 @@ class Supervisor:
         if not res.stopped:
             raise CockpitError(f"processes of the old run survived SIGKILL: {res.left}")
         await self._cancel_watchers()
+        self._debug_env = dict(debug_env)
         info = await self.start(overrides, attach=False)
+        if debug and self.recorder is not None:
+            self.recorder.tag_debug(info.id, {"env": debug_env, "flags": debug_flags})
         if was_running and not self._closed.is_set():
             self._start_watchers()
         return info

@@ -75,3 +75,32 @@ async def test_stopped_ranks_are_hung_within_the_window_and_ready_when_tokens_mo
             os.kill(pid, signal.SIGCONT)
         await sup.close()
         await runner
+
+
+async def test_a_debug_relaunch_carries_the_debug_settings_and_is_journaled(env: Path, tmp_path: Path) -> None:
+    from cockpit.journal import Journal
+
+    journal = Journal.open(tmp_path / "journal.sqlite3")
+    sup = Supervisor(load_profile(env), journal=journal)
+    try:
+        first = await sup.start()
+        assert first.flags.get("watchdog-timeout") is None
+        second = await sup.restart([], timeout=5, debug=True)
+        assert second.id != first.id
+        assert second.flags["watchdog-timeout"] == 120 and second.flags["log-level"] == "debug"
+        assert "--watchdog-timeout" in (Path(f"/proc/{second.pid}/cmdline").read_bytes().decode().split("\0"))
+        environ = dict(kv.split("=", 1) for kv in Path(f"/proc/{second.pid}/environ").read_bytes().decode().split("\0") if "=" in kv)
+        assert environ["NCCL_DEBUG"] == "INFO" and environ["TORCH_DISTRIBUTED_DEBUG"] == "DETAIL"
+        assert environ["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000"
+        rec = journal.get(second.id)
+        assert rec is not None and rec.debug is not None and rec.debug["env"]["NCCL_DEBUG"] == "INFO"
+        assert rec.to_json()["debug"]["flags"] == {"log-level": "debug", "watchdog-timeout": 120}
+        assert journal.get(first.id).debug is None  # type: ignore[union-attr]
+        third = await sup.restart([], timeout=5)  # the next ordinary restart drops them again
+        environ = Path(f"/proc/{third.pid}/environ").read_bytes().decode()
+        assert "NCCL_DEBUG=INFO" not in environ
+        assert "watchdog-timeout" not in third.flags and "log-level" not in third.flags
+    finally:
+        await sup.stop(timeout=5)
+        await sup.close()
+        journal.close()

@@ -196,11 +196,14 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
         finally:
             self._following = False
 
-    async def _restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False) -> None:
+    async def _restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False, debug: bool = False) -> None:
         self._busy = "restarting"
         # the supervisor's publisher goes on through the restart: its snapshots show the progress
         try:
-            await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers)
+            if debug:
+                await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers, debug=True)
+            else:
+                await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers)
             self.post_message(ActionDone("restart"))
         except Exception as exc:
             leftovers = getattr(exc, "leftovers", None)
@@ -455,6 +458,26 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
         self.note = f"restarting with {words}: stopping…"
         self._refresh_header()
         self.run_worker(self._restart(changes), name="restart", group="supervisor", exit_on_error=False)
+
+    def action_debug_relaunch(self) -> None:
+        """`D`: relaunch with the engine's debugging settings, listed and asked first; the journal
+        records the run as a debug run."""
+        from cockpit.backends import get_backend
+
+        if self.supervisor is None:
+            self.notify("no supervisor: nothing to relaunch", severity="warning")
+            return
+        env, flags = get_backend(self.profile.backend).debug_settings()
+        body = "\n".join([*(f"  {k}={v}" for k, v in env.items()), *(f"  --{k} {v}" for k, v in flags.items())])
+
+        def answered(yes: bool | None) -> None:
+            if yes and not self._busy:
+                self.note = "debug relaunch: stopping…"
+                self._refresh_header()
+                self.run_worker(self._restart((), debug=True), name="restart", group="supervisor", exit_on_error=False)
+
+        self.app.push_screen(ConfirmScreen("Debug relaunch", f"Stop the run and launch it again with:\n{body}\n"
+                                           "(journaled as a debug run). Go ahead?"), answered)
 
     def _validate_overrides(self, overrides: dict[str, Any]) -> None:
         """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""
