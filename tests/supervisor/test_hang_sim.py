@@ -77,7 +77,7 @@ async def test_stopped_ranks_are_hung_within_the_window_and_ready_when_tokens_mo
         await runner
 
 
-async def test_a_debug_relaunch_carries_the_debug_settings_and_is_journaled(env: Path, tmp_path: Path) -> None:
+async def test_a_debug_relaunch_carries_the_debug_settings_and_is_journaled(env: Path, tmp_path: Path) -> None:  # noqa: F811
     from cockpit.journal import Journal
 
     journal = Journal.open(tmp_path / "journal.sqlite3")
