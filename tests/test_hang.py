@@ -71,7 +71,7 @@ def test_hung_is_a_phase_a_ready_run_enters_and_leaves() -> None:
     st = RunState(backend="vllm", phase="ready")
     apply(st, HangSeen(line=0, ts="2026-12-01T15:00:00Z", rank=None, evidence={"reason": "x"}))
     assert st.phase == "hung" and st.phase_since == "2026-12-01T15:00:00Z"
-    assert st.to_json()["hang"] == {"reason": "x"}
+    assert st.to_json()["hung"] == {"since": "2026-12-01T15:00:00Z", "evidence": {"reason": "x"}}
     apply(st, HangCleared(line=0, ts="2026-12-01T15:01:00Z", rank=None))
     assert st.phase == "ready" and st.hang is None and st.phase_since == "2026-12-01T15:01:00Z"
 

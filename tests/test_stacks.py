@@ -25,7 +25,7 @@ def test_one_rank_of_eight_elsewhere_is_the_odd_one_out() -> None:
                   "frames": ALL_REDUCE, "error": None})
     groups, odd = group(procs)
     assert [g["count"] for g in groups] == [7, 1]  # line numbers differ within a group: still one group
-    assert groups[0]["where"] == "recv (shm_broadcast.py:10)"
+    assert groups[0]["top_frame"] == "recv (shm_broadcast.py:10)"
     assert odd is not None and odd["rank"] == "TP5" and odd["pid"] == 105
     assert odd["reason"] == "TP5 in all_reduce (parallel_state.py:512); 7 others elsewhere"
 

@@ -50,7 +50,7 @@ def group(processes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[s
     for p in ranked:
         by_key.setdefault(_key(p["frames"]), []).append(p)
     groups: list[dict[str, Any]] = [
-        {"where": where(members[0]["frames"]), "count": len(members), "ranks": [_label(m) for m in members],
+        {"top_frame": where(members[0]["frames"]), "count": len(members), "ranks": [_label(m) for m in members],
          "pids": [m["pid"] for m in members], "states": sorted({str(m.get("state")) for m in members})}
         for members in sorted(by_key.values(), key=lambda ms: (-len(ms), _label(ms[0])))
     ]
@@ -59,12 +59,12 @@ def group(processes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[s
     if len(ranked) >= 3 and len(singles) == 1 and any(g["count"] > 1 for g in groups):
         g = singles[0]
         others = len(ranked) - 1
-        odd = {"rank": g["ranks"][0], "pid": g["pids"][0], "where": g["where"],
-               "reason": f"{g['ranks'][0]} in {g['where']}; {others} others elsewhere"}
+        odd = {"rank": g["ranks"][0], "pid": g["pids"][0], "top_frame": g["top_frame"],
+               "reason": f"{g['ranks'][0]} in {g['top_frame']}; {others} others elsewhere"}
     else:
         stopped = [p for p in ranked if p.get("state") == "T"]
         if len(stopped) == 1 and len(ranked) >= 2:
             p = stopped[0]
-            odd = {"rank": _label(p), "pid": p["pid"], "where": where(p["frames"]),
+            odd = {"rank": _label(p), "pid": p["pid"], "top_frame": where(p["frames"]),
                    "reason": f"{_label(p)} is stopped (state T: SIGSTOP or a debugger) in {where(p['frames'])}"}
     return groups, odd

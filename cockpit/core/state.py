@@ -234,7 +234,8 @@ class RunState:
             "hicache_host_gb_per_rank": self.hicache_host_gb_per_rank,
             "ranks": [r.to_json() for r in sorted(self.ranks.values(), key=lambda r: rank_sort_key(r.rank))],
             "crash": self.crash.to_json() if self.crash else None,
-            "hang": dict(self.hang) if self.hang else None,
+            # DESIGN.md's shape: {"since", "evidence"} while `hung`, else null
+            "hung": {"since": self.phase_since, "evidence": dict(self.hang)} if self.hang else None,
             "peak_gen_throughput": self.peak_gen_throughput,
             "retractions": self.retractions,
             "decode_retractions": self.decode_retractions,
