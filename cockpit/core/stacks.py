@@ -6,9 +6,11 @@ vLLM's workers and SGLang's schedulers run their loop). Two ranks are in the sam
 stacks name the same functions in the same files (line numbers may differ a little between ranks
 of the same loop, so they are left out of the comparison).
 
-The odd one out: among three or more ranks, the only rank alone in its group while another group
-holds several ("TP5 in all_reduce; 7 others in recv"); with fewer ranks, or no such rank, the only
-rank the kernel reports stopped (state T: SIGSTOP or a debugger). None when nothing singles one out.
+The odd one out: the only rank the kernel reports stopped (state T: SIGSTOP or a debugger), else,
+among three or more ranks, the only rank alone in its group while another group holds several
+("TP5 in all_reduce; 7 others elsewhere"). None when nothing singles one out. (Rank 0 often does
+other work than the rest, SGLang's TP0 receives the requests: a stopped rank beside it is still
+the one named.)
 Pure: no I/O.
 """
 
@@ -39,7 +41,7 @@ def _key(frames: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
 
 
 def _label(p: dict[str, Any]) -> str:
-    who = p.get("rank") or p.get("name") or str(p.get("pid"))
+    who = p.get("rank") or f"{p.get('name') or '?'} pid {p.get('pid')}"  # no rank in the title: the pid tells them apart
     return f"{p['node']} {who}" if p.get("multi_node") else str(who)
 
 
@@ -55,16 +57,15 @@ def group(processes: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[s
         for members in sorted(by_key.values(), key=lambda ms: (-len(ms), _label(ms[0])))
     ]
     odd: dict[str, Any] | None = None
+    stopped = [p for p in ranked if p.get("state") == "T"]
     singles = [g for g in groups if g["count"] == 1]
-    if len(ranked) >= 3 and len(singles) == 1 and any(g["count"] > 1 for g in groups):
+    if len(stopped) == 1 and len(ranked) >= 2:  # the kernel's word first: a stopped rank stops the rest
+        p = stopped[0]
+        odd = {"rank": _label(p), "pid": p["pid"], "top_frame": where(p["frames"]),
+               "reason": f"{_label(p)} is stopped (state T: SIGSTOP or a debugger) in {where(p['frames'])}"}
+    elif len(ranked) >= 3 and len(singles) == 1 and any(g["count"] > 1 for g in groups):
         g = singles[0]
         others = len(ranked) - 1
         odd = {"rank": g["ranks"][0], "pid": g["pids"][0], "top_frame": g["top_frame"],
                "reason": f"{g['ranks'][0]} in {g['top_frame']}; {others} others elsewhere"}
-    else:
-        stopped = [p for p in ranked if p.get("state") == "T"]
-        if len(stopped) == 1 and len(ranked) >= 2:
-            p = stopped[0]
-            odd = {"rank": _label(p), "pid": p["pid"], "top_frame": where(p["frames"]),
-                   "reason": f"{_label(p)} is stopped (state T: SIGSTOP or a debugger) in {where(p['frames'])}"}
     return groups, odd
