@@ -74,7 +74,8 @@ class ServingWatch:
                 self.watch.log_line(now, f"{ln.host} {ln.rank}" if ln.host and ln.host != "local" else ln.rank)
 
     async def sample(self, base_url: str) -> bool:
-        """One scrape of /metrics into the window and the hang watch; False when it failed."""
+        """One scrape of /metrics into the window and the hang watch (and the log's progress
+        lines, which count without /metrics too); False when the scrape failed."""
         from cockpit.telemetry.probes import metrics_text
 
         text = await metrics_text(base_url, self.backend.metrics_path())
@@ -158,8 +159,7 @@ class ServingWatch:
         answered, tokens move, or the window passes (then the run is hung)."""
         if self.state().phase not in SERVING_PHASES:
             return
-        if not await self.sample(base_url):
-            return
+        await self.sample(base_url)  # no /metrics (SGLang without --enable-metrics): the probe and the log decide
         probe = asyncio.create_task(self._probe(base_url, flags))
         try:
             deadline = time.monotonic() + self.window_s + 3.0

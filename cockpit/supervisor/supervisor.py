@@ -368,7 +368,8 @@ class Supervisor:
         await asyncio.gather(*(self.follow.follow(node, follow=False) for node in self.nodes if node.record))
         if any(n.exited is None for n in self.nodes if n.record) and self._lifecycle == "running":
             await self.readiness.probe(self.nodes[0], self.backend.api_port(self._flags), self._readiness_path())
-            if self.readiness.health == "200":
+            # SGLang's /health runs a generation: a hung SGLang answers it with a timeout, not 200
+            if self.readiness.health not in (None, "refused", "unreachable"):
                 try:
                     await self.serving.check(await self.api_base_url(), self._flags)
                 except (TransportError, OSError) as exc:

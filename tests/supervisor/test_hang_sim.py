@@ -104,3 +104,36 @@ async def test_a_debug_relaunch_carries_the_debug_settings_and_is_journaled(env:
         await sup.stop(timeout=5)
         await sup.close()
         journal.close()
+
+
+async def test_status_tells_hung_from_idle_without_metrics(env: Path) -> None:  # noqa: F811
+    """SGLang without --enable-metrics: no /metrics, so Cockpit's probe and the log decide; a hung
+    SGLang answers its generating /health with a timeout, which must not hide the hang."""
+    env.write_text(env.read_text().replace('"steady"', '"none"') + f"policy: {{hang-after-s: {WINDOW_S}}}\n")
+    sup = Supervisor(load_profile(env))
+    info = await sup.start()
+    runner = asyncio.create_task(sup.run())
+    ranks: list[int] = []
+    try:
+        assert await sup.wait_until(lambda s: s.is_ready(), 60)
+    finally:
+        await sup.close()
+        await runner
+    one = Supervisor(load_profile(env))
+    await one.attach()
+    idle = await one.refresh_once()
+    assert idle.state.phase == "ready" and idle.serving is None  # idle, not hung: the probe was answered
+    await one.close()
+    try:
+        ranks = _schedulers(os.getsid(info.pid or 0))
+        for pid in ranks:
+            os.kill(pid, signal.SIGSTOP)
+        two = Supervisor(load_profile(env))
+        await two.attach()
+        snap = await two.refresh_once()
+        await two.close()
+        assert snap.state.phase == "hung", (snap.health, snap.state.hang)
+        assert snap.state.hang is not None and snap.state.hang["probe_waiting_s"] >= WINDOW_S
+    finally:
+        for pid in ranks:
+            os.kill(pid, signal.SIGCONT)
