@@ -166,7 +166,7 @@ class ServingWatch:
             moved_at = self.watch.last_movement
             first = True
             while time.monotonic() < deadline:
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(0.5 if first else 1.0)  # a counter rate needs an interval, not a long one
                 await self.sample(base_url)
                 self.judge()
                 settled = probe.done() or self.watch.last_movement != moved_at
