@@ -147,24 +147,6 @@ def render_findings(findings: list[Finding]) -> list[str]:
     return lines
 
 
-def serving_words(sv: dict[str, Any]) -> str:
-    """The engine's own serving figures on one line; "not reported" where it exports none."""
-    def fig(v: Any, unit: str = "") -> str:
-        return "not reported" if v is None else f"{v:g}{unit}"
-
-    def lat(d: Any) -> str:
-        if not d:
-            return "not reported"
-        if d.get("p50") is None:
-            return "no requests in the window"
-        return f"p50 {d['p50']:g} / p99 {d['p99']:g} ms"
-
-    return (f"serving ({sv.get('source')}): gen {fig(sv.get('gen_tok_s'), ' tok/s')} · prompt "
-            f"{fig(sv.get('prompt_tok_s'), ' tok/s')} · running {fig(sv.get('running'))} · waiting "
-            f"{fig(sv.get('waiting'))} · KV {fig(sv.get('kv_usage_pct'), ' %')} · preemptions "
-            f"{fig(sv.get('preemptions_per_min'), '/min')} · TTFT {lat(sv.get('ttft_ms'))} · ITL {lat(sv.get('itl_ms'))}")
-
-
 def render_status(snap: RunSnapshot) -> str:
     """The operator's text view of a snapshot (report.py renders the diagnosis when present)."""
     st = snap.state
@@ -186,7 +168,9 @@ def render_status(snap: RunSnapshot) -> str:
         lines.append(f"HUNG: {st.hang.get('reason', '')} (window {st.hang.get('hang_after_s')} s); "
                      f"`cockpit stacks {snap.profile}` shows where every process is")
     if snap.serving:
-        lines.append(serving_words(snap.serving))
+        from cockpit.core.serving import serving_words
+
+        lines.append("serving " + serving_words(snap.serving))
     if snap.flag_diff:
         lines.append("flags changed from the profile: " + "; ".join(c.as_diff() for c in snap.flag_diff))
     if st.max_total_num_tokens is not None:

@@ -39,21 +39,26 @@ class MetricsSample:
     names: dict[str, str] = field(default_factory=dict)  # figure -> the engine's name it was read from
 
 
-def parse_sample(text: str, prefix: str, table: Mapping[str, tuple[str, ...]], at: float) -> MetricsSample:
-    """Prometheus text -> the figures of `table` (names without `prefix`). Several label sets of
-    one name (ranks, engines, finished reasons) are summed; gauges of ratios take the maximum."""
-    raw: dict[str, float] = {}
-    buckets: dict[str, dict[float, float]] = {}
+def metric_families(text: str) -> list[Any]:
+    """Prometheus text parsed; truncated or garbled output keeps what parses line by line."""
     try:
-        families = list(text_string_to_metric_families(text))
+        return list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError):
-        families = []
+        families: list[Any] = []
         for line in text.splitlines():
             try:
                 families.extend(text_string_to_metric_families(line + "\n"))
             except (ValueError, TypeError, IndexError):
                 continue
-    for fam in families:
+        return families
+
+
+def parse_sample(text: str, prefix: str, table: Mapping[str, tuple[str, ...]], at: float) -> MetricsSample:
+    """Prometheus text -> the figures of `table` (names without `prefix`). Several label sets of
+    one name (ranks, engines, finished reasons) are summed; gauges of ratios take the maximum."""
+    raw: dict[str, float] = {}
+    buckets: dict[str, dict[float, float]] = {}
+    for fam in metric_families(text):
         for s in fam.samples:
             if not s.name.startswith(prefix) or s.name.endswith("_created"):
                 continue
@@ -218,3 +223,22 @@ class ServingWindow:
             "names": dict(new.names),
             "source": "/metrics",
         }
+
+
+def serving_words(sv: Mapping[str, Any]) -> str:
+    """The figures on one line, as `status` and the dashboard say them ("not reported" where the
+    engine exports none)."""
+    def fig(v: Any, unit: str = "") -> str:
+        return "not reported" if v is None else f"{v:,.1f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+    def lat(d: Any) -> str:
+        if not d:
+            return "not reported"
+        if d.get("p50") is None:
+            return "none in the window"
+        return f"{d['p50']:,.0f}/{d['p99']:,.0f} ms"
+
+    return (f"/metrics: gen {fig(sv.get('gen_tok_s'), ' tok/s')} · prompt {fig(sv.get('prompt_tok_s'), ' tok/s')}"
+            f" · run {fig(sv.get('running'))} wait {fig(sv.get('waiting'))} · KV {fig(sv.get('kv_usage_pct'), ' %')}"
+            f" · preempt {fig(sv.get('preemptions_per_min'), '/min')} · TTFT p50/p99 {lat(sv.get('ttft_ms'))}"
+            f" · ITL {lat(sv.get('itl_ms'))}")

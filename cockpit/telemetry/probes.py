@@ -23,7 +23,8 @@ import ssl
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
+
+from cockpit.core.serving import metric_families
 
 # SGLANG_HEALTH_CHECK_TIMEOUT is 20 s by default: /health may legitimately take that long.
 HEALTH_TIMEOUT_S = 25.0
@@ -137,16 +138,7 @@ def parse_metrics(text: str, prefix: str) -> dict[str, float]:
     take the minimum and everything else (usage ratios) the maximum: the worst rank either way.
     """
     out: dict[str, float] = {}
-    try:
-        families = list(text_string_to_metric_families(text))
-    except (ValueError, TypeError, IndexError):
-        # Truncated or garbled output: keep what parses line by line.
-        families = []
-        for line in text.splitlines():
-            try:
-                families.extend(text_string_to_metric_families(line + "\n"))
-            except (ValueError, TypeError, IndexError):
-                continue
+    families = metric_families(text)
     for fam in families:
         if fam.type not in ("gauge", "counter", "untyped", "unknown"):
             continue

@@ -30,6 +30,12 @@ def hung_snapshot() -> object:
     return dataclasses.replace(snap, state=state)
 
 
+def demo_app(tmp_path: Path, **extra: object) -> CockpitApp:
+    profile = parse_profile({"name": "demo", "hosts": [{"ssh": "local"}], **extra,
+                             "server": {"model-path": "/models/Kimi-K2.5", "tp": 8}}, str(tmp_path / "demo.yaml"))
+    return CockpitApp(profile=profile, supervisor_factory=None, clock=lambda: T0)
+
+
 def test_on_hang_notifies_by_default_and_restarts_only_when_asked() -> None:
     assert Unattended().decide_hang("notify", 0.0).action == "ask"
     u = Unattended(max_per_hour=1)
@@ -42,9 +48,7 @@ async def test_hung_rings_notifies_and_shows_then_ready_again(tmp_path: Path, mo
     out = tmp_path / "notified.jsonl"
     script = (f"import json, os; open({str(out)!r}, 'a').write(json.dumps({{k: v for k, v in os.environ.items() "
               "if k.startswith('COCKPIT_')}) + '\\n')")
-    profile = parse_profile({"name": "demo", "hosts": [{"ssh": "local"}], "notify": [sys.executable, "-c", script],
-                             "server": {"model-path": "/models/Kimi-K2.5", "tp": 8}}, str(tmp_path / "demo.yaml"))
-    app = CockpitApp(profile=profile, supervisor_factory=None, clock=lambda: T0)
+    app = demo_app(tmp_path, notify=[sys.executable, "-c", script])
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.screen
         assert isinstance(screen, DashboardScreen)
@@ -71,9 +75,7 @@ async def test_hung_rings_notifies_and_shows_then_ready_again(tmp_path: Path, mo
 
 
 async def test_the_engines_own_figures_feed_the_plots_once_read(tmp_path: Path) -> None:
-    profile = parse_profile({"name": "demo", "hosts": [{"ssh": "local"}],
-                             "server": {"model-path": "/models/Kimi-K2.5", "tp": 8}}, str(tmp_path / "demo.yaml"))
-    app = CockpitApp(profile=profile, supervisor_factory=None, clock=lambda: T0)
+    app = demo_app(tmp_path)
     async with app.run_test(size=(200, 60)) as pilot:
         screen = app.screen
         assert isinstance(screen, DashboardScreen)
@@ -98,9 +100,7 @@ async def test_the_engines_own_figures_feed_the_plots_once_read(tmp_path: Path) 
 async def test_S_takes_stacks_and_shows_them_odd_one_out_first(tmp_path: Path) -> None:
     from cockpit.ui.screens.stacks import StacksScreen, StacksTaken
 
-    profile = parse_profile({"name": "demo", "hosts": [{"ssh": "local"}],
-                             "server": {"model-path": "/models/Kimi-K2.5", "tp": 8}}, str(tmp_path / "demo.yaml"))
-    app = CockpitApp(profile=profile, supervisor_factory=None, clock=lambda: T0)
+    app = demo_app(tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.screen
         assert isinstance(screen, DashboardScreen)
