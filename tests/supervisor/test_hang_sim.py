@@ -15,6 +15,7 @@ import pytest
 from cockpit.core.profile import load_profile
 from cockpit.supervisor.supervisor import Supervisor
 from tests.supervisor.test_supervisor import env  # noqa: F401 - the fixture hang_env builds on
+from tests.test_stacks_cli import _schedulers
 
 WINDOW_S = 3
 
@@ -25,23 +26,6 @@ def hang_env(env: Path) -> Path:  # noqa: F811 - the imported fixture
     env.write_text(env.read_text().replace('"200"', '"20"') + "  enable-metrics: true\n"
                    + f"policy: {{hang-after-s: {WINDOW_S}}}\n")
     return env
-
-
-def _schedulers(sid: int) -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                rest = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{d}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        if int(rest[3]) == sid and comm.startswith("sglang::sched"):
-            out.append(int(d))
-    return out
 
 
 async def test_stopped_ranks_are_hung_within_the_window_and_ready_when_tokens_move(hang_env: Path) -> None:
@@ -55,7 +39,7 @@ async def test_stopped_ranks_are_hung_within_the_window_and_ready_when_tokens_mo
         sv = sup.snapshot().serving
         assert sv is not None and sv["names"]["running"] == "num_running_reqs" and sv["gen_tok_s"] > 0
         assert info.pgid is not None
-        ranks = _schedulers(os.getsid(info.pid or 0))
+        ranks = _schedulers(info.pid or 0)
         assert len(ranks) == 8, ranks
         for pid in ranks:
             os.kill(pid, signal.SIGSTOP)
@@ -125,7 +109,7 @@ async def test_status_tells_hung_from_idle_without_metrics(env: Path) -> None:  
     assert idle.state.phase == "ready" and idle.serving is None  # idle, not hung: the probe was answered
     await one.close()
     try:
-        ranks = _schedulers(os.getsid(info.pid or 0))
+        ranks = _schedulers(info.pid or 0)
         for pid in ranks:
             os.kill(pid, signal.SIGSTOP)
         two = Supervisor(load_profile(env))
