@@ -130,4 +130,4 @@ def test_the_sglang_simulator_exports_sglang_names() -> None:
                    "requests_finished", "prefix_cache_hit_rate"):
         assert figure in s.values, figure
     assert s.values["generation_tokens"] == 5.0
-    assert {"ttft", "e2e"} <= set(s.hists)
+    assert set(s.hists) == {"ttft", "itl", "e2e"} and s.names["itl"] == "inter_token_latency_seconds"
