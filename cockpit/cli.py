@@ -18,6 +18,7 @@ commands in the order an operator meets them:
   cockpit status PROFILE            phase, per-rank memory, findings
   cockpit logs PROFILE -f --filter memory
   cockpit diagnose LOG              explain a log (crash, headroom, the flag to change)
+  cockpit stacks PROFILE            py-spy stacks of every process, the odd rank named
   cockpit down PROFILE              stop, then wait until GPU memory is released
   cockpit runs                      the journal of past runs
   cockpit bench PROFILE             load test of the live run (tok/s, TTFT, ITL, E2E)
@@ -130,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("profile")
     s.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
     s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("stacks", help="py-spy stacks of every process of the live run, ranks grouped")
+    s.add_argument("profile")
+    s.add_argument("--native", action="store_true", help="include native (C/C++) frames")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--saved", action="store_true", help="show the newest saved dump instead of taking one")
 
     s = sub.add_parser("runs", help="the journal of runs")
     s.add_argument("--json", action="store_true")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from cockpit.core import events as ev
 from cockpit.core.state import Crash, RunState
 
-_PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5}
+_PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5, "hung": 5}
 MAX_DECISIVE_LINES = 8
 _MAX_FRAMES = 64
 # Exit codes of a deliberate stop (SIGTERM / SIGINT, as a status or as 128 + signal).

@@ -519,6 +519,19 @@ class ProcessExited(Event):
     exit_code: int | None
 
 
+@_event
+class HangSeen(Event):
+    """Emitted by the supervisor's hang watch (no log line: line=0): work is outstanding and
+    nothing moved for the window (cockpit/core/hang.py); `evidence` says what was seen."""
+
+    evidence: dict[str, Any]
+
+
+@_event
+class HangCleared(Event):
+    """Emitted by the supervisor's hang watch: tokens move again (or the probe was answered)."""
+
+
 CRASH_EVENTS: tuple[type[Event], ...] = (
     CudaOom,
     GraphCaptureFailed,

@@ -80,6 +80,9 @@ class Policy(BaseModel):
     target_headroom_gb: float = Field(5.0, alias="target-headroom-gb", gt=0, le=200)
     warn_headroom_gb: float = Field(3.0, alias="warn-headroom-gb", gt=0, le=200)
     host_reserve_gb: float = Field(40.0, alias="host-reserve-gb", ge=0, le=100000)
+    # seconds with work outstanding and nothing moving before a ready run is `hung`; None: the
+    # engine's default (cockpit/core/hang.py says why)
+    hang_after_s: float | None = Field(None, alias="hang-after-s", gt=0, le=86400)
 
     @model_validator(mode="after")
     def _warn_below_target(self) -> Policy:
@@ -200,6 +203,9 @@ class Profile(BaseModel):
     # by itself, and a command run (argv, no shell) with the crash summary in its environment
     on_crash: Literal["ask", "restart-with-advice", "restart", "stop"] = Field("ask", alias="on-crash")
     on_crash_max_per_hour: int = Field(3, alias="on-crash-max-per-hour", ge=0, le=60)
+    # a `hung` run (policy.hang-after-s): ring and notify only, or restart it as is (within the
+    # same hourly budget as on-crash); never restarted unless the profile says so
+    on_hang: Literal["notify", "restart"] = Field("notify", alias="on-hang")
     notify: list[str] | None = Field(None, min_length=1, max_length=64)
     @field_validator("notify")
     @classmethod

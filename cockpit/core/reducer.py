@@ -185,6 +185,8 @@ def _stats(state: RunState, e: ev.ServingStats) -> None:
         state.queued_requests = e.queue_req
     if e.preemptions:
         state.retractions += e.preemptions
+    if e.gen_throughput or e.prompt_throughput:  # a frozen engine's stats line says 0.0 tokens/s
+        state.progress_lines += 1
     if e.ts is not None:
         if e.gen_throughput is not None:
             state.gen_throughput.append(SeriesPoint(e.ts, e.gen_throughput))
@@ -251,6 +253,8 @@ def _batch(state: RunState, kind: str, e: ev.PrefillBatch | ev.DecodeBatch, seri
         # startup in view, the ready line decides (the warmup request prints batch lines too).
         _advance(state, "ready", e.ts)
     state.last_batch_kind = kind
+    if throughput or kind == "decode":
+        state.progress_lines += 1
     if e.running_req is not None:
         state.running_requests = e.running_req
     if e.queue_req is not None:
@@ -531,7 +535,25 @@ def _exited(state: RunState, e: ev.ProcessExited) -> None:
         state.crash.exit_code = e.exit_code
 
 
+def _hung(state: RunState, e: ev.HangSeen) -> None:
+    """Only a ready run can hang (a start-up that stalls is told by its own phase clock)."""
+    if state.phase in ("ready", "hung"):
+        if state.phase != "hung":
+            state.phase = "hung"
+            state.phase_since = e.ts or state.last_ts
+        state.hang = dict(e.evidence)
+
+
+def _unhung(state: RunState, e: ev.HangCleared) -> None:
+    state.hang = None
+    if state.phase == "hung":
+        state.phase = "ready"
+        state.phase_since = e.ts or state.last_ts
+
+
 _HANDLERS: dict[type, object] = {
+    ev.HangSeen: _hung,
+    ev.HangCleared: _unhung,
     ev.RankMemoryFigures: _rank_figures,
     ev.ServingStats: _stats,
     ev.FailedBatch: _failed_batch,

@@ -17,7 +17,8 @@ from cockpit.core.ranks import rank_sort_key
 from cockpit.core.secrets import mask_mapping
 
 # Phase words, identical in JSON, the journal and (upper-cased) on screen.
-Phase = Literal["loading", "kv_pool", "capturing", "warmup", "ready", "crashed", "stopped", "unknown"]
+# `hung`: ready, but work is outstanding and nothing has moved for the window (core/hang.py)
+Phase = Literal["loading", "kv_pool", "capturing", "warmup", "ready", "hung", "crashed", "stopped", "unknown"]
 PHASES: tuple[str, ...] = get_args(Phase)
 
 CrashKind = Literal[
@@ -161,6 +162,10 @@ class RunState:
     running_requests: int | None = None
     queued_requests: int | None = None
     last_batch_kind: str | None = None  # "prefill" / "decode": which batch ran last (crash phase)
+    # batch/statistics lines that showed tokens moving (the hang watch's log evidence)
+    progress_lines: int = 0
+    # while `phase` is `hung`: what the hang watch saw (core/hang.py HangWatch.verdict)
+    hang: dict[str, Any] | None = None
     # what the reducer remembers between events (traceback frames since an exception); not published
     reducer_memory: Any = field(default=None, repr=False, compare=False)
 
@@ -230,6 +235,8 @@ class RunState:
             "hicache_host_gb_per_rank": self.hicache_host_gb_per_rank,
             "ranks": [r.to_json() for r in sorted(self.ranks.values(), key=lambda r: rank_sort_key(r.rank))],
             "crash": self.crash.to_json() if self.crash else None,
+            # DESIGN.md's shape: {"since", "evidence"} while `hung`, else null
+            "hung": {"since": self.phase_since, "evidence": dict(self.hang)} if self.hang else None,
             "peak_gen_throughput": self.peak_gen_throughput,
             "retractions": self.retractions,
             "decode_retractions": self.decode_retractions,

@@ -139,6 +139,7 @@ class RunRecord:
     findings: tuple[dict[str, Any], ...] = ()  # Finding.to_json() as recorded
     bench: dict[str, Any] | None = None  # the latest `cockpit bench` result on this run
     tune_session: str | None = None  # the `cockpit tune` session that launched it
+    debug: dict[str, Any] | None = None  # a debug relaunch: {"env", "flags"} it added
 
     @property
     def finished(self) -> bool:
@@ -183,6 +184,7 @@ class RunRecord:
             "updated_at": self.updated_at,
             "bench": self.bench,
             "tune_session": self.tune_session,
+            "debug": self.debug,
         }
         if include_series:
             out["gen_throughput_series"] = [list(p) for p in self.gen_throughput_series]
@@ -366,6 +368,7 @@ def _row_to_record(row: sqlite3.Row) -> RunRecord:
         # masked on read too: a row written before the key was masked on write
         bench=mask_deep(js("bench", None)) if "bench" in row.keys() else None,  # noqa: SIM118 - sqlite3.Row `in` tests values
         tune_session=row["tune_session"] if "tune_session" in row.keys() else None,  # noqa: SIM118
+        debug=js("debug", None) if "debug" in row.keys() else None,  # noqa: SIM118
     )
 
 
@@ -628,6 +631,10 @@ class Journal:
     def tag_tune_session(self, run_id: str, session: str) -> None:
         """Mark a run as a step of a `cockpit tune` session."""
         self._write("UPDATE runs SET tune_session = ? WHERE id = ?", (session, run_id))
+
+    def tag_debug(self, run_id: str, settings: dict[str, Any]) -> None:
+        """Mark a run as a debug relaunch, with the settings it added."""
+        self._write("UPDATE runs SET debug = ? WHERE id = ?", (json.dumps(settings, default=str), run_id))
 
     def tune_runs(self, session: str) -> list[RunRecord]:
         """The runs of one tuning session, oldest first."""

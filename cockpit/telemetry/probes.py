@@ -32,7 +32,8 @@ import ssl
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
+
+from cockpit.core.serving import metric_families
 
 # SGLANG_HEALTH_CHECK_TIMEOUT is 20 s by default: /health may legitimately take that long.
 HEALTH_TIMEOUT_S = 25.0
@@ -178,16 +179,7 @@ def parse_metrics(text: str, prefix: str) -> dict[str, float]:
     take the minimum and everything else (usage ratios) the maximum: the worst rank either way.
     """
     out: dict[str, float] = {}
-    try:
-        families = list(text_string_to_metric_families(text))
-    except (ValueError, TypeError, IndexError):
-        # Truncated or garbled output: keep what parses line by line.
-        families = []
-        for line in text.splitlines():
-            try:
-                families.extend(text_string_to_metric_families(line + "\n"))
-            except (ValueError, TypeError, IndexError):
-                continue
+    families = metric_families(text)
     for fam in families:
         if fam.type not in ("gauge", "counter", "untyped", "unknown"):
             continue
@@ -219,3 +211,55 @@ async def metrics(
     if r is None or r[0] != 200:
         return None
     return parse_metrics(r[1].decode("utf-8", "replace"), prefix)
+
+
+async def metrics_text(
+    base_url: str, path: str, *, timeout: float = INFO_TIMEOUT_S, client: httpx.AsyncClient | None = None,
+) -> str | None:
+    """GET the metrics endpoint as text (histograms included, for cockpit/core/serving.py); None
+    when unreachable or not enabled."""
+    r = await _get(base_url, path, timeout, client, MAX_METRICS_BYTES)
+    if r is None or r[0] != 200:
+        return None
+    return r[1].decode("utf-8", "replace")
+
+
+async def first_model(base_url: str, *, api_key: str | None = None, timeout: float = INFO_TIMEOUT_S) -> str | None:
+    """The first model id `/v1/models` lists (what a completion must name); None when unknown."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = base_url.rstrip("/") + "/v1/models"
+    try:
+        # bounded like every probe (a hostile or broken server cannot feed it without end)
+        async with asyncio.timeout(timeout), _client(timeout) as c, c.stream("GET", url, headers=headers) as r:
+            if r.status_code != 200:
+                return None
+            body = b""
+            async for chunk in r.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_INFO_BYTES:
+                    return None
+        data = json.loads(body)
+    except (httpx.HTTPError, TimeoutError, ValueError):
+        return None
+    items = data.get("data") if isinstance(data, dict) else None
+    if isinstance(items, list) and items and isinstance(items[0], dict) and isinstance(items[0].get("id"), str):
+        return str(items[0]["id"])
+    return None
+
+
+PROBE_PROMPT = "ping"
+
+
+async def probe_generate(base_url: str, model: str, *, api_key: str | None = None, timeout: float) -> str:
+    """Cockpit's hang probe: a one-token completion. "ok" when the engine generated it, "timeout"
+    when it did not answer within `timeout`, else what went wrong ("refused", "HTTP 503")."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body = {"model": model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0}
+    try:
+        async with _client(timeout) as c:
+            r = await c.post(base_url.rstrip("/") + "/v1/completions", json=body, headers=headers)
+    except httpx.TimeoutException:
+        return "timeout"
+    except httpx.HTTPError:
+        return "refused"
+    return "ok" if r.status_code == 200 else f"HTTP {r.status_code}"

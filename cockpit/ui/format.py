@@ -15,6 +15,7 @@ PHASE_WORDS: dict[str, str] = {
     "capturing": "CAPTURING",
     "warmup": "WARMUP",
     "ready": "READY",
+    "hung": "HUNG",
     "crashed": "CRASHED",
     "stopped": "STOPPED",
     "unknown": "STARTING",

@@ -96,6 +96,18 @@ class Unattended:
         self.tried.add(setting)
         return self._restart(changes, "on-crash: restart-with-advice", now)
 
+    def decide_hang(self, on_hang: str, now: float) -> Decision:
+        """A hung run: `notify` (the default) rings and notifies only; `restart` restarts it as
+        is, within the hourly budget of automatic restarts."""
+        if on_hang != "restart":
+            return Decision("ask")
+        while self.restarts and now - self.restarts[0] >= HOUR_S:
+            self.restarts.popleft()
+        if len(self.restarts) >= self.max_per_hour:
+            return Decision("ask", reason=f"{len(self.restarts)} automatic restarts in the last hour "
+                                          f"(on-crash-max-per-hour {self.max_per_hour}): not restarting")
+        return self._restart((), "on-hang: restart (unchanged)", now)
+
     def _restart(self, changes: tuple[FlagChange, ...], reason: str, now: float) -> Decision:
         delay = backoff_s(len(self.restarts))
         self.restarts.append(now + delay)  # counted from when it happens
@@ -133,7 +145,7 @@ def journal_action(profile: str, run_id: str | None, decision: Decision, crash: 
 def notify_env(event: str, profile: str, run_id: str | None, summary: str, action: str) -> dict[str, str]:
     """The environment a `notify:` command gets: the crash summary, never on its command line."""
     return {
-        "COCKPIT_EVENT": event,  # crashed | recovered
+        "COCKPIT_EVENT": event,  # crashed | recovered | hung | unhung
         "COCKPIT_PROFILE": profile,
         "COCKPIT_RUN_ID": run_id or "",
         "COCKPIT_SUMMARY": summary,

@@ -22,6 +22,7 @@ class UnattendedActions:
     note: str
     bells: int
     _awaiting_recovery: str | None
+    _hang_seen: tuple[str | None, str | None] | None
     clock: Any
     if TYPE_CHECKING:  # DashboardScreen's and Screen's, for the type checker only
 
@@ -77,6 +78,33 @@ class UnattendedActions:
         if snap is None or snap.state.crash is None or snap.lifecycle in ("stopping", "stopped", "launching"):
             return
         self._start_restart(changes)
+
+    def _maybe_hung(self, snap: RunSnapshot) -> None:
+        """`hung` (or back from it): ring, say it in the header, run the notify command; restart
+        only when the profile's on-hang says so."""
+        run_id = snap.run.id if snap.run else None
+        hung = snap.state.phase == "hung" and snap.lifecycle == "running"
+        key = (run_id, snap.state.phase_since)
+        if hung and key != self._hang_seen:
+            self._hang_seen = key
+            self._ring()
+            why = (snap.state.hang or {}).get("reason", "nothing moves")
+            summary = f"{self.profile.name}: run {run_id} HUNG: {why}"
+            decision = self.unattended.decide_hang(self.profile.on_hang, self.clock())
+            self._notify_command("hung", run_id, summary, decision.action)
+            if decision.action == "restart":
+                self._awaiting_recovery = "unchanged flags (it hung)"
+                self.run_worker(self._journal(run_id, decision, None), group="unattended", exit_on_error=False)
+                self._start_restart(())
+                self.note = f"auto: {decision.reason}: restarting"
+            else:
+                self.note = f"HUNG: {why} · S: stacks" + (f" · auto: {decision.reason}" if decision.reason else "")
+            self._refresh_header()
+        elif not hung and self._hang_seen is not None and self._hang_seen[0] == run_id and snap.state.phase == "ready":
+            self._hang_seen = None
+            self.note = "tokens move again: READY"
+            self._notify_command("unhung", run_id, f"{self.profile.name}: run {run_id} READY again (tokens move)", "none")
+            self._refresh_header()
 
     def _maybe_recovered(self, snap: RunSnapshot) -> None:
         if self._awaiting_recovery is None or snap.state.phase != "ready" or snap.lifecycle != "running":

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from textual import on
@@ -24,6 +25,7 @@ from textual.worker import Worker, WorkerState
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
 from cockpit.core.profile import Profile
+from cockpit.core.state import SERIES_MAX_POINTS, SeriesPoint
 from cockpit.supervisor.api import LogBatch, RunSnapshot
 from cockpit.ui import format as fmt
 from cockpit.ui.gpuhistory import GpuHistory
@@ -41,6 +43,7 @@ from cockpit.ui.screens.auto import UnattendedActions
 from cockpit.ui.screens.crash import CrashScreen, RestartChoice, headroom_finding, other_advice
 from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, PickScreen, QuitScreen
 from cockpit.ui.screens.export import ExportActions
+from cockpit.ui.screens.stacks import StacksActions
 from cockpit.ui.unattended import Unattended
 from cockpit.ui.widgets.advice import AdvicePanel
 from cockpit.ui.widgets.header import RunHeader
@@ -49,6 +52,7 @@ from cockpit.ui.widgets.logpane import LogPane
 from cockpit.ui.widgets.plots import SeriesPlot
 from cockpit.ui.widgets.processes import GpuProcesses, rank_of_gpu
 from cockpit.ui.widgets.rankbars import Policy, RankBars, rank_names
+from cockpit.ui.widgets.serving import ServingFigures
 from cockpit.ui.widgets.timeline import StartupTimeline
 
 PANELS: tuple[str, ...] = ("advice", "plots", "timeline", "processes")
@@ -61,7 +65,7 @@ def too_small_words(width: int, height: int) -> str:
     return f"Cockpit needs at least {MIN_WIDTH}×{MIN_HEIGHT}\n(this terminal is {width}×{height})"
 
 
-class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
+class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[None]):
     BINDINGS = DASHBOARD_BINDINGS
 
     def __init__(
@@ -96,6 +100,10 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         self.gpu_history = GpuHistory()
         self.unattended = Unattended(profile.on_crash, profile.on_crash_max_per_hour)
         self.bells = 0  # terminal bells rung (tmux marks the window)
+        self._serving_seen: dict[str, Any] | None = None  # the /metrics figures last plotted
+        self._serving_gen: deque[SeriesPoint] = deque(maxlen=SERIES_MAX_POINTS)
+        self._serving_kv: deque[SeriesPoint] = deque(maxlen=SERIES_MAX_POINTS)
+        self._hang_seen: tuple[str | None, str | None] | None = None  # (run, phase_since) of the hang rung for
         self._awaiting_recovery: str | None = None  # the automatic restart's words, until READY
         self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)  # "stopping" / "restarting" while such an action runs
 
@@ -115,6 +123,7 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
                     yield AdvicePanel(id="advice")
                 with Vertical(id="plots-box", classes="panel") as box:
                     box.border_title = "Throughput · token usage"
+                    yield ServingFigures(id="serving")
                     yield SeriesPlot("gen tok/s", "throughput", "plot-throughput", id="plot-throughput")
                     yield SeriesPlot("token usage", "usage", "plot-usage", id="plot-usage")
                 with VerticalScroll(id="timeline-box", classes="panel") as box:
@@ -187,11 +196,14 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         finally:
             self._following = False
 
-    async def _restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False) -> None:
+    async def _restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False, debug: bool = False) -> None:
         self._busy = "restarting"
         # the supervisor's publisher goes on through the restart: its snapshots show the progress
         try:
-            await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers)
+            if debug:
+                await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers, debug=True)
+            else:
+                await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers)
             self.post_message(ActionDone("restart"))
         except Exception as exc:
             leftovers = getattr(exc, "leftovers", None)
@@ -327,14 +339,32 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         )
         findings = list(snap.findings) or self.preflight_findings
         self.query_one(AdvicePanel).show(findings, snap.state.max_total_num_tokens)
-        self.query_one("#plot-throughput", SeriesPlot).show(snap.state.gen_throughput)
-        self.query_one("#plot-usage", SeriesPlot).show(snap.state.token_usage)
+        gen, usage = self._serving_series(snap)
+        self.query_one("#plot-throughput", SeriesPlot).show(gen)
+        self.query_one("#plot-usage", SeriesPlot).show(usage)
         self.query_one(StartupTimeline).show(snap.state)
         changed = self.gpu_history.add(snap)
         self.query_one(GpuProcesses).show(snap, self.gpu_history, changed)
         self._announce_new_critical(snap)
         self._maybe_show_crash(snap)
         self._maybe_recovered(snap)
+        self._maybe_hung(snap)
+
+    def _serving_series(self, snap: RunSnapshot) -> tuple[Sequence[SeriesPoint], Sequence[SeriesPoint]]:
+        """The plots' series: the engine's own /metrics figures once the supervisor reads them
+        (every 2 s), else the log's batch/statistics lines."""
+        sv = snap.serving
+        self.query_one(ServingFigures).show(sv)
+        if sv is not None and sv is not self._serving_seen:
+            self._serving_seen = sv
+            at = f"{snap.taken_at:.1f}"
+            if sv.get("gen_tok_s") is not None:
+                self._serving_gen.append(SeriesPoint(at, float(sv["gen_tok_s"])))
+            if sv.get("kv_usage_pct") is not None:
+                self._serving_kv.append(SeriesPoint(at, float(sv["kv_usage_pct"]) / 100))
+        if self._serving_gen or self._serving_kv:
+            return self._serving_gen, self._serving_kv
+        return snap.state.gen_throughput, snap.state.token_usage
 
     def _announce_new_critical(self, snap: RunSnapshot) -> None:
         """A critical finding the operator has not seen yet (e.g. low headroom as capture ends)
@@ -428,6 +458,26 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         self.note = f"restarting with {words}: stopping…"
         self._refresh_header()
         self.run_worker(self._restart(changes), name="restart", group="supervisor", exit_on_error=False)
+
+    def action_debug_relaunch(self) -> None:
+        """`D`: relaunch with the engine's debugging settings, listed and asked first; the journal
+        records the run as a debug run."""
+        from cockpit.backends import get_backend
+
+        if self.supervisor is None:
+            self.notify("no supervisor: nothing to relaunch", severity="warning")
+            return
+        env, flags = get_backend(self.profile.backend).debug_settings()
+        body = "\n".join([*(f"  {k}={v}" for k, v in env.items()), *(f"  --{k} {v}" for k, v in flags.items())])
+
+        def answered(yes: bool | None) -> None:
+            if yes and not self._busy:
+                self.note = "debug relaunch: stopping…"
+                self._refresh_header()
+                self.run_worker(self._restart((), debug=True), name="restart", group="supervisor", exit_on_error=False)
+
+        self.app.push_screen(ConfirmScreen("Debug relaunch", f"Stop the run and launch it again with:\n{body}\n"
+                                           "(journaled as a debug run). Go ahead?"), answered)
 
     def _validate_overrides(self, overrides: dict[str, Any]) -> None:
         """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""

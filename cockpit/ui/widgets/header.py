@@ -73,7 +73,7 @@ class RunHeader(Widget):
             line.append("CONNECTING", style=self._style("phase-busy"))
         else:
             word = fmt.phase_word(snap.state.phase, snap.lifecycle)
-            key = {"READY": "phase-ready", "CRASHED": "phase-crashed", "STOPPED": "phase-stopped"}.get(word, "phase-busy")
+            key = {"READY": "phase-ready", "CRASHED": "phase-crashed", "HUNG": "phase-crashed", "STOPPED": "phase-stopped"}.get(word, "phase-busy")
             line.append(f" {word} ", style=self._style(key))
             since = None if self._phase_since is None else self._now - self._phase_since
             line.append(" " + fmt.hms(since))
