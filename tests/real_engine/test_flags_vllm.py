@@ -104,10 +104,16 @@ def test_the_check_names_a_wrong_row(real_vllm: Any, vllm_options: dict[str, dic
     assert disagreement(port, vllm_options["port"], version) is None
 
 
-def test_the_tables_parser_takes_what_the_engine_takes(real_vllm: Any) -> None:
-    """The argv Cockpit writes for the real-engine profiles parses in Cockpit's table as in vLLM."""
-    args = parse_serve_args([str(real_vllm.tiny), "--dtype", "bfloat16", "--max-model-len", "512",
-                             "--kv-cache-memory-bytes", "1G", "-tp", "1", "--no-enable-prefix-caching"],
-                            real_vllm.version)
-    assert args["kv_cache_memory_bytes"] == 10**9 and args["max_model_len"] == 512
-    assert args["enable_prefix_caching"] is False and args["tensor_parallel_size"] == 1
+def test_the_tables_parser_reads_values_as_the_engine_does(real_vllm: Any) -> None:
+    """The same command line through vLLM's own parser and Cockpit's: the same values (byte and
+    token suffixes, negation, lists, the positional model)."""
+    argv = [str(real_vllm.tiny), "--dtype", "bfloat16", "--max-model-len", "1k", "--kv-cache-memory-bytes", "1G",
+            "-tp", "1", "--no-enable-prefix-caching", "--max-num-batched-tokens", "8k",
+            "--served-model-name", "tiny", "other", "--cudagraph-capture-sizes", "1", "2", "4"]
+    out = subprocess.run([str(real_vllm.python), str(HERE / "vllm_serve_args.py"), "parse", *argv],
+                         capture_output=True, text=True, timeout=600, env={**os.environ, **real_vllm.env()}, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    engine = json.loads(out.stdout)
+    ours = parse_serve_args(argv, real_vllm.version)
+    assert engine.pop("model_tag") == ours.pop("model")
+    assert ours == engine

@@ -1,7 +1,8 @@
 """Run by the ENGINE's python (not Cockpit's): vLLM's own `vllm serve` argument parser as JSON.
 
-One object per option: every spelling, dest, the type function's name, choices, nargs and the
-argparse action's class. tests/real_engine/test_flags_vllm.py compares Cockpit's flag table with
+Without arguments: one object per option: every spelling, dest, the type function's name,
+choices, nargs and the argparse action's class. With `parse ARG…`: vLLM's values for those
+serve arguments ({dest: value} of the options given, plus `model_tag`). tests/real_engine/test_flags_vllm.py compares Cockpit's flag table with
 it. Nothing here is copied from vLLM: it asks vLLM's parser what it holds.
 """
 
@@ -33,7 +34,16 @@ def type_name(kind):  # type: ignore[no-untyped-def]
     return name
 
 
+def parse(argv: list[str]) -> None:
+    ns = serve_parser().parse_args(argv)
+    given = {a.dest for a in serve_parser()._actions if set(a.option_strings) & {x.split("=")[0] for x in argv}}
+    json.dump({k: v for k, v in vars(ns).items() if k in given or k == "model_tag"}, sys.stdout, default=str)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["parse"]:
+        parse(sys.argv[2:])
+        return
     out = []
     for action in serve_parser()._actions:
         if not action.option_strings:

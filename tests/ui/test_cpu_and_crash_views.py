@@ -175,3 +175,15 @@ def test_a_bare_traceback_is_shown_as_its_line_never_as_an_event_name() -> None:
     assert state.crash is not None
     assert "Traceback (most recent call last):" in state.crash.decisive_lines
     assert not any("TracebackStart" in line for line in [state.crash.message, *state.crash.decisive_lines])
+
+
+def test_cpu_engine_ready_snapshot_120x36(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """The CPU engine's dashboard as the operator sees it (KV space, host RAM, the CPU timeline)."""
+
+    async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        screen = await _show(pilot, cpu_snapshot())
+        lines = [LogLine(i + 1, None, text) for i, text in enumerate(CPU_LOG.read_text().splitlines()[-12:])]
+        screen.post_message(LogsArrived(LogBatch(tuple(lines))))  # as the supervisor's batches arrive
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=(120, 36), run_before=run_before)

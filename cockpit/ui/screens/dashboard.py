@@ -175,7 +175,7 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
                 # The profile's last run crashed: show that crash and ask (the crash dialog's R/r,
                 # or `l`) before anything is launched over it; a run stopped on purpose is no news.
                 ended = await sup.attach(include_ended=True)
-                if ended is not None and sup.lifecycle == "failed":
+                if ended is not None and getattr(sup, "lifecycle", "") == "failed":
                     self.post_message(RunStarted(ended, attached=True, ended=True))
                     self._following = True
                     try:
@@ -282,7 +282,7 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
             return
         self._run_started = True
         if message.ended:
-            self.note = f"run {run.id} of this profile ended by a crash: nothing launched (R/r restart, l launches)"
+            self.note = "the last run crashed: nothing launched (R/r restart · l launch)"
         else:
             verb = "attached to the running" if message.attached else "launched"
             self.note = f"{verb} run {run.id}"
@@ -402,6 +402,9 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
             wall = fmt.log_age(state.phase_since, snap.run.started_at, min(firsts), self.clock())
             if wall is not None and (age is None or wall > age):
                 age = wall
+            up = fmt.iso_age(snap.run.started_at, self.clock())
+            if age is not None and up is not None:
+                age = min(age, up)  # never in a phase longer than the run has been up
         return age if age is not None and age > 0 else 0.0
 
     def _refresh_header(self) -> None:

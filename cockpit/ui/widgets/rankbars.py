@@ -397,7 +397,7 @@ class RankBars(Widget):
             cells = min(width, round(used / total * width))
             t.append(GLYPHS["other"] * cells, style=self._style("other"))
             t.append(GLYPHS["free"] * (width - cells), style=self._style("free"))
-            t.append(f" {host.host} RAM {used:.1f}/{total:.1f} GiB used (the engine's weights and KV cache are in it)")
+            t.append(f" {host.host} RAM {used:.1f}/{total:.1f} GiB used (holds the engine's KV cache)")
         else:
             t.append("·" * width, style=self._style("unknown"))
             t.append(f" {host.host} RAM unknown", style=self._style("unknown"))
