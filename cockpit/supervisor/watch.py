@@ -146,6 +146,12 @@ class GpuWatch:
             await asyncio.sleep(0.5)
 
 
+def probe_interval(health: str | None) -> float:
+    """Seconds to the next readiness probe: soon while the port refuses (start-up), slowly once
+    /health says 200."""
+    return {"refused": 1.0, "200": READY_HEALTH_INTERVAL_S}.get(health or "", HEALTH_INTERVAL_S)
+
+
 class ReadinessProbe:
     """Readiness on node 0 only (other nodes serve a dummy /health that always says 200)."""
 
@@ -183,4 +189,4 @@ class ReadinessProbe:
         while True:
             if active():
                 await self.probe(node, port(), path())
-            await asyncio.sleep({"refused": 1.0, "200": READY_HEALTH_INTERVAL_S}.get(self.health or "", HEALTH_INTERVAL_S))
+            await asyncio.sleep(probe_interval(self.health))

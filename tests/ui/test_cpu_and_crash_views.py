@@ -119,6 +119,14 @@ async def test_cockpits_own_health_probes_are_not_the_servers_log() -> None:
         assert "/health probes hidden" in str(screen.query_one(LogPane).border_title)
 
 
+def test_the_probe_slows_down_once_ready() -> None:
+    """Each probe is a line in the server's access log: every 10 s once /health says 200."""
+    from cockpit.supervisor.watch import HEALTH_INTERVAL_S, probe_interval
+
+    assert probe_interval("200") == 10.0 > HEALTH_INTERVAL_S == probe_interval("503") == probe_interval(None)
+    assert probe_interval("refused") == 1.0
+
+
 def _crash(line: int, kind: str, decisive: list[str]) -> RunState:
     state = RunState(backend="vllm", format="vllm-0.32.0", phase="crashed")
     state.crash = Crash(kind=kind, phase="serving", rank=None, line=line, message=decisive[-1], decisive_lines=decisive)
