@@ -353,7 +353,7 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         now = self.clock()
         key = (snap.run.id if snap.run else None, fmt.phase_word(snap.state.phase, snap.lifecycle))
         if key != self._phase_key:
-            if self._phase_key is not None and not self.note.startswith(("launch refused", "supervisor:", "auto:")):
+            if self._phase_key is not None and not self.note.startswith(("launch refused", "supervisor:", "auto:", "the last run crashed")):
                 self.note = ""  # "restarted", "attached to …": news of the previous phase
             self._phase_key = key
             self._phase_since = now - self._phase_age_in_log(snap)
