@@ -99,6 +99,8 @@ def _describe(e: ev.Event) -> str:
         text = f"Exit code: {e.exit_code}"
     elif isinstance(e, ev.ProcessExited):
         text = f"server process exited with code {e.exit_code}"
+    elif isinstance(e, ev.TracebackStart):
+        text = "Traceback (most recent call last):"  # the line itself, never the event's name
     elif text is None:
         text = type(e).__name__
     return _where(e) + str(text)

@@ -136,6 +136,14 @@ class DistInitBegin(Event):
 
 
 @_event
+class DeviceSeen(Event):
+    """What the engine runs on, as its log proves it: "cpu" (vLLM's CPU build: `device_config=cpu`,
+    its CPU worker and model runner, `CPU KV cache size`). Views show host memory, not GPU rows."""
+
+    device: str
+
+
+@_event
 class DistInitEnd(Event):
     elapsed_s: float | None
     mem_usage_gb: float | None  # 0.5.9 prints it here; 0.5.23 in `Memory baseline taken`

@@ -78,6 +78,10 @@ def _baseline(state: RunState, e: ev.MemoryBaseline) -> None:
     state.rank(_rank_label(e))
 
 
+def _device(state: RunState, e: ev.DeviceSeen) -> None:
+    state.device = e.device
+
+
 def _format_seen(state: RunState, e: ev.FormatSeen) -> None:
     _hint_format(state, e.fmt, e.strong)
 
@@ -92,8 +96,8 @@ def _load_begin(state: RunState, e: ev.WeightLoadBegin) -> None:
     rm = state.rank(_rank_label(e))
     if rm.pre_load_avail_gb is None and e.avail_gb is not None:  # a draft model loads later: P is the first
         rm.pre_load_avail_gb = e.avail_gb
-        if e.ts:
-            rm.timeline.setdefault("weights_begin", e.ts)
+    if e.ts:  # the first load begins the stage, with a figure or without (vLLM prints none)
+        rm.timeline.setdefault("weights_begin", e.ts)
     _advance(state, "loading", e.ts)
 
 
@@ -582,6 +586,7 @@ _HANDLERS: dict[type, object] = {
     ev.EngineAdvice: _advice,
     ev.PoolSize: _pool_size,
     ev.FormatSeen: _format_seen,
+    ev.DeviceSeen: _device,
     ev.FlagStated: _flag_stated,
     ev.CollectiveSeq: _seq,
     ev.Unparsed: _unparsed,

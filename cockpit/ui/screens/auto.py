@@ -60,7 +60,8 @@ class UnattendedActions:
                 self._start_restart(decision.changes)
                 self.note = f"auto: {decision.reason}: restarting with {words}"
         elif decision.action == "stop":
-            self.note = f"auto: {decision.reason}: stopping, GPU memory to be released"
+            self.note = f"auto: {decision.reason}: stopping, " + (
+                "its processes to exit" if snap.state.device == "cpu" else "GPU memory to be released")
             if self.supervisor is not None:
                 self.run_worker(self._stop(False), name="stop", group="supervisor", exit_on_error=False)
         else:
