@@ -699,7 +699,7 @@ class VLLMLogParser:
                 if m[2] == "<module>":
                     self._module_frame_line = line
             return
-        if self._frame_at[0] == line - 1:
+        if self._frame_at[0] == line - 1 and len(s) < 400:  # a source line, not a long message
             # the source line under a frame is its call into the next frame: when the trace is cut
             # before that frame's own `File` line, the call still names where it raised
             call = _RX_CALL.match(s)
