@@ -268,7 +268,7 @@ def finite_json(obj: Any) -> Any:
 
 
 _SHAPE_SUBS = (
-    (re.compile(r"\b[0-9a-f]{8,64}\b"), "…"),  # request ids, hashes
+    (re.compile(r"\b(?=[0-9]{0,63}[a-f])[0-9a-f]{8,64}\b"), "…"),  # request ids, hashes (a letter in them)
     (re.compile(r"\d{1,40}(?:\.\d{1,40})?"), "N"),  # every number: token ids, lengths, ports
 )
 
