@@ -72,7 +72,7 @@ def fit_lengths(input_len: int, output_len: int, max_len: int, explicit: set[str
         i = max_len - o
     elif "output_len" not in explicit:
         o = max_len - i
-    if i >= 1 and o >= 1:
+    if i >= 1 and o >= 1 and i + o <= max_len:
         cut = [f"--{n} {old} → {new}" for n, old, new in (("input-len", input_len, i), ("output-len", output_len, o))
                if old != new]
         return i, o, f"cut to fit the run's max-model-len {max_len}{where}: {', '.join(cut)}"
@@ -210,7 +210,8 @@ async def _bench(profile: Profile, spec: Any, levels: list[int], as_json: bool) 
         print(json.dumps(finite_json(result), indent=2, allow_nan=False))
     else:
         print(render(profile.name, result))
-    return 0 if result["errors"] == 0 and result["requests"] > 0 else 1
+    failed = result["bench_stopped"] or any(lv["errors"] for lv in result["levels"]) or result["errors"]
+    return 0 if not failed and result["requests"] > 0 else 1
 
 
 def _ms(v: float | None) -> str:

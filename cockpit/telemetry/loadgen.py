@@ -267,6 +267,7 @@ def finite_json(obj: Any) -> Any:
     return obj
 
 
+_HTTP_STATUS = re.compile(r"HTTP \d{3}\b")
 _SHAPE_SUBS = (
     (re.compile(r"\b(?=[0-9]{0,63}[a-f])[0-9a-f]{8,64}\b"), "…"),  # request ids, hashes (a letter in them)
     (re.compile(r"\d{1,40}(?:\.\d{1,40})?"), "N"),  # every number: token ids, lengths, ports
@@ -277,9 +278,11 @@ def error_shape(message: str) -> str:
     """The kind of an error: its message with every number spelled N (one kind for "Token id 14233
     is out of vocabulary" and "Token id 981 …")."""
     s = message[:300]
+    head = _HTTP_STATUS.match(s)  # the status stays a kind of its own: 400 is not 500
+    keep, s = (head.group(0), s[head.end():]) if head else ("", s)
     for pat, rep in _SHAPE_SUBS:
         s = pat.sub(rep, s)
-    return s
+    return keep + s
 
 
 @dataclass
