@@ -131,7 +131,7 @@ def test_failing_requests_stop_the_level_and_the_bench(run: Run) -> None:
     assert level["errors"] + level["requests"] < 41  # it stopped early
     assert r["not_run"] == [4] and r["bench_stopped"].startswith("concurrency 2 stopped")
     # one kind for every out-of-vocabulary id
-    assert list(level["error_kinds"]) == ["HTTP 400: Token id N is out of vocabulary"], level["error_kinds"]
+    assert list(level["error_kinds"]) == ["stream error: Token id N is out of vocabulary"], level["error_kinds"]
     assert run.tracebacks() - before <= 12
     text = run.bench("--dataset", str(ds), "--requests", "41", "--concurrency", "2", "4")
     assert text.returncode == 1 and "STOPPED:" in text.stdout and "not run: concurrency 4" in text.stdout
