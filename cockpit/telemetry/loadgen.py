@@ -679,14 +679,20 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
                 check_errors()
 
         async def watch() -> None:
-            # its own client: behind a pool busy with many streams, a scrape can wait for seconds
+            # its own client: behind a pool busy with many streams, a scrape can wait for seconds.
+            # /metrics once a second (the server renders it in the process that serves the requests),
+            # the progress line more often
             async with _client() as mc:
+                last = -math.inf
                 while True:
-                    await watch_once(mc)
+                    due = time.perf_counter() - last >= METRICS_INTERVAL_S
+                    if due:
+                        last = time.perf_counter()
+                    await watch_once(mc, due)
                     await asyncio.sleep(min(progress_every_s, METRICS_INTERVAL_S))
 
-        async def watch_once(mc: httpx.AsyncClient) -> None:
-            m = await scrape(mc, base_url, spec.metrics_prefix) if before is not None else None
+        async def watch_once(mc: httpx.AsyncClient, scrape_now: bool) -> None:
+            m = await scrape(mc, base_url, spec.metrics_prefix) if before is not None and scrape_now else None
             if m is not None:
                 sample = {k: m[k] for k in SERVER_PEAKS if k in m}
                 series.append((time.perf_counter() - t0, sample))
