@@ -51,6 +51,15 @@ if [ ! -f "$STAMP" ]; then
   touch "$STAMP"
 fi
 
+# py-spy beside the engine, as an operator installs it on a GPU host: `cockpit stacks` finds it in
+# the engine's venv (never installs it there itself). Outside the stamp: an engine cached before it
+# gets it too.
+PY_SPY_VERSION=${PY_SPY_VERSION:-0.4.3}
+if [ ! -x "$VENV/bin/py-spy" ]; then
+  "$VENV/bin/python" -m pip install -q "py-spy==$PY_SPY_VERSION" 2>&1 | grep -v '^WARNING: Location' || true
+  [ -x "$VENV/bin/py-spy" ] || { echo "py-spy did not install into $VENV" >&2; exit 1; }
+fi
+
 # the tiny checkpoints (random weights, a tokenizer trained on the spot: no hub access)
 "$VENV/bin/python" tests/real_engine/make_checkpoints.py "$DIR/models" >&2
 echo "$VENV"
