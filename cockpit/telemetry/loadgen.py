@@ -348,6 +348,11 @@ async def sse_lines(r: httpx.Response, cap: int = SSE_LINE_CAP) -> AsyncIterator
         yield bytes(buf).rstrip(b"\r").decode("utf-8", "replace")
 
 
+async def _no_lines() -> AsyncIterator[str]:
+    return
+    yield  # an async generator that yields nothing
+
+
 async def get_capped(client: httpx.AsyncClient, url: str, cap: int, timeout: float) -> tuple[int, bytes] | None:
     """GET, whole, within `timeout` seconds and `cap` bytes; None when it did not answer so."""
     try:
@@ -464,7 +469,8 @@ async def one_request(client: httpx.AsyncClient, base_url: str, spec: BenchSpec,
                     res.ttft_s = time.perf_counter() - t0
                     on_tokens(n)
                     seen = n
-            async for line in sse_lines(r):
+            lines = sse_lines(r) if res.streamed else _no_lines()
+            async for line in lines:
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
