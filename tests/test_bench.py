@@ -166,7 +166,7 @@ def test_bench_a_vllm_server_streams_its_tokens(tmp_path: Path) -> None:
         "name: vb\nbackend: vllm\nversion: 0.33.0\nhosts:\n  - ssh: local\n"
         f"program: {json.dumps(program)}\nworkdir: {tmp_path / 'work'}\nlog: logs/vllm.log\n"
         "server:\n  model: Qwen/Qwen3-32B\n  tensor-parallel-size: 2\n  gpu-memory-utilization: 0.9\n"
-        f"  max-model-len: 32768\n  port: {free_port()}\n")
+        f"  max-model-len: 32768\n  port: {free_port()}\n  api-key: sekrit-bench-key\n")
     up = e.cockpit("up", "vb", "--wait", "ready", "--timeout", "120")
     assert up.returncode == 0, up.stdout + up.stderr
     try:
@@ -174,7 +174,9 @@ def test_bench_a_vllm_server_streams_its_tokens(tmp_path: Path) -> None:
                         "--output-len", "64", "--json")
         assert out.returncode == 0, out.stdout + out.stderr
         r = json.loads(out.stdout)
+        # the server wants its --api-key: bench sends it (every request was a 401 before) and never shows it
         assert r["requests"] == 8 and r["not_streamed"] == 0 and r["output_tokens"] == 8 * 64
+        assert "sekrit-bench-key" not in out.stdout + out.stderr
         assert r["itl_ms"]["p50"] is not None and r["itl_ms"]["p50"] > 0  # tokens arrived apart
         assert r["ttft_ms"]["p50"] < 0.5 * r["e2e_ms"]["p50"]  # 64 tokens of decode follow the first
         assert r["server"]["delta_generation_tokens_total"] == 8 * 64  # vLLM's counter, under SGLang's name

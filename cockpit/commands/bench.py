@@ -135,9 +135,12 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
             f"{sup.profile.name}: run {info.id} is not ready (phase {snap.state.phase}, health {snap.health or 'not probed'})",
             hint=f"`cockpit up {sup.profile.name} --wait ready`, or wait for READY",
         )
+    from cockpit.supervisor.servingwatch import api_key_of
+
     base = await sup.api_base_url()
     spec.metrics_prefix = sup.backend.metrics_prefix()
-    served = await served_model(base)
+    spec.api_key = api_key_of(sup.profile, info.flags)  # a server started with --api-key refuses requests without it
+    served = await served_model(base, spec.api_key)
     notes: list[str] = []
     if spec.dataset is None:
         spec.vocab, why = await _vocab(sup, info)

@@ -33,7 +33,7 @@ import re
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -185,6 +185,10 @@ class BenchSpec:
     vocab: Vocab | None = None  # None: synthetic prompts are text
     max_error_share: float = DEFAULT_MAX_ERROR_SHARE  # stop a level once this share of it failed
     explicit: frozenset[str] = frozenset()  # the lengths the operator chose ("input_len", "output_len")
+    api_key: str | None = field(default=None, repr=False)  # the server's --api-key: a header, never output
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def prompts(self) -> list[Prompt]:
         if self.dataset:
@@ -353,11 +357,12 @@ async def _no_lines() -> AsyncIterator[str]:
     yield  # an async generator that yields nothing
 
 
-async def get_capped(client: httpx.AsyncClient, url: str, cap: int, timeout: float) -> tuple[int, bytes] | None:
+async def get_capped(client: httpx.AsyncClient, url: str, cap: int, timeout: float,
+                     headers: dict[str, str] | None = None) -> tuple[int, bytes] | None:
     """GET, whole, within `timeout` seconds and `cap` bytes; None when it did not answer so."""
     try:
         async with asyncio.timeout(timeout):
-            async with client.stream("GET", url, timeout=timeout) as r:
+            async with client.stream("GET", url, timeout=timeout, headers=headers) as r:
                 return r.status_code, await read_capped(r, cap)
     except (httpx.HTTPError, BodyTooLarge, TimeoutError):
         return None
@@ -369,9 +374,10 @@ class ServedModel:
     max_model_len: int | None  # as the server reports it (vLLM's and SGLang's model card)
 
 
-async def served_model(base_url: str) -> ServedModel:
+async def served_model(base_url: str, api_key: str | None = None) -> ServedModel:
     async with _client() as c:
-        got = await get_capped(c, base_url.rstrip("/") + "/v1/models", MODELS_CAP, MODELS_TIMEOUT_S)
+        got = await get_capped(c, base_url.rstrip("/") + "/v1/models", MODELS_CAP, MODELS_TIMEOUT_S,
+                               BenchSpec(api_key=api_key).headers())
     if got is None or got[0] != 200:
         return ServedModel(None, None)
     try:
@@ -450,7 +456,7 @@ async def one_request(client: httpx.AsyncClient, base_url: str, spec: BenchSpec,
     limit = prompt.output_len
     try:
         async with client.stream("POST", base_url.rstrip("/") + path, content=content,
-                                 headers={"Content-Type": "application/json"}) as r:
+                                 headers={"Content-Type": "application/json", **spec.headers()}) as r:
             if r.status_code != 200:
                 try:
                     res.error = _http_error(r.status_code, await read_capped(r, ERROR_BODY_CAP))
@@ -788,7 +794,7 @@ async def run_bench(base_url: str, spec: BenchSpec, levels: list[int],
     with the highest output tok/s; `levels` lists them all (DESIGN.md's `bench --json` shape plus
     those keys). A level stopped for its errors ends the bench: the levels after it are not run."""
     if spec.api == "openai" and spec.model is None:
-        spec.model = (served or await served_model(base_url)).id
+        spec.model = (served or await served_model(base_url, spec.api_key)).id
     runs = []
     stopped: str | None = None
     first = await check_request(base_url, spec)
