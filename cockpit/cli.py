@@ -155,10 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--requests", type=int, default=200, metavar="N", help="requests per concurrency level (default 200)")
     s.add_argument("--concurrency", type=int, nargs="+", default=None, metavar="C",
                    help="requests in flight; several values run one level after the other (default 8)")
-    s.add_argument("--input-len", type=int, default=1024, metavar="L", help="prompt tokens of synthetic requests (default 1024)")
-    s.add_argument("--output-len", type=int, default=256, metavar="L", help="output tokens per request, EOS ignored (default 256)")
+    s.add_argument("--input-len", type=int, default=None, metavar="L",
+                   help="prompt tokens of synthetic requests (default 1024, cut to fit the run's max-model-len)")
+    s.add_argument("--output-len", type=int, default=None, metavar="L",
+                   help="output tokens per request, EOS ignored (default 256, cut to fit the run's max-model-len)")
     s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
-                   help='random-token prompts, or JSONL lines {"prompt": ..., "output_len": N}')
+                   help="random token ids of the model's own tokenizer, or JSONL lines "
+                        '{"prompt": ..., "output_len": N}')
+    s.add_argument("--max-error-share", type=float, default=None, metavar="F",
+                   help="stop a level (and the bench) once this share of its requests failed (default 0.5)")
     s.add_argument("--duration", type=float, default=120.0, metavar="S",
                    help="time limit per level (s); requests still running then are cancelled (default 120)")
     s.add_argument("--api", choices=["openai", "sglang"], default="openai",

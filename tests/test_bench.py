@@ -9,6 +9,7 @@ simulated seconds, which at speed 1 are real seconds.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from cockpit.telemetry.loadgen import load_dataset, percentiles
 from tests.conftest import free_port, isolated_env
 
 PY = sys.executable
+DATA = Path(__file__).parent / "data"
 
 
 @dataclass
@@ -44,10 +46,15 @@ def make_env(tmp_path: Path, *, speed: str = "1", gpu: str = "a100-80gb") -> Env
         f"program: {json.dumps(program)}\n"
         f"workdir: {tmp_path / 'work'}\nlog: logs/sglang.log\n"
         f"env: {{COCKPIT_SIM_GPU_DIR: '{sim_dir}'}}\n"
-        "server:\n  model-path: /models/llama-3.1-8b\n  tp: 1\n  mem-fraction-static: 0.85\n"
+        f"server:\n  model-path: {tmp_path / 'models' / 'llama-3.1-8b'}\n  tp: 1\n  mem-fraction-static: 0.85\n"
         f"  port: {free_port()}\n  enable-metrics: true\n"
     )
     (tmp_path / "home").mkdir()
+    # the model's directory on the host, as an operator's would be: its config.json (the sim's preset
+    # is guessed from the name); bench draws its prompts' token ids from that vocabulary
+    model = tmp_path / "models" / "llama-3.1-8b"
+    model.mkdir(parents=True)
+    shutil.copy(DATA / "models" / "llama-3.1-8b" / "config.json", model / "config.json")
     return Env(tmp_path, isolated_env(tmp_path, sim_dir, home=tmp_path / "home"))
 
 
@@ -159,7 +166,7 @@ def test_bench_a_vllm_server_streams_its_tokens(tmp_path: Path) -> None:
         "name: vb\nbackend: vllm\nversion: 0.33.0\nhosts:\n  - ssh: local\n"
         f"program: {json.dumps(program)}\nworkdir: {tmp_path / 'work'}\nlog: logs/vllm.log\n"
         "server:\n  model: Qwen/Qwen3-32B\n  tensor-parallel-size: 2\n  gpu-memory-utilization: 0.9\n"
-        f"  max-model-len: 32768\n  port: {free_port()}\n")
+        f"  max-model-len: 32768\n  port: {free_port()}\n  api-key: sekrit-bench-key\n")
     up = e.cockpit("up", "vb", "--wait", "ready", "--timeout", "120")
     assert up.returncode == 0, up.stdout + up.stderr
     try:
@@ -167,7 +174,9 @@ def test_bench_a_vllm_server_streams_its_tokens(tmp_path: Path) -> None:
                         "--output-len", "64", "--json")
         assert out.returncode == 0, out.stdout + out.stderr
         r = json.loads(out.stdout)
+        # the server wants its --api-key: bench sends it (every request was a 401 before) and never shows it
         assert r["requests"] == 8 and r["not_streamed"] == 0 and r["output_tokens"] == 8 * 64
+        assert "sekrit-bench-key" not in out.stdout + out.stderr
         assert r["itl_ms"]["p50"] is not None and r["itl_ms"]["p50"] > 0  # tokens arrived apart
         assert r["ttft_ms"]["p50"] < 0.5 * r["e2e_ms"]["p50"]  # 64 tokens of decode follow the first
         assert r["server"]["delta_generation_tokens_total"] == 8 * 64  # vLLM's counter, under SGLang's name
@@ -213,5 +222,85 @@ def test_a_server_that_answers_whole_is_measured_as_such() -> None:
     finally:
         httpd.shutdown()
         httpd.server_close()
-    assert res.ok and not res.streamed and res.output_tokens == 64 and res.itl_s == []
+    assert res.ok and not res.streamed and res.output_tokens == 64 and res.itl_s is None
     assert res.ttft_s is not None and res.e2e_s is not None and res.ttft_s <= res.e2e_s
+
+
+def test_lengths_fit_the_runs_max_model_len() -> None:
+    from cockpit.commands.bench import fit_lengths
+    from cockpit.errors import BadInput
+
+    assert fit_lengths(1024, 256, 4096) == (1024, 256, None)
+    # defaults that do not fit: cut, and said (vLLM refuses prompt + max_tokens above max-model-len)
+    i, o, cut = fit_lengths(1024, 256, 512)
+    assert (i, o) == (256, 256) and cut and "--input-len 1024 → 256" in cut and "max-model-len 512" in cut
+    assert fit_lengths(1024, 256, 200)[:2] == (150, 50)
+    # the operator's own choice is never changed behind their back
+    assert fit_lengths(1024, 256, 512, frozenset({"output_len"}))[:2] == (256, 256)
+    assert fit_lengths(300, 256, 512, frozenset({"input_len"}))[:2] == (300, 212)
+    for explicit in (frozenset({"input_len", "output_len"}), frozenset({"input_len"})):
+        with pytest.raises(BadInput) as e:
+            fit_lengths(1024, 256, 512, explicit)
+        assert "max-model-len 512" in str(e.value) and "--input-len 1024" in str(e.value)
+
+
+def test_error_kinds_group_by_message_shape() -> None:
+    from cockpit.telemetry.loadgen import error_shape
+
+    kinds = {error_shape(f"HTTP 400: Token id {n} is out of vocabulary") for n in (14233, 981, 19999)}
+    assert kinds == {"HTTP 400: Token id N is out of vocabulary"}
+    assert error_shape("stream error: request cmpl-3f9a1c22b7e04d1e aborted") == "stream error: request cmpl-… aborted"
+
+
+def test_server_histogram_quantiles_over_the_run() -> None:
+    import math
+
+    from cockpit.telemetry.loadgen import hist_quantiles, parse_scrape
+
+    def body(n_fast: int, n_slow: int) -> str:
+        return "\n".join([
+            "# TYPE vllm:inter_token_latency_seconds histogram",
+            f'vllm:inter_token_latency_seconds_bucket{{engine="0",le="0.01",model_name="m"}} {n_fast}',
+            f'vllm:inter_token_latency_seconds_bucket{{engine="0",le="0.025",model_name="m"}} {n_fast + n_slow}',
+            f'vllm:inter_token_latency_seconds_bucket{{engine="0",le="+Inf",model_name="m"}} {n_fast + n_slow}',
+            'vllm:num_requests_running{engine="0"} 3', 'vllm:num_requests_running{engine="1"} 2',
+            'vllm:kv_cache_usage_perc{engine="0"} 0.5', 'vllm:kv_cache_usage_perc{engine="1"} 7',  # > 1: not a fraction
+            "vllm:generation_tokens_total{engine=\"0\"} Infinity", ""])
+
+    before, after = parse_scrape(body(100, 0), "vllm:"), parse_scrape(body(200, 100), "vllm:")
+    assert after["num_running_reqs"] == 5 and after["token_usage"] == 0.5
+    assert "generation_tokens_total" not in after
+    h = hist_quantiles(before["buckets"]["inter_token_latency_seconds"], after["buckets"]["inter_token_latency_seconds"])
+    # 100 new in (0, 10 ms], 100 in (10, 25 ms]: the median at the first bucket's top, p99 near 25 ms
+    assert h == {"p50": 10.0, "p99": 24.7, "count": 200}
+    assert hist_quantiles({}, {0.01: 0.0, math.inf: 0.0}) is None
+
+
+def test_the_vocabulary_is_read_on_the_host(tmp_path: Path) -> None:
+    """vocab_probe.py through the local transport (a real subprocess, as over SSH): the tokenizer's
+    ids without its special tokens; config.json's vocab_size when there is no tokenizer.json."""
+    import asyncio
+
+    from cockpit.telemetry.loadgen import Vocab, read_vocab
+    from cockpit.transport.local import LocalTransport
+
+    model = tmp_path / "m"
+    model.mkdir()
+    vocab = {f"t{i}": i for i in range(3, 300)} | {f"u{i}": i for i in range(310, 484)}
+    (model / "tokenizer.json").write_text(json.dumps({
+        "model": {"type": "BPE", "vocab": {"<s>": 0, "</s>": 1, "<pad>": 2, **vocab}},
+        "added_tokens": [{"id": i, "content": c, "special": True} for i, c in enumerate(["<s>", "</s>", "<pad>"])]}))
+    got, why = asyncio.run(read_vocab(LocalTransport(), str(model), None))
+    assert isinstance(got, Vocab) and why == "", why
+    assert got.ranges == ((3, 300), (310, 484)) and got.size == 297 + 174
+    import random
+
+    ids = got.sample(random.Random(0), 5000)
+    assert all(3 <= i < 300 or 310 <= i < 484 for i in ids) and len(set(ids)) > 400
+
+    (model / "tokenizer.json").unlink()
+    (model / "config.json").write_text(json.dumps({"vocab_size": 32000}))
+    got, _ = asyncio.run(read_vocab(LocalTransport(), str(model), None))
+    assert isinstance(got, Vocab) and got.ranges == ((4000, 24000),) and "config.json" in got.source
+    got, why = asyncio.run(read_vocab(LocalTransport(), str(tmp_path / "nope"), None))
+    assert got is None and "not a directory" in why

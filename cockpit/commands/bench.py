@@ -1,5 +1,5 @@
 """`cockpit bench PROFILE [--requests N] [--concurrency C…] [--input-len L] [--output-len L]
-[--dataset synthetic|FILE.jsonl] [--duration S] [--api openai|sglang] [--json]`.
+[--dataset synthetic|FILE.jsonl] [--duration S] [--max-error-share F] [--api openai|sglang] [--json]`.
 
 A bounded load test of the profile's live run (through the SSH forward when it is remote): the
 load generator is `cockpit/telemetry/loadgen.py`. The result is stored on the run in the journal
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -22,28 +24,64 @@ from cockpit.errors import BadInput, CockpitError
 if TYPE_CHECKING:
     from cockpit.core.profile import Profile
 
-DEFAULTS: dict[str, Any] = {"concurrency": [8]}
+DEFAULTS: dict[str, Any] = {"concurrency": [8], "input_len": 1024, "output_len": 256}
 
 
 def spec_from_args(args: argparse.Namespace, backend: str) -> tuple[Any, list[int]]:
-    from cockpit.telemetry.loadgen import BenchSpec, load_dataset
+    from cockpit.telemetry.loadgen import DEFAULT_MAX_ERROR_SHARE, BenchSpec, load_dataset
 
+    lengths = {}
     for name in ("requests", "input_len", "output_len"):
-        v = getattr(args, name)
+        v = getattr(args, name, None)
+        v = DEFAULTS[name] if v is None else v
         if v < 1:
             raise BadInput(f"--{name.replace('_', '-')} must be at least 1 (got {v})")
+        lengths[name] = v
     levels = list(args.concurrency or DEFAULTS["concurrency"])
     if any(c < 1 for c in levels):
         raise BadInput(f"--concurrency values must be at least 1 (got {' '.join(map(str, levels))})")
-    if not args.duration > 0:
-        raise BadInput(f"--duration must be more than 0 seconds (got {args.duration:g})")
+    if not args.duration > 0 or not math.isfinite(args.duration):
+        raise BadInput(f"--duration must be a number of seconds above 0 (got {args.duration:g})")
+    share = getattr(args, "max_error_share", None)
+    share = DEFAULT_MAX_ERROR_SHARE if share is None else share
+    if not 0 < share <= 1:
+        raise BadInput(f"--max-error-share must be above 0 and at most 1 (got {share:g})",
+                       hint="0.5 stops a level once half its requests failed; 1 only when all of them did")
     if args.api == "sglang" and backend != "sglang":
         raise BadInput(f"--api sglang needs an SGLang server; this profile's backend is {backend}",
                        hint="use --api openai")
-    dataset = None if args.dataset == "synthetic" else load_dataset(args.dataset, args.output_len)
-    spec = BenchSpec(requests=args.requests, concurrency=levels[0], input_len=args.input_len,
-                     output_len=args.output_len, duration_s=args.duration, api=args.api, dataset=dataset)
+    dataset = None if args.dataset == "synthetic" else load_dataset(args.dataset, lengths["output_len"])
+    spec = BenchSpec(requests=lengths["requests"], concurrency=levels[0], input_len=lengths["input_len"],
+                     output_len=lengths["output_len"], duration_s=args.duration, api=args.api, dataset=dataset,
+                     max_error_share=share,
+                     # which lengths the operator chose: a default the run cannot hold is cut, a choice refused
+                     explicit=frozenset(n for n in ("input_len", "output_len") if getattr(args, n, None) is not None))
     return spec, levels
+
+
+def fit_lengths(input_len: int, output_len: int, max_len: int, explicit: set[str] | frozenset[str] = frozenset(),
+                where: str = "") -> tuple[int, int, str | None]:
+    """(input_len, output_len, what was cut) so that a prompt and its output fit the run's
+    max-model-len (vLLM refuses prompt + max_tokens above it with HTTP 400). A default is cut to fit,
+    saying so; a length the operator chose is never changed: BadInput names the limit instead."""
+    if input_len + output_len <= max_len:
+        return input_len, output_len, None
+    i, o = input_len, output_len
+    if "input_len" not in explicit:
+        if "output_len" not in explicit and o > max_len // 2:
+            o = max(1, max_len // 4)
+        i = max_len - o
+    elif "output_len" not in explicit:
+        o = max_len - i
+    if i >= 1 and o >= 1 and i + o <= max_len:
+        cut = [f"--{n} {old} → {new}" for n, old, new in (("input-len", input_len, i), ("output-len", output_len, o))
+               if old != new]
+        return i, o, f"cut to fit the run's max-model-len {max_len}{where}: {', '.join(cut)}"
+    y = max(1, min(output_len, max_len // 2))
+    raise BadInput(
+        f"--input-len {input_len} + --output-len {output_len} = {input_len + output_len} tokens do not fit "
+        f"the run's max-model-len {max_len}{where}: every request would be refused (HTTP 400)",
+        hint=f"at most {max_len} tokens in all, for example --input-len {max(1, max_len - y)} --output-len {y}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,8 +120,10 @@ class ProgressLine:
 
 async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = None,
                      progress: ProgressLine | None = None) -> dict[str, Any]:
-    """Bench the supervisor's current run, which must be READY; the result is recorded on the run."""
-    from cockpit.telemetry.loadgen import run_bench
+    """Bench the supervisor's current run, which must be READY; the result is recorded on the run.
+    Before any load: the served model and its max-model-len (`/v1/models`), the model's tokenizer on
+    node 0 (synthetic prompts are its own token ids), the lengths fitted to the run."""
+    from cockpit.telemetry.loadgen import run_bench, served_model
 
     info = sup.run_info
     if info is None:
@@ -95,13 +135,38 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
             f"{sup.profile.name}: run {info.id} is not ready (phase {snap.state.phase}, health {snap.health or 'not probed'})",
             hint=f"`cockpit up {sup.profile.name} --wait ready`, or wait for READY",
         )
+    from cockpit.supervisor.servingwatch import api_key_of
+
     base = await sup.api_base_url()
     spec.metrics_prefix = sup.backend.metrics_prefix()
+    spec.api_key = api_key_of(sup.profile, info.flags)  # a server started with --api-key refuses requests without it
+    served = await served_model(base, spec.api_key)
+    notes: list[str] = []
+    if spec.dataset is None:
+        spec.vocab, why = await _vocab(sup, info)
+        if spec.vocab is None:
+            notes.append(f"prompts are text, their lengths the server's count: the model's tokenizer was not read ({why})")
+        if served.max_model_len is not None:
+            spec.input_len, spec.output_len, cut = fit_lengths(
+                spec.input_len, spec.output_len, served.max_model_len, spec.explicit, " (from /v1/models)")
+            if cut:
+                notes.append(cut)
+        else:
+            notes.append("input + output lengths not checked against the run's max-model-len: the server's "
+                         "/v1/models does not say it")
+    node0 = sup.profile.hosts[0]
+    if node0.is_local:
+        notes.append(f"the load generator runs on the engine's own machine ({os.cpu_count()} CPUs): its CPU time "
+                     "(client_cpu_s) is taken from the server's; bench from another machine for figures without it")
+    for n in notes:
+        print(f"cockpit bench: {n}", file=sys.stderr)
     try:
-        result = await run_bench(base, spec, levels, on_progress=progress)
+        result = await run_bench(base, spec, levels, on_progress=progress, served=served)
     finally:
         if progress is not None:
             progress.end()
+    result["notes"] = notes
+    result["max_model_len"] = served.max_model_len
     result["run_id"] = info.id
     result["flags"] = mask_mapping(info.flags)  # printed by --json and kept in the journal: never the key
     if journal is not None:
@@ -112,8 +177,25 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
     return result
 
 
+async def _vocab(sup: Any, info: Any) -> tuple[Any, str]:
+    """The token ids of the run's model, read on node 0 over its transport (vocab_probe.py on the
+    host's Python): (Vocab, "") or (None, why not)."""
+    from cockpit.telemetry.loadgen import read_vocab
+
+    try:
+        path = sup.backend.model_path(sup.profile, info.flags)
+    except ValueError as exc:
+        return None, str(exc)
+    if not path:
+        return None, "the run's flags name no model"
+    host = sup.profile.hosts[0]
+    return await read_vocab(sup.nodes[0].transport, str(path), None if host.is_local else sup.profile.python,
+                            sup.profile.env)
+
+
 async def _bench(profile: Profile, spec: Any, levels: list[int], as_json: bool) -> int:
     from cockpit.supervisor.supervisor import Supervisor
+    from cockpit.telemetry.loadgen import finite_json
 
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)
@@ -129,29 +211,50 @@ async def _bench(profile: Profile, spec: Any, levels: list[int], as_json: bool) 
         if journal is not None:
             journal.close()
     if as_json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(finite_json(result), indent=2, allow_nan=False))
     else:
         print(render(profile.name, result))
-    return 0 if result["errors"] == 0 and result["requests"] > 0 else 1
+    failed = result["bench_stopped"] or any(lv["errors"] for lv in result["levels"]) or result["errors"]
+    return 0 if not failed and result["requests"] > 0 else 1
 
 
 def _ms(v: float | None) -> str:
     return "—" if v is None else f"{v:,.1f}"
 
 
+def _server_hist(srv: dict[str, Any], key: str) -> str:
+    h = srv.get(f"{key}_ms")
+    if not isinstance(h, dict):
+        return "not exported"
+    return f"p50 {_ms(h.get('p50'))} / p99 {_ms(h.get('p99'))} ms over {h.get('count', 0):,} observations"
+
+
 def render(name: str, r: dict[str, Any]) -> str:
     lines = [f"{name} · run {r.get('run_id')} · {r.get('api')} API"]
+    if r.get("input_len") is not None:
+        mml = r.get("max_model_len")
+        lines.append(f"input {r['input_len']} tokens · output {r['output_len']} tokens"
+                     + (f" · max-model-len {mml}" if mml else ""))
+    if r.get("prompts"):
+        lines.append(f"prompts: {r['prompts']}")
+    for n in r.get("notes") or ():
+        lines.append(f"note: {n}")
     for lv in r.get("levels", [r]):
         lines.append("")
         lines.append(f"concurrency {lv['concurrency']}: {lv['requests']} requests, {lv['errors']} errors, "
                      f"{lv['cancelled']} cancelled at the time limit, in {lv['duration_s']:.1f} s")
+        if lv.get("stopped"):
+            lines.append(f"  STOPPED: {lv['stopped']}")
         tps = lv["output_tok_s"]
         rps = lv["requests_per_s"]
-        lines.append(f"  output {'—' if tps is None else f'{tps:,.0f}'} tok/s · {'—' if rps is None else f'{rps:.2f}'} req/s")
+        cpu = lv.get("client_cpu_s")
+        lines.append(f"  output {'—' if tps is None else f'{tps:,.0f}'} tok/s · {'—' if rps is None else f'{rps:.2f}'} req/s"
+                     + ("" if cpu is None else f" · load generator CPU {cpu:.1f} s"))
         lines.append(f"  {'':10}{'p50':>10}{'p90':>10}{'p99':>10}")
         for key, label in (("ttft_ms", "TTFT ms"), ("itl_ms", "ITL ms"), ("e2e_ms", "E2E ms")):
             p = lv[key]
             lines.append(f"  {label:10}{_ms(p['p50']):>10}{_ms(p['p90']):>10}{_ms(p['p99']):>10}")
+        lines.append("  (ITL: decode time per output token of a request, (E2E − TTFT) / (tokens − 1))")
         if lv.get("not_streamed"):
             lines.append(f"  {lv['not_streamed']} answers came whole although streaming was asked for: "
                          "their TTFT is their E2E, ITL not measured")
@@ -164,9 +267,19 @@ def render(name: str, r: dict[str, Any]) -> str:
                 f"  server: peak running {srv.get('peak_num_running_reqs') or 0:.0f}, peak queue "
                 f"{srv.get('peak_num_queue_reqs') or 0:.0f}, peak KV usage {srv.get('peak_token_usage') or 0:.2f}; "
                 f"generated {'—' if gen is None else f'{gen:,.0f}'} tokens (client counted {lv['output_tokens']:,})")
+            lines.append(f"  server TTFT: {_server_hist(srv, 'ttft')}"
+                         + (f" (mean {_ms(srv['mean_ttft_ms'])} ms; client mean {_ms(lv.get('mean_ttft_ms'))} ms)"
+                            if srv.get("mean_ttft_ms") is not None else ""))
+            lines.append(f"  server ITL (per decode step): {_server_hist(srv, 'itl')}")
+            if isinstance(srv.get("tpot_ms"), dict):
+                lines.append(f"  server time per output token (per request): {_server_hist(srv, 'tpot')}")
         else:
             lines.append(f"  server metrics: not measured — {srv.get('reason')}")
-    if len(r.get("levels", [])) > 1:
+    if r.get("bench_stopped"):
+        lines.append("")
+        lines.append(f"bench stopped: {r['bench_stopped']}"
+                     + (f"; not run: concurrency {' '.join(map(str, r['not_run']))}" if r.get("not_run") else ""))
+    elif len(r.get("levels", [])) > 1:
         lines.append("")
         lines.append(f"best: concurrency {r['concurrency']} at {r['output_tok_s']:,.0f} tok/s")
     return "\n".join(lines)

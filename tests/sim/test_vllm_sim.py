@@ -180,4 +180,4 @@ def test_bench_request_measures_a_streamed_answer(sim) -> None:  # type: ignore[
     res = asyncio.run(go())
     assert res.ok and res.streamed and res.output_tokens == 350, res
     assert res.ttft_s is not None and res.e2e_s is not None and res.ttft_s < res.e2e_s / 2
-    assert len(res.itl_s) == 349
+    assert res.itl_s is not None and 0 < res.itl_s < (res.e2e_s - res.ttft_s)  # decode time per token

@@ -1,0 +1,32 @@
+"""Runs the load generator (`cockpit bench`'s `run_bench`) against a server in its own process and
+reports what it cost: `python _bench_client.py BASE_URL SPEC_JSON` prints the result as `bench --json`
+would hold it (plain json.dumps: a NaN or Infinity would show), then one line
+{"peak_rss_mb", "wall_s"}. A crash is a traceback and exit 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import sys
+import time
+
+from cockpit.telemetry.loadgen import BenchSpec, run_bench
+
+
+def main() -> int:
+    base, raw = sys.argv[1], json.loads(sys.argv[2])
+    levels = raw.pop("levels", [2])
+    spec = BenchSpec(**raw)
+    t0 = time.monotonic()
+    result = asyncio.run(run_bench(base, spec, levels))
+    wall = time.monotonic() - t0
+    print(json.dumps(result))
+    print(json.dumps({"peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                      "wall_s": round(wall, 2)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
