@@ -109,3 +109,41 @@ def test_every_cli_option_has_help_text() -> None:
             if not (action.help or "").strip():
                 missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
     assert not missing, "options without help text: " + ", ".join(missing)
+
+
+MODELS = Path(__file__).resolve().parent / "data" / "models"
+
+
+def test_plan_marks_a_set_value_as_set_and_the_warn_level_on_it() -> None:
+    """Issue 29: `cockpit plan --model-config` (no profile) marked the --set value `← profile`, and
+    its summary hung "below the 3 GiB warn level" on the recommendation's clause."""
+    r = cockpit("plan", "--model-config", str(MODELS / "kimi-k2.5"), "--tp", "8", "--gpu-mem-gb", "95",
+                "--set", "mem-fraction-static=0.93")
+    assert r.returncode == 1, r.stdout + r.stderr
+    row = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("0.93 "))
+    assert row.endswith("← --set") and "profile" not in row, row
+    summary = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("0.93 predicted"))
+    mine, _, rec = summary.partition(";")
+    assert "below the 3 GiB warn level" in mine and "warn level" not in rec, summary
+
+
+def test_plan_on_an_unreachable_host_says_how_to_plan_without_it(tmp_path: Path) -> None:
+    """Issue 29: `cockpit plan PROFILE --gpu-mem-gb 96` stopped at "cannot reach …" without saying
+    that --model-config DIR plans without the host."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import free_port
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (tmp_path / "profiles").mkdir()
+    port = free_port()  # nothing listens there: refused at once
+    (tmp_path / "profiles" / "far.yaml").write_text(
+        f"name: far\nhosts: [{{ssh: 'root@127.0.0.1:{port}'}}]\nserver: {{model-path: /models/Kimi-K2.5, tp: 8}}\n")
+    out = subprocess.run([sys.executable, "-m", "cockpit", "plan", "far", "--gpu-mem-gb", "96"], capture_output=True,
+                         text=True, cwd=tmp_path, env={**os.environ, "HOME": str(home)}, timeout=120)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert "cockpit plan --model-config DIR --gpu-mem-gb 96 --tp 8" in out.stderr, out.stderr
+    assert "/models/Kimi-K2.5 on the host" in out.stderr
