@@ -35,6 +35,8 @@ FLAG_SHORT: dict[str, str] = {
     "cuda-graph-max-bs": "graph bs",
     "chunked-prefill-size": "chunked prefill",
     "max-running-requests": "max running",
+    "gpu-memory-utilization": "gpu mem util",  # vLLM's fraction of the card's total memory
+    "kv-cache-memory-bytes": "kv cache bytes",
 }
 
 

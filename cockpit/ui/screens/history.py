@@ -35,7 +35,13 @@ HISTORY_BINDINGS: list[BindingType] = [
     Binding("l", "relaunch", "Relaunch flags", id="history.relaunch"),
     Binding("g", "reload", "Reload", id="history.reload"),
     Binding("T", "tune_session", "Tuning steps", id="history.tune"),  # t is the theme, app-wide
+    Binding("v", "toggle_plot", "Table/plot", id="history.plot"),
 ]
+
+# Below this width the comparison table and the throughput plot do not both fit (the run ids of
+# the table's columns were cut to `20261201-14` at 80 columns): the table gets the width, `v`
+# swaps in the plot.
+NARROW_WIDTH = 110
 
 # One colour per overlaid run, from theme variables (a theme file is the one place colours are
 # chosen); the RGB fallbacks serve Textual's own themes, which lack Cockpit's variables.
@@ -141,6 +147,9 @@ class HistoryScreen(Screen[None]):
     HistoryScreen #history-compare { height: 1fr; }
     HistoryScreen #history-hint { height: auto; padding: 0 1; color: $text-muted; }
     HistoryScreen #history-plot { width: 1fr; }
+    HistoryScreen.-narrow #history-plot { display: none; }
+    HistoryScreen.-narrow.-plot #history-plot { display: block; }
+    HistoryScreen.-narrow.-plot #history-compare-side { display: none; }
     """
 
     def __init__(self, profile_name: str | None, journal_path: Path | None = None) -> None:
@@ -172,6 +181,16 @@ class HistoryScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#history-runs", DataTable).focus()
         self.load()
+
+    def on_resize(self, event: Any) -> None:
+        self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
+        self._show_comparison_hint()
+
+    def action_toggle_plot(self) -> None:
+        if not self.has_class("-narrow"):
+            self.notify("the table and the plot are both shown at this width", timeout=3)
+            return
+        self.toggle_class("-plot")
 
     # ---- loading (a thread worker: sqlite never runs on the event loop) ----
     @work(thread=True, exclusive=True, group="history-load")
@@ -251,10 +270,8 @@ class HistoryScreen(Screen[None]):
                 runs = [*runs, cursor]
         if not self.runs:
             hint.update("no runs in the journal yet" + (f" for {self.profile_name}" if self.profile_name else ""))
-        elif len(self._selected_runs()) >= 2:
-            hint.update(f"comparing {len(runs)} picked runs · x clears")
         else:
-            hint.update("space picks runs to compare · l relaunches flags")
+            self._show_comparison_hint()
         self.query_one("#history-plot", ThroughputOverlay).show_runs(runs)
         if not runs:
             return
@@ -274,6 +291,16 @@ class HistoryScreen(Screen[None]):
         else:
             for key in sorted(runs[0].flags):
                 table.add_row(f"--{key.lstrip('-')}", str(runs[0].flags[key]))
+
+    def _show_comparison_hint(self) -> None:
+        if not self.runs:
+            return
+        hint = self.query_one("#history-hint", Static)
+        plot = " · v the throughput plot" if self.has_class("-narrow") else ""
+        if len(self._selected_runs()) >= 2:
+            hint.update(f"comparing {len(self._selected_runs())} picked runs · x clears{plot}")
+        else:
+            hint.update(f"space picks runs to compare · l relaunches flags{plot}")
 
     # ---- actions ----
     def action_relaunch(self) -> None:
