@@ -230,8 +230,13 @@ def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
     cur_v = mp.current.value if mp.current else None
     rec_v = mp.recommended.value if mp.recommended else None
     n_req = mp.request_length
-    req_head = f"reqs × {n_req:,}" if n_req > 0 else ""
-    lines.append(f"  {mp.flag:<24} {'KV tokens':>12} {'KV GiB':>8} {'headroom after capture':>24} {req_head:>14}".rstrip())
+    # 80 columns, marks included: the flag and what the columns mean are said above the table, the
+    # columns keep only their numbers (it was 98 wide, and an 80-column terminal folded every row)
+    legend = (f"{mp.flag} settings. headroom: free GiB per GPU after CUDA graph capture (· below the "
+              f"{mp.target_headroom_gib:g} GiB target, ! below the {mp.warn_headroom_gib:g} GiB warn level)."
+              + (f" reqs: how many requests of {n_req:,} tokens fit at once." if n_req > 0 else ""))
+    lines += _wrap(legend)
+    lines.append(f"  {'setting':<7}  {'KV tokens':>10}  {'KV GiB':>6}  {'headroom':>11}  {'reqs' if n_req > 0 else '':>7}".rstrip())
     rows = list(mp.rows)
     pinned = [r for r in (mp.current, mp.recommended) if r is not None and r.flag != mp.flag]
     if mp.current is not None and not pinned and all(abs(r.value - mp.current.value) > 1e-9 for r in rows):
@@ -245,19 +250,28 @@ def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
             mark.append("← recommended")
         h = r.headroom_after_capture_gib
         if not r.starts:
-            lines.append(f"  {_setting(r.value):<24} {0:>12,} {'—':>8} {'no KV pool: no start':>24}  ! {' '.join(mark)}".rstrip())
+            lines.append(f"  {_setting(r.value):<7}  {0:>10,}  {'—':>6}  {'no start':>11}  !  {' '.join(mark)}".rstrip())
             continue
-        flag = "  !" if h < mp.warn_headroom_gib else ("  ·" if h < mp.target_headroom_gib else "   ")
+        flag = " !" if h < mp.warn_headroom_gib else (" ·" if h < mp.target_headroom_gib else "  ")
         conc = mp.concurrency(r)
-        reqs = f"{conc:>11,}" if conc is not None else ""
-        lines.append(f"  {_setting(r.value):<24} {r.max_total_num_tokens:>12,} {r.kv_gib:>8.2f} {h:>20.2f} GiB{flag} {reqs} {' '.join(mark)}".rstrip())
+        reqs = f"{conc:>7,}" if conc is not None else " " * 7
+        lines.append(f"  {_setting(r.value):<7}  {r.max_total_num_tokens:>10,}  {r.kv_gib:>6.2f}  {h:>7.2f} GiB{flag}"
+                     f"{reqs} {' '.join(mark)}".rstrip())
     for r in dict.fromkeys(pinned):  # a pinned KV size (vLLM's --kv-cache-memory-bytes) is no row of the table
         which = current_from if r is mp.current else "recommended"
         lines.append(f"  {which}: {r.label}: {r.max_total_num_tokens:,} KV tokens, {r.headroom_after_capture_gib:.2f} GiB after capture")
     lines.append("")
-    lines.append("  " + plan_finding(mp).message)
+    lines += _wrap(plan_finding(mp).message)
     if mp.recommended is None:
         lines.append(f"  no value meets the {mp.target_headroom_gib:g} GiB target headroom")
     for n in mp.notes:
-        lines.append(f"  note: {clean_text(n)}")
+        lines += _wrap(f"note: {clean_text(n)}", hang=8)
     return "\n".join(lines) + "\n"
+
+
+def _wrap(text: str, hang: int = 2) -> list[str]:
+    """A sentence of the plan folded at 80 columns (the table's own width), indented like the table."""
+    import textwrap
+
+    return textwrap.wrap(text, width=80, initial_indent="  ", subsequent_indent=" " * hang,
+                         break_on_hyphens=False, break_long_words=False) or [""]
