@@ -209,3 +209,82 @@ async def test_history_at_80_columns_shows_run_ids_whole(tmp_path: Path) -> None
         await pilot.press("v")
         await _settle(pilot)
         assert screen.query_one("#history-plot").display and not screen.query_one("#history-compare-side").display
+
+
+# ---- snapshots at 80×24 and 120×40 (frozen clock; docs/TUI.md shows them) ----
+
+def _feed(snap: Any, keys: tuple[str, ...] = ()):  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Any) -> None:
+        await _dashboard(pilot, snap)
+        if keys:
+            await pilot.press(*keys)
+            await _settle(pilot)
+
+    return run_before
+
+
+def _crash_snapshot() -> Any:
+    return story_snapshot(0.93, "ready", crashed=True)
+
+
+def _two_overrides() -> Any:
+    return dataclasses.replace(story_snapshot(0.88, "ready", restarted=True), flag_diff=TWO_OVERRIDES)
+
+
+def test_crash_modal_120x40(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app, _now = clocked_app()
+    assert snap_compare(app, terminal_size=(120, 40), run_before=_feed(_crash_snapshot()))
+
+
+def test_header_two_overrides_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app, _now = clocked_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_feed(_two_overrides()))
+
+
+def test_header_two_overrides_120x40(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    app, _now = clocked_app()
+    assert snap_compare(app, terminal_size=(120, 40), run_before=_feed(_two_overrides()))
+
+
+def _history_app(tmp_path: Path) -> Any:
+    from cockpit.core.state import SeriesPoint
+    from cockpit.journal import Journal
+    from cockpit.ui.screens.history import HistoryScreen
+    from tests.journal.helpers import crashed_state, ready_state, run_info
+
+    path = tmp_path / "journal.sqlite3"
+    flags = {"model-path": "/models/Kimi-K2.5", "tp": 8}
+    with Journal.open(path) as j:
+        j.record_start(run_info("20261129-115402-a931", profile="demo", started_at="2026-11-29T11:54:02+00:00"), "demo",
+                       {**flags, "mem-fraction-static": 0.93})
+        j.record_end("20261129-115402-a931", "crashed", crashed_state(), [])
+        st = ready_state()
+        for i in range(50):
+            st.gen_throughput.append(SeriesPoint(ts=f"2026-11-29 12:14:{i:02d}", value=2500.0 + 10 * i))
+        j.record_start(run_info("20261129-120000-b882", profile="demo", started_at="2026-11-29T12:00:00+00:00"), "demo",
+                       {**flags, "mem-fraction-static": 0.88})
+        j.record_end("20261129-120000-b882", "stopped", st, [])
+
+    class HistoryApp(CockpitApp):  # Cockpit's own stylesheet and theme, the history screen alone
+        def on_mount(self, event: Any) -> None:
+            event.prevent_default()  # not the picker behind it: CockpitApp's own on_mount is skipped
+            self.push_screen(HistoryScreen("demo", journal_path=path))
+
+    return HistoryApp(supervisor_factory=None, theme="dark")
+
+
+async def _history_loaded(pilot: Any) -> None:
+    for _ in range(200):
+        await pilot.pause(0.02)
+        if getattr(pilot.app.screen, "runs", None):
+            break
+    await pilot.press("space", "down", "space")  # both runs, side by side
+    await _settle(pilot)
+
+
+def test_history_80x24(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(_history_app(tmp_path), terminal_size=(80, 24), run_before=_history_loaded)
+
+
+def test_history_120x40(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(_history_app(tmp_path), terminal_size=(120, 40), run_before=_history_loaded)

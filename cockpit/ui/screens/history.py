@@ -38,10 +38,9 @@ HISTORY_BINDINGS: list[BindingType] = [
     Binding("v", "toggle_plot", "Table/plot", id="history.plot"),
 ]
 
-# Below this width the comparison table and the throughput plot do not both fit (the run ids of
-# the table's columns were cut to `20261201-14` at 80 columns): the table gets the width, `v`
-# swaps in the plot.
-NARROW_WIDTH = 110
+# When the comparison table needs more than its half of the screen (the run ids of its columns
+# were cut to `20261201-14` at 80 columns, and a second run's at 120), the table gets the whole
+# width and `v` swaps in the plot.
 
 # One colour per overlaid run, from theme variables (a theme file is the one place colours are
 # chosen); the RGB fallbacks serve Textual's own themes, which lack Cockpit's variables.
@@ -183,7 +182,13 @@ class HistoryScreen(Screen[None]):
         self.load()
 
     def on_resize(self, event: Any) -> None:
-        self.set_class(event.size.width < NARROW_WIDTH, "-narrow")
+        self._fit_comparison()
+
+    def _fit_comparison(self) -> None:
+        table = self.query_one("#history-compare", DataTable)
+        # each column: its widest cell plus one column of padding either side
+        needed = sum(c.get_render_width(table) for c in table.columns.values()) + 2
+        self.set_class(needed > (self.size.width - 2) // 2, "-narrow")
         self._show_comparison_hint()
 
     def action_toggle_plot(self) -> None:
@@ -291,6 +296,7 @@ class HistoryScreen(Screen[None]):
         else:
             for key in sorted(runs[0].flags):
                 table.add_row(f"--{key.lstrip('-')}", str(runs[0].flags[key]))
+        self.call_after_refresh(self._fit_comparison)  # the columns' widths are known once laid out
 
     def _show_comparison_hint(self) -> None:
         if not self.runs:
