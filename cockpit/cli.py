@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default: the demo profile's, 30123 SGLang, 18123 vLLM)")
 
     s = sub.add_parser("diagnose", help="parse SGLang or vLLM logs and explain them")
-    s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")
+    s.add_argument("logs", nargs="+", metavar="LOG", help="one or more log files, or - for standard input")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
     s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB like --hicache-size (HiCache sizing)")

@@ -25,6 +25,7 @@ from typing import Any
 from cockpit.backends import DEFAULT_BACKEND, detect_backend, engine_name, engine_names, get_backend
 from cockpit.backends.base import HostFacts
 from cockpit.core.findings import Finding, exit_code_for
+from cockpit.core.numbers import plural
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
 
@@ -156,7 +157,7 @@ def read_note(reads: list[FileRead], unparsed: int, backend: str = DEFAULT_BACKE
         parts.append(f"recognised {recognised:,} of {lines:,} lines as {engine_name(backend)}'s ({100 * recognised / lines:.0f} %); "
                      "the rest was skipped")
     if unparsed:
-        parts.append(f"{unparsed:,} recognised line(s) held figures that do not parse or cannot be; skipped")
+        parts.append(f"{plural(unparsed, 'recognised line')} held figures that do not parse or cannot be; skipped")
     return "note: " + "; ".join(parts) if parts else None
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cockpit.core import events as ev
+from cockpit.core.numbers import plural
 from cockpit.core.state import Crash, RunState
 
 _PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5}
@@ -183,7 +184,7 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
     if c.max_seq >= SERVING_SEQ:
         return "serving", f"collective sequence number {c.max_seq:,}: the server had been serving"
     if c.requests:
-        return "serving", f"{c.requests} request log line(s) before it"
+        return "serving", f"{plural(c.requests, 'request log line')} before it"
     if c.phase_evidence == "startup":
         return "startup", "a line that only start-up prints"
     return "unknown", "no lifecycle, batch, request or traceback line before it names the phase"

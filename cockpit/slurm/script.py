@@ -68,7 +68,7 @@ def render_batch_script(
         'COCKPIT_RUN_DIR=$SLURM_SUBMIT_DIR',
         'mapfile -t COCKPIT_NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'if [ "${#COCKPIT_NODES[@]}" -lt ' + str(n) + " ]; then",
-        f'  echo "cockpit: the allocation has ${{#COCKPIT_NODES[@]}} node(s), the run needs {n}" >&2',
+        f'  echo "cockpit: the run needs {plural(n, "node")}; the allocation has only ${{#COCKPIT_NODES[@]}}" >&2',
         "  exit 2",
         "fi",
         "# the run's files are the operator's alone (node logs hold the server's args, e.g. --api-key);",
