@@ -144,10 +144,10 @@ def exit_words(code: int | None, kind: str | None = None, *, short: bool = False
         return "exit code not known"
     if short and code in (137, -9):
         if kind == "host_oom_killed":
-            return f"exit code {code}: the kernel's OOM killer"
+            return f"exit code {code} (the kernel's OOM killer)"
         if kind in LOGGED_CRASH_KINDS:
-            return f"exit code {code}: its own cleanup after the error"
-        return f"exit code {code}: SIGKILL from outside"
+            return f"exit code {code} (the server's own cleanup)"
+        return f"exit code {code} (SIGKILL from outside)"
     if code in (137, -9):
         if kind == "host_oom_killed":
             return f"exit code {code}: SIGKILL from the kernel's OOM killer (host memory)"

@@ -339,4 +339,4 @@ async def test_exit_137_from_the_supervisor_is_said_in_words_too() -> None:
         await _settle(pilot)
         second = screen_lines(app)[1]
         # the header's short form (the dialog has the long one), whole: not cut by an ellipsis
-        assert "exited: exit code 137: its own cleanup after the error" in second and "…" not in second
+        assert "exited: exit code 137 (the server's own cleanup)" in second and "…" not in second

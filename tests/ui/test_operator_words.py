@@ -288,3 +288,19 @@ def test_history_80x24(snap_compare, tmp_path: Path) -> None:  # type: ignore[no
 
 def test_history_120x40(snap_compare, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(_history_app(tmp_path), terminal_size=(120, 40), run_before=_history_loaded)
+
+
+async def test_the_crash_subtitle_fits_80_columns_whole() -> None:
+    """Issue 27: the header's crash line (`… exited: exit code 137: SIGKILL from the server's own
+    clean…`) was cut at 120 columns, and at 80 too: by rule it sheds the pid, then words, never the run id."""
+    base = story_snapshot(0.93, "ready", crashed=True)
+    snap = dataclasses.replace(base, progress="the server on local exited with code 137")
+    for size in ((80, 24), (120, 40)):
+        app, _now = clocked_app()
+        async with app.run_test(size=size) as pilot:
+            await _dashboard(pilot, snap)
+            await pilot.press("escape")
+            await _settle(pilot)
+            second = screen_lines(app)[1]
+            assert "run 20261129-115402-demo" in second and "exit code 137 (the server's own cleanup)" in second, second
+            assert "…" not in second, second

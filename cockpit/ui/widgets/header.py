@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
@@ -161,6 +163,11 @@ class RunHeader(Widget):
             line = self._join(parts)
         if line.cell_len > self._width() and progress_at is not None and snap is not None:
             parts[progress_at] = (fmt.progress_words(snap.progress, kind, short=True), self._style("progress"))
+            line = self._join(parts)
+        if line.cell_len > self._width() and progress_at is not None and snap is not None:
+            # "the server on gpu-box-1 exited: …" → "exited: …": the host is on line 1 already
+            words = fmt.progress_words(snap.progress, kind, short=True)
+            parts[progress_at] = (re.sub(r"^the server on \S+ (?=exited)", "", words), self._style("progress"))
             line = self._join(parts)
         return line
 
