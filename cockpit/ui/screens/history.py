@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
+from cockpit.core.findings import value_text
 from cockpit.core.secrets import without_masked
 from cockpit.journal.journal import RunRecord
 from cockpit.journal.views import (
@@ -146,6 +147,7 @@ class HistoryScreen(Screen[None]):
     HistoryScreen #history-compare { height: 1fr; }
     HistoryScreen #history-hint { height: auto; padding: 0 1; color: $text-muted; }
     HistoryScreen #history-plot { width: 1fr; }
+    HistoryScreen DataTable { scrollbar-size-vertical: 1; }
     HistoryScreen.-narrow #history-plot { display: none; }
     HistoryScreen.-narrow.-plot #history-plot { display: block; }
     HistoryScreen.-narrow.-plot #history-compare-side { display: none; }
@@ -295,7 +297,7 @@ class HistoryScreen(Screen[None]):
                 table.add_row("flags that differ", "none", *[""] * (len(runs) - 1))
         else:
             for key in sorted(runs[0].flags):
-                table.add_row(f"--{key.lstrip('-')}", str(runs[0].flags[key]))
+                table.add_row(f"--{key.lstrip('-')}", value_text(runs[0].flags[key]))
         self.call_after_refresh(self._fit_comparison)  # the columns' widths are known once laid out
 
     def _show_comparison_hint(self) -> None:
