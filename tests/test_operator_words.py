@@ -130,6 +130,14 @@ def test_plan_marks_a_set_value_as_set_and_the_warn_level_on_it() -> None:
     assert "below the 3 GiB warn level" in mine and "warn level" not in rec, summary
 
 
+def test_the_vllm_plan_fits_80_columns_too() -> None:
+    r = cockpit("plan", "--model-config", str(MODELS / "qwen3-32b"), "--tp", "2", "--gpu-mem-gb", "79.18", "--backend",
+                "vllm", "--set", "gpu-memory-utilization=0.97", "--set", "max-model-len=32768")
+    assert r.returncode in (0, 1), r.stderr
+    assert max(len(ln) for ln in r.stdout.splitlines()) <= 80, r.stdout
+    assert "0.97" in r.stdout and "← --set" in r.stdout
+
+
 def test_plan_on_an_unreachable_host_says_how_to_plan_without_it(tmp_path: Path) -> None:
     """Issue 29: `cockpit plan PROFILE --gpu-mem-gb 96` stopped at "cannot reach …" without saying
     that --model-config DIR plans without the host."""

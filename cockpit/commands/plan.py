@@ -213,8 +213,8 @@ def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
     if "non_torch_gib" in t:
         lines.append(f"  non-torch memory        {t['non_torch_gib']:8.2f} GiB (estimated)")
     if "activation_peak_gib" in t:
-        lines.append(f"  activation peak         {t['activation_peak_gib']:8.2f} GiB (estimated, {t.get('max_num_batched_tokens', 0):,.0f}"
-                     f" batched tokens, {t.get('max_num_seqs', 0):,.0f} seqs)")
+        lines.append(f"  activation peak         {t['activation_peak_gib']:8.2f} GiB (estimated for {t.get('max_num_batched_tokens', 0):,.0f}"
+                     f" tokens, {t.get('max_num_seqs', 0):,.0f} seqs)")
     if "graph_gib" in t:
         bs = f", max bs {t['cuda_graph_max_bs']:.0f}" if "cuda_graph_max_bs" in t else ""
         lines.append(f"  CUDA graphs             {t['graph_gib']:8.2f} GiB (estimated{bs})")
