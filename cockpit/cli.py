@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default: the demo profile's, 30123 SGLang, 18123 vLLM)")
 
     s = sub.add_parser("diagnose", help="parse SGLang or vLLM logs and explain them")
-    s.add_argument("logs", nargs="+", metavar="LOG", help="log file(s), or - for standard input")
+    s.add_argument("logs", nargs="+", metavar="LOG", help="one or more log files, or - for standard input")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
     s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB like --hicache-size (HiCache sizing)")
@@ -80,8 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node (HiCache ranks per node)")
 
     s = sub.add_parser("check", help="preflight a profile against its hosts")
-    s.add_argument("profile")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
     s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB like --hicache-size")
     s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GiB as nvidia-smi shows it")
     s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
@@ -104,33 +104,35 @@ def build_parser() -> argparse.ArgumentParser:
                    help="concurrency column: requests of N tokens each setting holds (default the context length)")
     s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
                    help="override a server flag (repeatable)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     s = sub.add_parser("up", help="launch a profile's server detached")
-    s.add_argument("profile")
+    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
     s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
                    help="override a server flag for this run only (repeatable)")
-    s.add_argument("--wait", choices=["started", "ready"], default="started")
+    s.add_argument("--wait", choices=["started", "ready"], default="started",
+                   help="return once the server runs (started, the default) or once it serves: the log says "
+                        "ready and /health answers 200 (ready)")
     s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait (default 900)")
     s.add_argument("--force", action="store_true", help="launch even when the memory plan predicts too little headroom")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     s = sub.add_parser("status", help="attach to a profile's run and report")
-    s.add_argument("profile")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     s = sub.add_parser("logs", help="the server log, filtered")
-    s.add_argument("profile")
-    s.add_argument("-f", "--follow", action="store_true")
+    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+    s.add_argument("-f", "--follow", action="store_true", help="keep printing new lines as the server writes them (ctrl+c ends)")
     s.add_argument("--tail", type=int, default=None, metavar="N", help="start N lines from the end")
     s.add_argument("--filter", default="all", metavar="PRESET|REGEX",
                    help="memory, errors, batches, all, or a regular expression")
     s.add_argument("--rank", default=None, help="only this rank (3 or TP3)")
 
     s = sub.add_parser("down", help="stop a profile's run and wait for GPU memory to be released")
-    s.add_argument("profile")
-    s.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+    s.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL (default 30)")
+    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     s = sub.add_parser("stacks", help="py-spy stacks of every process of the live run, ranks grouped")
     s.add_argument("profile")
@@ -139,19 +141,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--saved", action="store_true", help="show the newest saved dump instead of taking one")
 
     s = sub.add_parser("runs", help="the journal of runs")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--profile", default=None)
+    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
+    s.add_argument("--profile", default=None, metavar="NAME", help="only this profile's runs")
     rsub = s.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
     # SUPPRESS: a --json given before the subcommand (`runs --json show ID`) must survive
     r = rsub.add_parser("show", help="one run in full")
-    r.add_argument("id")
-    r.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    r.add_argument("id", help="a run id as `cockpit runs` lists it")
+    r.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output (JSON)")
     r = rsub.add_parser("compare", help="runs side by side")
-    r.add_argument("ids", nargs="+", metavar="ID")
-    r.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    r.add_argument("ids", nargs="+", metavar="ID", help="two or more run ids as `cockpit runs` lists them")
+    r.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output (JSON)")
 
     s = sub.add_parser("bench", help="load test of a profile's live run: tok/s, req/s, TTFT/ITL/E2E")
-    s.add_argument("profile")
+    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
     s.add_argument("--requests", type=int, default=200, metavar="N", help="requests per concurrency level (default 200)")
     s.add_argument("--concurrency", type=int, nargs="+", default=None, metavar="C",
                    help="requests in flight; several values run one level after the other (default 8)")
@@ -168,11 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time limit per level (s); requests still running then are cancelled (default 120)")
     s.add_argument("--api", choices=["openai", "sglang"], default="openai",
                    help="streaming /v1/completions (default) or SGLang's /generate")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     s = sub.add_parser("tune", help="guided tuning: launch, measure, move; writes NAME.tuned.yaml")
-    s.add_argument("profile")
-    s.add_argument("--objective", choices=["throughput", "ttft-p99"], default="throughput")
+    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+    s.add_argument("--objective", choices=["throughput", "ttft-p99"], default="throughput",
+                   help="what makes a setting best: the most output tokens/s (throughput, the default) or the "
+                        "lowest 99th-percentile time to first token (ttft-p99)")
     s.add_argument("--slo", default=None, metavar="ttft_p99=2s,itl_p99=100ms",
                    help="latency limits a setting must keep to count as best")
     s.add_argument("--max-launches", type=int, default=6, metavar="N", help="launch budget (default 6)")
@@ -181,12 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bench requests in flight (default 64; the last value is used)")
     s.add_argument("--input-len", type=int, default=512, metavar="L", help="bench prompt tokens (default 512)")
     s.add_argument("--output-len", type=int, default=1024, metavar="L", help="bench output tokens (default 1024)")
-    s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl")
+    s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
+                   help='bench prompts: random tokens (synthetic, the default) or JSONL lines {"prompt": ..., "output_len": N}')
     s.add_argument("--duration", type=float, default=60.0, metavar="S", help="bench time limit per step (default 60)")
-    s.add_argument("--api", choices=["openai", "sglang"], default="openai")
+    s.add_argument("--api", choices=["openai", "sglang"], default="openai",
+                   help="bench through streaming /v1/completions (default) or SGLang's /generate")
     s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for READY per launch (default 900)")
     s.add_argument("--output", default=None, metavar="PATH", help="where to write the tuned profile")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     # `cockpit sim` parses its own (SGLang-shaped) arguments.
     sub.add_parser("sim", help="a faithful SGLang (or --sim-backend vllm: vLLM) stand-in (simulated GPUs)", add_help=False)

@@ -12,7 +12,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from cockpit.commands.render import gb_text
-from cockpit.core.findings import Finding, exit_code_for, sort_findings
+from cockpit.core.findings import Finding, exit_code_for, predicted_phrases, sort_findings
 from cockpit.core.profile import Profile, load_profile
 from cockpit.core.ranks import rank_sort_key
 from cockpit.core.secrets import mask_mapping, mask_value
@@ -145,7 +145,7 @@ def render_findings(findings: list[Finding]) -> list[str]:
         for c in f.changes:
             lines.append(f"    change: {c.as_diff()}")
         if f.predicted:
-            lines.append("    predicted: " + ", ".join(f"{k}={v}" for k, v in f.predicted.items()))
+            lines.append("    predicted: " + " · ".join(predicted_phrases(f.predicted)))
     return lines
 
 

@@ -26,6 +26,7 @@ from cockpit.backends import DEFAULT_BACKEND, detect_backend, engine_name, engin
 from cockpit.backends.base import HostFacts
 from cockpit.backends.foreign import foreign_lines, refusal
 from cockpit.core.findings import Finding, exit_code_for
+from cockpit.core.numbers import plural
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
 
@@ -170,7 +171,7 @@ def read_note(reads: list[FileRead], unparsed: int, backend: str = DEFAULT_BACKE
         parts.append(f"recognised {recognised:,} of {lines:,} lines as {engine_name(backend)}'s ({100 * recognised / lines:.0f} %); "
                      "the rest was skipped")
     if unparsed:
-        parts.append(f"{unparsed:,} recognised line(s) held figures that do not parse or cannot be; skipped")
+        parts.append(f"{plural(unparsed, 'recognised line')} held figures that do not parse or cannot be; skipped")
     return "note: " + "; ".join(parts) if parts else None
 
 

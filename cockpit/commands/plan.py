@@ -110,9 +110,34 @@ def _profile_plan(args: argparse.Namespace, name: str) -> MemoryPlan:
         elif args.gpus is not None:
             facts = _what_if_gpu(await measured_facts(profile), None, args.gpus)
         runs = [] if args.no_calibration and not args.calibrate_from else journal_runs(None if args.calibrate_from else profile.name)
-        return await plan_for_profile(profile, overrides, facts=facts, runs=runs, calibrate_from=args.calibrate_from)
+        try:
+            return await plan_for_profile(profile, overrides, facts=facts, runs=runs, calibrate_from=args.calibrate_from)
+        except TransportError as exc:
+            raise TransportError(str(exc), _offline_hint(exc.hint, profile, overrides, args.gpu_mem_gb)) from None
+
+    from cockpit.transport.base import TransportError
 
     return run_command(go())
+
+
+def _offline_hint(hint: str | None, profile: Any, overrides: dict[str, Any], gpu_mem_gb: float | None) -> str:
+    """The host could not be reached: say the command that plans without it (the model's
+    config.json and safetensors index copied here, the GPU memory given), with what the profile
+    already knows filled in."""
+    from cockpit.backends import get_backend
+
+    backend = get_backend(profile.backend)
+    try:
+        tp = backend.flag_value(backend.effective_flags(profile, overrides), "tp")
+    except Exception:  # a flag the server refuses was said before any I/O; here it only loses N
+        tp = None
+    model = backend.model_path(profile, overrides)
+    gib = f"{gpu_mem_gb:g}" if gpu_mem_gb is not None else "GiB"
+    line = (f"to plan without the host: cockpit plan --model-config DIR --gpu-mem-gb {gib} --tp {tp or 'N'}"
+            + (f" --backend {profile.backend}" if profile.backend != "sglang" else "")
+            + " (DIR: a local copy of the model's config.json and its safetensors index or headers"
+            + (f", from {model} on the host" if model else "") + ")")
+    return f"{hint}\n  hint: {line}" if hint else line
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,12 +180,23 @@ def run(args: argparse.Namespace) -> int:
         for i, mp in enumerate(plans):
             if len(plans) > 1:
                 sys.stdout.write(("\n" if i else "") + f"group {i + 1} of {len(plans)}: {profiles[i]}\n")
-            sys.stdout.write(render_plan(mp))
+            sys.stdout.write(render_plan(mp, current_from=_current_from(mp, list(args.overrides or []))))
     return 1 if any(mp.severity == "critical" for mp in plans) else 0
 
 
-def render_plan(mp: MemoryPlan) -> str:
-    """The plan as text: facts, the table, the profile's value and the recommendation."""
+def _current_from(mp: MemoryPlan, items: list[str]) -> str:
+    """Where the plan's current value comes from, as its row is marked: `--set` when the operator
+    gave it on the command line (always so with --model-config), else the profile (or the default)."""
+    try:
+        given = {k.replace("_", "-") for k in _overrides(mp.backend, items)} if items else set()
+    except Exception:  # the plan was made from these items: a failure here only loses the label
+        given = set()
+    return "--set" if mp.flag.lstrip("-") in given else "profile"
+
+
+def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
+    """The plan as text: facts, the table, the current value (the profile's, or `--set`'s) and the
+    recommendation."""
     from cockpit.core.sanitize import clean_text
 
     t = mp.terms
@@ -177,8 +213,8 @@ def render_plan(mp: MemoryPlan) -> str:
     if "non_torch_gib" in t:
         lines.append(f"  non-torch memory        {t['non_torch_gib']:8.2f} GiB (estimated)")
     if "activation_peak_gib" in t:
-        lines.append(f"  activation peak         {t['activation_peak_gib']:8.2f} GiB (estimated, {t.get('max_num_batched_tokens', 0):,.0f}"
-                     f" batched tokens, {t.get('max_num_seqs', 0):,.0f} seqs)")
+        lines.append(f"  activation peak         {t['activation_peak_gib']:8.2f} GiB (estimated for {t.get('max_num_batched_tokens', 0):,.0f}"
+                     f" tokens, {t.get('max_num_seqs', 0):,.0f} seqs)")
     if "graph_gib" in t:
         bs = f", max bs {t['cuda_graph_max_bs']:.0f}" if "cuda_graph_max_bs" in t else ""
         lines.append(f"  CUDA graphs             {t['graph_gib']:8.2f} GiB (estimated{bs})")
@@ -194,8 +230,13 @@ def render_plan(mp: MemoryPlan) -> str:
     cur_v = mp.current.value if mp.current else None
     rec_v = mp.recommended.value if mp.recommended else None
     n_req = mp.request_length
-    req_head = f"reqs × {n_req:,}" if n_req > 0 else ""
-    lines.append(f"  {mp.flag:<24} {'KV tokens':>12} {'KV GiB':>8} {'headroom after capture':>24} {req_head:>14}".rstrip())
+    # 80 columns, marks included: the flag and what the columns mean are said above the table, the
+    # columns keep only their numbers (it was 98 wide, and an 80-column terminal folded every row)
+    legend = (f"{mp.flag} settings. headroom: free GiB per GPU after CUDA graph capture (· below the "
+              f"{mp.target_headroom_gib:g} GiB target, ! below the {mp.warn_headroom_gib:g} GiB warn level)."
+              + (f" reqs: how many requests of {n_req:,} tokens fit at once." if n_req > 0 else ""))
+    lines += _wrap(legend)
+    lines.append(f"  {'setting':<7}  {'KV tokens':>10}  {'KV GiB':>6}  {'headroom':>11}  {'reqs' if n_req > 0 else '':>7}".rstrip())
     rows = list(mp.rows)
     pinned = [r for r in (mp.current, mp.recommended) if r is not None and r.flag != mp.flag]
     if mp.current is not None and not pinned and all(abs(r.value - mp.current.value) > 1e-9 for r in rows):
@@ -204,24 +245,33 @@ def render_plan(mp: MemoryPlan) -> str:
     for r in rows:
         mark = []
         if cur_v is not None and abs(r.value - cur_v) < 1e-9:
-            mark.append("← default" if mp.current_is_default else "← profile")
+            mark.append("← default" if mp.current_is_default else f"← {current_from}")
         if rec_v is not None and abs(r.value - rec_v) < 1e-9:
             mark.append("← recommended")
         h = r.headroom_after_capture_gib
         if not r.starts:
-            lines.append(f"  {_setting(r.value):<24} {0:>12,} {'—':>8} {'no KV pool: no start':>24}  ! {' '.join(mark)}".rstrip())
+            lines.append(f"  {_setting(r.value):<7}  {0:>10,}  {'—':>6}  {'no start':>11}  !  {' '.join(mark)}".rstrip())
             continue
-        flag = "  !" if h < mp.warn_headroom_gib else ("  ·" if h < mp.target_headroom_gib else "   ")
+        flag = " !" if h < mp.warn_headroom_gib else (" ·" if h < mp.target_headroom_gib else "  ")
         conc = mp.concurrency(r)
-        reqs = f"{conc:>11,}" if conc is not None else ""
-        lines.append(f"  {_setting(r.value):<24} {r.max_total_num_tokens:>12,} {r.kv_gib:>8.2f} {h:>20.2f} GiB{flag} {reqs} {' '.join(mark)}".rstrip())
+        reqs = f"{conc:>7,}" if conc is not None else " " * 7
+        lines.append(f"  {_setting(r.value):<7}  {r.max_total_num_tokens:>10,}  {r.kv_gib:>6.2f}  {h:>7.2f} GiB{flag}"
+                     f"{reqs} {' '.join(mark)}".rstrip())
     for r in dict.fromkeys(pinned):  # a pinned KV size (vLLM's --kv-cache-memory-bytes) is no row of the table
-        which = "profile" if r is mp.current else "recommended"
+        which = current_from if r is mp.current else "recommended"
         lines.append(f"  {which}: {r.label}: {r.max_total_num_tokens:,} KV tokens, {r.headroom_after_capture_gib:.2f} GiB after capture")
     lines.append("")
-    lines.append("  " + plan_finding(mp).message)
+    lines += _wrap(plan_finding(mp).message)
     if mp.recommended is None:
         lines.append(f"  no value meets the {mp.target_headroom_gib:g} GiB target headroom")
     for n in mp.notes:
-        lines.append(f"  note: {clean_text(n)}")
+        lines += _wrap(f"note: {clean_text(n)}", hang=8)
     return "\n".join(lines) + "\n"
+
+
+def _wrap(text: str, hang: int = 2) -> list[str]:
+    """A sentence of the plan folded at 80 columns (the table's own width), indented like the table."""
+    import textwrap
+
+    return textwrap.wrap(text, width=80, initial_indent="  ", subsequent_indent=" " * hang,
+                         break_on_hyphens=False, break_long_words=False) or [""]

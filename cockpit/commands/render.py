@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from cockpit.backends import engine_name
 from cockpit.backends.base import HostFacts
-from cockpit.core.findings import Finding
+from cockpit.core.findings import Finding, predicted_phrases
 from cockpit.core.ranks import rank_sort_key
 from cockpit.core.state import RunState
 
@@ -56,8 +56,7 @@ def findings_lines(findings: Sequence[Finding]) -> list[str]:
         for c in f.changes:
             out.append(f"    change: {c.as_diff()}")
         if f.predicted:
-            pred = ", ".join(f"{k} {v:,}" if isinstance(v, int) else f"{k} {v}" for k, v in f.predicted.items())
-            out.append(f"    predicted: {pred}")
+            out.append("    predicted: " + " · ".join(predicted_phrases(f.predicted)))
         for c in f.alternatives:
             out.append(f"    or: {c.as_diff()}")
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cockpit.core import events as ev
+from cockpit.core.numbers import plural
 from cockpit.core.state import Crash, RunState
 
 _PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5, "hung": 5}
@@ -94,7 +95,7 @@ def _describe(e: ev.Event) -> str:
     elif isinstance(e, ev.SchedulerException):
         text = e.text
     elif isinstance(e, ev.TracebackFrame):
-        text = f'File "{e.file}", in {e.function}'
+        text = _frame_words(f"{e.file or ''}:{e.function}")
     elif isinstance(e, ev.ExitCode):
         text = f"Exit code: {e.exit_code}"
     elif isinstance(e, ev.ProcessExited):
@@ -104,6 +105,15 @@ def _describe(e: ev.Event) -> str:
     elif text is None:
         text = type(e).__name__
     return _where(e) + str(text)
+
+
+def _frame_words(frame: str) -> str:
+    """`file:function` as a decisive line: Python's own `File "…", in function`, or, for a call read
+    from the source line a traceback quotes (no file of its own), the call named as such."""
+    file, _, func = frame.rpartition(":")
+    if not file:
+        return f"in {func}() (a call quoted in the traceback's source lines)"
+    return f'File "{file}", in {func}'
 
 
 def _add_decisive(crash: Crash, line: str) -> None:
@@ -123,7 +133,9 @@ def _deciding_frame(frames: list[tuple[str | None, str]]) -> tuple[str, str] | N
     for phase, fr in frames:
         if phase in _FRAME_PRECEDENCE:
             rank = _FRAME_PRECEDENCE.index(phase)
-            if best is None or rank < best[0]:
+            # a real `File "…"` frame beats a call read from the quoted source line above it
+            if best is None or rank < best[0] or (rank == best[0] and not best[2].rpartition(":")[0]
+                                                  and fr.rpartition(":")[0]):
                 best = (rank, phase, fr)
     return (best[1], best[2]) if best else None
 
@@ -174,7 +186,7 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
     if c.max_seq >= SERVING_SEQ:
         return "serving", f"collective sequence number {c.max_seq:,}: the server had been serving"
     if c.requests:
-        return "serving", f"{c.requests} request log line(s) before it"
+        return "serving", f"{plural(c.requests, 'request log line')} before it"
     if c.phase_evidence == "startup":
         return "startup", "a line that only start-up prints"
     return "unknown", "no lifecycle, batch, request or traceback line before it names the phase"
@@ -267,8 +279,7 @@ def _add_frame(state: RunState) -> None:
     c = _ctx(state)
     found = _deciding_frame(c.frames) if c.exc_seen else None
     if found is not None and state.crash is not None:
-        file, _, func = found[1].rpartition(":")
-        _add_decisive(state.crash, f'File "{file}", in {func}')
+        _add_decisive(state.crash, _frame_words(found[1]))
 
 
 def _oom_kill_kind(state: RunState) -> str:

@@ -25,6 +25,63 @@ class FlagChange:
         return f"{self.flag} {value_text(mask_value(self.flag, self.from_value))} → {value_text(mask_value(self.flag, self.to_value))}"
 
 
+# A prediction's keys (the JSON contract) as the operator reads them: words and units, never the key.
+# GiB for GPU memory (the engines print GiB); GB for host RAM (SGLang's --hicache-size is in GB).
+_PREDICTED_WORDS: dict[str, str] = {
+    "headroom_gb": "{:.2f} GiB free per rank",
+    "freed_gb_per_gpu": "{:.2f} GiB freed per GPU",
+    "kv_gb": "KV cache {:.2f} GiB per GPU",
+    "kv_pool_gb": "KV pool {:.2f} GiB per GPU",
+    "kv_gb_gain_per_gpu": "KV cache {:+.2f} GiB per GPU",
+    "budget_gb": "budget {:.2f} GiB per GPU",
+    "free_gb": "{:.2f} GiB free on the GPU",
+    "gap_gb": "{:.2f} GiB gap between ranks",
+    "max_model_len": "context length {:,} tokens",
+    "full_length_requests": "{:g} full-length requests fit",
+    "host_gb": "{:.1f} GB of host RAM needed",
+    "hicache_size": "--hicache-size {:g} GB per rank",
+}
+
+
+def predicted_phrases(predicted: dict[str, Any], current_tokens: int | None = None) -> list[str]:
+    """The predicted effect of a change in words with units (`5.55 GiB free per rank`, `−72,276 KV
+    tokens (→ 174,654)`): what every view prints; the keys stay in the JSON only."""
+    out: list[str] = []
+    for key in ("headroom_gb", "max_total_num_tokens", *[k for k in predicted if k not in ("headroom_gb", "max_total_num_tokens")]):
+        v = predicted.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            continue
+        if key == "max_total_num_tokens":
+            if not isinstance(v, int):
+                continue
+            if current_tokens is not None:
+                d = v - current_tokens
+                sign = f"+{d:,}" if d > 0 else f"−{abs(d):,}" if d < 0 else "±0"
+                out.append(f"{sign} KV tokens (→ {v:,})")
+            else:
+                out.append(f"{v:,} KV tokens")
+            continue
+        template = _PREDICTED_WORDS.get(key)
+        if template is not None and not isinstance(v, str):
+            text = template.format(v)
+            out.append(text.replace("-", "−", 1) if "{:+" in template else text)
+        else:  # a key no view knows yet: its words, and GiB for a `_gb` figure, never the raw key
+            name = key.removesuffix("_gb").replace("_", " ")
+            unit = " GiB" if key.endswith("_gb") else ""
+            out.append(f"{name} {value_text(v)}{unit}")
+    return out
+
+
+def quoted(text: str, limit: int) -> str:
+    """A server's message placed inside a sentence of ours: stripped, cut at `limit` characters with
+    `…`, and without its own closing full stop, so `…: {quoted(m, 200)}. Next sentence` never reads
+    `needed.. Next`."""
+    t = " ".join(text.split())
+    if len(t) > limit:
+        t = t[: limit - 1].rstrip() + "…"
+    return t.rstrip(" .")
+
+
 def value_text(v: Any) -> str:
     """A flag's value as every view shows it: `true`/`false` (the spelling a profile and `--set`
     take back), floats without trailing zeros, `unset` for a flag not given, lists as JSON."""

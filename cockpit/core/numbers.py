@@ -6,6 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """`1 change`, `2 changes`, `1 piece of advice` / `3 pieces of advice`: counts in words, never `(s)`."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
 def as_int(v: Any) -> int | None:
     if isinstance(v, bool) or v is None:
         return None

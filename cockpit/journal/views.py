@@ -19,7 +19,8 @@ def fmt_gb(v: float | None) -> str:
 
 
 def fmt_int(v: int | None) -> str:
-    return UNKNOWN if v is None else str(v)
+    """`246,930`: token counts grouped as every other view prints them."""
+    return UNKNOWN if v is None else f"{v:,}"
 
 
 def fmt_tps(v: float | None) -> str:

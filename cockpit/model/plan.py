@@ -164,9 +164,10 @@ class MemoryPlan:
     def _row_json(self, r: PlanRow) -> dict[str, Any]:
         return {**r.to_json(), "concurrent_requests": self.concurrency(r)}
 
-    def summary(self) -> str:
+    def summary(self, verdict: str = "") -> str:
         """One line for check, up and the picker: `0.93 predicted to leave 0.8 GiB after capture;
-        0.88 predicted 5.5 GiB, −72 K KV tokens`."""
+        0.88 predicted 5.5 GiB, −72 K KV tokens`. `verdict` (`below the 3 GiB warn level: …`) is
+        said of the current value, right after its own clause, never after the recommendation's."""
         cur, rec = self.current, self.recommended
         if self.terms.get("after_weights_avail_gib", 1.0) <= 0:
             return (f"the weights ({self.weights_gib_per_rank:.1f} GiB per rank) do not fit in the "
@@ -191,6 +192,8 @@ class MemoryPlan:
         head = f"{cur.label} predicted to leave {cur.headroom_after_capture_gib:.1f} GiB after capture"
         if self.weights_source == "config":
             head += " (weights estimated from config.json)"
+        if verdict:
+            head += f", {verdict}"
         if rec is None:
             return head + f"; no value from {self.rows[0].value:g} up leaves the {self.target_headroom_gib:g} GiB target"
         if rec.value == cur.value:

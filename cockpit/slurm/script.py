@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 
+from cockpit.core.numbers import plural
 from cockpit.core.profile import SlurmTarget
 
 # Placeholders inside an argv element (NUL never survives profile validation, so no value can
@@ -61,13 +62,13 @@ def render_batch_script(
     n = len(node_argvs)
     lines = [
         "#!/bin/bash",
-        f"# cockpit run {run_id} of profile {shlex.quote(profile)}: {n} node(s), one srun step per node.",
+        f"# cockpit run {run_id} of profile {shlex.quote(profile)}: {plural(n, 'node')}, one srun step per node.",
         "# Every value below is quoted; $COCKPIT_HEAD and $COCKPIT_DIST_PORT are set from the allocation.",
         "set -u",
         'COCKPIT_RUN_DIR=$SLURM_SUBMIT_DIR',
         'mapfile -t COCKPIT_NODES < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
         'if [ "${#COCKPIT_NODES[@]}" -lt ' + str(n) + " ]; then",
-        f'  echo "cockpit: the allocation has ${{#COCKPIT_NODES[@]}} node(s), the run needs {n}" >&2',
+        f'  echo "cockpit: the run needs {plural(n, "node")}; the allocation has only ${{#COCKPIT_NODES[@]}}" >&2',
         "  exit 2",
         "fi",
         "# the run's files are the operator's alone (node logs hold the server's args, e.g. --api-key);",

@@ -140,14 +140,17 @@ def plan_finding(mp: MemoryPlan | None, error: str | None = None) -> Finding:
         # below the floor the move is upwards (raise mfs), above it downwards: either way rec
         changes = (FlagChange(rec.flag, None if mp.current_is_default else cur.value, rec.value),)
         predicted = {"headroom_gb": round(rec.headroom_after_capture_gib, 2), "max_total_num_tokens": rec.max_total_num_tokens}
-    msg = mp.summary()
     cannot_start = cur is not None and cur.max_total_num_tokens <= 0
+    verdict = ""
     if cannot_start:
         pass  # the summary says why it cannot start; "may run out of memory" would understate it
     elif sev == "critical":
-        msg += f" — below the {mp.warn_headroom_gib:g} GiB warn level: the first large prefill may run out of memory"
+        verdict = f"below the {mp.warn_headroom_gib:g} GiB warn level: the first large prefill may run out of memory"
     elif sev == "warning":
-        msg += f" — below the {mp.target_headroom_gib:g} GiB target"
+        verdict = f"below the {mp.target_headroom_gib:g} GiB target"
+    msg = mp.summary(verdict)
+    if verdict and verdict not in msg:  # a summary without a current value's clause: said at the end
+        msg += f" — {verdict}"
     msg += f" ({'calibrated from run ' + mp.calibrated_from if mp.calibrated_from else 'estimate, not yet calibrated by a run'})"
     t = mp.terms
     arithmetic = mp.arithmetic or (

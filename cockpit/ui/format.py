@@ -36,6 +36,8 @@ FLAG_SHORT: dict[str, str] = {
     "cuda-graph-max-bs": "graph bs",
     "chunked-prefill-size": "chunked prefill",
     "max-running-requests": "max running",
+    "gpu-memory-utilization": "gpu mem util",  # vLLM's fraction of the card's total memory
+    "kv-cache-memory-bytes": "kv cache bytes",
 }
 
 
@@ -81,12 +83,16 @@ def flag_short(flag: str) -> str:
     return FLAG_SHORT.get(name, name)
 
 
-def flag_diff_words(change: FlagChange) -> str:
-    """`mfs 0.88 (profile 0.93)`: the run's value first, the profile's in brackets."""
+def flag_diff_words(change: FlagChange, *, short: bool = False, full_name: bool = False) -> str:
+    """`mfs 0.88 (profile 0.93)`: the run's value first, the profile's in brackets (`short`: the
+    run's value alone, `mfs 0.88`, the header's form when the line is too narrow for both)."""
     from cockpit.core.secrets import mask_value  # an --api-key set for this run is shown as ***
 
     to, was = mask_value(change.flag, change.to_value), mask_value(change.flag, change.from_value)
-    return f"{flag_short(change.flag)} {value_text(to)} (profile {value_text(was)})"
+    name = "--" + change.flag.lstrip("-") if full_name else flag_short(change.flag)
+    if short:
+        return f"{name} {value_text(to)}"
+    return f"{name} {value_text(to)} (profile {value_text(was)})"
 
 
 _TS_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S.%f")
@@ -147,11 +153,18 @@ LOGGED_CRASH_KINDS = frozenset({"cuda_oom", "graph_capture_oom", "kv_pool_exhaus
                                 "watchdog_timeout", "startup_error", "port_in_use"})
 
 
-def exit_words(code: int | None, kind: str | None = None) -> str:
+def exit_words(code: int | None, kind: str | None = None, *, short: bool = False) -> str:
     """An exit code in words. 137 (SIGKILL) after a logged CUDA OOM is the server's own cleanup
-    (it sends itself SIGQUIT and kills its process group), not the kernel's OOM killer."""
+    (it sends itself SIGQUIT and kills its process group), not the kernel's OOM killer. `short`:
+    the header's form, the same facts in fewer words (the crash dialog has the long one)."""
     if code is None:
         return "exit code not known"
+    if short and code in (137, -9):
+        if kind == "host_oom_killed":
+            return f"exit code {code} (the kernel's OOM killer)"
+        if kind in LOGGED_CRASH_KINDS:
+            return f"exit code {code} (the server's own cleanup)"
+        return f"exit code {code} (SIGKILL from outside)"
     if code in (137, -9):
         if kind == "host_oom_killed":
             return f"exit code {code}: SIGKILL from the kernel's OOM killer (host memory)"
@@ -176,13 +189,13 @@ def exit_code_in(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def progress_words(progress: str, crash_kind: str | None) -> str:
+def progress_words(progress: str, crash_kind: str | None, *, short: bool = False) -> str:
     """The supervisor's progress line with a bare exit code said in words (137 after a CUDA OOM
     is the server's own cleanup, not the kernel's OOM killer)."""
     code = exit_code_in(progress)
     if code is None:
         return progress
-    return _EXITED.sub("exited: " + exit_words(code, crash_kind), progress, count=1)
+    return _EXITED.sub("exited: " + exit_words(code, crash_kind, short=short), progress, count=1)
 
 
 def signed_int(n: int) -> str:

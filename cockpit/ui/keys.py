@@ -50,6 +50,7 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("c", "show_crash", "Crash", show=False, id="dash.crash"),
     Binding("v", "cycle_panel", "Panel", id="dash.panel"),
     Binding("w", "why", "Arithmetic", show=False, id="dash.why"),
+    Binding("i", "show_overrides", "Changed flags", show=False, id="dash.overrides"),
     Binding("h", "history", "History", id="dash.history"),
     Binding("tab", "app.focus_next", "Next pane", show=False, id="dash.next_pane"),  # the app owns focus_next
 ]
@@ -106,6 +107,8 @@ DASHBOARD_KEYS: list[KeyRow] = [
     ("`v`", "next panel in the compact layout: advice, plots, timeline, GPUs (history and processes)", ("dash.panel",)),
     ("`K`", "kill a GPU process: pick it from the list, then confirm (SIGKILL on its host)", ("dash.kill",)),
     ("`w`", "show the arithmetic behind the advice", ("dash.why",)),
+    ("`i`", "every flag this run changed from the profile, in full (the header abbreviates them when narrow)",
+     ("dash.overrides",)),
     ("`h`", "history of runs: space picks several to compare, `l` relaunches one's flags", ("dash.history",)),
     ("`tab`", "move the keyboard focus to the next pane", ("dash.next_pane",)),
     ("`y`", "copy the advised command line (headroom advice applied) to the clipboard (OSC 52) and show it",

@@ -80,7 +80,7 @@ async def test_lists_the_profiles_runs_and_compares_two(journal_path: Path) -> N
                 for i in range(compare.row_count)}
         assert rows["--mem-fraction-static"] == ["0.88", "0.93"]
         assert rows["min headroom"] == ["5.50 GiB", "0.82 GiB"]
-        assert rows["KV tokens"] == ["174617", "246890"]
+        assert rows["KV tokens"] == ["174,617", "246,890"]
         assert rows["outcome"] == ["stopped", "crashed"]
         assert "--tp" not in rows
         plot = screen.query_one("#history-plot", ThroughputOverlay)

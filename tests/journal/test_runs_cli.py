@@ -67,7 +67,7 @@ def test_runs_table_says_what_changed(data: Path) -> None:
     lines = out.stdout.splitlines()
     assert lines[0].split()[:4] == ["ID", "PROFILE", "STARTED", "OUTCOME"]
     b88 = next(line for line in lines if line.startswith("20261129-090000-b88"))
-    assert "5.50 GiB" in b88 and "174617" in b88 and "mem-fraction-static 0.93→0.88" in b88
+    assert "5.50 GiB" in b88 and "174,617" in b88 and "mem-fraction-static 0.93→0.88" in b88
     a93 = next(line for line in lines if line.startswith("20261129-080000-a93"))
     assert "crashed: cuda_oom (prefill, TP3)" in a93 and "0.82 GiB" in a93
     demo = next(line for line in lines if line.startswith("20261129-100000-demo"))
@@ -85,7 +85,7 @@ def test_runs_compare_shows_both_runs_differing_flags(data: Path) -> None:
     headroom = next(line for line in text.splitlines() if line.startswith("min headroom"))
     assert "0.82 GiB" in headroom and "5.50 GiB" in headroom
     kv = next(line for line in text.splitlines() if line.startswith("KV tokens"))
-    assert kv.split()[2:] == ["246890", "174617"]
+    assert kv.split()[2:] == ["246,890", "174,617"]
     assert "cuda_oom" in text
 
 

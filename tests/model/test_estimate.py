@@ -204,7 +204,7 @@ def test_plan_answers_from_a_directory_holding_only_config_json(config_only: Pat
     text = cockpit("plan", "--model-config", str(config_only), "--gpu-mem-gb", "79.6", "--tp", "2", "--backend", backend,
                    "--set", flag, "--request-tokens", "8192", env_root=tmp_path)
     assert "weights estimated from config.json" in text.stdout
-    assert "reqs × 8,192" in text.stdout
+    assert "reqs: how many requests of 8,192 tokens fit at once" in " ".join(text.stdout.split())
 
 
 def test_safetensors_headers_win_over_the_config(tmp_path: Path) -> None:

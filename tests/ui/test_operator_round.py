@@ -256,7 +256,7 @@ async def test_r_applies_only_the_headroom_advice_and_A_offers_the_rest() -> Non
         assert isinstance(app.screen, ConfirmScreen)
         body = flat_text(app)
         assert "--mem-fraction-static 0.93 → 0.88" in body and "--context-length" not in body
-        assert "A lists them" in body
+        assert "Not included: 1 other change; A lists it with its reason." in body
         await pilot.press("n")
         await _settle(pilot)
         await pilot.press("A")
@@ -338,4 +338,5 @@ async def test_exit_137_from_the_supervisor_is_said_in_words_too() -> None:
         await pilot.press("escape")
         await _settle(pilot)
         second = screen_lines(app)[1]
-        assert "exited: exit code 137: SIGKILL from the server's own cleanup" in second
+        # the header's short form (the dialog has the long one), whole: not cut by an ellipsis
+        assert "exited: exit code 137 (the server's own cleanup)" in second and "…" not in second

@@ -49,7 +49,8 @@ from cockpit.backends.sglang.memory import (
     mfs_floor,
     plan_mfs_for_headroom,
 )
-from cockpit.core.findings import Finding, FlagChange, sort_findings
+from cockpit.core.findings import Finding, FlagChange, quoted, sort_findings
+from cockpit.core.numbers import plural
 from cockpit.core.state import RunState
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
@@ -285,7 +286,7 @@ def _unreachable(ctx: _Ctx, fid: str, severity: str, ranks: tuple[str, ...], lea
 # Crashes whose advice is words only (no flag value follows from the log's numbers).
 _PLAIN_CRASHES = {
     "nccl_error": (
-        "NCCL failed{where} (line {line}): {message} This is not a timeout: NCCL could not set up or use its "
+        "NCCL failed{where} (line {line}): {message}. This is not a timeout: NCCL could not set up or use its "
         "transport (network interfaces, shared memory, GPU peer access). Rerun with NCCL_DEBUG=INFO and read the "
         "first WARN; check NCCL_SOCKET_IFNAME / NCCL_IB_* and the container's --shm-size."
     ),
@@ -337,7 +338,7 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
         return [Finding("nccl_timeout", "critical", msg, ranks)]
     if kind in _PLAIN_CRASHES:
         return [Finding(kind, "critical", _PLAIN_CRASHES[kind].format(where=where, line=crash.line,
-                                                                      message=crash.message.strip()[:200]), ranks)]
+                                                                      message=quoted(crash.message, 200)), ranks)]
     if kind == "port_in_use":
         port = _as_int(ctx.flag("port")) or 30000
         msg = (
@@ -362,7 +363,7 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
                 (FlagChange("--skip-server-warmup", False, True),),
             )
         ]
-    msg = f"The server died{where} (line {crash.line}) with no known signature: {crash.message.strip()[:200]}"
+    msg = f"The server died{where} (line {crash.line}) with no known signature: {quoted(crash.message, 200)}."
     return [Finding("crash_unclassified", "critical", msg, ranks)]
 
 
@@ -378,8 +379,8 @@ def _retraction_findings(ctx: _Ctx) -> list[Finding]:
     usage = st.decode_retraction_usage
     close = f"; token usage was {usage:.2f} of the pool before it" if usage is not None else ""
     msg = (
-        f"The KV pool filled during decode {st.decode_retractions} time(s) and SGLang retracted "
-        f"{st.retractions} request(s) to carry on (not a crash){close}. Retracted requests restart their decode: "
+        f"The KV pool filled during decode {plural(st.decode_retractions, 'time')} and SGLang retracted "
+        f"{plural(st.retractions, 'request')} to carry on (not a crash){close}. Retracted requests restart their decode: "
         "latency suffers. A bigger pool (more --mem-fraction-static if the headroom allows, more GPUs) or fewer "
         "requests at once (--max-running-requests) stops it."
     )
@@ -553,7 +554,7 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
             )
             return Finding("host_oom_killed", "critical", msg, ranks)
     else:
-        lead = f"HiCache could not get its host memory{where}: {message.strip()[:160]}"
+        lead = f"HiCache could not get its host memory{where}: {quoted(message, 160)}."
     lead += (
         f" --hicache-size is GB per rank: {n} ranks × {size:g} GB."
         if size

@@ -39,6 +39,7 @@ from cockpit.backends.sglang.memory import (
     kv_pool_gib,
     kv_tokens,
 )
+from cockpit.core.numbers import plural
 from cockpit.model.config import ModelConfig, ModelConfigError
 from cockpit.model.draft import draft_model_bytes, mtp_layer_bytes
 from cockpit.model.plan import (
@@ -332,7 +333,7 @@ def draft_budget(cfg: ModelConfig, weights: WeightIndex, draft: ModelFacts | Non
             raise ModelConfigError(f"--speculative-algorithm {algo}: {cfg.name} has no num_nextn_predict_layers and no "
                                    "--speculative-draft-model-path names a draft")
         dcfg, w, layers = cfg, mtp_layer_bytes(cfg, weights, s.parallel, load_bytes=load), cfg.nextn_layers
-        notes.append(f"speculative {algo}: the draft is the checkpoint's {cfg.nextn_layers} MTP layer(s), sharing the target's embedding and head")
+        notes.append(f"speculative {algo}: the draft is the checkpoint's {plural(cfg.nextn_layers, 'MTP layer')}, sharing the target's embedding and head")
     else:
         notes.append(f"speculative {algo}: the draft model ({s.speculative_draft_model_path or 'no path given'}) was not read: "
                      "its weights, KV pool and graphs are not in the headroom")

@@ -32,7 +32,7 @@ from cockpit.backends.sglang.diagnosis import ranks_per_node
 from cockpit.backends.sglang.flags import resolve_version
 from cockpit.backends.sglang.memory import default_mfs, hicache_budget
 from cockpit.core.findings import Finding, FlagChange, sort_findings
-from cockpit.core.numbers import as_int
+from cockpit.core.numbers import as_int, plural
 from cockpit.core.profile import Profile
 
 MFS_HIGH = 0.95
@@ -72,7 +72,7 @@ def _layout(profile: Profile, flags: dict[str, Any], nnodes: int) -> list[Findin
     world = tp * pp * (1 if dp_inside else dp)
     if nnodes != len(profile.hosts):
         out.append(Finding("parallel_layout", "critical",
-                           f"--nnodes {nnodes} but the profile lists {len(profile.hosts)} host(s); they must match."))
+                           f"--nnodes {nnodes} but the profile lists {plural(len(profile.hosts), 'host')}; they must match."))
     if world % nnodes:
         out.append(Finding("parallel_layout", "critical",
                            f"{world} GPU processes (tp {tp} × pp {pp}{'' if dp_inside else f' × dp {dp}'}) do not split "

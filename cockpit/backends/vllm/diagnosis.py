@@ -41,7 +41,7 @@ from cockpit.backends.vllm.memory import (
     lower_util_for,
     raise_util_for,
 )
-from cockpit.core.findings import Finding, FlagChange, sort_findings
+from cockpit.core.findings import Finding, FlagChange, quoted, sort_findings
 from cockpit.core.numbers import as_float
 from cockpit.core.state import RunState
 
@@ -223,7 +223,7 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
                "between nodes stalled. The first rank that failed above this line is the cause.")
         return [Finding("nccl_timeout", "critical", msg, ranks)]
     if kind == "nccl_error":
-        msg = (f"NCCL failed{where} (line {crash.line}): {crash.message.strip()[:160]}. Check that every GPU is visible and "
+        msg = (f"NCCL failed{where} (line {crash.line}): {quoted(crash.message, 160)}. Check that every GPU is visible and "
                "healthy, NCCL_SOCKET_IFNAME / NCCL_IB_* on multi-node runs, and shared memory (/dev/shm) in containers; "
                "NCCL_DEBUG=INFO shows the failing call.")
         return [Finding("nccl_error", "critical", msg, ranks)]
@@ -233,10 +233,10 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
                "is listening. Stop it, or move this run to another port.")
         return [Finding("port_in_use", "critical", msg, ranks, (FlagChange("--port", port, port + 1),))]
     if kind == "startup_error":
-        msg = (f"vLLM failed to start{where} (line {crash.line}): {crash.message.strip()[:240]}. This is not a memory "
+        msg = (f"vLLM failed to start{where} (line {crash.line}): {quoted(crash.message, 240)}. This is not a memory "
                "signature: the decisive lines name the argument, model or environment problem.")
         return [Finding("startup_error", "critical", msg, ranks)]
-    msg = f"The server died{where} (line {crash.line}) with no known signature: {crash.message.strip()[:200]}"
+    msg = f"The server died{where} (line {crash.line}) with no known signature: {quoted(crash.message, 200)}."
     return [Finding("crash_unclassified", "critical", msg, ranks)]
 
 

@@ -210,7 +210,7 @@ def draft_terms(cfg: ModelConfig, weights: WeightIndex, draft: ModelFacts | None
         layers = min(cfg.nextn_layers, n) if method != "mtp" else cfg.nextn_layers
         w = mtp_layer_bytes(cfg, weights, par, load_bytes=load) * layers / cfg.nextn_layers
         dcfg = dataclasses.replace(cfg, layers=layers, swa_layers=0)
-        notes.append(f"speculative {method or 'mtp'}: the checkpoint's MTP layer(s) load with the model and keep their own KV")
+        notes.append(f"speculative {method or 'mtp'}: the checkpoint's MTP layers load with the model and keep their own KV")
     elif draft is not None and draft.weights is not None:
         shares = ("embed_tokens", "lm_head") if method == "eagle" else ("embed_tokens",) if method == "eagle3" else ()
         w = draft_model_bytes(draft.config, draft.weights, par, load_bytes=load, shares=shares)

@@ -56,7 +56,8 @@ def proposed_finding(findings: tuple[Finding, ...] | list[Finding]) -> Finding |
 def other_advice(findings: tuple[Finding, ...] | list[Finding]) -> list[Finding]:
     """Findings with a change that `r` does not apply, one entry per distinct change."""
     head = headroom_finding(findings)
-    seen: set[tuple[str, ...]] = set()
+    # the change `r` applies is never "other" advice, whichever finding carries it too
+    seen: set[tuple[str, ...]] = {tuple(c.as_diff() for c in head.changes)} if head is not None else set()
     out: list[Finding] = []
     for f in findings:
         key = tuple(c.as_diff() for c in f.changes)
@@ -65,6 +66,16 @@ def other_advice(findings: tuple[Finding, ...] | list[Finding]) -> list[Finding]
         seen.add(key)
         out.append(f)
     return out
+
+
+def phase_words(phase: str) -> str:
+    """A crash phase as the operator says it (`graph_capture` → `CUDA graph capture`)."""
+    return {
+        "graph_capture": "CUDA graph capture",
+        "startup": "start-up",
+        "unknown": "an unknown phase",
+        "kv_pool": "KV pool allocation",
+    }.get(phase, phase.replace("_", " "))
 
 
 def crash_kind_words(kind: str) -> str:
@@ -149,7 +160,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         # own last lines, as `cockpit up`/`status` do, rather than a kind and phase we do not know.
         unexplained = c.kind == "unknown" and c.line <= 0
         where = f" on {c.rank}" if c.rank else ""
-        phase = "an unknown phase" if c.phase == "unknown" else c.phase
+        phase = phase_words(c.phase)
         if unexplained:
             title = "ENDED: the server exited, and its log names no known crash"
         else:
@@ -159,7 +170,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         if unexplained:
             info = f"{c.message}{exit_words}"
         else:
-            info = f"kind {c.kind} · rank {c.rank or 'main process'} · phase {c.phase} · log line {c.line}{exit_words}"
+            info = f"{c.rank or 'main process'} · during {phase} · log line {c.line:,}{exit_words}"
         self.query_one("#crash-info", Static).update(info)
         lines = c.decisive_lines or [c.message]
         if unexplained:

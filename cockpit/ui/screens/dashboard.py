@@ -24,6 +24,7 @@ from textual.worker import Worker, WorkerState
 
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
+from cockpit.core.numbers import plural
 from cockpit.core.profile import Profile
 from cockpit.core.state import SERIES_MAX_POINTS, SeriesPoint
 from cockpit.supervisor.api import LogBatch, RunSnapshot
@@ -563,6 +564,17 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
     def action_show_crash(self) -> None:
         self._open_crash_modal()
 
+    def action_show_overrides(self) -> None:
+        """`i`: the flags this run changed from the profile, each in full (the header keeps as many
+        as its width allows and says `+N more (i)` for the rest)."""
+        snap = self.snapshot
+        diff = list(snap.flag_diff) if snap is not None else []
+        if not diff:
+            self.notify("this run uses the profile's flags unchanged", timeout=4)
+            return
+        lines = "\n".join(fmt.flag_diff_words(c, full_name=True) for c in diff)
+        self.notify(lines, title=f"{plural(len(diff), 'flag')} changed from the profile", timeout=10, markup=False)
+
     def action_restart_advised(self) -> None:
         """`r`: the headroom advice only, never every finding's change at once."""
         snap = self.snapshot
@@ -575,7 +587,8 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
         changes = tuple(proposal.changes)
         body = "Restart with " + ", ".join(c.as_diff() for c in changes) + "?\n" + proposal.message
         if others:
-            body += f"\n\nNot included: {len(others)} other change(s), A lists them with their reasons."
+            body += (f"\n\nNot included: {plural(len(others), 'other change')}; A lists "
+                     f"{'it with its reason' if len(others) == 1 else 'them with their reasons'}.")
 
         def answered(yes: bool | None) -> None:
             if yes:

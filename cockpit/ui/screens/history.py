@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
+from cockpit.core.findings import value_text
 from cockpit.core.secrets import without_masked
 from cockpit.journal.journal import RunRecord
 from cockpit.journal.views import (
@@ -35,7 +36,12 @@ HISTORY_BINDINGS: list[BindingType] = [
     Binding("l", "relaunch", "Relaunch flags", id="history.relaunch"),
     Binding("g", "reload", "Reload", id="history.reload"),
     Binding("T", "tune_session", "Tuning steps", id="history.tune"),  # t is the theme, app-wide
+    Binding("v", "toggle_plot", "Table/plot", id="history.plot"),
 ]
+
+# When the comparison table needs more than its half of the screen (the run ids of its columns
+# were cut to `20261201-14` at 80 columns, and a second run's at 120), the table gets the whole
+# width and `v` swaps in the plot.
 
 # One colour per overlaid run, from theme variables (a theme file is the one place colours are
 # chosen); the RGB fallbacks serve Textual's own themes, which lack Cockpit's variables.
@@ -141,6 +147,10 @@ class HistoryScreen(Screen[None]):
     HistoryScreen #history-compare { height: 1fr; }
     HistoryScreen #history-hint { height: auto; padding: 0 1; color: $text-muted; }
     HistoryScreen #history-plot { width: 1fr; }
+    HistoryScreen DataTable { scrollbar-size-vertical: 1; }
+    HistoryScreen.-narrow #history-plot { display: none; }
+    HistoryScreen.-narrow.-plot #history-plot { display: block; }
+    HistoryScreen.-narrow.-plot #history-compare-side { display: none; }
     """
 
     def __init__(self, profile_name: str | None, journal_path: Path | None = None) -> None:
@@ -172,6 +182,22 @@ class HistoryScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#history-runs", DataTable).focus()
         self.load()
+
+    def on_resize(self, event: Any) -> None:
+        self._fit_comparison()
+
+    def _fit_comparison(self) -> None:
+        table = self.query_one("#history-compare", DataTable)
+        # each column: its widest cell plus one column of padding either side
+        needed = sum(c.get_render_width(table) for c in table.columns.values()) + 2
+        self.set_class(needed > (self.size.width - 2) // 2, "-narrow")
+        self._show_comparison_hint()
+
+    def action_toggle_plot(self) -> None:
+        if not self.has_class("-narrow"):
+            self.notify("the table and the plot are both shown at this width", timeout=3)
+            return
+        self.toggle_class("-plot")
 
     # ---- loading (a thread worker: sqlite never runs on the event loop) ----
     @work(thread=True, exclusive=True, group="history-load")
@@ -251,10 +277,8 @@ class HistoryScreen(Screen[None]):
                 runs = [*runs, cursor]
         if not self.runs:
             hint.update("no runs in the journal yet" + (f" for {self.profile_name}" if self.profile_name else ""))
-        elif len(self._selected_runs()) >= 2:
-            hint.update(f"comparing {len(runs)} picked runs · x clears")
         else:
-            hint.update("space picks runs to compare · l relaunches flags")
+            self._show_comparison_hint()
         self.query_one("#history-plot", ThroughputOverlay).show_runs(runs)
         if not runs:
             return
@@ -273,7 +297,18 @@ class HistoryScreen(Screen[None]):
                 table.add_row("flags that differ", "none", *[""] * (len(runs) - 1))
         else:
             for key in sorted(runs[0].flags):
-                table.add_row(f"--{key.lstrip('-')}", str(runs[0].flags[key]))
+                table.add_row(f"--{key.lstrip('-')}", value_text(runs[0].flags[key]))
+        self.call_after_refresh(self._fit_comparison)  # the columns' widths are known once laid out
+
+    def _show_comparison_hint(self) -> None:
+        if not self.runs:
+            return
+        hint = self.query_one("#history-hint", Static)
+        plot = " · v the throughput plot" if self.has_class("-narrow") else ""
+        if len(self._selected_runs()) >= 2:
+            hint.update(f"comparing {len(self._selected_runs())} picked runs · x clears{plot}")
+        else:
+            hint.update(f"space picks runs to compare · l relaunches flags{plot}")
 
     # ---- actions ----
     def action_relaunch(self) -> None:

@@ -6,29 +6,16 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
-from cockpit.core.findings import Finding, sort_findings, value_text
-from cockpit.ui import format as fmt
+from cockpit.core.findings import Finding, predicted_phrases, sort_findings
 
 MARKS = {"critical": "●", "warning": "▲", "info": "○", "ok": "✓"}
 
 
 def predicted_words(finding: Finding, current_tokens: int | None) -> str:
-    """`predicted 5.50 GiB free per rank · −67,000 KV tokens` from the finding's prediction (GiB, with
-    the two decimals SGLang prints, so it reads beside the log's own figures)."""
-    p = finding.predicted
-    parts: list[str] = []
-    if isinstance(p.get("headroom_gb"), (int, float)):
-        parts.append(f"predicted {p['headroom_gb']:.2f} GiB free per rank")
-    tokens = p.get("max_total_num_tokens")
-    if isinstance(tokens, int):
-        if current_tokens is not None:
-            parts.append(f"{fmt.signed_int(tokens - current_tokens)} KV tokens (→ {tokens:,})")
-        else:
-            parts.append(f"{tokens:,} KV tokens")
-    for k, v in p.items():
-        if k not in ("headroom_gb", "max_total_num_tokens") and isinstance(v, (int, float, str)):
-            parts.append(f"{k.replace('_', ' ')} {value_text(v)}")
-    return " · ".join(parts)
+    """`predicted 5.55 GiB free per rank · −67,000 KV tokens (→ 174,654)`: the finding's prediction in
+    words with units (GiB with the two decimals SGLang prints, so it reads beside the log's figures)."""
+    parts = predicted_phrases(finding.predicted, current_tokens)
+    return ("predicted " + " · ".join(parts)) if parts else ""
 
 
 def change_words(finding: Finding) -> str:

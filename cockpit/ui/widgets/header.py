@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
@@ -64,43 +66,73 @@ class RunHeader(Widget):
                 return f"{name} {version}"
         return self._engine
 
-    def render(self) -> Text:
-        snap = self._snapshot
+    def _width(self) -> int:
+        return self.size.width or 10_000  # not laid out yet: nothing to fit
+
+    def _join(self, parts: list[tuple[str, Style]]) -> Text:
         sep = (" · ", self._style("dim"))
-        line = Text(no_wrap=True, overflow="ellipsis")
-        line.append("Cockpit", style=self._style("title"))
-        line.append(*sep)
-        line.append(self._profile, style=self._style("title"))
-        line.append(*sep)
+        out = Text(no_wrap=True, overflow="ellipsis")
+        for i, (text, style) in enumerate(parts):
+            if i:
+                out.append(*sep)
+            out.append(text, style=style)
+        return out
+
+    def _first_line(self, snap: RunSnapshot | None) -> Text:
+        """Profile, hosts, phase and its clock, then what fits of: the flags this run changed, the
+        uptime, how readiness is read. The rule when the line is too narrow (80 columns): first the
+        readiness source goes, then each change loses its `(profile …)`, then the uptime, then the
+        last changes give way to `+N more (i)`; `i` lists them all. The phase clock always stays."""
+        head = Text(no_wrap=True, overflow="ellipsis")
+        head.append("Cockpit", style=self._style("title"))
+        head.append(" · ", style=self._style("dim"))
+        head.append(self._profile, style=self._style("title"))
+        head.append(" · ", style=self._style("dim"))
         hosts = snap.run.hosts if snap and snap.run and snap.run.hosts else self._hosts
         slurm = snap.slurm if snap is not None else None
         if slurm:  # a Slurm run: the login node, the job and the nodes the allocation gave
             nodes = slurm.get("node_list") or ", ".join(slurm.get("nodes") or []) or "no nodes yet"
-            line.append(f"{slurm.get('login')} · job {slurm.get('job_id')} · {nodes}")
+            head.append(f"{slurm.get('login')} · job {slurm.get('job_id')} · {nodes}")
         else:
-            line.append(", ".join(hosts) or "local")
-        line.append(*sep)
+            head.append(", ".join(hosts) or "local")
+        head.append(" · ", style=self._style("dim"))
         if snap is None:
-            line.append("CONNECTING", style=self._style("phase-busy"))
-        else:
-            word = fmt.phase_word(snap.state.phase, snap.lifecycle)
-            key = {"READY": "phase-ready", "CRASHED": "phase-crashed", "HUNG": "phase-crashed", "STOPPED": "phase-stopped"}.get(word, "phase-busy")
-            line.append(f" {word} ", style=self._style(key))
-            since = None if self._phase_since is None else self._now - self._phase_since
-            line.append(" " + fmt.hms(since))
-            uptime = fmt.iso_age(snap.run.started_at, self._now) if snap.run else None
-            if uptime is not None:
-                line.append(f" · up {fmt.hms(uptime)}", style=self._style("dim"))
-            for change in snap.flag_diff:
-                line.append(*sep)
-                line.append(fmt.flag_diff_words(change), style=self._style("diff"))
-            if snap.readiness:
-                line.append(*sep)
-                line.append(f"ready: {snap.readiness}", style=self._style("dim"))
-        # line 2: run id and pid from the first snapshot on (not "starting" for 20 s), then what
-        # the supervisor is doing, or /health once settled
-        second = Text(no_wrap=True, overflow="ellipsis")
+            head.append("CONNECTING", style=self._style("phase-busy"))
+            return head
+        word = fmt.phase_word(snap.state.phase, snap.lifecycle)
+        key = {"READY": "phase-ready", "CRASHED": "phase-crashed", "HUNG": "phase-crashed", "STOPPED": "phase-stopped"}.get(word, "phase-busy")
+        head.append(f" {word} ", style=self._style(key))
+        since = None if self._phase_since is None else self._now - self._phase_since
+        head.append(" " + fmt.hms(since))
+        uptime = fmt.iso_age(snap.run.started_at, self._now) if snap.run else None
+        up = [(f"up {fmt.hms(uptime)}", self._style("dim"))] if uptime is not None else []
+        ready = [(f"ready: {snap.readiness}", self._style("dim"))] if snap.readiness else []
+        diff = list(snap.flag_diff)
+        full = [(fmt.flag_diff_words(c), self._style("diff")) for c in diff]
+        short = [(fmt.flag_diff_words(c, short=True), self._style("diff")) for c in diff]
+        tries: list[list[tuple[str, Style]]] = [
+            [*up, *full, *ready], [*up, *full], [*up, *short], short,
+        ]
+        for keep in range(len(diff) - 1, -1, -1):
+            tries.append([*short[:keep], (f"+{len(diff) - keep} more (i)", self._style("diff"))])
+        width = self._width()
+        for tail in tries:
+            line = head.copy()
+            if tail:
+                line.append(" · ", style=self._style("dim"))
+                line.append_text(self._join(tail))
+            if line.cell_len <= width:
+                return line
+        return line
+
+    def _second_line(self, snap: RunSnapshot | None) -> Text:
+        """Run id and pid from the first snapshot on (not "starting" for 20 s), then what the
+        supervisor is doing, or /health once settled (marked stale once the run has ended: the
+        probe stops with the server). Too narrow: the pid goes first, then the exit in fewer words."""
+        slurm = snap.slurm if snap is not None else None
         parts: list[tuple[str, Style]] = []
+        pid_at: int | None = None
+        progress_at: int | None = None
         # While a Slurm job waits, the supervisor's progress is Slurm's own reason ("queued:
         # Resources"): it reads with the state it explains, before the run id (at 80 columns the
         # line's tail is what gets cut).
@@ -112,28 +144,50 @@ class RunHeader(Widget):
             parts.append((slurm_words, self._style("dim")))
             if queued_words and snap is not None:
                 parts.append((snap.progress, self._style("progress")))
+        kind: str | None = None
         if snap is not None:
             settled = snap.lifecycle == "running" and snap.state.phase == "ready"
             if snap.run is not None:
                 r = snap.run
+                parts.append((f"run {r.id}", self._style("dim")))
+                if r.pid is not None:
+                    pid_at = len(parts)
+                    parts.append((f"pid {r.pid}", self._style("dim")))
                 engine = self._engine_words(snap)
-                parts.append((f"run {r.id}" + (f" · pid {r.pid}" if r.pid is not None else "")
-                              + (f" · {engine}" if engine else ""), self._style("dim")))
+                if engine:
+                    parts.append((engine, self._style("dim")))
             if queued_words:
                 pass  # said above, next to Slurm's state
             elif snap.progress and not settled:
                 kind = snap.state.crash.kind if snap.state.crash is not None else None
+                progress_at = len(parts)
                 words = fmt.progress_words(snap.progress, kind)
                 if snap.state.device == "cpu":  # a CPU engine holds no GPU memory to wait for
                     words = words.replace("the run's GPU memory to be released", "the run's processes to exit")
                 parts.append((words, self._style("progress")))
             elif snap.run is not None and snap.health is not None:
-                parts.append((f"/health {snap.health}", self._style("dim")))
+                ended = snap.state.phase == "crashed" or snap.lifecycle not in ("running", "launching")
+                health = f"last /health {snap.health} (stale: the run ended)" if ended else f"/health {snap.health}"
+                parts.append((health, self._style("dim")))
         # a note that repeats the supervisor's own words ("stopped · stopped") is said once
         if self._note and not any(self._note == text or self._note in text for text, _ in parts):
             parts.append((self._note, self._style("progress")))
-        for i, (text, style) in enumerate(parts):
-            if i:
-                second.append(*sep)
-            second.append(text, style=style)
-        return Text("\n", no_wrap=True, overflow="ellipsis").join([line, second])
+        line = self._join(parts)
+        if line.cell_len > self._width() and pid_at is not None:
+            del parts[pid_at]
+            if progress_at is not None:
+                progress_at -= 1
+            line = self._join(parts)
+        if line.cell_len > self._width() and progress_at is not None and snap is not None:
+            parts[progress_at] = (fmt.progress_words(snap.progress, kind, short=True), self._style("progress"))
+            line = self._join(parts)
+        if line.cell_len > self._width() and progress_at is not None and snap is not None:
+            # "the server on gpu-box-1 exited: …" → "exited: …": the host is on line 1 already
+            words = fmt.progress_words(snap.progress, kind, short=True)
+            parts[progress_at] = (re.sub(r"^the server on \S+ (?=exited)", "", words), self._style("progress"))
+            line = self._join(parts)
+        return line
+
+    def render(self) -> Text:
+        snap = self._snapshot
+        return Text("\n", no_wrap=True, overflow="ellipsis").join([self._first_line(snap), self._second_line(snap)])

@@ -65,6 +65,11 @@ class SeriesPlot(PlotextPlot):
             plt.title(f"{self._title}: {now:,.{self._digits(now)}f} now · {peak:,.{self._digits(peak)}f} peak")
             color = hex_rgb(self.app.theme_variables.get(self._color_variable, ""))
             plt.plot(list(range(len(self._values))), self._values, marker="braille", color=color or "cyan")
+            # both series are never negative: the axis starts at 0 (a usage of 0 ran it to −0.33),
+            # and a flat 0 still gets a range to draw in
+            low, high = min(self._values), max(self._values)
+            if low >= 0:
+                plt.ylim(0, high if high > 0 else 1)
         else:
             plt.title(f"{self._title}: no {self._unit} yet")
         plt.xticks([])
