@@ -135,9 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     s = sub.add_parser("stacks", help="py-spy stacks of every process of the live run, ranks grouped")
-    s.add_argument("profile")
+    s.add_argument("profile", help="profile name or path")
     s.add_argument("--native", action="store_true", help="include native (C/C++) frames")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="machine-readable output (processes, groups, odd_one_out)")
     s.add_argument("--saved", action="store_true", help="show the newest saved dump instead of taking one")
 
     s = sub.add_parser("runs", help="the journal of runs")

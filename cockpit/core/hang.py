@@ -132,7 +132,8 @@ class HangWatch:
         if probe_wait is not None:
             reasons.append(f"Cockpit's probe request unanswered for {probe_wait:.0f} s")
         if self.outstanding_gauge:
-            reasons.append(f"the engine reports {self.outstanding_gauge} request(s) running or waiting")
+            n = self.outstanding_gauge
+            reasons.append(f"the engine reports {n:g} request{'' if n == 1 else 's'} running or waiting")
         reasons.append(f"no token generated and no batch line for {still:.0f} s")
         silent = self.silent_ranks(now)
         if silent:

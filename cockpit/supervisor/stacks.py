@@ -92,7 +92,7 @@ def render(dump: dict[str, Any]) -> list[str]:
     if odd:
         out.append(f"ODD ONE OUT: {odd['reason']} (pid {odd['pid']})")
     for g in dump.get("groups") or []:
-        out.append(f"  {g['count']} rank(s) in {g['top_frame']}: {', '.join(g['ranks'])}")
+        out.append(f"  {g['count']} {'rank' if g['count'] == 1 else 'ranks'} in {g['top_frame']}: {', '.join(g['ranks'])}")
     for h in dump.get("hints") or []:
         out.append(f"py-spy missing: {h}")
     for node, err in (dump.get("node_errors") or {}).items():

@@ -99,7 +99,7 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--quantization", "-q"), "str", None, {}),
     (("--trust-remote-code",), "bool", False, {"negatable": True}),
     (("--served-model-name",), "str", None, {"until": _CHECKED}),
-    (("--served-model-name",), "str_list", None, {"since": _CHECKED, "help": "The model's name(s) in the API (the first in metrics)."}),
+    (("--served-model-name",), "str_list", None, {"since": _CHECKED, "help": "The model's names in the API, one or more (the first in metrics)."}),
     (("--max-model-len",), "len", None, {"help": "Model context length (default: from the model config; 1k, 32K, auto)."}),
     (("--load-format",), "str", "auto", {}),
     (("--download-dir",), "str", None, {}),

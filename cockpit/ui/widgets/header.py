@@ -128,10 +128,12 @@ class RunHeader(Widget):
     def _second_line(self, snap: RunSnapshot | None) -> Text:
         """Run id and pid from the first snapshot on (not "starting" for 20 s), then what the
         supervisor is doing, or /health once settled (marked stale once the run has ended: the
-        probe stops with the server). Too narrow: the pid goes first, then the exit in fewer words."""
+        probe stops with the server). Too narrow: the engine's version goes first (line 1 of the
+        dialogs and `status` say it too), then the pid, then the exit in fewer words."""
         slurm = snap.slurm if snap is not None else None
         parts: list[tuple[str, Style]] = []
         pid_at: int | None = None
+        engine_at: int | None = None
         progress_at: int | None = None
         # While a Slurm job waits, the supervisor's progress is Slurm's own reason ("queued:
         # Resources"): it reads with the state it explains, before the run id (at 80 columns the
@@ -155,6 +157,7 @@ class RunHeader(Widget):
                     parts.append((f"pid {r.pid}", self._style("dim")))
                 engine = self._engine_words(snap)
                 if engine:
+                    engine_at = len(parts)
                     parts.append((engine, self._style("dim")))
             if queued_words:
                 pass  # said above, next to Slurm's state
@@ -173,11 +176,12 @@ class RunHeader(Widget):
         if self._note and not any(self._note == text or self._note in text for text, _ in parts):
             parts.append((self._note, self._style("progress")))
         line = self._join(parts)
-        if line.cell_len > self._width() and pid_at is not None:
-            del parts[pid_at]
-            if progress_at is not None:
-                progress_at -= 1
-            line = self._join(parts)
+        for drop in (engine_at, pid_at):  # engine_at > pid_at: deleting it moves no earlier index
+            if line.cell_len > self._width() and drop is not None:
+                del parts[drop]
+                if progress_at is not None:
+                    progress_at -= 1
+                line = self._join(parts)
         if line.cell_len > self._width() and progress_at is not None and snap is not None:
             parts[progress_at] = (fmt.progress_words(snap.progress, kind, short=True), self._style("progress"))
             line = self._join(parts)
