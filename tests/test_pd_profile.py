@@ -153,6 +153,9 @@ def test_status_shows_both_groups_of_a_running_deployment(sim_env: tuple[dict[st
     assert none.returncode == 0, none.stderr
     assert [(g["group"], g["profile"], g["run"]) for g in json.loads(none.stdout)["groups"]] == [
         ("prefill", "pd.prefill", None), ("decode", "pd.decode", None)]
+    whole = _run(env, root, "up", "pd")  # two groups are never launched as one plain server
+    assert whole.returncode == 2 and "cockpit up one of them, pd.prefill or pd.decode" in whole.stderr, whole.stderr
+    assert not (root / "runs" / "pd").exists()
     up = _run(env, root, "up", "pd.prefill", "--wait", "ready", "--timeout", "90")
     assert up.returncode == 0, up.stdout + up.stderr
     st = _run(env, root, "status", "pd", "--json")

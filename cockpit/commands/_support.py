@@ -38,6 +38,19 @@ def load_profile_arg(arg: str) -> Profile:
     return load_profile(path)
 
 
+def one_server(profile: Profile, verb: str) -> Profile:
+    """`up`/`down`/`logs` act on one group of a prefill/decode profile, named NAME.prefill or
+    NAME.decode: the whole profile is refused (exit 2) rather than run as one plain server."""
+    if profile.groups:
+        from cockpit.errors import BadInput
+
+        raise BadInput(f"{profile.name} declares a prefill group and a decode group: cockpit {verb} one of them, "
+                       f"{profile.name}.prefill or {profile.name}.decode",
+                       hint=f"cockpit plan {profile.name} plans both and shows the router's command; "
+                            f"cockpit status {profile.name} shows both")
+    return profile
+
+
 def missing_profile(name: str) -> Exception:
     """No profile of that name: the directories searched, the profiles found, the close ones."""
     from cockpit.errors import BadInput, close_words
