@@ -174,3 +174,16 @@ def test_status_shows_both_groups_of_a_running_deployment(sim_env: tuple[dict[st
     assert "prefill group · phase READY" in text and "decode group · phase READY" in text
     rows = [ln.split() for ln in text.splitlines() if ln.startswith(("prefill ", "decode ")) and " TP" in ln]
     assert [r[:2] for r in rows] == [["prefill", f"TP{i}"] for i in range(4)] + [["decode", f"TP{i}"] for i in range(4)]
+
+
+def test_the_supervisor_never_launches_both_groups_as_one_server() -> None:
+    """The TUI's launch goes through Supervisor.start, not `cockpit up`: it refuses too."""
+    import asyncio
+
+    from cockpit.supervisor.supervisor import LaunchFailed, Supervisor
+
+    prof = parse_profile({"name": "pd", "server": {"model-path": "/m"},
+                          "groups": {"prefill": {"server": {"disaggregation-mode": "prefill"}},
+                                     "decode": {"server": {"disaggregation-mode": "decode"}}}})
+    with pytest.raises(LaunchFailed, match="pd.prefill and pd.decode"):
+        asyncio.run(Supervisor(prof).start())
