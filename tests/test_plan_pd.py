@@ -97,3 +97,21 @@ def test_a_bad_kv_buffer_size_is_named() -> None:
 
     with pytest.raises(ModelConfigError, match="kv_buffer_size"):
         vplan.settings_from_flags({"kv_transfer_config": {"kv_connector": "P2pNcclConnector", "kv_buffer_size": "lots"}}, "0.19.0")
+
+
+def test_a_sglang_decode_server_with_few_requests_pre_allocates_request_rows() -> None:
+    """DecodeReqToTokenPool: with max_running_requests ≤ 32 a decode server's request table holds
+    2 × more rows for requests whose KV is still in flight; with more, none (SGLang's own rule)."""
+    raw = synth.load_config("qwen3-32b")
+    cfg = parse_config(raw)
+    w = estimate_index(cfg, raw)
+
+    def row(mode: str | None, reqs: int) -> float:
+        flags: dict[str, object] = {"tp_size": 2, "mem_fraction_static": 0.85, "max_running_requests": reqs}
+        if mode:
+            flags["disaggregation_mode"] = mode
+        return splan.plan(cfg, w, GpuFacts(79.6), splan.settings_from_flags(flags, "0.5.9")).terms["req_to_token_gib"]
+
+    assert row("decode", 32) == pytest.approx(3 * row(None, 32))
+    assert row("decode", 64) == pytest.approx(row(None, 64))
+    assert row("prefill", 32) == pytest.approx(row(None, 32))
