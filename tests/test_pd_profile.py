@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,9 +142,7 @@ def sim_env(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
         _run(env, tmp_path, "down", f"pd.{role}", "--timeout", "3")
 
 
-def _run(env: dict[str, str], cwd: Path, *args: str) -> "subprocess.CompletedProcess[str]":
-    import subprocess
-
+def _run(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([PY, "-m", "cockpit", *args], env=env, capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
@@ -185,5 +184,5 @@ def test_the_supervisor_never_launches_both_groups_as_one_server() -> None:
     prof = parse_profile({"name": "pd", "server": {"model-path": "/m"},
                           "groups": {"prefill": {"server": {"disaggregation-mode": "prefill"}},
                                      "decode": {"server": {"disaggregation-mode": "decode"}}}})
-    with pytest.raises(LaunchFailed, match="pd.prefill and pd.decode"):
+    with pytest.raises(LaunchFailed, match=r"pd\.prefill and pd\.decode"):
         asyncio.run(Supervisor(prof).start())

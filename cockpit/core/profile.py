@@ -400,7 +400,7 @@ class Profile(BaseModel):
         Every command runs a group as it runs a profile (`cockpit up NAME.prefill`)."""
         if not self.groups or role not in self.groups:
             raise ValueError(f"{self.name} declares no {role} group")
-        g = self.groups[role]  # type: ignore[index]
+        g = self.groups[role]
         data = self.model_dump(by_alias=True, exclude={"groups", "router", "source", "target"}, exclude_none=True)
         data["name"] = f"{self.name}.{role}"
         if g.hosts is not None:
