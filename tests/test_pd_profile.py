@@ -186,3 +186,14 @@ def test_the_supervisor_never_launches_both_groups_as_one_server() -> None:
                                      "decode": {"server": {"disaggregation-mode": "decode"}}}})
     with pytest.raises(LaunchFailed, match=r"pd\.prefill and pd\.decode"):
         asyncio.run(Supervisor(prof).start())
+
+
+def test_check_takes_one_group_and_refuses_the_whole(tmp_path: Path, model: Path) -> None:
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "pd.yaml").write_text(_pd_yaml(model))
+    whole = cockpit("check", "pd", "--gpu-mem-gb", "79.6", env_root=tmp_path)
+    assert whole.returncode == 2 and "cockpit check one of them, pd.prefill or pd.decode" in whole.stderr, whole.stderr
+    one = cockpit("check", "pd.decode", "--gpu-mem-gb", "79.6", "--json", env_root=tmp_path)
+    assert one.returncode in (0, 1), one.stderr
+    plan = next(f for f in json.loads(one.stdout)["findings"] if f["id"] == "memory_plan")
+    assert "memory plan not made" not in plan["message"], plan
