@@ -64,3 +64,54 @@ def test_cockpit_plan_plans_each_group_with_its_own_budget(tmp_path: Path) -> No
     text = cockpit("plan", str(pre), str(dec), "--gpu-mem-gb", "79.6", "--no-calibration", env_root=tmp_path).stdout
     assert "group 1 of 2" in text and "group 2 of 2" in text
     assert "· prefill role ·" in text and "· decode role ·" in text
+
+
+def _vllm_plan(kv: dict[str, object]) -> object:
+    raw = synth.load_config("qwen3-32b")
+    cfg = parse_config(raw)
+    return vplan.plan(cfg, estimate_index(cfg, raw), GpuFacts(79.6), vplan.settings_from_flags(
+        {"tensor_parallel_size": 2, "gpu_memory_utilization": 0.9, "kv_transfer_config": kv}, "0.19.0"))
+
+
+def test_vllm_p2p_nccl_buffers_come_out_of_the_free_memory_not_the_kv_cache() -> None:
+    """P2pNcclConnector keeps transferred KV on the GPU up to kv_buffer_size (vLLM's default 1e9 B):
+    the KV cache is sized as before and the free memory after start-up is that much smaller; NIXL
+    registers the KV cache itself and holds nothing more."""
+    nixl = _vllm_plan({"kv_connector": "NixlConnector", "kv_role": "kv_consumer"})
+    p2p = _vllm_plan({"kv_connector": "P2pNcclConnector", "kv_role": "kv_consumer"})
+    big = _vllm_plan({"kv_connector": "P2pNcclConnector", "kv_role": "kv_consumer", "kv_buffer_size": 8e9})
+    host = _vllm_plan({"kv_connector": "P2pNcclConnector", "kv_role": "kv_consumer", "kv_buffer_device": "cpu"})
+    for mp in (nixl, p2p, big, host):
+        assert mp.current.max_total_num_tokens == nixl.current.max_total_num_tokens  # type: ignore[attr-defined]
+    head = nixl.current.headroom_after_capture_gib  # type: ignore[attr-defined]
+    assert p2p.current.headroom_after_capture_gib == pytest.approx(head - 1e9 / 2**30)  # type: ignore[attr-defined]
+    assert big.current.headroom_after_capture_gib == pytest.approx(head - 8e9 / 2**30)  # type: ignore[attr-defined]
+    assert host.current.headroom_after_capture_gib == pytest.approx(head)  # type: ignore[attr-defined]
+    assert p2p.terms["kv_transfer_buffer_gib"] == pytest.approx(0.93, abs=0.01) and "kv_transfer_buffer_gib" not in nixl.terms  # type: ignore[attr-defined]
+    assert any("registers the KV cache itself" in n for n in nixl.notes)  # type: ignore[attr-defined]
+    assert any("P2pNcclConnector: up to 7.45 GiB" in n for n in big.notes)  # type: ignore[attr-defined]
+
+
+def test_a_bad_kv_buffer_size_is_named() -> None:
+    from cockpit.model.config import ModelConfigError
+
+    with pytest.raises(ModelConfigError, match="kv_buffer_size"):
+        vplan.settings_from_flags({"kv_transfer_config": {"kv_connector": "P2pNcclConnector", "kv_buffer_size": "lots"}}, "0.19.0")
+
+
+def test_a_sglang_decode_server_with_few_requests_pre_allocates_request_rows() -> None:
+    """DecodeReqToTokenPool: with max_running_requests ≤ 32 a decode server's request table holds
+    2 × more rows for requests whose KV is still in flight; with more, none (SGLang's own rule)."""
+    raw = synth.load_config("qwen3-32b")
+    cfg = parse_config(raw)
+    w = estimate_index(cfg, raw)
+
+    def row(mode: str | None, reqs: int) -> float:
+        flags: dict[str, object] = {"tp_size": 2, "mem_fraction_static": 0.85, "max_running_requests": reqs}
+        if mode:
+            flags["disaggregation_mode"] = mode
+        return splan.plan(cfg, w, GpuFacts(79.6), splan.settings_from_flags(flags, "0.5.9")).terms["req_to_token_gib"]
+
+    assert row("decode", 32) == pytest.approx(3 * row(None, 32))
+    assert row("decode", 64) == pytest.approx(row(None, 64))
+    assert row("prefill", 32) == pytest.approx(row(None, 32))

@@ -259,6 +259,17 @@ class Backend(Protocol):
         vLLM's `speculative-config` "model"): the memory plan reads it beside the model. None if none."""
         ...
 
+    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
+        """The prefill/decode role these server flags give (SGLang `disaggregation-mode`, vLLM
+        `kv-transfer-config` kv_role): "prefill", "decode", "prefill+decode", or None (no role)."""
+        ...
+
+    def router_argv(self, profile: Profile) -> list[str]:
+        """The router of a prefill/decode profile (`groups:` + `router:`) as an argv: the engine's
+        own router over the groups' first hosts and API ports, or `router.program`. Raises
+        FlagError when the engine has no router of its own and the profile names none."""
+        ...
+
     def log_filter_presets(self) -> Mapping[str, tuple[str, ...]]:
         """The log view's presets ("memory", "errors", "batches") as substrings this server prints;
         cockpit.core.logfilter.LineFilter matches them (the TUI's f/m/e/b keys, `logs --filter`)."""

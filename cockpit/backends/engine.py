@@ -130,6 +130,14 @@ class EngineBackend:
     def metrics_path(self) -> str:
         return "/metrics"
 
+    def group_urls(self, profile: Profile, role: str) -> list[str]:
+        """A prefill/decode profile's group as the router reaches it: its first host's API port
+        (a local group as 127.0.0.1, a user@host:port destination as its host)."""
+        g = profile.group_profile(role)
+        host = g.hosts[0]
+        name = "127.0.0.1" if host.is_local else host.ssh.rpartition("@")[2].split(":")[0]
+        return [f"http://{name}:{self.api_port(self.effective_flags(g))}"]
+
     def metrics_prefix(self) -> str:
         return f"{self.name}:"
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from cockpit.commands.render import gb_text
 from cockpit.core.findings import Finding, exit_code_for, predicted_phrases, sort_findings
-from cockpit.core.profile import Profile, load_profile
+from cockpit.core.profile import PD_ROLES, Profile, load_profile
 from cockpit.core.ranks import rank_sort_key
 from cockpit.core.secrets import mask_mapping, mask_value
 from cockpit.supervisor.api import RunSnapshot
@@ -22,12 +22,33 @@ T = TypeVar("T")
 
 
 def load_profile_arg(arg: str) -> Profile:
+    from cockpit.errors import BadInput
     from cockpit.locations import resolve_profile
 
     path = resolve_profile(arg)
     if not path.exists() and "/" not in arg and not arg.endswith((".yaml", ".yml")):
+        base, _, role = arg.rpartition(".")
+        if role in PD_ROLES and base and resolve_profile(base).exists():
+            # NAME.prefill / NAME.decode: one group of a prefill/decode profile, run as a profile
+            whole = load_profile(resolve_profile(base))
+            if whole.groups is None:
+                raise BadInput(f"{base} declares no prefill/decode groups, so there is no {arg!r}")
+            return whole.group_profile(role)
         raise missing_profile(arg)
     return load_profile(path)
+
+
+def one_server(profile: Profile, verb: str) -> Profile:
+    """`up`/`down`/`logs` act on one group of a prefill/decode profile, named NAME.prefill or
+    NAME.decode: the whole profile is refused (exit 2) rather than run as one plain server."""
+    if profile.groups:
+        from cockpit.errors import BadInput
+
+        raise BadInput(f"{profile.name} declares a prefill group and a decode group: cockpit {verb} one of them, "
+                       f"{profile.name}.prefill or {profile.name}.decode",
+                       hint=f"cockpit plan {profile.name} plans both and shows the router's command; "
+                            f"cockpit status {profile.name} shows both")
+    return profile
 
 
 def missing_profile(name: str) -> Exception:
@@ -149,8 +170,9 @@ def render_findings(findings: list[Finding]) -> list[str]:
     return lines
 
 
-def render_status(snap: RunSnapshot) -> str:
-    """The operator's text view of a snapshot (report.py renders the diagnosis when present)."""
+def render_status(snap: RunSnapshot, group: str | None = None) -> str:
+    """The operator's text view of a snapshot (report.py renders the diagnosis when present);
+    `group` (a prefill/decode profile's "prefill" or "decode") heads each rank row."""
     st = snap.state
     run = snap.run
     head = f"{snap.profile}"
@@ -178,14 +200,16 @@ def render_status(snap: RunSnapshot) -> str:
     if st.max_total_num_tokens is not None:
         lines.append(f"KV pool: max_total_num_tokens={st.max_total_num_tokens}")
     if st.ranks:
-        lines.append(f"{'RANK':<10} {'GPU':>8} {'USED/TOTAL GiB':>15} {'AGE':>6} {'WEIGHTS':>8} {'FREE AFTER CAPTURE':>19}")
+        grp = f"{'GROUP':<8} " if group else ""
+        lines.append(f"{grp}{'RANK':<10} {'GPU':>8} {'USED/TOTAL GiB':>15} {'AGE':>6} {'WEIGHTS':>8} {'FREE AFTER CAPTURE':>19}")
         for r in sorted(st.ranks.values(), key=lambda r: rank_sort_key(r.rank)):
             g = rank_gpu_json(snap, r.rank)
             gpu = "?" if g["index"] is None else f"{g['host']}:{g['index']}" if len(snap.rank_gpu) and run and len(run.hosts) > 1 else str(g["index"])
             used = f"{gb_text(g['used_gb'])}/{gb_text(g['total_gb'])}"
             age = "?" if g["age_s"] is None else f"{g['age_s']:.1f}s"
             lines.append(
-                f"{r.rank:<10} {gpu:>8} {used:>15} {age:>6} {gb_text(r.weights_gb):>8} {gb_text(r.avail_after_capture_gb):>19}"
+                (f"{group:<8} " if group else "")
+                + f"{r.rank:<10} {gpu:>8} {used:>15} {age:>6} {gb_text(r.weights_gb):>8} {gb_text(r.avail_after_capture_gb):>19}"
             )
     if st.crash is not None:
         c = st.crash

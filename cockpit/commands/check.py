@@ -54,7 +54,12 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput(f"{name} {val:g}: expected a positive number of {unit}")
     if args.gpus is not None and args.gpus <= 0:
         raise BadInput(f"--gpus {args.gpus}: expected a positive number of GPUs")
-    profile = load_profile(resolve_profile(args.profile))
+    from cockpit.commands._support import load_profile_arg, one_server
+    from cockpit.core.profile import PD_ROLES
+
+    path = resolve_profile(args.profile)
+    group = not path.exists() and args.profile.rpartition(".")[2] in PD_ROLES  # NAME.prefill / NAME.decode
+    profile = one_server(load_profile_arg(args.profile) if group else load_profile(path), "check")
     measured = None
     unreachable: dict[str, str] = {}
     if profile.target is None and any(not h.is_local for h in profile.hosts):  # a Slurm job's nodes are unknown yet

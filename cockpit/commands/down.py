@@ -12,12 +12,12 @@ import json
 import shlex
 import sys
 
-from cockpit.commands._support import load_profile_arg, open_journal, run_command
+from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command
 from cockpit.core.profile import Profile
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = load_profile_arg(args.profile)
+    profile = one_server(load_profile_arg(args.profile), "down")
     return run_command(_down(profile, args))
 
 

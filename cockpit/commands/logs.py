@@ -17,14 +17,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from cockpit.aio import reap
-from cockpit.commands._support import load_profile_arg, run_command
+from cockpit.commands._support import load_profile_arg, one_server, run_command
 from cockpit.core.logfilter import LineFilter
 from cockpit.core.profile import Profile
 from cockpit.errors import BadInput, CockpitError
 
 
 def run(args: argparse.Namespace) -> int:
-    profile = load_profile_arg(args.profile)
+    profile = one_server(load_profile_arg(args.profile), "logs")
     if args.tail is not None and args.tail < 0:
         raise BadInput("--tail must be 0 or more lines")
     return run_command(_logs(profile, args))

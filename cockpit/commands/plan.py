@@ -26,6 +26,7 @@ from cockpit.supervisor.planning import backend_plan, measured_facts, plan_findi
 
 if TYPE_CHECKING:
     from cockpit.backends.base import HostFacts
+    from cockpit.core.profile import Profile
     from cockpit.model.plan import MemoryPlan
 
 
@@ -96,19 +97,70 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
     return backend_plan(profile, facts, model, overrides, runs=runs, calibrate_from=args.calibrate_from)
 
 
-def _profile_plan(args: argparse.Namespace, name: str) -> MemoryPlan:
-    from cockpit.backends.base import HostFacts
-    from cockpit.commands._support import load_profile_arg, run_command
+def _profile_plans(args: argparse.Namespace, name: str) -> tuple[list[tuple[str, MemoryPlan]], dict[str, Any] | None]:
+    """(label, plan) per group — one for a plain profile, prefill and decode for a profile that
+    declares `groups:` (each with its own hosts, flags, GPUs and budget) — and its router."""
+    from cockpit.commands._support import load_profile_arg
 
     profile = load_profile_arg(name)
+    if not profile.groups:
+        return [(name, _profile_plan(args, profile))], None
+    from cockpit.backends import get_backend
+
+    backend = get_backend(profile.backend)
+    groups = profile.group_profiles()
+    for role, gp in groups:  # every group's role and GPU count before any I/O
+        check_group(backend, gp, role, profile.groups[role].gpus)  # type: ignore[index]
+    router = router_json(profile)
+    return [(gp.name, _profile_plan(args, gp, gpus=profile.groups[role].gpus)) for role, gp in groups], router  # type: ignore[index]
+
+
+def check_group(backend: Any, group: Profile, role: str, gpus: int | None) -> None:
+    """A group's flags must make the server of its role, on no more GPUs per host than the group
+    has (exit 2 naming the group's key otherwise)."""
+    try:
+        flags = backend.effective_flags(group)
+        got = backend.pd_role(flags)
+    except ValueError as exc:
+        raise BadInput(f"groups.{role}.server: {exc}") from None
+    if gpus is not None:
+        used = backend.gpus_for_flags([h.label for h in group.hosts], flags, group.env)
+        per_host = max((sum(1 for h, _ in used if h == host) for host in {h for h, _ in used}), default=0)
+        if per_host > gpus:
+            raise BadInput(f"groups.{role}.gpus: {gpus} per host, but the group's flags run {per_host} ranks on a host")
+    if got is None or role not in got.split("+"):
+        what = f"a {got} server" if got else "a server of no prefill/decode role"
+        raise BadInput(f"groups.{role}.server: the flags make {what}",
+                       hint="SGLang: disaggregation-mode: " + role + "; vLLM: kv-transfer-config with kv_role "
+                       + ("kv_producer" if role == "prefill" else "kv_consumer") + " (or kv_both)")
+
+
+def router_json(profile: Profile) -> dict[str, Any] | None:
+    """The router of a prefill/decode profile: where, which port, its argv (no GPU memory: not planned)."""
+    if profile.router is None:
+        return None
+    from cockpit.backends import get_backend
+
+    try:
+        argv = get_backend(profile.backend).router_argv(profile)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    return {"host": profile.router.host.label, "port": profile.router.port, "argv": argv}
+
+
+def _profile_plan(args: argparse.Namespace, profile: Profile, gpus: int | None = None) -> MemoryPlan:
+    from cockpit.backends.base import HostFacts
+    from cockpit.commands._support import run_command
+
     overrides = _overrides(profile.backend, list(args.overrides or []))
+    gpus = args.gpus if args.gpus is not None else gpus
 
     async def go() -> MemoryPlan:
         facts = None
         if args.gpu_mem_gb is not None:
-            facts = _what_if_gpu([HostFacts(host=h.label, source="unknown") for h in profile.hosts], args.gpu_mem_gb, args.gpus)
-        elif args.gpus is not None:
-            facts = _what_if_gpu(await measured_facts(profile), None, args.gpus)
+            facts = _what_if_gpu([HostFacts(host=h.label, source="unknown") for h in profile.hosts], args.gpu_mem_gb, gpus)
+        elif gpus is not None:
+            facts = _what_if_gpu(await measured_facts(profile), None, gpus)
         runs = [] if args.no_calibration and not args.calibrate_from else journal_runs(None if args.calibrate_from else profile.name)
         try:
             return await plan_for_profile(profile, overrides, facts=facts, runs=runs, calibrate_from=args.calibrate_from)
@@ -158,29 +210,44 @@ def run(args: argparse.Namespace) -> int:
     if args.model_config and args.profile:
         raise BadInput("give a PROFILE or --model-config DIR, not both")
     profiles = list(args.profile or []) if isinstance(args.profile, list) else [args.profile] if args.profile else []
+    routers: list[dict[str, Any]] = []
     try:
         if args.model_config:
-            plans = [_model_config_plan(args)]
+            labelled = [("", _model_config_plan(args))]
         elif profiles:
-            # several profiles: the groups of one deployment (a prefill group and a decode group),
-            # each planned with its own budget, flags and GPUs
-            plans = [_profile_plan(args, name) for name in profiles]
+            # several profiles, or one that declares groups: the groups of one deployment (a
+            # prefill group and a decode group), each planned with its own budget, flags and GPUs
+            labelled = []
+            for name in profiles:
+                got, router = _profile_plans(args, name)
+                labelled += got
+                routers += [router] if router else []
         else:
             raise BadInput("cockpit plan needs a PROFILE, or --model-config DIR --gpu-mem-gb X --tp N")
     except ModelConfigError as exc:
         raise BadInput(str(exc)) from None
     except PlanUnavailable as exc:
         raise CockpitError(str(exc), hint=exc.hint) from None
+    labels = [n for n, _ in labelled]
+    plans = [mp for _, mp in labelled]
     if request_tokens:
         plans = [dataclasses.replace(mp, request_tokens=request_tokens) for mp in plans]
     if args.json:
-        out = plans[0].to_json() if len(plans) == 1 else {"groups": [dict(mp.to_json(), profile=n) for n, mp in zip(profiles, plans, strict=True)]}
+        out: dict[str, Any] = plans[0].to_json() if len(plans) == 1 else {
+            "groups": [dict(mp.to_json(), profile=n, group=mp.role) for n, mp in zip(labels, plans, strict=True)]}
+        if routers:
+            out["router"] = routers[0] if len(routers) == 1 else routers
         print(json.dumps(out, indent=2))
     else:
         for i, mp in enumerate(plans):
             if len(plans) > 1:
-                sys.stdout.write(("\n" if i else "") + f"group {i + 1} of {len(plans)}: {profiles[i]}\n")
+                sys.stdout.write(("\n" if i else "") + f"group {i + 1} of {len(plans)}: {labels[i]}\n")
             sys.stdout.write(render_plan(mp, current_from=_current_from(mp, list(args.overrides or []))))
+        for r in routers:
+            from cockpit.core.sanitize import clean_text
+
+            sys.stdout.write(f"\nrouter on {r['host']} port {r['port']} (no GPU memory: not planned): "
+                             + clean_text(" ".join(r["argv"])) + "\n")
     return 1 if any(mp.severity == "critical" for mp in plans) else 0
 
 

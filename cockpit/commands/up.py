@@ -18,6 +18,7 @@ from typing import Any
 
 from cockpit.commands._support import (
     load_profile_arg,
+    one_server,
     open_journal,
     render_findings,
     render_report,
@@ -33,7 +34,7 @@ STARTED_GRACE_S = 1.0  # a server that dies at once (bad flag, port in use) is a
 def run(args: argparse.Namespace) -> int:
     from cockpit.backends import get_backend
 
-    profile = load_profile_arg(args.profile)
+    profile = one_server(load_profile_arg(args.profile), "up")
     overrides = get_backend(profile.backend).parse_overrides(args.overrides or [])
     return run_command(_up(profile, overrides, args))
 

@@ -182,6 +182,90 @@ class SlurmTarget(BaseModel):
 
 
 ServerValue = str | int | float | bool | list[str | int | float]
+PD_ROLES = ("prefill", "decode")
+
+
+def _valid_env(v: dict[str, str]) -> dict[str, str]:
+    for k, val in v.items():
+        if not ENV_NAME_RE.fullmatch(k):
+            raise ValueError(f"environment variable name {k!r} must be letters, digits and '_' (not starting with a digit)")
+        if "\x00" in str(val):
+            raise ValueError(f"env {k} must not contain a NUL byte")
+    return {k: str(val) for k, val in v.items()}
+
+
+def _valid_server(v: dict[str, Any]) -> dict[str, Any]:
+    for k, val in v.items():
+        if not FLAG_NAME_RE.fullmatch(k):
+            raise ValueError(f"flag name {k!r} must be letters, digits, '-' or '_'")
+        items = val if isinstance(val, list) else [val]
+        for item in items:
+            if isinstance(item, str):
+                _no_control_chars(item, f"the value of {k}")
+                if item.startswith("-") and not _is_number(item):
+                    raise ValueError(f"the value of {k} must not start with '-' (it would read as another flag)")
+    return {k.lstrip("-"): val for k, val in v.items()}
+
+
+class Group(BaseModel):
+    """One group of a prefill/decode deployment (`groups: {prefill: …, decode: …}`): its own hosts,
+    GPUs and server flags, laid over the profile's top-level ones."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    hosts: list[Host] | None = Field(None, min_length=1, max_length=1024)
+    gpus: int | None = Field(None, ge=1, le=64, description="GPUs per host this group's servers use")
+    server: dict[str, ServerValue] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    log: str | None = None
+
+    @field_validator("server")
+    @classmethod
+    def _check_server(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _valid_server(v)
+
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, v: dict[str, str]) -> dict[str, str]:
+        return _valid_env(v)
+
+    @field_validator("log")
+    @classmethod
+    def _check_log(cls, v: str | None) -> str | None:
+        if v is not None and (not _no_control_chars(v, "a path") or v.startswith("-")):
+            raise ValueError("must not be empty or start with '-' (it would read as an option)")
+        return v
+
+    @model_validator(mode="after")
+    def _check_group_hosts(self) -> Group:
+        if self.hosts is not None and len(self.hosts) > 1 and any(h.is_local for h in self.hosts):
+            raise ValueError("a multi-node group must name every node by ssh, not 'local'")
+        return self
+
+
+class Router(BaseModel):
+    """The router in front of the two groups (SGLang's `sglang_router.launch_router
+    --pd-disaggregation`, vLLM's proxy): where it runs, its port, and its program when the
+    engine has no built-in one."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    host: Host = Field(default_factory=lambda: Host(ssh="local"))
+    port: int = Field(8000, ge=1, le=65535)
+    program: list[str] | None = Field(None, min_length=1, max_length=64)
+    args: list[str] = Field(default_factory=list, max_length=64)
+
+    @field_validator("program", "args")
+    @classmethod
+    def _check_argv(cls, v: list[str] | None) -> list[str] | None:
+        for i, item in enumerate(v or []):
+            _no_control_chars(item, f"argument {i}")
+        return v
+
+    @field_validator("program")
+    @classmethod
+    def _check_program(cls, v: list[str] | None) -> list[str] | None:
+        if v and v[0].startswith("-"):
+            raise ValueError("program[0] must be a command, not an option")
+        return v
 
 
 class Profile(BaseModel):
@@ -207,6 +291,10 @@ class Profile(BaseModel):
     # same hourly budget as on-crash); never restarted unless the profile says so
     on_hang: Literal["notify", "restart"] = Field("notify", alias="on-hang")
     notify: list[str] | None = Field(None, min_length=1, max_length=64)
+    # prefill/decode disaggregation (issue 25): one profile, two groups of servers and the router
+    groups: dict[Literal["prefill", "decode"], Group] | None = None
+    router: Router | None = None
+
     @field_validator("notify")
     @classmethod
     def _check_notify(cls, v: list[str] | None) -> list[str] | None:
@@ -268,31 +356,26 @@ class Profile(BaseModel):
     @field_validator("env")
     @classmethod
     def _check_env(cls, v: dict[str, str]) -> dict[str, str]:
-        for k, val in v.items():
-            if not ENV_NAME_RE.fullmatch(k):
-                raise ValueError(f"environment variable name {k!r} must be letters, digits and '_' (not starting with a digit)")
-            if "\x00" in str(val):
-                raise ValueError(f"env {k} must not contain a NUL byte")
-        return {k: str(val) for k, val in v.items()}
+        return _valid_env(v)
 
     @field_validator("server")
     @classmethod
     def _check_server(cls, v: dict[str, Any]) -> dict[str, Any]:
-        for k, val in v.items():
-            if not FLAG_NAME_RE.fullmatch(k):
-                raise ValueError(f"flag name {k!r} must be letters, digits, '-' or '_'")
-            items = val if isinstance(val, list) else [val]
-            for item in items:
-                if isinstance(item, str):
-                    _no_control_chars(item, f"the value of {k}")
-                    if item.startswith("-") and not _is_number(item):
-                        raise ValueError(f"the value of {k} must not start with '-' (it would read as another flag)")
-        return {k.lstrip("-"): val for k, val in v.items()}
+        return _valid_server(v)
 
     @model_validator(mode="after")
     def _check_hosts(self) -> Profile:
         if len(self.hosts) > 1 and any(h.is_local for h in self.hosts):
             raise ValueError("hosts: a multi-node profile must name every node by ssh, not 'local'")
+        if self.groups is not None:
+            missing = [r for r in PD_ROLES if r not in self.groups]
+            if missing:
+                raise ValueError(f"groups: a prefill/decode deployment declares both groups; {' and '.join(missing)} is missing")
+            if self.target is not None:
+                raise ValueError("groups: a Slurm profile (target:) cannot declare prefill/decode groups yet; "
+                                 "write one profile per group")
+        elif self.router is not None:
+            raise ValueError("router: a router joins a prefill group and a decode group; declare groups: first")
         if self.target is not None:
             if "hosts" in self.model_fields_set:
                 raise ValueError("target: a Slurm profile has no hosts: (the allocation decides the nodes)")
@@ -315,6 +398,30 @@ class Profile(BaseModel):
         if self.log.startswith("/") or self.log.startswith("~"):
             return self.log
         return f"{self.workdir.rstrip('/')}/{self.log}"
+
+    def group_profile(self, role: str) -> Profile:
+        """One group of a prefill/decode profile as the profile of its own servers, named
+        `NAME.ROLE`: the top level's keys, the group's hosts, its flags and env over the top
+        level's, its own log (`logs/server.ROLE.log` from `logs/server.log` unless it names one).
+        Every command runs a group as it runs a profile (`cockpit up NAME.prefill`)."""
+        if not self.groups or role not in self.groups:
+            raise ValueError(f"{self.name} declares no {role} group")
+        g = self.groups[role]
+        data = self.model_dump(by_alias=True, exclude={"groups", "router", "source", "target"}, exclude_none=True)
+        data["name"] = f"{self.name}.{role}"
+        if g.hosts is not None:
+            data["hosts"] = [h.model_dump() for h in g.hosts]
+        data["server"] = {**self.server, **g.server}
+        data["env"] = {**self.env, **g.env}
+        stem, dot, ext = self.log.rpartition(".")
+        data["log"] = g.log or (f"{stem}.{role}.{ext}" if dot and "/" not in ext else f"{self.log}.{role}")
+        prof = Profile.model_validate(data)
+        prof.source = self.source
+        return prof
+
+    def group_profiles(self) -> list[tuple[str, Profile]]:
+        """(role, profile) for each group, prefill first; empty for a plain profile."""
+        return [(r, self.group_profile(r)) for r in PD_ROLES] if self.groups else []
 
 
 def normalise_flag_name(name: str) -> str:
@@ -361,6 +468,12 @@ def _allowed_keys(loc: list[Any]) -> list[str]:
         elif p == "target":
             model = SlurmTarget
         elif p == "hosts":
+            model = Host
+        elif p in ("prefill", "decode") and model is Profile:
+            model = Group
+        elif p == "router":
+            model = Router
+        elif p == "host" and model is Router:
             model = Host
     names = []
     for fname, f in model.model_fields.items():

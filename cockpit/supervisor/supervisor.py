@@ -217,6 +217,10 @@ class Supervisor:
         holding memory on the GPUs the run will use refuse the launch (LeftoversHoldGpus) unless
         kill_leftovers: a server started on top of them would size its KV pool from what is left
         and die, or starve them."""
+        if self.profile.groups:  # two groups are never launched as one plain server (the TUI, `up`)
+            name = self.profile.name
+            raise LaunchFailed(f"{name} declares a prefill group and a decode group: launch each as its own "
+                               f"profile, {name}.prefill and {name}.decode")
         overrides = {normalise_flag_name(k): v for k, v in (overrides or {}).items()}
         nodes = self.nodes
         live = await self.attach()

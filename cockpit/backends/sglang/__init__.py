@@ -95,6 +95,30 @@ class SGLangBackend(EngineBackend):
         path = self.flag_value(self.effective_flags(profile, overrides), "speculative-draft-model-path")
         return str(path) if path else None
 
+    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
+        """`--disaggregation-mode prefill|decode` (SGLang's default "null" is no role)."""
+        mode = self.flag_value(flags, "disaggregation-mode")
+        return str(mode) if mode in ("prefill", "decode") else None
+
+    def router_argv(self, profile: Profile) -> list[str]:
+        """SGLang's router in PD mode (docs/advanced_features/pd_disaggregation.md):
+        `python -m sglang_router.launch_router --pd-disaggregation --prefill URL [BOOTSTRAP_PORT]
+        --decode URL --host 0.0.0.0 --port P`; the bootstrap port only when the prefill group sets
+        `disaggregation-bootstrap-port` (the router's default is SGLang's 8998)."""
+        router = profile.router
+        if router is None:
+            return []
+        if router.program:
+            return [*router.program, *router.args]
+        argv = [profile.python, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
+        pre = profile.group_profile("prefill")
+        boot = self.flag_value(self.effective_flags(pre), "disaggregation-bootstrap-port")
+        for url in self.group_urls(profile, "prefill"):
+            argv += ["--prefill", url] + ([str(boot)] if boot is not None else [])
+        for url in self.group_urls(profile, "decode"):
+            argv += ["--decode", url]
+        return [*argv, "--host", "0.0.0.0", "--port", str(router.port), *router.args]
+
     def plan_server(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
         """The server flags of `cockpit plan --model-config` (no profile): the model and parallelism."""
         server: dict[str, Any] = {"model-path": model_dir, "tp": tp}

@@ -235,6 +235,10 @@ def req_to_token_gib(tokens: int, ctx: int, s: Settings) -> float:
         reqs = s.max_running_requests // (s.dp if s.dp_attention else 1)
     else:
         reqs = min(max(int(tokens / ctx * 512), 2048), 4096)
+    if s.disaggregation_mode == "decode" and reqs <= 32:
+        # DecodeReqToTokenPool (model_runner_kv_cache_mixin): a decode server subscribes rows for
+        # requests pre-allocated while their KV is in flight, 2 × max_num_reqs when that is ≤ 32
+        reqs += 2 * reqs
     return reqs * (ctx + 4) * 4 / GIB
 
 
@@ -435,7 +439,9 @@ def plan(
         notes.append("prefill role (--disaggregation-mode prefill): SGLang captures no decode CUDA graphs; the pool holds "
                      "prompts until the decode group takes their KV")
     elif s.disaggregation_mode == "decode":
-        notes.append("decode role (--disaggregation-mode decode): the pool holds the running requests' KV sent by the prefill group")
+        notes.append("decode role (--disaggregation-mode decode): the pool holds the running requests' KV sent by the prefill group"
+                     + ("; its request table holds 2 × max_running_requests more rows for pre-allocated requests (SGLang does so up to 32 requests)"
+                        if s.max_running_requests is not None and s.max_running_requests // (s.dp if s.dp_attention else 1) <= 32 else ""))
     if calibration is None:
         notes.append("estimate: P, graph memory and workspaces are not measured yet; a finished run of this setup calibrates them")
     terms = {

@@ -79,6 +79,29 @@ class VLLMBackend(EngineBackend):
         model = self.effective_flags(profile, overrides).get("model")
         return str(model) if model else None
 
+    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
+        """`--kv-transfer-config`'s kv_role: kv_producer → prefill, kv_consumer → decode, kv_both."""
+        from cockpit.backends.vllm.plan import _kv_role
+
+        try:
+            return _kv_role(self.flag_value(flags, "kv-transfer-config"))
+        except ValueError:
+            return None
+
+    def router_argv(self, profile: Profile) -> list[str]:
+        """vLLM ships no router of its own for P/D (its disaggregated examples run a proxy script,
+        e.g. tests/v1/kv_connector/nixl_integration/toy_proxy_server.py), so `router.program`
+        names the one the operator runs."""
+        from cockpit.backends.base import FlagError
+
+        router = profile.router
+        if router is None:
+            return []
+        if not router.program:
+            raise FlagError("router.program", "vLLM has no built-in prefill/decode router: name the proxy's command "
+                            "(router: {program: [python3, toy_proxy_server.py, …]})")
+        return [*router.program, *router.args]
+
     def draft_model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
         """The speculative draft model the memory plan reads beside the model (--speculative-config's "model")."""
         from cockpit.backends.vllm.plan import _speculative

@@ -108,6 +108,8 @@ class Settings:
     cpu_offload_gib: float = 0.0
     speculative: dict[str, Any] | None = None  # --speculative-config
     role: str | None = None  # prefill / decode / prefill+decode from --kv-transfer-config's kv_role
+    kv_connector: str | None = None  # --kv-transfer-config's kv_connector
+    kv_buffer_gib: float = 0.0  # GPU memory the connector holds outside the KV cache (P2pNcclConnector)
 
     @property
     def ep(self) -> int:
@@ -157,6 +159,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         cpu_offload_gib=float(get("cpu_offload_gb", 0) or 0),
         speculative=_speculative(get("speculative_config")),
         role=_kv_role(get("kv_transfer_config")),
+        **_kv_transfer(get("kv_transfer_config")),
     )
 
 
@@ -167,6 +170,32 @@ def _kv_role(value: Any) -> str | None:
     cfg = _speculative(value, "--kv-transfer-config")
     role = (cfg or {}).get("kv_role")
     return _KV_ROLES.get(str(role)) if role is not None else None
+
+
+# KV connectors that hold GPU memory of their own beside the KV cache: vLLM's P2pNcclConnector keeps
+# sent (PUT_ASYNC, GET) and received tensors on the GPU up to kv_buffer_size bytes before spilling to
+# its host tensor pool (p2p_nccl_engine.py: buffer_size_threshold = config.kv_buffer_size; vLLM's
+# KVTransferConfig default 1e9 on "cuda"). NixlConnector and MooncakeConnector register the KV cache
+# itself for RDMA (register_kv_caches): no GPU buffer of their own.
+GPU_BUFFER_CONNECTORS = ("P2pNcclConnector",)
+IN_PLACE_CONNECTORS = ("NixlConnector", "MooncakeConnector")
+KV_BUFFER_DEFAULT = 1e9
+
+
+def _kv_transfer(value: Any) -> dict[str, Any]:
+    """The connector and the GPU memory it holds outside the KV cache, from --kv-transfer-config."""
+    cfg = _speculative(value, "--kv-transfer-config") or {}
+    conn = cfg.get("kv_connector")
+    gib = 0.0
+    if conn in GPU_BUFFER_CONNECTORS and str(cfg.get("kv_buffer_device", "cuda")) == "cuda":
+        size = cfg.get("kv_buffer_size", KV_BUFFER_DEFAULT)
+        try:
+            gib = float(size) / GIB
+        except (TypeError, ValueError):
+            raise ModelConfigError(f"--kv-transfer-config kv_buffer_size {size!r}: expected a number of bytes") from None
+        if not (math.isfinite(gib) and gib >= 0):
+            raise ModelConfigError(f"--kv-transfer-config kv_buffer_size {size!r}: expected a number of bytes")
+    return {"kv_connector": str(conn) if conn else None, "kv_buffer_gib": gib}
 
 
 def _speculative(value: Any, flag: str = "--speculative-config") -> dict[str, Any] | None:
@@ -338,7 +367,7 @@ def plan(
     def estimate(u: float) -> tuple[float, int, float]:
         kv = math.ceil(u * t * GIB) / GIB - (w + n + act) - g_hat
         tok = kv_tokens(kv, cell, block)
-        return kv, tok, f0 - (w + n) - kv - g
+        return kv, tok, f0 - (w + n) - kv - g - s.kv_buffer_gib
 
     cal_err: dict[str, float] = {}
     row_of = estimate
@@ -371,7 +400,7 @@ def plan(
         kv = s.kv_cache_memory_bytes / GIB
         tok = kv_tokens(kv, cell, block)
         if calibration is None:
-            head = f0 - (w + n) - kv - g
+            head = f0 - (w + n) - kv - g - s.kv_buffer_gib
         else:  # the run's free memory, plus what its KV cache held beyond the pin
             head = calibration.headroom_after_capture_gib + calibration.max_total_num_tokens * cell / GIB - kv
         current: PlanRow | None = PlanRow(PIN_FLAG, float(s.kv_cache_memory_bytes), tok if tok >= mml else 0, kv, head)
@@ -408,8 +437,17 @@ def plan(
     if not split.exact_split:
         notes.append("weights: the index's exact total_size, split by config.json's layer shapes (no safetensors headers read)")
     notes += weight_notes(cfg, weights, s.dtype)
-    if s.role is not None:
-        notes.append(f"{s.role} role (--kv-transfer-config): the KV connector's own buffers are not in the budget")
+    if s.role is not None or s.kv_connector:
+        who = f"{s.role} role, " if s.role else ""
+        if s.kv_buffer_gib:
+            notes.append(f"{who}{s.kv_connector}: up to {s.kv_buffer_gib:.2f} GiB of transferred KV held on the GPU "
+                         "(kv_buffer_size) comes out of the free memory after start-up, not the KV cache")
+        elif s.kv_connector in IN_PLACE_CONNECTORS:
+            notes.append(f"{who}{s.kv_connector}: the connector registers the KV cache itself for transfer; "
+                         "no GPU buffer of its own")
+        else:
+            notes.append(f"{who}{s.kv_connector or 'no kv_connector named'} (--kv-transfer-config): "
+                         "the connector's own GPU buffers are not known to the plan and not in it")
     if calibration is None:
         notes.append("estimate: non-torch memory, the activation peak and the graph pool are not measured yet; "
                      "a finished run of this setup calibrates them")
@@ -426,6 +464,7 @@ def plan(
         "block_size": float(block),
         "util_floor": lowest.value if lowest is not None else math.nan,
         "util_ceiling": floor2(f0 / t) if t > 0 else math.nan,  # the most the free memory at start-up allows
+        "kv_transfer_buffer_gib": s.kv_buffer_gib if s.kv_buffer_gib else math.nan,
     }
     terms = {k: v for k, v in terms.items() if not math.isnan(v)}
     arithmetic = (
