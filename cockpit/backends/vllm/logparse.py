@@ -34,12 +34,15 @@ from cockpit.core.sanitize import clean_text
 from cockpit.core.state import RunState
 
 LINE_CAP = 64 * 1024
+# longest text of one line the grammar reads (a longer line is read on its head and counted in
+# `lines_cut`; `diagnose` says so): every pattern is linear, this bounds the cost of a hostile file
+CLASSIFY_CAP = 16 * 1024
 READ_CHUNK = 1 << 20
 
 _GROUP = r"\([^()]*? pid=\d+(?:, ip=[^)]*)?\) "
 _RX_RECORD = re.compile(
-    r"(?P<prefixes>(?:" + _GROUP + r")*)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-    r"(?P<md>\d{2}-\d{2}) (?P<hms>\d{2}:\d{2}:\d{2}) \[?(?P<file>[^\]\s]+):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
+    r"(?P<prefixes>(?:" + _GROUP + r"){0,8})(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<md>\d{2}-\d{2}) (?P<hms>\d{2}:\d{2}:\d{2}) \[?(?P<file>[^\]\s]{1,200}):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
 )
 _RX_GROUP_ANYWHERE = re.compile(_GROUP)
 _RX_GROUPS_ONLY = re.compile(r"^(?P<prefixes>(?:" + _GROUP + r")+)(?P<msg>.*)$")
@@ -76,14 +79,14 @@ _RX_UTIL_EQ = re.compile(r"--gpu-memory-utilization=([\d.]+) is equivalent to --
 # with no GiB beside the suggestions
 _RX_SUMMARY = re.compile(
     r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup\. Desired GPU memory utilization is "
-    r"\((?P<util>[\d.]+), (?P<req>[\d.]+) GiB\)\. Actual usage is (?P<usage>.*?)\. Replace gpu_memory_utilization "
+    r"\((?P<util>[\d.]+), (?P<req>[\d.]+) GiB\)\. Actual usage is (?P<usage>.{0,1000}?)\. Replace gpu_memory_utilization "
     r"config with `--kv-cache-memory=(?P<b_req>-?\d+)`(?: \((?P<g_req>-?[\d.]+) GiB\))? to fit into requested memory, "
     r"or `--kv-cache-memory=(?P<b_gpu>-?\d+)`(?: \((?P<g_gpu>-?[\d.]+) GiB\))? to fully utilize gpu memory\. "
     r"Current kv cache memory in use is (?P<kv>-?[\d.]+) (?P<kv_unit>GiB|bytes)"
 )
-_RX_USAGE_NEW = re.compile(_F + r" GiB for consumed memory \(weights \+ non-torch\), " + _F + r" GiB for peak activation, and "
+_RX_USAGE_NEW = re.compile(r"(?<![\d.-])" + _F + r" GiB for consumed memory \(weights \+ non-torch\), " + _F + r" GiB for peak activation, and "
                            + _F + " GiB for CUDAGraph memory")
-_RX_USAGE_OLD = re.compile(_F + r" GiB for weight, " + _F + r" GiB for peak activation, " + _F
+_RX_USAGE_OLD = re.compile(r"(?<![\d.-])" + _F + r" GiB for weight, " + _F + r" GiB for peak activation, " + _F
                            + r" GiB for non-torch memory, and " + _F + " GiB for CUDAGraph memory")
 _RX_STARTING = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
 _RX_PORT = re.compile(r":(\d+)/?$")
@@ -101,7 +104,7 @@ _RX_OOM_REQ = re.compile(r"Tried to allocate " + _SIZE)
 _RX_OOM_GPU = re.compile(r"GPU (\d+) has a total capacity")
 _RX_OOM_TOTAL = re.compile(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
 _RX_DIED = re.compile(r"died(?: unexpectedly \(|, )exit code: (-?\d+)")
-_RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^}]*)\}")
+_RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^{}]*)\}")
 _UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,
               "KB": 1e3 / 2**30, "MB": 1e6 / 2**30, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}
 # Exceptions that only wrap a root cause printed elsewhere: never the crash's message.
@@ -136,7 +139,7 @@ def _clean(raw: bytes) -> str:
         cut = raw.rfind(b"\r")
         if cut != -1:
             raw = raw[cut + 1 :]
-    text = raw[:LINE_CAP].decode("utf-8", "replace")
+    text = raw[:CLASSIFY_CAP].decode("utf-8", "replace")
     if not text.isprintable():  # most lines are; the rest lose every escape and control character
         text = clean_text(text, keep_newlines=False)
     if "[" in text and ("^[[" in text or "m " in text):
@@ -199,6 +202,7 @@ class VLLMLogParser:
         self._crashed = False
         self._workers_seen = False
         self.recognised = 0  # lines read as vLLM's: records, process groups, or lines with events
+        self.lines_cut = 0  # lines longer than CLASSIFY_CAP, classified on their head
         self._last_was_vllm = False
         self._v2 = False  # the V2 model runner captures graphs twice (the first to measure them)
         self._ready = False
@@ -230,13 +234,21 @@ class VLLMLogParser:
             self._pending = self._pending[-LINE_CAP:]  # a bar redrawn for hours: keep its tail
         for raw in lines:
             self._lines += 1
+            if len(raw) > CLASSIFY_CAP:
+                self._count_cut(raw)
             self.classify(self._lines, _clean(raw), out)
         return out
+
+    def _count_cut(self, raw: bytes) -> None:
+        raw = raw.rstrip(b"\r")
+        if len(raw) - (raw.rfind(b"\r") + 1) > CLASSIFY_CAP:
+            self.lines_cut += 1
 
     def finish(self) -> list[Event]:
         out: list[Event] = []
         if self._pending:
             self._lines += 1
+            self._count_cut(self._pending)
             self.classify(self._lines, _clean(self._pending), out)
             self._pending = b""
         self._flush_tokens(out, self._lines, None, before_capture=not self._crashed)
@@ -780,7 +792,7 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
         st.lines_seen = max(st.lines_seen, parser.lines_seen)
         st.lines_recognised += parser.recognised
         if stats is not None:
-            stats.update(lines=parser.lines_seen, recognised=parser.recognised, foreign=0)
+            stats.update(lines=parser.lines_seen, recognised=parser.recognised, foreign=0, cut=parser.lines_cut)
 
     if isinstance(source, (str, Path)):
         with open(source, "rb") as f:
