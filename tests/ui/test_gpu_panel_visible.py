@@ -4,6 +4,8 @@ row each second was most of the idle TUI's CPU."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from rich.text import Text
 from textual.containers import VerticalScroll
 
@@ -43,3 +45,39 @@ async def test_only_the_visible_gpu_rows_are_built() -> None:
         lines = [panel.render_line(y).text for y in range(rows)]
         assert lines[0].startswith("GPU0@") and "mem " in lines[0] and "util " in lines[0]
         assert all(ln.strip() for ln in lines)
+
+
+async def test_rows_that_read_as_before_are_not_converted_again() -> None:
+    """An idle server's rows read the same each second: their strips are reused, a changed row's is not."""
+    from cockpit.ui.widgets import strips
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        snap = two_node_snapshot()
+        screen.apply_snapshot(snap)
+        await pilot.pause()
+        screen.query_one(GpuProcesses).refresh()  # painted once more at the width the scrollbar leaves
+        await pilot.pause()
+        converted: list[str] = []
+        to_strips = strips.Visual.to_strips
+
+        def counting(widget, *args):  # type: ignore[no-untyped-def]
+            converted.append(type(widget).__name__)
+            return to_strips(widget, *args)
+
+        strips.Visual.to_strips = counting  # type: ignore[method-assign]
+        try:
+            screen.query_one(GpuProcesses).refresh()
+            screen.query_one("#bars").refresh()
+            await pilot.pause()
+            assert converted == []  # repainted, nothing converted again
+            later = [dataclasses.replace(g, sampled_at=g.sampled_at + 1) for g in snap.gpus]
+            later[0] = dataclasses.replace(later[0], used_gb=1.0)  # a new sample, GPU0's memory moved
+            busy = dataclasses.replace(snap, taken_at=snap.taken_at + 1, gpus=tuple(later))
+            screen.apply_snapshot(busy)
+            await pilot.pause()
+            assert "GpuProcesses" in converted  # GPU0's row changed: converted again
+        finally:
+            strips.Visual.to_strips = to_strips  # type: ignore[method-assign]

@@ -8,12 +8,12 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 from textual.strip import Strip
-from textual.visual import Visual, visualize
 from textual.widget import Widget
 
 from cockpit.supervisor.api import GpuProcess, RunSnapshot
 from cockpit.ui import format as fmt
 from cockpit.ui.gpuhistory import GpuHistory, sparkline
+from cockpit.ui.widgets.strips import StripCache
 
 SPARK = 20  # history cells per measure
 
@@ -41,6 +41,7 @@ class GpuProcesses(Widget):
         self._gpu_order: list[tuple[str, int]] = []
         self._procs_of: object = None
         self._sorted: list[GpuProcess] = []
+        self._strips = StripCache()  # rows that read as a second ago are not converted again
 
     def show(self, snapshot: RunSnapshot, history: GpuHistory | None = None, history_changed: bool = False) -> None:
         key = (snapshot.gpu_processes, tuple(snapshot.rank_gpu.items()))
@@ -109,7 +110,7 @@ class GpuProcesses(Widget):
         row = self._row(y)
         if row is None:
             return Strip.blank(width, self.visual_style.rich_style)
-        return Visual.to_strips(self, visualize(self, row, markup=False), width, 1, self.visual_style)[0]
+        return self._strips.strip(self, y, row, width)
 
     def _row(self, y: int) -> Text | None:
         keys = self._gpu_keys()

@@ -16,13 +16,13 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 from textual.strip import Strip
-from textual.visual import Visual, visualize
 from textual.widget import Widget
 
 from cockpit.core.ranks import rank_sort_key
 from cockpit.core.state import RankMemory
 from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample, RunSnapshot
 from cockpit.ui import format as fmt
+from cockpit.ui.widgets.strips import StripCache
 
 STALE_AFTER_S = 5.0  # telemetry arrives about once a second; older than this is dimmed
 
@@ -101,6 +101,7 @@ class RankBars(Widget):
         self._hicache_gb_per_rank: float | None = None
         self._names_of: RunSnapshot | None = None
         self._names: list[str] = []
+        self._strips = StripCache()  # rows that read as a second ago are not converted again
 
     def show(
         self,
@@ -147,7 +148,7 @@ class RankBars(Widget):
             return Strip.blank(width, self.visual_style.rich_style)
         line = Text(no_wrap=True, overflow="crop")
         line.append_text(row)
-        return Visual.to_strips(self, visualize(self, line, markup=False), width, 1, self.visual_style)[0]
+        return self._strips.strip(self, y, line, width)
 
     def _row(self, y: int) -> Text | None:
         snap = self._snapshot
