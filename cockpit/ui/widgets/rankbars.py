@@ -102,6 +102,7 @@ class RankBars(Widget):
         self._names_of: RunSnapshot | None = None
         self._names: list[str] = []
         self._strips = StripCache()  # rows that read as a second ago are not converted again
+        self._tail = 0  # characters at the end of the row just built that change every second
 
     def show(
         self,
@@ -143,12 +144,14 @@ class RankBars(Widget):
         a dozen, the others cost nothing until scrolled to (they used to be built on every paint).
         Each row goes through the same conversion Textual applies to a whole `render()`."""
         width = self.size.width
+        self._tail = 0
         row = self._row(y)
         if row is None:
             return Strip.blank(width, self.visual_style.rich_style)
         line = Text(no_wrap=True, overflow="crop")
         line.append_text(row)
-        return self._strips.strip(self, y, line, width)
+        # a rank row's last cell is its sample's age, the only part that moves on an idle server
+        return self._strips.strip(self, y, line, width, tail=self._tail)
 
     def _row(self, y: int) -> Text | None:
         snap = self._snapshot
@@ -240,7 +243,9 @@ class RankBars(Widget):
         if util_w:
             util = "?" if gpu is None or gpu.util_pct is None else f"{gpu.util_pct:.0f}%"
             t.append(" " + util.rjust(util_w - 1), style=num_style)
-        t.append(" " + fmt.short_duration(age).rjust(age_w), style=num_style)
+        age_cell = " " + fmt.short_duration(age).rjust(age_w)
+        t.append(age_cell, style=num_style)
+        self._tail = len(age_cell)  # render_line converts it apart from the rest of the row
         return t
 
     def _headroom(self, headroom: float | None, width: int, ended: bool = False) -> Text:

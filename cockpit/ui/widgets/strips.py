@@ -22,15 +22,30 @@ class StripCache:
     __slots__ = ("_rows",)
 
     def __init__(self) -> None:
-        self._rows: dict[int, tuple[object, Strip]] = {}
+        self._rows: dict[object, tuple[object, Strip]] = {}
 
-    def strip(self, widget: Widget, y: int, row: Text, width: int) -> Strip:
+    def strip(self, widget: Widget, y: int, row: Text, width: int, tail: int = 0) -> Strip:
+        """Row `y` as a strip `width` cells wide. `tail`: that many characters at the row's end change
+        often (a sample's age): they are converted on their own, so the rest is still reused."""
+        if 0 < tail < len(row.plain):
+            head, end = row.divide([len(row.plain) - tail])
+            head_w = min(width, head.cell_len)
+            left = self._get((y, 0), widget, head, head_w)
+            if width <= head_w:
+                return left
+            # as one conversion would have made it: same-style neighbours merged, each segment's
+            # selection offset counted from the row's start
+            joined = Strip.join([left, self._get((y, 1), widget, end, width - head_w)])
+            return joined.discard_meta().simplify().apply_offsets(0, 0)
+        return self._get(y, widget, row, width)
+
+    def _get(self, slot: object, widget: Widget, row: Text, width: int) -> Strip:
         key = (width, widget.visual_style, row.plain, tuple(row.spans), row.style, row.overflow, row.no_wrap)
-        hit = self._rows.get(y)
+        hit = self._rows.get(slot)
         if hit is not None and hit[0] == key:
             return hit[1]
         strip = Visual.to_strips(widget, visualize(widget, row, markup=False), width, 1, widget.visual_style)[0]
-        self._rows[y] = (key, strip)
+        self._rows[slot] = (key, strip)
         return strip
 
     def clear(self) -> None:
