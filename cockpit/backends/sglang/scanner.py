@@ -231,7 +231,15 @@ class SGLangLogParser:
     def _block(self, buf: bytes, start: int, n: int, out: list[Event]) -> None:
         """buf[start:n] ends with a newline. Appends events; advances the line count."""
         if n - start <= FULL_FEED_LINES * 64 and buf.count(b"\n", start, n) <= FULL_FEED_LINES:
-            self._lines += self._classify_lines(buf[start:n].split(b"\n")[:-1], self._lines, out)
+            feed = buf[start:n]
+            lines = feed.split(b"\n")[:-1]
+            texts: list[str] | None = None
+            if b"\r" not in feed and (n - start <= CLASSIFY_CAP or max(map(len, lines)) <= CLASSIFY_CAP):
+                # A live tail's feed: decoded at once, not line by line (the same text: a newline never
+                # sits inside a UTF-8 sequence, so each bad sequence is replaced as it would be alone).
+                texts = feed.decode("utf-8", "replace").split("\n")
+                texts.pop()
+            self._lines += self._classify_lines(lines, self._lines, out, texts)
             return
         pos = start
         while pos < n:
@@ -348,14 +356,20 @@ class SGLangLogParser:
             self._emit(base + i + 1, raw, out, peek, True)
             done = i
 
-    def _classify_lines(self, lines: list[bytes], base: int, out: list[Event]) -> int:
-        """Classify every line; returns how many there were."""
+    def _classify_lines(self, lines: list[bytes], base: int, out: list[Event], decoded: list[str] | None = None) -> int:
+        """Classify every line; returns how many there were. `decoded`: the lines already decoded
+        (no `\r`, none over the cap), still to be checked for control characters."""
         count = len(lines)
         cleaned: list[str | None] = [None] * count
+        clean_text_ = clean_text
 
         def text(i: int) -> str:
             t = cleaned[i]
             if t is None:
+                if decoded is not None:
+                    d = decoded[i]
+                    t = cleaned[i] = d if d.isprintable() else clean_text_(d, keep_newlines=False)
+                    return t
                 raw = lines[i]
                 if len(raw) > CLASSIFY_CAP:
                     self.lines_cut += _cut(raw)
