@@ -9,7 +9,8 @@ them are printed with their goals:
 
   diagnose_vs_grep_cpu        `cockpit diagnose --json` / `grep -E` (the usual error words), CPU, on
                               bench/log_pipeline.py's 1M-line busy SGLang log (goal <= 2.0)
-  help_vs_python_wall         `cockpit --help` / `python -c pass`, wall (and help_wall_ms: goal <= 35)
+  help_vs_python_cpu          `cockpit --help` / `python -c pass`, CPU (and, not gated, the same in
+                              wall time, and help_wall_ms: goal <= 35)
   diagnose_startup_vs_python_cpu
                               `cockpit diagnose --json` on a 50-line log / `python -c pass`, CPU
                               (and diagnose_startup_cpu_ms: goal <= 80)
@@ -50,9 +51,9 @@ GOALS = {"diagnose_vs_grep_cpu": 2.0, "help_wall_ms": 35.0, "diagnose_startup_cp
 # Compared with the record: ratios of two things run alternately in this invocation (the load hits
 # both), and the idle TUI's share of a core (nothing to pair it with). Absolute times are printed
 # beside them with their goals but not gated: on a shared machine they move with the load.
-GATED = ("diagnose_vs_grep_cpu", "help_vs_python_wall", "diagnose_startup_vs_python_cpu", "live_vs_split",
+GATED = ("diagnose_vs_grep_cpu", "help_vs_python_cpu", "diagnose_startup_vs_python_cpu", "live_vs_split",
          "idle_tui_64_pct")
-INFO = ("help_wall_ms", "diagnose_startup_cpu_ms", "live_us_per_line")
+INFO = ("help_wall_ms", "help_vs_python_wall", "diagnose_startup_cpu_ms", "live_us_per_line")
 _ROW = re.compile(r"^\|\s*`gate:(\w+)`\s*\|\s*([\d.]+)\s*\|", re.M)
 
 
@@ -92,7 +93,7 @@ def measure_diagnose(runs: int, log: Path | None) -> dict[str, float]:
 
 def measure_startup(runs: int) -> dict[str, float]:
     py = [sys.executable, "-c", "pass"]
-    aw, _ac, bw, _bc = _paired(py, [*_cockpit_argv(), "--help"], runs)
+    aw, ac, bw, bc = _paired(py, [*_cockpit_argv(), "--help"], runs)
     small = REPO / "tests" / "data" / "sglang-0.5.9-kimi-0.88-healthy.log"
     with tempfile.TemporaryDirectory(prefix="cockpit-check-") as d:
         head = Path(d) / "small.log"
@@ -100,6 +101,7 @@ def measure_startup(runs: int) -> dict[str, float]:
         _pw, pc, _dw, dc = _paired(py, [*_cockpit_argv(), "diagnose", "--json", str(head)], runs)
     return {"help_wall_ms": median(bw) * 1e3, "python_wall_ms": median(aw) * 1e3,
             "help_vs_python_wall": median(b / a for a, b in zip(aw, bw, strict=True)),
+            "help_vs_python_cpu": median(b / a for a, b in zip(ac, bc, strict=True)),
             "diagnose_startup_cpu_ms": median(dc) * 1e3, "python_cpu_ms": median(pc) * 1e3,
             "diagnose_startup_vs_python_cpu": median(b / a for a, b in zip(pc, dc, strict=True))}
 
