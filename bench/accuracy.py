@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "data" / "real"
-FIELDS = ("recognised", "state", "crash", "phase", "rank", "max_total_num_tokens", "ranks", "findings")
+FIELDS = ("recognised", "looks_like", "state", "crash", "phase", "rank", "max_total_num_tokens", "ranks", "findings")
 # the corpus's per-rank keys -> the JSON's (the first that holds a figure)
 RANK_KEYS = {
     "pre_load_avail_gb": ("pre_load_avail_gb",),
@@ -48,7 +49,7 @@ def backend_reads(directory: str) -> bool:
     """Whether Cockpit has a backend for the logs of this corpus directory (vllm/ waits for one)."""
     if directory == "sglang":
         return True
-    if directory == "nonlogs":
+    if directory in ("nonlogs", "others"):
         return False
     from cockpit.backends import get_backend
 
@@ -76,18 +77,22 @@ def expectations(yml: Path, readable: bool) -> dict[str, Any]:
     """The file's `expect:` keys; a log of a server Cockpit cannot read yet must be refused."""
     doc = yaml.safe_load(yml.read_text()) or {}
     expect = dict(doc.get("expect") or {})
-    if not readable:
-        return {"recognised": False}
+    if not readable:  # refused; another program's log (others/) also says whose it looks like
+        return {"recognised": False, **{k: v for k, v in expect.items() if k == "looks_like"}}
     return expect
 
 
-def compare(expect: dict[str, Any], code: int, out: dict[str, Any] | None) -> dict[str, tuple[bool, Any, Any]]:
-    """field -> (right, got, wanted) for every stated key."""
+def compare(expect: dict[str, Any], code: int, out: dict[str, Any] | None,
+            err: str = "") -> dict[str, tuple[bool, Any, Any]]:
+    """field -> (right, got, wanted) for every stated key (`err`: the refusal's message)."""
     res: dict[str, tuple[bool, Any, Any]] = {}
     crash = (out or {}).get("crash") or {}
     for key, want in expect.items():
         if key == "recognised":
             got: Any = code != 2
+        elif key == "looks_like":
+            m = re.search(r": looks like (.+), not [\w ]+$", err)
+            got = m.group(1) if m else "(read as ours)" if code != 2 else err
         elif out is None:
             got = "(refused: exit 2)"
         elif key == "state":
@@ -142,7 +147,7 @@ def cases(directory: str | None = None) -> list[tuple[str, Path, Path]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("directory", nargs="?", help="one corpus directory (sglang, vllm, nonlogs)")
+    ap.add_argument("directory", nargs="?", help="one corpus directory (sglang, vllm, nonlogs, others)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every wrong key")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -152,7 +157,7 @@ def main() -> int:
         if directory not in readable:
             readable[directory] = backend_reads(directory)
         code, out, err = diagnose_json(log)
-        res = compare(expectations(yml, readable[directory]), code, out)
+        res = compare(expectations(yml, readable[directory]), code, out, err)
         s = summary.setdefault(directory, {"files": 0, "fully_right": 0, "fields": {}, "wrong": []})
         s["files"] += 1
         s["fully_right"] += all(ok for ok, _, _ in res.values())
@@ -166,8 +171,10 @@ def main() -> int:
         return 0
     for directory, s in summary.items():
         pct = 100 * s["fully_right"] / s["files"] if s["files"] else 0.0
-        note = "" if readable[directory] else (" (not logs: each must be refused, exit 2)" if directory == "nonlogs"
-                                               else " (no backend reads these yet: each must be refused, exit 2)")
+        note = "" if readable[directory] else {
+            "nonlogs": " (not logs: each must be refused, exit 2)",
+            "others": " (other programs' logs: each must be refused, exit 2, naming the program)",
+        }.get(directory, " (no backend reads these yet: each must be refused, exit 2)")
         print(f"{directory}: {s['fully_right']}/{s['files']} files fully right ({pct:.1f} %){note}")
         for key in FIELDS:
             if key in s["fields"]:

@@ -22,6 +22,7 @@ commands in the order an operator meets them:
   cockpit status PROFILE            phase, per-rank memory, findings
   cockpit logs PROFILE -f --filter memory
   cockpit diagnose LOG              explain a log (crash, headroom, the flag to change)
+  cockpit stacks PROFILE            py-spy stacks of every process, the odd rank named
   cockpit down PROFILE              stop, then wait until GPU memory is released
   cockpit runs                      the journal of past runs
   cockpit bench PROFILE             load test of the live run (tok/s, TTFT, ITL, E2E)
@@ -116,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
 
     s = sub.add_parser("plan", help="memory plan before launch: KV tokens and headroom per memory setting")
-    s.add_argument("profile", nargs="?", help="profile name or path (or use --model-config)")
+    s.add_argument("profile", nargs="*", help="profile name or path (or use --model-config); several: the prefill and decode groups of one deployment")
     s.add_argument("--model-config", metavar="DIR", help="a model directory with config.json (+ safetensors index or files)")
     s.add_argument("--gpu-mem-gb", type=float, default=None, help="memory per GPU, GiB as nvidia-smi shows it (what-if)")
     s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
@@ -129,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--warn-headroom-gb", type=float, default=3.0, help="with --model-config: warn below this many GiB")
     s.add_argument("--calibrate-from", metavar="RUN", default=None, help="calibrate from this journal run")
     s.add_argument("--no-calibration", action="store_true", help="the estimate alone, even when the journal could calibrate it")
+    s.add_argument("--request-tokens", type=int, default=None, metavar="N",
+                   help="concurrency column: requests of N tokens each setting holds (default the context length)")
     s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
                    help="override a server flag (repeatable)")
     s.add_argument("--json", action="store_true")
@@ -158,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("profile")
     s.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL")
     s.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("stacks", help="py-spy stacks of every process of the live run, ranks grouped")
+    s.add_argument("profile")
+    s.add_argument("--native", action="store_true", help="include native (C/C++) frames")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--saved", action="store_true", help="show the newest saved dump instead of taking one")
 
     s = sub.add_parser("runs", help="the journal of runs")
     s.add_argument("--json", action="store_true")

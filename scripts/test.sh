@@ -28,6 +28,13 @@ fi
 
 export PATH="$PWD/.venv/bin:$PATH"
 failed=()
+# the real-engine tier's vLLM (CPU build) in its own cached venv; a failed install is reported
+# here and again by every real-engine test (they fail, never skip)
+if COCKPIT_REAL_ENGINE_VENV=$(bash scripts/real-engine.sh); then
+  export COCKPIT_REAL_ENGINE_VENV
+else
+  failed+=("scripts/real-engine.sh (the real engine did not install)")
+fi
 set +e
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 rc=$?

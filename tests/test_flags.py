@@ -174,3 +174,16 @@ def test_graph_max_bs_flag_per_version() -> None:
 def test_bad_version() -> None:
     with pytest.raises(FlagError):
         flag_table("latest")
+
+
+def test_0523_token_counts_take_sglangs_suffixes() -> None:
+    """0.5.23 parses --context-length, --max-total-tokens and --max-prefill-tokens with its
+    human_readable_int (checked against the wheel by tests/test_flags_sglang_wheel.py); 0.5.9
+    with int."""
+    args = parse_server_args(["--model-path", "m", "--context-length", "32k", "--max-total-tokens", "1Mi",
+                              "--max-prefill-tokens", "25.6k"], "0.5.23")
+    assert (args["context_length"], args["max_total_tokens"], args["max_prefill_tokens"]) == (32000, 2**20, 25600)
+    with pytest.raises(FlagError, match="context-length"):
+        parse_server_args(["--model-path", "m", "--context-length", "1.5Ki"], "0.5.23")
+    with pytest.raises(FlagError, match="context-length"):
+        parse_server_args(["--model-path", "m", "--context-length", "32k"], "0.5.9")

@@ -32,8 +32,10 @@ def test_corpus_is_big_enough() -> None:
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_excerpt(name: str) -> None:
+def test_excerpt(name: str, request: pytest.FixtureRequest) -> None:
     spec = yaml.safe_load((CORPUS / f"{name}.yaml").read_text(encoding="utf-8"))
+    if spec.get("known_miss"):  # a named miss (docs/ACCURACY.md): it must still miss, or its name must go
+        request.applymarker(pytest.mark.xfail(strict=True, reason=spec["known_miss"]))
     expect = spec.get("expect") or {}
     rc, out = diagnose(CORPUS / f"{name}.log")
     if expect.get("recognised") is False:

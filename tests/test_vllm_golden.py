@@ -30,7 +30,7 @@ GOLDEN: dict[str, tuple[str, str, tuple[str, str, str | None] | None, tuple[str,
     "vllm-0.33.0-qwen32b-tp2-nccl-error.log": ("vllm-0.33.0", "crashed", ("nccl_error", "startup", None), ("nccl_error",)),
     "vllm-0.33.0-port-in-use.log": ("vllm-unknown", "crashed", ("port_in_use", "startup", None), ("port_in_use",)),
     "vllm-0.33.0-startup-error.log": ("vllm-0.33.0", "crashed", ("startup_error", "startup", None), ("startup_error",)),
-    "vllm-0.33.0-qwen32b-tp2-host-oom-killed.log": ("vllm-0.33.0", "crashed", ("host_oom_killed", "serving", None),
+    "vllm-0.33.0-qwen32b-tp2-host-oom-killed.log": ("vllm-0.33.0", "crashed", ("host_oom_killed", "serving", "TP1"),
                                                     ("host_oom_killed",)),
     "vllm-0.10.1.1-qwen7b-single-gpu.log": ("vllm-0.10.1.1", "ready", None, ("kv_concurrency",)),
 }

@@ -47,7 +47,24 @@ def get_backend(name: str) -> Backend:
     except KeyError:
         raise ValueError(f"unknown backend {name!r}; the supported backends are: {', '.join(_REGISTRY)}") from None
     backend: Backend = getattr(importlib.import_module(module), cls)()
+    _register_secret_flags(module)
     return backend
+
+
+def _register_secret_flags(module: str) -> None:
+    """The engine's secret flags (`--api-key`), so that masking also covers their abbreviations
+    (argparse reads `--api-k` as `--api-key`): every version's table."""
+    from cockpit.core.secrets import register_secret_flags
+
+    flags = importlib.import_module(module + ".flags")
+    for version in (None, *getattr(flags, "VERSIONS", ())):
+        register_secret_flags(o for spec in flags.flag_table(version).values() for o in spec.option_strings)
+
+
+def load_all_secret_flags() -> None:
+    """Every backend's secret flags registered (a reader of the journal masks runs of any engine)."""
+    for name in _REGISTRY:
+        get_backend(name)
 
 
 def detect_backend(sample: bytes, default: str = DEFAULT_BACKEND) -> str:

@@ -199,6 +199,18 @@ class Backend(Protocol):
         """The prefix of the server's own metric names ("sglang:")."""
         ...
 
+    def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
+        """(environment, server flags) a debug relaunch adds (NCCL/PyTorch debugging, the engine's own)."""
+        ...
+
+    def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
+        """(role, rank) of a run's process by the title the engine gave it ("VLLM::Worker_TP1")."""
+        ...
+
+    def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
+        """Serving figure -> the engine's metric names (without the prefix), newest first."""
+        ...
+
     def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
         """The version a run speaks: the profile's, else what its log showed, else None."""
         ...
@@ -240,6 +252,11 @@ class Backend(Protocol):
     def model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
         """Where the profile's model lives as the server is told (SGLang's `model-path`, vLLM's
         `serve MODEL`): what the memory plan reads on node 0. None when the profile names none."""
+        ...
+
+    def draft_model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        """The speculative-decoding draft model the flags name (SGLang's `speculative-draft-model-path`,
+        vLLM's `speculative-config` "model"): the memory plan reads it beside the model. None if none."""
         ...
 
     def log_filter_presets(self) -> Mapping[str, tuple[str, ...]]:

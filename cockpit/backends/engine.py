@@ -133,6 +133,18 @@ class EngineBackend:
     def metrics_prefix(self) -> str:
         return f"{self.name}:"
 
+    def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
+        settings: tuple[dict[str, str], dict[str, Any]] = self._module("debugging").debug_settings()
+        return settings
+
+    def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
+        role: tuple[str, str | None] = self._module("processes").role(name, is_server)
+        return role
+
+    def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
+        table: Mapping[str, tuple[str, ...]] = self._module("metricnames").SERVING_METRICS
+        return table
+
     # ---------------------------------------------------------------- advice
     def diagnose(
         self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = (),

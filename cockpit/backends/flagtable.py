@@ -111,7 +111,7 @@ def add_flag(parser: argparse.ArgumentParser, spec: TableRow, types: ArgTypes,
         kw["action"] = bool_action
     else:
         kw["type"] = types[spec.type]
-        if spec.type == "int_list":
+        if spec.type in ("int_list", "str_list"):
             kw["nargs"] = "+"
         if spec.choices is not None:
             kw["choices"] = spec.choices
@@ -154,6 +154,8 @@ def valued_argv(name: str, ftype: str, value: Any) -> list[str]:
     if ftype == "int_list":
         items = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").split()
         return [name, *(str(i) for i in items)]
+    if ftype == "str_list":  # several names (or keys) after one flag; a text is one of them
+        return [name, *(str(i) for i in (value if isinstance(value, (list, tuple)) else [value]))]
     if ftype == "json" and not isinstance(value, str):
         return [name, json.dumps(value)]
     if isinstance(value, float):

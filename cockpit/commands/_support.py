@@ -45,8 +45,10 @@ def missing_profile(name: str) -> Exception:
 def open_journal() -> Any:
     """The journal, or None when it cannot be opened (a run is never refused for that)."""
     try:
+        from cockpit.backends import load_all_secret_flags
         from cockpit.journal import Journal
 
+        load_all_secret_flags()  # what it writes and reads is masked, abbreviations of any engine's flags too
         return Journal.open()
     except Exception as exc:
         if "read-only" in str(exc):  # a valid journal this cockpit cannot write: say so, once
@@ -121,6 +123,7 @@ def status_json(snap: RunSnapshot) -> dict[str, Any]:
                         for c in snap.flag_diff]
     if snap.slurm is not None:
         out["slurm"] = snap.slurm
+    out["serving"] = snap.serving
     out["gpu_processes"] = [
         {"host": p.host, "pid": p.pid, "gpu": p.gpu_index, "used_gb": p.used_gb, "belongs_to_run": p.belongs_to_run}
         for p in snap.gpu_processes
@@ -129,7 +132,7 @@ def status_json(snap: RunSnapshot) -> dict[str, Any]:
 
 
 def status_exit_code(snap: RunSnapshot) -> int:
-    if snap.state.phase == "crashed":
+    if snap.state.phase in ("crashed", "hung"):
         return 1
     return exit_code_for(list(snap.findings))
 
@@ -163,6 +166,13 @@ def render_status(snap: RunSnapshot) -> str:
     phase = st.phase.upper().replace("_", " ")
     ready = "ready: log" + (" + " + snap.readiness.split("+")[-1].strip() if snap.readiness else "")
     lines.append(f"phase {phase} · health {snap.health or 'not probed'} · {ready} · lifecycle {snap.lifecycle}")
+    if st.hang:
+        lines.append(f"HUNG: {st.hang.get('reason', '')} (window {st.hang.get('hang_after_s')} s); "
+                     f"`cockpit stacks {snap.profile}` shows where every process is")
+    if snap.serving:
+        from cockpit.core.serving import serving_words
+
+        lines.append("serving " + serving_words(snap.serving))
     if snap.flag_diff:
         lines.append("flags changed from the profile: " + "; ".join(c.as_diff() for c in snap.flag_diff))
     if st.max_total_num_tokens is not None:

@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cockpit.commands._support import load_profile_arg, open_journal, run_command
+from cockpit.core.secrets import mask_mapping
 from cockpit.errors import BadInput, CockpitError
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
         if progress is not None:
             progress.end()
     result["run_id"] = info.id
-    result["flags"] = dict(info.flags)
+    result["flags"] = mask_mapping(info.flags)  # printed by --json and kept in the journal: never the key
     if journal is not None:
         try:
             journal.record_bench(info.id, result)

@@ -24,6 +24,7 @@ from typing import Any
 
 from cockpit.backends import DEFAULT_BACKEND, detect_backend, engine_name, engine_names, get_backend
 from cockpit.backends.base import HostFacts
+from cockpit.backends.foreign import foreign_lines, refusal
 from cockpit.core.findings import Finding, exit_code_for
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
@@ -64,6 +65,18 @@ def detected_backend(paths: list[str]) -> str:
     """The backend whose lines the first log's opening reads as; "" when it reads as no server's
     (the default backend then reads it, but nothing about the file chose that engine)."""
     return detect_backend(_sniff(paths[0]), default="") if paths else ""
+
+
+def refuse_foreign(paths: list[str]) -> None:
+    """BadInput for a log of another program (llama.cpp, TGI, a benchmark client, …): enough of its
+    opening's lines carry that program's marks and the rest reads as no engine of ours."""
+    for path in paths:
+        found = foreign_lines(_sniff(path))
+        if found.label is None:
+            continue
+        reason = refusal(found, detect_backend(found.rest, default="") != "")
+        if reason:
+            raise BadInput(f"{'standard input' if path == '-' else path}: {reason}")
 
 
 def read_logs(paths: list[str], reads: list[FileRead] | None = None, backend_name: str | None = None) -> RunState:
@@ -114,6 +127,7 @@ def diagnose_logs(
     """What `cockpit diagnose` computes (the CLI prints it; the corpus tests call this directly).
     Raises BadInput for a file with no line of the server's log in it."""
     reads: list[FileRead] = []
+    refuse_foreign(paths)
     detected = detected_backend(paths)
     name = detected or DEFAULT_BACKEND
     state = read_logs(paths, reads, name)

@@ -1,4 +1,5 @@
-"""`cockpit plan PROFILE [--gpu-mem-gb X] [--gpus N] [--set FLAG=VALUE]… [--json]` and
+"""`cockpit plan PROFILE… [--gpu-mem-gb X] [--gpus N] [--set FLAG=VALUE]… [--json]` (several profiles: the
+groups of one prefill/decode deployment, each planned with its own budget) and
 `cockpit plan --model-config DIR --gpu-mem-gb X --tp N [--dp N] [--ep N] [--backend B] [--set …] [--json]`.
 
 The memory plan before the first launch: the model's facts (config.json and the checkpoint's weight
@@ -14,7 +15,9 @@ Exit codes: 0, 1 when the profile's value is predicted below the warn headroom, 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -85,16 +88,19 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
         "policy": {"target-headroom-gb": args.target_headroom_gb, "warn-headroom-gb": args.warn_headroom_gb},
     }, "--model-config")
     model = read_model_dir(args.model_config)
+    draft_path = get_backend(args.backend).draft_model_path(profile, overrides)
+    if draft_path:  # --set speculative-draft-model-path=DIR (SGLang) / speculative-config's "model" (vLLM)
+        model = dataclasses.replace(model, draft=read_model_dir(draft_path))
     facts = [HostFacts(host="local", gpu_mem_total_gib=args.gpu_mem_gb, gpu_count=args.gpus, source="override")]
     runs = journal_runs() if args.calibrate_from else []
     return backend_plan(profile, facts, model, overrides, runs=runs, calibrate_from=args.calibrate_from)
 
 
-def _profile_plan(args: argparse.Namespace) -> MemoryPlan:
+def _profile_plan(args: argparse.Namespace, name: str) -> MemoryPlan:
     from cockpit.backends.base import HostFacts
     from cockpit.commands._support import load_profile_arg, run_command
 
-    profile = load_profile_arg(args.profile)
+    profile = load_profile_arg(name)
     overrides = _overrides(profile.backend, list(args.overrides or []))
 
     async def go() -> MemoryPlan:
@@ -114,29 +120,43 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.model.config import ModelConfigError
     from cockpit.model.plan import PlanUnavailable
 
-    if args.gpu_mem_gb is not None and args.gpu_mem_gb <= 0:
+    if args.gpu_mem_gb is not None and not (math.isfinite(args.gpu_mem_gb) and 0 < args.gpu_mem_gb < 1e6):
         raise BadInput(f"--gpu-mem-gb {args.gpu_mem_gb:g}: expected a positive number of GiB")
-    for name, ival in (("--gpus", args.gpus), ("--tp", args.tp), ("--dp", args.dp), ("--ep", args.ep)):
+    for name, fval in (("--target-headroom-gb", args.target_headroom_gb), ("--warn-headroom-gb", args.warn_headroom_gb)):
+        if not math.isfinite(fval):
+            raise BadInput(f"{name} {fval:g}: expected a number of GiB")
+    request_tokens = getattr(args, "request_tokens", None)
+    for name, ival in (("--gpus", args.gpus), ("--tp", args.tp), ("--dp", args.dp), ("--ep", args.ep),
+                       ("--request-tokens", request_tokens)):
         if ival is not None and ival <= 0:
             raise BadInput(f"{name} {ival}: expected a positive whole number")
     if args.model_config and args.profile:
         raise BadInput("give a PROFILE or --model-config DIR, not both")
+    profiles = list(args.profile or []) if isinstance(args.profile, list) else [args.profile] if args.profile else []
     try:
         if args.model_config:
-            mp = _model_config_plan(args)
-        elif args.profile:
-            mp = _profile_plan(args)
+            plans = [_model_config_plan(args)]
+        elif profiles:
+            # several profiles: the groups of one deployment (a prefill group and a decode group),
+            # each planned with its own budget, flags and GPUs
+            plans = [_profile_plan(args, name) for name in profiles]
         else:
             raise BadInput("cockpit plan needs a PROFILE, or --model-config DIR --gpu-mem-gb X --tp N")
     except ModelConfigError as exc:
         raise BadInput(str(exc)) from None
     except PlanUnavailable as exc:
         raise CockpitError(str(exc), hint=exc.hint) from None
+    if request_tokens:
+        plans = [dataclasses.replace(mp, request_tokens=request_tokens) for mp in plans]
     if args.json:
-        print(json.dumps(mp.to_json(), indent=2))
+        out = plans[0].to_json() if len(plans) == 1 else {"groups": [dict(mp.to_json(), profile=n) for n, mp in zip(profiles, plans, strict=True)]}
+        print(json.dumps(out, indent=2))
     else:
-        sys.stdout.write(render_plan(mp))
-    return 1 if mp.severity == "critical" else 0
+        for i, mp in enumerate(plans):
+            if len(plans) > 1:
+                sys.stdout.write(("\n" if i else "") + f"group {i + 1} of {len(plans)}: {profiles[i]}\n")
+            sys.stdout.write(render_plan(mp))
+    return 1 if any(mp.severity == "critical" for mp in plans) else 0
 
 
 def render_plan(mp: MemoryPlan) -> str:
@@ -147,8 +167,10 @@ def render_plan(mp: MemoryPlan) -> str:
     lines = [
         f"memory plan · {clean_text(mp.model)} · {mp.backend} {mp.version} · TP{mp.tp}"
         + (f" DP{mp.dp}" if mp.dp > 1 else "") + (f" EP{mp.ep}" if mp.ep > 1 else "")
+        + (f" · {mp.role} role" if mp.role else "")
         + f" · {mp.gpu_mem_gib:.2f} GiB per GPU",
-        f"  weights per rank        {mp.weights_gib_per_rank:8.2f} GiB",
+        f"  weights per rank        {mp.weights_gib_per_rank:8.2f} GiB"
+        + (" (weights estimated from config.json)" if mp.weights_source == "config" else ""),
         f"  KV bytes per token      {mp.kv_bytes_per_token:8,} B (per rank)",
         f"  free before weights (P) {t.get('pre_load_avail_gib', 0):8.2f} GiB (estimated)",
     ]
@@ -171,7 +193,9 @@ def render_plan(mp: MemoryPlan) -> str:
     lines.append("")
     cur_v = mp.current.value if mp.current else None
     rec_v = mp.recommended.value if mp.recommended else None
-    lines.append(f"  {mp.flag:<24} {'KV tokens':>12} {'KV GiB':>8} {'headroom after capture':>24}")
+    n_req = mp.request_length
+    req_head = f"reqs × {n_req:,}" if n_req > 0 else ""
+    lines.append(f"  {mp.flag:<24} {'KV tokens':>12} {'KV GiB':>8} {'headroom after capture':>24} {req_head:>14}".rstrip())
     rows = list(mp.rows)
     pinned = [r for r in (mp.current, mp.recommended) if r is not None and r.flag != mp.flag]
     if mp.current is not None and not pinned and all(abs(r.value - mp.current.value) > 1e-9 for r in rows):
@@ -188,7 +212,9 @@ def render_plan(mp: MemoryPlan) -> str:
             lines.append(f"  {_setting(r.value):<24} {0:>12,} {'—':>8} {'no KV pool: no start':>24}  ! {' '.join(mark)}".rstrip())
             continue
         flag = "  !" if h < mp.warn_headroom_gib else ("  ·" if h < mp.target_headroom_gib else "   ")
-        lines.append(f"  {_setting(r.value):<24} {r.max_total_num_tokens:>12,} {r.kv_gib:>8.2f} {h:>20.2f} GiB{flag} {' '.join(mark)}".rstrip())
+        conc = mp.concurrency(r)
+        reqs = f"{conc:>11,}" if conc is not None else ""
+        lines.append(f"  {_setting(r.value):<24} {r.max_total_num_tokens:>12,} {r.kv_gib:>8.2f} {h:>20.2f} GiB{flag} {reqs} {' '.join(mark)}".rstrip())
     for r in dict.fromkeys(pinned):  # a pinned KV size (vLLM's --kv-cache-memory-bytes) is no row of the table
         which = "profile" if r is mp.current else "recommended"
         lines.append(f"  {which}: {r.label}: {r.max_total_num_tokens:,} KV tokens, {r.headroom_after_capture_gib:.2f} GiB after capture")

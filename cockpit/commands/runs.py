@@ -29,6 +29,9 @@ from cockpit.journal.views import (
 
 
 def run(args: argparse.Namespace) -> int:
+    from cockpit.backends import load_all_secret_flags
+
+    load_all_secret_flags()  # rows are masked as read: `api-k` of any engine's run too
     journal = Journal.open(readonly=True)  # listing runs never creates or writes anything
     try:
         sub = getattr(args, "runs_command", None)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cockpit.commands._support import load_profile_arg, open_journal, run_command
+from cockpit.core.secrets import mask_mapping
 from cockpit.errors import BadInput, CockpitError
 
 if TYPE_CHECKING:
@@ -73,7 +74,57 @@ def run(args: argparse.Namespace) -> int:
         raise BadInput(f"--max-launches must be at least 1 (got {args.max_launches})")
     policy = get_backend(profile.backend).tuning()
     spec, levels = spec_from_args(args, profile.backend)
-    return run_command(Tuner(profile, policy, spec, levels[-1], args, slo).tune())
+    tuner = Tuner(profile, policy, spec, levels[-1], args, slo)
+    tuner.check_output()  # before the first launch: a session's result must have somewhere to go
+    return run_command(tuner.tune())
+
+
+TUNED_SUFFIX = "-tuned"
+
+
+def tuned_name(name: str) -> str:
+    """The tuned profile's name: NAME-tuned, cut so that it still loads (a name is at most 100)."""
+    from cockpit.core.profile import NAME_RE
+
+    full = name + TUNED_SUFFIX
+    if NAME_RE.fullmatch(full):
+        return full
+    return name[: 100 - len(TUNED_SUFFIX)] + TUNED_SUFFIX
+
+
+def holds_secrets(data: dict[str, Any]) -> bool:
+    """True when the profile text has a value Cockpit masks (env HF_TOKEN, server api-key, …)."""
+    from cockpit.core.secrets import is_secret_name
+
+    sections = [data.get("env"), data.get("server")]
+    return any(isinstance(sec, dict) and any(is_secret_name(k) and v not in (None, "", False) for k, v in sec.items())
+               for sec in sections)
+
+
+def write_new_file(out: Path, text: str, *, private: bool, replace_existing: bool) -> None:
+    """`text` as `out`, never through a link and never half-written: a temp file of a fresh random
+    name beside it (O_CREAT|O_EXCL, so a planted NAME.tuned.tmp or link is never opened), 0600 when
+    `private` (else the umask's usual mode), then linked to `out` (refused with FileExistsError when
+    it exists) or, with `replace_existing`, renamed over it (a link there is replaced, not followed)."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        if not private:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.fchmod(fd, 0o666 & ~mask)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        if replace_existing:
+            os.replace(tmp, out)
+        else:
+            os.link(tmp, out)  # atomic and no-clobber: EEXIST when `out` appeared meanwhile
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
 
 
 def _num(v: Any) -> float | None:
@@ -310,7 +361,7 @@ class Tuner:
             "slo_ms": self.slo,
             "prior": self.prior,
             "steps": [self.step_json(s) for s in self.steps],
-            "best": None if best is None else {"flags": best.flags, "output_tok_s": best.output_tok_s,
+            "best": None if best is None else {"flags": mask_mapping(best.flags), "output_tok_s": best.output_tok_s,
                                                "headroom_gb": best.headroom_gb, "run_id": best.run_id,
                                                "ttft_p99_ms": best.ttft_p99_ms},
             "launches": self.launches,
@@ -328,6 +379,7 @@ class Tuner:
     @staticmethod
     def step_json(s: Any) -> dict[str, Any]:
         d = asdict(s)
+        d["flags"] = mask_mapping(d["flags"])  # `tune --json` never prints the key (the profile has it)
         head = {k: d.pop(k) for k in ("run_id", "flags", "outcome", "headroom_gb", "output_tok_s")}
         return {**head, **d}
 
@@ -352,9 +404,28 @@ class Tuner:
             lines.append(f"written: {out['profile_written']}")
         return "\n".join(lines)
 
+    def output_path(self) -> Path:
+        from cockpit.locations import resolve_profile
+
+        if self.args.output:
+            return Path(self.args.output)
+        out = resolve_profile(self.args.profile).with_name(f"{self.profile.name}.tuned.yaml")
+        if not os.access(out.parent, os.W_OK):
+            out = Path("profiles") / out.name
+        return out
+
+    def check_output(self) -> None:
+        """Refuse before any launch when the default NAME.tuned.yaml exists: an earlier session's
+        result is never overwritten silently (`--output PATH` names another file, or that one)."""
+        out = self.output_path()
+        if not self.args.output and os.path.lexists(out):
+            raise BadInput(f"{out} exists already (an earlier tuning session's result?): tune would overwrite it",
+                           hint="move it aside, or pass --output PATH for this session's profile")
+
     def write_profile(self, best: Any) -> str | None:
         import yaml
 
+        from cockpit.core.profile import Profile
         from cockpit.locations import resolve_profile
 
         src = resolve_profile(self.args.profile)
@@ -363,21 +434,28 @@ class Tuner:
         except (OSError, yaml.YAMLError) as exc:
             self.say(f"cockpit: the tuned profile was not written: cannot read {src}: {exc}")
             return None
-        data["name"] = f"{self.profile.name}-tuned"
+        data["name"] = tuned_name(self.profile.name)
         data["server"] = dict(best.flags)
-        out = Path(self.args.output) if self.args.output else src.with_name(f"{self.profile.name}.tuned.yaml")
-        if not self.args.output and not os.access(out.parent, os.W_OK):
-            out = Path("profiles") / out.name
+        try:
+            Profile.model_validate(data)  # what is written must load
+        except ValueError as exc:
+            self.say(f"cockpit: the tuned profile was not written: it would not load: {exc}")
+            return None
+        out = self.output_path()
         header = [f"# Tuned by `cockpit tune` (session {self.session}, objective {self.objective}) from {src}.",
                   f"# Best: run {best.run_id}, {best.output_tok_s:,.0f} tok/s, headroom {best.headroom_gb:.2f} GiB "
                   f"(target {self.target:g}).", "# Steps:"]
         header += ["#   " + row for row in self.table()]
         text = "\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False)
+        private = holds_secrets(data)
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
-            tmp = out.with_suffix(".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(out)
+            try:
+                write_new_file(out, text, private=private, replace_existing=bool(self.args.output))
+            except FileExistsError:  # NAME.tuned.yaml appeared during the session: keep both
+                taken, out = out, out.with_name(f"{self.profile.name}.tuned.{self.session}.yaml")
+                write_new_file(out, text, private=private, replace_existing=False)
+                self.say(f"cockpit: {taken} appeared during the session and is kept; this session's profile is {out}")
         except OSError as exc:
             self.say(f"cockpit: the tuned profile was not written to {out}: {exc}")
             return None

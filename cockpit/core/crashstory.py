@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from cockpit.core import events as ev
 from cockpit.core.state import Crash, RunState
 
-_PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5}
+_PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5, "hung": 5}
 MAX_DECISIVE_LINES = 8
 _MAX_FRAMES = 64
 # Exit codes of a deliberate stop (SIGTERM / SIGINT, as a status or as 128 + signal).
@@ -99,6 +99,8 @@ def _describe(e: ev.Event) -> str:
         text = f"Exit code: {e.exit_code}"
     elif isinstance(e, ev.ProcessExited):
         text = f"server process exited with code {e.exit_code}"
+    elif isinstance(e, ev.TracebackStart):
+        text = "Traceback (most recent call last):"  # the line itself, never the event's name
     elif text is None:
         text = type(e).__name__
     return _where(e) + str(text)

@@ -136,6 +136,14 @@ class DistInitBegin(Event):
 
 
 @_event
+class DeviceSeen(Event):
+    """What the engine runs on, as its log proves it: "cpu" (vLLM's CPU build: `device_config=cpu`,
+    its CPU worker and model runner, `CPU KV cache size`). Views show host memory, not GPU rows."""
+
+    device: str
+
+
+@_event
 class DistInitEnd(Event):
     elapsed_s: float | None
     mem_usage_gb: float | None  # 0.5.9 prints it here; 0.5.23 in `Memory baseline taken`
@@ -517,6 +525,19 @@ class ProcessExited(Event):
     """Emitted by the supervisor when the server's pid dies (no log line: line=0)."""
 
     exit_code: int | None
+
+
+@_event
+class HangSeen(Event):
+    """Emitted by the supervisor's hang watch (no log line: line=0): work is outstanding and
+    nothing moved for the window (cockpit/core/hang.py); `evidence` says what was seen."""
+
+    evidence: dict[str, Any]
+
+
+@_event
+class HangCleared(Event):
+    """Emitted by the supervisor's hang watch: tokens move again (or the probe was answered)."""
 
 
 CRASH_EVENTS: tuple[type[Event], ...] = (

@@ -17,17 +17,19 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 # A flag name as it appears in a profile: kebab or snake case, no dashes in front required.
-FLAG_NAME_RE = re.compile(r"^-{0,2}[A-Za-z][A-Za-z0-9_-]*$")
+FLAG_NAME_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")
 # Profile and host names end up in run-directory paths and lock names.
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+# Every validator here is used with fullmatch and ends in \Z, never `$`: `$` also matches before a
+# trailing newline, and a name like "x\n" broke the Slurm batch script's comment line.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 # Node k > 0 of a multi-node profile keeps its runs (directory, lock) under `<name>.node<k>`
 # (supervisor.node_key): a profile named like that would share them.
-NODE_SUFFIX_RE = re.compile(r"\.node\d+$", re.IGNORECASE)
+NODE_SUFFIX_RE = re.compile(r"\.node\d+\Z", re.IGNORECASE)
 MAX_PROFILE_BYTES = 256 << 10  # a profile is a page of YAML; a multi-MB file is a mistake or an attack
 MAX_NESTING = 16  # deepest a profile needs is 4 (policy, lists of hosts); YAML bombs go far deeper
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # ssh destination: alias, user@host, host:port, user@host:port, [v6]:port
-SSH_DEST_RE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?$")
+SSH_DEST_RE = re.compile(r"(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?\Z")
 
 
 class ProfileError(Exception):
@@ -60,7 +62,7 @@ class Host(BaseModel):
         v = _no_control_chars(v, "an ssh destination")
         if v.startswith("-"):
             raise ValueError("an ssh destination must not start with '-' (it would read as an option)")
-        if v != "local" and not SSH_DEST_RE.match(v):
+        if v != "local" and not SSH_DEST_RE.fullmatch(v):
             raise ValueError("expected an ssh alias, user@host or user@host:port (letters, digits, . _ - only)")
         return v
 
@@ -78,6 +80,9 @@ class Policy(BaseModel):
     target_headroom_gb: float = Field(5.0, alias="target-headroom-gb", gt=0, le=200)
     warn_headroom_gb: float = Field(3.0, alias="warn-headroom-gb", gt=0, le=200)
     host_reserve_gb: float = Field(40.0, alias="host-reserve-gb", ge=0, le=100000)
+    # seconds with work outstanding and nothing moving before a ready run is `hung`; None: the
+    # engine's default (cockpit/core/hang.py says why)
+    hang_after_s: float | None = Field(None, alias="hang-after-s", gt=0, le=86400)
 
     @model_validator(mode="after")
     def _warn_below_target(self) -> Policy:
@@ -87,11 +92,39 @@ class Policy(BaseModel):
 
 
 # Slurm names (partition, account, qos) and time limits as sbatch reads them.
-SLURM_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
-SLURM_TIME_RE = re.compile(r"^(?:\d+-\d+(?::\d+){0,2}|\d+(?::\d+){0,2}|UNLIMITED|INFINITE)$")
+SLURM_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}\Z")
+SLURM_TIME_RE = re.compile(r"(?:\d+-\d+(?::\d+){0,2}|\d+(?::\d+){0,2}|UNLIMITED|INFINITE)\Z")
+VERSION_RE = re.compile(r"\d+\.\d+\.\d+\Z")
 # sbatch options cockpit sets itself (the job's name, output, directory, script): not in sbatch-args
 SLURM_RESERVED = ("--parsable", "--output", "-o", "--error", "-e", "--chdir", "-D", "--wrap", "--job-name", "-J",
                   "--nodes", "-N", "--array", "-a", "--test-only", "--wait", "-W")
+_RESERVED_LONG = tuple(o for o in SLURM_RESERVED if o.startswith("--"))
+_RESERVED_SHORT = frozenset(o[1] for o in SLURM_RESERVED if len(o) == 2)
+# sbatch's short options that take no argument (`sbatch --help`, Slurm 22.05): getopt lets them be
+# bundled, so `-Ha0-99` is `-H -a 0-99`. A letter after one of these is read as another option.
+_SBATCH_SHORT_NOARG = frozenset("hHIkOQsuvVW")
+_SBATCH_SHORT_ARG = frozenset("aAbBcCdDeFGiJLmMnNopqStwx")
+
+
+def reserved_sbatch_option(arg: str) -> str | None:
+    """The option of SLURM_RESERVED that sbatch would read `arg` as, or None.
+
+    sbatch parses with getopt_long, which takes any prefix of a long option (`--arr=0-99` is
+    `--array=0-99`, a 100-copy job array) and bundles short options (`-Ha0-99`). A long name that
+    is a prefix of a reserved one is refused even when it is also a prefix of another option (then
+    sbatch itself would call it ambiguous); a short bundle is read letter by letter as getopt does.
+    An unknown short letter is refused too: whether the letters after it are options is not known."""
+    if arg.startswith("--"):
+        name = arg.split("=", 1)[0]
+        return next((o for o in _RESERVED_LONG if o.startswith(name)), None) if len(name) > 2 else None
+    for ch in arg[1:]:
+        if ch in _RESERVED_SHORT:
+            return f"-{ch}"
+        if ch in _SBATCH_SHORT_ARG:
+            return None  # the rest of the item is this option's value
+        if ch not in _SBATCH_SHORT_NOARG:
+            return f"-{ch} (not an sbatch short option)"
+    return None
 
 
 class SlurmTarget(BaseModel):
@@ -119,14 +152,14 @@ class SlurmTarget(BaseModel):
     @field_validator("partition", "account", "qos")
     @classmethod
     def _check_name(cls, v: str | None) -> str | None:
-        if v is not None and not SLURM_NAME_RE.match(v):
+        if v is not None and not SLURM_NAME_RE.fullmatch(v):
             raise ValueError("a Slurm name is letters, digits, '.', '_' or '-' (not starting with '-'), at most 64")
         return v
 
     @field_validator("time")
     @classmethod
     def _check_time(cls, v: str | None) -> str | None:
-        if v is not None and not SLURM_TIME_RE.match(v):
+        if v is not None and not SLURM_TIME_RE.fullmatch(v):
             raise ValueError("a time limit looks like 30 (minutes), 4:00:00, 1-12:00 or UNLIMITED")
         return v
 
@@ -137,11 +170,14 @@ class SlurmTarget(BaseModel):
             _no_control_chars(arg, f"item {i}")
             if not arg.startswith("-") or arg in ("-", "--"):
                 raise ValueError(f"item {i} {arg!r}: each item is one sbatch option, written --name=value")
-            name = arg.split("=", 1)[0]
-            if name[1] != "-":
-                name = name[:2]  # -ofile, -N2
-            if name in SLURM_RESERVED:
-                raise ValueError(f"item {i} {arg!r}: cockpit sets {name} itself (allowed: any other sbatch option)")
+            reserved = reserved_sbatch_option(arg)
+            if reserved is not None and reserved.endswith("option)"):
+                raise ValueError(f"item {i} {arg!r}: {reserved[:2]} is not an sbatch short option (whether the letters "
+                                 "after it are options is unknown); write sbatch options as --name=value")
+            if reserved is not None:
+                said = arg.split("=", 1)[0]
+                as_ = "" if said == reserved else f" (sbatch reads {said} as {reserved})"
+                raise ValueError(f"item {i} {arg!r}: cockpit sets {reserved} itself{as_}; allowed: any other sbatch option")
         return v
 
 
@@ -167,6 +203,9 @@ class Profile(BaseModel):
     # by itself, and a command run (argv, no shell) with the crash summary in its environment
     on_crash: Literal["ask", "restart-with-advice", "restart", "stop"] = Field("ask", alias="on-crash")
     on_crash_max_per_hour: int = Field(3, alias="on-crash-max-per-hour", ge=0, le=60)
+    # a `hung` run (policy.hang-after-s): ring and notify only, or restart it as is (within the
+    # same hourly budget as on-crash); never restarted unless the profile says so
+    on_hang: Literal["notify", "restart"] = Field("notify", alias="on-hang")
     notify: list[str] | None = Field(None, min_length=1, max_length=64)
     @field_validator("notify")
     @classmethod
@@ -181,7 +220,7 @@ class Profile(BaseModel):
     @field_validator("name")
     @classmethod
     def _check_name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
+        if not NAME_RE.fullmatch(v):
             raise ValueError("a name is 1-100 characters of letters, digits, '.', '_' or '-', starting with a letter or digit")
         if NODE_SUFFIX_RE.search(v):
             base = NODE_SUFFIX_RE.sub("", v)
@@ -199,7 +238,7 @@ class Profile(BaseModel):
     @field_validator("version")
     @classmethod
     def _check_version(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^\d+\.\d+\.\d+$", v):
+        if v is not None and not VERSION_RE.fullmatch(v):
             raise ValueError("a version looks like 0.5.9")
         return v
 
@@ -230,7 +269,7 @@ class Profile(BaseModel):
     @classmethod
     def _check_env(cls, v: dict[str, str]) -> dict[str, str]:
         for k, val in v.items():
-            if not ENV_NAME_RE.match(k):
+            if not ENV_NAME_RE.fullmatch(k):
                 raise ValueError(f"environment variable name {k!r} must be letters, digits and '_' (not starting with a digit)")
             if "\x00" in str(val):
                 raise ValueError(f"env {k} must not contain a NUL byte")
@@ -240,7 +279,7 @@ class Profile(BaseModel):
     @classmethod
     def _check_server(cls, v: dict[str, Any]) -> dict[str, Any]:
         for k, val in v.items():
-            if not FLAG_NAME_RE.match(k):
+            if not FLAG_NAME_RE.fullmatch(k):
                 raise ValueError(f"flag name {k!r} must be letters, digits, '-' or '_'")
             items = val if isinstance(val, list) else [val]
             for item in items:

@@ -12,7 +12,7 @@ import functools
 import re
 
 ORDER = ("DP", "PP", "TP", "EP")
-_TOKEN = re.compile(r"([A-Za-z_]+?)(\d+)$")
+_TOKEN = re.compile(r"([A-Za-z_]+?)(\d+)\Z")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -23,7 +23,7 @@ def rank_sort_key(label: str | None) -> tuple[object, ...]:
     known = dict.fromkeys(ORDER, 0)
     others: list[tuple[str, int]] = []
     for tok in label.split():
-        m = _TOKEN.match(tok)
+        m = _TOKEN.fullmatch(tok)
         if m is None:
             others.append((tok, -1))
         elif m.group(1) in known:

@@ -78,6 +78,10 @@ def _baseline(state: RunState, e: ev.MemoryBaseline) -> None:
     state.rank(_rank_label(e))
 
 
+def _device(state: RunState, e: ev.DeviceSeen) -> None:
+    state.device = e.device
+
+
 def _format_seen(state: RunState, e: ev.FormatSeen) -> None:
     _hint_format(state, e.fmt, e.strong)
 
@@ -92,8 +96,8 @@ def _load_begin(state: RunState, e: ev.WeightLoadBegin) -> None:
     rm = state.rank(_rank_label(e))
     if rm.pre_load_avail_gb is None and e.avail_gb is not None:  # a draft model loads later: P is the first
         rm.pre_load_avail_gb = e.avail_gb
-        if e.ts:
-            rm.timeline.setdefault("weights_begin", e.ts)
+    if e.ts:  # the first load begins the stage, with a figure or without (vLLM prints none)
+        rm.timeline.setdefault("weights_begin", e.ts)
     _advance(state, "loading", e.ts)
 
 
@@ -185,6 +189,8 @@ def _stats(state: RunState, e: ev.ServingStats) -> None:
         state.queued_requests = e.queue_req
     if e.preemptions:
         state.retractions += e.preemptions
+    if e.gen_throughput or e.prompt_throughput:  # a frozen engine's stats line says 0.0 tokens/s
+        state.progress_lines += 1
     if e.ts is not None:
         if e.gen_throughput is not None:
             state.gen_throughput.append(SeriesPoint(e.ts, e.gen_throughput))
@@ -251,6 +257,8 @@ def _batch(state: RunState, kind: str, e: ev.PrefillBatch | ev.DecodeBatch, seri
         # startup in view, the ready line decides (the warmup request prints batch lines too).
         _advance(state, "ready", e.ts)
     state.last_batch_kind = kind
+    if throughput or kind == "decode":
+        state.progress_lines += 1
     if e.running_req is not None:
         state.running_requests = e.running_req
     if e.queue_req is not None:
@@ -531,7 +539,25 @@ def _exited(state: RunState, e: ev.ProcessExited) -> None:
         state.crash.exit_code = e.exit_code
 
 
+def _hung(state: RunState, e: ev.HangSeen) -> None:
+    """Only a ready run can hang (a start-up that stalls is told by its own phase clock)."""
+    if state.phase in ("ready", "hung"):
+        if state.phase != "hung":
+            state.phase = "hung"
+            state.phase_since = e.ts or state.last_ts
+        state.hang = dict(e.evidence)
+
+
+def _unhung(state: RunState, e: ev.HangCleared) -> None:
+    state.hang = None
+    if state.phase == "hung":
+        state.phase = "ready"
+        state.phase_since = e.ts or state.last_ts
+
+
 _HANDLERS: dict[type, object] = {
+    ev.HangSeen: _hung,
+    ev.HangCleared: _unhung,
     ev.RankMemoryFigures: _rank_figures,
     ev.ServingStats: _stats,
     ev.FailedBatch: _failed_batch,
@@ -560,6 +586,7 @@ _HANDLERS: dict[type, object] = {
     ev.EngineAdvice: _advice,
     ev.PoolSize: _pool_size,
     ev.FormatSeen: _format_seen,
+    ev.DeviceSeen: _device,
     ev.FlagStated: _flag_stated,
     ev.CollectiveSeq: _seq,
     ev.Unparsed: _unparsed,

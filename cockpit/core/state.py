@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from cockpit.core.ranks import rank_sort_key
+from cockpit.core.secrets import mask_mapping
 
 # Phase words, identical in JSON, the journal and (upper-cased) on screen.
-Phase = Literal["loading", "kv_pool", "capturing", "warmup", "ready", "crashed", "stopped", "unknown"]
+# `hung`: ready, but work is outstanding and nothing has moved for the window (core/hang.py)
+Phase = Literal["loading", "kv_pool", "capturing", "warmup", "ready", "hung", "crashed", "stopped", "unknown"]
 PHASES: tuple[str, ...] = get_args(Phase)
 
 CrashKind = Literal[
@@ -138,6 +140,7 @@ class RunState:
     hicache_host_gb_per_rank: float | None = None  # decimal GB, from `Allocating …`
     hicache_allocating_ranks: list[str] = field(default_factory=list)
     ready_in_log: bool = False  # `The server is fired up and ready to roll!`
+    device: str | None = None  # "cpu" when the log proves a CPU engine; None: GPU or not said
     uvicorn_port: int | None = None
     crash: Crash | None = None
     # warnings that are facts from the log, not findings (imbalance warning text, KV < context)
@@ -160,6 +163,10 @@ class RunState:
     running_requests: int | None = None
     queued_requests: int | None = None
     last_batch_kind: str | None = None  # "prefill" / "decode": which batch ran last (crash phase)
+    # batch/statistics lines that showed tokens moving (the hang watch's log evidence)
+    progress_lines: int = 0
+    # while `phase` is `hung`: what the hang watch saw (core/hang.py HangWatch.verdict)
+    hang: dict[str, Any] | None = None
     # what the reducer remembers between events (traceback frames since an exception); not published
     reducer_memory: Any = field(default=None, repr=False, compare=False)
 
@@ -219,7 +226,7 @@ class RunState:
             "format": self.format,
             "phase": self.phase,
             "phase_since": self.phase_since,
-            "server_args": dict(self.server_args),
+            "server_args": mask_mapping(self.server_args),  # SGLang's dump holds its api_key
             "max_total_num_tokens": self.max_total_num_tokens,
             "context_len": self.context_len,
             "chunked_prefill_size": self.chunked_prefill_size,
@@ -229,6 +236,8 @@ class RunState:
             "hicache_host_gb_per_rank": self.hicache_host_gb_per_rank,
             "ranks": [r.to_json() for r in sorted(self.ranks.values(), key=lambda r: rank_sort_key(r.rank))],
             "crash": self.crash.to_json() if self.crash else None,
+            # DESIGN.md's shape: {"since", "evidence"} while `hung`, else null
+            "hung": {"since": self.phase_since, "evidence": dict(self.hang)} if self.hang else None,
             "peak_gen_throughput": self.peak_gen_throughput,
             "retractions": self.retractions,
             "decode_retractions": self.decode_retractions,

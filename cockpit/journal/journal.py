@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cockpit.core.sanitize import clean_text
-from cockpit.core.secrets import mask_mapping
+from cockpit.core.secrets import mask_deep, mask_mapping
 from cockpit.errors import BadInput
 from cockpit.journal.schema import (
     MIGRATIONS,
@@ -139,6 +139,7 @@ class RunRecord:
     findings: tuple[dict[str, Any], ...] = ()  # Finding.to_json() as recorded
     bench: dict[str, Any] | None = None  # the latest `cockpit bench` result on this run
     tune_session: str | None = None  # the `cockpit tune` session that launched it
+    debug: dict[str, Any] | None = None  # a debug relaunch: {"env", "flags"} it added
 
     @property
     def finished(self) -> bool:
@@ -183,6 +184,7 @@ class RunRecord:
             "updated_at": self.updated_at,
             "bench": self.bench,
             "tune_session": self.tune_session,
+            "debug": self.debug,
         }
         if include_series:
             out["gen_throughput_series"] = [list(p) for p in self.gen_throughput_series]
@@ -363,8 +365,10 @@ def _row_to_record(row: sqlite3.Row) -> RunRecord:
         gen_throughput_series=tuple((float(p[0]), float(p[1])) for p in js("gen_throughput_series", [])),
         findings=tuple(_clean_json(js("findings", []))),
         # a journal opened read-only before its migration to v2 has neither column
-        bench=js("bench", None) if "bench" in row.keys() else None,  # noqa: SIM118 - sqlite3.Row `in` tests values
+        # masked on read too: a row written before the key was masked on write
+        bench=mask_deep(js("bench", None)) if "bench" in row.keys() else None,  # noqa: SIM118 - sqlite3.Row `in` tests values
         tune_session=row["tune_session"] if "tune_session" in row.keys() else None,  # noqa: SIM118
+        debug=js("debug", None) if "debug" in row.keys() else None,  # noqa: SIM118
     )
 
 
@@ -619,13 +623,18 @@ class Journal:
             raise JournalError(f"run {run_id} is not in the journal (record_start was not called)")
 
     def record_bench(self, run_id: str, result: dict[str, Any]) -> None:
-        """The latest `cockpit bench` result of a run (the `bench --json` shape)."""
+        """The latest `cockpit bench` result of a run (the `bench --json` shape), secrets masked
+        (its flags carry the run's --api-key)."""
         self._write("UPDATE runs SET bench = ?, updated_at = ? WHERE id = ?",
-                    (json.dumps(result, default=str), now_iso(), run_id))
+                    (json.dumps(mask_deep(result), default=str), now_iso(), run_id))
 
     def tag_tune_session(self, run_id: str, session: str) -> None:
         """Mark a run as a step of a `cockpit tune` session."""
         self._write("UPDATE runs SET tune_session = ? WHERE id = ?", (session, run_id))
+
+    def tag_debug(self, run_id: str, settings: dict[str, Any]) -> None:
+        """Mark a run as a debug relaunch, with the settings it added."""
+        self._write("UPDATE runs SET debug = ? WHERE id = ?", (json.dumps(settings, default=str), run_id))
 
     def tune_runs(self, session: str) -> list[RunRecord]:
         """The runs of one tuning session, oldest first."""

@@ -85,8 +85,13 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS runs_by_tune_session ON runs (tune_session)")
 
 
+def _v2_to_v3(conn: sqlite3.Connection) -> None:
+    # a debug relaunch (the dashboard's D): JSON {"env": {...}, "flags": {...}} it added; NULL: not one
+    conn.execute("ALTER TABLE runs ADD COLUMN debug TEXT")
+
+
 # Append only; never edit a migration that has shipped.
-MIGRATIONS: tuple[Migration, ...] = (_v0_to_v1, _v1_to_v2)
+MIGRATIONS: tuple[Migration, ...] = (_v0_to_v1, _v1_to_v2, _v2_to_v3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -91,6 +91,23 @@ class MemoryPlan:
     calibration_error: dict[str, float] = field(default_factory=dict)  # estimate − measured at the run's value
     notes: tuple[str, ...] = ()
     arithmetic: str = ""  # the backend's own formula with its numbers ("" : SGLang's δ·P wording)
+    weights_source: str = "safetensors"  # "config": estimated from config.json alone (no index, no headers)
+    request_tokens: int | None = None  # the request length the concurrency column is for (None: the context length)
+    role: str | None = None  # prefill/decode disaggregation: which group this server is ("prefill", "decode", …)
+
+    @property
+    def request_length(self) -> int:
+        """Tokens per request for the concurrency figures: the asked length, else the server's context."""
+        if self.request_tokens:
+            return self.request_tokens
+        return int(self.terms.get("context_length") or self.terms.get("max_model_len") or 0)
+
+    def concurrency(self, row: PlanRow) -> int | None:
+        """How many requests of request_length tokens the row's KV pool holds at once (None: no length)."""
+        n = self.request_length
+        if n <= 0:
+            return None
+        return row.max_total_num_tokens // n
 
     @property
     def flag(self) -> str:
@@ -121,13 +138,17 @@ class MemoryPlan:
             "dp": self.dp,
             "ep": self.ep,
             "weights_gib_per_rank": round(self.weights_gib_per_rank, 2),
+            "role": self.role,
+            "weights_source": self.weights_source,
             "kv_bytes_per_token": self.kv_bytes_per_token,
-            "rows": [r.to_json() for r in self.rows],
-            "current": self.current.to_json() if self.current else None,
+            "request_tokens": self.request_length or None,
+            "rows": [self._row_json(r) for r in self.rows],
+            "current": self._row_json(self.current) if self.current else None,
             "current_is_default": self.current_is_default,
             "recommended": (
                 {"flag": rec.flag, "value": rec.value, "max_total_num_tokens": rec.max_total_num_tokens,
-                 "headroom_after_capture_gib": round(rec.headroom_after_capture_gib, 2)}
+                 "headroom_after_capture_gib": round(rec.headroom_after_capture_gib, 2),
+                 "concurrent_requests": self.concurrency(rec)}
                 if rec else None
             ),
             "target_headroom_gib": self.target_headroom_gib,
@@ -139,6 +160,9 @@ class MemoryPlan:
             "calibration_error": {k: round(v, 3) for k, v in self.calibration_error.items()},
             "notes": list(self.notes),
         }
+
+    def _row_json(self, r: PlanRow) -> dict[str, Any]:
+        return {**r.to_json(), "concurrent_requests": self.concurrency(r)}
 
     def summary(self) -> str:
         """One line for check, up and the picker: `0.93 predicted to leave 0.8 GiB after capture;
@@ -165,6 +189,8 @@ class MemoryPlan:
             return "memory plan: the engine picks its own value; " + (
                 f"{rec.label} is the highest predicted to leave {rec.headroom_after_capture_gib:.1f} GiB" if rec else "no value meets the target")
         head = f"{cur.label} predicted to leave {cur.headroom_after_capture_gib:.1f} GiB after capture"
+        if self.weights_source == "config":
+            head += " (weights estimated from config.json)"
         if rec is None:
             return head + f"; no value from {self.rows[0].value:g} up leaves the {self.target_headroom_gib:g} GiB target"
         if rec.value == cur.value:
@@ -172,6 +198,21 @@ class MemoryPlan:
         d = rec.max_total_num_tokens - cur.max_total_num_tokens
         sign = "−" if d < 0 else "+"
         return head + f"; {rec.label} predicted {rec.headroom_after_capture_gib:.1f} GiB, {sign}{_k(abs(d))} KV tokens"
+
+
+def weight_notes(cfg: Any, weights: Any, dtype_flag: Any) -> list[str]:
+    """The notes both backends give on where the weights came from and the dtype they load in."""
+    notes = []
+    if getattr(weights, "estimated", False):
+        notes.append("weights estimated from config.json (no safetensors index or headers): shapes and "
+                     "quantization_config give each tensor's bytes; docs/PLAN.md says how close that lands")
+        if cfg.has_vision:
+            notes.append("the vision tower is estimated from vision_config as a plain ViT and projector")
+    name, nbytes = cfg.load_dtype(dtype_flag)
+    if nbytes != cfg.dtype_bytes:
+        notes.append(f"the launch holds unquantized weights and the auto KV cache in {name} ({nbytes} bytes), "
+                     f"not the checkpoint's {cfg.dtype} ({cfg.dtype_bytes} bytes)")
+    return notes
 
 
 def _k(n: int) -> str:

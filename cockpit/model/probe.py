@@ -1,4 +1,5 @@
-"""Runs ON the GPU host (stdlib only, sent on stdin to `python - '<json>'`): read a model's metadata.
+"""Runs ON the GPU host (stdlib only, sent on stdin to `python -` with its request defined above it):
+read a model's metadata.
 
 It reads `config.json`, `model.safetensors.index.json` when there is one, and otherwise the header
 of each `.safetensors` file (8-byte length + JSON) — never tensor data. A model path that is not a
@@ -96,7 +97,12 @@ def collect(model_path, env=None):
 
 
 def main(argv):
-    req = json.loads(argv[1]) if len(argv) > 1 else {}
+    # The request (the model path and the profile's HF_* variables, a token among them) arrives in
+    # the program text on stdin (read.probe_program defines REQUEST above this source), never in
+    # argv, where any local user's `ps` would show it. argv[1] stays for running this file by hand.
+    req = globals().get("REQUEST")
+    if req is None:
+        req = json.loads(argv[1]) if len(argv) > 1 else {}
     try:
         res = collect(str(req["path"]), {**os.environ, **(req.get("env") or {})})
     except (OSError, ValueError, KeyError) as exc:

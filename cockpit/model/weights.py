@@ -26,6 +26,7 @@ import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from cockpit.model.config import ModelConfig, ModelConfigError
 
@@ -38,14 +39,25 @@ SAFETENSORS_DTYPE_BYTES = {
 }
 
 
+MAX_TENSOR_BYTES = 1 << 45  # 32 TiB: no single tensor of any checkpoint comes near
+MAX_TENSORS = 1 << 20
+
+
 @dataclass(frozen=True)
 class Tensor:
     name: str
     nbytes: int
+    dtype: str | None = None  # the stored dtype ("BF16", "F32", "I32", …) when known
+
+
+def _whole(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def parse_safetensors_header(head: bytes, where: str) -> list[Tensor]:
-    """Tensors listed by a safetensors file's first bytes (8-byte length + JSON header)."""
+    """Tensors listed by a safetensors file's first bytes (8-byte length + JSON header). Anything
+    that is not a well-formed header (a non-object, offsets that run backwards or are not whole
+    numbers, absurd sizes) is a ModelConfigError naming the file and tensor, never a crash."""
     if len(head) < 8:
         raise ModelConfigError(f"{where}: shorter than a safetensors header")
     (n,) = struct.unpack("<Q", head[:8])
@@ -55,23 +67,40 @@ def parse_safetensors_header(head: bytes, where: str) -> list[Tensor]:
         raise ModelConfigError(f"{where}: header cut short ({len(head) - 8} of {n} bytes)")
     try:
         meta = json.loads(head[8 : 8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ModelConfigError(f"{where}: header is not JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ModelConfigError(f"{where}: header is a JSON {type(meta).__name__}, not an object of tensors")
+    if len(meta) > MAX_TENSORS:
+        raise ModelConfigError(f"{where}: header lists {len(meta):,} tensors (at most {MAX_TENSORS:,})")
     out = []
     for name, info in meta.items():
-        if name == "__metadata__" or not isinstance(info, dict):
+        if name == "__metadata__":
             continue
+        if not isinstance(info, dict):
+            raise ModelConfigError(f"{where}: tensor {name[:120]!r} is described by a {type(info).__name__}, not an object")
+        dtype = info.get("dtype")
         offs = info.get("data_offsets")
-        if isinstance(offs, list) and len(offs) == 2:
-            out.append(Tensor(name, int(offs[1]) - int(offs[0])))
-            continue
-        size = SAFETENSORS_DTYPE_BYTES.get(str(info.get("dtype")))
-        if size is None:
-            raise ModelConfigError(f"{where}: tensor {name} has dtype {info.get('dtype')!r} and no data_offsets")
-        count = 1
-        for d in info.get("shape") or []:
-            count *= int(d)
-        out.append(Tensor(name, int(count * size)))
+        if offs is not None:
+            if not (isinstance(offs, list) and len(offs) == 2 and _whole(offs[0]) and _whole(offs[1])):
+                raise ModelConfigError(f"{where}: tensor {name[:120]!r} has data_offsets {str(offs)[:80]}, not two whole numbers")
+            size = offs[1] - offs[0]
+            if offs[0] < 0 or size < 0:
+                raise ModelConfigError(f"{where}: tensor {name[:120]!r} has data_offsets {offs} (negative or backwards); a corrupt header")
+        else:
+            elem = SAFETENSORS_DTYPE_BYTES.get(str(dtype))
+            if elem is None:
+                raise ModelConfigError(f"{where}: tensor {name[:120]!r} has dtype {str(dtype)[:40]!r} and no data_offsets")
+            shape = info.get("shape")
+            if not isinstance(shape, list) or not all(_whole(d) and d >= 0 for d in shape) or len(shape) > 16:
+                raise ModelConfigError(f"{where}: tensor {name[:120]!r} has shape {str(shape)[:80]}, not a list of sizes")
+            count = 1
+            for d in shape:
+                count = min(count * d, MAX_TENSOR_BYTES + 1)
+            size = int(count * elem)
+        if size > MAX_TENSOR_BYTES:
+            raise ModelConfigError(f"{where}: tensor {name[:120]!r} claims {size:,} bytes; a corrupt header")
+        out.append(Tensor(str(name), size, str(dtype) if isinstance(dtype, str) else None))
     return out
 
 
@@ -84,14 +113,27 @@ class WeightIndex:
     names: tuple[str, ...] = ()
     tensors: tuple[Tensor, ...] = ()  # exact per-tensor bytes (headers); empty for index-only
 
+    @property
+    def estimated(self) -> bool:
+        """From config.json's shapes (cockpit.model.estimate), not from the checkpoint's files."""
+        return self.source.startswith("config.json")
+
+    @property
+    def kind(self) -> str:
+        """`weights_source` as the plan's JSON says it: "config" or "safetensors"."""
+        return "config" if self.estimated else "safetensors"
+
 
 def index_from_summary(summary: dict, where: str) -> WeightIndex:
     """WeightIndex from probe.summarise_index's answer (total_size, collapsed names, max layer)."""
     total = summary.get("total_size") if isinstance(summary, dict) else None
-    if not isinstance(total, (int, float)) or total <= 0:
-        raise ModelConfigError(f"{where}: no metadata.total_size")
+    if isinstance(total, bool) or not isinstance(total, (int, float)) or not 0 < total < MAX_TENSOR_BYTES * 64:
+        raise ModelConfigError(f"{where}: metadata.total_size is {str(total)[:40]}, not a size in bytes")
     names = [str(n) for n in summary.get("names") or []]
-    if int(summary.get("max_layer", -1)) >= 0:
+    max_layer = summary.get("max_layer", -1)
+    if not _whole(max_layer) or max_layer > 1 << 20:
+        raise ModelConfigError(f"{where}: the index names a layer {str(max_layer)[:40]}")
+    if max_layer >= 0:
         names.append(f"model.layers.{int(summary['max_layer'])}.")  # the deepest layer the index names
     return WeightIndex(int(total), "model.safetensors.index.json total_size", tuple(names))
 
@@ -208,9 +250,23 @@ class WeightSplit:
         return self.per_rank_bytes / GIB
 
 
-def split_weights(cfg: ModelConfig, index: WeightIndex, par: Parallel, *, load_mtp: bool = False) -> WeightSplit:
+_CAST_DTYPES = {"BF16": 2, "F16": 2, "F32": 4}
+
+
+def loaded_bytes(t: Tensor, load_bytes: int | None) -> float:
+    """A tensor's bytes once loaded: an unquantized float weight is cast to the launch's dtype
+    (`--dtype`), quantized tensors and their scales keep what they store."""
+    per = _CAST_DTYPES.get(t.dtype or "")
+    if load_bytes is None or per is None or per == load_bytes or "scale" in t.name or "correction" in t.name:
+        return float(t.nbytes)
+    return t.nbytes / per * load_bytes
+
+
+def split_weights(cfg: ModelConfig, index: WeightIndex, par: Parallel, *, load_mtp: bool = False,
+                  load_bytes: int | None = None) -> WeightSplit:
     """Bytes of weights one rank holds under `par` (the rank with the most: pipeline stages are
-    taken as even, so PP divides the per-layer bytes)."""
+    taken as even, so PP divides the per-layer bytes). `load_bytes`: bytes per element of the
+    launch's dtype (config.ModelConfig.load_dtype), which unquantized float weights are cast to."""
     by_cat: dict[str, float] = {}
     unknown = 0
     if index.tensors:
@@ -220,15 +276,18 @@ def split_weights(cfg: ModelConfig, index: WeightIndex, par: Parallel, *, load_m
                 cat = "expert" if ".experts." in t.name else "replicated"
             if cat == "unknown":
                 unknown += t.nbytes
-            by_cat[cat] = by_cat.get(cat, 0.0) + t.nbytes * share(cat, cfg, par)
+            by_cat[cat] = by_cat.get(cat, 0.0) + loaded_bytes(t, load_bytes) * share(cat, cfg, par)
         exact = True
     else:
         groups = _param_groups(cfg)
         base = 2 if cfg.dtype_bytes == 2 else cfg.dtype_bytes
         est = {}
+        cast = {}  # the share of each category's bytes the launch's dtype recasts
         for cat, (params, module) in groups.items():
-            per = cfg.quant.bytes_per_param() if cat != "vocab" and cfg.quant.covers(module) else base
+            quantized = cat != "vocab" and cfg.quant.covers(module)
+            per = cfg.quant.bytes_per_param() if quantized else base
             est[cat] = params * per
+            cast[cat] = 0.0 if quantized else 1.0
         has_mtp = any((m := _LAYER.search(n)) and int(m.group(1)) >= cfg.layers for n in index.names)
         if has_mtp and cfg.nextn_layers:
             # a DeepSeek-style MTP layer: one MoE layer plus its own embedding, head and projection
@@ -247,9 +306,11 @@ def split_weights(cfg: ModelConfig, index: WeightIndex, par: Parallel, *, load_m
             est["unknown"] = extra
             unknown = int(extra)
             scale = 1.0
+        ratio = (load_bytes / base) if load_bytes else 1.0
         for cat, b in est.items():
             sh = 0.0 if cat == "mtp" and not load_mtp else share(cat, cfg, par) if cat != "mtp" else 1 / par.tp
-            by_cat[cat] = b * scale * sh
+            f = cast.get(cat, 1.0 if cat in ("mtp", "replicated", "unknown") else 0.0)
+            by_cat[cat] = b * scale * sh * (1 - f + f * ratio)
         exact = False
     if par.pp > 1:
         # layers split over stages; embeddings sit on the first stage, lm_head on the last

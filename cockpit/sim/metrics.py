@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cockpit.sim.config import SimConfig
-from cockpit.sim.scheduler import E2E_BUCKETS, TTFT_BUCKETS
+from cockpit.sim.scheduler import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
 
 GAUGES = (
     ("num_running_reqs", "The number of running requests."),
@@ -95,6 +95,8 @@ def render_metrics(cfg: SimConfig, stats: dict[str, Any], startup: dict[str, Any
         lines.append(f"sglang:{base}_created{_labels(tok if base in ('prompt_tokens', 'generation_tokens', 'num_requests') else sched)} {started_wall:.3f}")
     lines += _hist("time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                    values.get("ttft"), TTFT_BUCKETS, tok)
+    lines += _hist("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                   values.get("itl"), ITL_BUCKETS, tok)
     lines += _hist("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
                    values.get("e2e"), E2E_BUCKETS, tok)
     return "\n".join(lines) + "\n"

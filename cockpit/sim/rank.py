@@ -645,6 +645,7 @@ class RankProcess:
             "cuda_graph_passes_total": st.cuda_graph_passes_total,
             "ttft": st.ttft.to_json(),
             "e2e": st.e2e.to_json(),
+            "itl": st.itl.to_json(),
         }
 
     def group(self) -> range:

@@ -82,6 +82,9 @@ class SchedParams:
 
 
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 120.0, 160.0)
+# SGLang's default inter-token-latency buckets (srt/metrics/collector.py TokenizerMetricsCollector)
+ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100,
+               0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
 E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 150.0, 200.0,
                250.0, 300.0, 350.0, 500.0, 1000.0)
 
@@ -95,13 +98,14 @@ class Histogram:
     total: float = 0.0
     n: int = 0
 
-    def observe(self, v: float) -> None:
+    def observe(self, v: float, n: int = 1) -> None:
+        """`n` observations of `v` (SGLang counts a chunk of n tokens as n gaps of interval / n)."""
         if not self.counts:
             self.counts = [0] * (len(self.bounds) + 1)
         i = next((k for k, b in enumerate(self.bounds) if v <= b), len(self.bounds))
-        self.counts[i] += 1
-        self.total += v
-        self.n += 1
+        self.counts[i] += n
+        self.total += v * n
+        self.n += n
 
     def to_json(self) -> dict[str, object]:
         return {"bounds": list(self.bounds), "counts": list(self.counts or [0] * (len(self.bounds) + 1)),
@@ -119,6 +123,7 @@ class Stats:
     last_gen_throughput: float = 0.0
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+    itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
 
 
 class Scheduler:
@@ -388,4 +393,7 @@ class Scheduler:
     def _finish(self, r: Req) -> None:
         r.finished_at = self.t
         self.stats.e2e.observe(self.t - r.arrival)
+        gaps = r.generated - 1
+        if r.first_token_at is not None and gaps > 0:
+            self.stats.itl.observe((self.t - r.first_token_at) / gaps, gaps)
         self.on_finish(r)

@@ -18,6 +18,10 @@ from cockpit.sim.vllm_config import VllmSimConfig
 PREFILL_TOKENS_PER_S = 12000.0  # simulated seconds, per engine
 DECODE_TOKENS_PER_S = 35.0  # per running request
 OOM_MARGIN_GIB = 0.1  # the allocator's own slack
+# vLLM 0.32's own bucket bounds (vllm/v1/metrics/buckets.py)
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0)
 
 
@@ -38,6 +42,7 @@ class Req:
     generated: float = 0.0
     finished: threading.Event = field(default_factory=threading.Event)
     e2e: float | None = None
+    ttft: float | None = None
 
     @property
     def kv_tokens(self) -> int:
@@ -66,6 +71,10 @@ class Engine:
         self._interval = {"prompt": 0, "gen": 0.0, "preempt": 0}
         self.e2e_counts = [0] * (len(E2E_BUCKETS) + 1)
         self.e2e_sum = 0.0
+        self.ttft_counts = [0] * (len(TTFT_BUCKETS) + 1)
+        self.ttft_sum = 0.0
+        self.itl_counts = [0] * (len(ITL_BUCKETS) + 1)
+        self.itl_sum = 0.0
 
     @property
     def busy(self) -> bool:
@@ -124,6 +133,10 @@ class Engine:
                     break
             for r in decoding:
                 inc = min(DECODE_TOKENS_PER_S * dt, r.max_new - r.generated)
+                if r.generated == 0 and inc > 0:
+                    r.ttft = self.now - r.t_arrive
+                    self.ttft_sum += r.ttft
+                    _observe(self.ttft_counts, TTFT_BUCKETS, r.ttft)
                 r.generated += inc
                 self.gen_total += inc
                 self._interval["gen"] += inc
@@ -135,11 +148,20 @@ class Engine:
         self.running.remove(r)
         self.success += 1
         r.e2e = self.now - r.t_arrive
-        for i, b in enumerate(E2E_BUCKETS):
-            if r.e2e <= b:
-                self.e2e_counts[i] += 1
-                break
-        else:
-            self.e2e_counts[-1] += 1
+        _observe(self.e2e_counts, E2E_BUCKETS, r.e2e)
         self.e2e_sum += r.e2e
+        gaps = int(r.generated) - 1
+        if gaps > 0 and r.ttft is not None:  # vLLM observes each token's gap; here they are equal
+            itl = (r.e2e - r.ttft) / gaps
+            _observe(self.itl_counts, ITL_BUCKETS, itl, gaps)
+            self.itl_sum += itl * gaps
         r.finished.set()
+
+
+def _observe(counts: list[int], bounds: tuple[float, ...], value: float, n: int = 1) -> None:
+    """Count `value` (n times) in its histogram bucket (the last slot: above every bound)."""
+    for i, b in enumerate(bounds):
+        if value <= b:
+            counts[i] += n
+            return
+    counts[-1] += n

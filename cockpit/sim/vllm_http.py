@@ -22,7 +22,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
-from cockpit.sim.vllm_engine import DECODE_TOKENS_PER_S, E2E_BUCKETS, Engine, Req
+from cockpit.sim.vllm_engine import DECODE_TOKENS_PER_S, E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Engine, Req
 
 if TYPE_CHECKING:
     from cockpit.sim.vllm_server import VllmSim
@@ -66,17 +66,25 @@ def render_metrics(sim: VllmSim, eng: Engine | None) -> str:
     metric("prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.", eng.hits if eng else 0)
     metric("request_success_total", "counter", "Count of successfully processed requests.", eng.success if eng else 0,
            lab + ',finished_reason="length"')
-    name = "e2e_request_latency_seconds"
-    out += [f"# HELP vllm:{name} Histogram of e2e request latency in seconds.", f"# TYPE vllm:{name} histogram"]
-    acc = 0
-    counts = eng.e2e_counts if eng else [0] * (len(E2E_BUCKETS) + 1)
-    for b, c in zip(E2E_BUCKETS, counts, strict=False):
-        acc += c
-        out.append(f'vllm:{name}_bucket{{{lab},le="{b}"}} {float(acc)}')
-    total = sum(counts)
-    out.append(f'vllm:{name}_bucket{{{lab},le="+Inf"}} {float(total)}')
-    out.append(f"vllm:{name}_count{{{lab}}} {float(total)}")
-    out.append(f"vllm:{name}_sum{{{lab}}} {eng.e2e_sum if eng else 0.0}")
+    hists = (
+        ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS,
+         eng.ttft_counts if eng else None, eng.ttft_sum if eng else 0.0),
+        ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS,
+         eng.itl_counts if eng else None, eng.itl_sum if eng else 0.0),
+        ("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", E2E_BUCKETS,
+         eng.e2e_counts if eng else None, eng.e2e_sum if eng else 0.0),
+    )
+    for name, help_, bounds, counts, total_s in hists:
+        out += [f"# HELP vllm:{name} {help_}", f"# TYPE vllm:{name} histogram"]
+        acc = 0
+        counts = counts or [0] * (len(bounds) + 1)
+        for b, c in zip(bounds, counts, strict=False):
+            acc += c
+            out.append(f'vllm:{name}_bucket{{{lab},le="{b}"}} {float(acc)}')
+        total = sum(counts)
+        out.append(f'vllm:{name}_bucket{{{lab},le="+Inf"}} {float(total)}')
+        out.append(f"vllm:{name}_count{{{lab}}} {float(total)}")
+        out.append(f"vllm:{name}_sum{{{lab}}} {total_s}")
     return "\n".join(out) + "\n"
 
 

@@ -25,6 +25,11 @@ class LoginError(TransportError):
     """The login-side program ran but failed (its message is for the operator)."""
 
 
+class UntrustedRunTree(CockpitError):
+    """The run tree on the shared filesystem has a part that is not the operator's alone (another
+    user's directory or file, a link, a mode others can write): nothing of it is used."""
+
+
 class SlurmLogin:
     def __init__(self, transport: Transport, *, python: str | None = None, runs_root: str | None = None):
         from cockpit.supervisor.host import is_local
@@ -61,6 +66,9 @@ class SlurmLogin:
             ans: dict[str, Any] = json.loads(text[-1])
         except ValueError:
             raise LoginError(f"{self.label}: unreadable answer from the login node: {text[-1][:200]}") from None
+        if ans.get("untrusted"):
+            raise UntrustedRunTree(f"{self.label}: {ans.get('error')}",
+                                   hint="a run tree in a shared workdir must be yours alone; Cockpit read nothing from it")
         return ans
 
     async def submit(self, profile: str, run_id: str, *, workdir: str, script: str, sbatch: list[str],

@@ -78,7 +78,7 @@ class SlurmJob:
     @property
     def exit_status(self) -> int | None:
         """The shell-convention exit code of the job: rc, or 128+signal when a signal ended it."""
-        m = re.match(r"^(\d+):(\d+)$", self.exit_code or "")
+        m = re.fullmatch(r"(\d+):(\d+)\Z", self.exit_code or "")
         if not m:
             return None
         rc, sig = int(m.group(1)), int(m.group(2))

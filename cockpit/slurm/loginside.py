@@ -24,11 +24,23 @@ Private like hostside's: the directories this program creates are 0700 (or tight
 ours), its files 0600 (batch.sh included: it exports the env), written through O_NOFOLLOW; batch.log
 is created 0600 before sbatch so Slurm's output keeps that mode (the script does the same for the
 node logs and `nodes`).
+
+Trusted only when ours: the workdir is shared, so another user can pre-create `.cockpit/runs/
+<profile>/current` and a run directory with their `job_id` and `meta.json` (their model path, their
+flags) for a restart to submit under the operator's account. Every directory of the run tree
+(`.cockpit`, runs, <profile>, the run) must be a directory owned by the operator (or the
+operator's own link to one) and not writable by group or others; every file read (`current`, job_id, meta.json, nodes, …) is
+opened with O_NOFOLLOW and must be a regular file of the operator's that group and others cannot
+write; `current` must name a run id. Anything else is refused ({"error": …, "untrusted": path})
+naming the path and its owner; nothing of it is read or followed.
 """
 
+import errno
 import fcntl
 import json
 import os
+import re
+import stat
 import subprocess
 import sys
 import time
@@ -56,21 +68,91 @@ def _write(path, text):
     os.replace(tmp, path)
 
 
+class Untrusted(Exception):
+    """A part of the run tree Cockpit must not trust (another user's, a link, writable by others)."""
+
+    def __init__(self, path, why):
+        super().__init__(f"{path} {why}; refusing to use the run tree there (ask its owner to remove it, or "
+                         "choose another workdir)")
+        self.path = path
+
+
+def _owner_name(uid):
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _check_ours(path, st, kind):
+    """`st` (an lstat/fstat) of `path` is a `kind` ("dir"/"file") of ours that only we can write."""
+    me = os.getuid()
+    if stat.S_ISLNK(st.st_mode):
+        raise Untrusted(path, f"is a symbolic link (owned by {_owner_name(st.st_uid)})")
+    if (kind == "dir" and not stat.S_ISDIR(st.st_mode)) or (kind == "file" and not stat.S_ISREG(st.st_mode)):
+        raise Untrusted(path, f"is not a {'directory' if kind == 'dir' else 'regular file'} "
+                              f"(owned by {_owner_name(st.st_uid)})")
+    if st.st_uid != me:
+        raise Untrusted(path, f"belongs to {_owner_name(st.st_uid)}, not to {_owner_name(me)}")
+    if st.st_mode & 0o022:
+        raise Untrusted(path, f"can be written by other users (mode {stat.S_IMODE(st.st_mode):04o}, "
+                              f"owner {_owner_name(st.st_uid)})")
+
+
 def _private_dir(path):
-    """`path` 0700 (directories above it that are missing, e.g. the workdir, get the usual mode:
-    they are the operator's); an existing one of ours with group/other bits is tightened."""
+    """`path` 0700, ours: created (directories above it that are missing, e.g. the workdir, get the
+    usual mode: they are the operator's), or an existing one checked: a real directory of ours (a
+    loose mode of ours is tightened first; its files are checked one by one when read)."""
     os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.stat(path)
-    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+    _trusted_dir(path)
+
+
+def _trusted_dir(path):
+    """True when `path` is a directory of ours only we can write (one of ours with a loose mode,
+    left by an older Cockpit, is tightened to 0700 first); False when it does not exist;
+    Untrusted when it is anything else."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode) and st.st_uid == os.getuid():
+            st = os.stat(path)  # a link of the operator's own (kept on another disk): its target is checked
+    except FileNotFoundError:
+        return False
+    if st.st_uid == os.getuid() and stat.S_ISDIR(st.st_mode) and st.st_mode & 0o077:
         os.chmod(path, 0o700)
+        st = os.stat(path)
+    _check_ours(path, st, "dir")
+    return True
+
+
+READ_LIMIT = 1 << 20  # run files are a few bytes; meta.json a few KiB
 
 
 def _read(path, default=None):
+    """A run file's text, opened without following a link and checked: a regular file of ours only
+    we can write (Untrusted otherwise); `default` when it does not exist."""
     try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except FileNotFoundError:
         return default
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _check_ours(path, os.lstat(path), "file")  # says whose link it is
+        raise
+    with os.fdopen(fd, "rb") as f:
+        _check_ours(path, os.fstat(fd), "file")
+        return f.read(READ_LIMIT).decode("utf-8", "replace").strip()
+
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+
+
+def _run_id(base, value):
+    """A run id read from `current` (or asked for): one path component, never `..` or a path."""
+    if value is None or not RUN_ID.fullmatch(value):
+        raise Untrusted(os.path.join(base, "current"), f"names {str(value)[:80]!r}, not a run id")
+    return value
 
 
 def _run(argv, timeout=60, cwd=None):
@@ -90,6 +172,7 @@ def _root(req):
 
 
 def _run_facts(run_dir):
+    _trusted_dir(run_dir)
     meta = _read(os.path.join(run_dir, "meta.json"))
     nodes = _read(os.path.join(run_dir, "nodes"))
     return {
@@ -115,17 +198,25 @@ def op_submit(req):
     _private_dir(root)
     base = os.path.join(root, req["profile"])
     _private_dir(base)
-    with os.fdopen(os.open(os.path.join(base, ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600), "w") as lock:
+    lock_path = os.path.join(base, ".lock")
+    try:
+        lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _check_ours(lock_path, os.lstat(lock_path), "file")
+        raise
+    with os.fdopen(lock_fd, "w") as lock:
+        _check_ours(lock_path, os.fstat(lock_fd), "file")
         fcntl.flock(lock, fcntl.LOCK_EX)
         cur = _read(os.path.join(base, "current"))
-        if cur:
+        if cur and _trusted_dir(os.path.join(base, _run_id(base, cur))):
             facts = _run_facts(os.path.join(base, cur))
             if facts["job_id"]:
                 state = _queue_state(facts["job_id"])
                 if state and state.split()[0] not in END:
                     facts["state"] = state
                     return {"refused": "live", "run": facts}
-        run_dir = os.path.join(base, req["run_id"])
+        run_dir = os.path.join(base, _run_id(base, req["run_id"]))
         os.mkdir(run_dir, 0o700)
         script = os.path.join(run_dir, "batch.sh")
         _write(script, req["script"])  # 0600: sbatch reads it and sends Slurm a copy
@@ -146,11 +237,19 @@ def op_submit(req):
 
 
 def op_find(req):
-    base = os.path.join(_root(req), req["profile"])
+    root = _root(req)
+    base = os.path.join(root, req["profile"])
+    dirs = [root, base] if req.get("runs_root") else [os.path.dirname(root), root, base]
+    for d in dirs:  # each level must be ours before anything below it is looked at
+        if not _trusted_dir(d):
+            return {"run": None}
     run_id = req.get("run_id") or _read(os.path.join(base, "current"))
-    if not run_id or not os.path.isdir(os.path.join(base, run_id)):
+    if not run_id:
         return {"run": None}
-    return {"run": _run_facts(os.path.join(base, run_id))}
+    run_dir = os.path.join(base, _run_id(base, run_id))
+    if not _trusted_dir(run_dir):
+        return {"run": None}
+    return {"run": _run_facts(run_dir)}
 
 
 def _jobcomp_lines(job_id):
@@ -219,6 +318,8 @@ def main(argv):
     try:
         req = json.loads(argv[1])
         ans = OPS[req["op"]](req)
+    except Untrusted as exc:
+        ans = {"error": str(exc), "untrusted": exc.path}
     except Exception as exc:  # one line the cockpit shows, never a traceback
         ans = {"error": f"{type(exc).__name__}: {exc}"}
     sys.stdout.write(json.dumps(ans) + "\n")

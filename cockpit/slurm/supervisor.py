@@ -165,7 +165,7 @@ class SlurmSupervisor(Supervisor):
         dist = None if self.target.nodes == 1 else (self.backend.rendezvous_addr(flags) or DIST_ADDR)
         argvs = self.backend.build_node_argvs(self.profile, overrides, dist)
         run_id = new_run_id()
-        env = {**self.profile.env, **self.backend.secret_env(self.profile, overrides)}
+        env = {**self.profile.env, **self._debug_env, **self.backend.secret_env(self.profile, overrides)}
         script = render_batch_script(argvs, env=env, profile=self.profile.name, run_id=run_id)
         meta = {"flags": flags, "overrides": overrides, "nodes": self.target.nodes, "target": "slurm"}
         self._set("launching", f"submitting to Slurm on {self.target.login}")
@@ -402,15 +402,21 @@ class SlurmSupervisor(Supervisor):
         return None  # no allocation after the job: nothing cockpit may look at or kill there
 
     async def restart(self, changes: list[FlagChange] | dict[str, Any], *, kill_leftovers: bool = False,
-                      timeout: float = 30.0) -> RunInfo:
-        """A new job with the changed flags (the old one is cancelled first)."""
-        overrides = {**self._overrides, **changes_to_overrides(changes)}
+                      timeout: float = 30.0, debug: bool = False) -> RunInfo:
+        """A new job with the changed flags (the old one is cancelled first); `debug` as Supervisor's."""
+        debug_env, debug_flags = self.backend.debug_settings() if debug else ({}, {})
+        kept = {k: v for k, v in self._overrides.items() if k not in self._debug_flags}
+        overrides = {**kept, **changes_to_overrides(changes), **changes_to_overrides(debug_flags)}
+        self._debug_flags = set(changes_to_overrides(debug_flags))
         was_running = bool(self._watchers)
         res = await self.stop(timeout=timeout)
         if not res.stopped:
             raise CockpitError(f"Slurm job {self.job_id} did not leave the queue after scancel")
         await self._cancel_watchers()
+        self._debug_env = dict(debug_env)
         info = await self.start(overrides, attach=False)
+        if debug and self.recorder is not None:
+            self.recorder.tag_debug(info.id, {"env": debug_env, "flags": debug_flags})
         if was_running and not self._closed.is_set():
             self._start_watchers()
         return info

@@ -65,3 +65,5 @@ class RunSnapshot:
     rank_gpu: dict[str, tuple[str, int]] = field(default_factory=dict)  # rank -> (host, GPU index)
     # a Slurm run: {job_id, state, reason, nodes, time_left, …} (cockpit/slurm/supervisor.py); None otherwise
     slurm: dict[str, Any] | None = None
+    # the engine's own serving figures from /metrics (cockpit/core/serving.py); None: not read
+    serving: dict[str, Any] | None = None

@@ -8,13 +8,14 @@ the host so line numbers stay exact.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cockpit.backends.base import Backend
 from cockpit.core.findings import Finding
 from cockpit.core.reducer import apply
 from cockpit.core.state import RunState
+from cockpit.supervisor.api import LogLine
 from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
 from cockpit.supervisor.hostresults import LogScan
 from cockpit.supervisor.nodelog import NodeLog
@@ -83,6 +84,7 @@ class Follow:
         self.on_exit = on_exit
         self.say = say  # progress words for the operator
         self.link_findings: dict[str, Finding] = {}  # node label -> why its link will not come back
+        self.line_listeners: list[Callable[[Sequence[LogLine]], None]] = []  # the hang watch's rank clocks
 
     def log_of(self, node: Node) -> NodeLog:
         if node.log is None:
@@ -96,6 +98,8 @@ class Follow:
             fold.apply(node, ev)
         fold.changed = True
         self.publisher.add_lines(lines)
+        for listen in self.line_listeners:
+            listen(lines)
 
     def finish(self, node: Node) -> None:
         if node.log is not None:

@@ -25,7 +25,7 @@ from cockpit.transport.local import CommandTimeout
 
 # One program for the host's python: the base (run files, log checks, /proc), then the operations.
 HOSTSIDE_SOURCE: bytes = b"\n".join((Path(__file__).resolve().parent / name).read_bytes()
-                                     for name in ("hostside_base.py", "hostside.py"))
+                                     for name in ("hostside_base.py", "hostside.py", "hoststacks.py"))
 
 # Tests (and operators with an unusual layout) point every host's run directories elsewhere.
 RUNS_ROOT_ENV = "COCKPIT_RUNS_ROOT"
@@ -138,6 +138,11 @@ class HostOps:
 
     async def kill(self, pids: list[int], sig: int = 9) -> dict[str, Any]:
         return await self.call({"op": "kill", "pids": [int(p) for p in pids], "signal": sig})
+
+    async def stacks(self, profile: str, run_id: str | None, *, native: bool, timeout: float) -> dict[str, Any]:
+        """py-spy dumps of every process of the run on this host (hoststacks.py)."""
+        return await self.call({"op": "stacks", "profile": profile, "run_id": run_id, "native": native,
+                                "timeout": timeout}, timeout=max(60.0, timeout * 16))
 
     async def alive(self, pids: list[int]) -> list[int]:
         res = await self.call({"op": "alive", "pids": [int(p) for p in pids]}, timeout=20)

@@ -4,7 +4,11 @@ On a host this text runs first, then hostside.py's (HostOps sends both on stdin,
 nothing is installed there. Here, hostside.py imports these names from this module.
 
 - Run files are written 0600 (temp file + rename) in 0700 directories; a disk failure (full,
-  quota, size limit, read-only) is a DiskError that names the file.
+  quota, size limit, read-only) is a DiskError that names the file. They are read O_NOFOLLOW and
+  only when they are regular files of the operator's that nobody else can write, and run
+  directories must be the operator's (or the operator's own link to one): anything else is a
+  RunTreeRefused naming the path and its owner (a `pid` planted in a shared runs root would name
+  another process for `down` to signal).
 - Each run writes its own log file, `<stem>.<run_id><ext>` beside the profile's `log:` path, which
   becomes a symlink Cockpit points at the current run's file. The run's file is opened for
   appending with O_NOFOLLOW and refused (LogRefused, with why) when it is a link, a file of another
@@ -58,20 +62,57 @@ def _write(path, text):
         raise
 
 
+class RunTreeRefused(Exception):
+    """A run directory or run file that is not the operator's alone (another user's, a link, one
+    others can write): its pid could name anyone's process, so nothing of it is used."""
+
+    def __init__(self, path, why):
+        super().__init__(f"{path} {why}; refusing to use that run tree (runs root shared with another user? "
+                         "remove it, or point COCKPIT_RUNS_ROOT at a directory of your own)")
+
+
+def _check_ours(path, st, kind):
+    """`st` (lstat/fstat of `path`) is a `kind` ("dir"/"file") of ours that only we can write."""
+    import stat as _stat
+
+    me = os.getuid()
+    owner = _owner_name(st.st_uid)
+    if _stat.S_ISLNK(st.st_mode):
+        raise RunTreeRefused(path, f"is a symbolic link (owned by {owner})")
+    if (kind == "dir" and not _stat.S_ISDIR(st.st_mode)) or (kind == "file" and not _stat.S_ISREG(st.st_mode)):
+        raise RunTreeRefused(path, f"is not a {'directory' if kind == 'dir' else 'regular file'} (owned by {owner})")
+    if st.st_uid != me:
+        raise RunTreeRefused(path, f"belongs to {owner}, not to {_owner_name(me)}")
+    if st.st_mode & 0o022:
+        raise RunTreeRefused(path, f"can be written by other users (mode {st.st_mode & 0o7777:04o}, owner {owner})")
+
+
 def _private_dir(path):
-    """Create `path` 0700 (a run's files say what it runs, with which env), or tighten ours."""
+    """Create `path` 0700 (a run's files say what it runs, with which env), or tighten ours; one
+    that is not ours (or a link) is refused (RunTreeRefused)."""
     os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.stat(path)
-    if st.st_uid == os.getuid() and st.st_mode & 0o077:
+    st = os.lstat(path)
+    if os.path.islink(path) and st.st_uid == os.getuid():
+        st = os.stat(path)  # a link of the operator's own (runs kept on another disk): its target is checked
+    if st.st_uid == os.getuid() and os.path.isdir(path) and st.st_mode & 0o077:
         os.chmod(path, 0o700)
+        st = os.stat(path)
+    _check_ours(path, st, "dir")
 
 
 def _read(path, default=None):
+    """A run file's text; `default` when it is missing or unreadable. Opened without following a
+    link and refused (RunTreeRefused) when it is not a regular file of ours that only we can
+    write: a planted `pid` would name another process for `down` to signal."""
     try:
-        with open(path) as f:
-            return f.read().strip()
-    except OSError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _check_ours(path, os.lstat(path), "file")
         return default
+    with os.fdopen(fd, "rb") as f:
+        _check_ours(path, os.fstat(fd), "file")
+        return f.read(1 << 20).decode("utf-8", "replace").strip()
 
 
 def _read_int(path):
@@ -125,10 +166,10 @@ def _alive(pid):
 
 
 def _read_json(path):
+    text = _read(path)  # the same checks as every run file
     try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+        return json.loads(text) if text is not None else None
+    except ValueError:
         return None
 
 

@@ -6,6 +6,7 @@ call `plan_for_profile` / `profile_plan_finding`; `plan_finding` is the one word
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterable, Mapping
@@ -40,12 +41,12 @@ async def read_model_on_host(
     """Facts of `model_path` as the GPU host sees it: cockpit/model/probe.py runs on the host's Python,
     reads a few KB of metadata (never tensor data) and answers in one JSON line."""
     from cockpit.model.config import ModelConfigError
-    from cockpit.model.read import PROBE_SOURCE, facts_from_probe
+    from cockpit.model.read import facts_from_probe, probe_program
     from cockpit.transport.local import LocalTransport
 
     py = python or (sys.executable if isinstance(transport, LocalTransport) else "python3")
-    req = {"path": model_path, "env": {k: v for k, v in (env or {}).items() if k.startswith("HF_")}}
-    done = await transport.run([py, "-", json.dumps(req, separators=(",", ":"))], stdin=PROBE_SOURCE, timeout=timeout)
+    # the request (HF_TOKEN among the env) travels inside the program on stdin, never in argv
+    done = await transport.run([py, "-"], stdin=probe_program(model_path, env), timeout=timeout)
     where = f"{transport.label}:{model_path}"
     lines = done.stdout.decode("utf-8", "replace").strip().splitlines()
     if done.returncode != 0 or not lines:
@@ -74,7 +75,13 @@ async def read_profile_model(profile: Profile) -> ModelFacts:
         raise ModelConfigError(f"{profile.source or profile.name}: the profile's server: names no model for {backend.name} to load")
     host = profile.hosts[0]
     python = None if host.is_local else profile.python
-    return await read_model_on_host(transport_for(host), str(path), python=python, env=profile.env)
+    facts = await read_model_on_host(transport_for(host), str(path), python=python, env=profile.env)
+    # a speculative draft model the flags name is read the same way, beside it (docs/PLAN.md)
+    draft_path = backend.draft_model_path(profile)
+    if draft_path:
+        draft = await read_model_on_host(transport_for(host), str(draft_path), python=python, env=profile.env)
+        facts = dataclasses.replace(facts, draft=draft)
+    return facts
 
 
 def backend_plan(

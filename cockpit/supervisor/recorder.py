@@ -49,6 +49,12 @@ class Recorder:
         self._ended = None
         self._guard("record_start", lambda: self.journal.record_start(run, self.profile_name, dict(run.flags)))
 
+    def tag_debug(self, run_id: str, settings: dict[str, Any]) -> None:
+        """The run is a debug relaunch (the journal keeps what it added)."""
+        tag = getattr(self.journal, "tag_debug", None)
+        if tag is not None:
+            self._guard("tag_debug", lambda: tag(run_id, settings))
+
     def on_snapshot(self, snap: RunSnapshot) -> None:
         if snap.run is not None and snap.run.id != self._ended:
             self._latest = snap

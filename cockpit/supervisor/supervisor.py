@@ -39,6 +39,7 @@ from cockpit.supervisor.hostresults import LaunchReply, RunRecord, StopReply, ru
 from cockpit.supervisor.nodes import Node, make_nodes, resolve_program
 from cockpit.supervisor.publisher import Publisher
 from cockpit.supervisor.recorder import Recorder, RunJournal
+from cockpit.supervisor.servingwatch import ServingWatch
 from cockpit.supervisor.watch import GpuWatch, ReadinessProbe
 from cockpit.transport.base import Transport, TransportError
 
@@ -130,6 +131,8 @@ class Supervisor:
         self._progress = ""
         self._info: RunInfo | None = None
         self._overrides: dict[str, Any] = {}
+        self._debug_env: dict[str, str] = {}  # a debug relaunch's environment (restart(debug=True))
+        self._debug_flags: set[str] = set()  # and the flags it added (the next ordinary restart drops both)
         self._flags: dict[str, Any] = dict(profile.server)
         self._findings: tuple[Finding, ...] = ()
         self._preflight: tuple[Finding, ...] = ()
@@ -153,6 +156,8 @@ class Supervisor:
         self.telemetry = GpuWatch(self.nodes, interval=telemetry_interval,
                                   sim_dir=telemetry_feed.sim_dir_of(profile), changed=self._changed)
         self.readiness = ReadinessProbe(self._changed_and_notify)
+        self.serving = ServingWatch(self.backend, profile, lambda: self.fold.state, self._changed_and_notify)
+        self.follow.line_listeners.append(self.serving.lines)
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -237,7 +242,7 @@ class Supervisor:
                 addr, port = await nodes[0].ops.free_port()
                 dist_addr = f"{addr}:{port}"
         argvs = self.backend.build_node_argvs(self.profile, overrides, dist_addr)
-        env = {**self.profile.env, **self.backend.secret_env(self.profile, overrides)}
+        env = {**self.profile.env, **self._debug_env, **self.backend.secret_env(self.profile, overrides)}
         launched: list[tuple[Node, RunRecord]] = []
         for node, argv in zip(nodes, argvs, strict=True):
             argv = resolve_program(list(argv), local=node.host.is_local)
@@ -308,6 +313,7 @@ class Supervisor:
         self._findings = ()
         self._plan, self._plan_task = None, None  # a new run (restart with other flags): a new plan
         self.readiness.reset()
+        self.serving.reset()
         self.publisher.clear_lines()
         self._stopping = False
         self._crash_before_stop = False
@@ -338,6 +344,8 @@ class Supervisor:
             self.nodes[0], lambda: self.backend.api_port(self._flags), self._readiness_path,
             lambda: self.nodes[0].exited is None and not self._stopping))
         spawn.append(self.telemetry.loop())
+        spawn.append(self.serving.loop(self.api_base_url, lambda: self._flags,
+                                       lambda: self.nodes[0].exited is None and not self._stopping))
         self._watchers = [asyncio.create_task(c) for c in spawn]
 
     async def run(self) -> None:
@@ -360,6 +368,12 @@ class Supervisor:
         await asyncio.gather(*(self.follow.follow(node, follow=False) for node in self.nodes if node.record))
         if any(n.exited is None for n in self.nodes if n.record) and self._lifecycle == "running":
             await self.readiness.probe(self.nodes[0], self.backend.api_port(self._flags), self._readiness_path())
+            # SGLang's /health runs a generation: a hung SGLang answers it with a timeout, not 200
+            if self.readiness.health not in (None, "refused", "unreachable"):
+                try:
+                    await self.serving.check(await self.api_base_url(), self._flags)
+                except (TransportError, OSError) as exc:
+                    log.debug("serving check: %s", exc)
         await self.telemetry.once()
         snap = self.snapshot()
         if self.recorder is not None and self._info is not None:
@@ -482,6 +496,7 @@ class Supervisor:
             flag_diff=diff,
             progress=self._progress,
             rank_gpu=self.rank_gpu(),
+            serving=self.serving.serving,
         )
 
     def recent_lines(self) -> list[LogLine]:
@@ -554,10 +569,14 @@ class Supervisor:
         await self.telemetry.kill(procs)
 
     async def restart(self, changes: list[FlagChange] | dict[str, Any], *, kill_leftovers: bool = False,
-                      timeout: float = 30.0) -> RunInfo:
+                      timeout: float = 30.0, debug: bool = False) -> RunInfo:
         """Stop → wait for the GPUs to be free → launch with the change; refuses to launch on top of
-        leftovers (LeftoversHoldGpus) unless kill_leftovers. The publisher goes on throughout."""
-        overrides = {**self._overrides, **changes_to_overrides(changes)}
+        leftovers (LeftoversHoldGpus) unless kill_leftovers. The publisher goes on throughout.
+        `debug`: with the engine's debugging settings (Backend.debug_settings), journaled as a debug run."""
+        debug_env, debug_flags = self.backend.debug_settings() if debug else ({}, {})
+        kept = {k: v for k, v in self._overrides.items() if k not in self._debug_flags}
+        overrides = {**kept, **changes_to_overrides(changes), **changes_to_overrides(debug_flags)}
+        self._debug_flags = set(changes_to_overrides(debug_flags))
         was_running = bool(self._watchers)
         res = await self.stop(timeout=timeout, kill_leftovers=kill_leftovers)
         if res.leftovers:
@@ -565,7 +584,10 @@ class Supervisor:
         if not res.stopped:
             raise CockpitError(f"processes of the old run survived SIGKILL: {res.left}")
         await self._cancel_watchers()
+        self._debug_env = dict(debug_env)
         info = await self.start(overrides, attach=False)
+        if debug and self.recorder is not None:
+            self.recorder.tag_debug(info.id, {"env": debug_env, "flags": debug_flags})
         if was_running and not self._closed.is_set():
             self._start_watchers()
         return info

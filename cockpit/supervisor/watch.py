@@ -23,6 +23,9 @@ from cockpit.transport.base import TransportError
 log = logging.getLogger(__name__)
 
 HEALTH_INTERVAL_S = 2.0  # SGLang's /health costs ≥ 1 s: don't poll fast
+# once /health says 200, a slower probe: each one is a line in the server's own access log (its
+# death is seen sooner in the log and the process's exit than by the probe)
+READY_HEALTH_INTERVAL_S = 10.0
 GPU_RELEASE_TIMEOUT_S = 60.0
 
 
@@ -143,6 +146,12 @@ class GpuWatch:
             await asyncio.sleep(0.5)
 
 
+def probe_interval(health: str | None) -> float:
+    """Seconds to the next readiness probe: soon while the port refuses (start-up), slowly once
+    /health says 200."""
+    return {"refused": 1.0, "200": READY_HEALTH_INTERVAL_S}.get(health or "", HEALTH_INTERVAL_S)
+
+
 class ReadinessProbe:
     """Readiness on node 0 only (other nodes serve a dummy /health that always says 200)."""
 
@@ -180,4 +189,4 @@ class ReadinessProbe:
         while True:
             if active():
                 await self.probe(node, port(), path())
-            await asyncio.sleep(HEALTH_INTERVAL_S if self.health != "refused" else 1.0)
+            await asyncio.sleep(probe_interval(self.health))

@@ -13,17 +13,27 @@ load and graphs capture, /health answers 503 during warmup, and a healthy /healt
 ~1 s (it runs a 1-token generation), so its timeout is well above that and it is polled sparingly.
 Hosts with --node-rank >= 1 serve a dummy /health that always answers 200: never probe them for
 readiness (`should_probe_readiness`).
+
+Bounded in bytes and in time: a server is not trusted to end its answer. Each probe has one
+deadline for the whole exchange (connect, headers, body), not httpx's per-read timeouts (a server
+that sends a byte a second never trips those). Readiness reads the status line and headers only
+and closes the connection (a /health that streams forever cost 1.8 GB in 8 s when read whole);
+/server_info and the metrics endpoint read at most MAX_INFO_BYTES / MAX_METRICS_BYTES (decoded)
+and give up (None) past that.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import json
 import re
 import ssl
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
+
+from cockpit.core.serving import metric_families
 
 # SGLANG_HEALTH_CHECK_TIMEOUT is 20 s by default: /health may legitimately take that long.
 HEALTH_TIMEOUT_S = 25.0
@@ -50,23 +60,54 @@ def _client(timeout: float) -> httpx.AsyncClient:
                              verify=_ssl_context())
 
 
+# what a probe reads of a body at most: /server_info is a few KiB, SGLang's /metrics with
+# histograms per rank a few hundred KiB (a 64-GPU job's well under 8 MiB)
+MAX_INFO_BYTES = 1 << 20
+MAX_METRICS_BYTES = 8 << 20
+
+
+class BodyTooLarge(Exception):
+    """The server's answer went past what the probe reads."""
+
+
+async def _exchange(url: str, timeout: float, client: httpx.AsyncClient | None,
+                    limit: int | None) -> tuple[int, bytes]:
+    """(status, body) of GET url. The body is read only when `limit` is given, and then at most
+    `limit` decoded bytes (BodyTooLarge past that); with None the connection is closed after the
+    headers, unread. The caller bounds the time."""
+    per_op = httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S)
+
+    async def go(c: httpx.AsyncClient) -> tuple[int, bytes]:
+        async with c.stream("GET", url, timeout=per_op) as r:
+            if limit is None:
+                return r.status_code, b""
+            body = bytearray()
+            async for chunk in r.aiter_bytes():
+                body += chunk
+                if len(body) > limit:
+                    raise BodyTooLarge(f"{url}: more than {limit} bytes")
+            return r.status_code, bytes(body)
+
+    if client is not None:
+        return await go(client)
+    async with _client(timeout) as c:
+        return await go(c)
+
+
 async def _status(base_url: str, path: str, timeout: float, client: httpx.AsyncClient | None) -> str:
     url = base_url.rstrip("/") + path
     try:
-        if client is not None:
-            r = await client.get(url, timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S))
-        else:
-            async with _client(timeout) as c:
-                r = await c.get(url)
+        async with asyncio.timeout(timeout + CONNECT_TIMEOUT_S):  # the whole exchange, however the server paces it
+            code, _ = await _exchange(url, timeout, client, None)
     except httpx.ConnectError:
         return "refused"
     except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
         # Through an SSH tunnel a closed remote port shows up as the tunnel hanging up without
         # an answer, not as a refused connection: it means the same thing here.
         return "refused"
-    except httpx.TimeoutException:
+    except (httpx.TimeoutException, TimeoutError):
         return "timeout"
-    return str(r.status_code)
+    return str(code)
 
 
 async def probe_health(
@@ -96,33 +137,34 @@ async def probe_status(
     return await _status(base_url, path, timeout, client)
 
 
-async def _get(base_url: str, path: str, timeout: float, client: httpx.AsyncClient | None) -> httpx.Response | None:
-    """GET base_url + path; None when the server cannot be reached."""
+async def _get(base_url: str, path: str, timeout: float, client: httpx.AsyncClient | None,
+               limit: int) -> tuple[int, bytes] | None:
+    """(status, body) of GET base_url + path; None when the server cannot be reached, does not
+    answer within `timeout` in all, or sends more than `limit` bytes."""
     url = base_url.rstrip("/") + path
     try:
-        if client is not None:
-            return await client.get(url, timeout=timeout)
-        async with _client(timeout) as c:
-            return await c.get(url)
-    except httpx.HTTPError:
+        async with asyncio.timeout(timeout):
+            return await _exchange(url, timeout, client, limit)
+    except (httpx.HTTPError, TimeoutError, BodyTooLarge):
         return None
 
 
 async def server_info(
     base_url: str, *, timeout: float = INFO_TIMEOUT_S, client: httpx.AsyncClient | None = None
 ) -> dict[str, Any] | None:
-    """GET /server_info (falls back to the deprecated /get_server_info); None when unreachable
-    or not JSON."""
+    """GET /server_info (falls back to the deprecated /get_server_info); None when unreachable,
+    too slow, too large or not JSON."""
     for path in ("/server_info", "/get_server_info"):
-        r = await _get(base_url, path, timeout, client)
+        r = await _get(base_url, path, timeout, client, MAX_INFO_BYTES)
         if r is None:
             return None
-        if r.status_code == 404:
+        code, body = r
+        if code == 404:
             continue
-        if r.status_code != 200:
+        if code != 200:
             return None
         try:
-            data = r.json()
+            data = json.loads(body)
         except ValueError:
             return None
         return data if isinstance(data, dict) else None
@@ -137,16 +179,7 @@ def parse_metrics(text: str, prefix: str) -> dict[str, float]:
     take the minimum and everything else (usage ratios) the maximum: the worst rank either way.
     """
     out: dict[str, float] = {}
-    try:
-        families = list(text_string_to_metric_families(text))
-    except (ValueError, TypeError, IndexError):
-        # Truncated or garbled output: keep what parses line by line.
-        families = []
-        for line in text.splitlines():
-            try:
-                families.extend(text_string_to_metric_families(line + "\n"))
-            except (ValueError, TypeError, IndexError):
-                continue
+    families = metric_families(text)
     for fam in families:
         if fam.type not in ("gauge", "counter", "untyped", "unknown"):
             continue
@@ -174,7 +207,59 @@ async def metrics(
 ) -> dict[str, float] | None:
     """GET the metrics endpoint parsed (see parse_metrics); None when unreachable or not enabled
     (SGLang's --enable-metrics off: 404)."""
-    r = await _get(base_url, path, timeout, client)
-    if r is None or r.status_code != 200:
+    r = await _get(base_url, path, timeout, client, MAX_METRICS_BYTES)
+    if r is None or r[0] != 200:
         return None
-    return parse_metrics(r.text, prefix)
+    return parse_metrics(r[1].decode("utf-8", "replace"), prefix)
+
+
+async def metrics_text(
+    base_url: str, path: str, *, timeout: float = INFO_TIMEOUT_S, client: httpx.AsyncClient | None = None,
+) -> str | None:
+    """GET the metrics endpoint as text (histograms included, for cockpit/core/serving.py); None
+    when unreachable or not enabled."""
+    r = await _get(base_url, path, timeout, client, MAX_METRICS_BYTES)
+    if r is None or r[0] != 200:
+        return None
+    return r[1].decode("utf-8", "replace")
+
+
+async def first_model(base_url: str, *, api_key: str | None = None, timeout: float = INFO_TIMEOUT_S) -> str | None:
+    """The first model id `/v1/models` lists (what a completion must name); None when unknown."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = base_url.rstrip("/") + "/v1/models"
+    try:
+        # bounded like every probe (a hostile or broken server cannot feed it without end)
+        async with asyncio.timeout(timeout), _client(timeout) as c, c.stream("GET", url, headers=headers) as r:
+            if r.status_code != 200:
+                return None
+            body = b""
+            async for chunk in r.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_INFO_BYTES:
+                    return None
+        data = json.loads(body)
+    except (httpx.HTTPError, TimeoutError, ValueError):
+        return None
+    items = data.get("data") if isinstance(data, dict) else None
+    if isinstance(items, list) and items and isinstance(items[0], dict) and isinstance(items[0].get("id"), str):
+        return str(items[0]["id"])
+    return None
+
+
+PROBE_PROMPT = "ping"
+
+
+async def probe_generate(base_url: str, model: str, *, api_key: str | None = None, timeout: float) -> str:
+    """Cockpit's hang probe: a one-token completion. "ok" when the engine generated it, "timeout"
+    when it did not answer within `timeout`, else what went wrong ("refused", "HTTP 503")."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body = {"model": model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0}
+    try:
+        async with _client(timeout) as c:
+            r = await c.post(base_url.rstrip("/") + "/v1/completions", json=body, headers=headers)
+    except httpx.TimeoutException:
+        return "timeout"
+    except httpx.HTTPError:
+        return "refused"
+    return "ok" if r.status_code == 200 else f"HTTP {r.status_code}"

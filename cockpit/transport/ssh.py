@@ -46,8 +46,8 @@ STDERR_TAIL_BYTES = 8192
 RUN_STDERR_BYTES = 4 << 20  # run() returns stderr whole, up to this much
 MAX_SHORT_COMMANDS = 4  # concurrent run() channels per connection
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DEST = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^:@\s]+)(?::(?P<port>\d{1,5}))?$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # fullmatch, \Z: `$` takes "X\n"
+_DEST = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^:@\s]+)(?::(?P<port>\d{1,5}))?\Z")
 # The wrapper prints the remote shell's pid (which `exec` hands to the command) on stderr first,
 # so that close() and timeouts can stop the command itself, not only its channel.
 _PID_MARK = b"cockpit-pid:"
@@ -65,7 +65,7 @@ class Destination:
 
     @classmethod
     def parse(cls, dest: str) -> Destination:
-        m = _DEST.match(dest.strip())
+        m = _DEST.fullmatch(dest.strip())
         if not m or dest.startswith("-"):
             raise TransportError(f"{dest!r} is not an ssh destination (alias, user@host or user@host:port)")
         host = m.group("host")
@@ -105,7 +105,7 @@ def remote_command_line(
         # as one more assignment and run the next argv element in its place.
         assigns = []
         for k, v in env.items():
-            if not _ENV_NAME.match(str(k)):
+            if not _ENV_NAME.fullmatch(str(k)):
                 raise ValueError(f"environment variable name {k!r} is not valid")
             if "\x00" in str(v):
                 raise ValueError(f"environment variable {k} must not contain a NUL byte")

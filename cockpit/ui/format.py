@@ -15,6 +15,7 @@ PHASE_WORDS: dict[str, str] = {
     "capturing": "CAPTURING",
     "warmup": "WARMUP",
     "ready": "READY",
+    "hung": "HUNG",
     "crashed": "CRASHED",
     "stopped": "STOPPED",
     "unknown": "STARTING",
@@ -115,6 +116,22 @@ def iso_age(iso: str | None, now: float) -> float | None:
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
     return max(0.0, now - t.timestamp())
+
+
+def log_age(ts: str | None, started_at: str | None, first_ts: str | None, now: float) -> float | None:
+    """Seconds from a log time to `now` (epoch), by the wall clock: the log's times are the server's
+    local clock, without a zone. The zone is learnt from a time the server logged within minutes of
+    the launch (`first_ts`) against the launch's UTC time (`started_at`), rounded to the quarter
+    hour zones come in. None when either is missing."""
+    t, first, launch_age = log_time(ts), log_time(first_ts), iso_age(started_at, now)
+    if t is None or first is None or launch_age is None or not started_at:
+        return None
+    launch = datetime.fromisoformat(started_at.replace("Z", "+00:00"))
+    if launch.tzinfo is None:
+        launch = launch.replace(tzinfo=UTC)
+    quarter = 900.0
+    zone = round((first.replace(tzinfo=UTC) - launch).total_seconds() / quarter) * quarter
+    return max(0.0, now - (t.replace(tzinfo=UTC).timestamp() - zone))
 
 
 def seconds_between(a: str | None, b: str | None) -> float | None:

@@ -23,12 +23,14 @@ class LogsArrived(Message):
 
 
 class RunStarted(Message):
-    """A run was launched (attached=False) or found live and attached (attached=True)."""
+    """A run was launched (attached=False) or found live and attached (attached=True); ended: the
+    profile's last run, found crashed (nothing launched)."""
 
-    def __init__(self, run: RunInfo | None, attached: bool) -> None:
+    def __init__(self, run: RunInfo | None, attached: bool, ended: bool = False) -> None:
         super().__init__()
         self.run = run
         self.attached = attached
+        self.ended = ended
 
 
 class PreflightRefused(Message):

@@ -5,6 +5,11 @@
   OOM or a graph-capture OOM, with a headroom finding that carries a change); never with a setting
   that already crashed, and at most `on-crash-max-per-hour` times in any hour; otherwise ask.
 - `restart`: restart unchanged, within the same hourly budget; otherwise ask.
+- Backoff: the first automatic restart in an hour is at once; each further one waits
+  BACKOFF_FIRST_S × 3^(n−1) (10 s, 30 s, 90 s, 270 s, 810 s, then BACKOFF_MAX_S), where n is the
+  number of automatic restarts already made in the last hour. A run that crashes as soon as it
+  starts no longer relaunches 60 times in two minutes (the hourly cap alone allowed it). The wait
+  is in the decision's words (the header's note, the toast) and in the journal line (`delay_s`).
 - `stop`: no restart; the run's processes are stopped so its GPU memory is released.
 
 Every automatic action is journaled (one JSON line per action in `<data dir>/automatic-actions.jsonl`,
@@ -28,6 +33,16 @@ from cockpit.ui.screens.crash import headroom_finding
 
 CONFIDENT_KINDS = ("cuda_oom", "graph_capture_oom")
 HOUR_S = 3600.0
+BACKOFF_FIRST_S = 10.0
+BACKOFF_FACTOR = 3.0
+BACKOFF_MAX_S = 900.0
+
+
+def backoff_s(earlier: int) -> float:
+    """The wait before an automatic restart when `earlier` were made in the last hour."""
+    if earlier <= 0:
+        return 0.0
+    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * BACKOFF_FACTOR ** (earlier - 1))
 
 
 @dataclass(frozen=True)
@@ -35,6 +50,7 @@ class Decision:
     action: str  # "ask" | "restart" | "stop"
     changes: tuple[FlagChange, ...] = ()
     reason: str = ""
+    delay_s: float = 0.0  # a restart waits this long first (backoff)
 
 
 def _setting(flags: dict[str, Any], changes: tuple[FlagChange, ...] = ()) -> tuple[tuple[str, str], ...]:
@@ -80,10 +96,24 @@ class Unattended:
         self.tried.add(setting)
         return self._restart(changes, "on-crash: restart-with-advice", now)
 
+    def decide_hang(self, on_hang: str, now: float) -> Decision:
+        """A hung run: `notify` (the default) rings and notifies only; `restart` restarts it as
+        is, within the hourly budget of automatic restarts."""
+        if on_hang != "restart":
+            return Decision("ask")
+        while self.restarts and now - self.restarts[0] >= HOUR_S:
+            self.restarts.popleft()
+        if len(self.restarts) >= self.max_per_hour:
+            return Decision("ask", reason=f"{len(self.restarts)} automatic restarts in the last hour "
+                                          f"(on-crash-max-per-hour {self.max_per_hour}): not restarting")
+        return self._restart((), "on-hang: restart (unchanged)", now)
+
     def _restart(self, changes: tuple[FlagChange, ...], reason: str, now: float) -> Decision:
-        self.restarts.append(now)
+        delay = backoff_s(len(self.restarts))
+        self.restarts.append(now + delay)  # counted from when it happens
         n = len(self.restarts)
-        return Decision("restart", changes, f"{reason}, {n}/{self.max_per_hour} this hour")
+        wait = f", backoff {delay:g} s after {n - 1} in the last hour" if delay else ""
+        return Decision("restart", changes, f"{reason}, {n}/{self.max_per_hour} this hour{wait}", delay)
 
 
 def actions_path() -> Path:
@@ -103,6 +133,7 @@ def journal_action(profile: str, run_id: str | None, decision: Decision, crash: 
         "action": decision.action,
         "changes": [{"flag": c.flag, "from": c.from_value, "to": c.to_value} for c in decision.changes],
         "reason": decision.reason,
+        "delay_s": decision.delay_s,
         "crash_kind": crash.kind if crash else None,
     }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -114,7 +145,7 @@ def journal_action(profile: str, run_id: str | None, decision: Decision, crash: 
 def notify_env(event: str, profile: str, run_id: str | None, summary: str, action: str) -> dict[str, str]:
     """The environment a `notify:` command gets: the crash summary, never on its command line."""
     return {
-        "COCKPIT_EVENT": event,  # crashed | recovered
+        "COCKPIT_EVENT": event,  # crashed | recovered | hung | unhung
         "COCKPIT_PROFILE": profile,
         "COCKPIT_RUN_ID": run_id or "",
         "COCKPIT_SUMMARY": summary,

@@ -35,7 +35,7 @@ def test_an_empty_v0_file_is_migrated_to_the_current_version(tmp_path: Path) -> 
     assert _version(path) == 0
     with Journal.open(path) as j:
         j.record_start(run_info("r1"), "p", {"tp": 8})
-    assert _version(path) == SCHEMA_VERSION == 2
+    assert _version(path) == SCHEMA_VERSION == 3
 
 
 def test_a_v1_journal_with_runs_moves_forward_and_keeps_them(tmp_path: Path) -> None:
@@ -133,4 +133,4 @@ def test_a_v1_journal_gains_the_bench_and_tune_columns(tmp_path: Path) -> None:
         assert rec is not None and rec.bench is not None and rec.bench["output_tok_s"] == 1234.5
         assert rec.tune_session == "tune-1"
         assert [r.id for r in j.tune_runs("tune-1")] == ["r1"]
-    assert _version(path) == 2
+    assert _version(path) == SCHEMA_VERSION  # and on to the newest (v3: the debug column)

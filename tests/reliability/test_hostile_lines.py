@@ -40,7 +40,8 @@ MODULES = (
     "cockpit.backends.sglang.grammar", "cockpit.backends.sglang.failures", "cockpit.backends.sglang.wrappers",
     "cockpit.backends.sglang.records", "cockpit.backends.sglang.diagnosis", "cockpit.backends.sglang.scanner",
     "cockpit.backends.sglang.logparse", "cockpit.backends.vllm.logparse", "cockpit.backends.vllm.sniff",
-    "cockpit.backends.vllm.diagnosis", "cockpit.core.sanitize", "cockpit.core.ranks", "cockpit.core.crashstory",
+    "cockpit.backends.vllm.diagnosis", "cockpit.backends.foreign", "cockpit.core.sanitize", "cockpit.core.ranks",
+    "cockpit.core.crashstory",
 )
 # Wrapper prefixes a learned template is made from: the products' (wrappers.py docstring) and hostile ones.
 PREFIXES = (
@@ -55,13 +56,14 @@ CEILING_S = 0.5  # CPU seconds one pattern may spend on one 64 KiB line (linear:
 
 
 def _searched(mod: object, name: str) -> bool:
-    """How the module applies a pattern: `match` only (anchored at the start) or also a search."""
+    """How the module applies a pattern: `match` / `fullmatch` only (anchored at the start) or also
+    a search."""
     try:
         src = inspect.getsource(mod)  # type: ignore[arg-type]
     except (OSError, TypeError):
         return True
     uses = re.findall(re.escape(name) + r"\.(\w+)\(", src)
-    return not uses or any(u != "match" for u in uses)
+    return not uses or any(u not in ("match", "fullmatch") for u in uses)
 
 
 def _patterns() -> Iterator[tuple[str, re.Pattern[str] | re.Pattern[bytes], bool]]:
@@ -70,6 +72,8 @@ def _patterns() -> Iterator[tuple[str, re.Pattern[str] | re.Pattern[bytes], bool
         mod = importlib.import_module(modname)
         for name, obj in vars(mod).items():
             items = obj if isinstance(obj, (tuple, list)) else (obj,)
+            # one level further: tables of (label, keys, pattern, …)
+            items = tuple(x for item in items for x in (item if isinstance(item, tuple) else (item,)))
             for i, o in enumerate(items):
                 rx = o._get() if isinstance(o, lazy) else o
                 if not isinstance(rx, re.Pattern) or id(rx) in seen:

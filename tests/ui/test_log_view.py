@@ -103,7 +103,7 @@ async def test_wrap_and_sideways_scroll_show_the_end_of_long_lines() -> None:
         assert "wrapped" in str(app.screen.query_one(LogPane).border_title)
 
 
-async def test_y_copies_the_advised_command_and_S_saves_the_visible_log(tmp_path: Any, monkeypatch: Any) -> None:
+async def test_y_copies_the_advised_command_and_E_exports_the_visible_log(tmp_path: Any, monkeypatch: Any) -> None:
     monkeypatch.chdir(tmp_path)
     app = make_app()
     async with app.run_test(size=(160, 48)) as pilot:
@@ -113,7 +113,7 @@ async def test_y_copies_the_advised_command_and_S_saves_the_visible_log(tmp_path
         assert "--mem-fraction-static 0.88" in app.clipboard
         assert "--model-path /models/Kimi-K2.5" in app.clipboard and "--tp" in app.clipboard
         await pilot.press("m")  # the memory preset: what the pane shows is what is saved
-        await pilot.press("S")
+        await pilot.press("E")
         for _ in range(20):
             await pilot.pause(0.05)
             saved = list(tmp_path.glob("cockpit-demo-*-visible-*.log"))

@@ -157,7 +157,7 @@ async def test_header_shows_uptime_phase_age_run_id_and_pid_at_once() -> None:
         await _dashboard(pilot, snap, logs=False)
         first, second = screen_lines(app)[:2]
         assert "up 00:07:58" in first
-        assert second.strip().startswith("run 20261129-115402-demo · pid 40999 · starting")
+        assert second.strip().startswith("run 20261129-115402-demo · pid 40999 · sglang 0.5.9 · starting")
 
 
 async def test_advice_dedupes_and_reconciles_opposite_changes() -> None:

@@ -90,6 +90,11 @@ class SGLangBackend(EngineBackend):
         path = self.flag_value(self.effective_flags(profile, overrides), "model-path")
         return str(path) if path else None
 
+    def draft_model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        """The speculative draft model the memory plan reads beside the model (--speculative-draft-model-path)."""
+        path = self.flag_value(self.effective_flags(profile, overrides), "speculative-draft-model-path")
+        return str(path) if path else None
+
     def plan_server(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
         """The server flags of `cockpit plan --model-config` (no profile): the model and parallelism."""
         server: dict[str, Any] = {"model-path": model_dir, "tp": tp}

@@ -278,16 +278,21 @@ def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek
         return kv_exhausted(line, ts, rank, msg, stage, peek)
     if "Decode out of memory happened" in msg:
         return None  # a retraction (the record grammar reads it); survivable, never a crash
-    if "Not enough space for" in msg or "out of memory for req_to_token" in msg.lower():
-        # SGLang's own request-slot / mamba-state pools ran out: its accounting, not the device's
+    if "Not enough space for" in msg or "out of memory for req_to_token" in msg.lower() \
+            or "alloc_req_slots runs out of memory" in msg or "smaller number for `--max-running-requests`" in msg \
+            or " draft OOM when allocating" in msg:
+        # SGLang's own request-slot / mamba-state / draft pools ran out: its accounting, not the device's
         return ev.KvPoolExhausted(line, ts, rank, None, msg, None)
+    if "Out of memory even after retracting" in msg:  # 0.5.7–0.5.9: retraction could not free enough
+        return kv_exhausted(line, ts, rank, msg, "decode", peek)
     if ("ut of memory" in msg or "OutOfMemory" in msg or "MemoryAllocation" in msg) and is_oom(msg):
         return cuda_oom(line, ts, rank, msg)
     if "Not enough memory. Please try to increase --mem-fraction-static" in msg \
-            or "Loaded weights leave no GPU memory" in msg:
+            or "Loaded weights leave no GPU memory" in msg or "leaves no room for the full KV pool" in msg:
         not_enough_memory(line, ts, rank, msg, out)
         return None
-    if "Not enough host memory available" in msg:
+    if "Not enough host memory" in msg or "host memory exhausted" in msg:
+        # `… available`, and 0.5.11+'s per pool: `… for V4 paged pool X. Requesting A GB but only have B GB free.`
         hm = _RX_HOST_MEM.search(msg)
         req, free = host_gb_pair(hm.group(1), hm.group(2)) if hm else (None, None)
         return ev.HiCacheHostMemory(line, ts, rank, req, free, msg)
@@ -298,7 +303,7 @@ def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek
         return nccl
     if "warmup error" in msg or "Initialization failed" in msg:
         return ev.WarmupFailed(line, ts, rank, msg)
-    if "ddress already in use" in msg or "[Errno 98]" in msg:
+    if "ddress already in use" in msg or "[Errno 98]" in msg or msg.endswith("No free port available."):
         return ev.PortInUse(line, ts, rank, msg)
     if "Child process unexpectedly failed" in msg:
         m = _RX_CHILD_FAILED.search(msg)

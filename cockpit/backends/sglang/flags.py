@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ DEFAULT_VERSION = "0.5.9"
 # deprecated alias there and disappeared by 0.5.23).
 GRAPH_FLAGS_RENAMED_IN = "0.5.15"
 
-FlagType = str  # "bool" | "int" | "float" | "str" | "int_list" | "json"
+FlagType = str  # "bool" | "int" | "float" | "str" | "int_list" | "json" | "human_int" (0.5.23's `32k`)
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,10 @@ def resolve_version(version: str | None) -> str:
 
 _KV_DTYPES_059 = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
 _KV_DTYPES_0523 = ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16")
-_HICACHE_LAYOUTS_059 = ("layer_first", "page_first", "page_first_direct")
-_HICACHE_LAYOUTS_0523 = ("layer_first", "page_first", "page_first_direct", "page_first_kv_split", "page_head")
+# 0.5.9's server_args.py already lists page_first_kv_split and page_head (checked against the wheel
+# by tests/test_flags_sglang_wheel.py)
+_HICACHE_LAYOUTS_059 = ("layer_first", "page_first", "page_first_direct", "page_first_kv_split", "page_head")
+_HICACHE_LAYOUTS_0523 = _HICACHE_LAYOUTS_059
 _HICACHE_STORAGE_059 = ("file", "mooncake", "hf3fs", "nixl", "aibrix", "dynamic", "eic")
 _HICACHE_STORAGE_0523 = (*_HICACHE_STORAGE_059, "sim", "npu_memcache", "simm", "mori", "shm", "tensorcast", "seaweedfs")
 _SPEC_ALGOS_059 = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
@@ -81,7 +85,8 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--trust-remote-code",), "bool", False, {"help": "Allow custom models defined on the Hub in their own modeling files."}),
     (("--dtype",), "str", "auto", {}),
     (("--quantization",), "str", None, {}),
-    (("--context-length",), "int", None, {"help": "The model's maximum context length (default: from config.json)."}),
+    (("--context-length",), "int", None, {"until": _NEW, "help": "The model's maximum context length (default: from config.json)."}),
+    (("--context-length",), "human_int", None, {"since": _NEW, "help": "The model's maximum context length (default: from config.json)."}),
     (("--device",), "str", None, {}),
     (("--served-model-name",), "str", None, {}),
     (("--chat-template",), "str", None, {}),
@@ -105,13 +110,18 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--max-running-requests",), "int", None, {"help": "The maximum number of running requests."}),
     (("--max-queued-requests",), "int", None, {}),
     (("--max-total-tokens",), "int", None, {
-        "per_rank": True,
+        "per_rank": True, "until": _NEW,
+        "help": "The maximum number of tokens in the memory pool (per rank; for development and debugging).",
+    }),
+    (("--max-total-tokens",), "human_int", None, {
+        "per_rank": True, "since": _NEW,
         "help": "The maximum number of tokens in the memory pool (per rank; for development and debugging).",
     }),
     (("--chunked-prefill-size",), "int", None, {
         "help": "The maximum number of tokens in a chunk for the chunked prefill. -1 disables chunking.",
     }),
-    (("--max-prefill-tokens",), "int", 16384, {}),
+    (("--max-prefill-tokens",), "int", 16384, {"until": _NEW}),
+    (("--max-prefill-tokens",), "human_int", 16384, {"since": _NEW}),
     (("--schedule-policy",), "str", "fcfs", {}),
     (("--schedule-conservativeness",), "float", 1.0, {}),
     (("--page-size",), "int", None, {}),
@@ -122,7 +132,7 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--enable-memory-saver",), "bool", False, {}),
     (("--allow-auto-truncate",), "bool", False, {}),
     (("--stream-interval",), "int", 1, {}),
-    (("--stream-output",), "bool", False, {}),
+    (("--stream-output",), "bool", False, {"until": _NEW}),  # not a server flag of 0.5.23
     (("--random-seed",), "int", None, {}),
     (("--watchdog-timeout",), "float", 300.0, {"help": "A hang longer than this many seconds crashes the server."}),
     # parallelism
@@ -228,6 +238,12 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--speculative-eagle-topk",), "int", None, {}),
     (("--speculative-num-draft-tokens",), "int", None, {}),
     (("--speculative-draft-kv-cache-dtype",), "str", None, {"since": _NEW}),
+    # prefill/decode disaggregation (server_args.py; the memory plan reads the role)
+    (("--disaggregation-mode",), "str", "null", {"choices": ("null", "prefill", "decode")}),
+    (("--disaggregation-transfer-backend",), "str", "mooncake", {}),
+    (("--disaggregation-bootstrap-port",), "int", 8998, {}),
+    (("--disaggregation-ib-device",), "str", None, {}),
+    (("--num-reserved-decode-tokens",), "int", 512, {}),
     # a YAML file of flags, merged in front of the command line
     (("--config",), "str", None, {"help": "Read flags from a YAML file (CLI flags override it)."}),
 ]
@@ -273,12 +289,32 @@ def graph_max_bs_flag(version: str | None = None) -> str:
 
 
 _json_value = flagtable.json_type("json")
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)")
+_SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def human_readable_int(value: str) -> int:
+    """0.5.23's token counts (`--context-length 32k`): SI suffixes k M G T (decimals allowed),
+    IEC Ki Mi Gi Ti (integers only), case-sensitive; else a plain integer (SGLang's
+    `utils.common.human_readable_int`, whose name argparse's error repeats)."""
+    text = value.strip()
+    m = _HUMAN_INT.fullmatch(text)
+    if m is None:
+        return int(text)
+    number, suffix = m.groups()
+    if suffix in _IEC:
+        if "." in number:
+            raise ValueError(value)
+        return int(number) * _IEC[suffix]
+    return int(Decimal(number) * _SI[suffix])
 
 
 @functools.lru_cache(maxsize=32)
 def _parser(version: str) -> flagtable.RaisingArgParser:
     p = flagtable.RaisingArgParser(prog="sglang serve", add_help=False, allow_abbrev=True)
-    types: flagtable.ArgTypes = {"int": int, "float": float, "str": str, "int_list": int, "json": _json_value}
+    types: flagtable.ArgTypes = {"int": int, "float": float, "str": str, "int_list": int, "json": _json_value,
+                                 "human_int": human_readable_int}
     for spec in _table(version).values():
         flagtable.add_flag(p, spec, types)
     return p

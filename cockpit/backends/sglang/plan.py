@@ -21,6 +21,7 @@ docs/PLAN.md) until a journal run of the same setup replaces the estimate by wha
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from cockpit.backends.sglang.memory import (
     kv_tokens,
 )
 from cockpit.model.config import ModelConfig, ModelConfigError
+from cockpit.model.draft import draft_model_bytes, mtp_layer_bytes
 from cockpit.model.plan import (
     Calibration,
     GpuFacts,
@@ -47,6 +49,7 @@ from cockpit.model.plan import (
     calibration_from_run,
     gpu_facts_from_hosts,
     pick_calibration,
+    weight_notes,
 )
 from cockpit.model.weights import Parallel, WeightIndex, split_weights
 
@@ -93,6 +96,7 @@ class Settings:
     pp: int = 1
     dp_attention: bool = False
     kv_cache_dtype: str = "auto"
+    dtype: str = "auto"  # --dtype: unquantized weights and the auto KV cache are held in it
     context_length: int | None = None
     chunked_prefill_size: int | None = None
     cuda_graph_max_bs: int | None = None
@@ -102,6 +106,12 @@ class Settings:
     decode_graph: bool = True
     prefill_graph: bool = False  # 0.5.23's prefill graphs (settings_from_flags decides)
     speculative_algorithm: str | None = None
+    speculative_draft_model_path: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_draft_kv_cache_dtype: str | None = None
+    disaggregation_mode: str | None = None  # "prefill" / "decode" (None: one server does both)
 
     @property
     def parallel(self) -> Parallel:
@@ -122,10 +132,20 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
     dp_attention = bool(num("enable_dp_attention", False)) or (attn_dp is not None and int(attn_dp) > 1)
     if attn_dp is not None and int(attn_dp) > 1:
         dp = int(attn_dp)
-    disable_all = bool(num("disable_cuda_graph", False))
+    mode = str(num("disaggregation_mode", "null"))
+    role = mode if mode in ("prefill", "decode") else None
+    # a prefill server captures no decode graphs (server_args.py: "Cuda graph is disabled for prefill server")
+    disable_all = bool(num("disable_cuda_graph", False)) or role == "prefill"
     decode_graph = not disable_all and not bool(num("disable_decode_cuda_graph", False)) and num("cuda_graph_backend_decode", "full") != "disabled"
     prefill_graph = new and not disable_all and not bool(num("disable_prefill_cuda_graph", False)) and num("cuda_graph_backend_prefill", "breakable") != "disabled"
     mfs = num("mem_fraction_static")
+    if mfs is not None:
+        try:
+            mfs = float(mfs)
+        except (TypeError, ValueError):
+            raise ModelConfigError(f"--mem-fraction-static {mfs!r}: expected a fraction between 0 and 1") from None
+        if not (math.isfinite(mfs) and 0 < mfs < 1):
+            raise ModelConfigError(f"--mem-fraction-static {mfs:g}: expected a fraction between 0 and 1 (exclusive)")
     return Settings(
         version=v,
         mfs=float(mfs) if mfs is not None else None,
@@ -135,6 +155,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
         pp=int(num("pp_size", 1)),
         dp_attention=dp_attention,
         kv_cache_dtype=str(num("kv_cache_dtype", "auto")),
+        dtype=str(num("dtype", "auto")),
         context_length=num("context_length"),
         chunked_prefill_size=num("chunked_prefill_size"),
         cuda_graph_max_bs=num("cuda_graph_max_bs_decode" if new else "cuda_graph_max_bs"),
@@ -144,6 +165,12 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
         decode_graph=decode_graph,
         prefill_graph=prefill_graph,
         speculative_algorithm=num("speculative_algorithm"),
+        speculative_draft_model_path=num("speculative_draft_model_path"),
+        speculative_num_steps=num("speculative_num_steps"),
+        speculative_eagle_topk=num("speculative_eagle_topk"),
+        speculative_num_draft_tokens=num("speculative_num_draft_tokens"),
+        speculative_draft_kv_cache_dtype=num("speculative_draft_kv_cache_dtype"),
+        disaggregation_mode=role,
     )
 
 
@@ -160,7 +187,7 @@ def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
     """KV bytes per token per rank (get_cell_size_per_token): MLA latent not split by TP; MHA/GQA
     heads split by the attention TP group (at least one head per rank)."""
     if s.kv_cache_dtype == "auto":
-        b: float = 2.0 if cfg.dtype_bytes <= 2 else float(cfg.dtype_bytes)
+        b: float = float(cfg.load_dtype(s.dtype)[1])  # the KV cache takes the launch's dtype
     elif s.kv_cache_dtype in KV_DTYPE_BYTES:
         b = KV_DTYPE_BYTES[s.kv_cache_dtype]
     else:
@@ -230,6 +257,97 @@ def _default_mfs(cfg: ModelConfig, gpu: GpuFacts, s: Settings) -> DefaultMfs:
                        mla=cfg.attention == "mla", decode_graph=s.decode_graph, prefill_graph=s.prefill_graph)
 
 
+# ---- speculative decoding ---------------------------------------------------------------------
+
+# SGLang's own choice when --speculative-num-steps / -eagle-topk / -num-draft-tokens are unset for
+# a model without a tuned table (server_args.py auto_choose_speculative_params): 3 steps, top-1, 4.
+SPEC_DEFAULTS = (3, 1, 4)
+SPEC_DRAFT_MODEL = ("EAGLE", "EAGLE3", "STANDALONE")  # need --speculative-draft-model-path
+SPEC_MTP = ("NEXTN", "MTP")  # the checkpoint's own MTP layers when no draft path is given
+
+
+@dataclass(frozen=True)
+class DraftBudget:
+    """What a speculative draft worker takes after the target's pool and graphs (SGLang builds the
+    draft worker after the target's ModelRunner: its weights, its own KV pool and its graphs come
+    out of the memory the target left free). The draft pool holds the target's tokens plus room for
+    the in-flight draft and verify tokens: draft_runner_cache_size = tokens + reqs·steps·topk +
+    reqs·draft_tokens + 100 (model_runner_kv_cache_mixin.init_memory)."""
+
+    algorithm: str
+    weights_gib: float
+    cell_bytes: float  # the draft's KV bytes per token per rank
+    graph_gib: float
+    steps: int
+    topk: int
+    draft_tokens: int
+
+    def pool_tokens(self, tokens: int, ctx: int, s: Settings) -> int:
+        reqs = _max_reqs(tokens, ctx, s)
+        return tokens + reqs * self.steps * self.topk + reqs * self.draft_tokens + 100
+
+    def kv_gib(self, tokens: int, ctx: int, s: Settings) -> float:
+        return self.pool_tokens(tokens, ctx, s) * self.cell_bytes / GIB
+
+    def cost_gib(self, tokens: int, ctx: int, s: Settings) -> float:
+        return self.weights_gib + self.kv_gib(tokens, ctx, s) + self.graph_gib
+
+    def terms(self, tokens: int, ctx: int, s: Settings) -> dict[str, float]:
+        return {"draft_weights_gib": self.weights_gib, "draft_kv_gib": self.kv_gib(tokens, ctx, s),
+                "draft_graph_gib": self.graph_gib, "draft_kv_bytes_per_token": float(round(self.cell_bytes)),
+                "draft_pool_tokens": float(self.pool_tokens(tokens, ctx, s))}
+
+
+def _max_reqs(tokens: int, ctx: int, s: Settings) -> int:
+    if s.max_running_requests is not None:
+        return int(s.max_running_requests) // (s.dp if s.dp_attention else 1)
+    return min(max(int(tokens / max(1, ctx) * 512), 2048), 4096)
+
+
+def draft_budget(cfg: ModelConfig, weights: WeightIndex, draft: ModelFacts | None, s: Settings, bs: int,
+                 notes: list[str]) -> DraftBudget | None:
+    """The draft's memory for --speculative-algorithm (None without one, or NGRAM: no draft model)."""
+    algo = (s.speculative_algorithm or "").upper()
+    if not algo or algo == "NGRAM":
+        return None
+    load = cfg.load_dtype(s.dtype)[1]
+    steps = int(s.speculative_num_steps or SPEC_DEFAULTS[0])
+    topk = int(s.speculative_eagle_topk or SPEC_DEFAULTS[1])
+    ndt = int(s.speculative_num_draft_tokens or SPEC_DEFAULTS[2])
+    if s.speculative_num_steps is None:
+        notes.append(f"--speculative-num-steps unset: planned with SGLang's generic {SPEC_DEFAULTS[0]} steps, top-{SPEC_DEFAULTS[1]}, "
+                     f"{SPEC_DEFAULTS[2]} draft tokens (its tuned table may pick others for this model)")
+    if draft is not None:
+        dcfg, dweights = draft.config, draft.weights
+        if dweights is None:
+            raise ModelConfigError(f"{draft.where}: the draft model's weights are unknown")
+        shares = ("embed_tokens", "lm_head") if algo == "EAGLE" else ("embed_tokens",) if algo == "EAGLE3" else ()
+        if dcfg.nextn_layers and algo in SPEC_MTP:
+            w = mtp_layer_bytes(dcfg, dweights, s.parallel, load_bytes=load)
+        else:
+            w = draft_model_bytes(dcfg, dweights, s.parallel, load_bytes=load, shares=shares)
+        layers = dcfg.nextn_layers or dcfg.layers
+    elif algo in SPEC_MTP or (algo == "EAGLE" and cfg.nextn_layers):
+        if not cfg.nextn_layers:
+            raise ModelConfigError(f"--speculative-algorithm {algo}: {cfg.name} has no num_nextn_predict_layers and no "
+                                   "--speculative-draft-model-path names a draft")
+        dcfg, w, layers = cfg, mtp_layer_bytes(cfg, weights, s.parallel, load_bytes=load), cfg.nextn_layers
+        notes.append(f"speculative {algo}: the draft is the checkpoint's {cfg.nextn_layers} MTP layer(s), sharing the target's embedding and head")
+    else:
+        notes.append(f"speculative {algo}: the draft model ({s.speculative_draft_model_path or 'no path given'}) was not read: "
+                     "its weights, KV pool and graphs are not in the headroom")
+        return None
+    ds = dataclasses.replace(s, kv_cache_dtype=s.speculative_draft_kv_cache_dtype or s.kv_cache_dtype, pp=1)
+    dl = dataclasses.replace(dcfg, layers=layers, swa_layers=0, index_head_dim=None)
+    cell = cell_bytes(dl, ds)
+    # draft decode graphs (one per batch size, each running the draft's steps) and draft-extend graphs:
+    # SGLang's coefficient per batch size and per layer, as for the target, twice. An estimate.
+    g = 2 * (GRAPH_MIB_PER_BS * bs * dcfg.hidden_size / 8192 + GRAPH_MIB_PER_DENSE_LAYER * layers) / 1024 if s.decode_graph else 0.0
+    notes.append(f"speculative {algo}: the draft worker loads after the target's graphs; its weights, KV pool "
+                 "(the target's tokens + in-flight draft/verify tokens) and graphs come out of the headroom")
+    return DraftBudget(algo, w / GIB, cell, g, steps, topk, ndt)
+
+
 def plan(
     cfg: ModelConfig,
     weights: WeightIndex | None,
@@ -239,15 +357,18 @@ def plan(
     target_headroom: float = 5.0,
     warn_headroom: float = 3.0,
     calibration: Calibration | None = None,
+    draft: ModelFacts | None = None,
 ) -> MemoryPlan:
-    """The budget for every value in TABLE, the profile's value and the recommendation."""
+    """The budget for every value in TABLE, the profile's value and the recommendation. `draft`:
+    the speculative draft model's facts when the flags name one (--speculative-draft-model-path)."""
     if weights is None:
         raise ModelConfigError(f"{cfg.name}: no model.safetensors.index.json and no .safetensors files: the weights' size is unknown")
     if s.tp < 1 or s.dp < 1 or s.ep < 1 or s.pp < 1:
         raise ModelConfigError("tp, dp, ep and pp must be positive")
     if s.dp_attention and s.tp % s.dp:
         raise ModelConfigError(f"--dp {s.dp} must divide --tp {s.tp} with DP attention")
-    split = split_weights(cfg, weights, s.parallel, load_mtp=(s.speculative_algorithm or "").upper() in ("NEXTN", "EAGLE"))
+    # the target never loads the checkpoint's MTP layers: a NEXTN/MTP draft worker does (draft_budget)
+    split = split_weights(cfg, weights, s.parallel, load_bytes=cfg.load_dtype(s.dtype)[1])
     w = split.per_rank_gib
     p = pre_load_free(gpu, s)
     a = p - w
@@ -259,11 +380,14 @@ def plan(
     bs = int(s.cuda_graph_max_bs or bs_default)
     graphs = graph_gib(cfg, s, bs)
     notes = list(cfg.notes)
+    spec = draft_budget(cfg, weights, draft, s, bs, notes)
 
     def estimate(mfs: float) -> tuple[float, int, float]:
         kv = kv_pool_gib(p, a, mfs)
         tok = _tokens(kv, cell, cfg, s)
         head = p * (1 - mfs) - req_to_token_gib(tok, ctx, s) - ATTN_WORKSPACE_GIB - graphs
+        if spec is not None:
+            head -= spec.cost_gib(tok, ctx, s)
         return kv, tok, head
 
     cal_err: dict[str, float] = {}
@@ -305,6 +429,12 @@ def plan(
         notes.append(f"{split.unknown_bytes / GIB:.2f} GiB of checkpoint tensors matched no sharding rule: counted whole on every rank")
     if not split.exact_split:
         notes.append("weights: the index's exact total_size, split by config.json's layer shapes (no safetensors headers read)")
+    notes += weight_notes(cfg, weights, s.dtype)
+    if s.disaggregation_mode == "prefill":
+        notes.append("prefill role (--disaggregation-mode prefill): SGLang captures no decode CUDA graphs; the pool holds "
+                     "prompts until the decode group takes their KV")
+    elif s.disaggregation_mode == "decode":
+        notes.append("decode role (--disaggregation-mode decode): the pool holds the running requests' KV sent by the prefill group")
     if calibration is None:
         notes.append("estimate: P, graph memory and workspaces are not measured yet; a finished run of this setup calibrates them")
     terms = {
@@ -316,14 +446,16 @@ def plan(
         "cuda_graph_max_bs": float(bs),
         "context_length": float(ctx),
         "mfs_floor": 1 - a / p if p > 0 else math.nan,
+        **(spec.terms(current.max_total_num_tokens, ctx, s) if spec is not None else {}),
     }
     terms = {k: v for k, v in terms.items() if not math.isnan(v)}
     return MemoryPlan(
         backend="sglang", version=s.version, model=cfg.name, gpu_mem_gib=gpu.total_gib, tp=s.tp, dp=s.dp, ep=s.ep,
-        weights_gib_per_rank=w, kv_bytes_per_token=round(cell), rows=rows, current=current,
+        weights_gib_per_rank=w, weights_source=weights.kind, kv_bytes_per_token=round(cell), rows=rows, current=current,
         current_is_default=is_default, recommended=recommended, target_headroom_gib=target_headroom,
         warn_headroom_gib=warn_headroom, terms=terms,
         calibrated_from=calibration.run_id if calibration else None, calibration_error=cal_err, notes=tuple(notes),
+        role=s.disaggregation_mode,
     )
 
 
@@ -360,4 +492,4 @@ def memory_plan(
         calibration = pick_calibration(runs, backend=profile.backend, flags={**profile.server, **dict(overrides or {})},
                                        hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG, default_value=auto)
     return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
-                warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration)
+                warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration, draft=model.draft)

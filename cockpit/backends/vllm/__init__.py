@@ -79,6 +79,14 @@ class VLLMBackend(EngineBackend):
         model = self.effective_flags(profile, overrides).get("model")
         return str(model) if model else None
 
+    def draft_model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        """The speculative draft model the memory plan reads beside the model (--speculative-config's "model")."""
+        from cockpit.backends.vllm.plan import _speculative
+
+        spec = _speculative(self.flag_value(self.effective_flags(profile, overrides), "speculative-config"))
+        path = (spec or {}).get("model")
+        return str(path) if path else None
+
     def plan_server(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
         """The server flags of `cockpit plan --model-config`: vLLM's EP spans TP × DP, so `--ep` is
         `--enable-expert-parallel` and must equal that product."""

@@ -26,7 +26,8 @@ from cockpit.core.numbers import as_float
 from cockpit.core.profile import Profile
 
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "str": "a text value", "int_list": "a list of integers",
-               "json": "a JSON value", "bytes": "a byte count (e.g. 20G)", "len": "a token count (e.g. 32k)"}
+               "json": "a JSON value", "bytes": "a byte count (e.g. 20G)", "len": "a token count (e.g. 32k)",
+               "count": "a count (e.g. 8192, 8k)", "str_list": "one or more texts"}
 
 
 def _check_value(spec: FlagSpec, value: Any, where: str, version: str) -> Any:

@@ -29,7 +29,7 @@ DEFAULT_VERSION = "0.33.0"
 UTIL_DEFAULT_CHANGED_IN = "0.20.0"
 SWAP_SPACE_REMOVED_IN = "0.18.0"
 
-FlagType = str  # "bool" | "int" | "float" | "str" | "int_list" | "json" | "bytes" | "len"
+FlagType = str  # "bool" | "int" | "float" | "str" | "int_list" | "str_list" | "json" | "bytes" | "len" | "count"
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,16 @@ RENAMED: dict[str, tuple[str, str]] = {
 # ---- the table ----------------------------------------------------------------------------------
 _OLD = "0.16.0"
 _KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+# Rows marked `since: _CHECKED` are what tests/real_engine/test_flags_vllm.py found in 0.32.0's own
+# parser (the real-engine tier's engine) where the rows before differ; the earlier rows stay as
+# written from the docs (no engine of theirs is installed to check them against).
+_CHECKED = "0.32.0"
+_DTYPES = ("auto", "bfloat16", "float", "float16", "float32", "half")
+_KV_DTYPES_032 = ("auto", "bfloat16", "float16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
+                  "fp8_per_token_head", "int4_per_token_head", "int8_per_token_head", "nvfp4", "nvfp4_4over6",
+                  "nvfp4_ds_mla", "turboquant_3bit_nc", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_k8v4",
+                  "ultraquant_4bit")
+_UVICORN_LEVELS = ("critical", "debug", "error", "info", "trace", "warning")
 _CG_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 
 _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
@@ -84,10 +94,12 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--model",), "str", None, {"help": "Name or path of the Hugging Face model (the `serve MODEL` positional)."}),
     (("--tokenizer",), "str", None, {}),
     (("--revision",), "str", None, {}),
-    (("--dtype",), "str", "auto", {}),
+    (("--dtype",), "str", "auto", {"until": _CHECKED}),
+    (("--dtype",), "str", "auto", {"since": _CHECKED, "choices": _DTYPES}),
     (("--quantization", "-q"), "str", None, {}),
     (("--trust-remote-code",), "bool", False, {"negatable": True}),
-    (("--served-model-name",), "str", None, {}),
+    (("--served-model-name",), "str", None, {"until": _CHECKED}),
+    (("--served-model-name",), "str_list", None, {"since": _CHECKED, "help": "The model's name(s) in the API (the first in metrics)."}),
     (("--max-model-len",), "len", None, {"help": "Model context length (default: from the model config; 1k, 32K, auto)."}),
     (("--load-format",), "str", "auto", {}),
     (("--download-dir",), "str", None, {}),
@@ -121,13 +133,15 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     }),
     (("--swap-space",), "float", 4, {"until": SWAP_SPACE_REMOVED_IN}),
     (("--cpu-offload-gb",), "float", 0, {"per_rank": True}),
-    (("--kv-cache-dtype",), "str", "auto", {"choices": _KV_DTYPES}),
+    (("--kv-cache-dtype",), "str", "auto", {"until": _CHECKED, "choices": _KV_DTYPES}),
+    (("--kv-cache-dtype",), "str", "auto", {"since": _CHECKED, "choices": _KV_DTYPES_032}),
     (("--block-size",), "int", None, {}),
     (("--num-gpu-blocks-override",), "int", None, {}),
     (("--enable-prefix-caching",), "bool", None, {"negatable": True}),
     # scheduling
     (("--max-num-seqs",), "int", None, {"help": "Maximum number of sequences per iteration."}),
-    (("--max-num-batched-tokens",), "int", None, {"help": "Maximum number of tokens per iteration."}),
+    (("--max-num-batched-tokens",), "int", None, {"until": _CHECKED, "help": "Maximum number of tokens per iteration."}),
+    (("--max-num-batched-tokens",), "count", None, {"since": _CHECKED, "help": "Maximum number of tokens per iteration (8192, 8k, 8K)."}),
     (("--enable-chunked-prefill",), "bool", None, {"negatable": True}),
     (("--performance-mode",), "str", "balanced", {"since": "0.20.0", "choices": ("balanced", "interactivity", "throughput")}),
     # compilation and CUDA graphs
@@ -140,20 +154,25 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     # HTTP server
     (("--host",), "str", None, {}),
     (("--port",), "int", 8000, {"help": "The port of the HTTP server."}),
-    (("--api-key",), "str", None, {}),
+    (("--api-key",), "str", None, {"until": _CHECKED}),
+    (("--api-key",), "str_list", None, {"since": _CHECKED}),
     (("--api-server-count", "-asc"), "int", None, {}),
-    (("--uvicorn-log-level",), "str", "info", {}),
+    (("--uvicorn-log-level",), "str", "info", {"until": _CHECKED}),
+    (("--uvicorn-log-level",), "str", "info", {"since": _CHECKED, "choices": _UVICORN_LEVELS}),
     (("--disable-uvicorn-access-log",), "bool", False, {"negatable": True}),
     (("--disable-log-stats",), "bool", False, {}),
     (("--enable-log-requests",), "bool", False, {"negatable": True}),
     (("--disable-log-requests",), "bool", False, {"until": "0.11.0"}),
     (("--chat-template",), "str", None, {}),
     (("--tool-call-parser",), "str", None, {}),
-    (("--enable-auto-tool-choice",), "bool", False, {}),
+    (("--enable-auto-tool-choice",), "bool", False, {"until": _CHECKED}),
+    (("--enable-auto-tool-choice",), "bool", False, {"since": _CHECKED, "negatable": True}),
     (("--reasoning-parser",), "str", None, {}),
     (("--generation-config",), "str", "auto", {}),
     # speculative decoding
     (("--speculative-config",), "json", None, {}),
+    # prefill/decode disaggregation: the KV connector and this instance's role (kv_producer / kv_consumer / kv_both)
+    (("--kv-transfer-config",), "json", None, {}),
 ]
 
 
@@ -218,8 +237,8 @@ _json_value = flagtable.json_type("loads")
 def _parser(version: str) -> flagtable.RaisingArgParser:
     p = flagtable.RaisingArgParser(prog="vllm serve", add_help=False, allow_abbrev=True)
     p.add_argument("model_tag", nargs="?", default=argparse.SUPPRESS)
-    types: flagtable.ArgTypes = {"int": int, "float": float, "str": str, "int_list": int, "json": _json_value,
-                               "bytes": human_bytes, "len": model_len}
+    types: flagtable.ArgTypes = {"int": int, "float": float, "str": str, "int_list": int, "str_list": str,
+                               "json": _json_value, "bytes": human_bytes, "len": model_len, "count": human_bytes}
     for spec in _table(version).values():
         flagtable.add_flag(p, spec, types, argparse.BooleanOptionalAction if spec.negatable else "store_true")
     return p
@@ -289,6 +308,10 @@ def parse_serve_args(argv: list[str], version: str | None = None, *, require_mod
     except flagtable.Refusal as exc:
         raise _flag_error(str(exc)) from None
     out = dict(vars(ns))
+    table = _table(v)
+    for dest, value in list(out.items()):
+        if isinstance(value, list) and dest in table and table[dest].type == "str_list" and len(value) == 1:
+            out[dest] = value[0]  # one name, one key: the text, as a profile writes it
     tag = out.pop("model_tag", None)
     if tag is not None:
         if "model" in out and out["model"] != tag:

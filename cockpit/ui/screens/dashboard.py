@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from textual import on
@@ -24,6 +25,7 @@ from textual.worker import Worker, WorkerState
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
 from cockpit.core.profile import Profile
+from cockpit.core.state import SERIES_MAX_POINTS, SeriesPoint
 from cockpit.supervisor.api import LogBatch, RunSnapshot
 from cockpit.ui import format as fmt
 from cockpit.ui.gpuhistory import GpuHistory
@@ -41,6 +43,7 @@ from cockpit.ui.screens.auto import UnattendedActions
 from cockpit.ui.screens.crash import CrashScreen, RestartChoice, headroom_finding, other_advice
 from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, PickScreen, QuitScreen
 from cockpit.ui.screens.export import ExportActions
+from cockpit.ui.screens.stacks import StacksActions
 from cockpit.ui.unattended import Unattended
 from cockpit.ui.widgets.advice import AdvicePanel
 from cockpit.ui.widgets.header import RunHeader
@@ -49,6 +52,7 @@ from cockpit.ui.widgets.logpane import LogPane
 from cockpit.ui.widgets.plots import SeriesPlot
 from cockpit.ui.widgets.processes import GpuProcesses, rank_of_gpu
 from cockpit.ui.widgets.rankbars import Policy, RankBars, rank_names
+from cockpit.ui.widgets.serving import ServingFigures
 from cockpit.ui.widgets.timeline import StartupTimeline
 
 PANELS: tuple[str, ...] = ("advice", "plots", "timeline", "processes")
@@ -57,11 +61,22 @@ MIN_WIDTH, MIN_HEIGHT = 60, 16
 SupervisorFactory = Callable[..., Any]
 
 
+# Cockpit's own readiness probe as the server's access log prints it (uvicorn, SGLang and vLLM
+# alike): `INFO:     127.0.0.1:52576 - "GET /health HTTP/1.1" 200 OK`. The probe reaches the server
+# from its own host (directly or through the SSH forward), so from 127.0.0.1; it is Cockpit talking,
+# not the server's news, and is not shown (the log's title counts what was hidden).
+_OWN_PROBE = re.compile(r'(?:^|\s)127\.0\.0\.1:\d+ - "GET /health HTTP/1\.[01]" \d{3}')
+
+
+def is_own_probe(text: str) -> bool:
+    return '"GET /health ' in text and _OWN_PROBE.search(text) is not None
+
+
 def too_small_words(width: int, height: int) -> str:
     return f"Cockpit needs at least {MIN_WIDTH}×{MIN_HEIGHT}\n(this terminal is {width}×{height})"
 
 
-class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
+class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[None]):
     BINDINGS = DASHBOARD_BINDINGS
 
     def __init__(
@@ -88,7 +103,8 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         self.panel = "advice"
         self._phase_key: tuple[str | None, str] | None = None
         self._phase_since: float | None = None
-        self._crashes_seen: set[tuple[str | None, int]] = set()
+        self._crashes_seen: set[str | None] = set()  # run ids whose crash was announced
+        self._crash_modal: CrashScreen | None = None  # the one crash dialog, while it is open
         self._announced: set[tuple[str | None, str]] = set()
         self._run_started = False
         self._following = False
@@ -96,7 +112,12 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         self.gpu_history = GpuHistory()
         self.unattended = Unattended(profile.on_crash, profile.on_crash_max_per_hour)
         self.bells = 0  # terminal bells rung (tmux marks the window)
+        self._serving_seen: dict[str, Any] | None = None  # the /metrics figures last plotted
+        self._serving_gen: deque[SeriesPoint] = deque(maxlen=SERIES_MAX_POINTS)
+        self._serving_kv: deque[SeriesPoint] = deque(maxlen=SERIES_MAX_POINTS)
+        self._hang_seen: tuple[str | None, str | None] | None = None  # (run, phase_since) of the hang rung for
         self._awaiting_recovery: str | None = None  # the automatic restart's words, until READY
+        self.probes_hidden = 0  # Cockpit's own /health probe lines not shown in the log
         self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)  # "stopping" / "restarting" while such an action runs
 
     # ---- layout ----
@@ -104,7 +125,8 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         yield Static(too_small_words(0, 0), id="too-small")
         with Vertical(id="body"):
             hosts = tuple(h.label for h in self.profile.hosts)
-            yield RunHeader(self.profile.name, hosts, id="header")
+            engine = f"{self.profile.backend} {self.profile.version}" if self.profile.version else ""
+            yield RunHeader(self.profile.name, hosts, engine=engine, id="header")
             with VerticalScroll(id="bars-box") as bars_box:
                 bars_box.can_focus = False  # 16+ ranks scroll here; the keys stay with the log
                 yield RankBars(id="bars")
@@ -115,6 +137,7 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
                     yield AdvicePanel(id="advice")
                 with Vertical(id="plots-box", classes="panel") as box:
                     box.border_title = "Throughput · token usage"
+                    yield ServingFigures(id="serving")
                     yield SeriesPlot("gen tok/s", "throughput", "plot-throughput", id="plot-throughput")
                     yield SeriesPlot("token usage", "usage", "plot-usage", id="plot-usage")
                 with VerticalScroll(id="timeline-box", classes="panel") as box:
@@ -157,6 +180,18 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
                 self.supervisor = self._make_supervisor()
             sup = self.supervisor
             run = await sup.attach()
+            if run is None and not self._run_started:
+                # The profile's last run crashed: show that crash and ask (the crash dialog's R/r,
+                # or `l`) before anything is launched over it; a run stopped on purpose is no news.
+                ended = await sup.attach(include_ended=True)
+                if ended is not None and getattr(sup, "lifecycle", "") == "failed":
+                    self.post_message(RunStarted(ended, attached=True, ended=True))
+                    self._following = True
+                    try:
+                        await sup.run()
+                    finally:
+                        self._following = False
+                    return
             if run is None:
                 self.post_message(ActionDone("preflight-start"))
                 findings = list(await sup.preflight())
@@ -187,11 +222,14 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         finally:
             self._following = False
 
-    async def _restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False) -> None:
+    async def _restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False, debug: bool = False) -> None:
         self._busy = "restarting"
         # the supervisor's publisher goes on through the restart: its snapshots show the progress
         try:
-            await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers)
+            if debug:
+                await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers, debug=True)
+            else:
+                await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers)
             self.post_message(ActionDone("restart"))
         except Exception as exc:
             leftovers = getattr(exc, "leftovers", None)
@@ -240,7 +278,14 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
 
     @on(LogsArrived)
     def _on_logs(self, message: LogsArrived) -> None:
-        self.query_one(LogPane).add_lines(message.batch.lines, message.batch.dropped)
+        lines = message.batch.lines
+        kept = [ln for ln in lines if not is_own_probe(ln.text)]
+        if len(kept) != len(lines):
+            before = self.probes_hidden
+            self.probes_hidden += len(lines) - len(kept)
+            if not before:
+                self._apply_filter()  # the title says from now on that they are hidden
+        self.query_one(LogPane).add_lines(kept, message.batch.dropped)
 
     @on(RunStarted)
     def _on_started(self, message: RunStarted) -> None:
@@ -248,8 +293,11 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         if run is None:
             return
         self._run_started = True
-        verb = "attached to the running" if message.attached else "launched"
-        self.note = f"{verb} run {run.id}"
+        if message.ended:
+            self.note = "the last run crashed: nothing launched (R/r restart · l launch)"
+        else:
+            verb = "attached to the running" if message.attached else "launched"
+            self.note = f"{verb} run {run.id}"
         self._refresh_header()
 
     @on(PreflightRefused)
@@ -317,7 +365,7 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         now = self.clock()
         key = (snap.run.id if snap.run else None, fmt.phase_word(snap.state.phase, snap.lifecycle))
         if key != self._phase_key:
-            if self._phase_key is not None and not self.note.startswith(("launch refused", "supervisor:", "auto:")):
+            if self._phase_key is not None and not self.note.startswith(("launch refused", "supervisor:", "auto:", "the last run crashed")):
                 self.note = ""  # "restarted", "attached to …": news of the previous phase
             self._phase_key = key
             self._phase_since = now - self._phase_age_in_log(snap)
@@ -327,14 +375,32 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         )
         findings = list(snap.findings) or self.preflight_findings
         self.query_one(AdvicePanel).show(findings, snap.state.max_total_num_tokens)
-        self.query_one("#plot-throughput", SeriesPlot).show(snap.state.gen_throughput)
-        self.query_one("#plot-usage", SeriesPlot).show(snap.state.token_usage)
+        gen, usage = self._serving_series(snap)
+        self.query_one("#plot-throughput", SeriesPlot).show(gen)
+        self.query_one("#plot-usage", SeriesPlot).show(usage)
         self.query_one(StartupTimeline).show(snap.state)
         changed = self.gpu_history.add(snap)
         self.query_one(GpuProcesses).show(snap, self.gpu_history, changed)
         self._announce_new_critical(snap)
         self._maybe_show_crash(snap)
         self._maybe_recovered(snap)
+        self._maybe_hung(snap)
+
+    def _serving_series(self, snap: RunSnapshot) -> tuple[Sequence[SeriesPoint], Sequence[SeriesPoint]]:
+        """The plots' series: the engine's own /metrics figures once the supervisor reads them
+        (every 2 s), else the log's batch/statistics lines."""
+        sv = snap.serving
+        self.query_one(ServingFigures).show(sv)
+        if sv is not None and sv is not self._serving_seen:
+            self._serving_seen = sv
+            at = f"{snap.taken_at:.1f}"
+            if sv.get("gen_tok_s") is not None:
+                self._serving_gen.append(SeriesPoint(at, float(sv["gen_tok_s"])))
+            if sv.get("kv_usage_pct") is not None:
+                self._serving_kv.append(SeriesPoint(at, float(sv["kv_usage_pct"]) / 100))
+        if self._serving_gen or self._serving_kv:
+            return self._serving_gen, self._serving_kv
+        return snap.state.gen_throughput, snap.state.token_usage
 
     def _announce_new_critical(self, snap: RunSnapshot) -> None:
         """A critical finding the operator has not seen yet (e.g. low headroom as capture ends)
@@ -351,13 +417,24 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
                 first = f.message.split(": ", 1)[0].split(". ", 1)[0]
                 self.notify(first[:120] + change, title="Critical", severity="error", timeout=6, markup=False)
 
-    @staticmethod
-    def _phase_age_in_log(snap: RunSnapshot) -> float:
+    def _phase_age_in_log(self, snap: RunSnapshot) -> float:
         """How long the log says the run has been in its phase (attaching to a run READY for
-        hours shows hours, not the seconds since we attached). Both times are the server's clock."""
+        hours shows hours, not the seconds since we attached). The log's newest time says it when
+        the server keeps logging; an idle server logs nothing (vLLM once READY), so the phase's
+        logged time is also read on the wall clock (format.log_age: the server's zone learnt from
+        its first start-up milestone against the launch time)."""
         if snap.lifecycle != "running":
             return 0.0
-        age = fmt.seconds_between(snap.state.phase_since, snap.state.last_ts)
+        state = snap.state
+        age = fmt.seconds_between(state.phase_since, state.last_ts)
+        firsts = [t for r in state.ranks.values() for t in (r.timeline.get("init"),) if t]
+        if snap.run is not None and firsts:
+            wall = fmt.log_age(state.phase_since, snap.run.started_at, min(firsts), self.clock())
+            if wall is not None and (age is None or wall > age):
+                age = wall
+            up = fmt.iso_age(snap.run.started_at, self.clock())
+            if age is not None and up is not None:
+                age = min(age, up)  # never in a phase longer than the run has been up
         return age if age is not None and age > 0 else 0.0
 
     def _refresh_header(self) -> None:
@@ -387,32 +464,44 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
 
     # ---- crash flow ----
     def _maybe_show_crash(self, snap: RunSnapshot) -> None:
+        """One crash, one dialog: the crash is judged again as its lines arrive (the exception,
+        then the process's death), and the dialog already open shows the newer judgement."""
         crash = snap.state.crash
         if crash is None or snap.lifecycle in ("stopping", "waiting_gpu_release", "launching") or self._busy:
             return
-        key = (snap.run.id if snap.run else None, crash.line)
+        key = snap.run.id if snap.run else None
         if key in self._crashes_seen:
+            if self._crash_modal is not None:
+                self._open_crash_modal()  # updates the open dialog in place
             return
         self._crashes_seen.add(key)
         self._on_crash(snap)
+
+    def _crash_tail(self) -> list[str]:
+        return [ln.text for ln in list(self.query_one(LogPane).all_lines[-80:])]
 
     def _open_crash_modal(self) -> None:
         snap = self.snapshot
         if snap is None or snap.state.crash is None:
             self.notify("no crash in this run", severity="information")
             return
-        tail = [ln.text for ln in list(self.query_one(LogPane).all_lines[-80:])]
         crash = snap.state.crash
         if crash.exit_code is None and fmt.exit_code_in(snap.progress) is not None:
             # the log decided the crash; the supervisor saw the exit code: the dialog says both
             crash = dataclasses.replace(crash, exit_code=fmt.exit_code_in(snap.progress))
+        if self._crash_modal is not None:
+            self._crash_modal.update_crash(crash, snap.findings, snap.state.max_total_num_tokens, self._crash_tail(),
+                                           snap.state.format)
+            return
         modal = CrashScreen(
             crash, snap.findings, snap.state.max_total_num_tokens, self._run_flags(), self._validate_overrides,
-            backend=self.profile.backend, log_tail=tail, log_format=snap.state.format,
+            backend=self.profile.backend, log_tail=self._crash_tail(), log_format=snap.state.format,
         )
+        self._crash_modal = modal
         self.app.push_screen(modal, self._crash_choice)
 
     def _crash_choice(self, choice: RestartChoice | None) -> None:
+        self._crash_modal = None
         if choice is None:
             return
         self._start_restart(choice.changes)
@@ -428,6 +517,26 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
         self.note = f"restarting with {words}: stopping…"
         self._refresh_header()
         self.run_worker(self._restart(changes), name="restart", group="supervisor", exit_on_error=False)
+
+    def action_debug_relaunch(self) -> None:
+        """`D`: relaunch with the engine's debugging settings, listed and asked first; the journal
+        records the run as a debug run."""
+        from cockpit.backends import get_backend
+
+        if self.supervisor is None:
+            self.notify("no supervisor: nothing to relaunch", severity="warning")
+            return
+        env, flags = get_backend(self.profile.backend).debug_settings()
+        body = "\n".join([*(f"  {k}={v}" for k, v in env.items()), *(f"  --{k} {v}" for k, v in flags.items())])
+
+        def answered(yes: bool | None) -> None:
+            if yes and not self._busy:
+                self.note = "debug relaunch: stopping…"
+                self._refresh_header()
+                self.run_worker(self._restart((), debug=True), name="restart", group="supervisor", exit_on_error=False)
+
+        self.app.push_screen(ConfirmScreen("Debug relaunch", f"Stop the run and launch it again with:\n{body}\n"
+                                           "(journaled as a debug run). Go ahead?"), answered)
 
     def _validate_overrides(self, overrides: dict[str, Any]) -> None:
         """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""
@@ -516,7 +625,7 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
                 self.run_worker(self._stop(False), name="stop", group="supervisor", exit_on_error=False)
 
         self.app.push_screen(
-            ConfirmScreen("Stop", f"Stop the {self.profile.name} server and wait until its GPU memory is released?"),
+            ConfirmScreen("Stop", f"Stop the {self.profile.name} server and wait until {self.release_words()}?"),
             answered,
         )
 
@@ -562,6 +671,13 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
             return
         if self.from_picker:
             self._ask_quit(back=True)
+
+    def on_cpu(self) -> bool:
+        """The log proved a CPU engine: no GPU memory to speak of."""
+        return self.snapshot is not None and self.snapshot.state.device == "cpu"
+
+    def release_words(self) -> str:
+        return "its processes have exited" if self.on_cpu() else "its GPU memory is released"
 
     def _run_ended(self) -> bool:
         snap = self.snapshot
@@ -738,6 +854,8 @@ class DashboardScreen(UnattendedActions, ExportActions, Screen[None]):
             matcher = LineFilter("all", self.rank_focus)
         name = f"[{self.filter_spec}]" if self.filter_spec in PRESET_NAMES else f"/{self.filter_spec}/"
         title = f"Log {name} · {self.rank_focus or 'all ranks'}"
+        if self.probes_hidden:
+            title += " · Cockpit's /health probes hidden"
         self.query_one(LogPane).set_filter(None if matcher.is_all else matcher, None, title)
 
     # ---- for tests and the app ----

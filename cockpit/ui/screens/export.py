@@ -1,5 +1,5 @@
 """The dashboard's ways of getting things out: the advised command line to the clipboard (`y`),
-the visible log to a file (`S`), the held log in $PAGER (`o`). A mixin of DashboardScreen; files
+the visible log to a file (`E`), the held log in $PAGER (`o`). A mixin of DashboardScreen; files
 are written in a worker thread, never on the event loop."""
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class ExportActions:
         return f"cockpit-{self.profile.name}-{run}-{what}-{_time.strftime('%H%M%S')}.log"
 
     def action_save_log(self) -> None:
-        """`S`: the log lines the pane shows (this filter, this rank) to a file in the current
+        """`E`: the log lines the pane shows (this filter, this rank) to a file in the current
         directory; the toast names it."""
         lines = [ln.text for ln in self.query_one(LogPane).shown_lines]
         path = Path.cwd() / self._log_file_name("visible")

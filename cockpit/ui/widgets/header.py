@@ -30,9 +30,10 @@ class RunHeader(Widget):
         "runheader--progress",
     }
 
-    def __init__(self, profile: str, hosts: tuple[str, ...], *, id: str | None = None) -> None:
+    def __init__(self, profile: str, hosts: tuple[str, ...], *, engine: str = "", id: str | None = None) -> None:
         super().__init__(id=id)
         self._profile = profile
+        self._engine = engine  # the profile's `backend version` ("vllm 0.32.0"), until the log says its own
         self._hosts = hosts
         self._snapshot: RunSnapshot | None = None
         self._phase_since: float | None = None
@@ -52,6 +53,16 @@ class RunHeader(Widget):
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"runheader--{name}", partial=True)
+
+    def _engine_words(self, snap: RunSnapshot | None) -> str:
+        """The engine and its version: the log's when it names one (`vllm-0.32.0`), else the
+        profile's pinned `version:`; never `vllm-unknown`."""
+        found = snap.state.format if snap is not None else None
+        if found and not found.endswith("-unknown") and "-" in found:
+            name, _, version = found.partition("-")
+            if version[:1].isdigit():
+                return f"{name} {version}"
+        return self._engine
 
     def render(self) -> Text:
         snap = self._snapshot
@@ -73,7 +84,7 @@ class RunHeader(Widget):
             line.append("CONNECTING", style=self._style("phase-busy"))
         else:
             word = fmt.phase_word(snap.state.phase, snap.lifecycle)
-            key = {"READY": "phase-ready", "CRASHED": "phase-crashed", "STOPPED": "phase-stopped"}.get(word, "phase-busy")
+            key = {"READY": "phase-ready", "CRASHED": "phase-crashed", "HUNG": "phase-crashed", "STOPPED": "phase-stopped"}.get(word, "phase-busy")
             line.append(f" {word} ", style=self._style(key))
             since = None if self._phase_since is None else self._now - self._phase_since
             line.append(" " + fmt.hms(since))
@@ -105,12 +116,17 @@ class RunHeader(Widget):
             settled = snap.lifecycle == "running" and snap.state.phase == "ready"
             if snap.run is not None:
                 r = snap.run
-                parts.append((f"run {r.id}" + (f" · pid {r.pid}" if r.pid is not None else ""), self._style("dim")))
+                engine = self._engine_words(snap)
+                parts.append((f"run {r.id}" + (f" · pid {r.pid}" if r.pid is not None else "")
+                              + (f" · {engine}" if engine else ""), self._style("dim")))
             if queued_words:
                 pass  # said above, next to Slurm's state
             elif snap.progress and not settled:
                 kind = snap.state.crash.kind if snap.state.crash is not None else None
-                parts.append((fmt.progress_words(snap.progress, kind), self._style("progress")))
+                words = fmt.progress_words(snap.progress, kind)
+                if snap.state.device == "cpu":  # a CPU engine holds no GPU memory to wait for
+                    words = words.replace("the run's GPU memory to be released", "the run's processes to exit")
+                parts.append((words, self._style("progress")))
             elif snap.run is not None and snap.health is not None:
                 parts.append((f"/health {snap.health}", self._style("dim")))
         # a note that repeats the supervisor's own words ("stopped · stopped") is said once

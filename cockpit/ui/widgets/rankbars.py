@@ -6,7 +6,11 @@ whose memory was released shows empty bars beside USED 0.0 rather than the last 
 sample older than STALE_AFTER_S greys the bar and the numbers, with its age in AGE. AFTER CAPTURE is
 the free memory the log reported right after CUDA-graph capture (the headroom the advice is about),
 not live free memory: live free is TOTAL − USED, so USED + AFTER CAPTURE may exceed TOTAL once
-requests run. After the run ended it is greyed: it describes the run that ended."""
+requests run. After the run ended it is greyed: it describes the run that ended.
+
+A CPU engine (the log proved it: RunState.device == "cpu") has no GPU to draw: its rank rows show
+the KV cache the engine printed against its NUMA node's memory, and the host row the host's RAM in
+GiB, as vLLM prints it; never a `?/? GiB` GPU row."""
 
 from __future__ import annotations
 
@@ -161,6 +165,8 @@ class RankBars(Widget):
             self._names_of, self._names = snap, rank_names(snap)
         names = self._names
         if y == 0:
+            if snap.state.device == "cpu":
+                return self._cpu_heading(*self._columns(names))
             return self._heading(*self._columns(names))
         label_w, bar_w, used_w, head_w, util_w, age_w = self._columns(names)
         if not names:
@@ -171,6 +177,8 @@ class RankBars(Widget):
             if y <= len(names):
                 name = names[y - 1]
                 rank = snap.state.ranks.get(name) or RankMemory(rank=name)
+                if snap.state.device == "cpu":
+                    return self._cpu_rank_row(rank, label_w, bar_w, used_w, head_w)
                 return self._rank_row(snap, rank, y - 1, label_w, bar_w, used_w, head_w, util_w, age_w)
             first_host = 1 + len(names)
         hosts = snap.hosts or ()
@@ -212,6 +220,42 @@ class RankBars(Widget):
         if util_w:
             t.append(" " + "GPU".rjust(util_w - 1), style=h)
         t.append(" " + "AGE".rjust(age_w), style=h)
+        return t
+
+    def _cpu_heading(self, label_w: int, bar_w: int, used_w: int, head_w: int, util_w: int, age_w: int) -> Text:
+        h = self._style("heading")
+        t = Text(no_wrap=True)
+        t.append("RANK".ljust(label_w) + " ", style=h)
+        legend = Text()
+        legend.append(GLYPHS["kv"], style=self._style("kv"))
+        legend.append("KV cache of the node's memory · CPU engine, no GPU ", style=h)
+        legend.truncate(bar_w)
+        legend.pad_right(bar_w - legend.cell_len)
+        t.append_text(legend)
+        t.append(" " + "KV/NODE".rjust(used_w), style=h)
+        t.append(" " + ("KV TOKENS" if head_w >= 10 else "TOKENS").rjust(head_w), style=h)
+        return t
+
+    def _cpu_rank_row(self, rank: RankMemory, label_w: int, bar_w: int, used_w: int, head_w: int) -> Text:
+        """A CPU engine's rank: the KV cache it printed (`… set (KV/NODE) GiB for KV cache`, `CPU KV
+        cache size: N tokens`); not sized yet says so."""
+        t = Text(no_wrap=True)
+        label_style = self._style("focused") if rank.rank == self._focus_rank else self._style("label")
+        t.append(rank.rank.ljust(label_w) + " ", style=label_style)
+        node = rank.figures.get("node_memory_gb")
+        if rank.kv_gb is None:
+            words = " KV cache not sized yet "
+            t.append(("·" + words).ljust(bar_w, "·")[:bar_w], style=self._style("unknown"))
+        elif node:
+            cells = min(bar_w, max(1, round(rank.kv_gb / node * bar_w)))
+            t.append(GLYPHS["kv"] * cells, style=self._style("kv"))
+            t.append(GLYPHS["free"] * (bar_w - cells), style=self._style("free"))
+        else:
+            t.append(GLYPHS["kv"] * bar_w, style=self._style("kv"))
+        kv = f"{fmt.gb(rank.kv_gb)}/{fmt.gb(node)} GiB" if rank.kv_gb is not None else "not sized"
+        t.append(" " + kv.rjust(used_w), style=Style() if rank.kv_gb is not None else self._style("unknown"))
+        tokens = f"{rank.kv_tokens:,}" if rank.kv_tokens is not None else "?"
+        t.append(" " + tokens.rjust(head_w))
         return t
 
     def _rank_row(
@@ -313,6 +357,8 @@ class RankBars(Widget):
         return t
 
     def _host_row(self, snap: RunSnapshot, host: HostSample, label_w: int, bar_w: int) -> Text:
+        if snap.state.device == "cpu":
+            return self._cpu_host_row(host, label_w, bar_w)
         t = Text(no_wrap=True)
         t.append("HOST".ljust(label_w) + " ", style=self._style("label"))
         total, avail = host.mem_total_gb, host.mem_available_gb
@@ -339,6 +385,28 @@ class RankBars(Widget):
             t.append(f" · HiCache {len(ranks_here)} × {per_rank:g} = {hicache:g} GB{of}", style=self._style("hicache"))
         else:
             t.append(" · HiCache off")
+        age = self._now - host.sampled_at
+        if age > STALE_AFTER_S:
+            t.append(f" · {fmt.short_duration(age)} old", style=self._style("stale"))
+        return t
+
+    def _cpu_host_row(self, host: HostSample, label_w: int, bar_w: int) -> Text:
+        """The host of a CPU engine: its RAM holds the weights and the KV cache; in GiB, as vLLM
+        prints its memory (the telemetry's figures are decimal GB)."""
+        t = Text(no_wrap=True)
+        t.append("HOST".ljust(label_w) + " ", style=self._style("label"))
+        to_gib = 1e9 / 2**30
+        total = host.mem_total_gb * to_gib if host.mem_total_gb else None
+        used = total - host.mem_available_gb * to_gib if total and host.mem_available_gb is not None else None
+        width = max(8, min(bar_w, 40))
+        if total and used is not None:
+            cells = min(width, round(used / total * width))
+            t.append(GLYPHS["other"] * cells, style=self._style("other"))
+            t.append(GLYPHS["free"] * (width - cells), style=self._style("free"))
+            t.append(f" {host.host} RAM {used:.1f}/{total:.1f} GiB used (holds the engine's KV cache)")
+        else:
+            t.append("·" * width, style=self._style("unknown"))
+            t.append(f" {host.host} RAM unknown", style=self._style("unknown"))
         age = self._now - host.sampled_at
         if age > STALE_AFTER_S:
             t.append(f" · {fmt.short_duration(age)} old", style=self._style("stale"))

@@ -20,11 +20,21 @@ STAGES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def stage_durations(rank: RankMemory) -> list[tuple[str, float | None, bool]]:
+# vLLM's CPU build: no graphs to capture; its warm-up (torch.compile) runs before the KV cache is
+# sized (`Warming up model for the compilation…` … `… set (X/Y) GiB for KV cache`).
+CPU_STAGES: tuple[tuple[str, str, str], ...] = (
+    ("init", "init", "weights_begin"),
+    ("weights", "weights_begin", "weights_end"),
+    ("warm-up + KV", "weights_end", "kv_pool"),
+    ("ready", "kv_pool", "ready"),
+)
+
+
+def stage_durations(rank: RankMemory, stages: tuple[tuple[str, str, str], ...] = STAGES) -> list[tuple[str, float | None, bool]]:
     """(label, seconds or None, started) for each stage of one rank."""
     out = []
     tl = rank.timeline
-    for label, a, b in STAGES:
+    for label, a, b in stages:
         start = tl.get(a)
         if label == "capture" and start is None:
             start = tl.get("kv_pool")
@@ -45,7 +55,7 @@ class StartupTimeline(Widget):
         self._key: object = None
 
     def show(self, state: RunState) -> None:
-        key = tuple((r.rank, tuple(r.timeline.items())) for r in state.ranks.values())
+        key = (state.device, tuple((r.rank, tuple(r.timeline.items())) for r in state.ranks.values()))
         if key == self._key:
             return
         self._key = key
@@ -64,7 +74,7 @@ class StartupTimeline(Widget):
         for rank in sorted(state.ranks.values(), key=lambda r: rank_sort_key(r.rank)):
             t = Text(no_wrap=True, overflow="ellipsis")
             t.append(rank.rank.ljust(label_w), style=self._style("label"))
-            for label, secs, started in stage_durations(rank):
+            for label, secs, started in stage_durations(rank, CPU_STAGES if state.device == "cpu" else STAGES):
                 t.append(" ")
                 if secs is not None:
                     t.append(f"{label} {fmt.short_duration(secs)}", style=self._style("done"))

@@ -1,0 +1,110 @@
+"""`cockpit stacks` and the dashboard's `S`: py-spy dumps of every process of a run on every
+node, named the way the engine names them, grouped (cockpit/core/stacks.py) and saved with the run.
+
+The processes are the run's recorded session members on each host (the host program's `stacks`
+operation, hoststacks.py); py-spy must be on the host already (PATH or the engine's venv).
+Each dump is saved as JSON under `<data dir>/stacks/<profile>/<run id>/<UTC time>.json` and can be
+read again with `cockpit stacks PROFILE --saved`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from cockpit.core.stacks import group, main_frames
+from cockpit.transport.base import TransportError
+
+PER_PROCESS_TIMEOUT_S = 20.0
+
+
+def stacks_dir(profile: str, run_id: str) -> Path:
+    from cockpit.locations import data_dir
+
+    return data_dir() / "stacks" / profile / run_id
+
+
+async def collect(sup: Any, *, native: bool = False) -> dict[str, Any]:
+    """Stacks of the supervisor's attached run on every node, grouped."""
+    info = sup.run_info
+    if info is None:
+        raise ValueError("no run")
+    multi = len(sup.nodes) > 1
+
+    async def one(node: Any) -> dict[str, Any]:
+        try:
+            return dict(await node.ops.stacks(node.key, node.record.run_id if node.record else info.id,
+                                              native=native, timeout=PER_PROCESS_TIMEOUT_S))
+        except (TransportError, OSError) as exc:
+            return {"error": str(exc), "processes": []}
+
+    answers = await asyncio.gather(*(one(n) for n in sup.nodes))
+    processes: list[dict[str, Any]] = []
+    hints: list[str] = []
+    node_errors: dict[str, str] = {}
+    for node, ans in zip(sup.nodes, answers, strict=True):
+        if ans.get("error"):
+            node_errors[node.label] = str(ans["error"])
+        if ans.get("hint"):
+            hints.append(f"{node.label}: {ans['hint']}")
+        server = ans.get("server_pid")
+        for p in ans.get("processes") or []:
+            role, rank = sup.backend.process_role(str(p.get("name") or ""), p.get("pid") == server)
+            entry = {"node": node.label, "pid": p["pid"], "ppid": p.get("ppid"), "name": p.get("name"),
+                     "role": role, "rank": rank, "state": p.get("state"), "threads": p.get("threads") or [],
+                     "error": p.get("error"), "multi_node": multi}
+            entry["frames"] = main_frames(entry)
+            processes.append(entry)
+    groups, odd = group(processes)
+    for p in processes:
+        p.pop("multi_node", None)
+    return {"profile": sup.profile.name, "run_id": info.id, "taken_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "native": native, "processes": processes, "groups": groups, "odd_one_out": odd,
+            "hints": hints, "node_errors": node_errors}
+
+
+def save(dump: dict[str, Any]) -> Path:
+    d = stacks_dir(dump["profile"], dump["run_id"])
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = d / (dump["taken_at"].replace(":", "") + ".json")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(dump, f, indent=1)
+    return path
+
+
+def saved(profile: str) -> list[Path]:
+    """Saved dumps of a profile, newest last."""
+    from cockpit.locations import data_dir
+
+    root = data_dir() / "stacks" / profile
+    return sorted(root.glob("*/*.json"), key=lambda p: (p.stat().st_mtime, p.name)) if root.is_dir() else []
+
+
+def render(dump: dict[str, Any]) -> list[str]:
+    """The operator's text: the odd one out first, the groups, then every process's stack."""
+    out = [f"stacks of {dump['profile']} run {dump['run_id']} at {dump['taken_at']}"]
+    odd = dump.get("odd_one_out")
+    if odd:
+        out.append(f"ODD ONE OUT: {odd['reason']} (pid {odd['pid']})")
+    for g in dump.get("groups") or []:
+        out.append(f"  {g['count']} rank(s) in {g['top_frame']}: {', '.join(g['ranks'])}")
+    for h in dump.get("hints") or []:
+        out.append(f"py-spy missing: {h}")
+    for node, err in (dump.get("node_errors") or {}).items():
+        out.append(f"{node}: {err}")
+    for p in dump.get("processes") or []:
+        rank = f" {p['rank']}" if p.get("rank") else ""
+        out.append("")
+        out.append(f"{p['node']} pid {p['pid']} {p['name']} ({p['role']}{rank}) state {p.get('state')}")
+        if p.get("error"):
+            out.append(f"    py-spy: {p['error']}")
+        for t in p.get("threads") or []:
+            out.append(f"  thread {t.get('name')} ({t.get('id')}){' active' if t.get('active') else ''}")
+            for f in t.get("frames") or []:
+                out.append(f"    {f.get('function')} ({f.get('file')}:{f.get('line')})")
+    return out
