@@ -8,6 +8,7 @@ share of files fully right, per corpus directory.
     python bench/accuracy.py                # every corpus directory
     python bench/accuracy.py sglang -v      # one directory, and each wrong key
     python bench/accuracy.py --json
+    python bench/accuracy.py --batch issue23-2 -v   # one collection batch alone (the yaml's `batch:`)
 
 tests/test_real_corpus.py asserts the same comparisons file by file.
 """
@@ -131,8 +132,15 @@ def _close(got: Any, want: Any) -> bool:
     return bool(got == want)
 
 
-def cases(directory: str | None = None) -> list[tuple[str, Path, Path]]:
-    """(directory, log, yaml) for every excerpt, sorted."""
+def batch_of(yml: Path) -> str | None:
+    """The collection batch an excerpt came in (its yaml's `batch:`), None for the earlier ones."""
+    doc = yaml.safe_load(yml.read_text()) or {}
+    label = doc.get("batch")
+    return None if label is None else str(label)
+
+
+def cases(directory: str | None = None, batch: str | None = None) -> list[tuple[str, Path, Path]]:
+    """(directory, log, yaml) for every excerpt, sorted; `batch`: only those of one collection batch."""
     out = []
     for d in sorted(p for p in CORPUS.iterdir() if p.is_dir()):
         if directory and d.name != directory:
@@ -140,7 +148,7 @@ def cases(directory: str | None = None) -> list[tuple[str, Path, Path]]:
         for yml in sorted(d.glob("*.yaml")):
             # NAME.log, or for the non-logs any other NAME.* (a .md, a .bin)
             files = sorted(p for p in d.glob(f"{yml.stem}.*") if p.suffix != ".yaml")
-            if files:
+            if files and (batch is None or batch_of(yml) == batch):
                 out.append((d.name, files[0], yml))
     return out
 
@@ -150,10 +158,15 @@ def main() -> int:
     ap.add_argument("directory", nargs="?", help="one corpus directory (sglang, vllm, nonlogs, others)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every wrong key")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--batch", help="only the excerpts of one collection batch (the yaml's `batch:` label)")
     args = ap.parse_args()
     summary: dict[str, Any] = {}
     readable = {}
-    for directory, log, yml in cases(args.directory):
+    todo = cases(args.directory, args.batch)
+    if args.batch and not todo:
+        print(f"no excerpt has batch: {args.batch}", file=sys.stderr)
+        return 2
+    for directory, log, yml in todo:
         if directory not in readable:
             readable[directory] = backend_reads(directory)
         code, out, err = diagnose_json(log)

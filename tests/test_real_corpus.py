@@ -56,3 +56,12 @@ def test_excerpt(directory: str, log: Path, yml: Path, request: pytest.FixtureRe
         assert err.startswith(f"no {engines} log lines recognised in ") and "lines read" in err, err
     else:
         json.dumps(out, allow_nan=False)  # strict JSON
+
+
+def test_a_collection_batch_scores_alone() -> None:
+    # issue 23's second batch: each excerpt says its batch, and --batch reads only those
+    batch = accuracy.cases(batch="issue23-2")
+    assert len(batch) >= 30
+    assert {d for d, _, _ in batch} == {"sglang", "vllm"}
+    assert all(accuracy.batch_of(yml) == "issue23-2" for _, _, yml in batch)
+    assert not accuracy.cases(batch="no-such-batch")

@@ -1,4 +1,4 @@
-"""A real vLLM 0.32.0 CPU log at TP2 (tests/data/vllm-0.32.0-cpu-tp2-worker-tp1-sigkill.log, written by
+"""A real vLLM 0.32.0 CPU log at TP2 (tests/data/real-engine/vllm-0.32.0-cpu-tp2-worker-tp1-sigkill.log, written by
 the engine on this machine: `--tensor-parallel-size 2`, VLLM_CPU_OMP_THREADS_BIND="0|1", a client's
 request, Worker_TP1 stopped and continued, then SIGKILLed): both ranks seen, the crash is TP1's."""
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cockpit.backends import get_backend
 
-LOG = Path(__file__).parent / "data" / "vllm-0.32.0-cpu-tp2-worker-tp1-sigkill.log"
+LOG = Path(__file__).parent / "data" / "real-engine" / "vllm-0.32.0-cpu-tp2-worker-tp1-sigkill.log"
 
 
 def test_a_killed_worker_is_a_crash_of_its_rank() -> None:

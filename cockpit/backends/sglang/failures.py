@@ -74,6 +74,11 @@ _CALL_PHASE = {"Scheduler": "startup", "ModelRunner": "startup", "TpModelWorker"
 _RX_ADVICE = lazy(r"(?:[Tt]ry to |[Pp]lease |[Cc]onsider )?(?:increas|decreas|rais|lower|reduc|enlarg|shrink)\w{0,12} "
                   r"(?:the )?(--[a-z][\w-]{0,80})[^.;]{0,200}")
 _RX_TORCH_LOG = lazy(r"^\[rank\d+\]:\[[EWIF]\d{4} ")
+# torch / CUDA saying the failing call ran while a CUDA stream was capturing a graph
+# (`Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture`, `operation not permitted
+# when stream is capturing`, `cudaStreamCaptureStatusActive`, `cudaErrorStreamCaptureInvalidated`)
+_RX_CAPTURING = lazy(r"during (?:CUDA )?graph capture|stream is capturing|StreamCaptureStatusActive"
+                     r"|StreamCapture(?:Unsupported|Invalidated)")
 
 # Recognition of a line (SGLangLogParser.lines_recognised sums them): SGLang's own text, structure any Python
 # / torch server prints (tracebacks, NCCL), or another engine's log.
@@ -249,6 +254,12 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
             # raised by module-level code (an import, a script's top level): the process was still
             # importing, a start-up fact that any sharper evidence in the log overrides
             out.append(ev.PhaseEvidence(line, ts, rank, "startup"))
+        if _RX_CAPTURING.search(exc.group(2)):
+            # the error's own words place it in a graph capture: the capture failed, and the frames
+            # of a chained trace after it (the scheduler's start-up) do not make it a start-up failure
+            if specific is None:
+                out.append(ev.GraphCaptureFailed(line, ts, rank, s.strip()))
+            out.append(ev.TracebackFrame(line, ts, rank, "cuda_graph_capture", None, "graph_capture"))
         out.append(ev.ExceptionLine(line, ts, rank, exc.group(1), exc.group(2)))
         recog = GENERIC
     if ts is None and ("SeqNum=" in msg or "sequence id" in msg or "enqueued" in msg):

@@ -99,6 +99,9 @@ _RX_PORT = re.compile(r":(\d+)/?$")
 _RX_STAT = re.compile(r"(Avg prompt throughput|Avg generation throughput|Running|Waiting|Pending|Preemptions|"
                       r"GPU KV cache usage|KV cache usage): ([\d.]+)")
 _RX_FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
+# a traceback's source line that calls a function (`self.model_runner.capture_model(self.gpu_cache)`,
+# `x = graph_runner.capture(**kw)`): group 1 is the callee
+_RX_CALL = re.compile(r"^(?:[\w.\[\], ]+ = )?(?:return |with |await )?[\w.]*?(\w+)\(")
 _RX_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)): ?(.*)$")
 # a launch refused before engine code ran: the interpreter's `python3: No module named vllm` / `Error while
 # finding module specification …`, argparse's `vllm serve: error: …`; an import error on line 1
@@ -245,6 +248,7 @@ class VLLMLogParser:
         self._module_frame_line = -10  # the last `File "…", line N, in <module>` frame
         self._cpu = False  # the log proved vLLM's CPU build
         self._last_ts: str | None = None  # the newest record's time (uvicorn's lines carry none)
+        self._frame_at: tuple[int, str] = (-10, "")  # the last `File "…"` frame: its line and file
 
     @property
     def lines_seen(self) -> int:
@@ -454,7 +458,9 @@ class VLLMLogParser:
     def _record(self, line: int, ts: str, rank: str | None, role: str, msg: str, pid: str | None,
                 out: list[Event]) -> None:
         c = msg[:1]
-        mem_rank = rank if role in ("worker", "engine") else None
+        # before 0.10 no V1 process printed a group: the unprefixed process that loads weights or
+        # sizes the KV cache is the single-GPU EngineCore (or V0's driver), rank 0, as in V0
+        mem_rank = _v0_rank(rank, role, pid)
         if c in "L#m" and msg.startswith(("Loading model weights took", "# ", "model weights take")):
             self._v0_memory(line, ts, rank, role, msg, pid, out)
             return
@@ -743,9 +749,17 @@ class VLLMLogParser:
             m = _RX_FRAME.match(s)
             if m:
                 out.append(ev.TracebackFrame(line, ts, rank, m[2], m[1], _frame_phase(m[2], m[1])))
+                self._frame_at = (line, m[1])
                 if m[2] == "<module>":
                     self._module_frame_line = line
             return
+        if self._frame_at[0] == line - 1 and len(s) < 400:  # a source line, not a long message
+            # the source line under a frame is its call into the next frame: when the trace is cut
+            # before that frame's own `File` line, the call still names where it raised
+            call = _RX_CALL.match(s)
+            phase = _frame_phase(call[1], self._frame_at[1]) if call else None
+            if call and phase is not None:
+                out.append(ev.TracebackFrame(line, ts, rank, call[1], self._frame_at[1], phase))
         if _RX_LAUNCH_REFUSED.match(s) or (line == 1 and _RX_IMPORT_ERROR.match(s)):
             out.append(ev.StartupError(line, ts, rank, s.strip()))
             return
