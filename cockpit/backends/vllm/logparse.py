@@ -101,7 +101,9 @@ _RX_STAT = re.compile(r"(Avg prompt throughput|Avg generation throughput|Running
 _RX_FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
 # a traceback's source line that calls a function (`self.model_runner.capture_model(self.gpu_cache)`,
 # `x = graph_runner.capture(**kw)`): group 1 is the callee
-_RX_CALL = re.compile(r"^(?:[\w.\[\], ]+ = )?(?:return |with |await )?[\w.]*?(\w+)\(")
+# (the callee is the word after the last dot: a greedy `[\w.]*\.` finds it in linear time, where a lazy
+# `[\w.]*?` before `(\w+)` tried every split of a long word)
+_RX_CALL = re.compile(r"^(?:[\w.\[\], ]+ = )?(?:return |with |await )?(?:[\w.]*\.)?(\w+)\(")
 _RX_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)): ?(.*)$")
 # a launch refused before engine code ran: the interpreter's `python3: No module named vllm` / `Error while
 # finding module specification …`, argparse's `vllm serve: error: …`; an import error on line 1
