@@ -30,6 +30,7 @@ from cockpit.core.numbers import plural
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
 
+CLASSIFY_CAP = 16 * 1024  # what both grammars read of one line (their CLASSIFY_CAP; the note quotes it)
 SNIFF_BYTES = 64 * 1024  # the opening of a log that decides which server wrote it
 # Below this share of recognised lines the report says how little of the file it could read.
 PARTIAL_SHARE = 0.5
@@ -43,6 +44,7 @@ class FileRead:
     lines: int
     recognised: int
     foreign: int = 0  # lines of another engine's log (vLLM)
+    cut: int = 0  # lines longer than the grammar's cap, classified on their first 16 KiB
 
 
 def _sniff(path: str) -> bytes:
@@ -98,7 +100,7 @@ def read_logs(paths: list[str], reads: list[FileRead] | None = None, backend_nam
             raise BadInput(f"{path}: cannot be read ({exc.strerror or exc})") from None
         if reads is not None:
             reads.append(FileRead("standard input" if path == "-" else path, stats["lines"], stats["recognised"],
-                                  stats.get("foreign", 0)))
+                                  stats.get("foreign", 0), stats.get("cut", 0)))
     assert state is not None  # argparse requires at least one LOG
     return state
 
@@ -146,6 +148,7 @@ def to_json(state: RunState, findings: list[Finding], reads: list[FileRead]) -> 
         "read": sum(r.lines for r in reads),
         "recognised": sum(r.recognised for r in reads),
         "unparsed": state.lines_unparsed,
+        "cut": sum(r.cut for r in reads),
     }
     out["findings"] = [f.to_json() for f in findings]
     return _finite(out)
@@ -172,6 +175,10 @@ def read_note(reads: list[FileRead], unparsed: int, backend: str = DEFAULT_BACKE
                      "the rest was skipped")
     if unparsed:
         parts.append(f"{plural(unparsed, 'recognised line')} held figures that do not parse or cannot be; skipped")
+    cut = sum(r.cut for r in reads)
+    if cut:
+        parts.append(f"{plural(cut, 'line')} longer than {CLASSIFY_CAP // 1024} KiB: only their first {CLASSIFY_CAP // 1024} KiB "
+                     "were read")
     return "note: " + "; ".join(parts) if parts else None
 
 

@@ -39,8 +39,10 @@ _RX_OOM = lazy(
 _RX_OOM_REQ = lazy(r"Tried to allocate " + _SIZE)
 _RX_OOM_GPU = lazy(r"(?:GPU|NPU|HIP|MUSA|XPU) (\d+)")
 _RX_OOM_TOTAL = lazy(r"total capacity of " + _SIZE + r" of which " + _SIZE + r" is free")
-_RX_OOM_TOTAL_OLD = lazy(_SIZE + r" total capacity; .*?" + _SIZE + r" free")
-_RX_CAPTURE_FAILED = lazy(r"Capture (?:\S+ )*?(?:cuda|CUDA|npu|cpu|musa) graph failed")
+# a number starts only where one starts, and is bounded: linear on a line of digits or dots
+_SIZE_AT = r"(?<![\d.])([\d.]{1,32}) ?([KMGT]i?B|B)"
+_RX_OOM_TOTAL_OLD = lazy(_SIZE_AT + r" total capacity; .{0,200}?" + _SIZE_AT + r" free")
+_RX_CAPTURE_FAILED = lazy(r"Capture (?:\S{1,64} ){0,8}?(?:cuda|CUDA|npu|cpu|musa) graph failed")
 _RX_NEM_MFS = lazy(r"(?:--mem-fraction-static[= ]|mem_fraction_static=)(\d*\.\d+|[01])\b")
 _RX_NEM_23 = lazy(
     r"Raise --mem-fraction-static above ([\d.]+) \(minimum viable = 1 - available/pre = ([\d.]+)\)"
@@ -50,8 +52,8 @@ _RX_EXIT_CODE = lazy(r"^Exit code: (-?\d+)")
 _RX_CHILD_FAILED = lazy(r"Child process unexpectedly failed with an exit code (-?\d+)")
 _RX_TRY_ALLOC = lazy(r"Try to allocate (\d+) tokens")
 _RX_SEQ = lazy(r"SeqNum=(\d+)|work sequence id:? (\d+)|last enqueued (?:NCCL )?work: (\d+)")
-_RX_EXC_HEADER = lazy(r"^(?:Exception in (?:ControllerSingle|ControllerMulti|ModelTpServer|thread [^:]*)|Process [\w:-]+)\s*:\s*$")
-_RX_ARGPARSE = lazy(r"^(?:\S*(?:launch_server|sglang)\S*|\S+\.py): error: ")
+_RX_EXC_HEADER = lazy(r"^(?:Exception in (?:ControllerSingle|ControllerMulti|ModelTpServer|thread [^:]*+)|Process [\w:-]{1,200})\s*+:\s*+$")
+_RX_ARGPARSE = lazy(r"^(?:\S{0,200}?(?:launch_server|sglang)\S{0,200}?|\S{1,200}?\.py): error: ")
 # the interpreter itself refusing to start the server: `python3: No module named sglang`,
 # `python3: Error while finding module specification for 'sglang.launch_server' (ModuleNotFoundError: …)`
 _RX_INTERPRETER = lazy(r"^\S*python[\d.]*: (?:No module named |Error while finding module specification for "
@@ -69,8 +71,8 @@ _RX_PHASE_CALL = lazy(r"\b(forward_extend|forward_decode|forward_prefill_batch|f
 _CALL_PHASE = {"Scheduler": "startup", "ModelRunner": "startup", "TpModelWorker": "startup",
                "TpWorkerClass": "startup", "ModelRpcClient": "startup", "CudaGraphRunner": "graph_capture"}
 # SGLang telling the operator which flag to move ("… try to increase --mamba-full-memory-ratio.")
-_RX_ADVICE = lazy(r"(?:[Tt]ry to |[Pp]lease |[Cc]onsider )?(?:increas|decreas|rais|lower|reduc|enlarg|shrink)\w* "
-                  r"(?:the )?(--[a-z][\w-]+)[^.;]*")
+_RX_ADVICE = lazy(r"(?:[Tt]ry to |[Pp]lease |[Cc]onsider )?(?:increas|decreas|rais|lower|reduc|enlarg|shrink)\w{0,12} "
+                  r"(?:the )?(--[a-z][\w-]{0,80})[^.;]{0,200}")
 _RX_TORCH_LOG = lazy(r"^\[rank\d+\]:\[[EWIF]\d{4} ")
 # torch / CUDA saying the failing call ran while a CUDA stream was capturing a graph
 # (`Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture`, `operation not permitted

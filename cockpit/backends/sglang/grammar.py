@@ -181,7 +181,7 @@ _RX_RANK_INIT = lazy(r"Rank (\d+) scheduler died during initialization \(exit co
 _RX_SUBPROC = lazy(r"Subprocess scheduler_(\d+) \(pid=\d+\) crashed with exit code (-?\d+)")
 _RX_TERMINATED = lazy(r"Scheduler or DataParallelController \d+ terminated with (-?\d+)")
 _RX_EXIT_CODE = lazy(r"^Exit code: (-?\d+)")
-_RX_FLAG_SET = lazy(r"(?:[Aa]utomatically |[Aa]uto-)?(?:reduce|adjust|set|lower|raise|increase|change)\w* "
+_RX_FLAG_SET = lazy(r"(?:[Aa]utomatically |[Aa]uto-)?(?:reduce|adjust|set|lower|raise|increase|change)\w{0,12} "
                     r"(?:the )?--mem-fraction-static to (\d*\.\d+)")
 _RX_SELF_MAX_TOKENS = lazy(r"^self\.max_total_num_tokens=(\d+)")
 

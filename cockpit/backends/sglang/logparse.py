@@ -17,6 +17,7 @@ from typing import BinaryIO
 
 from cockpit.backends.sglang.grammar import Peek, classify, parse_server_args, split_record
 from cockpit.backends.sglang.scanner import (
+    CLASSIFY_CAP,
     FULL_FEED_LINES,
     LINE_CAP,
     READ_CHUNK,
@@ -30,7 +31,7 @@ from cockpit.core.events import Event
 from cockpit.core.state import RunState
 
 __all__ = [
-    "FULL_FEED_LINES", "LINE_CAP", "READ_CHUNK", "SAMPLE_EVERY", "SUB_WINDOW", "TAIL_SAMPLE", "WINDOW",
+    "CLASSIFY_CAP", "FULL_FEED_LINES", "LINE_CAP", "READ_CHUNK", "SAMPLE_EVERY", "SUB_WINDOW", "TAIL_SAMPLE", "WINDOW",
     "Peek", "SGLangLogParser", "classify", "iter_chunks", "parse_server_args", "read_log", "split_record",
 ]
 
@@ -47,11 +48,11 @@ PARALLEL_MIN_BYTES = 48 << 20  # a file at least this big is cut into ranges par
 MAX_WORKERS = 4
 
 
-Counts = tuple[int, int, int]  # (strong, generic, foreign) lines: SGLangLogParser's recognition tally
+Counts = tuple[int, int, int, int]  # (strong, generic, foreign, cut) lines: SGLangLogParser's tally
 
 
 def _tally(parser: SGLangLogParser) -> Counts:
-    return parser.strong, parser.generic, parser.foreign
+    return parser.strong, parser.generic, parser.foreign, parser.lines_cut
 
 
 def _recognised(strong: int, generic: int, foreign: int) -> int:
@@ -217,15 +218,16 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
                     tallies: list[Counts] = []
                     for e in _parallel_events(f, info.st_size, n, total, tallies):
                         apply(st, e)
-                    strong, generic, foreign = (sum(c[i] for c in tallies) for i in range(3))
-                    return _done(st, sum(total), _recognised(strong, generic, foreign), foreign, stats)
+                    strong, generic, foreign, cut = (sum(c[i] for c in tallies) for i in range(4))
+                    return _done(st, sum(total), _recognised(strong, generic, foreign), foreign, stats, cut)
                 consume(f)
     else:
         consume(source)
-    return _done(st, parser.lines_seen, parser.lines_recognised, parser.foreign, stats)
+    return _done(st, parser.lines_seen, parser.lines_recognised, parser.foreign, stats, parser.lines_cut)
 
 
-def _done(st: RunState, lines: int, recognised: int, foreign: int, stats: dict[str, int] | None) -> RunState:
+def _done(st: RunState, lines: int, recognised: int, foreign: int, stats: dict[str, int] | None,
+          cut: int = 0) -> RunState:
     """The input has ended: a traceback nothing came after is the crash (reducer.end_of_input).
     Record how much of the input was read; `stats` (the caller's) gets this input's counts."""
     from cockpit.core.reducer import end_of_input
@@ -234,5 +236,5 @@ def _done(st: RunState, lines: int, recognised: int, foreign: int, stats: dict[s
     st.lines_seen = max(st.lines_seen, lines)
     st.lines_recognised += recognised
     if stats is not None:
-        stats.update(lines=lines, recognised=recognised, foreign=foreign)
+        stats.update(lines=lines, recognised=recognised, foreign=foreign, cut=cut)
     return st

@@ -29,6 +29,10 @@ from cockpit.core.events import Event
 from cockpit.core.sanitize import clean_text
 
 LINE_CAP = 64 * 1024  # longest line kept; the rest of a longer line is dropped
+# longest text of one line the grammar reads: every pattern is linear, but a file of 64 KiB lines
+# would still cost ~30 ms a line; SGLang's longest lines (the server_args dump) are ~3-8 KiB.
+# A line cut here is counted (`lines_cut`) and `diagnose` says so.
+CLASSIFY_CAP = 16 * 1024
 WINDOW = 64 * 1024  # bytes per routine-check window
 FULL_FEED_LINES = 512  # a feed with at most this many lines is classified line by line in full
 SUB_WINDOW = 8 * 1024  # a window with news is checked again in pieces of this size
@@ -45,6 +49,14 @@ TRACEBACK_SOURCE_LINES = 3  # after a frame: its source line and, on Python 3.11
 # ---- the streaming parser ----------------------------------------------------------------------
 
 
+def _cut(raw: bytes) -> bool:
+    """Whether `_clean` reads only the head of this line (its last `\r` segment is over the cap)."""
+    if len(raw) <= CLASSIFY_CAP:
+        return False
+    raw = raw.rstrip(b"\r")
+    return len(raw) - (raw.rfind(b"\r") + 1) > CLASSIFY_CAP
+
+
 def _clean(raw: bytes) -> str:
     """One line's bytes -> text: CRLF and tqdm `\\r` redraws (keep the last segment), bad UTF-8,
     then `clean_text` (escape sequences and control characters: the one rule for log text)."""
@@ -53,8 +65,8 @@ def _clean(raw: bytes) -> str:
         cut = raw.rfind(b"\r")
         if cut != -1:
             raw = raw[cut + 1 :]
-    if len(raw) > LINE_CAP:
-        raw = raw[:LINE_CAP]
+    if len(raw) > CLASSIFY_CAP:
+        raw = raw[:CLASSIFY_CAP]
     text = raw.decode("utf-8", "replace")
     # Nearly every line holds no control character (C0, DEL, C1 are all unprintable): one C call
     # tells, and only the rest pay for clean_text's patterns.
@@ -83,6 +95,7 @@ class SGLangLogParser:
         self._frame_func = ""  # and its function
         # lines by what they prove (see recognition): SGLang's own, any Python/torch server's, another engine's
         self._tally = [0, 0, 0, 0]  # lines per recognition class (failures.NONE … FOREIGN)
+        self.lines_cut = 0  # lines longer than CLASSIFY_CAP, classified on their head
 
     @property
     def lines_seen(self) -> int:
@@ -189,6 +202,7 @@ class SGLangLogParser:
         self._lines += 1
         self._last_line = self._lines
         raw = (self._long_cur or self._long_prev) if self._long_cr else self._long_head
+        self.lines_cut += _cut(raw) or not self._long_cr
         out.extend(self._classify(self._lines, _clean(raw)))
         self._skipping = False
         self._long_head = self._long_cur = self._long_prev = b""
@@ -207,6 +221,7 @@ class SGLangLogParser:
         elif self._pending:
             self._lines += 1
             self._last_line = self._lines
+            self.lines_cut += _cut(self._pending)
             out.extend(self._classify(self._lines, _clean(self._pending)))
         self._pending = b""
         return out
@@ -216,7 +231,15 @@ class SGLangLogParser:
     def _block(self, buf: bytes, start: int, n: int, out: list[Event]) -> None:
         """buf[start:n] ends with a newline. Appends events; advances the line count."""
         if n - start <= FULL_FEED_LINES * 64 and buf.count(b"\n", start, n) <= FULL_FEED_LINES:
-            self._lines += self._classify_lines(buf[start:n].split(b"\n")[:-1], self._lines, out)
+            feed = buf[start:n]
+            lines = feed.split(b"\n")[:-1]
+            texts: list[str] | None = None
+            if b"\r" not in feed and (n - start <= CLASSIFY_CAP or max(map(len, lines)) <= CLASSIFY_CAP):
+                # A live tail's feed: decoded at once, not line by line (the same text: a newline never
+                # sits inside a UTF-8 sequence, so each bad sequence is replaced as it would be alone).
+                texts = feed.decode("utf-8", "replace").split("\n")
+                texts.pop()
+            self._lines += self._classify_lines(lines, self._lines, out, texts)
             return
         pos = start
         while pos < n:
@@ -286,6 +309,8 @@ class SGLangLogParser:
         if lineno <= self._last_line:
             return  # already classified (a sample may meet a line the dirty path took)
         self._last_line = lineno
+        if len(raw) > CLASSIFY_CAP:
+            self.lines_cut += _cut(raw)
         text = _clean(raw)
         if text:
             out.extend(self._classify(lineno, text, peek, tally))
@@ -331,15 +356,24 @@ class SGLangLogParser:
             self._emit(base + i + 1, raw, out, peek, True)
             done = i
 
-    def _classify_lines(self, lines: list[bytes], base: int, out: list[Event]) -> int:
-        """Classify every line; returns how many there were."""
+    def _classify_lines(self, lines: list[bytes], base: int, out: list[Event], decoded: list[str] | None = None) -> int:
+        """Classify every line; returns how many there were. `decoded`: the lines already decoded
+        (no `\r`, none over the cap), still to be checked for control characters."""
         count = len(lines)
         cleaned: list[str | None] = [None] * count
+        clean_text_ = clean_text
 
         def text(i: int) -> str:
             t = cleaned[i]
             if t is None:
-                t = cleaned[i] = _clean(lines[i])
+                if decoded is not None:
+                    d = decoded[i]
+                    t = cleaned[i] = d if d.isprintable() else clean_text_(d, keep_newlines=False)
+                    return t
+                raw = lines[i]
+                if len(raw) > CLASSIFY_CAP:
+                    self.lines_cut += _cut(raw)
+                t = cleaned[i] = _clean(raw)
             return t
 
         unwrap = self._unwrapper.unwrap

@@ -52,7 +52,9 @@ def template(prefix: str) -> str:
             if tok.isdigit():
                 parts.append(r"\d+")
             elif any(ch.isdigit() for ch in tok):
-                parts.append(r"\w*\d\w*")  # a pod hash, `python3`: must still hold a digit
+                # a pod hash, `python3`: must still hold a digit (letters, the first digit, then the
+                # rest taken whole: linear on any line, and what follows it is never a word character)
+                parts.append(r"[A-Za-z_]*[0-9][A-Za-z0-9_]*+")
             elif tok.isupper() and len(tok) <= 8:
                 parts.append(r"[A-Z]+")
             else:

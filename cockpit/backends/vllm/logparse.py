@@ -34,12 +34,15 @@ from cockpit.core.sanitize import clean_text
 from cockpit.core.state import RunState
 
 LINE_CAP = 64 * 1024
+# longest text of one line the grammar reads (a longer line is read on its head and counted in
+# `lines_cut`; `diagnose` says so): every pattern is linear, this bounds the cost of a hostile file
+CLASSIFY_CAP = 16 * 1024
 READ_CHUNK = 1 << 20
 
 _GROUP = r"\([^()]*? pid=\d+(?:, ip=[^)]*)?\) "
 _RX_RECORD = re.compile(
-    r"(?P<prefixes>(?:" + _GROUP + r")*)(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-    r"(?P<md>\d{2}-\d{2}) (?P<hms>\d{2}:\d{2}:\d{2}) \[?(?P<file>[^\]\s]+):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
+    r"(?P<prefixes>(?:" + _GROUP + r"){0,8})(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(?P<md>\d{2}-\d{2}) (?P<hms>\d{2}:\d{2}:\d{2}) \[?(?P<file>[^\]\s]{1,200}):(?P<lineno>\d+)\] ?(?P<msg>.*)$"
 )
 _RX_GROUP_ANYWHERE = re.compile(_GROUP)
 _RX_GROUPS_ONLY = re.compile(r"^(?P<prefixes>(?:" + _GROUP + r")+)(?P<msg>.*)$")
@@ -82,14 +85,14 @@ _RX_UTIL_EQ = re.compile(r"--gpu-memory-utilization=([\d.]+) is equivalent to --
 # with no GiB beside the suggestions
 _RX_SUMMARY = re.compile(
     r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup\. Desired GPU memory utilization is "
-    r"\((?P<util>[\d.]+), (?P<req>[\d.]+) GiB\)\. Actual usage is (?P<usage>.*?)\. Replace gpu_memory_utilization "
+    r"\((?P<util>[\d.]+), (?P<req>[\d.]+) GiB\)\. Actual usage is (?P<usage>.{0,1000}?)\. Replace gpu_memory_utilization "
     r"config with `--kv-cache-memory=(?P<b_req>-?\d+)`(?: \((?P<g_req>-?[\d.]+) GiB\))? to fit into requested memory, "
     r"or `--kv-cache-memory=(?P<b_gpu>-?\d+)`(?: \((?P<g_gpu>-?[\d.]+) GiB\))? to fully utilize gpu memory\. "
     r"Current kv cache memory in use is (?P<kv>-?[\d.]+) (?P<kv_unit>GiB|bytes)"
 )
-_RX_USAGE_NEW = re.compile(_F + r" GiB for consumed memory \(weights \+ non-torch\), " + _F + r" GiB for peak activation, and "
+_RX_USAGE_NEW = re.compile(r"(?<![\d.-])" + _F + r" GiB for consumed memory \(weights \+ non-torch\), " + _F + r" GiB for peak activation, and "
                            + _F + " GiB for CUDAGraph memory")
-_RX_USAGE_OLD = re.compile(_F + r" GiB for weight, " + _F + r" GiB for peak activation, " + _F
+_RX_USAGE_OLD = re.compile(r"(?<![\d.-])" + _F + r" GiB for weight, " + _F + r" GiB for peak activation, " + _F
                            + r" GiB for non-torch memory, and " + _F + " GiB for CUDAGraph memory")
 _RX_STARTING = re.compile(r"Starting vLLM (?:API )?server (?:\d+ )?on (\S+)")
 _RX_PORT = re.compile(r":(\d+)/?$")
@@ -98,7 +101,9 @@ _RX_STAT = re.compile(r"(Avg prompt throughput|Avg generation throughput|Running
 _RX_FRAME = re.compile(r'^\s*File "([^"]*)", line \d+, in (\S+)')
 # a traceback's source line that calls a function (`self.model_runner.capture_model(self.gpu_cache)`,
 # `x = graph_runner.capture(**kw)`): group 1 is the callee
-_RX_CALL = re.compile(r"^(?:[\w.\[\], ]+ = )?(?:return |with |await )?[\w.]*?(\w+)\(")
+# (the callee is the word after the last dot: a greedy `[\w.]*\.` finds it in linear time, where a lazy
+# `[\w.]*?` before `(\w+)` tried every split of a long word)
+_RX_CALL = re.compile(r"^(?:[\w.\[\], ]+ = )?(?:return |with |await )?(?:[\w.]*\.)?(\w+)\(")
 _RX_EXC = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure)): ?(.*)$")
 # a launch refused before engine code ran: the interpreter's `python3: No module named vllm` / `Error while
 # finding module specification …`, argparse's `vllm serve: error: …`; an import error on line 1
@@ -120,7 +125,7 @@ _RX_PROC_DIED = re.compile(r"^(?:Worker proc|Engine core proc(?:ess)?|RayWorkerP
 _RX_RAY_DIED = re.compile(r"RayWorkerProc rank=(\d+) died")
 _RX_V0_DIED = re.compile(r"Worker (\S+) pid (\d+) died, exit code: ")
 _RX_WORKER_PROC = re.compile(r"Worker proc (\S+) died")
-_RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^}]*)\}")
+_RX_SCHED_TOKENS = re.compile(r"num_scheduled_tokens=\{([^{}]*)\}")
 _UNITS_GIB = {"B": 1 / 2**30, "KiB": 1 / 2**20, "MiB": 1 / 2**10, "GiB": 1.0, "TiB": 1024.0,
               "KB": 1e3 / 2**30, "MB": 1e6 / 2**30, "GB": 1e9 / 2**30, "TB": 1e12 / 2**30}
 # Exceptions that only wrap a root cause printed elsewhere: never the crash's message.
@@ -163,7 +168,7 @@ def _clean(raw: bytes) -> str:
         cut = raw.rfind(b"\r")
         if cut != -1:
             raw = raw[cut + 1 :]
-    text = raw[:LINE_CAP].decode("utf-8", "replace")
+    text = raw[:CLASSIFY_CAP].decode("utf-8", "replace")
     if not text.isprintable():  # most lines are; the rest lose every escape and control character
         text = clean_text(text, keep_newlines=False)
     if "[" in text and ("^[[" in text or "m " in text):
@@ -235,6 +240,7 @@ class VLLMLogParser:
         self._crashed = False
         self._workers_seen = False
         self.recognised = 0  # lines read as vLLM's: records, process groups, or lines with events
+        self.lines_cut = 0  # lines longer than CLASSIFY_CAP, classified on their head
         self._last_was_vllm = False
         self._v0 = False  # V0's start-up wording (weights in `GB`, KV in blocks): its graphs are captured after the KV
         self._v2 = False  # the V2 model runner captures graphs twice (the first to measure them)
@@ -270,13 +276,21 @@ class VLLMLogParser:
             self._pending = self._pending[-LINE_CAP:]  # a bar redrawn for hours: keep its tail
         for raw in lines:
             self._lines += 1
+            if len(raw) > CLASSIFY_CAP:
+                self._count_cut(raw)
             self.classify(self._lines, _clean(raw), out)
         return out
+
+    def _count_cut(self, raw: bytes) -> None:
+        raw = raw.rstrip(b"\r")
+        if len(raw) - (raw.rfind(b"\r") + 1) > CLASSIFY_CAP:
+            self.lines_cut += 1
 
     def finish(self) -> list[Event]:
         out: list[Event] = []
         if self._pending:
             self._lines += 1
+            self._count_cut(self._pending)
             self.classify(self._lines, _clean(self._pending), out)
             self._pending = b""
         self._flush_tokens(out, self._lines, None, before_capture=not self._crashed)
@@ -928,7 +942,7 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
         st.lines_seen = max(st.lines_seen, parser.lines_seen)
         st.lines_recognised += parser.recognised
         if stats is not None:
-            stats.update(lines=parser.lines_seen, recognised=parser.recognised, foreign=0)
+            stats.update(lines=parser.lines_seen, recognised=parser.recognised, foreign=0, cut=parser.lines_cut)
 
     if isinstance(source, (str, Path)):
         with open(source, "rb") as f:

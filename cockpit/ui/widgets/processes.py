@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from rich.style import Style
 from rich.text import Text
+from textual.geometry import Size
+from textual.strip import Strip
 from textual.widget import Widget
 
 from cockpit.supervisor.api import GpuProcess, RunSnapshot
 from cockpit.ui import format as fmt
 from cockpit.ui.gpuhistory import GpuHistory, sparkline
+from cockpit.ui.widgets.strips import StripCache
 
 SPARK = 20  # history cells per measure
 
@@ -34,6 +37,11 @@ class GpuProcesses(Widget):
         self._history: GpuHistory | None = None
         self._key: object = None
         self._rows = -1  # rows last laid out
+        self._keys_of: object = None
+        self._gpu_order: list[tuple[str, int]] = []
+        self._procs_of: object = None
+        self._sorted: list[GpuProcess] = []
+        self._strips = StripCache()  # rows that read as a second ago are not converted again
 
     def show(self, snapshot: RunSnapshot, history: GpuHistory | None = None, history_changed: bool = False) -> None:
         key = (snapshot.gpu_processes, tuple(snapshot.rank_gpu.items()))
@@ -49,48 +57,80 @@ class GpuProcesses(Widget):
         self.refresh(layout=rows != self._rows)
         self._rows = rows
 
-    def _gpu_lines(self) -> list[Text]:
+    def _gpu_keys(self) -> list[tuple[str, int]]:
         hist = self._history
         if hist is None or not hist.traces:
             return []
-        hosts = {h for h, _i in hist.traces}
+        if self._keys_of is not hist.traces or len(self._gpu_order) != len(hist.traces):
+            self._keys_of, self._gpu_order = hist.traces, sorted(hist.traces)
+        return self._gpu_order
+
+    def _gpu_line(self, key: tuple[str, int]) -> Text:
+        hist = self._history
+        assert hist is not None
+        host, index = key
+        tr = hist.traces[key]
+        multi_host = len({h for h, _i in hist.traces}) > 1
         # the three sparklines share what the numbers leave of the panel's width (3 to 20 cells)
         spark = max(3, min(SPARK, (self.size.width - 54) // 3))
-        lines = []
-        for (host, index), tr in sorted(hist.traces.items()):
-            t = Text(no_wrap=True, overflow="ellipsis")
-            t.append(f"GPU{index}" + (f"@{host}" if len(hosts) > 1 else "") + " ", style=self._style("label"))
-            used = tr.used[-1] if tr.used else None
-            t.append("mem " + sparkline(tr.used, tr.total_gb, spark))
-            t.append(f" {fmt.gb(used, 1)}/{fmt.gb(tr.total_gb, 1)} GiB  ")
-            util = tr.util[-1] if tr.util else None
-            t.append("util " + sparkline(tr.util, 100.0, spark))
-            t.append(" " + ("?" if util is None else f"{util:.0f}%").rjust(4) + "  ")
-            power = tr.power[-1] if tr.power else None
-            t.append("pwr " + sparkline(tr.power, None, spark))
-            t.append(" " + ("?" if power is None else f"{power:.0f} W"))
-            lines.append(t)
-        return lines
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(f"GPU{index}" + (f"@{host}" if multi_host else "") + " ", style=self._style("label"))
+        used = tr.used[-1] if tr.used else None
+        t.append("mem " + sparkline(tr.used, tr.total_gb, spark))
+        t.append(f" {fmt.gb(used, 1)}/{fmt.gb(tr.total_gb, 1)} GiB  ")
+        util = tr.util[-1] if tr.util else None
+        t.append("util " + sparkline(tr.util, 100.0, spark))
+        t.append(" " + ("?" if util is None else f"{util:.0f}%").rjust(4) + "  ")
+        power = tr.power[-1] if tr.power else None
+        t.append("pwr " + sparkline(tr.power, None, spark))
+        t.append(" " + ("?" if power is None else f"{power:.0f} W"))
+        return t
 
     def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"gpuprocs--{name}", partial=True)
 
-    def render(self) -> Text:
+    def _procs(self) -> list[GpuProcess]:
         snap = self._snapshot
-        gpu_lines = self._gpu_lines()
-        if snap is None or not snap.gpu_processes:
-            return Text("\n", no_wrap=True).join([*gpu_lines, Text("no GPU processes seen", style=self._style("dim"))])
-        procs: list[GpuProcess] = sorted(snap.gpu_processes, key=lambda p: (p.belongs_to_run, p.host, p.gpu_index, p.pid))
-        lines = []
-        for p in procs:
-            rank = rank_of_gpu(snap, p.host, p.gpu_index) or "—"
-            t = Text(no_wrap=True, overflow="ellipsis")
-            where = f"{rank:<5} GPU {p.gpu_index}"
-            if p.host and len({h for h, _ in snap.rank_gpu.values()}) > 1:
-                where += f"@{p.host}"
-            t.append(where, style=self._style("label"))
-            t.append(f"  pid {p.pid:<7} {fmt.gb(p.used_gb, 1)} GiB")
-            if not p.belongs_to_run:
-                t.append("  ⚠ not this run (leftover?)", style=self._style("leftover"))
-            lines.append(t)
-        return Text("\n", no_wrap=True, overflow="ellipsis").join([*gpu_lines, *lines])
+        if snap is None:
+            return []
+        if self._procs_of is not snap.gpu_processes:  # sorted once per snapshot, not once per row
+            self._procs_of = snap.gpu_processes
+            self._sorted = sorted(snap.gpu_processes, key=lambda p: (p.belongs_to_run, p.host, p.gpu_index, p.pid))
+        return self._sorted
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._gpu_keys()) + max(1, len(self._procs()))
+
+    def render_line(self, y: int) -> Strip:
+        """One row (the Line API): Textual asks only for the rows on screen, so at 64 GPUs in a box
+        that shows a dozen the sparklines of the others are not built each second (they were: the
+        rest of the idle TUI's CPU at 64 ranks). Each row goes through the same conversion Textual
+        applies to a whole `render()`."""
+        width = self.size.width
+        row = self._row(y)
+        if row is None:
+            return Strip.blank(width, self.visual_style.rich_style)
+        return self._strips.strip(self, y, row, width)
+
+    def _row(self, y: int) -> Text | None:
+        keys = self._gpu_keys()
+        if y < len(keys):
+            return self._gpu_line(keys[y])
+        y -= len(keys)
+        snap = self._snapshot
+        procs = self._procs()
+        if not procs:
+            return Text("no GPU processes seen", style=self._style("dim"), no_wrap=True) if y == 0 else None
+        if y >= len(procs) or snap is None:
+            return None
+        p = procs[y]
+        rank = rank_of_gpu(snap, p.host, p.gpu_index) or "—"
+        t = Text(no_wrap=True, overflow="ellipsis")
+        where = f"{rank:<5} GPU {p.gpu_index}"
+        if p.host and len({h for h, _ in snap.rank_gpu.values()}) > 1:
+            where += f"@{p.host}"
+        t.append(where, style=self._style("label"))
+        t.append(f"  pid {p.pid:<7} {fmt.gb(p.used_gb, 1)} GiB")
+        if not p.belongs_to_run:
+            t.append("  ⚠ not this run (leftover?)", style=self._style("leftover"))
+        return t

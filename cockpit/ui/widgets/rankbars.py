@@ -20,13 +20,13 @@ from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
 from textual.strip import Strip
-from textual.visual import Visual, visualize
 from textual.widget import Widget
 
 from cockpit.core.ranks import rank_sort_key
 from cockpit.core.state import RankMemory
 from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample, RunSnapshot
 from cockpit.ui import format as fmt
+from cockpit.ui.widgets.strips import StripCache
 
 STALE_AFTER_S = 5.0  # telemetry arrives about once a second; older than this is dimmed
 
@@ -105,6 +105,8 @@ class RankBars(Widget):
         self._hicache_gb_per_rank: float | None = None
         self._names_of: RunSnapshot | None = None
         self._names: list[str] = []
+        self._strips = StripCache()  # rows that read as a second ago are not converted again
+        self._tail = 0  # characters at the end of the row just built that change every second
 
     def show(
         self,
@@ -146,12 +148,14 @@ class RankBars(Widget):
         a dozen, the others cost nothing until scrolled to (they used to be built on every paint).
         Each row goes through the same conversion Textual applies to a whole `render()`."""
         width = self.size.width
+        self._tail = 0
         row = self._row(y)
         if row is None:
             return Strip.blank(width, self.visual_style.rich_style)
         line = Text(no_wrap=True, overflow="crop")
         line.append_text(row)
-        return Visual.to_strips(self, visualize(self, line, markup=False), width, 1, self.visual_style)[0]
+        # a rank row's last cell is its sample's age, the only part that moves on an idle server
+        return self._strips.strip(self, y, line, width, tail=self._tail)
 
     def _row(self, y: int) -> Text | None:
         snap = self._snapshot
@@ -283,7 +287,9 @@ class RankBars(Widget):
         if util_w:
             util = "?" if gpu is None or gpu.util_pct is None else f"{gpu.util_pct:.0f}%"
             t.append(" " + util.rjust(util_w - 1), style=num_style)
-        t.append(" " + fmt.short_duration(age).rjust(age_w), style=num_style)
+        age_cell = " " + fmt.short_duration(age).rjust(age_w)
+        t.append(age_cell, style=num_style)
+        self._tail = len(age_cell)  # render_line converts it apart from the rest of the row
         return t
 
     def _headroom(self, headroom: float | None, width: int, ended: bool = False) -> Text:

@@ -1,0 +1,54 @@
+"""The start-up budget, checked by what is imported, not by the clock (timings are bench/startup.py's).
+
+`cockpit --help` must stay the cost of argparse: no cockpit module but the CLI, nothing outside
+the standard library, and a small count (21 modules over a bare interpreter in December 2026; every
+module is ~0.1–3 ms). `cockpit diagnose` imports one engine's grammar: an SGLang log never loads
+vLLM's log grammar.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+HELP_MODULE_BUDGET = 30
+
+_PROBE = """
+import contextlib, io, json, sys
+before = set(sys.modules)
+from cockpit.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        main(sys.argv[1:])
+    except SystemExit:
+        pass
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def _imported(*args: str) -> list[str]:
+    r = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_help_imports_only_argparse_and_the_cli() -> None:
+    mods = _imported("--help")
+    assert "argparse" in mods and "cockpit.cli" in mods  # the probe saw the run
+    ours = [m for m in mods if m.split(".")[0] == "cockpit"]
+    assert ours == ["cockpit", "cockpit.cli"]
+    foreign = [m for m in mods if m.split(".")[0] not in sys.stdlib_module_names and m.split(".")[0] != "cockpit"]
+    assert foreign == []  # no textual, pydantic, yaml, asyncssh, httpx
+    for heavy in ("typing", "shutil", "dataclasses", "inspect", "pathlib", "json", "asyncio"):
+        assert heavy not in mods, heavy
+    assert len(mods) <= HELP_MODULE_BUDGET, mods
+
+
+def test_diagnose_of_an_sglang_log_never_loads_the_vllm_grammar() -> None:
+    mods = _imported("diagnose", "--json", str(DATA / "sglang-0.5.9-kimi-0.88-healthy.log"))
+    assert "cockpit.backends.sglang.scanner" in mods
+    assert "cockpit.backends.vllm.logparse" not in mods
+    for heavy in ("textual", "pydantic", "yaml", "asyncssh", "httpx"):
+        assert heavy not in {m.split(".")[0] for m in mods}, heavy

@@ -1,0 +1,83 @@
+"""The GPU panel builds only the rows on screen: 16 GPUs (two nodes) and their processes in a box that
+shows fewer, then scrolled. Its sparklines move every telemetry sample; at 64 ranks building every
+row each second was most of the idle TUI's CPU."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+
+from cockpit.ui.screens.dashboard import DashboardScreen
+from cockpit.ui.widgets.processes import GpuProcesses
+from tests.ui.story import two_node_snapshot
+from tests.ui.test_dashboard_snapshots import make_app
+
+
+async def test_only_the_visible_gpu_rows_are_built() -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        panel = screen.query_one(GpuProcesses)
+        built: list[int] = []
+        row = panel._row
+
+        def counting_row(y: int) -> Text | None:
+            built.append(y)
+            return row(y)
+
+        panel._row = counting_row  # type: ignore[method-assign]
+        snap = two_node_snapshot()
+        screen.apply_snapshot(snap)
+        await pilot.pause()
+        box = screen.query_one("#procs-box", VerticalScroll)
+        rows = len(screen.gpu_history.traces) + max(1, len(snap.gpu_processes))
+        assert len(screen.gpu_history.traces) == 16 and panel.virtual_size.height == rows
+        visible = box.scrollable_content_region.height
+        assert 0 < visible < rows
+        assert set(built) <= set(range(visible)) and built  # the rows below the box were never built
+        built.clear()
+        box.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        assert max(built) == rows - 1 and min(built) >= rows - visible  # scrolled to: built then
+        lines = [panel.render_line(y).text for y in range(rows)]
+        assert lines[0].startswith("GPU0@") and "mem " in lines[0] and "util " in lines[0]
+        assert all(ln.strip() for ln in lines)
+
+
+async def test_rows_that_read_as_before_are_not_converted_again() -> None:
+    """An idle server's rows read the same each second: their strips are reused, a changed row's is not."""
+    from cockpit.ui.widgets import strips
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        snap = two_node_snapshot()
+        screen.apply_snapshot(snap)
+        await pilot.pause()
+        screen.query_one(GpuProcesses).refresh()  # painted once more at the width the scrollbar leaves
+        await pilot.pause()
+        converted: list[str] = []
+        to_strips = strips.Visual.to_strips
+
+        def counting(widget, *args):  # type: ignore[no-untyped-def]
+            converted.append(type(widget).__name__)
+            return to_strips(widget, *args)
+
+        strips.Visual.to_strips = counting  # type: ignore[method-assign]
+        try:
+            screen.query_one(GpuProcesses).refresh()
+            screen.query_one("#bars").refresh()
+            await pilot.pause()
+            assert converted == []  # repainted, nothing converted again
+            later = [dataclasses.replace(g, sampled_at=g.sampled_at + 1) for g in snap.gpus]
+            later[0] = dataclasses.replace(later[0], used_gb=1.0)  # a new sample, GPU0's memory moved
+            busy = dataclasses.replace(snap, taken_at=snap.taken_at + 1, gpus=tuple(later))
+            screen.apply_snapshot(busy)
+            await pilot.pause()
+            assert "GpuProcesses" in converted  # GPU0's row changed: converted again
+        finally:
+            strips.Visual.to_strips = to_strips  # type: ignore[method-assign]
