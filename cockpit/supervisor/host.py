@@ -147,6 +147,10 @@ class HostOps:
         res = await self.call({"op": "free_port"})
         return str(res["addr"]), int(res["port"])
 
+    async def launch_check(self, paths: list[str], cwd: str, host: str | None, port: int | None) -> dict[str, Any]:
+        """{"missing": [paths not on the host], "port_bound": why, or None} (hostside op_launch_check)."""
+        return await self.call({"op": "launch_check", "paths": paths, "cwd": cwd, "host": host, "port": port})
+
     async def scan(self, path: str, offset: int, ino: int | None, *, head_bytes: int, tail_lines: int) -> dict[str, Any]:
         req = {"op": "scan", "path": path, "offset": offset, "ino": ino, "head_bytes": head_bytes,
                "tail_lines": tail_lines}

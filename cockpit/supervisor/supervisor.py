@@ -199,7 +199,12 @@ class Supervisor:
         profile = self.profile
         if overrides:
             profile = profile.model_copy(update={"server": merged_flags(profile, overrides)})
+        from cockpit.core.findings import sort_findings
+        from cockpit.supervisor.launchcheck import launch_findings
+
         findings, _facts = check_profile(profile, await self.telemetry.host_facts())
+        # the model path missing on node 0, its API port bound: the launch would die of them
+        findings = sort_findings([*findings, *await launch_findings(self.profile, overrides, self.nodes[0])])
         self._preflight = tuple(findings)
         self._set("idle", "")
         return findings
@@ -381,8 +386,11 @@ class Supervisor:
         self.follow.finish(node)
         from cockpit.core.events import ProcessExited
 
-        apply(self.fold.state, ProcessExited(line=0, ts=None, rank=None, exit_code=ex.code))
-        if self._stopping or (node.record is not None and node.record.stopped_by) or ex.stopped_by:
+        # "stopped" only when Cockpit or the operator stopped it: an exit 0 (vLLM's API server after
+        # its engine died) or 143 (an outside SIGTERM) that nobody asked for is a crash
+        stopped = bool(self._stopping or (node.record is not None and node.record.stopped_by) or ex.stopped_by)
+        apply(self.fold.state, ProcessExited(line=0, ts=None, rank=None, exit_code=ex.code, stopped=stopped))
+        if stopped:
             self._mark_stopped()
         self.fold.changed = True
         self._changed()

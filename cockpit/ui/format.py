@@ -144,6 +144,11 @@ def exit_words(code: int | None, kind: str | None = None) -> str:
         return f"exit code {code}: SIGKILL from outside (kill -9, the kernel's OOM killer or a scheduler)"
     if code in (143, -15):
         return f"exit code {code}: SIGTERM (asked to stop)"
+    from cockpit.core.crashstory import signal_words
+
+    words = signal_words(code)
+    if words is not None:
+        return f"exit code {code}: {words}"
     if code < 0 or code > 128:
         sig = -code if code < 0 else code - 128
         return f"exit code {code}: killed by signal {sig}"

@@ -650,7 +650,11 @@ class VLLMLogParser:
             specific.append(_cuda_oom(line, ts, rank, msg))
         elif ("No available memory for the cache blocks" in msg or "KV cache is needed, which is larger than" in msg
               or "larger than the maximum number of tokens that can be stored in KV cache" in msg
-              or "is less than desired GPU memory utilization" in msg or "Cannot auto-fit max_model_len" in msg):
+              or "is less than desired GPU memory utilization" in msg or "Cannot auto-fit max_model_len" in msg
+              # the CPU build (vllm/v1/worker/cpu_worker.py): host memory below util × total, or below
+              # the KV bytes asked for (VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes)
+              or "is less than desired CPU memory utilization" in msg
+              or "allocation is less than requested memory for kv" in msg):
             specific.append(ev.NotEnoughMemory(line, ts, rank, None, None, None, msg))
         elif "collective operation timeout" in msg or ("NCCL" in msg and "timed out" in msg.lower()):
             specific.append(ev.NcclTimeout(line, ts, rank, msg))
@@ -661,6 +665,10 @@ class VLLMLogParser:
         elif "died unexpectedly (exit code:" in msg:
             m = _RX_DIED.search(msg)
             specific.append(ev.RankDead(line, ts, rank, None, int(m[1]) if m else None, "crashed", msg))
+        elif "engine core exited unexpectedly" in msg or ("Engine core process" in msg and "died unexpectedly" in msg):
+            # the API server's monitor saw VLLM::EngineCore die without a word of its own (SIGKILL, a
+            # native crash): the API server then exits 0 and /health says 503 until it does
+            specific.append(ev.RankDead(line, ts, rank, None, None, "crashed", msg))
         elif ("Engine core initialization failed" in msg or "Timed out waiting for engine core processes" in msg
               or "Frontend process failed during engine core initialization" in msg):
             # the API server's side: the cause, if any, is in the engine's lines (or not in the log)
