@@ -65,3 +65,6 @@ class RunSnapshot:
     rank_gpu: dict[str, tuple[str, int]] = field(default_factory=dict)  # rank -> (host, GPU index)
     # a Slurm run: {job_id, state, reason, nodes, time_left, …} (cockpit/slurm/supervisor.py); None otherwise
     slurm: dict[str, Any] | None = None
+    # how node 0's server ended, once it has: {"exit_code", "signal" (SIGKILL…, or None), "by":
+    # "cockpit" | "operator" | "external" | "engine"}; "stopped" only when by is cockpit or operator
+    ending: dict[str, Any] | None = None

@@ -132,8 +132,10 @@ class HostOps:
         run: dict[str, Any] | None = res.get("run")
         return run
 
-    async def stop(self, profile: str, run_id: str | None, timeout: float) -> dict[str, Any]:
-        req = {"op": "stop", "profile": profile, "run_id": run_id, "timeout": timeout}
+    async def stop(self, profile: str, run_id: str | None, timeout: float, by: str = "cockpit") -> dict[str, Any]:
+        """`by`: who asked (`operator`: `down`, the TUI's stop; `cockpit`: a restart), kept as the
+        run's `stopped_by`."""
+        req = {"op": "stop", "profile": profile, "run_id": run_id, "timeout": timeout, "by": by}
         return await self.call(req, timeout=timeout + 60)
 
     async def kill(self, pids: list[int], sig: int = 9) -> dict[str, Any]:

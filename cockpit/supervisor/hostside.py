@@ -620,7 +620,7 @@ def op_stop(req):
     if (info["alive"] or info["members"]) and os.path.isdir(run_dir) \
             and not os.path.exists(os.path.join(run_dir, "stopped_by")):
         try:
-            _write(os.path.join(run_dir, "stopped_by"), "cockpit")
+            _write(os.path.join(run_dir, "stopped_by"), "operator" if req.get("by") == "operator" else "cockpit")
         except DiskError:
             pass  # the stop matters more than its mark
     if left or info["alive"]:

@@ -136,6 +136,7 @@ class Supervisor:
         self._plan: Any = None  # the memory plan for the run's flags, made once capture is over
         self._plan_task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._stop_by = "operator"  # who asked for the current stop (RunSnapshot.ending)
         self._crash_before_stop = False
         self._closed = asyncio.Event()
         self._watchers: list[asyncio.Task[Any]] = []  # follow, probe, telemetry: one per run
@@ -490,7 +491,31 @@ class Supervisor:
             flag_diff=diff,
             progress=self._progress,
             rank_gpu=self.rank_gpu(),
+            ending=self._ending(),
         )
+
+    # signals another process sends (an operator's kill, the OOM killer); the others (SIGILL,
+    # SIGSEGV, SIGBUS, SIGABRT, SIGFPE) the engine's own code raises
+    _EXTERNAL_SIGNALS = frozenset({1, 2, 9, 15})
+
+    def _ending(self) -> dict[str, Any] | None:
+        """How node 0's server ended (RunSnapshot.ending), or None while it runs."""
+        from cockpit.core.crashstory import SIGNAL_WORDS, signal_of
+
+        n0 = self.nodes[0]
+        ex = n0.exited
+        if ex is None:
+            return None
+        mark = ex.stopped_by or (n0.record.stopped_by if n0.record is not None else None)
+        sig = signal_of(ex.code)
+        if mark or self._stopping:
+            by = "operator" if (mark or self._stop_by) == "operator" else "cockpit"
+        elif sig in self._EXTERNAL_SIGNALS:
+            by = "external"
+        else:
+            by = "engine"  # its own exit: an error, a fault, or 0 after its engine died
+        name = (SIGNAL_WORDS[sig][0] if sig in SIGNAL_WORDS else f"signal {sig}") if sig is not None else None
+        return {"exit_code": ex.code, "signal": name, "by": by}
 
     def recent_lines(self) -> list[LogLine]:
         return self.publisher.recent_lines()
@@ -514,20 +539,22 @@ class Supervisor:
         return True
 
     # ------------------------------------------------------------------ stop / restart / close
-    async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False) -> StopResult:
+    async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False, *, by: str = "operator") -> StopResult:
         """SIGTERM the run's process groups, SIGKILL after `timeout`, then wait until its GPU
-        memory is released; leftovers still holding memory are reported (and killed on request)."""
+        memory is released; leftovers still holding memory are reported (and killed on request).
+        `by`: who asked — the operator (`down`, the TUI's stop) or Cockpit itself (a restart)."""
         if self._info is None:
             await self.attach()
         if self._info is None:
             return StopResult(True, False, [])
         self._crash_before_stop = self.fold.state.crash is not None
         self._stopping = True
+        self._stop_by = by
         self._set("stopping", f"stopping {self.profile.name} (SIGTERM, SIGKILL after {timeout:g} s)")
         gpus_of_run = self.run_gpus()
         running = [n for n in self.nodes if n.record]
         results = await asyncio.gather(
-            *(n.ops.stop(n.key, n.record.run_id if n.record else None, timeout) for n in running),
+            *(n.ops.stop(n.key, n.record.run_id if n.record else None, timeout, by) for n in running),
             return_exceptions=True,
         )
         res = StopResult(True, False, [])
@@ -544,7 +571,8 @@ class Supervisor:
             res.exit_codes[node.label] = exit_code
             if node.exited is None:
                 pid = reply.record.pid if reply.record is not None else None
-                self._server_exited(node, ServerExited(pid or 0, exit_code))
+                self._server_exited(node, ServerExited(pid or 0, exit_code,
+                                                       (reply.record.stopped_by if reply.record is not None else None) or by))
         self._mark_stopped()
         self._set("waiting_gpu_release", "waiting for the run's GPU memory to be released")
         res.leftovers = await self.telemetry.wait_release(gpus_of_run, kill_leftovers, self._say)
@@ -567,7 +595,7 @@ class Supervisor:
         leftovers (LeftoversHoldGpus) unless kill_leftovers. The publisher goes on throughout."""
         overrides = {**self._overrides, **changes_to_overrides(changes)}
         was_running = bool(self._watchers)
-        res = await self.stop(timeout=timeout, kill_leftovers=kill_leftovers)
+        res = await self.stop(timeout=timeout, kill_leftovers=kill_leftovers, by="cockpit")
         if res.leftovers:
             raise LeftoversHoldGpus(res.leftovers)
         if not res.stopped:

@@ -108,3 +108,72 @@ async def test_a_stop_ends_a_process_that_left_the_session(tmp_path: Path) -> No
         for pid in (a, b):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+
+
+# ---- endings: "stopped" only when Cockpit or the operator stopped it ---------------------------------
+
+# serves for argv[1] seconds, then exits with argv[2] (a negative one: raises that signal itself)
+ENDS = ("import os, signal, sys, time\nprint('serving', flush=True)\ntime.sleep(float(sys.argv[1]))\n"
+        "code = int(sys.argv[2])\nif code < 0:\n    signal.signal(-code, signal.SIG_DFL)\n    os.kill(os.getpid(), -code)\n"
+        "os._exit(code)\n")
+
+
+def _profile(tmp_path: Path, name: str, serve_s: str, code: str) -> Any:
+    import json
+
+    from cockpit.core.profile import load_profile
+
+    script = tmp_path / "ends.py"  # a profile's program items are single lines
+    script.write_text(ENDS)
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(f"name: {name}\nhosts: [{{ssh: local}}]\n"
+                 f"program: {json.dumps([sys.executable, str(script), serve_s, code])}\n"
+                 f"workdir: {tmp_path / 'work'}\nlog: {name}.log\n")
+    return load_profile(p)
+
+
+async def _ended(tmp_path: Path, name: str, serve_s: str, code: str, act: Any = None) -> Any:
+    from cockpit.supervisor.supervisor import Supervisor
+
+    sup = Supervisor(_profile(tmp_path, name, serve_s, code), runs_root=str(tmp_path / "runs"))
+    info = await sup.start()
+    runner = asyncio.create_task(sup.run())
+    try:
+        if act is not None:
+            await asyncio.sleep(1.0)
+            await act(sup, info)
+        assert await sup.wait_until(lambda s: s.any_exited, 30)
+        await asyncio.sleep(0.3)
+        return sup.snapshot()
+    finally:
+        await sup.close()
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await runner
+
+
+async def test_an_exit_0_nobody_asked_for_is_a_crash_by_the_engine(tmp_path: Path) -> None:
+    snap = await _ended(tmp_path, "zero", "0.5", "0")
+    assert snap.state.phase == "crashed" and snap.state.crash is not None
+    assert "ended unexpectedly" in snap.state.crash.message
+    assert snap.ending == {"exit_code": 0, "signal": None, "by": "engine"}
+
+
+async def test_an_outside_kill_is_external_and_a_fault_is_the_engines(tmp_path: Path) -> None:
+    async def kill9(_sup: Any, info: Any) -> None:
+        os.kill(info.pid, signal.SIGKILL)
+
+    snap = await _ended(tmp_path, "killed", "600", "0", kill9)
+    assert snap.state.phase == "crashed" and snap.ending == {"exit_code": 137, "signal": "SIGKILL", "by": "external"}
+    # SIGILL raised by the server's own code (a binary built for another CPU)
+    ill = await _ended(tmp_path, "sigill", "0.3", "-4", None)
+    assert ill.state.phase == "crashed" and ill.ending == {"exit_code": 132, "signal": "SIGILL", "by": "engine"}
+
+
+async def test_a_stop_is_the_operators(tmp_path: Path) -> None:
+    async def stop(sup: Any, _info: Any) -> None:
+        await sup.stop(timeout=5)
+
+    snap = await _ended(tmp_path, "stopped", "600", "0", stop)
+    assert snap.state.phase == "stopped" and snap.state.crash is None
+    assert snap.ending is not None and snap.ending["by"] == "operator"
