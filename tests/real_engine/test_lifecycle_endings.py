@@ -73,6 +73,7 @@ def test_api_server_entry_over_ssh_serves_the_profiles_model_and_an_enginecore_k
         assert data["phase"] == "crashed", data  # the API server exits 0: nobody stopped it
         assert took < 30, f"crashed only {took:.1f} s after the kill"
         assert ck.recorded("exit_code") == 0
+        assert data["ending"] == {"exit_code": 0, "signal": None, "by": "engine"}, data["ending"]
         f = finding(data, "process_died")
         assert "EngineCore" in f["message"], f
         ck.wait_no_process()
@@ -118,7 +119,8 @@ def test_down_while_starting_over_ssh_leaves_no_process(real_vllm: RealVllm, ssh
         assert down.returncode == 0, down.stdout + down.stderr
         assert not [p for p, s in tree.items() if start_time(p) == s]
         ck.wait_no_process(5)
-        assert ck.status()["phase"] == "stopped"
+        data = ck.status()
+        assert data["phase"] == "stopped" and data["ending"]["by"] == "operator", data["ending"]
         assert journal(ck)[0]["outcome"] == "stopped"
     finally:
         ck.reap()
