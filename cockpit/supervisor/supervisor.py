@@ -498,6 +498,11 @@ class Supervisor:
     # SIGSEGV, SIGBUS, SIGABRT, SIGFPE) the engine's own code raises
     _EXTERNAL_SIGNALS = frozenset({1, 2, 9, 15})
 
+    def _log_crash(self) -> bool:
+        """The crash rests on the server's log (not only on its exit)."""
+        crash = self.fold.state.crash
+        return crash is not None and crash.line > 0
+
     def _ending(self) -> dict[str, Any] | None:
         """How node 0's server ended (RunSnapshot.ending), or None while it runs."""
         from cockpit.core.crashstory import SIGNAL_WORDS, signal_of
@@ -511,6 +516,10 @@ class Supervisor:
         if mark or self._stopping:
             by = "operator" if (mark or self._stop_by) == "operator" else "cockpit"
         elif sig in self._EXTERNAL_SIGNALS:
+            by = "external"
+        elif ex.code == 0 and not self._log_crash():
+            # a server exits 0 only when asked (a SIGTERM it handled: vLLM does) or after its
+            # engine died, which its log says
             by = "external"
         else:
             by = "engine"  # its own exit: an error, a fault, or 0 after its engine died

@@ -7,8 +7,9 @@ assertions (`-O0`: no torch.compile warm-up):
 - an SSH `python -m vllm.entrypoints.openai.api_server --model …` run to READY: the profile's model
   is served (not vLLM's default), then VLLM::EngineCore SIGKILLed mid-request: the API server exits 0
   and the run is CRASHED (not stopped), journal row `crashed`, no orphan left;
-- runs stopped while starting (EngineCore and Worker already spawned): an outside SIGTERM is
-  "ended unexpectedly", `cockpit down` is `stopped`, and neither leaves a process of the run;
+- an outside SIGTERM to a READY server (vLLM exits 0) is "ended unexpectedly", not stopped; a
+  `cockpit down` over SSH while it starts (EngineCore and Worker already spawned) is `stopped`;
+  neither leaves a process of the run;
 - wide-kv-llama with --max-model-len 65536 in a 1 GiB KV cache: init_not_enough_memory with vLLM's
   own estimate as the change and the knob that sized the cache (VLLM_CPU_KVCACHE_SPACE) named;
 - no engine at all: a bound port and a missing model path are critical in `check` and refused by `up`.
@@ -94,13 +95,17 @@ def _start_and_wait_for_engine(ck: Cockpit) -> None:
 
 def test_outside_sigterm_is_an_unexpected_end_and_leaves_nothing(real_vllm: RealVllm, tmp_path: Path,
                                                                 engine_lock: None) -> None:
+    # READY first: vLLM 0.32 swallows a SIGTERM that arrives while it initialises (its
+    # KeyboardInterrupt is caught on the way) and comes up anyway
     ck = cockpit(tmp_path, real_vllm.profile(tmp_path, "termed", server=FAST))
     try:
-        _start_and_wait_for_engine(ck)
+        up = ck.run("up", str(ck.profile), "--wait", "ready", "--timeout", str(READY_TIMEOUT_S), timeout=READY_TIMEOUT_S + 60)
+        assert up.returncode == 0, up.stdout + up.stderr
         os.kill(ck.recorded("pid"), signal.SIGTERM)  # an operator's `kill`, not Cockpit's stop
         data, _ = ck.wait_phase(("crashed", "stopped"), 60)
-        assert data["phase"] == "crashed", data
+        assert data["phase"] == "crashed", data  # vLLM exits 0 after a SIGTERM: still nobody stopped it
         assert "ended unexpectedly" in data["crash"]["message"], data["crash"]
+        assert data["ending"]["by"] == "external", data["ending"]
         assert not (ck.run_dir() / "stopped_by").exists()
         ck.wait_no_process()  # the orphaned EngineCore/Worker were ended by the run's waiter
         assert journal(ck)[0]["outcome"] == "crashed"

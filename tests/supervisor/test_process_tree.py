@@ -152,11 +152,14 @@ async def _ended(tmp_path: Path, name: str, serve_s: str, code: str, act: Any = 
             await runner
 
 
-async def test_an_exit_0_nobody_asked_for_is_a_crash_by_the_engine(tmp_path: Path) -> None:
+async def test_an_exit_0_nobody_asked_for_is_a_crash(tmp_path: Path) -> None:
     snap = await _ended(tmp_path, "zero", "0.5", "0")
     assert snap.state.phase == "crashed" and snap.state.crash is not None
     assert "ended unexpectedly" in snap.state.crash.message
-    assert snap.ending == {"exit_code": 0, "signal": None, "by": "engine"}
+    # no error in its log: a server exits 0 when asked (a SIGTERM it handled), not by itself
+    assert snap.ending == {"exit_code": 0, "signal": None, "by": "external"}
+    one = await _ended(tmp_path, "one", "0.3", "1")
+    assert one.state.phase == "crashed" and one.ending == {"exit_code": 1, "signal": None, "by": "engine"}
 
 
 async def test_an_outside_kill_is_external_and_a_fault_is_the_engines(tmp_path: Path) -> None:
