@@ -59,6 +59,8 @@ def test_failed_launch_shows_its_decisive_lines(tmp_path: Path) -> None:
     e = _make_env(tmp_path, ["local"], tp=2)
     text = e.profile.read_text()
     text = re.sub(r"program: .*", "program: " + json.dumps([PY, "-c", "import sglang_not_installed_here"]), text)
+    # not the simulator any more: its model path must exist, or `up` refuses before launching
+    text = text.replace("/models/Kimi-K2.5", str(tmp_path))
     e.profile.write_text(text)
     up = e.cockpit("up", "simtest", "--wait", "ready", "--timeout", "30")
     assert up.returncode == 1

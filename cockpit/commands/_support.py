@@ -136,6 +136,7 @@ def status_json(snap: RunSnapshot) -> dict[str, Any]:
             "flags": mask_mapping(run.flags),
         }
     )
+    out["ending"] = snap.ending
     out["lifecycle"] = snap.lifecycle
     out["health"] = snap.health
     out["readiness"] = snap.readiness

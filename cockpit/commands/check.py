@@ -6,7 +6,9 @@ measured facts on every host (`--host-mem-gb` = RAM available in decimal GB, `--
 per GPU in GiB as nvidia-smi/SGLang report it, `--gpus` = GPUs per node). SSH hosts are measured by
 the telemetry agent over SSH (cockpit.telemetry.hostfacts.measure_hosts); a host that cannot
 be reached is a critical `host_unreachable` finding saying why (DNS, refused, timeout, no route,
-authentication, host key), so the check exits 1.
+authentication, host key), so the check exits 1. A model path that does not exist on node 0 and an
+API port already bound there are critical too (`model_path_missing`, `port_in_use`): `up` refuses them.
+With a what-if option the check describes another host, and these two are not asked.
 """
 
 from __future__ import annotations
@@ -45,6 +47,19 @@ def _plan_finding(profile: Profile, facts: list[HostFacts], measured: Mapping[st
     return finding
 
 
+def _launch_findings(profile: Profile, unreachable: Mapping[str, str], what_if: bool) -> list[Finding]:
+    """The model path missing on node 0, its API port bound (cockpit/supervisor/launchcheck.py).
+    Not with what-if facts: the host they describe is not the one that could be asked."""
+    from cockpit.commands._support import run_command
+    from cockpit.supervisor.launchcheck import launch_findings
+
+    if profile.hosts[0].label in unreachable:
+        return []
+    if what_if:
+        return []
+    return list(run_command(launch_findings(profile)))
+
+
 def run(args: argparse.Namespace) -> int:
     from cockpit.locations import resolve_profile
 
@@ -74,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
     # a host that cannot be reached is a failed check, with the reason (exit 1), not "unknown"
     lost = [Finding(id="host_unreachable", severity="critical", message=f"{label}: {why}")
             for label, why in unreachable.items()]
-    findings = sort_findings([*findings, *lost, _plan_finding(profile, facts, measured)])
+    what_if = any(v is not None for v in (args.host_mem_gb, args.gpu_mem_gb, args.gpus))
+    findings = sort_findings([*findings, *lost, *_launch_findings(profile, unreachable, what_if),
+                              _plan_finding(profile, facts, measured)])
     # a multi-node run starts one command per node; show each (node rank filled in)
     backend = get_backend(profile.backend)
     # a Slurm job's head node comes from the allocation (the batch script fills it in)

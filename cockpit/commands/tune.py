@@ -278,7 +278,7 @@ class Tuner:
             crashed = snap.state.phase == "crashed"
             was_ready = snap.state.phase == "ready"
             try:
-                await sup.stop(timeout=10)
+                await sup.stop(timeout=10, by="cockpit")
                 if crashed:
                     snap = sup.snapshot()  # the crash as the whole log tells it
             finally:

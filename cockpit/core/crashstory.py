@@ -97,9 +97,9 @@ def _describe(e: ev.Event) -> str:
     elif isinstance(e, ev.TracebackFrame):
         text = _frame_words(f"{e.file or ''}:{e.function}")
     elif isinstance(e, ev.ExitCode):
-        text = f"Exit code: {e.exit_code}"
+        text = f"Exit code: {e.exit_code}" + _signal_suffix(e.exit_code)
     elif isinstance(e, ev.ProcessExited):
-        text = f"server process exited with code {e.exit_code}"
+        text = f"server process exited with code {e.exit_code}" + _signal_suffix(e.exit_code)
     elif isinstance(e, ev.TracebackStart):
         text = "Traceback (most recent call last):"  # the line itself, never the event's name
     elif text is None:
@@ -114,6 +114,46 @@ def _frame_words(frame: str) -> str:
     if not file:
         return f"in {func}() (a call quoted in the traceback's source lines)"
     return f'File "{file}", in {func}'
+
+
+# What a signal that ended the server means to an operator (exit code 128+N as a shell or Cockpit's
+# waiter reports it, or -N as Python's subprocess does).
+SIGNAL_WORDS = {
+    4: ("SIGILL", "illegal instruction: the engine's binary (or a kernel it loaded) uses instructions this CPU/GPU "
+                  "lacks — a build for another CPU (AVX-512 on an AVX2 host) or GPU architecture"),
+    6: ("SIGABRT", "aborted: a C++ assertion or std::terminate in the engine's native code"),
+    7: ("SIGBUS", "bus error: memory-mapped file or shared memory gone (a model file truncated or replaced under "
+                  "the server, /dev/shm too small in a container)"),
+    9: ("SIGKILL", "killed: with no Python error before it, the host's OOM killer or an operator (`dmesg` / "
+                   "`journalctl -k` shows an OOM kill)"),
+    11: ("SIGSEGV", "segmentation fault in native code (a driver, kernel or library version mismatch)"),
+    15: ("SIGTERM", "terminated by a signal from outside"),
+}
+
+
+def signal_of(exit_code: int | None) -> int | None:
+    """The signal number behind an exit code (-N, or 128+N), else None."""
+    if exit_code is None:
+        return None
+    if exit_code < 0:
+        return -exit_code
+    if 128 < exit_code < 160:
+        return exit_code - 128
+    return None
+
+
+def signal_words(exit_code: int | None) -> str | None:
+    """`SIGILL (illegal instruction: …)` for an exit code that is a signal, else None."""
+    sig = signal_of(exit_code)
+    if sig is None:
+        return None
+    name, words = SIGNAL_WORDS.get(sig, (f"signal {sig}", "ended by a signal"))
+    return f"{name}: {words}"
+
+
+def _signal_suffix(exit_code: int | None) -> str:
+    words = signal_words(exit_code)
+    return f" ({words})" if words else ""
 
 
 def _add_decisive(crash: Crash, line: str) -> None:

@@ -522,9 +522,12 @@ class Killed(Event):
 
 @_event
 class ProcessExited(Event):
-    """Emitted by the supervisor when the server's pid dies (no log line: line=0)."""
+    """Emitted by the supervisor when the server's pid dies (no log line: line=0). `stopped`: True
+    when Cockpit or the operator stopped it, False when nobody did (an exit 0/143 is then an
+    unexpected end, not a stop), None when the caller cannot tell (the exit code decides)."""
 
     exit_code: int | None
+    stopped: bool | None = None
 
 
 @_event

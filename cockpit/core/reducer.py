@@ -520,19 +520,27 @@ def _killed(state: RunState, e: ev.Killed) -> None:
 
 
 def _exited(state: RunState, e: ev.ProcessExited) -> None:
-    if e.exit_code not in _STOP_EXITS:
+    # a stop exit code is a stop only when somebody stopped it (or the caller cannot tell)
+    stop = e.exit_code in _STOP_EXITS and e.stopped is not False
+    if not stop:
         _commit_pending(state)  # the process died after that traceback: it was the end
     if state.crash is not None:
         if state.crash.exit_code is None:
             state.crash.exit_code = e.exit_code
         _add_decisive(state.crash, _describe(e))
         return
-    if e.exit_code in _STOP_EXITS:
+    if stop:
         state.phase = "stopped"
         state.phase_since = e.ts or state.last_ts
         return
     if e.exit_code in _OOM_KILL_EXITS and state.hicache_allocating_ranks and not state.ready_in_log:
         _crash(state, e, "hicache_host_memory")
+    elif e.exit_code in _STOP_EXITS:
+        # exit 0 / SIGTERM and nobody stopped it: the server ended by itself (its engine died, an
+        # external `kill`): a crash, said so
+        _crash(state, e, "unknown", f"the server ended unexpectedly (exit code {e.exit_code}"
+                                    f"{', SIGTERM from outside' if e.exit_code in (143, -15) else ''}): "
+                                    "nobody stopped it through Cockpit")
     else:
         _crash(state, e, "unknown")
     if state.crash is not None:

@@ -370,7 +370,7 @@ class SlurmSupervisor(Supervisor):
         return replace(Supervisor.snapshot(self), slurm=self.slurm_json())
 
     # ------------------------------------------------------------------ stop / restart
-    async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False) -> StopResult:
+    async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False, *, by: str = "operator") -> StopResult:
         """`scancel`, then wait until the job has left the queue (reached an end state). The
         allocation goes back to Slurm: its epilog, not cockpit, owns the GPUs from then on."""
         if self._info is None:

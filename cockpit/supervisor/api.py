@@ -67,3 +67,6 @@ class RunSnapshot:
     slurm: dict[str, Any] | None = None
     # the engine's own serving figures from /metrics (cockpit/core/serving.py); None: not read
     serving: dict[str, Any] | None = None
+    # how node 0's server ended, once it has: {"exit_code", "signal" (SIGKILL…, or None), "by":
+    # "cockpit" | "operator" | "external" | "engine"}; "stopped" only when by is cockpit or operator
+    ending: dict[str, Any] | None = None

@@ -132,8 +132,10 @@ class HostOps:
         run: dict[str, Any] | None = res.get("run")
         return run
 
-    async def stop(self, profile: str, run_id: str | None, timeout: float) -> dict[str, Any]:
-        req = {"op": "stop", "profile": profile, "run_id": run_id, "timeout": timeout}
+    async def stop(self, profile: str, run_id: str | None, timeout: float, by: str = "cockpit") -> dict[str, Any]:
+        """`by`: who asked (`operator`: `down`, the TUI's stop; `cockpit`: a restart), kept as the
+        run's `stopped_by`."""
+        req = {"op": "stop", "profile": profile, "run_id": run_id, "timeout": timeout, "by": by}
         return await self.call(req, timeout=timeout + 60)
 
     async def kill(self, pids: list[int], sig: int = 9) -> dict[str, Any]:
@@ -151,6 +153,10 @@ class HostOps:
     async def free_port(self) -> tuple[str, int]:
         res = await self.call({"op": "free_port"})
         return str(res["addr"]), int(res["port"])
+
+    async def launch_check(self, paths: list[str], cwd: str, host: str | None, port: int | None) -> dict[str, Any]:
+        """{"missing": [paths not on the host], "port_bound": why, or None} (hostside op_launch_check)."""
+        return await self.call({"op": "launch_check", "paths": paths, "cwd": cwd, "host": host, "port": port})
 
     async def scan(self, path: str, offset: int, ino: int | None, *, head_bytes: int, tail_lines: int) -> dict[str, Any]:
         req = {"op": "scan", "path": path, "offset": offset, "ino": ino, "head_bytes": head_bytes,

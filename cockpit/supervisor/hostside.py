@@ -20,6 +20,7 @@ Operations (the request's "op"):
   alive   which of the given pids are alive.
   read    bytes [start, end) of a file (older log lines on demand).
   free_port  a TCP port free on the host and its outward address (multi-node --dist-init-addr).
+  launch_check  do these paths exist, is this TCP port bound (before a launch that would die of it).
   scan    for a log too big to read whole: where its head ends, where its last N lines begin,
           and how many lines lie between (counted at C speed, not sent).
   follow  stream a log from a byte offset as framed chunks (see below), optionally watching the
@@ -126,14 +127,77 @@ def _session_members(sid, exclude=()):
     return sorted(out)
 
 
+# ---------------------------------------------------------------- the run's process tree
+#
+# vLLM's API server starts VLLM::EngineCore, which starts VLLM::Worker processes; when the API
+# server dies or fails to start they are left orphaned (reparented to init). They stay in the
+# run's session, unless something called setsid: so while the server lives the waiter records
+# every descendant (pid and start time, `tree`), and both the session and that record name the
+# run's processes. Nothing is ever found or signalled by its name.
+
+TREE_FILE = "tree"  # "pid starttime" lines: every process the server's tree ever had
+REAPED_FILE = "reaped"  # "pid signal cmdline" lines: leftovers the waiter ended after the server exited
+TREE_POLL_S = 1.0
+LEFTOVER_GRACE_S = 5.0  # after the server's exit, what its children get to end on their own
+LEFTOVER_TERM_S = 10.0  # after SIGTERM, before SIGKILL
+
+
+def _descendants(root):
+    """Pids of `root`'s descendants now (by the parent links in /proc)."""
+    children = {}  # type: dict[int, list[int]]
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if name.isdigit():
+            parent = _ppid(int(name))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(name))
+    out, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            out.append(child)
+            stack.append(child)
+    return out
+
+
+def _read_tree(run_dir):
+    tree = {}  # type: dict[int, int]
+    text = _read(os.path.join(run_dir, TREE_FILE)) or ""
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            tree[int(parts[0])] = int(parts[1])
+    return tree
+
+
+def _tree_alive(run_dir, exclude=()):
+    """The recorded processes of the run still alive (the same process: its start time matches)."""
+    out = []
+    for pid, start in _read_tree(run_dir).items():
+        st = _proc_stat(pid)
+        if pid not in exclude and st is not None and st[0] not in ("Z", "X") and st[3] == start:
+            out.append(pid)
+    return out
+
+
+def _run_members(run_dir, sid, exclude=()):
+    """Every live process of the run: its session's, and the recorded tree's that left it."""
+    found = set(_session_members(sid, exclude) if sid else ())
+    if run_dir and os.path.isdir(run_dir):
+        found.update(_tree_alive(run_dir, exclude))
+    return sorted(found)
+
+
 def _run_info(run_dir):
     pid = _read_int(os.path.join(run_dir, "pid"))
     sid = _read_int(os.path.join(run_dir, "sid"))
     waiter = _read_int(os.path.join(run_dir, "waiter_pid"))
     alive = _is_our_server(run_dir, pid) if pid else False
     exit_code = _read_int(os.path.join(run_dir, "exit_code"))
-    # the session's processes, even after the server itself ended: orphaned ranks still hold GPUs
-    members = _session_members(sid, exclude=(waiter,) if waiter else ()) if sid else []
+    # the run's processes, even after the server itself ended: orphaned ranks still hold GPUs
+    members = _run_members(run_dir, sid, exclude=(waiter,) if waiter else ())
     try:
         with open(os.path.join(run_dir, "argv.json")) as f:
             argv = json.load(f)
@@ -161,6 +225,7 @@ def _run_info(run_dir):
         "error": _read(os.path.join(run_dir, "launch_error")),
         "meta": _read_json(os.path.join(run_dir, "meta.json")),
         "stopped_by": _read(os.path.join(run_dir, "stopped_by")),
+        "reaped": _read(os.path.join(run_dir, REAPED_FILE)),
     }
 
 
@@ -438,7 +503,7 @@ def _waiter_run(run_dir, argv, env_add, cwd, log_fd, w, files):
         proc.wait()
         raise DiskError(f"{exc}; the server (pid {proc.pid}) was started and stopped again") from None
     _report(w, {"pid": proc.pid})
-    code = proc.wait()
+    code = _wait_recording_tree(proc, run_dir)
     if code < 0:
         code = 128 - code
     # Recorded even when the disk is full at the end of a long run: retried for a minute.
@@ -446,9 +511,69 @@ def _waiter_run(run_dir, argv, env_add, cwd, log_fd, w, files):
         try:
             _restore(run_dir, files)
             _write(os.path.join(run_dir, "exit_code"), str(code))
-            return
+            break
         except (DiskError, OSError):
             time.sleep(5)
+    _reap_leftovers(run_dir, os.getsid(0), os.getpid())
+
+
+def _wait_recording_tree(proc, run_dir):
+    """proc.wait(), recording every descendant of the server (TREE_FILE) while it runs."""
+    import subprocess
+
+    tree = {}  # type: dict[int, int]
+    while True:
+        try:
+            return proc.wait(timeout=TREE_POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            now = {}
+            for pid in _descendants(proc.pid):
+                st = _proc_stat(pid)
+                if st is not None and tree.get(pid) != st[3]:
+                    now[pid] = st[3]
+            if now:
+                tree.update(now)
+                _write(os.path.join(run_dir, TREE_FILE), "".join(f"{p} {t}\n" for p, t in sorted(tree.items())))
+        except Exception:  # a full disk or a deleted run directory must not end the waiter
+            pass
+
+
+def _reap_leftovers(run_dir, sid, me):
+    """The server has exited: what it left behind (an orphaned EngineCore or Worker, a rank still
+    holding a GPU) gets LEFTOVER_GRACE_S to end on its own, then SIGTERM, then SIGKILL. Only the
+    run's own processes (its session, its recorded tree), never anything found by name."""
+
+    def left():
+        return _run_members(run_dir, sid, exclude=(me,))
+
+    deadline = time.time() + LEFTOVER_GRACE_S
+    pids = left()
+    while pids and time.time() < deadline:
+        time.sleep(0.2)
+        pids = left()
+    if not pids:
+        return
+    lines = []
+    for sig, wait in ((signal.SIGTERM, LEFTOVER_TERM_S), (signal.SIGKILL, 10.0)):
+        for pid in pids:
+            cmd = " ".join(_cmdline(pid) or [])[:200]
+            try:
+                os.kill(pid, sig)
+                lines.append(f"{pid} {sig.name} {cmd}")
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.time() + wait
+        while pids and time.time() < deadline:
+            time.sleep(0.2)
+            pids = left()
+        if not pids:
+            break
+    try:
+        _write(os.path.join(run_dir, REAPED_FILE), "\n".join(lines))
+    except (DiskError, OSError):
+        pass
 
 
 # ---------------------------------------------------------------- find / stop / kill / alive
@@ -482,7 +607,7 @@ def op_stop(req):
     exclude = (waiter,) if waiter else ()
 
     def members():
-        found = _session_members(sid, exclude)
+        found = _run_members(run_dir, sid, exclude)
         if not found and info["alive"] and _is_our_server(run_dir, info["pid"]):
             found = [info["pid"]]
         return found
@@ -495,7 +620,7 @@ def op_stop(req):
     if (info["alive"] or info["members"]) and os.path.isdir(run_dir) \
             and not os.path.exists(os.path.join(run_dir, "stopped_by")):
         try:
-            _write(os.path.join(run_dir, "stopped_by"), "cockpit")
+            _write(os.path.join(run_dir, "stopped_by"), "operator" if req.get("by") == "operator" else "cockpit")
         except DiskError:
             pass  # the stop matters more than its mark
     if left or info["alive"]:
@@ -590,6 +715,42 @@ def op_free_port(req):
         except OSError:
             addr = "127.0.0.1"
     return {"port": port, "addr": addr, "hostname": socket.gethostname()}
+
+
+def op_launch_check(req):
+    """What would kill a launch at once, checked on the host before it: {paths, cwd, host, port} ->
+    {"missing": [paths that do not exist, relative ones from cwd], "port_bound": why or None}."""
+    import socket
+
+    cwd = _expand(req.get("cwd") or "~")
+    missing = []
+    for p in req.get("paths") or []:
+        full = os.path.expanduser(p)
+        if not os.path.isabs(full):
+            full = os.path.join(cwd, full)
+        if not os.path.exists(full):
+            missing.append(p)
+    bound = None
+    port = req.get("port")
+    if port:
+        host = req.get("host") or "0.0.0.0"
+        try:
+            infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+        except OSError as exc:
+            infos = []
+            bound = None if host not in ("", "0.0.0.0", "::") else str(exc)
+        for family, kind, proto, _name, addr in infos[:1]:
+            s = socket.socket(family, kind, proto)
+            try:
+                # as uvicorn binds (SO_REUSEADDR): a socket in TIME_WAIT is no conflict, a listener is
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(addr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    bound = f"{host}:{port} is already bound ({exc.strerror})"
+            finally:
+                s.close()
+    return {"missing": missing, "port_bound": bound}
 
 
 def op_read(req):
@@ -771,6 +932,7 @@ OPS = {
     "alive": op_alive,
     "read": op_read,
     "free_port": op_free_port,
+    "launch_check": op_launch_check,
     "scan": op_scan,
     "follow": op_follow,
 }

@@ -139,6 +139,7 @@ class Supervisor:
         self._plan: Any = None  # the memory plan for the run's flags, made once capture is over
         self._plan_task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._stop_by = "operator"  # who asked for the current stop (RunSnapshot.ending)
         self._crash_before_stop = False
         self._closed = asyncio.Event()
         self._watchers: list[asyncio.Task[Any]] = []  # follow, probe, telemetry: one per run
@@ -204,7 +205,12 @@ class Supervisor:
         profile = self.profile
         if overrides:
             profile = profile.model_copy(update={"server": merged_flags(profile, overrides)})
+        from cockpit.core.findings import sort_findings
+        from cockpit.supervisor.launchcheck import launch_findings
+
         findings, _facts = check_profile(profile, await self.telemetry.host_facts())
+        # the model path missing on node 0, its API port bound: the launch would die of them
+        findings = sort_findings([*findings, *await launch_findings(self.profile, overrides, self.nodes[0])])
         self._preflight = tuple(findings)
         self._set("idle", "")
         return findings
@@ -399,8 +405,11 @@ class Supervisor:
         self.follow.finish(node)
         from cockpit.core.events import ProcessExited
 
-        apply(self.fold.state, ProcessExited(line=0, ts=None, rank=None, exit_code=ex.code))
-        if self._stopping or (node.record is not None and node.record.stopped_by) or ex.stopped_by:
+        # "stopped" only when Cockpit or the operator stopped it: an exit 0 (vLLM's API server after
+        # its engine died) or 143 (an outside SIGTERM) that nobody asked for is a crash
+        stopped = bool(self._stopping or (node.record is not None and node.record.stopped_by) or ex.stopped_by)
+        apply(self.fold.state, ProcessExited(line=0, ts=None, rank=None, exit_code=ex.code, stopped=stopped))
+        if stopped:
             self._mark_stopped()
         self.fold.changed = True
         self._changed()
@@ -501,7 +510,40 @@ class Supervisor:
             progress=self._progress,
             rank_gpu=self.rank_gpu(),
             serving=self.serving.serving,
+            ending=self._ending(),
         )
+
+    # signals another process sends (an operator's kill, the OOM killer); the others (SIGILL,
+    # SIGSEGV, SIGBUS, SIGABRT, SIGFPE) the engine's own code raises
+    _EXTERNAL_SIGNALS = frozenset({1, 2, 9, 15})
+
+    def _log_crash(self) -> bool:
+        """The crash rests on the server's log (not only on its exit)."""
+        crash = self.fold.state.crash
+        return crash is not None and crash.line > 0
+
+    def _ending(self) -> dict[str, Any] | None:
+        """How node 0's server ended (RunSnapshot.ending), or None while it runs."""
+        from cockpit.core.crashstory import SIGNAL_WORDS, signal_of
+
+        n0 = self.nodes[0]
+        ex = n0.exited
+        if ex is None:
+            return None
+        mark = ex.stopped_by or (n0.record.stopped_by if n0.record is not None else None)
+        sig = signal_of(ex.code)
+        if mark or self._stopping:
+            by = "operator" if (mark or self._stop_by) == "operator" else "cockpit"
+        elif sig in self._EXTERNAL_SIGNALS:
+            by = "external"
+        elif ex.code == 0 and not self._log_crash():
+            # a server exits 0 only when asked (a SIGTERM it handled: vLLM does) or after its
+            # engine died, which its log says
+            by = "external"
+        else:
+            by = "engine"  # its own exit: an error, a fault, or 0 after its engine died
+        name = (SIGNAL_WORDS[sig][0] if sig in SIGNAL_WORDS else f"signal {sig}") if sig is not None else None
+        return {"exit_code": ex.code, "signal": name, "by": by}
 
     def recent_lines(self) -> list[LogLine]:
         return self.publisher.recent_lines()
@@ -525,20 +567,22 @@ class Supervisor:
         return True
 
     # ------------------------------------------------------------------ stop / restart / close
-    async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False) -> StopResult:
+    async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False, *, by: str = "operator") -> StopResult:
         """SIGTERM the run's process groups, SIGKILL after `timeout`, then wait until its GPU
-        memory is released; leftovers still holding memory are reported (and killed on request)."""
+        memory is released; leftovers still holding memory are reported (and killed on request).
+        `by`: who asked — the operator (`down`, the TUI's stop) or Cockpit itself (a restart)."""
         if self._info is None:
             await self.attach()
         if self._info is None:
             return StopResult(True, False, [])
         self._crash_before_stop = self.fold.state.crash is not None
         self._stopping = True
+        self._stop_by = by
         self._set("stopping", f"stopping {self.profile.name} (SIGTERM, SIGKILL after {timeout:g} s)")
         gpus_of_run = self.run_gpus()
         running = [n for n in self.nodes if n.record]
         results = await asyncio.gather(
-            *(n.ops.stop(n.key, n.record.run_id if n.record else None, timeout) for n in running),
+            *(n.ops.stop(n.key, n.record.run_id if n.record else None, timeout, by) for n in running),
             return_exceptions=True,
         )
         res = StopResult(True, False, [])
@@ -555,7 +599,8 @@ class Supervisor:
             res.exit_codes[node.label] = exit_code
             if node.exited is None:
                 pid = reply.record.pid if reply.record is not None else None
-                self._server_exited(node, ServerExited(pid or 0, exit_code))
+                self._server_exited(node, ServerExited(pid or 0, exit_code,
+                                                       (reply.record.stopped_by if reply.record is not None else None) or by))
         self._mark_stopped()
         self._set("waiting_gpu_release", "waiting for the run's GPU memory to be released")
         res.leftovers = await self.telemetry.wait_release(gpus_of_run, kill_leftovers, self._say)
@@ -582,7 +627,7 @@ class Supervisor:
         overrides = {**kept, **changes_to_overrides(changes), **changes_to_overrides(debug_flags)}
         self._debug_flags = set(changes_to_overrides(debug_flags))
         was_running = bool(self._watchers)
-        res = await self.stop(timeout=timeout, kill_leftovers=kill_leftovers)
+        res = await self.stop(timeout=timeout, kill_leftovers=kill_leftovers, by="cockpit")
         if res.leftovers:
             raise LeftoversHoldGpus(res.leftovers)
         if not res.stopped:

@@ -173,7 +173,13 @@ def exit_words(code: int | None, kind: str | None = None, *, short: bool = False
                     "(SIGQUIT, then its process group killed), not the kernel's OOM killer")
         return f"exit code {code}: SIGKILL from outside (kill -9, the kernel's OOM killer or a scheduler)"
     if code in (143, -15):
-        return f"exit code {code}: SIGTERM (asked to stop)"
+        # with a crash kind the run crashed: nobody stopped it through Cockpit
+        return f"exit code {code}: SIGTERM " + ("from outside Cockpit" if kind else "(asked to stop)")
+    from cockpit.core.crashstory import signal_words
+
+    words = signal_words(code)
+    if words is not None:
+        return f"exit code {code}: {words}"
     if code < 0 or code > 128:
         sig = -code if code < 0 else code - 128
         return f"exit code {code}: killed by signal {sig}"

@@ -1,10 +1,15 @@
 """The vLLM command builder: profile (+ one-run overrides) -> `vllm serve MODEL …` argv, never a
 shell string.
 
-The profile's `server.model` is the `serve MODEL` positional; every other key goes through the
-version's flag table, so a profile vLLM would refuse (an unknown, ambiguous, renamed or mistyped
-flag) is refused here first with the profile file and key named. Flags come out in their
-canonical spelling (`tp: 2` -> `--tensor-parallel-size 2`).
+The profile's `server.model` reaches the engine the way its entry point reads it (`model_argv`):
+`vllm serve MODEL` (the positional) for the `vllm` CLI's `serve`, `--model MODEL` for
+`python -m vllm.entrypoints.openai.api_server` (which accepts a positional and IGNORES it, loading
+its default model) and for any other wrapper program (every vLLM entry point reads `--model`; a
+wrapper that passes its arguments on gets it through). A profile whose `program` already names a
+model besides `server.model` is refused, naming the key: the engine would silently use one of the
+two. Every other key goes through the version's flag table, so a profile vLLM would refuse (an
+unknown, ambiguous, renamed or mistyped flag) is refused here first with the profile file and key
+named. Flags come out in their canonical spelling (`tp: 2` -> `--tensor-parallel-size 2`).
 """
 
 from __future__ import annotations
@@ -75,6 +80,49 @@ def launcher(profile: Profile) -> list[str]:
     return ["vllm", "serve"]
 
 
+API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+def entry_point(program: list[str]) -> str:
+    """Which of the ways operators start vLLM `program` is: `serve` (the `vllm` CLI's `serve`, or
+    `python -m vllm.entrypoints.cli.main serve`), `api_server` (`python -m
+    vllm.entrypoints.openai.api_server`) or `wrapper` (anything else: a script, a container entry).
+    A program ending in `serve` reads like `vllm serve` (the simulator's `cockpit sim … serve` too)."""
+    for i, item in enumerate(program):
+        if item == "-m" and i + 1 < len(program) and program[i + 1] == API_SERVER_MODULE:
+            return "api_server"
+    if program and program[-1] == "serve":
+        return "serve"
+    return "wrapper"
+
+
+def _model_in_program(program: list[str]) -> str | None:
+    """The model `program` already names (a `--model` item, or a positional right after `serve`)."""
+    for i, item in enumerate(program):
+        if item == "--model" and i + 1 < len(program):
+            return program[i + 1]
+        if item.startswith("--model="):
+            return item.partition("=")[2]
+        if item == "serve" and i >= 1 and i + 1 < len(program) and not program[i + 1].startswith("-"):
+            return program[i + 1]
+    return None
+
+
+def model_argv(profile: Profile, model: str) -> list[str]:
+    """`server.model` as the profile's entry point reads it (see the module's docstring). Raises
+    FlagError naming `program` when the program already names a model of its own."""
+    program = launcher(profile)
+    kind = entry_point(program)
+    src = profile.source or profile.name
+    given = _model_in_program(program)
+    if given is not None:
+        raise FlagError("--model", f"{src}: program: names the model {given!r} itself and server.model is {model!r}: "
+                                   "vLLM would load one and ignore the other; keep only server.model")
+    if kind == "serve":
+        return [model]
+    return ["--model", model]
+
+
 def build_argv(
     profile: Profile, overrides: dict[str, Any] | None = None, *, version: str | None = None, secrets_in_env: bool = False
 ) -> list[str]:
@@ -84,8 +132,11 @@ def build_argv(
     model = flags.pop("model", None)
     if model is None or not model[1]:
         src = profile.source or profile.name
-        raise FlagError("--model", f"{src}: server.model is required (vllm serve MODEL)")
-    argv = [*launcher(profile), str(model[1])]
+        kind = entry_point(launcher(profile))
+        why = (f"without it `python -m {API_SERVER_MODULE}` silently loads vLLM's default model" if kind == "api_server"
+               else "vllm serve MODEL")
+        raise FlagError("--model", f"{src}: server.model is required ({why})")
+    argv = [*launcher(profile), *model_argv(profile, str(model[1]))]
     for spec, value in flags.values():
         if secrets_in_env and spec.dest in SECRET_ENV:
             continue

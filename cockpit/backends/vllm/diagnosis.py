@@ -12,7 +12,9 @@ Finding ids:
 | `oom_at_startup` | critical | CUDA OOM while loading or profiling: smaller batches / more GPUs |
 | `graph_capture_oom` | critical | CUDA OOM while capturing graphs: lower util, fewer/smaller graphs |
 | `init_not_enough_memory` | critical | no KV cache memory / max-model-len does not fit (RAISE util or lower --max-model-len), or free memory below util·T (LOWER util) |
-| `host_oom_killed` | critical | a worker was SIGKILLed (the host's OOM killer) |
+| `host_oom_killed` | critical | a worker was SIGKILLed (the host's OOM killer, or an operator) |
+| `process_died` | critical | VLLM::Worker / VLLM::EngineCore died without a Python error of its own (named) |
+| `killed_by_signal` | critical | the server died of a signal with nothing in the log: SIGILL, SIGSEGV, SIGBUS … decoded |
 | `nccl_timeout` / `nccl_error` | critical | a collective timed out / NCCL failed |
 | `port_in_use` | critical | the HTTP port was taken |
 | `startup_error` | critical | the engine failed to start for a reason other than memory |
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from cockpit.backends.base import FlagError, HostFacts
 from cockpit.backends.vllm.flags import DEFAULT_VERSION, canonical, default_util, version_key
 from cockpit.backends.vllm.memory import (
+    GIB,
     UtilMove,
     default_max_num_seqs,
     floor2,
@@ -41,6 +44,7 @@ from cockpit.backends.vllm.memory import (
     lower_util_for,
     raise_util_for,
 )
+from cockpit.core.crashstory import signal_words
 from cockpit.core.findings import Finding, FlagChange, quoted, sort_findings
 from cockpit.core.numbers import as_float
 from cockpit.core.state import RunState
@@ -60,6 +64,19 @@ _RX_MAX_LEN = re.compile(
     r"max seq len \((\d+)\), \(([\d.]+) GiB KV cache is needed, which is larger than the available KV cache memory \((-?[\d.]+) GiB\)"
     r"(?:\.\s*Based on the available memory, the estimated maximum model length is (\d+))?"
 )
+# the CPU build (vllm/v1/worker/cpu_worker.py): host memory of a NUMA node instead of a GPU
+_RX_CPU_FREE_LOW = re.compile(
+    r"Available memory on node (\d+) \(([\d.]+)/([\d.]+) GiB\) on startup is less than desired CPU memory utilization "
+    r"\(([\d.]+), ([\d.]+) GiB\)"
+)
+_RX_CPU_KV_LOW = re.compile(
+    r"Available memory on node (\d+) \(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less than requested memory for kv "
+    r"\(([\d.]+)(?:/[\d.]+)? GiB\)"
+)
+_CPU_MARKS = ("CPU KV cache size", "CPU memory utilization", "on kv cache allocation", "on the CPU backend",
+              "device_config=cpu", "GiB for KV cache on node")
+_RX_PROCESS_DIED = re.compile(r"Worker proc (\S+) died unexpectedly \(exit code: (-?\d+|None)\)")
+CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"  # GiB; the CPU build reads it before any flag (vllm/platforms/cpu.py)
 _RX_V0_LEN = re.compile(r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored in KV cache \((\d+)\)")
 _RX_OOM = re.compile(r"Tried to allocate ([\d.]+) (GiB|MiB)\. GPU \d+ has a total capacity of ([\d.]+) GiB of which ([\d.]+) (GiB|MiB) is free")
 
@@ -118,6 +135,21 @@ class _Ctx:
             toks = [r.kv_tokens for r in ranks if r.kv_tokens]
             self.tokens = min(toks) if toks else None
         self.pinned_kv = self.flag("kv_cache_memory_bytes")
+        env = dict(profile.env) if profile is not None else {}
+        crash_text = (state.crash.message + "\n" + "\n".join(state.crash.decisive_lines)) if state.crash else ""
+        self.cpu = bool(env.get(CPU_KV_ENV)) or any(m in crash_text for m in _CPU_MARKS) or (
+            str(state.server_args.get("device") or "") == "cpu")
+        self.cpu_kv_env = as_float(env.get(CPU_KV_ENV)) if self.cpu else None
+
+    def kv_knob(self) -> str:
+        """What sized the KV cache: `env` (VLLM_CPU_KVCACHE_SPACE, the CPU build reads it first),
+        `bytes` (--kv-cache-memory-bytes), or `util` (--gpu-memory-utilization × the GPU's memory, on
+        the CPU build × host memory)."""
+        if self.cpu_kv_env is not None:
+            return "env"
+        if self.pinned_kv:
+            return "bytes"
+        return "util"
 
     def flag(self, dest: str) -> Any:
         if dest in self.state.server_args:
@@ -215,8 +247,11 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
     if kind == "init_not_enough_memory":
         return [_init_not_enough(ctx, ranks, where, text)]
     if kind in ("host_oom_killed", "hicache_host_memory"):
-        msg = (f"A vLLM process was killed{where} (SIGKILL, line {crash.line}): the host's OOM killer most likely. Look for "
-               "other memory users on the host; --cpu-offload-gb and --swap-space (≤0.17) also take host RAM.")
+        died = _RX_PROCESS_DIED.search(text)
+        who = f"vLLM's {died[1]}" if died else "A vLLM process"
+        msg = (f"{who} was killed{where} (SIGKILL, line {crash.line}) with no Python error of its own: the host's OOM "
+               "killer or an operator (`dmesg` / `journalctl -k` names an OOM kill). Look for other memory users on the "
+               "host; --cpu-offload-gb and --swap-space (≤0.17) also take host RAM.")
         return [Finding("host_oom_killed", "critical", msg, ranks)]
     if kind == "nccl_timeout":
         msg = (f"A NCCL collective timed out{where} (line {crash.line}): a peer rank died or hung first, or the network "
@@ -236,6 +271,21 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
         msg = (f"vLLM failed to start{where} (line {crash.line}): {quoted(crash.message, 240)}. This is not a memory "
                "signature: the decisive lines name the argument, model or environment problem.")
         return [Finding("startup_error", "critical", msg, ranks)]
+    died = _RX_PROCESS_DIED.search(text)
+    if died or "engine core exited unexpectedly" in text or "Engine core process" in text:
+        who = f"vLLM's worker process {died[1]} (VLLM::Worker)" if died else "vLLM's engine process (VLLM::EngineCore)"
+        code = died[2] if died else None
+        how = ("its exit code was not known (None): it was killed before vLLM could read it — SIGKILL from the host's "
+               "OOM killer or an operator (check `dmesg`), or a native crash" if code in (None, "None")
+               else f"exit code {code}")
+        msg = (f"{who} died unexpectedly (line {crash.line}); {how}. The API server can no longer serve (EngineDeadError, "
+               "/health 503) and exits. Nothing in the log says why it died: look at the host (`dmesg`, memory, "
+               "another operator's kill) before restarting.")
+        return [Finding("process_died", "critical", msg, ranks)]
+    if crash.exit_code is not None and signal_words(crash.exit_code) and crash.exit_code not in (-15, 143):
+        msg = (f"The server died of a signal{where}: {signal_words(crash.exit_code)} (exit code {crash.exit_code}); "
+               f"the log has no error of its own before it (line {crash.line}: {quoted(crash.message, 160)}).")
+        return [Finding("killed_by_signal", "critical", msg, ranks)]
     msg = f"The server died{where} (line {crash.line}) with no known signature: {quoted(crash.message, 200)}."
     return [Finding("crash_unclassified", "critical", msg, ranks)]
 
@@ -263,7 +313,78 @@ def _graph_capture_oom(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int,
     return Finding(f.id, f.severity, msg, f.ranks, f.changes, f.predicted, f.arithmetic, f.alternatives)
 
 
+def _gib_up(gib: float) -> int:
+    """Whole GiB at or above `gib` (VLLM_CPU_KVCACHE_SPACE is an integer)."""
+    return max(1, int(-(-gib // 1)))
+
+
+def _cpu_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -> Finding | None:
+    """The CPU build's host-memory refusals: the knob that decided is named, never another one."""
+    m = _RX_CPU_FREE_LOW.search(text)
+    if m:
+        node, free, total, util, requested = m.group(1), *(float(m.group(i)) for i in range(2, 6))
+        new = min(0.99, max(0.01, floor2(free / total - 0.005)))
+        if new >= util:
+            new = round(util - 0.01, 2)
+        msg = (f"Start-up refused{where}: NUMA node {node} had {free:.2f} of {total:.2f} GiB of host memory available, "
+               f"less than --gpu-memory-utilization {util:g} × {total:.2f} = {requested:.2f} GiB (on vLLM's CPU build the "
+               f"flag is a fraction of HOST memory). Free host memory, or LOWER --gpu-memory-utilization {util:g} → {new:g} "
+               f"(≤ available/total = {free / total:.3f}); or size the KV cache directly with {CPU_KV_ENV} (GiB) or "
+               "--kv-cache-memory-bytes.")
+        return Finding("init_not_enough_memory", "critical", msg, ranks, (FlagChange("--gpu-memory-utilization", util, new),),
+                       {"budget_gb": round(new * total, 2), "free_gb": free},
+                       f"u ≤ F/T = {free:.2f} / {total:.2f} = {free / total:.4f}; − 0.005 → {new:.2f} (rounded down)")
+    m = _RX_CPU_KV_LOW.search(text)
+    if m:
+        node, free, total, asked = m.group(1), float(m.group(2)), float(m.group(3)), float(m.group(4))
+        lead = (f"Start-up refused{where}: NUMA node {node} had {free:.2f} of {total:.2f} GiB of host memory available "
+                f"when vLLM allocated the KV cache, less than the {asked:.2f} GiB asked for")
+        knob = ctx.kv_knob()
+        if knob == "env":
+            new_gib = max(1, int(free * 0.9))
+            msg = (f"{lead} by {CPU_KV_ENV}={ctx.cpu_kv_env:g} in the profile's env (it decides the CPU KV cache before "
+                   f"any flag). Free host memory, or LOWER {CPU_KV_ENV} {ctx.cpu_kv_env:g} → {new_gib} in the profile's env.")
+            return Finding("init_not_enough_memory", "critical", msg, ranks, (), {"kv_gb": new_gib})
+        if knob == "bytes":
+            new_b = int(free * 0.9 * GIB)
+            msg = (f"{lead} by --kv-cache-memory-bytes {int(ctx.pinned_kv)}. Free host memory, or LOWER "
+                   f"--kv-cache-memory-bytes to {new_b} ({new_b / GIB:.2f} GiB, 90 % of what was available).")
+            return Finding("init_not_enough_memory", "critical", msg, ranks,
+                           (FlagChange("--kv-cache-memory-bytes", int(ctx.pinned_kv), new_b),), {"kv_gb": round(new_b / GIB, 2)})
+        new = round(max(0.01, ctx.util - 0.05), 2)
+        msg = (f"{lead} by --gpu-memory-utilization {ctx.util:g} × host memory. Free host memory (other processes), or "
+               f"LOWER --gpu-memory-utilization {ctx.util:g} → {new:g}.")
+        return Finding("init_not_enough_memory", "critical", msg, ranks, (FlagChange("--gpu-memory-utilization", ctx.util, new),))
+    return None
+
+
+def _raise_kv_knob(ctx: _Ctx, need_gib: float | None) -> tuple[str, FlagChange | None]:
+    """(words, change) that give the KV cache more memory through the knob that decided its size:
+    the CPU build's env var (words only: a relaunch with --set cannot change the env), or
+    --kv-cache-memory-bytes. ("", None) when --gpu-memory-utilization decides (the caller's rule)."""
+    knob = ctx.kv_knob()
+    if knob == "env":
+        cur = ctx.cpu_kv_env or 0.0
+        new = _gib_up(need_gib + 0.25) if need_gib else int(max(cur * 2, cur + 1))
+        if new <= cur:
+            new = int(cur) + 1
+        return (f" {CPU_KV_ENV}={cur:g} in the profile's env decided the KV cache size (the CPU build reads it before "
+                f"any flag, so --gpu-memory-utilization and --kv-cache-memory-bytes change nothing): RAISE it to {new} "
+                f"(GiB) in the profile's env.", None)
+    if knob == "bytes":
+        cur_b = int(ctx.pinned_kv)
+        new_b = int((need_gib + 0.25) * GIB) if need_gib else max(2 * cur_b, GIB)
+        if new_b <= cur_b:
+            new_b = max(2 * cur_b, GIB)
+        return (f" --kv-cache-memory-bytes {cur_b} decided the KV cache size (--gpu-memory-utilization then changes "
+                f"nothing): RAISE it to {new_b} ({new_b / GIB:.2f} GiB).", FlagChange("--kv-cache-memory-bytes", cur_b, new_b))
+    return "", None
+
+
 def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -> Finding:
+    cpu = _cpu_not_enough(ctx, ranks, where, text)
+    if cpu is not None:
+        return cpu
     m = _RX_FREE_LOW.search(text)
     if m:
         free, total, util, requested = (float(m.group(i)) for i in range(1, 5))
@@ -282,8 +403,10 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
     if m2:
         length, need_kv, avail = int(m2.group(1)), float(m2.group(2)), float(m2.group(3))
         est = int(m2.group(4)) if m2.group(4) else None
+        knob_words, knob_change = _raise_kv_knob(ctx, need_kv)
+        more = "give the KV cache more memory" if ctx.kv_knob() != "util" else "RAISE --gpu-memory-utilization"
         lead = (f"Start-up failed{where}: one request at --max-model-len {length:,} needs {need_kv:.2f} GiB of KV cache "
-                f"but only {avail:.2f} GiB were left. RAISE --gpu-memory-utilization, or LOWER --max-model-len.")
+                f"but only {avail:.2f} GiB were left. LOWER --max-model-len, or {more}.")
         changes: list[FlagChange] = []
         alts: list[FlagChange] = []
         predicted: dict[str, Any] = {}
@@ -292,6 +415,11 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
             changes.append(FlagChange("--max-model-len", length, est))
             predicted["max_model_len"] = est
             lead += f" vLLM estimates {est:,} tokens fit: --max-model-len {est}."
+        if ctx.kv_knob() != "util":
+            lead += " Or:" + knob_words if est else knob_words
+            if knob_change is not None:
+                (alts if changes else changes).append(knob_change)
+            return Finding("init_not_enough_memory", "critical", lead, ranks, tuple(changes), predicted, None, tuple(alts))
         if ctx.total and ctx.util < 1.0:
             up = raise_util_for(ctx.util, ctx.total, need_kv - avail + 0.1)
             (alts if changes else changes).append(FlagChange("--gpu-memory-utilization", ctx.util, up.util_new))
@@ -308,6 +436,11 @@ def _init_not_enough(ctx: _Ctx, ranks: tuple[str, ...], where: str, text: str) -
                        {"max_model_len": fit})
     # `No available memory for the cache blocks` (or auto-fit found no room): the weights and the
     # activation peak took the whole util·T budget.
+    knob_words, knob_change = _raise_kv_knob(ctx, None)
+    if knob_words:
+        msg = f"Start-up failed{where}: no memory was left for the KV cache." + knob_words
+        return Finding("init_not_enough_memory", "critical", msg, ranks, (knob_change,) if knob_change else (),
+                       {"kv_gb": round(knob_change.to_value / GIB, 2)} if knob_change else {})
     lead = (f"Start-up failed{where}: after the weights and the activation peak, --gpu-memory-utilization {ctx.util:g} "
             "left no memory for the KV cache. This is the opposite of an OOM: RAISE --gpu-memory-utilization "
             "(lowering it makes this worse), or lower --max-num-batched-tokens (a smaller activation peak).")

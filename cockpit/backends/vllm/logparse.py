@@ -803,7 +803,11 @@ class VLLMLogParser:
         elif ("No available memory for the cache blocks" in msg or "KV cache is needed, which is larger than" in msg
               or "insufficient memory to allocate kv cache" in msg or "exceeds available Mamba cache blocks" in msg
               or "larger than the maximum number of tokens that can be stored in KV cache" in msg
-              or "is less than desired GPU memory utilization" in msg or "Cannot auto-fit max_model_len" in msg):
+              or "is less than desired GPU memory utilization" in msg or "Cannot auto-fit max_model_len" in msg
+              # the CPU build (vllm/v1/worker/cpu_worker.py): host memory below util × total, or below
+              # the KV bytes asked for (VLLM_CPU_KVCACHE_SPACE / --kv-cache-memory-bytes)
+              or "is less than desired CPU memory utilization" in msg
+              or "allocation is less than requested memory for kv" in msg):
             specific.append(ev.NotEnoughMemory(line, ts, rank, None, None, None, msg))
         elif "collective operation timeout" in msg or ("NCCL" in msg and "timed out" in msg.lower()):
             specific.append(ev.NcclTimeout(line, ts, rank, msg))
@@ -823,6 +827,10 @@ class VLLMLogParser:
                 named = f"TP{ray[1]}" if ray is not None else rank_label_for(w[1])[0] if w is not None else None
                 dead = named or rank  # the named worker, not the writer
             specific.append(ev.RankDead(line, ts, dead, None, int(m[1]) if m else None, "crashed", msg))
+        elif "engine core exited unexpectedly" in msg:
+            # the API server's monitor saw VLLM::EngineCore die without a word of its own (SIGKILL, a
+            # native crash): the API server then exits 0 and /health says 503 until it does
+            specific.append(ev.RankDead(line, ts, rank, None, None, "crashed", msg))
         elif ("Engine core initialization failed" in msg or "Timed out waiting for engine core processes" in msg
               or "Frontend process failed during engine core initialization" in msg):
             # the API server's side: the cause, if any, is in the engine's lines (or not in the log)

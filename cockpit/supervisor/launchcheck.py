@@ -1,0 +1,68 @@
+"""What would kill a launch at once, checked on node 0 before it: the model path missing on the host,
+the API port already bound there. Both are critical findings: `cockpit check` exits 1 on them and
+`cockpit up` (and the TUI's launch, through Supervisor.preflight) refuses to launch, instead of
+starting an engine that imports for a minute and then dies of it.
+
+| id | severity | when |
+|---|---|---|
+| `model_path_missing` | critical | server's model is a filesystem path (`/…`, `~…`, `./…`) that does not exist on node 0 |
+| `port_in_use` | critical | node 0's API port is already bound (another server, an earlier run that did not stop) |
+
+A model named like a Hugging Face repo (`org/name`) is the engine's to download: not checked. A
+simulator profile (`cockpit sim`) loads no model: its path is not checked. A live run of the
+profile is no conflict: the launch itself refuses it (RunRefused) and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from cockpit.core.findings import Finding, FlagChange
+
+if TYPE_CHECKING:
+    from cockpit.core.profile import Profile
+    from cockpit.supervisor.nodes import Node
+
+
+def _path_like(model: str) -> bool:
+    return model.startswith(("/", "~", "./", "../"))
+
+
+async def launch_findings(profile: Profile, overrides: Mapping[str, Any] | None = None,
+                          node: Node | None = None) -> list[Finding]:
+    """Critical findings for a launch of `profile` on its node 0 (none for a Slurm job: its nodes
+    are not allocated yet). The check runs on the host, over the node's transport."""
+    from cockpit.backends import get_backend
+    from cockpit.supervisor.hostresults import run_or_none
+    from cockpit.supervisor.nodes import make_nodes
+    from cockpit.telemetry.hostfacts import runs_simulator
+    from cockpit.transport.base import TransportError
+
+    if profile.target is not None:
+        return []
+    backend = get_backend(profile.backend)
+    n0 = node or make_nodes(profile, None, None)[0]
+    try:
+        live = run_or_none(await n0.ops.find(n0.key))
+        if live is not None and live.has_processes:
+            return []  # the launch refuses a live run itself, naming it
+        flags = {**profile.server, **dict(overrides or {})}
+        model = backend.model_path(profile, overrides)
+        paths = [model] if model and _path_like(model) and not runs_simulator(profile) else []
+        port = backend.api_port(flags)
+        host = backend.flag_value(flags, "host")
+        res = await n0.ops.launch_check(paths, profile.workdir, str(host) if host else None, port)
+    except TransportError:
+        return []  # an unreachable host is reported by the checks that measure it
+    out: list[Finding] = []
+    for missing in res.get("missing") or []:
+        out.append(Finding("model_path_missing", "critical",
+                           f"{n0.label}: the model path {missing} does not exist on the host: the server would import for "
+                           "a minute and then fail to load it. Fix the profile's model path (or copy the model there)."))
+    if res.get("port_bound"):
+        out.append(Finding("port_in_use", "critical",
+                           f"{n0.label}: {res['port_bound']}: another server (or an earlier run that did not stop) "
+                           f"listens there, and the new one would die at start-up. Stop it, or use another --port.",
+                           (), (FlagChange("--port", port, port + 1),)))
+    return out
