@@ -87,7 +87,7 @@ def test_did_you_mean_for_profiles_subcommands_and_flags(tmp_path: Path) -> None
     assert "no profile named 'simtset'" in out.stderr and "did you mean simtest?" in out.stderr
     assert str(tmp_path / "profiles") in out.stderr and "profiles found:" in out.stderr and "demo" in out.stderr
     out = e.cockpit("stauts", "simtest")
-    assert out.returncode == 2 and "did you mean status?" in out.stderr
+    assert out.returncode == 2 and "did you mean status" in out.stderr
     out = e.cockpit("logs", "simtest", "--tial", "3")
     assert out.returncode == 2 and "did you mean --tail?" in out.stderr
 
