@@ -172,5 +172,5 @@ def test_diagnose_says_which_lines_it_cut(tmp_path: Path, ledger) -> None:
     assert out["lines"]["cut"] == 6
     human = subprocess.run([sys.executable, "-m", "cockpit", "diagnose", str(log)], capture_output=True, text=True,
                            timeout=120, check=False)
-    assert f"6 line(s) longer than {CLASSIFY_CAP // 1024} KiB: only their first {CLASSIFY_CAP // 1024} KiB were read" \
+    assert f"6 lines longer than {CLASSIFY_CAP // 1024} KiB: only their first {CLASSIFY_CAP // 1024} KiB were read" \
         in human.stdout
