@@ -65,6 +65,20 @@ def test_status_follows_the_contract(served: Cockpit, real_vllm: RealVllm) -> No
     assert "VLLM::EngineCore" in words and "VLLM::Worker" in words, served.tree()
 
 
+def test_plan_kv_bytes_follow_the_launch_dtype_as_the_engine_allocates(served: Cockpit, real_vllm: RealVllm) -> None:
+    """Issue 22: `cockpit plan` took KV bytes per token from config.json's dtype (tiny-llama is saved
+    in float32: 2,048 B) while the launch says `dtype: bfloat16` and vLLM allocates 1,024 B. The
+    engine's own KV line is the judge: its 1 GiB cache (VLLM_CPU_KVCACHE_SPACE=1) over the tokens it
+    printed is the bytes a token really costs."""
+    assert json.loads((real_vllm.tiny / "config.json").read_text())["dtype"] == "float32"
+    # a CPU engine has no GPU to measure: the card's size is a what-if, the bytes per token are not
+    plan = served.run("plan", str(served.profile), "--gpu-mem-gb", "10", "--json")
+    assert plan.returncode in (0, 1), plan.stdout + plan.stderr
+    planned = json.loads(plan.stdout)["kv_bytes_per_token"]
+    engine_tokens = served.status()["max_total_num_tokens"]
+    assert planned * engine_tokens == int(real_vllm.env()["VLLM_CPU_KVCACHE_SPACE"]) * 2**30, (planned, engine_tokens)
+
+
 def test_logs_filters_and_follow(served: Cockpit, real_vllm: RealVllm) -> None:
     kv = served.run("logs", str(served.profile), "--filter", "KV cache size")
     assert kv.returncode == 0, kv.stderr
