@@ -59,12 +59,17 @@ def test_the_catalogue_spans_the_releases_and_names_its_origins() -> None:
         assert any(e["family"] == fam for e in CATALOGUE["messages"]), fam
 
 
-def coverage_families() -> list[tuple[str, str]]:
+def _tool() -> Any:
+    """tools/message_catalogue.py, loaded as a module."""
     spec = importlib.util.spec_from_file_location("message_catalogue", ROOT / "tools" / "message_catalogue.py")
     assert spec is not None and spec.loader is not None
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    return list(tool.FAMILIES)
+    return tool
+
+
+def coverage_families() -> list[tuple[str, str]]:
+    return list(_tool().FAMILIES)
 
 
 def _id(e: dict[str, Any]) -> str:
@@ -98,10 +103,7 @@ def test_the_memory_nccl_and_startup_lines_the_v0_v1_logs_print_are_all_read() -
 def test_the_tool_reads_a_release_wheel(tmp_path: Path) -> None:
     """tools/message_catalogue.py on a wheel it builds here: logger format strings (%-style and
     f-strings) and raised messages, their family, their releases and file:line."""
-    spec = importlib.util.spec_from_file_location("message_catalogue", ROOT / "tools" / "message_catalogue.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = _tool()
     src_a = ('import logging\nlogger = logging.getLogger(__name__)\n'
              'def f(x):\n    logger.info("Load weight end. mem usage=%.2f GB", x)\n'
              '    raise RuntimeError(f"Not enough memory. Please try to increase --mem-fraction-static. {x}")\n')
@@ -128,10 +130,7 @@ def test_the_tool_reads_unpacked_release_sources(tmp_path: Path) -> None:
     """A release kept as its package's .py files only (the wheel deleted, as for vLLM's 130–330 MB
     wheels), named ENGINE-VERSION, four-part and post-release versions included, reads as its wheel
     would: the same messages, ranges and origins; tests left out."""
-    spec = importlib.util.spec_from_file_location("message_catalogue", ROOT / "tools" / "message_catalogue.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = _tool()
     src = ('import logging\nlogger = logging.getLogger(__name__)\n'
            'def f(x):\n    logger.info("# GPU blocks: %d, # CPU blocks: %d", x, x)\n'
            '    raise ValueError(f"No available memory for the cache blocks. {x}")\n')
