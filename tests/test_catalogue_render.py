@@ -2,7 +2,7 @@
 read by `cockpit diagnose` as the failure it states (issue 23, "the grammar checks itself").
 
 tests/data/catalogue/messages.json holds the logger format strings and exception messages of 41
-SGLang releases (0.3.0–0.5.23) and 15 sampled vLLM releases (0.5.0–0.33.0) on the paths a diagnosis
+SGLang releases (0.3.0–0.5.23) and all 74 vLLM releases (0.5.0–0.33.0) on the paths a diagnosis
 reads, with their releases and file:line origins (tools/message_catalogue.py built it from the
 release wheels). bench/catalogue_coverage.py renders each failure message with typical values under
 its release's record head and rank prefix (SGLang `[… TP3]` / `[… DP1 TP3]`; vLLM `(Worker_TP3 pid=N)`,
@@ -42,7 +42,9 @@ FAILURES = coverage.failures(CATALOGUE["messages"])
 def test_the_catalogue_spans_the_releases_and_names_its_origins() -> None:
     sampled = CATALOGUE["sampled"]
     assert sampled["sglang"][0] == "0.3.0" and sampled["sglang"][-1] == "0.5.23" and len(sampled["sglang"]) >= 40
-    assert sampled["vllm"][0] == "0.5.0" and sampled["vllm"][-1] == "0.33.0" and len(sampled["vllm"]) >= 15
+    # every vLLM final release and post-release on PyPI from 0.5.0 to 0.33.0 (74; none lacks a wheel)
+    assert sampled["vllm"][0] == "0.5.0" and sampled["vllm"][-1] == "0.33.0" and len(sampled["vllm"]) == 74
+    assert {"0.5.0.post1", "0.6.1.post2", "0.8.5.post1", "0.9.0.1", "0.10.1.1", "0.27.1"} <= set(sampled["vllm"])
     families = {f for f, _ in coverage_families()}
     for e in CATALOGUE["messages"]:
         vs = e["versions"]
@@ -57,12 +59,17 @@ def test_the_catalogue_spans_the_releases_and_names_its_origins() -> None:
         assert any(e["family"] == fam for e in CATALOGUE["messages"]), fam
 
 
-def coverage_families() -> list[tuple[str, str]]:
+def _tool() -> Any:
+    """tools/message_catalogue.py, loaded as a module."""
     spec = importlib.util.spec_from_file_location("message_catalogue", ROOT / "tools" / "message_catalogue.py")
     assert spec is not None and spec.loader is not None
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
-    return list(tool.FAMILIES)
+    return tool
+
+
+def coverage_families() -> list[tuple[str, str]]:
+    return list(_tool().FAMILIES)
 
 
 def _id(e: dict[str, Any]) -> str:
@@ -96,10 +103,7 @@ def test_the_memory_nccl_and_startup_lines_the_v0_v1_logs_print_are_all_read() -
 def test_the_tool_reads_a_release_wheel(tmp_path: Path) -> None:
     """tools/message_catalogue.py on a wheel it builds here: logger format strings (%-style and
     f-strings) and raised messages, their family, their releases and file:line."""
-    spec = importlib.util.spec_from_file_location("message_catalogue", ROOT / "tools" / "message_catalogue.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = _tool()
     src_a = ('import logging\nlogger = logging.getLogger(__name__)\n'
              'def f(x):\n    logger.info("Load weight end. mem usage=%.2f GB", x)\n'
              '    raise RuntimeError(f"Not enough memory. Please try to increase --mem-fraction-static. {x}")\n')
@@ -120,3 +124,28 @@ def test_the_tool_reads_a_release_wheel(tmp_path: Path) -> None:
     assert (nem["family"], nem["kind"]) == ("kv_pool", "raise RuntimeError")
     assert entries["Rank %d scheduler is dead."]["versions"] == ["0.4.1"]
     assert not any("test OOM" in t for t in entries)  # tests are not the server
+
+
+def test_the_tool_reads_unpacked_release_sources(tmp_path: Path) -> None:
+    """A release kept as its package's .py files only (the wheel deleted, as for vLLM's 130–330 MB
+    wheels), named ENGINE-VERSION, four-part and post-release versions included, reads as its wheel
+    would: the same messages, ranges and origins; tests left out."""
+    tool = _tool()
+    src = ('import logging\nlogger = logging.getLogger(__name__)\n'
+           'def f(x):\n    logger.info("# GPU blocks: %d, # CPU blocks: %d", x, x)\n'
+           '    raise ValueError(f"No available memory for the cache blocks. {x}")\n')
+    releases = []
+    for version in ("0.10.1.1", "0.8.5.post1", "0.10.1"):
+        d = tmp_path / f"vllm-{version}"
+        (d / "vllm" / "worker").mkdir(parents=True)
+        (d / "vllm" / "tests").mkdir()
+        (d / "vllm" / "worker" / "worker.py").write_text(src if version != "0.10.1.1" else "\n" + src)
+        (d / "vllm" / "tests" / "test_oom.py").write_text('import logging\nlogging.getLogger().error("out of memory")\n')
+        assert tool.version_of(d) == version
+        releases.append((tool.version_of(d), tool.files_of_tree(d, "vllm")))
+    entries = {e["text"]: e for e in tool.build("vllm", releases)}
+    assert set(entries) == {"# GPU blocks: %d, # CPU blocks: %d", "No available memory for the cache blocks. {}"}
+    blocks = entries["# GPU blocks: %d, # CPU blocks: %d"]
+    assert blocks["versions"] == ["0.8.5.post1", "0.10.1", "0.10.1.1"]
+    assert blocks["origins"] == {"0.8.5.post1": "vllm/worker/worker.py:4", "0.10.1.1": "vllm/worker/worker.py:5"}
+    assert (entries["No available memory for the cache blocks. {}"]["family"], blocks["family"]) == ("kv_pool", "kv_pool")

@@ -99,3 +99,37 @@ def test_v0_worker_death_names_the_worker_process(tmp_path: Path) -> None:
                                  "690775 died, exit code: -9\n")
     crash = out["crash"]
     assert crash is not None and crash["rank"] == "VllmWorkerProcess pid=690775" and crash["exit_code"] == -9
+
+
+NCCL_RAISED_HEAD = """\
+INFO 06-01 12:00:00 [llm_engine.py:1] Initializing an LLM engine (v0.33.0) with config: model='m'
+(Worker_TP3 pid=4242) INFO 06-01 12:00:00 [gpu_model_runner.py:1] Starting to load model m...
+(Worker_TP3 pid=4242) ERROR 06-01 12:00:01 [multiproc_executor.py:900] WorkerProc failed to start.
+(Worker_TP3 pid=4242) ERROR 06-01 12:00:01 [multiproc_executor.py:900] Traceback (most recent call last):
+(Worker_TP3 pid=4242) ERROR 06-01 12:00:01 [multiproc_executor.py:900]   File "/usr/local/lib/python3.12/dist-packages/vllm/distributed/device_communicators/pynccl.py", line 239, in __init__
+(Worker_TP3 pid=4242) ERROR 06-01 12:00:01 [multiproc_executor.py:900]     raise RuntimeError(
+"""
+
+
+@pytest.mark.parametrize("exc", [
+    # vLLM's own raises that say NCCL failed (pynccl.py, eplb_communicator.py, weight_transfer/m2n_common.py)
+    "RuntimeError: failed to load the NCCL library for unique-id rendezvous",
+    "RuntimeError: Failed to initialize PyNcclEplbCommunicator (NCCL version too old).",
+    "RuntimeError: NCCL4Py unique-id generation failed: timeout",
+    "RuntimeError: invalid NCCL4Py unique-id error",
+])
+def test_a_raised_nccl_failure_is_an_nccl_error_of_its_rank(tmp_path: Path, exc: str) -> None:
+    text = NCCL_RAISED_HEAD + f"(Worker_TP3 pid=4242) ERROR 06-01 12:00:01 [multiproc_executor.py:900] {exc}\n"
+    crash = run(tmp_path, text)["crash"]
+    assert crash is not None and (crash["kind"], crash["rank"], crash["phase"]) == ("nccl_error", "TP3", "startup")
+
+
+def test_nccl_named_in_a_log_line_or_a_non_nccl_raise_is_no_nccl_error(tmp_path: Path) -> None:
+    # the library's load failure is logged, and the engine may go on without it (not NVIDIA/AMD)
+    logged = ("(Worker_TP3 pid=4242) ERROR 06-01 12:00:01 [pynccl_wrapper.py:387] Failed to load NCCL library from "
+              "libnccl.so.2. It is expected if you are not running on NVIDIA/AMD GPUs.\n")
+    head = NCCL_RAISED_HEAD.split("(Worker_TP3 pid=4242) ERROR")[0]
+    assert run(tmp_path, head + logged)["crash"] is None
+    raised = NCCL_RAISED_HEAD + "(Worker_TP3 pid=4242) ERROR 06-01 12:00:01 [multiproc_executor.py:900] ValueError: max_model_len failed\n"
+    crash = run(tmp_path, raised)["crash"]
+    assert crash is not None and crash["kind"] != "nccl_error"

@@ -14,6 +14,9 @@ Only the messages are kept (data: strings, ranges, origins), never code. The com
 script needs the network only to fetch the releases, never at test time.
 
     pip download --no-deps sglang==0.4.6 -d /tmp/w/sglang-0.4.6      # one directory per release
+    # or, for releases too large to keep many wheels at once (vLLM: 130-480 MB each), one directory
+    # per release holding only the package's .py files unpacked (DIR/vllm-0.6.3/vllm/...), each wheel
+    # deleted right after: see tests/data/catalogue/README.md
     python tools/message_catalogue.py --engine sglang /tmp/w/sglang-* -o tests/data/catalogue/messages.json
     python tools/message_catalogue.py --engine vllm --git-dir /path/vllm.git --tags v0.5.0 v0.6.3 …
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import re
 import subprocess
@@ -124,6 +128,15 @@ def files_of_release(path: Path, package: str) -> Iterator[tuple[str, str]]:
                     yield name, z.read(name).decode("utf-8", "replace")
 
 
+def files_of_tree(path: Path, package: str) -> Iterator[tuple[str, str]]:
+    """(file path, text) of every Python file of `package` under a directory that holds the package's
+    sources as a release ships them (`DIR/vllm/…`): a wheel's .py files unpacked, the wheel deleted."""
+    for p in sorted((path / package).rglob("*.py")):
+        name = p.relative_to(path).as_posix()
+        if server_file(name):
+            yield name, p.read_bytes().decode("utf-8", "replace")
+
+
 def files_at_tag(git_dir: str, tag: str, package: str) -> Iterator[tuple[str, str]]:
     names = subprocess.run(["git", "--git-dir", git_dir, "ls-tree", "-r", "--name-only", tag, "--", package],
                            capture_output=True, text=True, check=True).stdout.split()
@@ -134,7 +147,7 @@ def files_at_tag(git_dir: str, tag: str, package: str) -> Iterator[tuple[str, st
 
 
 def version_of(path: Path) -> str:
-    m = re.search(r"-(\d+\.\d+\.\d+(?:\.post\d+)?)", path.name)
+    m = re.search(r"-(\d+(?:\.\d+)+(?:\.post\d+)?)", path.name)  # 0.10.1.1 and 0.8.5.post1 too
     return m.group(1) if m else path.name
 
 
@@ -144,9 +157,14 @@ def vkey(v: str) -> tuple[int, ...]:
 
 def build(engine: str, releases: list[tuple[str, Iterator[tuple[str, str]]]]) -> list[dict[str, Any]]:
     found: dict[tuple[str, str], dict[str, Any]] = {}
+    # a file unchanged from one release to the next is parsed once (vLLM: ~80 releases of ~2,500 files)
+    parsed: dict[bytes, list[tuple[int, str, str]]] = {}
     for version, files in sorted(releases, key=lambda r: vkey(r[0])):
         for name, text in files:
-            for lineno, kind, msg in messages_of(text):
+            digest = hashlib.sha1(text.encode("utf-8", "surrogatepass")).digest()
+            if digest not in parsed:
+                parsed[digest] = list(messages_of(text))
+            for lineno, kind, msg in parsed[digest]:
                 fam = family_of(msg)
                 if fam is None or len(msg.strip()) < 8:
                     continue
@@ -176,7 +194,10 @@ def main() -> int:
     args = ap.parse_args()
     releases: list[tuple[str, Iterator[tuple[str, str]]]] = []
     for r in args.releases:
-        releases.append((version_of(r if r.suffix == ".whl" else next(r.glob("*.whl"), r)), files_of_release(r, args.engine)))
+        if r.is_dir() and (r / args.engine).is_dir():  # unpacked sources, named ENGINE-VERSION
+            releases.append((version_of(r), files_of_tree(r, args.engine)))
+        else:
+            releases.append((version_of(r if r.suffix == ".whl" else next(r.glob("*.whl"), r)), files_of_release(r, args.engine)))
     for tag in args.tags:
         releases.append((tag.lstrip("v"), files_at_tag(args.git_dir, tag, args.engine)))
     if not releases:

@@ -150,6 +150,10 @@ _STARTUP_MARKS = ("failed to start", "Timed out waiting for engine core", "initi
 _CPU_FILES = ("cpu_worker.py", "cpu_model_runner.py")
 _RX_CPU_KV_SET = re.compile(r"(?:Explicitly|Auto) set \((?P<kv>[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache on node \d+")
 _RX_LOADING_TOOK = re.compile(r"Loading weights took " + _F + r" ?s")
+# an exception whose own message says NCCL failed — its library, a communicator (PyNccl…, nccl_m2n), its
+# unique id: `RuntimeError: failed to load the NCCL library for unique-id rendezvous`, `Failed to
+# initialize PyNcclEplbCommunicator (…)`, `NCCL4Py unique-id generation failed: …` (0.20+)
+_RX_NCCL_RAISED = re.compile(r"\bnccl\w*\b.*\b(?:fail\w*|error)\b|\bfail\w*\b.*\b(?:py)?nccl", re.IGNORECASE)
 _NCCL_ERROR_MARKS = ("NCCL error", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError",
                      "ncclInvalidUsage", "ncclRemoteError", "unhandled system error", "unhandled cuda error")
 
@@ -811,7 +815,8 @@ class VLLMLogParser:
             specific.append(ev.NotEnoughMemory(line, ts, rank, None, None, None, msg))
         elif "collective operation timeout" in msg or ("NCCL" in msg and "timed out" in msg.lower()):
             specific.append(ev.NcclTimeout(line, ts, rank, msg))
-        elif any(mark in msg for mark in _NCCL_ERROR_MARKS):
+        elif any(mark in msg for mark in _NCCL_ERROR_MARKS) or (
+                ("CCL" in msg or "ccl" in msg) and _RX_EXC.match(msg.strip()) is not None and _RX_NCCL_RAISED.search(msg) is not None):
             specific.append(ev.NcclError(line, ts, rank, msg))
         elif "ddress already in use" in msg or "[Errno 98]" in msg or "Could not find open port after" in msg:
             specific.append(ev.PortInUse(line, ts, rank, msg))
