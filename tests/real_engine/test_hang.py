@@ -51,7 +51,7 @@ class Engine:
                               text=True, timeout=timeout)
 
     def status(self) -> dict[str, Any]:
-        p = self.cockpit("status", str(self.profile), "--json", timeout=HANG_AFTER_S + 90)
+        p = self.cockpit("status", str(self.profile), "--json", timeout=HANG_AFTER_S + 285)
         assert p.stdout, p.stderr
         return dict(json.loads(p.stdout))
 
