@@ -86,7 +86,7 @@ def test_profile_named_like_a_node_directory_is_refused(ssh_home, tmp_path: Path
     stop = tmp_path / "stop"
     program = json.dumps([PY, str(writer_script(tmp_path)), str(stop), "0.05"])
     env.write_profile("mn", f"name: mn\nhosts:\n  - ssh: gpu-box-1\n  - ssh: gpu-box-2\nprogram: {program}\n"
-                            f"workdir: {tmp_path / 'work'}\nlog: logs/mn.log\nserver:\n  model-path: /m\n  tp: 2\n")
+                            f"workdir: {tmp_path / 'work'}\nlog: logs/mn.log\nserver:\n  model-path: {tmp_path}\n  tp: 2\n")
     alias = env.write_profile("mn.node1", f"name: mn.node1\nhosts:\n  - ssh: gpu-box-2\nprogram: {program}\n"
                                           f"workdir: {tmp_path / 'work'}\nlog: logs/other.log\n")
     up = env.cockpit("up", "mn", "--wait", "started")
