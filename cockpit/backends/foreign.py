@@ -17,8 +17,10 @@ only set lines aside and name the program when no named mark was found.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
+from typing import Any
 
 # (label, keys, pattern): the label completes "looks like …, not SGLang or vLLM"; a line is tested
 # against the pattern only when it holds one of the keys (plain substrings, so the opening of an
@@ -76,8 +78,15 @@ _WRAPS = (("an Ollama log", "a llama.cpp log"),
           ("a candle-vllm log (a Rust engine named after vLLM)", "a candle log"),
           ("a mistral.rs log", "a candle log"))
 # (label, keys, pattern, keys as bytes: the opening is searched for them before it is decoded)
-_RX_NAMED = tuple((label, keys, re.compile(rx), tuple(k.encode() for k in keys)) for label, keys, rx in _NAMED)
-_RX_GENERIC = tuple((label, keys, re.compile(rx), tuple(k.encode() for k in keys)) for label, keys, rx in _GENERIC)
+
+
+@functools.cache
+def _tables() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The compiled tables, built on first use: `diagnose` imports this module at start-up, and
+    compiling them there cost every run (~14 % of diagnose's start-up), refused or not."""
+    def build(rows: Any) -> tuple[Any, ...]:
+        return tuple((label, keys, re.compile(rx), tuple(k.encode() for k in keys)) for label, keys, rx in rows)
+    return build(_NAMED), build(_GENERIC)
 _RX_WRAP = re.compile(r"^(?:[\w.-]+ +\| |[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \S+ [\w.-]+\[\d+\]: |> )")
 
 
@@ -94,8 +103,9 @@ class Foreign:
 def foreign_lines(sample: bytes, limit: int = 2000) -> Foreign:
     """Which other program's lines the opening of a log holds, and the opening without them."""
     # only the programs one of whose keys the opening holds at all (none, for most of our logs)
-    named = tuple(t for t in _RX_NAMED if any(k in sample for k in t[3]))
-    generic = tuple(t for t in _RX_GENERIC if any(k in sample for k in t[3]))
+    all_named, all_generic = _tables()
+    named = tuple(t for t in all_named if any(k in sample for k in t[3]))
+    generic = tuple(t for t in all_generic if any(k in sample for k in t[3]))
     if not named and not generic:
         return Foreign(None, 0, 0, sample)
     text = sample.decode("utf-8", "replace")
