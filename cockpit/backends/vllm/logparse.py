@@ -153,7 +153,23 @@ _RX_LOADING_TOOK = re.compile(r"Loading weights took " + _F + r" ?s")
 # an exception whose own message says NCCL failed — its library, a communicator (PyNccl…, nccl_m2n), its
 # unique id: `RuntimeError: failed to load the NCCL library for unique-id rendezvous`, `Failed to
 # initialize PyNcclEplbCommunicator (…)`, `NCCL4Py unique-id generation failed: …` (0.20+)
-_RX_NCCL_RAISED = re.compile(r"\bnccl\w*\b.*\b(?:fail\w*|error)\b|\bfail\w*\b.*\b(?:py)?nccl", re.IGNORECASE)
+# Two anchors searched in turn, not one `nccl.*fail` pattern: `.*` between two words is quadratic on a
+# line that repeats the first word without the second (the hostile-lines test found one).
+_RX_NCCL_WORD = re.compile(r"\bnccl\w*\b", re.IGNORECASE)
+_RX_FAIL_WORD = re.compile(r"\bfail\w*\b", re.IGNORECASE)
+_RX_FAIL_OR_ERROR = re.compile(r"\b(?:fail\w*|error)\b", re.IGNORECASE)
+_RX_NCCL_AFTER = re.compile(r"\b(?:py)?nccl", re.IGNORECASE)
+
+
+def _nccl_raised(msg: str) -> bool:
+    """NCCL named and then a failure or an error named after it, or a failure and then NCCL."""
+    m = _RX_NCCL_WORD.search(msg)
+    if m is not None and _RX_FAIL_OR_ERROR.search(msg, m.end()) is not None:
+        return True
+    f = _RX_FAIL_WORD.search(msg)
+    return f is not None and _RX_NCCL_AFTER.search(msg, f.end()) is not None
+
+
 _NCCL_ERROR_MARKS = ("NCCL error", "ncclSystemError", "ncclInternalError", "ncclUnhandledCudaError",
                      "ncclInvalidUsage", "ncclRemoteError", "unhandled system error", "unhandled cuda error")
 
@@ -816,7 +832,7 @@ class VLLMLogParser:
         elif "collective operation timeout" in msg or ("NCCL" in msg and "timed out" in msg.lower()):
             specific.append(ev.NcclTimeout(line, ts, rank, msg))
         elif any(mark in msg for mark in _NCCL_ERROR_MARKS) or (
-                ("CCL" in msg or "ccl" in msg) and _RX_EXC.match(msg.strip()) is not None and _RX_NCCL_RAISED.search(msg) is not None):
+                ("CCL" in msg or "ccl" in msg) and _RX_EXC.match(msg.strip()) is not None and _nccl_raised(msg)):
             specific.append(ev.NcclError(line, ts, rank, msg))
         elif "ddress already in use" in msg or "[Errno 98]" in msg or "Could not find open port after" in msg:
             specific.append(ev.PortInUse(line, ts, rank, msg))
