@@ -20,7 +20,7 @@ from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.dashboard import DashboardScreen
 from cockpit.ui.screens.dialogs import ConfirmScreen, QuitScreen
 from cockpit.ui.screens.picker import PickerScreen
-from cockpit.ui.widgets.groups import GroupsStrip
+from cockpit.ui.widgets.groups import GroupsStrip, group_line, summarise
 from cockpit.ui.widgets.keyhints import choose
 from tests.conftest import free_port
 from tests.ui.test_flows import wait_for
@@ -176,3 +176,32 @@ async def test_tui_names_a_group_and_refuses_a_group_of_a_plain_profile(pd_env: 
         assert dash.profile.name == "pd.decode" and dash.profile.server["base-gpu-id"] == 4
         assert _strip(app).splitlines() == ["  prefill group pd.prefill · phase UNKNOWN · no run",
                                             "▶ decode group pd.decode · phase UNKNOWN · no run"]
+    # the deployment itself (the picker's deployment row, `cockpit tui pd`) opens the prefill group's
+    whole = CockpitApp(profile=load_profile(work / "profiles" / "pd.yaml"), supervisor_factory=None)
+    async with whole.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert _dashboard(whole).profile.name == "pd.prefill" and _dashboard(whole).group == "prefill"
+        assert _strip(whole).startswith("▶ prefill group pd.prefill")
+
+
+def test_a_group_without_graphs_shows_its_headroom_after_the_kv_pool() -> None:
+    """A real prefill server captures no decode graphs (SGLang: "Cuda graph is disabled for prefill
+    server"): its line takes the least free memory after the KV pool, and says so."""
+    from cockpit.core.state import RankMemory, RunState
+    from cockpit.supervisor.api import RunInfo, RunSnapshot
+
+    state = RunState(phase="ready", ranks={
+        "TP0": RankMemory("TP0", avail_before_capture_gb=21.66),
+        "TP1": RankMemory("TP1", avail_before_capture_gb=21.40),
+    })
+    run = RunInfo("r1", "pd.prefill", ("gpu-a",), 10, 10, "2026-12-01T00:00:00Z", "/run", "/log")
+    snap = RunSnapshot(taken_at=0.0, profile="pd.prefill", lifecycle="running", state=state, findings=(), run=run)
+    s = summarise("prefill", "pd.prefill", snap)
+    assert group_line(s, True).plain == ("▶ prefill group pd.prefill · phase READY · 2 ranks · "
+                                         "headroom 21.4 GiB after KV pool (least of 2 ranks)")
+    state.ranks["TP0"].avail_after_capture_gb = 9.5  # once a rank captured, after capture
+    assert "headroom 9.5 GiB after capture" in group_line(summarise("prefill", "pd.prefill", snap), False).plain
+    loading = summarise("decode", "pd.decode", RunSnapshot(0.0, "pd.decode", "running", RunState(phase="loading"), (), run))
+    assert group_line(loading, False).plain == "  decode group pd.decode · phase LOADING · 0 ranks · headroom not measured yet"
+    unread = summarise("decode", "pd.decode", None, error="ssh: gpu-b unreachable")
+    assert group_line(unread, False).plain == "  decode group pd.decode · phase UNKNOWN · not read: ssh: gpu-b unreachable"
