@@ -44,7 +44,7 @@ def test_up_to_0_5_13_the_draft_comes_out_of_the_headroom() -> None:
     t = spec.terms
     drop = plain.current.headroom_after_capture_gib - spec.current.headroom_after_capture_gib
     assert drop == pytest.approx(t["draft_weights_gib"] + t["draft_kv_gib"] + t["draft_graph_gib"], abs=1e-6)
-    assert t["draft_pool_tokens"] > spec.current.max_total_num_tokens  # + in-flight draft/verify tokens
+    assert t["draft_pool_tokens"] == spec.current.max_total_num_tokens  # draft_runner_cache_size = max_total_num_tokens
     assert "draft_budget_bytes_per_token" not in t
 
 
@@ -102,3 +102,15 @@ def test_the_automatic_mfs_holds_the_flat_draft_reserve_until_0_5_14(version: st
     base = default_mfs(H100_MIB, version=version, tp=8).reserve_mib
     assert base is not None
     assert default_mfs(H100_MIB, version=version, tp=8, speculative_algorithm=algo).reserve_mib == base + extra
+
+
+def test_up_to_0_5_6_the_draft_pool_also_holds_in_flight_draft_and_verify_tokens() -> None:
+    """0.5.6's model_runner sized the draft pool tokens + reqs·steps·topk + reqs·draft_tokens + 100;
+    0.5.7 gave it the target's tokens (checked in both wheels)."""
+    old = _eagle_plans("0.5.6")[1]
+    new = _eagle_plans("0.5.7")[1]
+    assert old.current and new.current
+    tok = old.current.max_total_num_tokens
+    reqs = min(max(int(tok / 131072 * 512), 2048), 4096)  # Llama-3.1-8B's 131072-token context
+    assert old.terms["draft_pool_tokens"] == tok + reqs * 3 * 1 + reqs * 4 + 100
+    assert new.terms["draft_pool_tokens"] == new.current.max_total_num_tokens

@@ -279,6 +279,12 @@ SPEC_MTP = ("NEXTN", "MTP")  # the checkpoint's own MTP layers when no draft pat
 DRAFT_IN_STATIC_SINCE = "0.5.14"
 
 
+# Up to 0.5.6 the draft pool held the target's tokens plus room for in-flight draft and verify tokens
+# (model_runner.py: draft_runner_cache_size = tokens + reqs·steps·topk + reqs·draft_tokens + 100);
+# 0.5.7 sets draft_runner_cache_size = max_total_num_tokens (model_runner_kv_cache_mixin.py, wheels).
+DRAFT_POOL_EXTRA_UNTIL = "0.5.7"
+
+
 def draft_weights_in_static(version: str | None) -> bool:
     """True on the releases that count the draft's weights against --mem-fraction-static."""
     return version_key(resolve_version(version)) >= version_key(DRAFT_IN_STATIC_SINCE)
@@ -290,9 +296,9 @@ class DraftBudget:
 
     Before DRAFT_IN_STATIC_SINCE (`in_static` False) the draft worker is built after the target's
     ModelRunner: its weights, its own KV pool and its graphs come out of the memory the target left
-    free. The draft pool holds the target's tokens plus room for the in-flight draft and verify
-    tokens: draft_runner_cache_size = tokens + reqs·steps·topk + reqs·draft_tokens + 100
-    (model_runner_kv_cache_mixin.init_memory).
+    free. The draft pool holds the target's tokens (draft_runner_cache_size = max_total_num_tokens),
+    and before DRAFT_POOL_EXTRA_UNTIL (`inflight`) room for the in-flight draft and verify tokens
+    too: tokens + reqs·steps·topk + reqs·draft_tokens + 100.
 
     From it (`in_static` True) the draft's weights are resident when the target's pool is sized, so
     they count against --mem-fraction-static (the plan takes them from A), and the pool's bytes per
@@ -311,9 +317,10 @@ class DraftBudget:
     layers: int = 0  # the draft's attention layers (eagle_draft_num_layers)
     in_static: bool = False
     budget_cell_bytes: float = 0.0  # in_static: the bytes per token SGLang adds to the target's for the draft
+    inflight: bool = False  # the draft pool's room for in-flight draft/verify tokens (before 0.5.7)
 
     def pool_tokens(self, tokens: int, ctx: int, s: Settings) -> int:
-        if self.in_static:
+        if not self.inflight:
             return tokens
         reqs = _max_reqs(tokens, ctx, s)
         return tokens + reqs * self.steps * self.topk + reqs * self.draft_tokens + 100
@@ -391,9 +398,11 @@ def draft_budget(cfg: ModelConfig, weights: WeightIndex, draft: ModelFacts | Non
         if cfg.swa_layers:
             notes.append("the draft's share of a sliding-window model's pool follows SGLang's default configurator: not checked for SWA pools")
         return DraftBudget(algo, w / GIB, cell, g, steps, topk, ndt, layers, True, float(extra))
+    inflight = version_key(resolve_version(s.version)) < version_key(DRAFT_POOL_EXTRA_UNTIL)
+    pool = "the target's tokens + in-flight draft/verify tokens" if inflight else "the target's tokens"
     notes.append(f"speculative {algo}: the draft worker loads after the target's graphs; its weights, KV pool "
-                 "(the target's tokens + in-flight draft/verify tokens) and graphs come out of the headroom")
-    return DraftBudget(algo, w / GIB, cell, g, steps, topk, ndt, layers)
+                 f"({pool}) and graphs come out of the headroom")
+    return DraftBudget(algo, w / GIB, cell, g, steps, topk, ndt, layers, inflight=inflight)
 
 
 def plan(
