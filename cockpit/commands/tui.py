@@ -15,8 +15,7 @@ def resolve_theme(requested: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.core.profile import load_profile
-    from cockpit.locations import resolve_profile
+    from cockpit.face import load_profile, resolve_profile
 
     theme = resolve_theme(getattr(args, "theme", None))
     profile = None
