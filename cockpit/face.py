@@ -16,6 +16,7 @@ still never imports asyncssh or httpx, and `cockpit --help` never imports this m
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -191,7 +192,8 @@ def __getattr__(name: str) -> Any:
         module, attr = SOURCES[name]
     except KeyError:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    return getattr(importlib.import_module(module), attr)
+    # an imported module straight from sys.modules: this runs at every function-level import
+    return getattr(sys.modules.get(module) or importlib.import_module(module), attr)
 
 
 def __dir__() -> list[str]:
