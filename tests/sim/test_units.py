@@ -51,6 +51,17 @@ def test_sim_args_are_split_out_in_both_spellings() -> None:
     assert rest == ["--tp", "8", "--port", "1"]
 
 
+def test_both_engines_refuse_bad_sim_options_alike(capsys: pytest.CaptureFixture[str]) -> None:
+    """One --sim-* splitter (cockpit/sim/options.py) serves both simulators' command lines."""
+    vllm = ["--sim-backend", "vllm", "serve", "Qwen/Qwen3-0.6B"]
+    for argv, prog in ((KIMI, "launch_server.py"), (vllm, "vllm serve")):
+        assert main([*argv, "--sim-bogus=1"]) == 2
+        err = capsys.readouterr().err
+        assert f"{prog}: error: unrecognized arguments: --sim-bogus (simulator options: --sim-gpu" in err
+        assert main([*argv, "--sim-seed"]) == 2
+        assert f"{prog}: error: argument --sim-seed: expected one argument" in capsys.readouterr().err
+
+
 def test_default_mfs_heuristic_both_versions() -> None:
     llama = ["--model-path", "meta-llama/Llama-3.1-70B-Instruct", "--tp", "8", "--sim-gpu", "h100"]
     assert load_config(llama).mfs == 0.818
