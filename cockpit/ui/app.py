@@ -13,7 +13,7 @@ from textual import on
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-from cockpit.core.profile import Profile
+from cockpit.face import Profile
 from cockpit.ui.keys import APP_BINDINGS
 from cockpit.ui.messages import ProfileChosen
 from cockpit.ui.screens.dialogs import HelpScreen
@@ -31,11 +31,11 @@ from cockpit.ui.themes import (
 def default_supervisor_factory(profile: Profile, **callbacks: Any) -> Any:
     """The real supervisor, with the journal when it can be opened (a run is recorded either way
     it is launched: from the TUI or from `cockpit up`)."""
-    from cockpit.supervisor.supervisor import Supervisor
+    from cockpit.face import Supervisor
 
     journal = None
     try:
-        from cockpit.journal import Journal
+        from cockpit.face import Journal
 
         journal = Journal.open()
     except Exception:  # the journal is a record, never a reason not to run

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from cockpit.core.findings import Finding, FlagChange
-from cockpit.core.profile import Profile
-from cockpit.supervisor.api import GpuProcess, LogBatch, RunInfo, RunSnapshot
+from cockpit.face import Finding, FlagChange, GpuProcess, LogBatch, Profile, RunInfo, RunSnapshot
 
 
 class SnapshotArrived(Message):

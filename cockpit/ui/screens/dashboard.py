@@ -22,12 +22,19 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 from textual.worker import Worker, WorkerState
 
-from cockpit.core.findings import Finding, FlagChange
-from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
-from cockpit.core.numbers import plural
-from cockpit.core.profile import Profile
-from cockpit.core.state import SERIES_MAX_POINTS, SeriesPoint
-from cockpit.supervisor.api import LogBatch, RunSnapshot
+from cockpit.face import (
+    GENERIC_ERROR_WORDS,
+    PRESET_NAMES,
+    SERIES_MAX_POINTS,
+    Finding,
+    FlagChange,
+    LineFilter,
+    LogBatch,
+    Profile,
+    RunSnapshot,
+    SeriesPoint,
+    plural,
+)
 from cockpit.ui import format as fmt
 from cockpit.ui.gpuhistory import GpuHistory
 from cockpit.ui.keys import DASHBOARD_BINDINGS
@@ -532,7 +539,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
     def action_debug_relaunch(self) -> None:
         """`D`: relaunch with the engine's debugging settings, listed and asked first; the journal
         records the run as a debug run."""
-        from cockpit.backends import get_backend
+        from cockpit.face import get_backend
 
         if self.supervisor is None:
             self.notify("no supervisor: nothing to relaunch", severity="warning")
@@ -551,7 +558,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
 
     def _validate_overrides(self, overrides: dict[str, Any]) -> None:
         """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""
-        from cockpit.backends import get_backend
+        from cockpit.face import get_backend
 
         get_backend(self.profile.backend).effective_flags(self.profile, overrides)
 
@@ -665,7 +672,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
                 self.notify("the run is live: s stops it, r restarts it", severity="warning")
             return
         if self.profile.source:
-            from cockpit.core.profile import ProfileError, load_profile
+            from cockpit.face import ProfileError, load_profile
 
             try:
                 self.profile = load_profile(self.profile.source)
@@ -858,7 +865,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
 
     def _filter_presets(self) -> Mapping[str, tuple[str, ...]]:
         """The presets' words as the profile's server prints them (the backend's)."""
-        from cockpit.backends import get_backend
+        from cockpit.face import get_backend
 
         try:
             return get_backend(self.profile.backend).log_filter_presets()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
-from cockpit.core.profile import Profile
+from cockpit.face import Profile
 from cockpit.ui.widgets.groups import GroupsStrip, GroupSummary, summarise
 
 GROUP_POLL_S = 3.0
@@ -68,7 +68,7 @@ class GroupActions:
             self.run_worker(self._watch_other_group(), name="groups", group="groups", exit_on_error=False)
 
     async def _watch_other_group(self) -> None:
-        from cockpit.supervisor.supervisor import Supervisor
+        from cockpit.face import Supervisor
 
         other = self.other_group()
         assert other is not None

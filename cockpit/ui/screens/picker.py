@@ -20,9 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from cockpit.backends import get_backend
-from cockpit.core.findings import Finding, sort_findings
-from cockpit.core.profile import Profile, ProfileError, load_profile
+from cockpit.face import Finding, Profile, ProfileError, get_backend, load_profile, sort_findings
 from cockpit.ui.keys import PICKER_BINDINGS
 from cockpit.ui.messages import ProfileChosen
 from cockpit.ui.screens.dashboard import too_small_words
@@ -63,7 +61,7 @@ class LiveRuns(Message):
 
 
 def profile_files(extra: list[Path]) -> list[Path]:
-    from cockpit.locations import list_profile_files
+    from cockpit.face import list_profile_files
 
     files = list(list_profile_files())
     for p in extra:
@@ -101,10 +99,10 @@ def build_preview(path: Path, group: str | None = None) -> Preview:
 def _host_facts(profile: Profile) -> list[Any]:
     """Local facts for a local profile; remote hosts are named with unknown facts (preflight says
     so) until the measured preflight over SSH answers (PickerScreen._measure)."""
-    from cockpit.backends.base import HostFacts
+    from cockpit.face import HostFacts
 
     if all(h.is_local for h in profile.hosts):
-        from cockpit.telemetry.hostfacts import local_host_facts
+        from cockpit.face import local_host_facts
 
         return [local_host_facts()]
     return [HostFacts(host=h.label) for h in profile.hosts]
@@ -112,8 +110,7 @@ def _host_facts(profile: Profile) -> list[Any]:
 
 def _journal_runs(profile_name: str) -> list[Any]:
     """The journal's runs of a profile (read-only) for the plan's calibration; none when unusable."""
-    from cockpit.errors import CockpitError
-    from cockpit.journal import Journal
+    from cockpit.face import CockpitError, Journal
 
     try:
         j = Journal.open(readonly=True)
@@ -142,8 +139,7 @@ def outcome_words(run: Any | None) -> str:
 
 def last_outcomes(names: list[str]) -> dict[str, str]:
     """Profile name → outcome_words of its newest journal run (the journal read-only)."""
-    from cockpit.errors import CockpitError
-    from cockpit.journal import Journal
+    from cockpit.face import CockpitError, Journal
 
     try:
         j = Journal.open(readonly=True)
@@ -275,7 +271,7 @@ class PickerScreen(Screen[None]):
 
     @work(exclusive=True, group="live", exit_on_error=False)
     async def _find_live_runs(self, paths: list[Path]) -> None:
-        from cockpit.supervisor.supervisor import Supervisor
+        from cockpit.face import Supervisor
 
         async def live_run(path: Path, role: str | None) -> str | None:
             sup = None
@@ -330,14 +326,14 @@ class PickerScreen(Screen[None]):
 
     @work(exclusive=True, group="measure", exit_on_error=False)
     async def _measure(self, path: Path, profile: Profile, group: str | None = None) -> None:
-        from cockpit.supervisor.supervisor import Supervisor
+        from cockpit.face import Supervisor
 
         sup = Supervisor(profile)
         try:
             findings = await asyncio.wait_for(sup.preflight(), timeout=MEASURE_TIMEOUT_S)
             self.post_message(PreviewMeasured(path, sort_findings(list(findings)), None, group))
             # then the memory plan before launch (cockpit plan), calibrated by the journal as the CLI's is
-            from cockpit.supervisor.planning import profile_plan_finding
+            from cockpit.face import profile_plan_finding
 
             runs = await asyncio.to_thread(_journal_runs, profile.name)
             plan, _mp = await asyncio.wait_for(profile_plan_finding(profile, runs=runs), timeout=MEASURE_TIMEOUT_S)
