@@ -3,12 +3,17 @@
 A new engine adds its package under `cockpit/backends/<name>/` and one entry in `_REGISTRY`
 (docs/ARCHITECTURE.md, "Adding a backend"). Only this module and the simulator import a backend
 package directly (`lint-imports` enforces it).
+
+An engine that lives outside this package (a site's own, the tests' third engine) joins with
+`register_backend(name, module, cls)`, or, for a `cockpit` process started elsewhere, with the
+environment variable COCKPIT_EXTRA_BACKENDS="name=package.module:Class[,…]" read on first use.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import os
 
 from cockpit.backends.base import Backend
 
@@ -21,6 +26,36 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 }
 # name → the engine as its own docs spell it, for messages (no backend import needed to print it)
 _DISPLAY: dict[str, str] = {"sglang": "SGLang", "vllm": "vLLM"}
+EXTRA_ENV = "COCKPIT_EXTRA_BACKENDS"
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def register_backend(name: str, module: str, cls: str, display: str | None = None) -> None:
+    """One more engine: `module`'s class `cls` implements `Backend` (imported on first use).
+    A name already registered is replaced (a test may register its engine twice)."""
+    if not name or not set(name) <= _NAME_CHARS:
+        raise ValueError(f"a backend name is lower-case letters, digits, '-' or '_', not {name!r}")
+    _REGISTRY[name] = (module, cls)
+    _DISPLAY[name] = display or name
+    get_backend.cache_clear()
+    _register_names()
+
+
+def _register_extra(spec: str) -> None:
+    """COCKPIT_EXTRA_BACKENDS' entries: `name=package.module:Class`, comma-separated."""
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, sep, target = item.partition("=")
+        module, colon, cls = target.partition(":")
+        if not (sep and colon and module and cls):
+            raise ValueError(f"{EXTRA_ENV}: {item!r} is not name=package.module:Class")
+        register_backend(name.strip(), module.strip(), cls.strip())
+
+
+def _register_names() -> None:
+    """The core checks a profile's `backend:` against these names (it cannot import this package)."""
+    from cockpit.core.engines import set_engine_names
+
+    set_engine_names(tuple(_REGISTRY))
 
 
 def backend_names() -> tuple[str, ...]:
@@ -56,7 +91,12 @@ def _register_secret_flags(module: str) -> None:
     (argparse reads `--api-k` as `--api-key`): every version's table."""
     from cockpit.core.secrets import register_secret_flags
 
-    flags = importlib.import_module(module + ".flags")
+    try:
+        flags = importlib.import_module(module + ".flags")
+    except ModuleNotFoundError as e:
+        if e.name != module + ".flags":
+            raise
+        return  # an engine without a `flags` module has no secret flags
     for version in (None, *getattr(flags, "VERSIONS", ())):
         register_secret_flags(o for spec in flags.flag_table(version).values() for o in spec.option_strings)
 
@@ -76,3 +116,7 @@ def detect_backend(sample: bytes, default: str = DEFAULT_BACKEND) -> str:
         if score > best_score:
             best, best_score = name, score
     return best
+
+
+_register_extra(os.environ.get(EXTRA_ENV, ""))
+_register_names()

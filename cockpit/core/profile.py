@@ -319,8 +319,11 @@ class Profile(BaseModel):
     @field_validator("backend")
     @classmethod
     def _check_backend(cls, v: str) -> str:
-        if v not in ("sglang", "vllm"):
-            raise ValueError("the supported backends are: sglang, vllm")
+        from cockpit.core.engines import engine_names_known
+
+        known = engine_names_known()
+        if known and v not in known:
+            raise ValueError(f"the supported backends are: {', '.join(known)}")
         return v
 
     @field_validator("version")
