@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
 EPILOG = """\
 commands in the order an operator meets them:
-  cockpit demo [--backend vllm]     the TUI on a simulated SGLang (or vLLM) run (no GPU needed)
-  cockpit check PROFILE             preflight: flags, HiCache per-rank arithmetic, host facts
-  cockpit plan PROFILE              memory plan: KV tokens and headroom per --mem-fraction-static
+  cockpit demo [--backend NAME]     the TUI on a simulated run (no GPU needed)
+  cockpit check PROFILE             preflight: flags, host-cache per-rank arithmetic, host facts
+  cockpit plan PROFILE              memory plan: KV tokens and headroom per memory setting
   cockpit up PROFILE --wait ready   launch detached on the profile's hosts
   cockpit status PROFILE            phase, per-rank memory, findings
   cockpit logs PROFILE -f --filter memory
@@ -81,9 +81,12 @@ class _RawFormatter(argparse.RawDescriptionHelpFormatter, _Formatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from cockpit.backends import DEFAULT_BACKEND, backend_names, engine_names  # the registry only: cheap
+
+    engines = backend_names()
     p = _Parser(
         prog="cockpit",
-        description="A keyboard-driven cockpit for LLM inference servers (SGLang, vLLM) on multi-GPU hosts.",
+        description=f"A keyboard-driven cockpit for LLM inference servers ({engine_names()}) on multi-GPU hosts.",
         epilog=EPILOG,
         formatter_class=_RawFormatter,
     )
@@ -94,25 +97,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("profile", nargs="?", help="profile name or path; omit for the picker")
     s.add_argument("--theme", help="dark (default), light or high-contrast")
 
-    s = sub.add_parser("demo", help="the TUI on a bundled demo profile (simulated SGLang or vLLM)")
+    s = sub.add_parser("demo", help=f"the TUI on a bundled demo profile (simulated {engine_names()})")
     s.add_argument("--theme", help="dark (default), light or high-contrast")
     s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
-    s.add_argument("--backend", choices=("sglang", "vllm"), default="sglang",
-                   help="which server's story: sglang (Kimi-K2.5, TP8) or vllm (Qwen3-32B, TP2)")
-    s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default: the demo profile's, 30123 SGLang, 18123 vLLM)")
+    s.add_argument("--backend", choices=engines, default=DEFAULT_BACKEND,
+                   help=f"which engine's story: its own bundled demo profile (default {DEFAULT_BACKEND})")
+    s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default: the demo profile's)")
 
-    s = sub.add_parser("diagnose", help="parse SGLang or vLLM logs and explain them")
+    s = sub.add_parser("diagnose", help=f"parse {engine_names()} logs and explain them")
     s.add_argument("logs", nargs="+", metavar="LOG", help="one or more log files, or - for standard input")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
-    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB like --hicache-size (HiCache sizing)")
+    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB (host-cache sizing)")
     s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GiB as nvidia-smi shows it")
-    s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node (HiCache ranks per node)")
+    s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node (host-cache ranks per node)")
 
     s = sub.add_parser("check", help="preflight a profile against its hosts")
     s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
     s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
-    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB like --hicache-size")
+    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB (host-cache sizing)")
     s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GiB as nvidia-smi shows it")
     s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
 
@@ -124,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tp", type=int, default=None, help="with --model-config: tensor parallel size")
     s.add_argument("--dp", type=int, default=None, help="with --model-config: data parallel size")
     s.add_argument("--ep", type=int, default=None, help="with --model-config: expert parallel size")
-    s.add_argument("--backend", choices=["sglang", "vllm"], default="sglang", help="with --model-config (default sglang)")
+    s.add_argument("--backend", choices=engines, default=DEFAULT_BACKEND,
+                   help=f"with --model-config: the engine (default {DEFAULT_BACKEND})")
     s.add_argument("--server-version", default=None, help="with --model-config: the server version (default the newest known)")
     s.add_argument("--target-headroom-gb", type=float, default=5.0, help="with --model-config: target free GiB after capture")
     s.add_argument("--warn-headroom-gb", type=float, default=3.0, help="with --model-config: warn below this many GiB")

@@ -15,7 +15,9 @@ import functools
 import importlib
 import os
 
-from cockpit.backends.base import Backend
+TYPE_CHECKING = False  # not `typing`'s: `cockpit --help` reads the registry's names, nothing more
+if TYPE_CHECKING:
+    from cockpit.backends.base import Backend, EngineWords
 
 DEFAULT_BACKEND = "sglang"  # a profile without `backend:`
 
@@ -84,6 +86,20 @@ def get_backend(name: str) -> Backend:
     backend: Backend = getattr(importlib.import_module(module), cls)()
     _register_secret_flags(module)
     return backend
+
+
+def engine_words(name: str) -> EngineWords:
+    """What the UI and the CLI say about the engine called `name` (its flag labels, memory flag,
+    default port, demo profile, rank axes)."""
+    return get_backend(name).words()
+
+
+def flag_labels() -> dict[str, str]:
+    """Every registered engine's short flag labels ("mem-fraction-static" -> "mfs"), one table."""
+    out: dict[str, str] = {}
+    for name in _REGISTRY:
+        out.update(engine_words(name).flag_labels)
+    return out
 
 
 def _register_secret_flags(module: str) -> None:

@@ -14,7 +14,7 @@ must not either (`lint-imports` enforces it).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, runtime_checkable
 
@@ -50,6 +50,21 @@ class HostFacts:
     gpu_name: str | None = None  # the smallest GPU's name as the driver reports it ("NVIDIA A100-SXM4-80GB")
 
 
+@dataclass(frozen=True)
+class EngineWords:
+    """What the UI and the CLI say about one engine, in the engine's own words (issue 26: the core,
+    the UI and the CLI name concepts; the backend names its flags). Cheap: no table is built."""
+
+    display: str  # the engine as its own docs spell it: "SGLang"
+    memory_flag: str | None = None  # the memory setting's flag (dest): what `RunState.memory_setting` reads
+    flag_labels: Mapping[str, str] = field(default_factory=dict)  # "mem-fraction-static" -> "mfs" (tight columns)
+    default_port: int | None = None  # the HTTP port when the flags name none
+    demo_profile: str | None = None  # the bundled profile `cockpit demo --backend NAME` opens
+    # rank label prefix -> the flags (profile spelling) that size that axis: TP0…, DP0…, PP0…
+    rank_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    native_api: str | None = None  # the engine's own generate API (`bench --api NAME`), beside OpenAI's
+
+
 class LogParser(Protocol):
     """Turns log bytes into core events. Stateful across feeds (a line may be split between two)."""
 
@@ -82,6 +97,10 @@ class Backend(Protocol):
     in `read_log`) and cheap to call; the implementation imports its heavy parts on first use."""
 
     name: str  # "sglang": the profile's `backend:` value and the RunState.format prefix
+
+    def words(self) -> EngineWords:
+        """What the UI and the CLI say about this engine (labels, memory flag, port, demo, ranks)."""
+        ...
 
     # ---------------------------------------------------------------- versions and flags
     def versions(self) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime
 
@@ -29,16 +30,15 @@ LIFECYCLE_WORDS: dict[str, str] = {
     "launching": "LAUNCHING",
 }
 
-# Short names operators use for the flags they touch most.
-FLAG_SHORT: dict[str, str] = {
-    "mem-fraction-static": "mfs",
-    "hicache-size": "hicache",
-    "cuda-graph-max-bs": "graph bs",
-    "chunked-prefill-size": "chunked prefill",
-    "max-running-requests": "max running",
-    "gpu-memory-utilization": "gpu mem util",  # vLLM's fraction of the card's total memory
-    "kv-cache-memory-bytes": "kv cache bytes",
-}
+
+
+@functools.cache
+def flag_labels() -> dict[str, str]:
+    """Short names operators use for the flags they touch most ("mfs"): each backend declares its
+    own (`EngineWords.flag_labels`); one table over every registered engine."""
+    from cockpit.backends import flag_labels as registered
+
+    return registered()
 
 
 def gb(value: float | None, digits: int = 2) -> str:
@@ -80,7 +80,7 @@ def phase_word(phase: str, lifecycle: str = "running") -> str:
 
 def flag_short(flag: str) -> str:
     name = flag.lstrip("-").replace("_", "-")
-    return FLAG_SHORT.get(name, name)
+    return flag_labels().get(name, name)
 
 
 def flag_diff_words(change: FlagChange, *, short: bool = False, full_name: bool = False) -> str:

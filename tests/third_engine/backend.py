@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from cockpit.backends.base import CONTINUATION, FlagError, HostFacts, LogParser
+from cockpit.backends.base import CONTINUATION, EngineWords, FlagError, HostFacts, LogParser
 from cockpit.core import events as ev
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.reducer import apply
@@ -70,6 +70,9 @@ class EchoParser:
 
 class EchoBackend:
     name = NAME
+
+    def words(self) -> EngineWords:
+        return EngineWords(display="Echo", flag_labels={"greeting": "greet"}, default_port=8080)
 
     # ---- versions and flags
     def versions(self) -> tuple[str, ...]:
