@@ -245,7 +245,7 @@ def test_helpers() -> None:
 def test_hicache_crash_host_estimated_from_the_log_059() -> None:
     s = RunState(format="sglang-0.5.9", phase="crashed")
     s.server_args = {"tp_size": 8, "enable_hierarchical_cache": True, "hicache_size": 200}
-    s.hicache_allocating_ranks = ["TP0", "TP1", "TP2", "TP3"]
+    s.host_cache_allocating_ranks = ["TP0", "TP1", "TP2", "TP3"]
     s.crash = Crash(kind="hicache_host_memory", phase="startup", rank="TP6", line=9,
                     message="ValueError: Not enough host memory available. Requesting 200.00 GB but only have 128.41 GB free. "
                             "Please reduce the size of the hierarchical cache.")

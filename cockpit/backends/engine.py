@@ -111,7 +111,7 @@ class EngineBackend:
 
     # ---------------------------------------------------------------- the log
     def new_state(self) -> RunState:
-        return RunState(backend=self.name)
+        return RunState(backend=self.name, memory_flag=self.words().memory_flag)
 
     def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
                  stats: dict[str, int] | None = None) -> RunState:

@@ -74,7 +74,7 @@ def _rank_label(e: ev.Event) -> str:
 
 
 def _reset(state: RunState) -> None:
-    fresh = RunState(backend=state.backend)
+    fresh = RunState(backend=state.backend, memory_flag=state.memory_flag)
     lines = state.lines_seen
     # a dataclass without slots: take every field of a fresh state (reducer memory included)
     state.__dict__.update(fresh.__dict__)
@@ -324,7 +324,7 @@ def _add_frame(state: RunState) -> None:
 
 def _oom_kill_kind(state: RunState) -> str:
     # The kernel killed a scheduler. While HiCache was pinning host memory, that is the cause.
-    if state.hicache_allocating_ranks and not state.ready_in_log:
+    if state.host_cache_allocating_ranks and not state.ready_in_log:
         return "hicache_host_memory"
     return "host_oom_killed"
 

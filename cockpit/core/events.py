@@ -204,7 +204,7 @@ class GraphCaptureEnd(Event):
 
 
 @_event
-class MaxTotalTokens(Event):
+class KvPoolSized(Event):
     max_total_num_tokens: int
     chunked_prefill_size: int | None
     max_prefill_tokens: int | None
@@ -216,7 +216,7 @@ class MaxTotalTokens(Event):
 
 
 @_event
-class HiCacheAllocating(Event):
+class HostCacheAllocating(Event):
     host_gb: float  # decimal GB per rank
     tokens: int | None = None  # 0.5.23 only
     label: str | None = None  # 0.5.23 pool label (`kv`)
@@ -434,14 +434,14 @@ class KvPoolExhausted(Event):
 class NotEnoughMemory(Event):
     """Startup could not size the KV pool: raise --mem-fraction-static."""
 
-    mem_fraction_static: float | None
+    setting: float | None  # the memory setting's value the message states
     minimum_viable: float | None  # 0.5.23 `minimum viable = 1 - available/pre = x`
     suggested: float | None  # 0.5.23 `Raise --mem-fraction-static above x`
     text: str
 
 
 @_event
-class HiCacheHostMemory(Event):
+class HostCacheShortOfMemory(Event):
     """`Not enough host memory available. Requesting x GB but only have y GB free.` (decimal GB)."""
 
     requested_gb: float | None
@@ -491,7 +491,7 @@ class StartupError(Event):
 
 
 @_event
-class SchedulerWatchdogTimeout(Event):
+class EngineWatchdogTimeout(Event):
     """`Scheduler watchdog timeout (self.watchdog_timeout=300, …)`: a forward pass hung."""
 
     text: str
@@ -548,12 +548,12 @@ CRASH_EVENTS: tuple[type[Event], ...] = (
     GraphCaptureFailed,
     KvPoolExhausted,
     NotEnoughMemory,
-    HiCacheHostMemory,
+    HostCacheShortOfMemory,
     RankDead,
     NcclTimeout,
     NcclError,
     StartupError,
-    SchedulerWatchdogTimeout,
+    EngineWatchdogTimeout,
     WarmupFailed,
     PortInUse,
     SigquitReceived,

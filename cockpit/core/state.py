@@ -124,6 +124,8 @@ class RunState:
     """Everything the log (and the supervisor) told us about one run."""
 
     backend: str = "sglang"
+    # the flag (dest) of the engine's memory setting, as its backend declares it (EngineWords.memory_flag)
+    memory_flag: str | None = None
     format: str | None = None  # "sglang-0.5.9" / "sglang-0.5.23"; None until detected
     phase: str = "unknown"  # one of PHASES
     phase_since: str | None = None  # timestamp text of the line that entered the phase
@@ -137,8 +139,8 @@ class RunState:
     context_len: int | None = None
     available_gpu_mem_gb: float | None = None  # TP0's `available_gpu_mem=` on the max_total_num_tokens line
     ranks: dict[str, RankMemory] = field(default_factory=dict)  # insertion order = first seen
-    hicache_host_gb_per_rank: float | None = None  # decimal GB, from `Allocating …`
-    hicache_allocating_ranks: list[str] = field(default_factory=list)
+    host_cache_gb_per_rank: float | None = None  # decimal GB, from `Allocating …`
+    host_cache_allocating_ranks: list[str] = field(default_factory=list)
     ready_in_log: bool = False  # `The server is fired up and ready to roll!`
     device: str | None = None  # "cpu" when the log proves a CPU engine; None: GPU or not said
     uvicorn_port: int | None = None
@@ -199,11 +201,16 @@ class RunState:
         return best[1] if best else None
 
     @property
-    def mem_fraction_static(self) -> float | None:
-        v = self.server_args.get("mem_fraction_static")
+    def memory_setting(self) -> tuple[str, float] | None:
+        """(flag, value) of the engine's memory setting as the log showed it (the server's dump,
+        else a message that stated it); None when the log did not say, or the engine has none."""
+        flag = self.memory_flag
+        if flag is None:
+            return None
+        v = self.server_args.get(flag)
         if v is None:
-            v = self.stated_flags.get("mem_fraction_static")
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            v = self.stated_flags.get(flag)
+        return (flag, float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
     @property
     def peak_gen_throughput(self) -> float | None:
@@ -233,7 +240,10 @@ class RunState:
             "available_gpu_mem_gb": self.available_gpu_mem_gb,
             "min_headroom_gb": self.min_headroom_gb,
             "ready_in_log": self.ready_in_log,
-            "hicache_host_gb_per_rank": self.hicache_host_gb_per_rank,
+            "host_cache_gb_per_rank": self.host_cache_gb_per_rank,
+            # the same figure under the key it had before issue 26 (kept for scripts that read it)
+            "hicache_host_gb_per_rank": self.host_cache_gb_per_rank,
+            "memory_setting": None if self.memory_setting is None else dict(zip(("flag", "value"), self.memory_setting)),
             "ranks": [r.to_json() for r in sorted(self.ranks.values(), key=lambda r: rank_sort_key(r.rank))],
             "crash": self.crash.to_json() if self.crash else None,
             # DESIGN.md's shape: {"since", "evidence"} while `hung`, else null

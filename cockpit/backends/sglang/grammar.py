@@ -523,7 +523,7 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             tokens = opt_int(f.get("max_total_num_tokens"))
             if tokens is None:
                 raise ValueError(f"max_total_num_tokens={f.get('max_total_num_tokens', '')[:40]!r}")
-            out.append(ev.MaxTotalTokens(
+            out.append(ev.KvPoolSized(
                 line, ts, rank, tokens,
                 chunked_prefill_size=opt_int(f.get("chunked_prefill_size"), signed=True),
                 max_prefill_tokens=opt_int(f.get("max_prefill_tokens")),
@@ -540,11 +540,11 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
         elif msg.startswith("Allocating "):
             m = _RX_ALLOC_09.match(msg)
             if m:
-                out.append(ev.HiCacheAllocating(line, ts, rank, host_gb_pair(m.group(1), "0")[0]))
+                out.append(ev.HostCacheAllocating(line, ts, rank, host_gb_pair(m.group(1), "0")[0]))
             else:
                 m = _RX_ALLOC_23.match(msg)
                 if m:
-                    out.append(ev.HiCacheAllocating(line, ts, rank, host_gb_pair(m.group(3), "0")[0],
+                    out.append(ev.HostCacheAllocating(line, ts, rank, host_gb_pair(m.group(3), "0")[0],
                                                     count(m.group(2)), m.group(1)))
         return
     if c == "s":
@@ -608,11 +608,11 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             m = _RX_TERMINATED.search(msg)
             out.append(ev.RankDead(line, ts, rank, None, _code(m.group(1)) if m else None, "terminated", msg))
         elif msg.startswith("Scheduler watchdog timeout"):
-            out.append(ev.SchedulerWatchdogTimeout(line, ts, rank, msg))
+            out.append(ev.EngineWatchdogTimeout(line, ts, rank, msg))
         return
     if c == "W":
         if msg.startswith("Watchdog timeout (self.watchdog_timeout"):
-            out.append(ev.SchedulerWatchdogTimeout(line, ts, rank, msg))
+            out.append(ev.EngineWatchdogTimeout(line, ts, rank, msg))
         return
     if c == "E":
         if msg.startswith("Exit code:"):
