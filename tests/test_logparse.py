@@ -81,7 +81,7 @@ def test_memory_lines_both_versions() -> None:
     e = one("[2026-02-24 11:56:16 TP0] max_total_num_tokens=1244811, chunked_prefill_size=-1, max_prefill_tokens=16384, "
             "max_running_requests=4096, context_len=131072, available_gpu_mem=12.20 GB")
     assert isinstance(e, ev.KvPoolSized)
-    assert (e.max_total_num_tokens, e.chunked_prefill_size, e.max_prefill_tokens, e.max_running_requests,
+    assert (e.max_total_num_tokens, e.prefill_chunk_tokens, e.prefill_tokens_cap, e.running_requests_cap,
             e.context_len, e.available_gpu_mem_gb) == (1244811, -1, 16384, 4096, 131072, 12.20)
     e = one("[2026-10-31 09:13:22 TP1] Allocating kv hierarchical KV host pool: 2000000 tokens, 48.00 GB host memory.")
     assert isinstance(e, ev.HostCacheAllocating) and (e.host_gb, e.tokens, e.label) == (48.0, 2000000, "kv")

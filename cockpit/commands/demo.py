@@ -9,7 +9,6 @@ import argparse
 from cockpit.core.profile import Profile
 
 
-
 def demo_profile(sim_speed: float | None = None, backend: str | None = None, port: int | None = None) -> Profile:
     from cockpit.backends import DEFAULT_BACKEND, engine_name, engine_words
     from cockpit.core.profile import load_profile

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from cockpit.core import events as ev
 from cockpit.core.numbers import plural
-from cockpit.core.state import Crash, RunState
+from cockpit.core.state import HOST_CACHE_SHORT, Crash, RunState
 
 _PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5, "hung": 5}
 MAX_DECISIVE_LINES = 8
@@ -211,7 +211,7 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
         return "startup", f"{kind} only happens before the server is ready"
     if isinstance(event, ev.RankDead) and event.how in ("dead", "died_during_init"):
         return "startup", "a rank died while the server waited for its ranks to start"
-    if kind == "hicache_host_memory" and not state.ready_in_log:
+    if kind == HOST_CACHE_SHORT and not state.ready_in_log:
         return "startup", "HiCache sizes its host pool at startup"
     if life == "capturing" and not state.ready_in_log:
         return "graph_capture", "the last lifecycle line was a graph capture that never ended"
@@ -270,7 +270,7 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
     if crash is not None:
         upgrade = crash.kind in _VAGUE_KINDS and kind not in _VAGUE_KINDS
         upgrade = upgrade or (crash.kind == "cuda_oom" and kind == "graph_capture_oom")
-        upgrade = upgrade or (crash.kind == "host_oom_killed" and kind == "hicache_host_memory")
+        upgrade = upgrade or (crash.kind == "host_oom_killed" and kind == HOST_CACHE_SHORT)
         # `terminate … DistBackendError`, then its what(): "Watchdog caught collective operation timeout"
         upgrade = upgrade or (crash.kind == "nccl_error" and kind == "nccl_timeout")
         if upgrade:
@@ -325,7 +325,7 @@ def _add_frame(state: RunState) -> None:
 def _oom_kill_kind(state: RunState) -> str:
     # The kernel killed a scheduler. While HiCache was pinning host memory, that is the cause.
     if state.host_cache_allocating_ranks and not state.ready_in_log:
-        return "hicache_host_memory"
+        return HOST_CACHE_SHORT
     return "host_oom_killed"
 
 

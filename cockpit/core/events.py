@@ -206,9 +206,9 @@ class GraphCaptureEnd(Event):
 @_event
 class KvPoolSized(Event):
     max_total_num_tokens: int
-    chunked_prefill_size: int | None
-    max_prefill_tokens: int | None
-    max_running_requests: int | None
+    prefill_chunk_tokens: int | None  # the engine's chunk of a long prompt (SGLang --chunked-prefill-size)
+    prefill_tokens_cap: int | None  # tokens one prefill batch may hold
+    running_requests_cap: int | None  # requests that may run at once
     context_len: int | None
     available_gpu_mem_gb: float | None
     # True where the server sizes its KV pool before capturing graphs (start-up is not over yet)

@@ -36,7 +36,7 @@ from cockpit.core.crashstory import (  # the crash story and the shared context
     _where,
     end_of_input,
 )
-from cockpit.core.state import RunState, SeriesPoint
+from cockpit.core.state import ENGINE_WATCHDOG, HOST_CACHE_SHORT, RunState, SeriesPoint
 
 __all__ = ["apply", "apply_all", "end_of_input"]
 
@@ -156,11 +156,11 @@ def _capture_end(state: RunState, e: ev.GraphCaptureEnd) -> None:
     _advance(state, "capturing", e.ts)
 
 
-def _max_total(state: RunState, e: ev.KvPoolSized) -> None:
+def _kv_pool_sized(state: RunState, e: ev.KvPoolSized) -> None:
     state.max_total_num_tokens = e.max_total_num_tokens
-    state.chunked_prefill_size = e.chunked_prefill_size
-    state.max_prefill_tokens = e.max_prefill_tokens
-    state.max_running_requests = e.max_running_requests
+    state.prefill_chunk_tokens = e.prefill_chunk_tokens
+    state.prefill_tokens_cap = e.prefill_tokens_cap
+    state.running_requests_cap = e.running_requests_cap
     state.context_len = e.context_len
     state.available_gpu_mem_gb = e.available_gpu_mem_gb
     _advance(state, "kv_pool" if e.sized_before_capture else "warmup", e.ts)
@@ -458,7 +458,7 @@ def _not_enough(state: RunState, e: ev.NotEnoughMemory) -> None:
 
 
 def _host_mem(state: RunState, e: ev.HostCacheShortOfMemory) -> None:
-    _crash(state, e, "hicache_host_memory", e.text.strip())
+    _crash(state, e, HOST_CACHE_SHORT, e.text.strip())
 
 
 def _rank_dead(state: RunState, e: ev.RankDead) -> None:
@@ -495,7 +495,7 @@ def _startup_error(state: RunState, e: ev.StartupError) -> None:
 
 
 def _watchdog(state: RunState, e: ev.EngineWatchdogTimeout) -> None:
-    _crash(state, e, "watchdog_timeout", e.text.strip())
+    _crash(state, e, ENGINE_WATCHDOG, e.text.strip())
 
 
 def _warmup(state: RunState, e: ev.WarmupFailed) -> None:
@@ -512,7 +512,7 @@ def _sigquit(state: RunState, e: ev.SigquitReceived) -> None:
 
 def _killed(state: RunState, e: ev.Killed) -> None:
     if state.crash is None and state.host_cache_allocating_ranks and not state.ready_in_log:
-        _crash(state, e, "hicache_host_memory", e.text)
+        _crash(state, e, HOST_CACHE_SHORT, e.text)
     else:
         _crash(state, e, "unknown", e.text)
     if state.crash is not None and state.crash.exit_code is None:
@@ -534,7 +534,7 @@ def _exited(state: RunState, e: ev.ProcessExited) -> None:
         state.phase_since = e.ts or state.last_ts
         return
     if e.exit_code in _OOM_KILL_EXITS and state.host_cache_allocating_ranks and not state.ready_in_log:
-        _crash(state, e, "hicache_host_memory")
+        _crash(state, e, HOST_CACHE_SHORT)
     elif e.exit_code in _STOP_EXITS:
         # exit 0 / SIGTERM and nobody stopped it: the server ended by itself (its engine died, an
         # external `kill`): a crash, said so
@@ -581,7 +581,7 @@ _HANDLERS: dict[type, object] = {
     ev.MemoryPoolEnd: _pool_end,
     ev.GraphCaptureBegin: _capture_begin,
     ev.GraphCaptureEnd: _capture_end,
-    ev.KvPoolSized: _max_total,
+    ev.KvPoolSized: _kv_pool_sized,
     ev.HostCacheAllocating: _host_cache,
     ev.KvPoolBelowContext: _below_ctx,
     ev.UvicornRunning: _uvicorn,

@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime
 
 from cockpit.core.findings import FlagChange, value_text
+from cockpit.core.state import ENGINE_WATCHDOG, HOST_CACHE_SHORT
 
 UNKNOWN = "?"
 
@@ -149,8 +150,8 @@ def seconds_between(a: str | None, b: str | None) -> float | None:
 
 # crashes the server's own log explains: after them it kills its process group itself
 LOGGED_CRASH_KINDS = frozenset({"cuda_oom", "graph_capture_oom", "kv_pool_exhausted", "init_not_enough_memory",
-                                "hicache_host_memory", "warmup_failed", "nccl_timeout", "nccl_error",
-                                "watchdog_timeout", "startup_error", "port_in_use"})
+                                HOST_CACHE_SHORT, "warmup_failed", "nccl_timeout", "nccl_error",
+                                ENGINE_WATCHDOG, "startup_error", "port_in_use"})
 
 
 def exit_words(code: int | None, kind: str | None = None, *, short: bool = False) -> str:

@@ -149,7 +149,7 @@ class _Ctx:
     def lowering_alternatives(self) -> tuple[FlagChange, ...]:
         """Other ways to buy headroom: a smaller prefill chunk, a smaller decode-graph batch."""
         alts: list[FlagChange] = []
-        cps = self.state.chunked_prefill_size or _as_int(self.flag("chunked_prefill_size"))
+        cps = self.state.prefill_chunk_tokens or _as_int(self.flag("chunked_prefill_size"))
         if cps and cps > 0:
             alts.append(FlagChange("--chunked-prefill-size", cps, max(512, cps // 2)))
         gflag = graph_max_bs_flag(self.version)
@@ -384,7 +384,7 @@ def _retraction_findings(ctx: _Ctx) -> list[Finding]:
         "latency suffers. A bigger pool (more --mem-fraction-static if the headroom allows, more GPUs) or fewer "
         "requests at once (--max-running-requests) stops it."
     )
-    mrr = st.max_running_requests or _as_int(ctx.flag("max_running_requests"))
+    mrr = st.running_requests_cap or _as_int(ctx.flag("max_running_requests"))
     alts = (FlagChange("--max-running-requests", mrr, max(1, mrr // 2)),) if mrr and mrr > 1 else ()
     return [Finding("decode_retraction", "warning", msg, (), (), {}, None, alts)]
 
@@ -490,7 +490,7 @@ def _kv_exhausted(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int) -> F
         if ctx.tokens
         else f"The KV pool ran out of tokens{where} (line {line})."
     )
-    mrr = ctx.state.max_running_requests or _as_int(ctx.flag("max_running_requests"))
+    mrr = ctx.state.running_requests_cap or _as_int(ctx.flag("max_running_requests"))
     alts: list[FlagChange] = []
     if mrr:
         alts.append(FlagChange("--max-running-requests", mrr, max(1, mrr // 2)))

@@ -525,9 +525,9 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
                 raise ValueError(f"max_total_num_tokens={f.get('max_total_num_tokens', '')[:40]!r}")
             out.append(ev.KvPoolSized(
                 line, ts, rank, tokens,
-                chunked_prefill_size=opt_int(f.get("chunked_prefill_size"), signed=True),
-                max_prefill_tokens=opt_int(f.get("max_prefill_tokens")),
-                max_running_requests=opt_int(f.get("max_running_requests")),
+                prefill_chunk_tokens=opt_int(f.get("chunked_prefill_size"), signed=True),
+                prefill_tokens_cap=opt_int(f.get("max_prefill_tokens")),
+                running_requests_cap=opt_int(f.get("max_running_requests")),
                 context_len=opt_int(f.get("context_len")),
                 available_gpu_mem_gb=gib(avail.split()[0]) if avail else None,
             ))
