@@ -124,7 +124,9 @@ def _texts(tree: ast.AST) -> Iterator[tuple[int, str]]:
             yield line, node.attr
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             yield line, node.name
-        elif isinstance(node, ast.arg) or (isinstance(node, ast.keyword) and node.arg):
+        elif isinstance(node, ast.arg):  # noqa: SIM114 (two branches: a keyword's arg may be None)
+            yield line, node.arg
+        elif isinstance(node, ast.keyword) and node.arg is not None:
             yield line, node.arg
         elif isinstance(node, ast.alias):
             yield line, node.asname or node.name

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from cockpit.backends.base import FlagError, HostFacts
+from cockpit.backends.base import EngineWords, FlagError, HostFacts
 from cockpit.core.events import ServerArgs
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
@@ -108,6 +108,10 @@ class EngineBackend:
         self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
     ) -> set[tuple[str, int]]:
         return self._placement().gpus_for_flags(hosts, flags, env)
+
+    def words(self) -> EngineWords:
+        """What the UI and the CLI say about this engine: each engine's class declares its own."""
+        raise NotImplementedError(f"{type(self).__name__} declares no EngineWords")
 
     # ---------------------------------------------------------------- the log
     def new_state(self) -> RunState:
