@@ -192,9 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--concurrency", type=int, nargs="+", default=None, metavar="C",
                    help="requests in flight; several values run one level after the other (default 8)")
     s.add_argument("--input-len", type=int, default=None, metavar="L",
-                   help="prompt tokens of synthetic requests (default 1024, cut to fit the run's max-model-len)")
+                   help="prompt tokens of synthetic requests (default 1024, cut to fit the run's context length)")
     s.add_argument("--output-len", type=int, default=None, metavar="L",
-                   help="output tokens per request, EOS ignored (default 256, cut to fit the run's max-model-len)")
+                   help="output tokens per request, EOS ignored (default 256, cut to fit the run's context length)")
     s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
                    help="random token ids of the model's own tokenizer, or JSONL lines "
                         '{"prompt": ..., "output_len": N}')
@@ -229,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     # `cockpit sim` parses its own (SGLang-shaped) arguments.
-    sub.add_parser("sim", help="a faithful SGLang (or --sim-backend vllm: vLLM) stand-in (simulated GPUs)", add_help=False)
+    sub.add_parser("sim", help=f"a faithful stand-in for {engine_names()} (simulated GPUs; --sim-backend NAME)",
+                   add_help=False)
     return p
 
 

@@ -103,15 +103,15 @@ def test_batch_lines_both_versions() -> None:
             "cuda graph: False")
     assert isinstance(e, ev.PrefillBatch)
     assert (e.new_seq, e.new_token, e.cached_token, e.token_usage, e.running_req, e.queue_req, e.input_throughput,
-            e.cuda_graph) == (3, 8192, 1024, 0.71, 212, 17, 18934.22, False)
+            e.graph_replayed) == (3, 8192, 1024, 0.71, 212, 17, 18934.22, False)
     e = one("[2026-10-31 09:13:23 TP0] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, "
             "#running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: True, input throughput (token/s): 123.45, "
             "est. prefill TFLOPS/s (per GPU): 12.1")
-    assert isinstance(e, ev.PrefillBatch) and (e.input_throughput, e.cuda_graph) == (123.45, True)
+    assert isinstance(e, ev.PrefillBatch) and (e.input_throughput, e.graph_replayed) == (123.45, True)
     e = one("[2026-02-24 15:41:07 TP0] Decode batch, #running-req: 212, #token: 90000, token usage: 0.08, accept len: 2.31, "
             "accept rate: 0.77, cuda graph: True, gen throughput (token/s): 2874.31, #queue-req: 3")
     assert isinstance(e, ev.DecodeBatch)
-    assert (e.running_req, e.tokens, e.token_usage, e.gen_throughput, e.queue_req, e.cuda_graph) == (
+    assert (e.running_req, e.tokens, e.token_usage, e.gen_throughput, e.queue_req, e.graph_replayed) == (
         212, 90000, 0.08, 2874.31, 3, True)
     e = one("[2026-02-24 15:41:07 DP2 TP2] Decode batch, #running-req: 5, #full token: 9000, full token usage: 0.10, "
             "#swa token: 100, swa token usage: 0.50, cuda graph: True, gen throughput (token/s): 99.00, #queue-req: 0")
@@ -139,7 +139,7 @@ def test_failure_lines() -> None:
     e = one("[2026-02-24 16:21:09] Scheduler or DataParallelController 4412 terminated with -9")
     assert isinstance(e, ev.RankDead) and (e.rank_index, e.exit_code, e.how) == (None, -9, "terminated")
     e = one("[2026-02-24 16:21:09 TP2] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
-    assert isinstance(e, ev.EngineWatchdogTimeout)
+    assert isinstance(e, ev.EngineWatchdogFired)
     # issue 11: an NCCL error that does not say it timed out is not a timeout (it was read as one)
     e = one("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268")
     assert isinstance(e, ev.NcclError)
@@ -553,7 +553,7 @@ def test_a_traceback_the_server_survives_is_not_a_crash() -> None:
     ("[2024-10-22 06:31:49 TP0] Traceback (most recent call last):", ev.SchedulerException),
     ("Exception in ControllerSingle:", ev.SchedulerException),
     ("Exception in thread Thread-3 (forward_thread_func):", ev.SchedulerException),
-    ("[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)", ev.EngineWatchdogTimeout),
+    ("[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)", ev.EngineWatchdogFired),
     ("[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845", ev.DecodeRetraction),
 ])
 def test_crash_headers_and_wordings(line: str, kind: type) -> None:

@@ -12,9 +12,10 @@ derived, not hand-picked:
   engine uses (`hicache`, `disaggregation`), and two-word stems shared by three or more flags of
   one engine and none of the other (`cuda_graph`, `max_bs`). `cuda` alone is the hardware's word.
 
-An identifier is split at `_`, `-`, non-alphanumerics and camel-case humps ("HiCacheAllocating" →
-hi, cache, allocating); it names a word when consecutive pieces spell the word without its
-underscores. Docstrings are prose and not counted; other string literals (messages, keys, f-string
+An identifier (or one whitespace-separated token of a string) is split at `_`, `-`,
+non-alphanumerics and camel-case humps ("HiCacheAllocating" → hi, cache, allocating); it names a
+word when consecutive pieces spell the word without its underscores. Pieces never join across
+whitespace: "--context-length" names SGLang's flag, the prose "context length" does not. Docstrings are prose and not counted; other string literals (messages, keys, f-string
 parts) are. Each identifier or literal counts once however many words it holds.
 
 The count per file is printed (`pytest -s tests/test_vocabulary.py`); the test fails above the
@@ -89,10 +90,15 @@ _PIECES = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
 def names_engine_word(text: str) -> bool:
-    """True when consecutive pieces of `text` spell an engine word."""
+    """True when consecutive pieces of one whitespace-separated token of `text` spell an engine
+    word: `--context-length` and `ContextLength` name the flag, the prose "context length" does not."""
+    return any(_token_names_word(token) for token in text.split())
+
+
+def _token_names_word(token: str) -> bool:
     words = engine_words()
     longest = max(len(w) for w in words)
-    pieces = [p.lower() for p in _PIECES.findall(text)]
+    pieces = [p.lower() for p in _PIECES.findall(token)]
     for i in range(len(pieces)):
         joined = ""
         for piece in pieces[i:]:
@@ -171,6 +177,8 @@ def test_matching_reads_identifiers_strings_and_camel_case() -> None:
     assert not names_engine_word("memory_setting")
     assert not names_engine_word("host_cache_gb_per_rank")
     assert not names_engine_word("CUDA out of memory")
+    assert not names_engine_word("requests of N tokens (default the context length)")
+    assert names_engine_word("fewer than --context-length 4096")
 
 
 def test_engine_words_outside_the_engines_folders_stay_under_the_ceiling() -> None:

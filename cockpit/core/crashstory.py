@@ -212,7 +212,7 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
     if isinstance(event, ev.RankDead) and event.how in ("dead", "died_during_init"):
         return "startup", "a rank died while the server waited for its ranks to start"
     if kind == HOST_CACHE_SHORT and not state.ready_in_log:
-        return "startup", "HiCache sizes its host pool at startup"
+        return "startup", "the host cache sizes its host pool at startup"
     if life == "capturing" and not state.ready_in_log:
         return "graph_capture", "the last lifecycle line was a graph capture that never ended"
     if state.ready_in_log or c.batches:

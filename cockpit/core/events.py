@@ -226,6 +226,7 @@ class HostCacheAllocating(Event):
 class KvPoolBelowContext(Event):
     tokens: int
     context_len: int
+    text: str = ""  # the engine's own words for it (the log warning), "" when it said none
 
 
 @_event
@@ -296,7 +297,7 @@ class PrefillBatch(Event):
     running_req: int | None
     queue_req: int | None
     input_throughput: float | None
-    cuda_graph: bool | None
+    graph_replayed: bool | None  # the batch ran as a captured graph (None: the line does not say)
 
 
 @_event
@@ -306,7 +307,7 @@ class DecodeBatch(Event):
     token_usage: float | None
     gen_throughput: float | None
     queue_req: int | None
-    cuda_graph: bool | None
+    graph_replayed: bool | None  # the batch ran as a captured graph (None: the line does not say)
 
 
 @_event
@@ -491,7 +492,7 @@ class StartupError(Event):
 
 
 @_event
-class EngineWatchdogTimeout(Event):
+class EngineWatchdogFired(Event):
     """`Scheduler watchdog timeout (self.watchdog_timeout=300, …)`: a forward pass hung."""
 
     text: str
@@ -553,7 +554,7 @@ CRASH_EVENTS: tuple[type[Event], ...] = (
     NcclTimeout,
     NcclError,
     StartupError,
-    EngineWatchdogTimeout,
+    EngineWatchdogFired,
     WarmupFailed,
     PortInUse,
     SigquitReceived,

@@ -349,7 +349,7 @@ class Profile(BaseModel):
         if v is None:
             return v
         if not v:
-            raise ValueError("program must be a non-empty argv list, e.g. [sglang, serve]")
+            raise ValueError("program must be a non-empty argv list, e.g. [/opt/venv/bin/python, -m, my_server]")
         for i, item in enumerate(v):
             _no_control_chars(item, f"program[{i}]")
         if v[0].startswith("-"):

@@ -226,7 +226,7 @@ def _host_cache(state: RunState, e: ev.HostCacheAllocating) -> None:
 
 
 def _below_ctx(state: RunState, e: ev.KvPoolBelowContext) -> None:
-    text = f"KV pool holds {e.tokens} tokens, fewer than --context-length {e.context_len}"
+    text = e.text or f"KV pool holds {e.tokens:,} tokens, fewer than the context length ({e.context_len:,})"
     if text not in state.log_warnings:
         state.log_warnings.append(text)
 
@@ -494,7 +494,7 @@ def _startup_error(state: RunState, e: ev.StartupError) -> None:
     _crash(state, e, "startup_error", e.text.strip())
 
 
-def _watchdog(state: RunState, e: ev.EngineWatchdogTimeout) -> None:
+def _watchdog(state: RunState, e: ev.EngineWatchdogFired) -> None:
     _crash(state, e, ENGINE_WATCHDOG, e.text.strip())
 
 
@@ -612,7 +612,7 @@ _HANDLERS: dict[type, object] = {
     ev.NcclTimeout: _nccl,
     ev.NcclError: _nccl_error,
     ev.StartupError: _startup_error,
-    ev.EngineWatchdogTimeout: _watchdog,
+    ev.EngineWatchdogFired: _watchdog,
     ev.WarmupFailed: _warmup,
     ev.PortInUse: _port,
     ev.SigquitReceived: _sigquit,
