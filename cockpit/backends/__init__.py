@@ -43,6 +43,14 @@ def register_backend(name: str, module: str, cls: str, display: str | None = Non
     _register_names()
 
 
+def unregister_backend(name: str) -> None:
+    """Forget an engine `register_backend` added (a test's, when it is done); unknown names are ignored."""
+    _REGISTRY.pop(name, None)
+    _DISPLAY.pop(name, None)
+    get_backend.cache_clear()
+    _register_names()
+
+
 def _register_extra(spec: str) -> None:
     """COCKPIT_EXTRA_BACKENDS' entries: `name=package.module:Class`, comma-separated."""
     for item in filter(None, (part.strip() for part in spec.split(","))):

@@ -65,6 +65,23 @@ class EngineWords:
     native_api: str | None = None  # the engine's own generate API (`bench --api NAME`), beside OpenAI's
 
 
+class GenerateApi(Protocol):
+    """An engine's own streaming generate endpoint, beside OpenAI's /v1/completions (`bench --api
+    NAME`, NAME = `EngineWords.native_api`): where to POST, the body, and the output-token count an
+    event of its stream states. The load generator does the HTTP, the timing and the checks."""
+
+    path: str  # "/generate"
+
+    def body(self, text: str | None, token_ids: list[int] | None, output_len: int) -> dict[str, Any]:
+        """A streaming request for `output_len` tokens, EOS ignored, greedy: the prompt as text or ids."""
+        ...
+
+    def output_tokens(self, event: Mapping[str, Any]) -> Any:
+        """The output-token count one streamed event (or a whole answer) states, as sent (the caller
+        checks it is a plausible int); None when the event says nothing."""
+        ...
+
+
 class LogParser(Protocol):
     """Turns log bytes into core events. Stateful across feeds (a line may be split between two)."""
 
@@ -228,6 +245,10 @@ class Backend(Protocol):
 
     def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
         """Serving figure -> the engine's metric names (without the prefix), newest first."""
+        ...
+
+    def native_api(self) -> GenerateApi | None:
+        """The engine's own generate API (`EngineWords.native_api` names it), None when it has none."""
         ...
 
     def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from cockpit.backends.base import EngineWords, FlagError, HostFacts
+from cockpit.backends.base import EngineWords, FlagError, GenerateApi, HostFacts
 from cockpit.core.events import ServerArgs
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
@@ -108,6 +108,9 @@ class EngineBackend:
         self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
     ) -> set[tuple[str, int]]:
         return self._placement().gpus_for_flags(hosts, flags, env)
+
+    def native_api(self) -> GenerateApi | None:
+        return None  # an engine with its own generate API says so (SGLang's /generate)
 
     def words(self) -> EngineWords:
         """What the UI and the CLI say about this engine: each engine's class declares its own."""

@@ -47,12 +47,19 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> tuple[Any, list[in
     if not 0 < share <= 1:
         raise BadInput(f"--max-error-share must be above 0 and at most 1 (got {share:g})",
                        hint="0.5 stops a level once half its requests failed; 1 only when all of them did")
-    if args.api == "sglang" and backend != "sglang":
-        raise BadInput(f"--api sglang needs an SGLang server; this profile's backend is {backend}",
-                       hint="use --api openai")
+    native = None
+    if args.api != "openai":
+        from cockpit.backends import engine_name, engine_words, get_backend
+
+        if engine_words(backend).native_api == args.api:
+            native = get_backend(backend).native_api()
+        if native is None:
+            raise BadInput(f"--api {args.api} is another engine's own API; this profile's backend is "
+                           f"{engine_name(backend)}", hint="use --api openai")
     dataset = None if args.dataset == "synthetic" else load_dataset(args.dataset, lengths["output_len"])
     spec = BenchSpec(requests=lengths["requests"], concurrency=levels[0], input_len=lengths["input_len"],
-                     output_len=lengths["output_len"], duration_s=args.duration, api=args.api, dataset=dataset,
+                     output_len=lengths["output_len"], duration_s=args.duration, api=args.api, native=native,
+                     dataset=dataset,
                      max_error_share=share,
                      # which lengths the operator chose: a default the run cannot hold is cut, a choice refused
                      explicit=frozenset(n for n in ("input_len", "output_len") if getattr(args, n, None) is not None))

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from cockpit.backends.base import CONTINUATION, EngineWords, FlagError, HostFacts, LogParser
+from cockpit.backends.base import CONTINUATION, EngineWords, FlagError, GenerateApi, HostFacts, LogParser
 from cockpit.core import events as ev
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.reducer import apply
@@ -188,6 +188,9 @@ class EchoBackend:
 
     def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
         return {}
+
+    def native_api(self) -> GenerateApi | None:
+        return None  # OpenAI's API only (and the echo engine has not even that)
 
     def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
         return (profile.version if profile else None) or VERSION

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cockpit.backends.base import EngineWords, LogParser
+from cockpit.backends.base import EngineWords, GenerateApi, LogParser
 from cockpit.backends.engine import EngineBackend
 from cockpit.core.state import RunState
 
@@ -29,6 +29,11 @@ class SGLangBackend(EngineBackend):
     name = "sglang"
     package = __name__
     default_port = DEFAULT_PORT
+
+    def native_api(self) -> GenerateApi:
+        from cockpit.backends.sglang.nativeapi import SGLangGenerate
+
+        return SGLangGenerate()
 
     def words(self) -> EngineWords:
         return EngineWords(
