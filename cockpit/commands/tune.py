@@ -326,8 +326,8 @@ class Tuner:
         else:
             engine = {"pre_load_avail_gb": min(pre) if pre else None, "graph_gb": max(graphs) if graphs else None,
                       "cuda_graph_max_bs": int(bs) if isinstance(bs, (int, float)) else None,
-                      "max_running_requests": st.max_running_requests,
-                      "chunked_prefill_size": st.chunked_prefill_size}
+                      "max_running_requests": st.running_requests_cap,
+                      "chunked_prefill_size": st.prefill_chunk_tokens}
         return self.policy.Step(
             flags=flags,
             outcome="crashed" if crashed else ("ready" if was_ready or bench else st.phase),
