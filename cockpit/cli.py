@@ -202,8 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop a level (and the bench) once this share of its requests failed (default 0.5)")
     s.add_argument("--duration", type=float, default=120.0, metavar="S",
                    help="time limit per level (s); requests still running then are cancelled (default 120)")
-    s.add_argument("--api", choices=["openai", "sglang"], default="openai",
-                   help="streaming /v1/completions (default) or SGLang's /generate")
+    s.add_argument("--api", default="openai", metavar="openai|ENGINE",
+                   help="streaming /v1/completions (default), or the engine's own generate API named by the engine")
     s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     s = sub.add_parser("tune", help="guided tuning: launch, measure, move; writes NAME.tuned.yaml")
@@ -222,8 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
                    help='bench prompts: random tokens (synthetic, the default) or JSONL lines {"prompt": ..., "output_len": N}')
     s.add_argument("--duration", type=float, default=60.0, metavar="S", help="bench time limit per step (default 60)")
-    s.add_argument("--api", choices=["openai", "sglang"], default="openai",
-                   help="bench through streaming /v1/completions (default) or SGLang's /generate")
+    s.add_argument("--api", default="openai", metavar="openai|ENGINE",
+                   help="bench through streaming /v1/completions (default), or the engine's own generate API")
     s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for READY per launch (default 900)")
     s.add_argument("--output", default=None, metavar="PATH", help="where to write the tuned profile")
     s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")

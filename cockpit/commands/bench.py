@@ -51,11 +51,12 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> tuple[Any, list[in
     if args.api != "openai":
         from cockpit.backends import engine_name, engine_words, get_backend
 
-        if engine_words(backend).native_api == args.api:
+        own = engine_words(backend).native_api
+        if own == args.api:
             native = get_backend(backend).native_api()
         if native is None:
-            raise BadInput(f"--api {args.api} is another engine's own API; this profile's backend is "
-                           f"{engine_name(backend)}", hint="use --api openai")
+            raise BadInput(f"--api {args.api}: {engine_name(backend)} (this profile's backend) has no generate API "
+                           "of that name", hint="use --api openai" + (f" or --api {own}" if own else ""))
     dataset = None if args.dataset == "synthetic" else load_dataset(args.dataset, lengths["output_len"])
     spec = BenchSpec(requests=lengths["requests"], concurrency=levels[0], input_len=lengths["input_len"],
                      output_len=lengths["output_len"], duration_s=args.duration, api=args.api, native=native,
@@ -153,9 +154,9 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
         spec.vocab, why = await _vocab(sup, info)
         if spec.vocab is None:
             notes.append(f"prompts are text, their lengths the server's count: the model's tokenizer was not read ({why})")
-        if served.max_model_len is not None:
+        if served.context_len is not None:
             spec.input_len, spec.output_len, cut = fit_lengths(
-                spec.input_len, spec.output_len, served.max_model_len, spec.explicit, " (from /v1/models)")
+                spec.input_len, spec.output_len, served.context_len, spec.explicit, " (from /v1/models)")
             if cut:
                 notes.append(cut)
         else:
@@ -173,7 +174,7 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
         if progress is not None:
             progress.end()
     result["notes"] = notes
-    result["max_model_len"] = served.max_model_len
+    result["max_model_len"] = served.context_len
     result["run_id"] = info.id
     result["flags"] = mask_mapping(info.flags)  # printed by --json and kept in the journal: never the key
     if journal is not None:

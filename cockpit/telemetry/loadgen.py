@@ -143,7 +143,7 @@ VOCAB_PROBE = Path(__file__).with_name("vocab_probe.py")
 VOCAB_TIMEOUT_S = 30.0
 
 
-async def read_vocab(transport: Transport, model_path: str, python: str | None,
+async def read_vocab(transport: Transport, model: str, python: str | None,
                      env: Mapping[str, str] | None = None) -> tuple[Vocab | None, str]:
     """The model's token ids as its host sees them: vocab_probe.py runs on the host's Python (given
     on stdin; argv holds the path and the HF cache dirs, never a token). (Vocab, "") or (None, why)."""
@@ -152,7 +152,7 @@ async def read_vocab(transport: Transport, model_path: str, python: str | None,
     from cockpit.transport.base import TransportError
 
     hf = {k: v for k, v in (env or {}).items() if k in ("HF_HOME", "HF_HUB_CACHE")}
-    req = json.dumps({"path": model_path, "hf": hf}, separators=(",", ":"))
+    req = json.dumps({"path": model, "hf": hf}, separators=(",", ":"))
     try:
         done = await transport.run([python or sys.executable, "-", req], stdin=VOCAB_PROBE.read_bytes(),
                                    timeout=VOCAB_TIMEOUT_S)
@@ -373,7 +373,7 @@ async def get_capped(client: httpx.AsyncClient, url: str, cap: int, timeout: flo
 @dataclass(frozen=True)
 class ServedModel:
     id: str | None
-    max_model_len: int | None  # as the server reports it (vLLM's and SGLang's model card)
+    context_len: int | None  # the card's `max_model_len`, as the server reports it (both engines' /v1/models)
 
 
 async def served_model(base_url: str, api_key: str | None = None) -> ServedModel:
