@@ -100,7 +100,7 @@ class MemoryPlan:
         """Tokens per request for the concurrency figures: the asked length, else the server's context."""
         if self.request_tokens:
             return self.request_tokens
-        return int(self.terms.get("context_length") or self.terms.get("max_model_len") or 0)
+        return int(self.terms.get("context_len") or 0)  # each backend's plan puts its context length there
 
     def concurrency(self, row: PlanRow) -> int | None:
         """How many requests of request_length tokens the row's KV pool holds at once (None: no length)."""

@@ -459,6 +459,7 @@ def plan(
         "attention_workspace_gib": ATTN_WORKSPACE_GIB,
         "cuda_graph_max_bs": float(bs),
         "context_length": float(ctx),
+        "context_len": float(ctx),  # the same, in the plan's own word (MemoryPlan.request_length reads it)
         "mfs_floor": 1 - a / p if p > 0 else math.nan,
         **(spec.terms(current.max_total_num_tokens, ctx, s) if spec is not None else {}),
     }

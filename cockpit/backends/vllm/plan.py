@@ -468,6 +468,7 @@ def plan(
         "max_num_seqs": float(seqs),
         "max_num_batched_tokens": float(batched),
         "max_model_len": float(mml),
+        "context_len": float(mml),  # the same, in the plan's own word (MemoryPlan.request_length reads it)
         "block_size": float(block),
         "util_floor": lowest.value if lowest is not None else math.nan,
         "util_ceiling": floor2(f0 / t) if t > 0 else math.nan,  # the most the free memory at start-up allows
