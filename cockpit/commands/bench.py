@@ -84,11 +84,11 @@ def fit_lengths(input_len: int, output_len: int, max_len: int, explicit: set[str
     if i >= 1 and o >= 1 and i + o <= max_len:
         cut = [f"--{n} {old} → {new}" for n, old, new in (("input-len", input_len, i), ("output-len", output_len, o))
                if old != new]
-        return i, o, f"cut to fit the run's max-model-len {max_len}{where}: {', '.join(cut)}"
+        return i, o, f"cut to fit the run's context length {max_len}{where}: {', '.join(cut)}"
     y = max(1, min(output_len, max_len // 2))
     raise BadInput(
         f"--input-len {input_len} + --output-len {output_len} = {input_len + output_len} tokens do not fit "
-        f"the run's max-model-len {max_len}{where}: every request would be refused (HTTP 400)",
+        f"the run's context length {max_len}{where}: every request would be refused (HTTP 400)",
         hint=f"at most {max_len} tokens in all, for example --input-len {max(1, max_len - y)} --output-len {y}")
 
 
@@ -160,7 +160,7 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
             if cut:
                 notes.append(cut)
         else:
-            notes.append("input + output lengths not checked against the run's max-model-len: the server's "
+            notes.append("input + output lengths not checked against the run's context length: the server's "
                          "/v1/models does not say it")
     node0 = sup.profile.hosts[0]
     if node0.is_local:
@@ -242,7 +242,7 @@ def render(name: str, r: dict[str, Any]) -> str:
     if r.get("input_len") is not None:
         mml = r.get("max_model_len")
         lines.append(f"input {r['input_len']} tokens · output {r['output_len']} tokens"
-                     + (f" · max-model-len {mml}" if mml else ""))
+                     + (f" · context length {mml}" if mml else ""))
     if r.get("prompts"):
         lines.append(f"prompts: {r['prompts']}")
     for n in r.get("notes") or ():
