@@ -152,8 +152,8 @@ def test_a_value_below_the_floor_and_a_model_that_does_not_fit() -> None:
 
 
 def test_which_journal_run_calibrates() -> None:
-    from cockpit.journal import RunRecord
     from cockpit.backends.sglang.plan import SETUP_FLAGS
+    from cockpit.journal import RunRecord
     from cockpit.model.plan import pick_calibration
 
     flags = {"model-path": "/m/Kimi", "tp": 8, "mem-fraction-static": 0.93}
