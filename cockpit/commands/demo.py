@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import argparse
 
-from cockpit.core.profile import Profile
+from cockpit.face import Profile
 
 
 def demo_profile(sim_speed: float | None = None, backend: str | None = None, port: int | None = None) -> Profile:
-    from cockpit.backends import DEFAULT_BACKEND, engine_name, engine_words
-    from cockpit.core.profile import load_profile
-    from cockpit.locations import bundled_dir
+    from cockpit.face import DEFAULT_BACKEND, bundled_dir, engine_name, engine_words, load_profile
 
     name = engine_words(backend or DEFAULT_BACKEND).demo_profile
     if name is None:
-        from cockpit.errors import BadInput
+        from cockpit.face import BadInput
 
         raise BadInput(f"{engine_name(backend or DEFAULT_BACKEND)} has no demo profile")
     profile = load_profile(bundled_dir("profiles") / name)
@@ -30,7 +28,7 @@ def demo_profile(sim_speed: float | None = None, backend: str | None = None, por
 def with_port(profile: Profile, port: int) -> Profile:
     """The same profile serving on `port` (tests and a second demo must not fight over 30123)."""
     if not 1 <= port <= 65535:
-        from cockpit.errors import BadInput
+        from cockpit.face import BadInput
 
         raise BadInput(f"--port must be 1–65535, not {port}")
     new = profile.model_copy(update={"server": {**profile.server, "port": port}})
@@ -41,7 +39,7 @@ def with_port(profile: Profile, port: int) -> Profile:
 def with_sim_speed(profile: Profile, speed: float) -> Profile:
     """The same profile with the simulator's --sim-speed replaced (or added)."""
     if speed <= 0:
-        from cockpit.errors import BadInput
+        from cockpit.face import BadInput
 
         raise BadInput(f"--sim-speed must be positive, not {speed:g}")
     program = list(profile.program or ["cockpit", "sim"])

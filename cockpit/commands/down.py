@@ -13,7 +13,7 @@ import shlex
 import sys
 
 from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command
-from cockpit.core.profile import Profile
+from cockpit.face import Profile
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _down(profile: Profile, args: argparse.Namespace) -> int:
-    from cockpit.supervisor.supervisor import Supervisor
+    from cockpit.face import Supervisor
 
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)

@@ -8,11 +8,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 
-from cockpit.backends import engine_name
-from cockpit.backends.base import HostFacts
-from cockpit.core.findings import Finding, predicted_phrases
-from cockpit.core.ranks import rank_sort_key
-from cockpit.core.state import RunState
+from cockpit.face import Finding, HostFacts, RunState, engine_name, predicted_phrases, rank_sort_key
 
 MARK = {"critical": "✖", "warning": "▲", "info": "·", "ok": "●"}
 
@@ -70,7 +66,7 @@ def render_state(state: RunState, findings: Sequence[Finding], *, title: str | N
     setting = state.memory_setting
     head = f"{state.format or 'format unknown'} · phase {state.phase.upper()}"
     if setting is not None:
-        from cockpit.backends import flag_labels
+        from cockpit.face import flag_labels
 
         flag = setting[0].replace("_", "-")
         head += f" · {flag_labels().get(flag, flag)} {setting[1]:g}"

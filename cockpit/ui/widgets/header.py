@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widget import Widget
 
-from cockpit.supervisor.api import RunSnapshot
+from cockpit.face import RunSnapshot
 from cockpit.ui import format as fmt
 
 
