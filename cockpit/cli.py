@@ -258,7 +258,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from cockpit.sim.main import main as sim_main
 
         return sim_main(args_list[1:])
-    parser = build_parser()
+    try:
+        parser = build_parser()  # the registry's names: COCKPIT_EXTRA_BACKENDS may be bad input
+    except Exception as exc:
+        from cockpit.errors import CockpitError
+
+        if not isinstance(exc, CockpitError):
+            raise
+        print(f"cockpit: error: {exc}", file=sys.stderr)  # not explain_error: it imports the registry
+        return exc.exit_code
     args, extras = parser.parse_known_args(_glue_set_values(args_list))
     if extras:
         # a mistyped flag: name the close ones of that command (`--tial` → --tail)

@@ -29,6 +29,7 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 # name → the engine as its own docs spell it, for messages (no backend import needed to print it)
 _DISPLAY: dict[str, str] = {"sglang": "SGLang", "vllm": "vLLM"}
 EXTRA_ENV = "COCKPIT_EXTRA_BACKENDS"
+_EXTRA: set[str] = set()  # the names COCKPIT_EXTRA_BACKENDS added (their import errors are bad input)
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -52,13 +53,20 @@ def unregister_backend(name: str) -> None:
 
 
 def _register_extra(spec: str) -> None:
-    """COCKPIT_EXTRA_BACKENDS' entries: `name=package.module:Class`, comma-separated."""
+    """COCKPIT_EXTRA_BACKENDS' entries: `name=package.module:Class`, comma-separated. A malformed
+    entry is bad input (exit 2), said when the registry is first imported."""
     for item in filter(None, (part.strip() for part in spec.split(","))):
         name, sep, target = item.partition("=")
         module, colon, cls = target.partition(":")
-        if not (sep and colon and module and cls):
-            raise ValueError(f"{EXTRA_ENV}: {item!r} is not name=package.module:Class")
-        register_backend(name.strip(), module.strip(), cls.strip())
+        try:
+            if not (sep and colon and module and cls):
+                raise ValueError(f"{item!r} is not name=package.module:Class")
+            register_backend(name.strip(), module.strip(), cls.strip())
+        except ValueError as exc:
+            from cockpit.errors import BadInput
+
+            raise BadInput(f"{EXTRA_ENV}: {exc}") from None
+        _EXTRA.add(name.strip())
 
 
 def _register_names() -> None:
@@ -91,7 +99,14 @@ def get_backend(name: str) -> Backend:
         module, cls = _REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown backend {name!r}; the supported backends are: {', '.join(_REGISTRY)}") from None
-    backend: Backend = getattr(importlib.import_module(module), cls)()
+    try:
+        backend: Backend = getattr(importlib.import_module(module), cls)()
+    except (ImportError, AttributeError) as exc:
+        if name not in _EXTRA:
+            raise
+        from cockpit.errors import BadInput
+
+        raise BadInput(f"{EXTRA_ENV}: engine {name!r}: {module}:{cls} does not load ({exc})") from None
     _register_secret_flags(module)
     return backend
 

@@ -69,6 +69,27 @@ def test_an_unregistered_engine_is_refused_with_exit_2(echo_env: tuple[dict[str,
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.parametrize(("entry", "said"), [
+    ("garbage", "'garbage' is not name=package.module:Class"),
+    ("Echo Two=tests.third_engine.backend:EchoBackend", "a backend name is lower-case"),
+])
+def test_a_malformed_registry_line_is_bad_input(echo_env: tuple[dict[str, str], Path, int], entry: str,
+                                                said: str) -> None:
+    env, root, _ = echo_env
+    env["COCKPIT_EXTRA_BACKENDS"] = entry
+    out = _cockpit(env, root, "status", "echo1")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert f"cockpit: error: COCKPIT_EXTRA_BACKENDS: {said}" in out.stderr
+
+
+def test_a_registered_engine_that_does_not_load_is_bad_input(echo_env: tuple[dict[str, str], Path, int]) -> None:
+    env, root, _ = echo_env
+    env["COCKPIT_EXTRA_BACKENDS"] = "echo=tests.third_engine.nowhere:EchoBackend"
+    out = _cockpit(env, root, "up", "echo1")
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert "engine 'echo': tests.third_engine.nowhere:EchoBackend does not load" in out.stderr
+
+
 def test_headless_lifecycle_through_the_cli(echo_env: tuple[dict[str, str], Path, int]) -> None:
     env, root, port = echo_env
     try:
