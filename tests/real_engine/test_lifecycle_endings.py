@@ -184,3 +184,26 @@ def test_bound_port_and_missing_model_are_critical_and_refused(real_vllm: RealVl
         assert "model_path_missing" in up.stderr and "port_in_use" in up.stderr
     assert not (Path(ck.env["COCKPIT_RUNS_ROOT"]) / "refused").exists() or not any(
         (Path(ck.env["COCKPIT_RUNS_ROOT"]) / "refused").glob("2*")), "a run was launched"
+
+
+# ---------------------------------------------------------------- an illegal instruction
+
+def test_an_engine_killed_by_sigill_is_named_an_illegal_instruction(real_vllm: RealVllm, tmp_path: Path,
+                                                                    engine_lock: None) -> None:
+    """Issue 22's SIGILL: vLLM loading a kernel built for instructions the CPU lacks dies of SIGILL
+    (exit code 132), often before its first line. This host has AVX-512, so vLLM never loads a kernel
+    it lacks: the real `vllm serve` process gets the signal the kernel would send, as it starts."""
+    ck = cockpit(tmp_path, real_vllm.profile(tmp_path, "illegal", server=FAST))
+    try:
+        up = ck.run("up", str(ck.profile))
+        assert up.returncode == 0, up.stdout + up.stderr
+        os.kill(ck.recorded("pid"), signal.SIGILL)
+        data, _ = ck.wait_phase(("crashed", "stopped"), 60)
+        assert data["phase"] == "crashed", data
+        assert data["crash"]["exit_code"] == 132, data["crash"]
+        f = finding(data, "killed_by_signal")
+        assert "SIGILL" in f["message"] and "instructions this CPU/GPU lacks" in f["message"], f
+        assert "no known signature" not in json.dumps(data["findings"])
+        ck.wait_no_process()
+    finally:
+        ck.reap()
