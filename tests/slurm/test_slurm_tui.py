@@ -67,7 +67,7 @@ async def test_tui_launches_a_job_and_shows_it(slurm_cluster: SlurmCluster, ssh_
         sup = Supervisor(profile)
         try:
             run = await sup.attach()
-            assert run is not None and getattr(sup, "job_id", None) == job
+            assert run is not None and getattr(sup.target, "job_id", None) == job
             res = await sup.stop(timeout=10)
             assert res.stopped
         finally:
