@@ -201,6 +201,9 @@ def writer_profile(tmp: Path, name: str, writer_args: list[str], *, ssh: str = "
     writer serves HTTP 200 on the profile's port, so the readiness probe sees a READY server."""
     workdir = tmp / "work"
     workdir.mkdir(parents=True, exist_ok=True)
+    # `up` refuses a model path that does not exist on the host (the writer never reads it)
+    model = tmp / "models" / "Kimi-K2.5"
+    model.mkdir(parents=True, exist_ok=True)
     env = {"COCKPIT_SIM_GPU_DIR": str(sim_dir)} if sim_dir else {}
     prog = [python or sys.executable, str(WRITER), *writer_args]
     lines = [
@@ -214,7 +217,7 @@ def writer_profile(tmp: Path, name: str, writer_args: list[str], *, ssh: str = "
         "log: logs/sglang.log",
         f"env: {json.dumps(env)}",
         "server:",
-        "  model-path: /models/Kimi-K2.5",
+        f"  model-path: {model}",
         f"  tp: {ranks}",
         "  mem-fraction-static: 0.88",
         # the command builder passes --port to the writer, which answers 200 there like a READY server

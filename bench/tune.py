@@ -37,10 +37,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from cockpit.sim.config import decode_capture_sizes  # noqa: E402
 from cockpit.sim.perf import perf_model  # noqa: E402
 from cockpit.sim.presets import GPUS, MODELS  # noqa: E402
-from cockpit.sim.scheduler import Req, SchedParams, Scheduler  # noqa: E402
+from cockpit.sim.sglang.config import decode_capture_sizes  # noqa: E402
+from cockpit.sim.sglang.scheduler import Req, SchedParams, Scheduler  # noqa: E402
 
 PY = sys.executable
 MODEL, GPU = MODELS["kimi-k2.5"], GPUS["rtx-pro-6000"]

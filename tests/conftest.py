@@ -57,6 +57,11 @@ from pathlib import Path
 
 import pytest
 
+# The real Slurm cluster is ONE session fixture for the whole suite, registered here once: a module
+# that imports the fixture function gets a cluster of its own (three ran at once in CI, and every
+# `ssh slurm-login` reached the first one while `fill()` filled the last).
+pytest_plugins = ("tests.slurm.cluster",)
+
 SSHD = "/usr/sbin/sshd"
 
 

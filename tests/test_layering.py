@@ -99,6 +99,58 @@ def test_backends_import_no_io_layer() -> None:
     assert offenders == [], offenders
 
 
+def _cockpit_imports(py: Path) -> list[tuple[int, str]]:
+    """Every `cockpit…` module a file imports, annotation-only imports included."""
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(py.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name) for a in node.names)
+    return [(n, m) for n, m in out if m == "cockpit" or m.startswith("cockpit.")]
+
+
+def test_ui_and_commands_reach_the_rest_only_through_the_face() -> None:
+    """ui/ and commands/ import each other and cockpit.face, nothing else of the package (a package
+    added later is covered too: the rule names what is allowed, not what is banned)."""
+    allowed = ("cockpit.face", "cockpit.ui", "cockpit.commands")
+    offenders = []
+    for face_dir in ("ui", "commands"):
+        for py in (ROOT / face_dir).rglob("*.py"):
+            for lineno, mod in _cockpit_imports(py):
+                if not any(mod == a or mod.startswith(a + ".") for a in allowed):
+                    offenders.append(f"{py.relative_to(ROOT).as_posix()}:{lineno}: {mod}")
+    assert offenders == [], offenders
+
+
+def test_the_face_offers_every_name_it_types_and_nothing_above_it() -> None:
+    """cockpit.face's typed names (its TYPE_CHECKING block) are the names it loads, each loads from
+    the module it names, and none comes from ui, commands or the CLI."""
+    from cockpit import face
+
+    typed: set[str] = set()
+    tree = ast.parse((ROOT / "face.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module
+                for a in imp.names:
+                    name = a.asname or a.name
+                    typed.add(name)
+                    assert face.SOURCES[name] == (imp.module, a.name), name
+    assert typed == set(face.SOURCES)
+    assert len(typed) >= 100
+    for name, (module, _attr) in face.SOURCES.items():
+        assert not module.startswith(("cockpit.ui", "cockpit.commands", "cockpit.cli")), name
+        assert getattr(face, name) is not None
+    try:
+        face.NotAName  # noqa: B018
+    except AttributeError as exc:
+        assert "NotAName" in str(exc)
+    else:
+        raise AssertionError("an unknown name must raise AttributeError")
+
+
 # ---------------------------------------------------------------- the import graph, measured
 def _graph():  # type: ignore[no-untyped-def]
     import grimp

@@ -10,7 +10,7 @@ from pathlib import Path
 from cockpit.cli import build_parser
 from cockpit.core.findings import predicted_phrases, quoted
 from cockpit.core.numbers import plural
-from cockpit.sim.crashes import cuda_oom_text, prefill_oom_traceback
+from cockpit.sim.sglang.crashes import cuda_oom_text, prefill_oom_traceback
 from tests.test_cli_diagnose import cockpit, kimi_log
 
 

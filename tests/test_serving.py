@@ -101,7 +101,7 @@ def test_quantile_interpolates_inside_the_bucket_as_prometheus_does() -> None:
 
 
 def test_the_vllm_simulator_exports_vllm_names_for_every_figure_it_simulates() -> None:
-    from cockpit.sim.vllm_http import render_metrics
+    from cockpit.sim.vllm.http import render_metrics
 
     class Sim:
         class cfg:
@@ -119,8 +119,8 @@ def test_the_vllm_simulator_exports_vllm_names_for_every_figure_it_simulates() -
 
 
 def test_the_sglang_simulator_exports_sglang_names() -> None:
-    from cockpit.sim.config import load_config
-    from cockpit.sim.metrics import render_metrics
+    from cockpit.sim.sglang.config import load_config
+    from cockpit.sim.sglang.metrics import render_metrics
 
     cfg = load_config(["--model-path", "/models/Kimi-K2.5", "--tp", "8", "--trust-remote-code", "--enable-metrics"])
     b = get_backend("sglang")

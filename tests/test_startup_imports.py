@@ -52,3 +52,5 @@ def test_diagnose_of_an_sglang_log_never_loads_the_vllm_grammar() -> None:
     assert "cockpit.backends.vllm.logparse" not in mods
     for heavy in ("textual", "pydantic", "yaml", "asyncssh", "httpx"):
         assert heavy not in {m.split(".")[0] for m in mods}, heavy
+    # pathlib brings urllib.parse and ipaddress (~3 ms); the read needs only os.PathLike
+    assert "pathlib" not in mods

@@ -200,10 +200,13 @@ def test_ctrl_c_keeps_the_best_so_far(tmp_path: Path) -> None:
     import signal
     import time
 
-    env = story_env(tmp_path, 0.93)
-    # 96 in flight with 2,304 tokens each: at 0.88 the pool (174.6k tokens) binds, so a third launch follows
-    heavy = ("--concurrency", "96", "--input-len", "2048", "--output-len", "256", "--duration", "5", "--requests", "3000")
-    proc = subprocess.Popen([PY, "-m", "cockpit", "tune", "story", "--max-launches", "4", *heavy, "--json"],
+    # At 0.85 the first step is ready with ~8.4 GiB free and benched: the best so far. Its headroom is
+    # above the 5 GiB target, so the second launch (raise toward 0.88) follows from memory alone,
+    # whatever the bench measured: on a busy machine (CI, load 4+) the load generator, sharing the 2
+    # cores with the server, can fill the pool or not, and a third launch that depends on the pool
+    # binding did not always come.
+    env = story_env(tmp_path, 0.85)
+    proc = subprocess.Popen([PY, "-m", "cockpit", "tune", "story", "--max-launches", "4", *BENCH, "--json"],
                             env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     err = ""
     deadline = time.monotonic() + 300
@@ -211,15 +214,15 @@ def test_ctrl_c_keeps_the_best_so_far(tmp_path: Path) -> None:
     while time.monotonic() < deadline:
         line = proc.stderr.readline()
         err += line
-        if line.startswith("launch 3/"):  # two steps done, the third launching
+        if line.startswith("launch 2/"):  # one step done, the second launching
             break
         assert line or proc.poll() is None, err
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
     out, rest = proc.communicate(timeout=120)
     r = json.loads(out)
-    assert r["interrupted"] is True and len(r["steps"]) == 2, err + rest
-    assert r["best"] is not None and r["best"]["flags"]["mem-fraction-static"] == 0.88
+    assert r["interrupted"] is True and len(r["steps"]) == 1, err + rest
+    assert r["best"] is not None and r["best"]["flags"]["mem-fraction-static"] == 0.85
     assert Path(r["profile_written"]).exists()
     runs = json.loads(cockpit(env, tmp_path, "runs", "--json", timeout=60).stdout)
-    assert len(runs) == 3 and all(x["outcome"] in ("stopped", "crashed") for x in runs), runs  # nothing left running
+    assert len(runs) == 2 and all(x["outcome"] in ("stopped", "crashed") for x in runs), runs  # nothing left running

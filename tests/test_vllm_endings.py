@@ -108,6 +108,20 @@ def test_a_worker_that_died_with_exit_code_none_is_named() -> None:
     assert "VllmWorker-0" in f.message and "dmesg" in f.message and "no known signature" not in f.message
 
 
+def test_the_traceback_after_a_worker_death_does_not_replace_it() -> None:
+    """What the real engine printed when its worker was SIGKILLed mid-request on a busy machine (the
+    real-engine tier, 2026-12-01): the death, then the API server's traceback of the request it
+    cancelled. The crash is the death; `RuntimeError: cancelled` is its consequence."""
+    cancelled = ["(APIServer pid=2916) ERROR 12-01 14:58:20 [serving.py:300] Traceback (most recent call last):",
+                 '(APIServer pid=2916) ERROR 12-01 14:58:20 [serving.py:300]   File "/v/serving.py", line 290, in gen',
+                 "(APIServer pid=2916) ERROR 12-01 14:58:20 [serving.py:300] RuntimeError: cancelled",
+                 "RuntimeError: cancelled"]
+    st = _log(*READY, WORKER_DIED, *cancelled)
+    assert st.phase == "crashed" and st.crash is not None
+    assert "Worker proc VllmWorker-0 died unexpectedly" in st.crash.message, st.crash
+    assert "process_died" in {f.id for f in diagnose(st)}
+
+
 def test_an_enginecore_that_died_silently_is_a_named_crash() -> None:
     st = _log(*READY, ENGINE_DIED)
     assert st.phase == "crashed"

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, runtime_checkable
 
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
+    from pathlib import Path
+
     from cockpit.core.profile import Profile
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
@@ -21,6 +20,8 @@ from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
+    from pathlib import Path
+
     from cockpit.backends.engine_modules import (
         CommandModule,
         DiagnosisModule,

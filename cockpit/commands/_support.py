@@ -12,18 +12,26 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from cockpit.commands.render import gb_text
-from cockpit.core.findings import Finding, exit_code_for, predicted_phrases, sort_findings
-from cockpit.core.profile import PD_ROLES, Profile, load_profile
-from cockpit.core.ranks import rank_sort_key
-from cockpit.core.secrets import mask_mapping, mask_value
-from cockpit.supervisor.api import RunSnapshot, SlurmView
+from cockpit.face import (
+    PD_ROLES,
+    Finding,
+    Profile,
+    RunSnapshot,
+    SlurmView,
+    exit_code_for,
+    load_profile,
+    mask_mapping,
+    mask_value,
+    predicted_phrases,
+    rank_sort_key,
+    sort_findings,
+)
 
 T = TypeVar("T")
 
 
 def load_profile_arg(arg: str) -> Profile:
-    from cockpit.errors import BadInput
-    from cockpit.locations import resolve_profile
+    from cockpit.face import BadInput, resolve_profile
 
     path = resolve_profile(arg)
     if not path.exists() and "/" not in arg and not arg.endswith((".yaml", ".yml")):
@@ -42,7 +50,7 @@ def one_server(profile: Profile, verb: str) -> Profile:
     """`up`/`down`/`logs` act on one group of a prefill/decode profile, named NAME.prefill or
     NAME.decode: the whole profile is refused (exit 2) rather than run as one plain server."""
     if profile.groups:
-        from cockpit.errors import BadInput
+        from cockpit.face import BadInput
 
         raise BadInput(f"{profile.name} declares a prefill group and a decode group: cockpit {verb} one of them, "
                        f"{profile.name}.prefill or {profile.name}.decode",
@@ -53,8 +61,7 @@ def one_server(profile: Profile, verb: str) -> Profile:
 
 def missing_profile(name: str) -> Exception:
     """No profile of that name: the directories searched, the profiles found, the close ones."""
-    from cockpit.errors import BadInput, close_words
-    from cockpit.locations import list_profile_files, profile_dirs
+    from cockpit.face import BadInput, close_words, list_profile_files, profile_dirs
 
     found = sorted({p.stem for p in list_profile_files()})
     near = close_words(name, found)
@@ -66,8 +73,7 @@ def missing_profile(name: str) -> Exception:
 def open_journal() -> Any:
     """The journal, or None when it cannot be opened (a run is never refused for that)."""
     try:
-        from cockpit.backends import load_all_secret_flags
-        from cockpit.journal import Journal
+        from cockpit.face import Journal, load_all_secret_flags
 
         load_all_secret_flags()  # what it writes and reads is masked, abbreviations of any engine's flags too
         return Journal.open()
@@ -83,8 +89,7 @@ def run_command(coro: Awaitable[T]) -> T:
     """asyncio.run, closing every pooled transport (SSH connections) before returning."""
 
     async def main() -> T:
-        from cockpit.errors import CockpitError
-        from cockpit.transport.base import TransportError
+        from cockpit.face import CockpitError, TransportError
 
         try:
             return await coro
@@ -92,7 +97,7 @@ def run_command(coro: Awaitable[T]) -> T:
             # an unreachable host or a refused key: one line and the transport's hint, exit 1
             raise CockpitError(str(exc), hint=exc.hint) from None
         finally:
-            from cockpit.transport import close_all
+            from cockpit.face import close_all
 
             await close_all()
 
@@ -195,7 +200,7 @@ def render_status(snap: RunSnapshot, group: str | None = None) -> str:
         lines.append(f"HUNG: {st.hang.get('reason', '')} (window {st.hang.get('hang_after_s')} s); "
                      f"`cockpit stacks {snap.profile}` shows where every process is")
     if snap.serving:
-        from cockpit.core.serving import serving_words
+        from cockpit.face import serving_words
 
         lines.append("serving " + serving_words(snap.serving))
     if snap.flag_diff:

@@ -18,17 +18,16 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cockpit.commands._support import load_profile_arg, open_journal, run_command
-from cockpit.core.secrets import mask_mapping
-from cockpit.errors import BadInput, CockpitError
+from cockpit.face import BadInput, CockpitError, mask_mapping
 
 if TYPE_CHECKING:
-    from cockpit.core.profile import Profile
+    from cockpit.face import Profile
 
 DEFAULTS: dict[str, Any] = {"concurrency": [8], "input_len": 1024, "output_len": 256}
 
 
 def spec_from_args(args: argparse.Namespace, backend: str) -> tuple[Any, list[int]]:
-    from cockpit.telemetry.loadgen import DEFAULT_MAX_ERROR_SHARE, BenchSpec, load_dataset
+    from cockpit.face import DEFAULT_MAX_ERROR_SHARE, BenchSpec, load_dataset
 
     lengths = {}
     for name in ("requests", "input_len", "output_len"):
@@ -123,7 +122,7 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
     """Bench the supervisor's current run, which must be READY; the result is recorded on the run.
     Before any load: the served model and its max-model-len (`/v1/models`), the model's tokenizer on
     node 0 (synthetic prompts are its own token ids), the lengths fitted to the run."""
-    from cockpit.telemetry.loadgen import run_bench, served_model
+    from cockpit.face import run_bench, served_model
 
     info = sup.run_info
     if info is None:
@@ -135,7 +134,7 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
             f"{sup.profile.name}: run {info.id} is not ready (phase {snap.state.phase}, health {snap.health or 'not probed'})",
             hint=f"`cockpit up {sup.profile.name} --wait ready`, or wait for READY",
         )
-    from cockpit.supervisor.servingwatch import api_key_of
+    from cockpit.face import api_key_of
 
     base = await sup.api_base_url()
     spec.metrics_prefix = sup.backend.metrics_prefix()
@@ -180,7 +179,7 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
 async def _vocab(sup: Any, info: Any) -> tuple[Any, str]:
     """The token ids of the run's model, read on node 0 over its transport (vocab_probe.py on the
     host's Python): (Vocab, "") or (None, why not)."""
-    from cockpit.telemetry.loadgen import read_vocab
+    from cockpit.face import read_vocab
 
     try:
         path = sup.backend.model_path(sup.profile, info.flags)
@@ -194,8 +193,7 @@ async def _vocab(sup: Any, info: Any) -> tuple[Any, str]:
 
 
 async def _bench(profile: Profile, spec: Any, levels: list[int], as_json: bool) -> int:
-    from cockpit.supervisor.supervisor import Supervisor
-    from cockpit.telemetry.loadgen import finite_json
+    from cockpit.face import Supervisor, finite_json
 
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)

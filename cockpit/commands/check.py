@@ -20,14 +20,19 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from cockpit.backends import get_backend
-from cockpit.core.findings import Finding, exit_code_for, sort_findings
-from cockpit.core.profile import Profile, load_profile
-from cockpit.errors import BadInput
-from cockpit.telemetry.hostfacts import check_profile
+from cockpit.face import (
+    BadInput,
+    Finding,
+    Profile,
+    check_profile,
+    exit_code_for,
+    get_backend,
+    load_profile,
+    sort_findings,
+)
 
 if TYPE_CHECKING:
-    from cockpit.backends.base import HostFacts
+    from cockpit.face import HostFacts
 
 __all__ = ["check_profile", "run"]
 
@@ -36,7 +41,7 @@ def _plan_finding(profile: Profile, facts: list[HostFacts], measured: Mapping[st
     """The memory plan (cockpit plan) as one finding, from the same host facts and what-ifs. The
     model's metadata is read on node 0; a host the agent could not reach is not tried twice."""
     from cockpit.commands._support import run_command
-    from cockpit.supervisor.planning import plan_finding, profile_plan_finding
+    from cockpit.face import plan_finding, profile_plan_finding
 
     node0 = profile.hosts[0]
     if not node0.is_local and node0.label not in (measured or {}):
@@ -51,7 +56,7 @@ def _launch_findings(profile: Profile, unreachable: Mapping[str, str], what_if: 
     """The model path missing on node 0, its API port bound (cockpit/supervisor/launchcheck.py).
     Not with what-if facts: the host they describe is not the one that could be asked."""
     from cockpit.commands._support import run_command
-    from cockpit.supervisor.launchcheck import launch_findings
+    from cockpit.face import launch_findings
 
     if profile.hosts[0].label in unreachable:
         return []
@@ -61,7 +66,7 @@ def _launch_findings(profile: Profile, unreachable: Mapping[str, str], what_if: 
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.locations import resolve_profile
+    from cockpit.face import resolve_profile
 
     # host RAM in decimal GB (the unit of --hicache-size), GPU memory in GiB (nvidia-smi's, SGLang's)
     for name, val, unit in (("--host-mem-gb", args.host_mem_gb, "GB"), ("--gpu-mem-gb", args.gpu_mem_gb, "GiB")):
@@ -70,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     if args.gpus is not None and args.gpus <= 0:
         raise BadInput(f"--gpus {args.gpus}: expected a positive number of GPUs")
     from cockpit.commands._support import load_profile_arg, one_server
-    from cockpit.core.profile import PD_ROLES
+    from cockpit.face import PD_ROLES
 
     path = resolve_profile(args.profile)
     group = not path.exists() and args.profile.rpartition(".")[2] in PD_ROLES  # NAME.prefill / NAME.decode
@@ -80,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if profile.target is None and any(not h.is_local for h in profile.hosts):  # a Slurm job's nodes are unknown yet
         # SSH hosts are measured by the telemetry agent over the connection (unreachable: unknown)
         from cockpit.commands._support import run_command
-        from cockpit.telemetry.hostfacts import measure_hosts
+        from cockpit.face import measure_hosts
 
         measured = run_command(measure_hosts(profile, unreachable))
     findings, facts = check_profile(
@@ -100,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     argv = node_argvs[0]
     if args.json:
         # the same shape as `diagnose` and `status` (nothing has run yet: phase unknown, no ranks)
-        from cockpit.core.state import RunState
+        from cockpit.face import RunState
 
         version = backend.resolve_version(profile.version)
         state = RunState(backend=profile.backend, format=f"{profile.backend}-{version}")

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import argparse
 
-from cockpit.core.profile import Profile
+from cockpit.face import Profile
 
 DEMO_PROFILES = {"sglang": "demo.yaml", "vllm": "demo-vllm.yaml"}
 
 
 def demo_profile(sim_speed: float | None = None, backend: str = "sglang", port: int | None = None) -> Profile:
-    from cockpit.core.profile import load_profile
-    from cockpit.locations import bundled_dir
+    from cockpit.face import bundled_dir, load_profile
 
     profile = load_profile(bundled_dir("profiles") / DEMO_PROFILES[backend])
     if sim_speed is not None:
@@ -26,7 +25,7 @@ def demo_profile(sim_speed: float | None = None, backend: str = "sglang", port: 
 def with_port(profile: Profile, port: int) -> Profile:
     """The same profile serving on `port` (tests and a second demo must not fight over 30123)."""
     if not 1 <= port <= 65535:
-        from cockpit.errors import BadInput
+        from cockpit.face import BadInput
 
         raise BadInput(f"--port must be 1–65535, not {port}")
     new = profile.model_copy(update={"server": {**profile.server, "port": port}})
@@ -37,7 +36,7 @@ def with_port(profile: Profile, port: int) -> Profile:
 def with_sim_speed(profile: Profile, speed: float) -> Profile:
     """The same profile with the simulator's --sim-speed replaced (or added)."""
     if speed <= 0:
-        from cockpit.errors import BadInput
+        from cockpit.face import BadInput
 
         raise BadInput(f"--sim-speed must be positive, not {speed:g}")
     program = list(profile.program or ["cockpit", "sim"])

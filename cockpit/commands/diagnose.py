@@ -22,13 +22,21 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from cockpit.backends import DEFAULT_BACKEND, detect_backend, engine_name, engine_names, get_backend
-from cockpit.backends.base import HostFacts
-from cockpit.backends.foreign import foreign_lines, refusal
-from cockpit.core.findings import Finding, exit_code_for
-from cockpit.core.numbers import plural
-from cockpit.core.state import RunState
-from cockpit.errors import BadInput
+from cockpit.face import (
+    DEFAULT_BACKEND,
+    BadInput,
+    Finding,
+    HostFacts,
+    RunState,
+    detect_backend,
+    engine_name,
+    engine_names,
+    exit_code_for,
+    foreign_lines,
+    get_backend,
+    plural,
+    refusal,
+)
 
 CLASSIFY_CAP = 16 * 1024  # what both grammars read of one line (their CLASSIFY_CAP; the note quotes it)
 SNIFF_BYTES = 64 * 1024  # the opening of a log that decides which server wrote it

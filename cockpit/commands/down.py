@@ -14,10 +14,10 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command
-from cockpit.core.profile import Profile
+from cockpit.face import Profile
 
 if TYPE_CHECKING:
-    from cockpit.supervisor.supervisor import Supervisor
+    from cockpit.face import Supervisor
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _down(profile: Profile, args: argparse.Namespace) -> int:
-    from cockpit.supervisor.supervisor import Supervisor
+    from cockpit.face import Supervisor
 
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)
@@ -81,7 +81,7 @@ async def _down(profile: Profile, args: argparse.Namespace) -> int:
 
 def _slurm_json(sup: Supervisor) -> dict[str, Any] | None:
     """What Slurm says about the stopped job (`status --json`'s `slurm` object)."""
-    from cockpit.supervisor.api import SlurmView
+    from cockpit.face import SlurmView
 
     view = sup.snapshot().target
     return view.job_json() if isinstance(view, SlurmView) else None

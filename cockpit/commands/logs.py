@@ -16,11 +16,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from cockpit.aio import reap
 from cockpit.commands._support import load_profile_arg, one_server, run_command
-from cockpit.core.logfilter import LineFilter
-from cockpit.core.profile import Profile
-from cockpit.errors import BadInput, CockpitError
+from cockpit.face import BadInput, CockpitError, LineFilter, Profile, reap
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,10 +69,16 @@ def _check_rank(rank: str, flags: dict[str, Any]) -> None:
 
 
 async def _logs(profile: Profile, args: argparse.Namespace) -> int:
-    from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
-    from cockpit.supervisor.nodelog import NodeLog
-    from cockpit.supervisor.nodes import Node
-    from cockpit.supervisor.supervisor import Supervisor
+    from cockpit.face import (
+        LinkState,
+        LogChunk,
+        LogFollower,
+        LogReset,
+        Node,
+        NodeLog,
+        ServerExited,
+        Supervisor,
+    )
 
     sup = Supervisor(profile)
     info = await sup.attach(include_ended=True)
@@ -222,7 +225,7 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
 async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
     """The last `n` lines of the run's log on each node (prefixed with the host on a multi-node
     run), for a failed launch's decisive lines. Errors reading it give []: it is a courtesy."""
-    from cockpit.supervisor.host import LogChunk, LogFollower
+    from cockpit.face import LogChunk, LogFollower
 
     nodes = [nd for nd in sup.nodes if nd.record is not None and nd.record.log_path]
     out: list[str] = []
@@ -246,7 +249,7 @@ async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
 def failed_launch_lines(snap: Any, tail: list[str]) -> list[str]:
     """What to print under a failed run's report: the log's decisive lines when no log line decided
     the crash (an unknown crash said only "exited with code 1", line 0)."""
-    from cockpit.core.logtail import decisive_tail
+    from cockpit.face import decisive_tail
 
     crash = snap.state.crash
     if crash is not None and crash.kind != "unknown" and crash.line > 0:

@@ -21,13 +21,10 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from cockpit.errors import BadInput
-from cockpit.supervisor.planning import backend_plan, measured_facts, plan_finding, plan_for_profile
+from cockpit.face import BadInput, backend_plan, measured_facts, plan_finding, plan_for_profile
 
 if TYPE_CHECKING:
-    from cockpit.backends.base import HostFacts
-    from cockpit.core.profile import Profile
-    from cockpit.model.plan import MemoryPlan
+    from cockpit.face import HostFacts, MemoryPlan, Profile
 
 
 # ---- the command -------------------------------------------------------------------------------
@@ -40,8 +37,7 @@ def _setting(value: float) -> str:
 
 def journal_runs(profile_name: str | None = None) -> list[Any]:
     """Runs from the journal for calibration (read-only; an unusable journal calibrates nothing)."""
-    from cockpit.errors import CockpitError
-    from cockpit.journal import Journal
+    from cockpit.face import CockpitError, Journal
 
     try:
         j = Journal.open(readonly=True)
@@ -54,13 +50,13 @@ def journal_runs(profile_name: str | None = None) -> list[Any]:
 
 
 def _what_if_gpu(facts: list[HostFacts], gpu_mem_gb: float | None, gpus: int | None) -> list[HostFacts]:
-    from cockpit.telemetry.hostfacts import apply_what_if
+    from cockpit.face import apply_what_if
 
     return apply_what_if(facts, None, gpu_mem_gb, gpus)
 
 
 def _overrides(backend_name: str, items: list[str]) -> dict[str, Any]:
-    from cockpit.backends import get_backend
+    from cockpit.face import get_backend
 
     try:
         backend = get_backend(backend_name)
@@ -71,13 +67,11 @@ def _overrides(backend_name: str, items: list[str]) -> dict[str, Any]:
 
 def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
     """The profile-less form: a profile made of the options (local host, the model directory)."""
-    from cockpit.backends.base import HostFacts
-    from cockpit.core.profile import parse_profile
-    from cockpit.model.read import read_model_dir
+    from cockpit.face import HostFacts, parse_profile, read_model_dir
 
     if args.gpu_mem_gb is None or args.tp is None:
         raise BadInput("--model-config needs --gpu-mem-gb and --tp")
-    from cockpit.backends import get_backend
+    from cockpit.face import get_backend
 
     overrides = _overrides(args.backend, list(args.overrides or []))
     try:
@@ -105,7 +99,7 @@ def _profile_plans(args: argparse.Namespace, name: str) -> tuple[list[tuple[str,
     profile = load_profile_arg(name)
     if not profile.groups:
         return [(name, _profile_plan(args, profile))], None
-    from cockpit.backends import get_backend
+    from cockpit.face import get_backend
 
     backend = get_backend(profile.backend)
     groups = profile.group_profiles()
@@ -139,7 +133,7 @@ def router_json(profile: Profile) -> dict[str, Any] | None:
     """The router of a prefill/decode profile: where, which port, its argv (no GPU memory: not planned)."""
     if profile.router is None:
         return None
-    from cockpit.backends import get_backend
+    from cockpit.face import get_backend
 
     try:
         argv = get_backend(profile.backend).router_argv(profile)
@@ -149,8 +143,8 @@ def router_json(profile: Profile) -> dict[str, Any] | None:
 
 
 def _profile_plan(args: argparse.Namespace, profile: Profile, gpus: int | None = None) -> MemoryPlan:
-    from cockpit.backends.base import HostFacts
     from cockpit.commands._support import run_command
+    from cockpit.face import HostFacts
 
     overrides = _overrides(profile.backend, list(args.overrides or []))
     gpus = args.gpus if args.gpus is not None else gpus
@@ -167,7 +161,7 @@ def _profile_plan(args: argparse.Namespace, profile: Profile, gpus: int | None =
         except TransportError as exc:
             raise TransportError(str(exc), _offline_hint(exc.hint, profile, overrides, args.gpu_mem_gb)) from None
 
-    from cockpit.transport.base import TransportError
+    from cockpit.face import TransportError
 
     return run_command(go())
 
@@ -176,7 +170,7 @@ def _offline_hint(hint: str | None, profile: Any, overrides: dict[str, Any], gpu
     """The host could not be reached: say the command that plans without it (the model's
     config.json and safetensors index copied here, the GPU memory given), with what the profile
     already knows filled in."""
-    from cockpit.backends import get_backend
+    from cockpit.face import get_backend
 
     backend = get_backend(profile.backend)
     try:
@@ -193,9 +187,7 @@ def _offline_hint(hint: str | None, profile: Any, overrides: dict[str, Any], gpu
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.errors import CockpitError
-    from cockpit.model.config import ModelConfigError
-    from cockpit.model.plan import PlanUnavailable
+    from cockpit.face import CockpitError, ModelConfigError, PlanUnavailable
 
     if args.gpu_mem_gb is not None and not (math.isfinite(args.gpu_mem_gb) and 0 < args.gpu_mem_gb < 1e6):
         raise BadInput(f"--gpu-mem-gb {args.gpu_mem_gb:g}: expected a positive number of GiB")
@@ -244,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
                 sys.stdout.write(("\n" if i else "") + f"group {i + 1} of {len(plans)}: {labels[i]}\n")
             sys.stdout.write(render_plan(mp, current_from=_current_from(mp, list(args.overrides or []))))
         for r in routers:
-            from cockpit.core.sanitize import clean_text
+            from cockpit.face import clean_text
 
             sys.stdout.write(f"\nrouter on {r['host']} port {r['port']} (no GPU memory: not planned): "
                              + clean_text(" ".join(r["argv"])) + "\n")
@@ -264,7 +256,7 @@ def _current_from(mp: MemoryPlan, items: list[str]) -> str:
 def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
     """The plan as text: facts, the table, the current value (the profile's, or `--set`'s) and the
     recommendation."""
-    from cockpit.core.sanitize import clean_text
+    from cockpit.face import clean_text
 
     t = mp.terms
     lines = [

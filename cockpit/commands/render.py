@@ -8,11 +8,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 
-from cockpit.backends import engine_name
-from cockpit.backends.base import HostFacts
-from cockpit.core.findings import Finding, predicted_phrases
-from cockpit.core.ranks import rank_sort_key
-from cockpit.core.state import RunState
+from cockpit.face import Finding, HostFacts, RunState, engine_name, predicted_phrases, rank_sort_key
 
 MARK = {"critical": "✖", "warning": "▲", "info": "·", "ok": "●"}
 

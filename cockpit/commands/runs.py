@@ -7,13 +7,12 @@ import json
 import sys
 from typing import Any
 
-from cockpit.core.findings import value_text
-from cockpit.core.ranks import rank_sort_key
-from cockpit.errors import BadInput
-from cockpit.journal import Journal, RunRecord
-from cockpit.journal.views import (
+from cockpit.face import (
     RUN_ROW_HEADER,
     UNKNOWN,
+    BadInput,
+    Journal,
+    RunRecord,
     backend_words,
     compare_rows,
     differing_flags,
@@ -23,13 +22,15 @@ from cockpit.journal.views import (
     fmt_secs,
     fmt_time,
     fmt_tps,
+    rank_sort_key,
     run_rows,
     table,
+    value_text,
 )
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.backends import load_all_secret_flags
+    from cockpit.face import load_all_secret_flags
 
     load_all_secret_flags()  # rows are masked as read: `api-k` of any engine's run too
     journal = Journal.open(readonly=True)  # listing runs never creates or writes anything

@@ -11,7 +11,7 @@ import argparse
 import json
 
 from cockpit.commands._support import load_profile_arg, run_command
-from cockpit.core.profile import Profile
+from cockpit.face import Profile
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,21 +22,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(dump: dict[str, object], as_json: bool, path: object = None) -> None:
-    from cockpit.supervisor.stacks import render
+    from cockpit.face import render_stacks
 
     if as_json:
         print(json.dumps(dump, indent=2))
         return
-    for line in render(dump):
+    for line in render_stacks(dump):
         print(line)
     if path is not None:
         print(f"\nsaved: {path}")
 
 
 def _show_saved(profile: Profile, as_json: bool) -> int:
-    from cockpit.supervisor.stacks import saved
+    from cockpit.face import saved_stacks
 
-    paths = saved(profile.name)
+    paths = saved_stacks(profile.name)
     if not paths:
         print(f"{profile.name}: no saved stacks")
         return 1
@@ -45,8 +45,7 @@ def _show_saved(profile: Profile, as_json: bool) -> int:
 
 
 async def _stacks(profile: Profile, native: bool, as_json: bool) -> int:
-    from cockpit.supervisor.stacks import collect, save
-    from cockpit.supervisor.supervisor import Supervisor
+    from cockpit.face import Supervisor, collect_stacks, save_stacks
 
     sup = Supervisor(profile)
     try:
@@ -54,10 +53,10 @@ async def _stacks(profile: Profile, native: bool, as_json: bool) -> int:
         if info is None:
             print(f"{profile.name}: not running: no stacks to take")
             return 1
-        dump = await collect(sup, native=native)
+        dump = await collect_stacks(sup, native=native)
     finally:
         await sup.close()
-    path = save(dump)
+    path = save_stacks(dump)
     dump["saved"] = str(path)
     _print(dump, as_json, None if as_json else path)
     return 0 if any(p.get("threads") for p in dump["processes"]) else 1

@@ -17,7 +17,7 @@ from cockpit.commands._support import (
     status_exit_code,
     status_json,
 )
-from cockpit.core.profile import Profile
+from cockpit.face import Profile
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +46,7 @@ async def _group_status(profile: Profile, as_json: bool) -> int:
 
 async def _status(profile: Profile, as_json: bool, group: str | None = None, emit: bool = True) -> Any:
     from cockpit.commands._support import open_journal
-    from cockpit.supervisor.supervisor import Supervisor
+    from cockpit.face import Supervisor
 
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)

@@ -15,23 +15,31 @@ def resolve_theme(requested: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.core.profile import load_profile
-    from cockpit.locations import resolve_profile
+    from cockpit.face import load_profile, resolve_profile
 
     theme = resolve_theme(getattr(args, "theme", None))
     profile = None
+    group: str | None = None
     extra: list[Path] = []
     if getattr(args, "profile", None):
         path = resolve_profile(args.profile)
         if not path.exists() and "/" not in args.profile and not args.profile.endswith((".yaml", ".yml")):
             from cockpit.commands._support import missing_profile
+            from cockpit.face import PD_ROLES
 
-            raise missing_profile(args.profile)
+            base, _, role = args.profile.rpartition(".")
+            if role not in PD_ROLES or not base or not resolve_profile(base).exists():
+                raise missing_profile(args.profile)
+            path, group = resolve_profile(base), role  # NAME.prefill / NAME.decode: that group's dashboard
         profile = load_profile(path)  # ProfileError → one line, exit 2 (cockpit/errors.py)
+        if group is not None and not profile.groups:
+            from cockpit.face import BadInput
+
+            raise BadInput(f"{profile.name} declares no prefill/decode groups, so there is no {args.profile!r}")
         extra.append(path)
 
     from cockpit.ui.app import CockpitApp
 
-    app = CockpitApp(profile=profile, theme=theme, extra_profiles=extra)
+    app = CockpitApp(profile=profile, theme=theme, extra_profiles=extra, start_group=group)
     app.run()
     return int(app.return_code or 0)

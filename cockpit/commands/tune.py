@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cockpit.commands._support import load_profile_arg, open_journal, run_command
-from cockpit.core.secrets import mask_mapping
-from cockpit.errors import BadInput, CockpitError
+from cockpit.face import BadInput, CockpitError, mask_mapping
 
 if TYPE_CHECKING:
-    from cockpit.core.profile import Profile
+    from cockpit.face import Profile
 
 OBJECTIVES = ("throughput", "ttft-p99")
 SLO_KEYS = ("ttft_p99", "itl_p99")
@@ -63,8 +62,8 @@ def parse_slo(text: str | None) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.backends import get_backend
     from cockpit.commands.bench import spec_from_args
+    from cockpit.face import get_backend
 
     profile = load_profile_arg(args.profile)
     if args.objective not in OBJECTIVES:
@@ -84,7 +83,7 @@ TUNED_SUFFIX = "-tuned"
 
 def tuned_name(name: str) -> str:
     """The tuned profile's name: NAME-tuned, cut so that it still loads (a name is at most 100)."""
-    from cockpit.core.profile import NAME_RE
+    from cockpit.face import NAME_RE
 
     full = name + TUNED_SUFFIX
     if NAME_RE.fullmatch(full):
@@ -94,7 +93,7 @@ def tuned_name(name: str) -> str:
 
 def holds_secrets(data: dict[str, Any]) -> bool:
     """True when the profile text has a value Cockpit masks (env HF_TOKEN, server api-key, …)."""
-    from cockpit.core.secrets import is_secret_name
+    from cockpit.face import is_secret_name
 
     sections = [data.get("env"), data.get("server")]
     return any(isinstance(sec, dict) and any(is_secret_name(k) and v not in (None, "", False) for k, v in sec.items())
@@ -154,7 +153,7 @@ class Tuner:
 
     # ---- the loop ----
     async def tune(self) -> int:
-        from cockpit.supervisor.supervisor import Supervisor
+        from cockpit.face import Supervisor
 
         probe = Supervisor(self.profile)
         try:
@@ -202,7 +201,7 @@ class Tuner:
         """The memory plan's recommendation when a plan can be made, else the profile as it is (a
         measurement launch: not benched if its headroom turns out below the warn level)."""
         try:
-            from cockpit.supervisor.planning import plan_for_profile  # the memory plan (cockpit plan)
+            from cockpit.face import plan_for_profile  # the memory plan (cockpit plan)
         except ImportError:
             self.prior = {"source": "profile", "reason": "no memory plan in this Cockpit"}
             return self.policy.Move({}, "the profile as written (no memory plan available)", None)
@@ -234,7 +233,7 @@ class Tuner:
 
     async def launch(self, move: Any, journal: Any) -> Any:
         from cockpit.commands.bench import bench_live
-        from cockpit.supervisor.supervisor import Supervisor
+        from cockpit.face import Supervisor
 
         sup = Supervisor(self.profile, journal=journal)
         self.launches += 1
@@ -295,7 +294,7 @@ class Tuner:
 
     def step_from(self, snap: Any, run_id: str, move: Any, bench: dict[str, Any] | None, crashed: bool,
                   was_ready: bool) -> Any:
-        from cockpit.core.findings import sort_findings
+        from cockpit.face import sort_findings
 
         st = snap.state
         ranks = list(st.ranks.values())
@@ -405,7 +404,7 @@ class Tuner:
         return "\n".join(lines)
 
     def output_path(self) -> Path:
-        from cockpit.locations import resolve_profile
+        from cockpit.face import resolve_profile
 
         if self.args.output:
             return Path(self.args.output)
@@ -425,8 +424,7 @@ class Tuner:
     def write_profile(self, best: Any) -> str | None:
         import yaml
 
-        from cockpit.core.profile import Profile
-        from cockpit.locations import resolve_profile
+        from cockpit.face import Profile, resolve_profile
 
         src = resolve_profile(self.args.profile)
         try:

@@ -25,14 +25,13 @@ from cockpit.commands._support import (
     run_command,
     status_json,
 )
-from cockpit.core.profile import Profile
-from cockpit.errors import CockpitError
+from cockpit.face import CockpitError, Profile
 
 STARTED_GRACE_S = 1.0  # a server that dies at once (bad flag, port in use) is a failure, not "started"
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.backends import get_backend
+    from cockpit.face import get_backend
 
     profile = one_server(load_profile_arg(args.profile), "up")
     overrides = get_backend(profile.backend).parse_overrides(args.overrides or [])
@@ -44,7 +43,7 @@ async def _plan_refuses(profile: Profile, overrides: dict[str, Any], *, force: b
     crash it predicts costs a whole model load), unless --force. An unreadable model or unknown GPUs
     never block a launch: the plan is then only mentioned."""
     from cockpit.commands.plan import journal_runs
-    from cockpit.supervisor.planning import profile_plan_finding
+    from cockpit.face import profile_plan_finding
 
     # the model is read first: when it cannot be read, the GPUs are not measured for nothing
     finding, _plan = await profile_plan_finding(profile, overrides, runs=journal_runs(profile.name))
@@ -61,9 +60,7 @@ async def _plan_refuses(profile: Profile, overrides: dict[str, Any], *, force: b
 
 
 async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namespace) -> int:
-    from cockpit.backends import get_backend
-    from cockpit.core.findings import exit_code_for
-    from cockpit.supervisor.supervisor import Supervisor
+    from cockpit.face import Supervisor, exit_code_for, get_backend
 
     # build the argv first: a flag the server would refuse is refused here (FlagError → exit 2)
     get_backend(profile.backend).build_node_argvs(profile, overrides,

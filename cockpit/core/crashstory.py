@@ -46,6 +46,9 @@ class _Context:
     batches: int = 0  # prefill/decode batch lines
     # (phase the backend read from the frame, "file:function") since that exception
     frames: list[tuple[str | None, str]] = field(default_factory=list)
+    # the crash rests on a process's death told by its watcher (`Worker proc … died unexpectedly`):
+    # the tracebacks after it (`RuntimeError: cancelled`, `Executor failed`) are its consequences
+    death_said: bool = False
 
 
 def _ctx(state: RunState) -> _Context:

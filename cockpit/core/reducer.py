@@ -420,8 +420,9 @@ def _exc_line(state: RunState, e: ev.ExceptionLine) -> None:
         # the end of a bare traceback: the text proves something died, not yet that the server did
         _crash(state, e, "unknown", f"{e.exc_type}: {e.text}", provisional=True)
     crash = state.crash or c.pending
-    if crash is not None and crash.kind in _VAGUE_KINDS and c.exc_seen:
+    if crash is not None and crash.kind in _VAGUE_KINDS and c.exc_seen and not (crash is state.crash and c.death_said):
         # the line that ends the traceback says what went wrong, even when no rule classifies it
+        # (not after a death its watcher told: that traceback is the death's consequence)
         crash.message = f"{e.exc_type}: {e.text}"
         crash.line = e.line
         crash.phase, crash.phase_reason = _crash_phase(state, crash.kind, e)
@@ -462,10 +463,13 @@ def _host_mem(state: RunState, e: ev.HiCacheHostMemory) -> None:
 
 
 def _rank_dead(state: RunState, e: ev.RankDead) -> None:
+    first = state.crash is None and _ctx(state).pending is None
     if e.exit_code in _OOM_KILL_EXITS:
         _crash(state, e, _oom_kill_kind(state), e.text.strip())
     else:
         _crash(state, e, "unknown", e.text.strip())
+    if first and state.crash is not None and state.crash.line == e.line:
+        _ctx(state).death_said = True
     if state.crash is not None and state.crash.exit_code is None and e.exit_code is not None:
         state.crash.exit_code = e.exit_code
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 
 from cockpit.backends.base import FlagError
-from cockpit.sim.config import SimUsageError, load_config
+from cockpit.sim.options import SimUsageError
+from cockpit.sim.sglang.config import load_config
 
 PROG = "launch_server.py"
 USAGE = (
@@ -22,7 +23,7 @@ USAGE = (
 
 def main(argv: list[str]) -> int:
     if _backend(argv) == "vllm":
-        from cockpit.sim.vllm_main import main as vllm_main
+        from cockpit.sim.vllm.main import main as vllm_main
 
         return vllm_main(argv)
     if any(a in ("-h", "--help") for a in argv):
@@ -35,7 +36,7 @@ def main(argv: list[str]) -> int:
         print(USAGE, file=sys.stderr)
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    from cockpit.sim.server import run_server
+    from cockpit.sim.sglang.server import run_server
 
     return run_server(cfg)
 

@@ -13,7 +13,7 @@ from textual import on
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-from cockpit.core.profile import Profile
+from cockpit.face import Profile
 from cockpit.ui.keys import APP_BINDINGS
 from cockpit.ui.messages import ProfileChosen
 from cockpit.ui.screens.dialogs import HelpScreen
@@ -31,11 +31,11 @@ from cockpit.ui.themes import (
 def default_supervisor_factory(profile: Profile, **callbacks: Any) -> Any:
     """The real supervisor, with the journal when it can be opened (a run is recorded either way
     it is launched: from the TUI or from `cockpit up`)."""
-    from cockpit.supervisor.supervisor import Supervisor
+    from cockpit.face import Supervisor
 
     journal = None
     try:
-        from cockpit.journal import Journal
+        from cockpit.face import Journal
 
         journal = Journal.open()
     except Exception:  # the journal is a record, never a reason not to run
@@ -62,9 +62,11 @@ class CockpitApp(App[int]):
         overrides: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.time,
         extra_profiles: Iterable[Path] = (),
+        start_group: str | None = None,
     ) -> None:
         super().__init__()
         self.start_profile = profile
+        self.start_group = start_group  # a prefill/decode profile's group to open (prefill when None)
         self.supervisor_factory = supervisor_factory
         self.overrides = overrides
         self.clock = clock
@@ -78,7 +80,7 @@ class CockpitApp(App[int]):
 
     def on_mount(self) -> None:
         if self.start_profile is not None:
-            self.push_screen(self.dashboard_for(self.start_profile, from_picker=False))
+            self.push_screen(self.dashboard_for(self.start_profile, from_picker=False, group=self.start_group))
         else:
             from cockpit.ui.screens.picker import PickerScreen
 
@@ -89,13 +91,21 @@ class CockpitApp(App[int]):
 
     @on(ProfileChosen)
     def _profile_chosen(self, message: ProfileChosen) -> None:
-        self.push_screen(self.dashboard_for(message.profile, from_picker=True))
+        self.push_screen(self.dashboard_for(message.profile, from_picker=True, group=message.group))
 
-    def dashboard_for(self, profile: Profile, from_picker: bool) -> Screen[Any]:
+    def dashboard_for(self, profile: Profile, from_picker: bool, group: str | None = None) -> Screen[Any]:
+        """A profile's dashboard; a prefill/decode profile's is its `group`'s (prefill unless
+        named): each group is a run of its own, and the dashboard shows both groups' lines."""
         from cockpit.ui.screens.dashboard import DashboardScreen
 
+        deployment = None
+        if profile.groups:
+            deployment, group = profile, group or "prefill"
+            profile = deployment.group_profile(group)
         return DashboardScreen(
             profile,
+            deployment=deployment,
+            group=group if deployment is not None else None,
             supervisor_factory=self.supervisor_factory,
             overrides=self.overrides,
             clock=self.clock,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from cockpit.core.findings import FlagChange, value_text
+from cockpit.face import FlagChange, value_text
 
 UNKNOWN = "?"
 
@@ -86,7 +86,7 @@ def flag_short(flag: str) -> str:
 def flag_diff_words(change: FlagChange, *, short: bool = False, full_name: bool = False) -> str:
     """`mfs 0.88 (profile 0.93)`: the run's value first, the profile's in brackets (`short`: the
     run's value alone, `mfs 0.88`, the header's form when the line is too narrow for both)."""
-    from cockpit.core.secrets import mask_value  # an --api-key set for this run is shown as ***
+    from cockpit.face import mask_value  # an --api-key set for this run is shown as ***
 
     to, was = mask_value(change.flag, change.to_value), mask_value(change.flag, change.from_value)
     name = "--" + change.flag.lstrip("-") if full_name else flag_short(change.flag)
@@ -175,7 +175,7 @@ def exit_words(code: int | None, kind: str | None = None, *, short: bool = False
     if code in (143, -15):
         # with a crash kind the run crashed: nobody stopped it through Cockpit
         return f"exit code {code}: SIGTERM " + ("from outside Cockpit" if kind else "(asked to stop)")
-    from cockpit.core.crashstory import signal_words
+    from cockpit.face import signal_words
 
     words = signal_words(code)
     if words is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from cockpit.supervisor.api import RunSnapshot
+from cockpit.face import RunSnapshot
 
 HISTORY = 60  # samples per GPU: a minute at the agent's 1 Hz
 BLOCKS = " ▁▂▃▄▅▆▇█"

@@ -52,6 +52,7 @@ DASHBOARD_BINDINGS: list[BindingType] = [
     Binding("w", "why", "Arithmetic", show=False, id="dash.why"),
     Binding("i", "show_overrides", "Changed flags", show=False, id="dash.overrides"),
     Binding("h", "history", "History", id="dash.history"),
+    Binding("g", "other_group", "Other group", show=False, id="dash.other_group"),
     Binding("tab", "app.focus_next", "Next pane", show=False, id="dash.next_pane"),  # the app owns focus_next
 ]
 
@@ -109,6 +110,8 @@ DASHBOARD_KEYS: list[KeyRow] = [
     ("`w`", "show the arithmetic behind the advice", ("dash.why",)),
     ("`i`", "every flag this run changed from the profile, in full (the header abbreviates them when narrow)",
      ("dash.overrides",)),
+    ("`g`", "a prefill/decode deployment: the other group's dashboard (this group's server keeps running; asked first "
+            "when the other has no run, since opening it launches it)", ("dash.other_group",)),
     ("`h`", "history of runs: space picks several to compare, `l` relaunches one's flags", ("dash.history",)),
     ("`tab`", "move the keyboard focus to the next pane", ("dash.next_pane",)),
     ("`y`", "copy the advised command line (headroom advice applied) to the clipboard (OSC 52) and show it",

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from cockpit.core.findings import Finding, FlagChange
-from cockpit.core.profile import Profile
-from cockpit.supervisor.api import GpuProcess, LogBatch, RunInfo, RunSnapshot
+from cockpit.face import Finding, FlagChange, GpuProcess, LogBatch, Profile, RunInfo, RunSnapshot
 
 
 class SnapshotArrived(Message):
@@ -69,8 +67,10 @@ class LeftoversFound(Message):
 
 
 class ProfileChosen(Message):
-    """The picker chose a profile: the app opens its dashboard (the picker does not know the app)."""
+    """The picker chose a profile: the app opens its dashboard (the picker does not know the app);
+    `group`: one group of a prefill/decode profile ("prefill" | "decode"), None for its first."""
 
-    def __init__(self, profile: Profile) -> None:
+    def __init__(self, profile: Profile, group: str | None = None) -> None:
         super().__init__()
         self.profile = profile
+        self.group = group

@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cockpit.core.findings import Finding, FlagChange
-from cockpit.core.state import Crash
+from cockpit.face import Crash, Finding, FlagChange
 from cockpit.ui.screens.crash import headroom_finding
 
 CONFIDENT_KINDS = ("cuda_oom", "graph_capture_oom")
@@ -117,7 +116,7 @@ class Unattended:
 
 
 def actions_path() -> Path:
-    from cockpit.locations import data_dir
+    from cockpit.face import data_dir
 
     return data_dir() / "automatic-actions.jsonl"
 

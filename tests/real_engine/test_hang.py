@@ -174,9 +174,8 @@ def _lower_the_engines_group(pid: int | None) -> None:
     in a session of its own (the waiter's setsid). Its session's autogroup gets the nice value too."""
     if pid is None:
         return
-    with contextlib.suppress(OSError):
-        with open(f"/proc/{pid}/autogroup", "w") as f:
-            f.write("10")
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as f:
+        f.write("10")
 
 
 def _recorded_pid(profile_runs: Path) -> int | None:

@@ -70,6 +70,8 @@ async def test_sigkill_every_process_in_each_phase_is_a_classified_crash_within_
             if phase == "ready" and snap.state.last_batch_kind is None:
                 return  # serving: wait for the first batch
             pids = _members(snap.run.run_dir)
+            if len(pids) < 3:
+                return  # the ranks are still being spawned (a busy machine widens that gap): next snapshot
             for pid in pids:
                 os.kill(pid, signal.SIGKILL)
             marks["kill"] = time.monotonic()

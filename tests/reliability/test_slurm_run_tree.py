@@ -22,7 +22,7 @@ import pytest
 
 from tests.conftest import SshHome
 from tests.reliability._planted import as_other, other_uid, shared_dir
-from tests.slurm.conftest import SlurmCluster, slurm_cluster  # noqa: F401 - the real cluster fixture
+from tests.slurm.cluster import SlurmCluster
 from tests.slurm.test_slurm_e2e import _cockpit, _env, _profile
 
 THEIR_META = json.dumps({"flags": {"model-path": "/home/nobody/their-model", "trust-remote-code": True},
@@ -82,7 +82,7 @@ LAYOUTS = ["whole tree", "their current", "their run dir", "current is their lin
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_a_run_tree_prepared_by_another_user_is_refused(layout: str, slurm_cluster: SlurmCluster,  # noqa: F811
+def test_a_run_tree_prepared_by_another_user_is_refused(layout: str, slurm_cluster: SlurmCluster,
                                                         ssh_home: SshHome, tmp_path: Path, ledger) -> None:
     with shared_dir() as shared:
         work = shared / "work"

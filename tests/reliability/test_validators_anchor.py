@@ -21,7 +21,6 @@ import pytest
 
 from cockpit.core.profile import ProfileError, load_profile
 from tests.reliability.helpers import make_env
-from tests.slurm.conftest import slurm_cluster  # noqa: F401 - the real cluster fixture
 
 NL_CASES = [
     ("name", "name: \"nl\\n\"\n"),
@@ -97,7 +96,7 @@ def test_other_sbatch_options_pass(tmp_path: Path) -> None:
     assert load_profile(path).target.sbatch_args == ALLOWED  # type: ignore[union-attr]
 
 
-def test_sbatch_reads_the_refused_abbreviations_as_the_reserved_options(slurm_cluster, tmp_path: Path) -> None:  # noqa: F811
+def test_sbatch_reads_the_refused_abbreviations_as_the_reserved_options(slurm_cluster, tmp_path: Path) -> None:
     """The premise, on the real sbatch: held jobs submitted with the abbreviations come out as
     a job array / with the job name / output path that the abbreviation set."""
     out = tmp_path / "o.log"

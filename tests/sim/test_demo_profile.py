@@ -11,7 +11,7 @@ import pytest
 from cockpit.backends.sglang.command import build_argv
 from cockpit.backends.sglang.logparse import read_log
 from cockpit.core.profile import load_profile
-from cockpit.sim.config import load_config
+from cockpit.sim.sglang.config import load_config
 
 from .conftest import KIMI
 

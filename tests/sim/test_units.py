@@ -7,11 +7,11 @@ import os
 
 import pytest
 
-from cockpit.sim import hicache
-from cockpit.sim.config import decode_capture_sizes, load_config, split_sim_args
 from cockpit.sim.main import main
 from cockpit.sim.presets import GPUS, MODELS
-from cockpit.sim.scheduler import Req, SchedParams, Scheduler
+from cockpit.sim.sglang import hicache
+from cockpit.sim.sglang.config import decode_capture_sizes, load_config, split_sim_args
+from cockpit.sim.sglang.scheduler import Req, SchedParams, Scheduler
 from cockpit.sim.traffic import LONG_DOC_EVERY_S, LONG_DOC_TOKENS, arrivals
 
 KIMI = ["--model-path", "/models/Kimi-K2.5", "--tp", "8", "--trust-remote-code"]
@@ -49,6 +49,17 @@ def test_sim_args_are_split_out_in_both_spellings() -> None:
     opts, rest = split_sim_args(["--tp", "8", "--sim-speed=20", "--sim-traffic", "steady", "--port", "1"])
     assert opts.speed == 20 and opts.traffic == "steady"
     assert rest == ["--tp", "8", "--port", "1"]
+
+
+def test_both_engines_refuse_bad_sim_options_alike(capsys: pytest.CaptureFixture[str]) -> None:
+    """One --sim-* splitter (cockpit/sim/options.py) serves both simulators' command lines."""
+    vllm = ["--sim-backend", "vllm", "serve", "Qwen/Qwen3-0.6B"]
+    for argv, prog in ((KIMI, "launch_server.py"), (vllm, "vllm serve")):
+        assert main([*argv, "--sim-bogus=1"]) == 2
+        err = capsys.readouterr().err
+        assert f"{prog}: error: unrecognized arguments: --sim-bogus (simulator options: --sim-gpu" in err
+        assert main([*argv, "--sim-seed"]) == 2
+        assert f"{prog}: error: argument --sim-seed: expected one argument" in capsys.readouterr().err
 
 
 def test_default_mfs_heuristic_both_versions() -> None:
@@ -170,7 +181,7 @@ def test_a_collective_sets_other_messages_aside_without_losing_them(tmp_path) ->
     from multiprocessing import Pipe
 
     from cockpit.sim.clock import Clock
-    from cockpit.sim.rank import RankProcess
+    from cockpit.sim.sglang.rank import RankProcess
 
     cfg = load_config([*KIMI, "--sim-dir", str(tmp_path)])
     main_end, rank_end = Pipe(duplex=True)
@@ -187,8 +198,8 @@ def test_a_collective_sets_other_messages_aside_without_losing_them(tmp_path) ->
 def test_metrics_histograms_are_cumulative_and_parse() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from cockpit.sim.metrics import render_metrics
-    from cockpit.sim.scheduler import E2E_BUCKETS, TTFT_BUCKETS, Histogram
+    from cockpit.sim.sglang.metrics import render_metrics
+    from cockpit.sim.sglang.scheduler import E2E_BUCKETS, TTFT_BUCKETS, Histogram
 
     ttft = Histogram(TTFT_BUCKETS)
     for v in (0.05, 0.3, 0.3, 500.0):
@@ -217,7 +228,7 @@ def test_plain_data_parallel_runs_every_replica() -> None:
 def test_log_record_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
     import re
 
-    from cockpit.sim.logfmt import fmt_size, server_args_line, timestamp
+    from cockpit.sim.sglang.logfmt import fmt_size, server_args_line, timestamp
 
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", timestamp())
     monkeypatch.setenv("SGLANG_LOG_MS", "1")

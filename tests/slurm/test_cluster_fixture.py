@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 
 from tests.conftest import SshHome
-from tests.slurm.conftest import SlurmCluster
+from tests.slurm.cluster import SlurmCluster
 
 
 def test_login_node_submits_and_srun_prefixes(slurm_cluster: SlurmCluster, ssh_home: SshHome) -> None:

@@ -15,7 +15,7 @@ from cockpit.slurm.jobstate import SlurmJob
 from cockpit.slurm.script import DIST_ADDR, render_batch_script, sbatch_argv
 from cockpit.transport.ssh import SSHTransport
 from tests.conftest import SshHome
-from tests.slurm.conftest import SlurmCluster
+from tests.slurm.cluster import SlurmCluster
 from tests.transport.test_ssh import NASTY, PY
 
 ECHO = [PY, "-c", "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('COCKPIT_X'), os.getcwd()]))"]

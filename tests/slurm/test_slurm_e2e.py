@@ -19,7 +19,7 @@ from cockpit.supervisor.api import LogBatch
 from cockpit.supervisor.supervisor import Supervisor
 from cockpit.supervisor.targets.slurm import SlurmJobTarget
 from tests.conftest import SshHome, free_port
-from tests.slurm.conftest import SlurmCluster
+from tests.slurm.cluster import SlurmCluster
 
 PY = sys.executable
 

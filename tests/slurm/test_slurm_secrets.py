@@ -27,7 +27,7 @@ from cockpit.slurm.client import SlurmLogin
 from cockpit.slurm.script import render_batch_script, sbatch_argv
 from cockpit.transport.ssh import SSHTransport
 from tests.conftest import SshHome
-from tests.slurm.conftest import SlurmCluster
+from tests.slurm.cluster import SlurmCluster
 from tests.transport.test_ssh import PY
 
 TOKEN = "hf_slurm_t0ken_d0_not_leak_7731"

@@ -17,7 +17,7 @@ from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.dashboard import DashboardScreen
 from cockpit.ui.screens.dialogs import QuitScreen
 from tests.conftest import SshHome
-from tests.slurm.conftest import SlurmCluster
+from tests.slurm.cluster import SlurmCluster
 from tests.slurm.test_slurm_e2e import _env, _profile
 
 

@@ -78,11 +78,11 @@ async def test_log_ring_buffer_is_bounded() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         screen = await _ready(pilot)
         pane = screen.query_one(LogPane)
-        cap = pane._lines.maxlen
+        cap = pane.model.lines.maxlen
         assert cap is not None
         pane.add_lines([LogLine(i, None, f"line {i}") for i in range(cap + 500)])
         await pilot.pause()
-        assert len(pane._lines) == cap
+        assert len(pane.model.lines) == cap
         assert pane.total_seen == cap + 500 + 44
 
 

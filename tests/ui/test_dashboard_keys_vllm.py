@@ -53,6 +53,6 @@ async def test_filter_keys_use_vllms_words() -> None:
         batches = [ln.text for ln in pane.shown_lines]
         assert batches and all("Avg prompt throughput" in t for t in batches)
         await pilot.press("f")  # cycles on from batches to all
-        assert screen.filter_spec == "all" and len(pane.shown_lines) == len(pane._lines)
+        assert screen.filter_spec == "all" and len(pane.shown_lines) == len(pane.model.lines)
         # the pane paints vLLM's failure lines as errors
         assert "EngineDeadError" in pane.error_words or "EngineCore encountered" in pane.error_words

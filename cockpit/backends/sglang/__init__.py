@@ -56,7 +56,8 @@ class SGLangBackend(EngineBackend):
         lines = [ln for ln in sample.decode("utf-8", "replace").splitlines()[:2000] if ln.strip()]
         if not lines:
             return 0.0
-        return sum(1 for ln in lines if split_record(ln.lstrip())[0] is not None or head.search(ln)) / len(lines)
+        # the pattern first: it answers for most record lines in ~1 µs, split_record (Python) in ~8
+        return sum(1 for ln in lines if head.search(ln) or split_record(ln.lstrip())[0] is not None) / len(lines)
 
     def record_rank(self, line: str) -> str | None:
         from cockpit.backends.sglang.records import record_rank

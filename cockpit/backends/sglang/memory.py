@@ -269,11 +269,12 @@ def default_mfs(
             r += 3 * bs * attn_dp + (1.5 * bs * attn_dp if bs > 300 else 0)
         if gpu_mem_mib > 60 * 1024:
             r = max(r, 10240)
+        # the flat draft reserve: 2 GiB (0.5.9), 4 GiB (0.5.10–0.5.13) for every algorithm but NGRAM,
+        # 6 GiB for STANDALONE; gone from 0.5.14, which counts the draft's weights against mfs instead
+        # (server_args.py of each release's wheel; plan.DRAFT_IN_STATIC_SINCE)
         algo = (speculative_algorithm or "").upper()
-        if algo == "STANDALONE":
-            r += 6144
-        elif algo in ("EAGLE", "EAGLE3", "NEXTN"):
-            r += 2048
+        if algo and algo != "NGRAM" and version_key(v) < version_key("0.5.14"):
+            r += 6144 if algo == "STANDALONE" else 4096 if version_key(v) >= version_key("0.5.10") else 2048
     else:
         if decode_graph:
             r += 2 * bs

@@ -269,15 +269,43 @@ def _default_mfs(cfg: ModelConfig, gpu: GpuFacts, s: Settings) -> DefaultMfs:
 SPEC_DEFAULTS = (3, 1, 4)
 SPEC_DRAFT_MODEL = ("EAGLE", "EAGLE3", "STANDALONE")  # need --speculative-draft-model-path
 SPEC_MTP = ("NEXTN", "MTP")  # the checkpoint's own MTP layers when no draft path is given
+# The first release whose scheduler loads the draft's weights before the target's KV pool is sized
+# (Scheduler.init_model_worker: init_tp_model_worker → maybe_init_draft_worker → init_memory_pools;
+# sgl-project/sglang#28855, a redo of #28683 after #23862): the draft's weights count against
+# --mem-fraction-static, the pool's bytes per token carry the draft's layers
+# (pool_configurator.DefaultPoolConfigurator: cell × (1 + eagle_draft_num_layers / num_layers)), and
+# server_args no longer reserves a flat 4/6 GiB for the draft. Checked in the released wheels:
+# 0.5.13's ModelRunner.initialize still sizes the pool before the draft worker exists; 0.5.14's does not.
+DRAFT_IN_STATIC_SINCE = "0.5.14"
+
+
+# Up to 0.5.6 the draft pool held the target's tokens plus room for in-flight draft and verify tokens
+# (model_runner.py: draft_runner_cache_size = tokens + reqs·steps·topk + reqs·draft_tokens + 100);
+# 0.5.7 sets draft_runner_cache_size = max_total_num_tokens (model_runner_kv_cache_mixin.py, wheels).
+DRAFT_POOL_EXTRA_UNTIL = "0.5.7"
+
+
+def draft_weights_in_static(version: str | None) -> bool:
+    """True on the releases that count the draft's weights against --mem-fraction-static."""
+    return version_key(resolve_version(version)) >= version_key(DRAFT_IN_STATIC_SINCE)
 
 
 @dataclass(frozen=True)
 class DraftBudget:
-    """What a speculative draft worker takes after the target's pool and graphs (SGLang builds the
-    draft worker after the target's ModelRunner: its weights, its own KV pool and its graphs come
-    out of the memory the target left free). The draft pool holds the target's tokens plus room for
-    the in-flight draft and verify tokens: draft_runner_cache_size = tokens + reqs·steps·topk +
-    reqs·draft_tokens + 100 (model_runner_kv_cache_mixin.init_memory)."""
+    """What a speculative draft worker takes, in one of SGLang's two orders of allocation.
+
+    Before DRAFT_IN_STATIC_SINCE (`in_static` False) the draft worker is built after the target's
+    ModelRunner: its weights, its own KV pool and its graphs come out of the memory the target left
+    free. The draft pool holds the target's tokens (draft_runner_cache_size = max_total_num_tokens),
+    and before DRAFT_POOL_EXTRA_UNTIL (`inflight`) room for the in-flight draft and verify tokens
+    too: tokens + reqs·steps·topk + reqs·draft_tokens + 100.
+
+    From it (`in_static` True) the draft's weights are resident when the target's pool is sized, so
+    they count against --mem-fraction-static (the plan takes them from A), and the pool's bytes per
+    token are the target's × (1 + draft layers / target layers) (`budget_cell_bytes` is that extra):
+    the draft pool, of the target's tokens (the pools share one MemoryPoolConfig), sits inside the
+    static budget. Only its graphs, and whatever its real bytes per token exceed the budgeted ones
+    by, come out of the headroom."""
 
     algorithm: str
     weights_gib: float
@@ -286,8 +314,14 @@ class DraftBudget:
     steps: int
     topk: int
     draft_tokens: int
+    layers: int = 0  # the draft's attention layers (eagle_draft_num_layers)
+    in_static: bool = False
+    budget_cell_bytes: float = 0.0  # in_static: the bytes per token SGLang adds to the target's for the draft
+    inflight: bool = False  # the draft pool's room for in-flight draft/verify tokens (before 0.5.7)
 
     def pool_tokens(self, tokens: int, ctx: int, s: Settings) -> int:
+        if not self.inflight:
+            return tokens
         reqs = _max_reqs(tokens, ctx, s)
         return tokens + reqs * self.steps * self.topk + reqs * self.draft_tokens + 100
 
@@ -295,12 +329,18 @@ class DraftBudget:
         return self.pool_tokens(tokens, ctx, s) * self.cell_bytes / GIB
 
     def cost_gib(self, tokens: int, ctx: int, s: Settings) -> float:
+        """What the draft takes from the free memory after capture."""
+        if self.in_static:
+            return self.graph_gib + max(0.0, self.kv_gib(tokens, ctx, s) - tokens * self.budget_cell_bytes / GIB)
         return self.weights_gib + self.kv_gib(tokens, ctx, s) + self.graph_gib
 
     def terms(self, tokens: int, ctx: int, s: Settings) -> dict[str, float]:
-        return {"draft_weights_gib": self.weights_gib, "draft_kv_gib": self.kv_gib(tokens, ctx, s),
-                "draft_graph_gib": self.graph_gib, "draft_kv_bytes_per_token": float(round(self.cell_bytes)),
-                "draft_pool_tokens": float(self.pool_tokens(tokens, ctx, s))}
+        out = {"draft_weights_gib": self.weights_gib, "draft_kv_gib": self.kv_gib(tokens, ctx, s),
+               "draft_graph_gib": self.graph_gib, "draft_kv_bytes_per_token": float(round(self.cell_bytes)),
+               "draft_pool_tokens": float(self.pool_tokens(tokens, ctx, s))}
+        if self.in_static:
+            out["draft_budget_bytes_per_token"] = float(round(self.budget_cell_bytes))
+        return out
 
 
 def _max_reqs(tokens: int, ctx: int, s: Settings) -> int:
@@ -348,9 +388,21 @@ def draft_budget(cfg: ModelConfig, weights: WeightIndex, draft: ModelFacts | Non
     # draft decode graphs (one per batch size, each running the draft's steps) and draft-extend graphs:
     # SGLang's coefficient per batch size and per layer, as for the target, twice. An estimate.
     g = 2 * (GRAPH_MIB_PER_BS * bs * dcfg.hidden_size / 8192 + GRAPH_MIB_PER_DENSE_LAYER * layers) / 1024 if s.decode_graph else 0.0
+    if draft_weights_in_static(s.version) and algo != "DFLASH":
+        target_layers = max(1, cfg.layers // max(1, s.pp))
+        extra = int(cell_bytes(cfg, s) * (1 + layers / target_layers)) - cell_bytes(cfg, s)
+        notes.append(f"speculative {algo}: SGLang {resolve_version(s.version)} loads the draft's weights before the target's KV "
+                     f"pool is sized (since {DRAFT_IN_STATIC_SINCE}): they count against --mem-fraction-static, and each pool "
+                     f"token is budgeted {round(extra)} B more for the draft's {plural(layers, 'layer')} (the target's bytes × "
+                     f"{layers}/{target_layers}); only the draft's graphs come out of the headroom")
+        if cfg.swa_layers:
+            notes.append("the draft's share of a sliding-window model's pool follows SGLang's default configurator: not checked for SWA pools")
+        return DraftBudget(algo, w / GIB, cell, g, steps, topk, ndt, layers, True, float(extra))
+    inflight = version_key(resolve_version(s.version)) < version_key(DRAFT_POOL_EXTRA_UNTIL)
+    pool = "the target's tokens + in-flight draft/verify tokens" if inflight else "the target's tokens"
     notes.append(f"speculative {algo}: the draft worker loads after the target's graphs; its weights, KV pool "
-                 "(the target's tokens + in-flight draft/verify tokens) and graphs come out of the headroom")
-    return DraftBudget(algo, w / GIB, cell, g, steps, topk, ndt)
+                 f"({pool}) and graphs come out of the headroom")
+    return DraftBudget(algo, w / GIB, cell, g, steps, topk, ndt, layers, inflight=inflight)
 
 
 def plan(
@@ -386,10 +438,14 @@ def plan(
     graphs = graph_gib(cfg, s, bs)
     notes = list(cfg.notes)
     spec = draft_budget(cfg, weights, draft, s, bs, notes)
+    pool_cell = cell  # bytes per token of the target's pool as SGLang sizes it
+    if spec is not None and spec.in_static:
+        a -= spec.weights_gib  # resident when the pool is profiled
+        pool_cell = cell + spec.budget_cell_bytes
 
     def estimate(mfs: float) -> tuple[float, int, float]:
         kv = kv_pool_gib(p, a, mfs)
-        tok = _tokens(kv, cell, cfg, s)
+        tok = _tokens(kv, pool_cell, cfg, s)
         head = p * (1 - mfs) - req_to_token_gib(tok, ctx, s) - ATTN_WORKSPACE_GIB - graphs
         if spec is not None:
             head -= spec.cost_gib(tok, ctx, s)
@@ -398,7 +454,7 @@ def plan(
     cal_err: dict[str, float] = {}
     row_of = estimate
     if calibration is not None:
-        kv_c = calibration.max_total_num_tokens * cell / GIB
+        kv_c = calibration.max_total_num_tokens * pool_cell / GIB
         _kv_e, tok_e, head_e = estimate(calibration.value)
         cal_err = {
             "max_total_num_tokens": float(tok_e - calibration.max_total_num_tokens),
@@ -410,7 +466,7 @@ def plan(
             # the δ·P rule around the measured run: δ·P moves from free memory into the pool
             d = (mfs - calibration.value) * p
             kv = kv_c + d
-            return kv, _tokens(kv, cell, cfg, s), calibration.headroom_after_capture_gib - d
+            return kv, _tokens(kv, pool_cell, cfg, s), calibration.headroom_after_capture_gib - d
 
         row_of = calibrated
 

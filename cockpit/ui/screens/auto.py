@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from cockpit.supervisor.api import RunSnapshot
+from cockpit.face import RunSnapshot
 from cockpit.ui.unattended import Decision, journal_action, notify_env
 
 

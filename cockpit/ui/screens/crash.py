@@ -11,10 +11,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from cockpit.backends import DEFAULT_BACKEND, get_backend
-from cockpit.core.findings import Finding, FlagChange, value_text
-from cockpit.core.sanitize import clean_text
-from cockpit.core.state import Crash
+from cockpit.face import DEFAULT_BACKEND, Crash, Finding, FlagChange, clean_text, get_backend, value_text
 from cockpit.ui import format as fmt
 from cockpit.ui.keys import CRASH_BINDINGS
 from cockpit.ui.widgets.advice import change_words, predicted_words
@@ -174,7 +171,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         self.query_one("#crash-info", Static).update(info)
         lines = c.decisive_lines or [c.message]
         if unexplained:
-            from cockpit.core.logtail import decisive_tail
+            from cockpit.face import decisive_tail
 
             lines = decisive_tail(self.log_tail, 8) or ["the log is empty: the server printed nothing"]
             if self.log_format in (None, "unknown"):

@@ -22,12 +22,19 @@ from textual.screen import Screen
 from textual.widgets import Input, Static
 from textual.worker import Worker, WorkerState
 
-from cockpit.core.findings import Finding, FlagChange
-from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
-from cockpit.core.numbers import plural
-from cockpit.core.profile import Profile
-from cockpit.core.state import SERIES_MAX_POINTS, SeriesPoint
-from cockpit.supervisor.api import LogBatch, RunSnapshot
+from cockpit.face import (
+    GENERIC_ERROR_WORDS,
+    PRESET_NAMES,
+    SERIES_MAX_POINTS,
+    Finding,
+    FlagChange,
+    LineFilter,
+    LogBatch,
+    Profile,
+    RunSnapshot,
+    SeriesPoint,
+    plural,
+)
 from cockpit.ui import format as fmt
 from cockpit.ui.gpuhistory import GpuHistory
 from cockpit.ui.keys import DASHBOARD_BINDINGS
@@ -44,6 +51,7 @@ from cockpit.ui.screens.auto import UnattendedActions
 from cockpit.ui.screens.crash import CrashScreen, RestartChoice, headroom_finding, other_advice
 from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, PickScreen, QuitScreen
 from cockpit.ui.screens.export import ExportActions
+from cockpit.ui.screens.groups import GroupActions
 from cockpit.ui.screens.stacks import StacksActions
 from cockpit.ui.unattended import Unattended
 from cockpit.ui.widgets.advice import AdvicePanel
@@ -77,7 +85,7 @@ def too_small_words(width: int, height: int) -> str:
     return f"Cockpit needs at least {MIN_WIDTH}×{MIN_HEIGHT}\n(this terminal is {width}×{height})"
 
 
-class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[None]):
+class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActions, Screen[None]):
     BINDINGS = DASHBOARD_BINDINGS
 
     def __init__(
@@ -88,9 +96,13 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
         overrides: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.time,
         from_picker: bool = False,
+        deployment: Profile | None = None,
+        group: str | None = None,
     ) -> None:
         super().__init__()
         self.profile = profile
+        self.deployment = deployment  # a prefill/decode profile: this dashboard follows its `group`
+        self.group = group
         self.supervisor_factory = supervisor_factory
         self.overrides = overrides
         self.clock = clock
@@ -128,6 +140,8 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
             hosts = tuple(h.label for h in self.profile.hosts)
             engine = f"{self.profile.backend} {self.profile.version}" if self.profile.version else ""
             yield RunHeader(self.profile.name, hosts, engine=engine, id="header")
+            if (strip := self.groups_strip()) is not None:
+                yield strip
             with VerticalScroll(id="bars-box") as bars_box:
                 bars_box.can_focus = False  # 16+ ranks scroll here; the keys stay with the log
                 yield RankBars(id="bars")
@@ -151,7 +165,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
                     yield GpuProcesses(id="procs")
             yield Input(placeholder="regex — enter to apply, esc to cancel", id="filter-input")
             yield LogPane(id="log")
-        yield KeyHints(id="keyhints")
+        yield KeyHints(groups=self.deployment is not None, id="keyhints")
 
     def on_mount(self) -> None:
         self.add_class("-panel-advice")
@@ -160,6 +174,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
         self.set_interval(1.0, self._tick)  # ages and time-in-phase only; data repaints on arrival
         if self.supervisor_factory is not None:
             self.run_worker(self._supervise(), name="supervise", group="supervisor", exit_on_error=False)
+        self.start_group_watch()
 
     def on_resize(self, event: Resize) -> None:
         self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
@@ -267,6 +282,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
             except Exception:
                 pass  # leaving: the server keeps running whatever the follower did
         self.workers.cancel_group(self, "supervisor")
+        self.workers.cancel_group(self, "groups")
         if back:
             self.app.pop_screen()
         else:
@@ -371,6 +387,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
             self._phase_key = key
             self._phase_since = now - self._phase_age_in_log(snap)
         self._refresh_header()
+        self.show_own_group(snap)
         self.query_one(RankBars).show(
             snap, now, self._policy(), self.rank_focus, hicache_gb_per_rank=self._hicache_per_rank(snap)
         )
@@ -522,7 +539,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
     def action_debug_relaunch(self) -> None:
         """`D`: relaunch with the engine's debugging settings, listed and asked first; the journal
         records the run as a debug run."""
-        from cockpit.backends import get_backend
+        from cockpit.face import get_backend
 
         if self.supervisor is None:
             self.notify("no supervisor: nothing to relaunch", severity="warning")
@@ -541,7 +558,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
 
     def _validate_overrides(self, overrides: dict[str, Any]) -> None:
         """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""
-        from cockpit.backends import get_backend
+        from cockpit.face import get_backend
 
         get_backend(self.profile.backend).effective_flags(self.profile, overrides)
 
@@ -655,7 +672,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
                 self.notify("the run is live: s stops it, r restarts it", severity="warning")
             return
         if self.profile.source:
-            from cockpit.core.profile import ProfileError, load_profile
+            from cockpit.face import ProfileError, load_profile
 
             try:
                 self.profile = load_profile(self.profile.source)
@@ -848,7 +865,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, Screen[No
 
     def _filter_presets(self) -> Mapping[str, tuple[str, ...]]:
         """The presets' words as the profile's server prints them (the backend's)."""
-        from cockpit.backends import get_backend
+        from cockpit.face import get_backend
 
         try:
             return get_backend(self.profile.backend).log_filter_presets()

@@ -29,7 +29,7 @@ class ExportActions:
         changes to the profile kept), as one shell-quoted line; None without advice."""
         import shlex
 
-        from cockpit.backends import get_backend
+        from cockpit.face import get_backend
 
         snap = self.snapshot
         proposal = headroom_finding(snap.findings) if snap else None

@@ -19,13 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
-from cockpit.core.findings import value_text
-from cockpit.core.secrets import without_masked
-from cockpit.journal.journal import RunRecord
-from cockpit.journal.views import (
-    compare_rows,
-    run_rows,
-)
+from cockpit.face import RunRecord, compare_rows, run_rows, value_text, without_masked
 from cockpit.ui.themes import hex_rgb
 
 HISTORY_BINDINGS: list[BindingType] = [
@@ -202,7 +196,7 @@ class HistoryScreen(Screen[None]):
     # ---- loading (a thread worker: sqlite never runs on the event loop) ----
     @work(thread=True, exclusive=True, group="history-load")
     def load(self) -> None:
-        from cockpit.journal import Journal
+        from cockpit.face import Journal
 
         try:
             journal = Journal.open(self.journal_path, readonly=True)

@@ -20,9 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from cockpit.backends import get_backend
-from cockpit.core.findings import Finding, sort_findings
-from cockpit.core.profile import Profile, ProfileError, load_profile
+from cockpit.face import Finding, Profile, ProfileError, get_backend, load_profile, sort_findings
 from cockpit.ui.keys import PICKER_BINDINGS
 from cockpit.ui.messages import ProfileChosen
 from cockpit.ui.screens.dashboard import too_small_words
@@ -35,6 +33,8 @@ MEASURE_TIMEOUT_S = 20.0
 @dataclass
 class Preview:
     path: Path
+    group: str | None = None  # one group of a prefill/decode profile: its own command and findings
+    deployment: Profile | None = None  # that prefill/decode profile, when `group` is set
     profile: Profile | None = None
     error: str | None = None
     argv: list[str] | None = None
@@ -51,14 +51,17 @@ class PreviewReady(Message):
 
 
 class LiveRuns(Message):
-    def __init__(self, live: dict[Path, str], outcomes: dict[Path, str] | None = None) -> None:
+    def __init__(self, live: dict[Path, str], outcomes: dict[Path, str] | None = None,
+                 groups: dict[Path, list[str]] | None = None, group_live: dict[tuple[Path, str], str] | None = None) -> None:
         super().__init__()
         self.live = live  # profile path -> run id
         self.outcomes = outcomes or {}  # profile path -> its last run in words
+        self.groups = groups or {}  # a prefill/decode profile's path -> its roles, prefill first
+        self.group_live = group_live or {}  # (path, role) -> the group's live run id
 
 
 def profile_files(extra: list[Path]) -> list[Path]:
-    from cockpit.locations import list_profile_files
+    from cockpit.face import list_profile_files
 
     files = list(list_profile_files())
     for p in extra:
@@ -67,13 +70,18 @@ def profile_files(extra: list[Path]) -> list[Path]:
     return files
 
 
-def build_preview(path: Path) -> Preview:
-    """Load, build the command line, run preflight (local facts). Runs in a thread worker."""
-    pv = Preview(path=path)
+def build_preview(path: Path, group: str | None = None) -> Preview:
+    """Load, build the command line, run preflight (local facts). Runs in a thread worker. A group
+    of a prefill/decode profile is previewed as the profile of its own servers (`NAME.ROLE`)."""
+    pv = Preview(path=path, group=group)
     try:
         pv.profile = load_profile(path)
-    except ProfileError as exc:
+        if group is not None:
+            pv.deployment, pv.profile = pv.profile, pv.profile.group_profile(group)
+    except (ProfileError, ValueError) as exc:
         pv.error = str(exc)
+        return pv
+    if pv.profile.groups:  # the deployment: no server of its own, its groups are previewed one by one
         return pv
     prof = pv.profile
     backend = get_backend(prof.backend)
@@ -91,10 +99,10 @@ def build_preview(path: Path) -> Preview:
 def _host_facts(profile: Profile) -> list[Any]:
     """Local facts for a local profile; remote hosts are named with unknown facts (preflight says
     so) until the measured preflight over SSH answers (PickerScreen._measure)."""
-    from cockpit.backends.base import HostFacts
+    from cockpit.face import HostFacts
 
     if all(h.is_local for h in profile.hosts):
-        from cockpit.telemetry.hostfacts import local_host_facts
+        from cockpit.face import local_host_facts
 
         return [local_host_facts()]
     return [HostFacts(host=h.label) for h in profile.hosts]
@@ -102,8 +110,7 @@ def _host_facts(profile: Profile) -> list[Any]:
 
 def _journal_runs(profile_name: str) -> list[Any]:
     """The journal's runs of a profile (read-only) for the plan's calibration; none when unusable."""
-    from cockpit.errors import CockpitError
-    from cockpit.journal import Journal
+    from cockpit.face import CockpitError, Journal
 
     try:
         j = Journal.open(readonly=True)
@@ -132,8 +139,7 @@ def outcome_words(run: Any | None) -> str:
 
 def last_outcomes(names: list[str]) -> dict[str, str]:
     """Profile name → outcome_words of its newest journal run (the journal read-only)."""
-    from cockpit.errors import CockpitError
-    from cockpit.journal import Journal
+    from cockpit.face import CockpitError, Journal
 
     try:
         j = Journal.open(readonly=True)
@@ -151,18 +157,20 @@ def last_outcomes(names: list[str]) -> dict[str, str]:
 class PlanMade(Message):
     """The memory plan of the previewed profile, as one finding (after the measured preflight)."""
 
-    def __init__(self, path: Path, finding: Finding) -> None:
+    def __init__(self, path: Path, finding: Finding, group: str | None = None) -> None:
         super().__init__()
         self.path = path
+        self.group = group
         self.finding = finding
 
 
 class PreviewMeasured(Message):
     """Preflight with facts measured on the profile's hosts (the same check a launch runs)."""
 
-    def __init__(self, path: Path, findings: list[Finding] | None, error: str | None) -> None:
+    def __init__(self, path: Path, findings: list[Finding] | None, error: str | None, group: str | None = None) -> None:
         super().__init__()
         self.path = path
+        self.group = group
         self.findings = findings
         self.error = error
 
@@ -173,7 +181,11 @@ class PickerScreen(Screen[None]):
     def __init__(self, extra: list[Path] | None = None) -> None:
         super().__init__()
         self.extra = extra or []
-        self.paths: list[Path] = []
+        self.files: list[Path] = []  # the profile files found
+        self.paths: list[Path] = []  # one per row: a prefill/decode profile's group rows repeat its path
+        self.roles: list[str | None] = []  # per row: None, or the group that row opens
+        self.groups: dict[Path, list[str]] = {}
+        self.group_live: dict[tuple[Path, str], str] = {}
         self.live: dict[Path, str] = {}
         self.outcomes: dict[Path, str] = {}
         self.preview: Preview | None = None
@@ -195,29 +207,45 @@ class PickerScreen(Screen[None]):
     def on_screen_resume(self) -> None:
         # Back from a dashboard: the run may have been left running (or stopped) meanwhile.
         if self.paths:
-            self._find_live_runs(list(self.paths))
+            self._find_live_runs(list(self.files))
 
     def on_resize(self, event: Resize) -> None:
         self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
         self.query_one(Footer).compact = event.size.width < 120  # more keys fit on a narrow terminal
 
     def _reload(self) -> None:
-        self.paths = profile_files(self.extra)
+        self.files = profile_files(self.extra)
         self._fill_list()
         self.query_one(OptionList).focus()
-        self._find_live_runs(list(self.paths))
+        self._find_live_runs(list(self.files))
 
     def _fill_list(self) -> None:
         ol = self.query_one(OptionList)
         highlighted = ol.highlighted
         ol.clear_options()
+        self.paths, self.roles = [], []
+        for p in self.files:
+            self.paths.append(p)
+            self.roles.append(None)
+            for r in self.groups.get(p, []):
+                self.paths.append(p)
+                self.roles.append(r)
         if not self.paths:
             self.query_one("#preview-text", Static).update(
                 "No profiles found in ./profiles, the user config dir or the bundled examples."
             )
             return
-        for p in self.paths:
+        for p, role in zip(self.paths, self.roles, strict=True):
+            if role is not None:  # a group of the deployment above: `NAME.ROLE`, as `cockpit up` names it
+                last = role == self.groups[p][-1]
+                label = Text(("  └ " if last else "  ├ ") + f"{p.stem}.{role}")
+                if (p, role) in self.group_live:
+                    label.append("  ● live", style="bold")
+                ol.add_option(Option(label, id=f"{p}::{role}"))
+                continue
             label = Text(p.stem)
+            if p in self.groups:
+                label.append("  prefill/decode", style="dim")
             if p in self.live:
                 label.append("  ● live", style="bold")
             elif p in self.outcomes:
@@ -229,25 +257,27 @@ class PickerScreen(Screen[None]):
     @on(OptionList.OptionHighlighted)
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if event.option_id:
-            self.query_one("#preview-text", Static).update(f"checking {Path(event.option_id).name}…")
-            self._load_preview(Path(event.option_id))
+            path, _, role = event.option_id.partition("::")
+            self.query_one("#preview-text", Static).update(f"checking {Path(path).name}{'.' + role if role else ''}…")
+            self._load_preview(Path(path), role or None)
 
     @on(OptionList.OptionSelected)
     def _selected(self, event: OptionList.OptionSelected) -> None:
         self.action_open()
 
     @work(thread=True, exclusive=True, group="preview")
-    def _load_preview(self, path: Path) -> None:
-        self.post_message(PreviewReady(build_preview(path)))
+    def _load_preview(self, path: Path, group: str | None = None) -> None:
+        self.post_message(PreviewReady(build_preview(path, group)))
 
     @work(exclusive=True, group="live", exit_on_error=False)
     async def _find_live_runs(self, paths: list[Path]) -> None:
-        from cockpit.supervisor.supervisor import Supervisor
+        from cockpit.face import Supervisor
 
-        async def live_run(path: Path) -> str | None:
+        async def live_run(path: Path, role: str | None) -> str | None:
             sup = None
             try:
-                sup = Supervisor(load_profile(path))
+                prof = load_profile(path)
+                sup = Supervisor(prof.group_profile(role) if role else prof)
                 run = await asyncio.wait_for(sup.attach(), timeout=LIVE_CHECK_TIMEOUT_S)
                 return run.id if run is not None else None
             except Exception:  # unreachable host, bad profile: simply not marked live
@@ -258,46 +288,58 @@ class PickerScreen(Screen[None]):
                         await sup.close()
 
         names: dict[Path, str] = {}
+        groups: dict[Path, list[str]] = {}
+        targets: list[tuple[Path, str | None]] = []  # what may have a live run: a plain profile, or each group
         for p in paths:
             with contextlib.suppress(Exception):
-                names[p] = load_profile(p).name
+                prof = load_profile(p)
+                names[p] = prof.name
+                if prof.groups:
+                    groups[p] = [role for role, _gp in prof.group_profiles()]
+                    targets += [(p, role) for role in groups[p]]
+                else:
+                    targets.append((p, None))
         words = await asyncio.to_thread(last_outcomes, sorted(set(names.values())))
         outcomes = {p: words[n] for p, n in names.items() if n in words}
         # the journal is local: its outcomes show at once, not after the slowest host answers
         # (an unreachable one costs LIVE_CHECK_TIMEOUT_S); the live marks stay as they were until then
-        self.post_message(LiveRuns(dict(self.live), outcomes))
-        found = await asyncio.gather(*(live_run(p) for p in paths))
-        self.post_message(LiveRuns({p: run_id for p, run_id in zip(paths, found, strict=True) if run_id}, outcomes))
+        self.post_message(LiveRuns(dict(self.live), outcomes, groups, dict(self.group_live)))
+        found = await asyncio.gather(*(live_run(p, role) for p, role in targets))
+        live = {p: run_id for (p, role), run_id in zip(targets, found, strict=True) if run_id and role is None}
+        group_live = {(p, role): run_id for (p, role), run_id in zip(targets, found, strict=True) if run_id and role}
+        self.post_message(LiveRuns(live, outcomes, groups, group_live))
 
     @on(LiveRuns)
     def _live(self, message: LiveRuns) -> None:
         self.live = message.live
         self.outcomes = message.outcomes
+        self.groups = message.groups
+        self.group_live = message.group_live
         self._fill_list()
 
     @on(PreviewReady)
     def _preview_ready(self, message: PreviewReady) -> None:
         self.preview = message.preview
         self._render_preview()
-        if message.preview.profile is not None:
-            self._measure(message.preview.path, message.preview.profile)
+        if message.preview.profile is not None and not message.preview.profile.groups:
+            self._measure(message.preview.path, message.preview.profile, message.preview.group)
 
     @work(exclusive=True, group="measure", exit_on_error=False)
-    async def _measure(self, path: Path, profile: Profile) -> None:
-        from cockpit.supervisor.supervisor import Supervisor
+    async def _measure(self, path: Path, profile: Profile, group: str | None = None) -> None:
+        from cockpit.face import Supervisor
 
         sup = Supervisor(profile)
         try:
             findings = await asyncio.wait_for(sup.preflight(), timeout=MEASURE_TIMEOUT_S)
-            self.post_message(PreviewMeasured(path, sort_findings(list(findings)), None))
+            self.post_message(PreviewMeasured(path, sort_findings(list(findings)), None, group))
             # then the memory plan before launch (cockpit plan), calibrated by the journal as the CLI's is
-            from cockpit.supervisor.planning import profile_plan_finding
+            from cockpit.face import profile_plan_finding
 
             runs = await asyncio.to_thread(_journal_runs, profile.name)
             plan, _mp = await asyncio.wait_for(profile_plan_finding(profile, runs=runs), timeout=MEASURE_TIMEOUT_S)
-            self.post_message(PlanMade(path, plan))
+            self.post_message(PlanMade(path, plan, group))
         except Exception as exc:  # unreachable host: keep the unmeasured findings, say why
-            self.post_message(PreviewMeasured(path, None, str(exc) or type(exc).__name__))
+            self.post_message(PreviewMeasured(path, None, str(exc) or type(exc).__name__, group))
         finally:
             with contextlib.suppress(Exception):
                 await sup.close()
@@ -305,7 +347,7 @@ class PickerScreen(Screen[None]):
     @on(PlanMade)
     def _plan_made(self, message: PlanMade) -> None:
         pv = self.preview
-        if pv is None or pv.path != message.path:
+        if pv is None or pv.path != message.path or pv.group != message.group:
             return
         pv.findings = sort_findings([*(f for f in pv.findings if f.id != message.finding.id), message.finding])
         self._render_preview()
@@ -313,7 +355,7 @@ class PickerScreen(Screen[None]):
     @on(PreviewMeasured)
     def _measured(self, message: PreviewMeasured) -> None:
         pv = self.preview
-        if pv is None or pv.path != message.path:
+        if pv is None or pv.path != message.path or pv.group != message.group:
             return
         if message.findings is not None:
             pv.findings = message.findings
@@ -328,7 +370,7 @@ class PickerScreen(Screen[None]):
         if pv is None:
             return
         t = Text()
-        t.append(pv.path.stem, style="bold")
+        t.append(pv.path.stem + (f".{pv.group}" if pv.group else ""), style="bold")
         t.append(f"  {pv.path}\n", style="dim")
         if pv.error:
             t.append("\n" + pv.error + "\n", style="bold red")
@@ -336,7 +378,11 @@ class PickerScreen(Screen[None]):
             return
         prof = pv.profile
         assert prof is not None
-        run_id = self.live.get(pv.path)
+        if prof.groups:
+            t.append(self._deployment_words(prof))
+            self.query_one("#preview-text", Static).update(t)
+            return
+        run_id = self.live.get(pv.path) if pv.group is None else self.group_live.get((pv.path, pv.group))
         if run_id:
             t.append(f"● a run is live ({run_id}): enter attaches to it\n", style="bold")
         else:
@@ -364,18 +410,34 @@ class PickerScreen(Screen[None]):
                 t.append("    " + f.arithmetic.replace("\n", "\n    ") + "\n", style="dim")
         self.query_one("#preview-text", Static).update(t)
 
+    def _deployment_words(self, prof: Profile) -> str:
+        path = self.preview.path if self.preview else None
+        lines = [f"prefill/decode deployment · backend {prof.backend} {prof.version or ''}",
+                 "each group is a run of its own; enter opens the prefill group's dashboard, which shows both",
+                 "groups (`g` switches to the other); the rows below open one group", ""]
+        for role, gp in prof.group_profiles():
+            live = self.group_live.get((path, role)) if path else None
+            state = f"● live ({live})" if live else "no live run"
+            lines.append(f"  {role} group {gp.name}: {', '.join(h.label for h in gp.hosts)} · {state}")
+        if prof.router is not None:
+            lines.append(f"  router: port {prof.router.port} (cockpit plan {prof.name} shows its command)")
+        return "\n".join(lines) + "\n"
+
     # ---- actions ----
     def action_open(self) -> None:
         pv = self.preview
         ol = self.query_one(OptionList)
         if ol.highlighted is None or not self.paths:
             return
-        path = self.paths[ol.highlighted]
-        if pv is None or pv.path != path or pv.profile is None:
+        path, role = self.paths[ol.highlighted], self.roles[ol.highlighted]
+        if pv is None or pv.path != path or pv.group != role or pv.profile is None:
             if pv is not None and pv.path == path and pv.error:
                 self.notify(pv.error, severity="error")
             else:
                 self.notify("still checking this profile…", severity="warning")
+            return
+        if role is not None:  # one group: its dashboard, which shows the deployment's both groups
+            self.post_message(ProfileChosen(pv.deployment or pv.profile, group=role))
             return
         self.post_message(ProfileChosen(pv.profile))
 

@@ -61,15 +61,15 @@ class StacksActions:
     async def _take_stacks(self) -> None:
         import asyncio
 
-        from cockpit.supervisor.stacks import collect, render, save
+        from cockpit.face import collect_stacks, render_stacks, save_stacks
 
         try:
-            dump = await collect(self.supervisor)
-            path = await asyncio.to_thread(save, dump)
+            dump = await collect_stacks(self.supervisor)
+            path = await asyncio.to_thread(save_stacks, dump)
         except Exception as exc:
             self.post_message(StacksTaken([], str(exc) or type(exc).__name__))
             return
-        self.post_message(StacksTaken([*render(dump), "", f"saved: {path}"]))
+        self.post_message(StacksTaken([*render_stacks(dump), "", f"saved: {path}"]))
 
     def on_stacks_taken(self, message: StacksTaken) -> None:
         if message.error is not None:

@@ -20,8 +20,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
-from cockpit.journal.journal import RunRecord
-from cockpit.journal.views import bench_value
+from cockpit.face import RunRecord, bench_value
 
 UNKNOWN = "—"
 SETTING_FLAGS = ("mem-fraction-static", "gpu-memory-utilization", "cuda-graph-max-bs", "cuda-graph-max-bs-decode",
@@ -140,7 +139,7 @@ class TuneScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="tune-load")
     def load(self) -> None:
-        from cockpit.journal import Journal
+        from cockpit.face import Journal
 
         try:
             journal = Journal.open(self.journal_path, readonly=True)

@@ -6,7 +6,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
-from cockpit.core.findings import Finding, predicted_phrases, sort_findings
+from cockpit.face import Finding, predicted_phrases, sort_findings
 
 MARKS = {"critical": "●", "warning": "▲", "info": "○", "ok": "✓"}
 

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widget import Widget
 
-from cockpit.supervisor.api import RunSnapshot, SlurmView
+from cockpit.face import RunSnapshot, SlurmView
 from cockpit.ui import format as fmt
 
 

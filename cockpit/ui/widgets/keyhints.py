@@ -26,13 +26,14 @@ HINTS: tuple[tuple[str, str, int], ...] = (
     ("h", "History", 5),
     ("t", "Theme", 8),
     ("^p", "Commands", 7),
+    ("g", "Other group", 1),  # a prefill/decode deployment's dashboard only
 )
 GAP = 2
 
 
-def choose(width: int, compact: bool) -> list[tuple[str, str]]:
-    """The hints shown at this width, in display order."""
-    hints = [(k, label, prio) for k, label, prio in HINTS if compact or k != "v"]
+def choose(width: int, compact: bool, groups: bool = False) -> list[tuple[str, str]]:
+    """The hints shown at this width, in display order; `g` only on a group's dashboard."""
+    hints = [(k, label, prio) for k, label, prio in HINTS if (compact or k != "v") and (groups or k != "g")]
 
     def cost(items: list[tuple[str, str, int]]) -> int:
         return sum(len(k) + 1 + len(label) for k, label, _p in items) + GAP * max(0, len(items) - 1) + 1
@@ -53,11 +54,15 @@ class KeyHints(Widget):
 
     COMPONENT_CLASSES = {"keyhints--key", "keyhints--label"}
 
+    def __init__(self, *, groups: bool = False, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.groups = groups  # a prefill/decode deployment's dashboard: `g` switches group
+
     def render(self) -> Text:
         width = self.size.width
         t = Text(no_wrap=True, overflow="crop")
         t.append(" ")
-        for i, (key, label) in enumerate(choose(width, width < 120)):
+        for i, (key, label) in enumerate(choose(width, width < 120, self.groups)):
             if i:
                 t.append(" " * GAP)
             t.append(key, style=self.get_component_rich_style("keyhints--key", partial=True) or Style(bold=True))

@@ -1,9 +1,9 @@
-"""The live log: a bounded ring buffer, filtered, rendering only the lines on screen.
+"""The live log: its model's lines on screen, rendering only the lines in view.
 
-Lines arrive in batches (10-20 Hz) from the supervisor. Filtering is done by a matcher the screen
-hands in (cockpit.core.logfilter.LineFilter, or anything with `matches`/`spans`); this widget only
-keeps, selects and paints lines. Scrolling up pauses following; new lines are counted, not shown,
-until the operator returns to the end.
+The ring buffer, the filtered selection and the search are `ui/logmodel.py`'s `LogModel` (no
+Textual there); this widget scrolls, pauses, wraps and paints, and runs a new filter's selection of
+older lines in slices between other events. Scrolling up pauses following; new lines are counted,
+not shown, until the operator returns to the end.
 
 Reading aids: `←`/`→` scroll sideways (long lines are not cut, the view moves), `wrap` folds each
 line into screen rows instead, and a search (less-style: newest match first, then older/newer)
@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import deque
 from collections.abc import Iterable
-from itertools import islice
-from typing import Protocol
 
 from rich.style import Style
 from rich.text import Text
@@ -26,23 +23,8 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from cockpit.core.logfilter import GENERIC_ERROR_WORDS
-from cockpit.core.sanitize import clean_text, has_control
-from cockpit.supervisor.api import LogLine
-
-DEFAULT_CAPACITY = 20_000
-# A new filter selects from the ring newest-first: the lines for the screen at once (the key's
-# answer), the older ones in slices between other events. A slice of the presets costs ~1.5 µs
-# a line, so 3,000 lines is ~5 ms: the full 20,000-line ring in one go was ~30 ms behind the key.
-SELECT_FIRST_MAX = 3_000
-SELECT_SLICE = 3_000
-
-
-class Matcher(Protocol):
-    def matches(self, text: str, rank: str | None = None) -> bool: ...
-
-    def spans(self, text: str) -> list[tuple[int, int]]: ...
-
+from cockpit.face import GENERIC_ERROR_WORDS, LogLine
+from cockpit.ui.logmodel import DEFAULT_CAPACITY, SELECT_SLICE, LogModel, Matcher
 
 # What the "errors" preset looks for is also what the pane paints as an error line: the screen sets
 # the server's own words (`error_words`, from the backend); these serve until it does.
@@ -71,48 +53,37 @@ class LogPane(ScrollView, can_focus=True):
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self._lines: deque[LogLine] = deque(maxlen=capacity)
-        self._shown: deque[LogLine] = deque(maxlen=capacity)
-        self._matcher: Matcher | None = None
-        self._rank: str | None = None
+        self.model = LogModel(capacity)
+        self._shown = self.model.shown  # the model's selection (one deque for its life), read to paint
         self.paused = False
         self.new_lines = 0  # lines that matched while paused
-        self.dropped = 0  # lines the supervisor could not deliver (it tells us how many)
-        self.total_seen = 0
-        self._width = 0
         self._title = "Log"
-        # The oldest `_unselected` lines of the ring have not been checked against the filter yet
-        # (a filter change selects them in slices, newest first); `_selection` tells a slice
-        # scheduled for an older filter to stand down.
-        self._unselected = 0
-        self._selection = 0
         self.wrap = False
         self._rows_key: tuple[object, ...] = ()
         self._rows: list[tuple[int, int]] = []  # wrapped: (index into _shown, first column)
-        self.search_rx: re.Pattern[str] | None = None
-        self.hit: int | None = None  # index into _shown of the current search match
+
+    @property
+    def dropped(self) -> int:
+        """Lines the supervisor could not deliver (it tells us how many)."""
+        return self.model.dropped
+
+    @property
+    def total_seen(self) -> int:
+        return self.model.total_seen
+
+    @property
+    def search_rx(self) -> re.Pattern[str] | None:
+        return self.model.search_rx
+
+    @property
+    def hit(self) -> int | None:
+        """Index into the shown lines of the current search match."""
+        return self.model.hit
 
     # ---- data in ----
     def add_lines(self, lines: Iterable[LogLine], dropped: int = 0) -> None:
-        self.dropped += dropped
-        shown_before = len(self._shown)
-        full = self._shown.maxlen is not None and shown_before == self._shown.maxlen
-        added = 0
-        ring_before = len(self._lines)
-        seen_before = self.total_seen
-        for line in lines:
-            if has_control(line.text):  # the supervisor cleans; any other feeder is cleaned here
-                line = LogLine(line.number, line.rank, clean_text(line.text, keep_newlines=False), line.host)
-            self.total_seen += 1
-            self._lines.append(line)
-            if self._accepts(line):
-                self._shown.append(line)
-                added += 1
-                self._width = max(self._width, len(line.text) + 8)
-        if self._unselected:
-            # lines that fell off the top of the ring were never selected: nothing left to do there
-            fell = ring_before + (self.total_seen - seen_before) - len(self._lines)
-            self._unselected = max(0, self._unselected - fell)
+        full = self.model.shown_full
+        added = self.model.add(lines, dropped)
         if not added and not dropped:
             return
         if self.paused:
@@ -141,27 +112,9 @@ class LogPane(ScrollView, can_focus=True):
         The screen's worth of newest matching lines is selected now; older lines follow in slices
         of SELECT_SLICE between other events (see `_select_older`), so the key is answered at once.
         """
-        self._matcher, self._rank = matcher, rank
-        self._selection += 1
-        self._shown.clear()
-        self._unselected = 0
-        if matcher is None and rank is None:
-            self._shown.extend(self._lines)  # everything: a C-speed copy
-        else:  # each line carries its rank: judged on its own, so newest first
-            want = max(self.size.height, 1) * 2
-            found: list[LogLine] = []
-            checked = 0
-            for line in reversed(self._lines):
-                if checked >= SELECT_FIRST_MAX or len(found) >= want:
-                    break
-                checked += 1
-                if self._accepts(line):
-                    found.append(line)
-            found.reverse()
-            self._shown.extend(found)
-            self._unselected = len(self._lines) - checked
-            if self._unselected:
-                self.call_later(self._select_older, self._selection)
+        self.model.set_filter(matcher, rank, want=max(self.size.height, 1) * 2)
+        if self.model.unselected:
+            self.call_later(self._select_older, self.model.selection)
         self._title = title.plain if isinstance(title, Text) else title
         self.new_lines = 0
         self._resize()
@@ -172,43 +125,33 @@ class LogPane(ScrollView, can_focus=True):
 
     def _select_older(self, selection: int) -> None:
         """One slice of a pending selection: the next older SELECT_SLICE lines, then yield."""
-        if selection != self._selection or not self._unselected:
+        if selection != self.model.selection or not self.model.unselected:
             return
-        self._select_slice(SELECT_SLICE)
-        if self._unselected:
+        self._show_selected(self.model.select_slice(SELECT_SLICE))
+        if self.model.unselected:
             self.call_later(self._select_older, selection)
 
-    def _select_slice(self, count: int) -> None:
-        start = max(0, self._unselected - count)
-        found = [line for line in islice(self._lines, start, self._unselected) if self._accepts(line)]
-        room = (self._shown.maxlen or len(self._lines)) - len(self._shown)
-        if len(found) >= room:
-            # The selection is full (it may hold lines the ring no longer has): keep the newest.
-            found = found[len(found) - room :] if room > 0 else []
-            start = 0
-        self._unselected = start
+    def _show_selected(self, found: int) -> None:
+        """`found` lines were put above the shown ones: resize, and keep a paused view in place."""
         if not found:
-            if not self._unselected:
+            if not self.model.unselected:
                 self._update_subtitle()
             return
-        self._shown.extendleft(reversed(found))
         self._resize()
         if self.paused:
             # Lines came in above the view: keep the operator's view on the same lines.
-            self.scroll_to(y=self.scroll_y + len(found), animate=False, immediate=True)
+            self.scroll_to(y=self.scroll_y + found, animate=False, immediate=True)
         else:
             self._follow_end()
         self.refresh()
         self._update_subtitle()
 
     def _finish_selection(self) -> None:
-        while self._unselected:
-            self._select_slice(len(self._lines))
+        if self.model.unselected:
+            self._show_selected(self.model.finish_selection())
 
     def clear(self) -> None:
-        self._lines.clear()
-        self._shown.clear()
-        self._unselected = 0
+        self.model.clear()
         self.new_lines = 0
         self._resize()
         self.refresh()
@@ -216,23 +159,18 @@ class LogPane(ScrollView, can_focus=True):
     @property
     def all_lines(self) -> list[LogLine]:
         """The ring buffer, unfiltered (the crash dialog reads the log's last lines from it)."""
-        return list(self._lines)
+        return list(self.model.lines)
 
     @property
     def shown_lines(self) -> list[LogLine]:
         self._finish_selection()
         return list(self._shown)
 
-    def _accepts(self, line: LogLine) -> bool:
-        if self._rank is not None and line.rank != self._rank:
-            return False
-        return self._matcher is None or self._matcher.matches(line.text, line.rank)
-
     def _resize(self) -> None:
         if self.wrap:
             self.virtual_size = Size(self.scrollable_content_region.width, len(self._wrapped_rows()))
         else:
-            self.virtual_size = Size(max(self._width, self.scrollable_content_region.width), len(self._shown))
+            self.virtual_size = Size(max(self.model.width, self.scrollable_content_region.width), len(self._shown))
 
     # ---- wrapping ----
     def _wrapped_rows(self) -> list[tuple[int, int]]:
@@ -286,33 +224,27 @@ class LogPane(ScrollView, can_focus=True):
     def search(self, pattern: str) -> int:
         """Jump to the newest match at or above the bottom of the view; the number of matching
         lines (0: nothing moves). Lower-case patterns ignore case, as `less -i` does."""
-        flags = 0 if any(c.isupper() for c in pattern) else re.IGNORECASE
-        self.search_rx = re.compile(pattern, flags)  # re.error is the caller's to report
+        self.model.set_search(pattern)  # re.error is the caller's to report
         self._finish_selection()
-        hits = [i for i, line in enumerate(self._shown) if self.search_rx.search(line.text)]
-        self.hit = None
-        if hits:
-            bottom = self._bottom_index()
-            above = [i for i in hits if i <= bottom]
-            self._jump(above[-1] if above else hits[-1])
+        count = self.model.first_hit(self._bottom_index())
+        if self.model.hit is not None:
+            self._jump(self.model.hit)
         self._update_subtitle()
         self.refresh()
-        return len(hits)
+        return count
 
     def search_next(self, older: bool) -> bool:
         """`n` (older) / `N` (newer) from the current match; False when there is none that way."""
-        if self.search_rx is None:
+        if self.model.search_rx is None:
             return False
-        start = self.hit if self.hit is not None else self._bottom_index() + (1 if older else 0)
-        rng = range(start - 1, -1, -1) if older else range(start + 1, len(self._shown))
-        for i in rng:
-            if self.search_rx.search(self._shown[i].text):
-                self._jump(i)
-                return True
-        return False
+        index = self.model.search_next(older, None if self.model.hit is not None else self._bottom_index())
+        if index is None:
+            return False
+        self._jump(index)
+        return True
 
     def clear_search(self) -> None:
-        self.search_rx, self.hit = None, None
+        self.model.clear_search()
         self._update_subtitle()
         self.refresh()
 
@@ -324,7 +256,6 @@ class LogPane(ScrollView, can_focus=True):
         return min(row, len(self._shown) - 1)
 
     def _jump(self, index: int) -> None:
-        self.hit = index
         self.pause()
         # the match a third from the top: context above and below it, as less shows it
         self.scroll_to(y=max(0, self._row_of(index) - max(1, self.size.height) // 3), animate=False, immediate=True)
@@ -389,7 +320,7 @@ class LogPane(ScrollView, can_focus=True):
             parts.append(f"search /{self.search_rx.pattern}/ n older · N newer")
         if self.wrap:
             parts.append("wrapped")
-        parts.append(f"{len(self._shown)}/{len(self._lines)} lines")
+        parts.append(f"{len(self._shown)}/{len(self.model.lines)} lines")
         # Everything goes in the top border: the compact layout has no bottom border to spare.
         title = Text(self._title + " · ")
         status = Text(" · ".join(parts), style=self._style("marker") if self.paused else "")
@@ -424,8 +355,8 @@ class LogPane(ScrollView, can_focus=True):
                 text.append(f"{line.rank:<4} ", style=self._style("rank"))
         if any(w in line.text for w in self.error_words):
             body.stylize(self._style("error"))
-        if self._matcher is not None:
-            for a, b in self._matcher.spans(line.text):
+        if self.model.matcher is not None:
+            for a, b in self.model.matcher.spans(line.text):
                 body.stylize(self._style("match"), a, b)
         if self.search_rx is not None:
             current = index == self.hit

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from textual.timer import Timer
 from textual_plotext import PlotextPlot
 
-from cockpit.core.state import SeriesPoint
+from cockpit.face import SeriesPoint
 from cockpit.ui.themes import hex_rgb
 
 

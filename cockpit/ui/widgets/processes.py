@@ -10,7 +10,7 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from cockpit.supervisor.api import GpuProcess, RunSnapshot
+from cockpit.face import GpuProcess, RunSnapshot
 from cockpit.ui import format as fmt
 from cockpit.ui.gpuhistory import GpuHistory, sparkline
 from cockpit.ui.widgets.strips import StripCache

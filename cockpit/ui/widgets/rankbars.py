@@ -22,9 +22,7 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from cockpit.core.ranks import rank_sort_key
-from cockpit.core.state import RankMemory
-from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample, RunSnapshot
+from cockpit.face import GpuProcess, GpuSample, HostSample, RankMemory, RunSnapshot, rank_sort_key
 from cockpit.ui import format as fmt
 from cockpit.ui.widgets.strips import StripCache
 

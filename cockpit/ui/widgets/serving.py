@@ -7,7 +7,7 @@ from typing import Any
 
 from textual.widgets import Static
 
-from cockpit.core.serving import serving_words
+from cockpit.face import serving_words
 
 
 class ServingFigures(Static):

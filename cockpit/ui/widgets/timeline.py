@@ -6,8 +6,7 @@ from rich.style import Style
 from rich.text import Text
 from textual.widget import Widget
 
-from cockpit.core.ranks import rank_sort_key
-from cockpit.core.state import RankMemory, RunState
+from cockpit.face import RankMemory, RunState, rank_sort_key
 from cockpit.ui import format as fmt
 
 # (label, from milestone, to milestone) — milestone names are RankMemory.timeline keys.

@@ -7,22 +7,16 @@ the default --mem-fraction-static, chunked prefill size, decode graph batch size
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cockpit.backends.base import FlagError
-from cockpit.sim.gpus import instance_dir
+from cockpit.sim.options import TRAFFIC_MODES, SimUsageError, default_sim_dir, split_sim_options
 from cockpit.sim.presets import GPUS, MODELS, GpuPreset, ModelPreset, guess_model
 
-TRAFFIC_MODES = ("none", "steady", "burst")
 SIM_VERSIONS = ("0.5.9", "0.5.23")
 DEFAULT_HOST_MEM_GB = 449.0  # the story's host
-
-
-class SimUsageError(Exception):
-    """A bad --sim-* option (exit 2, argparse style)."""
 
 
 @dataclass
@@ -54,24 +48,8 @@ _SIM_FLAGS = {
 def split_sim_args(argv: list[str]) -> tuple[SimOptions, list[str]]:
     """Take the --sim-* options out of argv (both `--sim-x v` and `--sim-x=v`)."""
     opts = SimOptions()
-    rest: list[str] = []
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        if not tok.startswith("--sim-"):
-            rest.append(tok)
-            i += 1
-            continue
-        name, eq, value = tok.partition("=")
-        if name not in _SIM_FLAGS:
-            raise SimUsageError(f"unrecognized arguments: {name} (simulator options: {', '.join(_SIM_FLAGS)})")
-        if not eq:
-            if i + 1 >= len(argv):
-                raise SimUsageError(f"argument {name}: expected one argument")
-            value = argv[i + 1]
-            i += 2
-        else:
-            i += 1
+    pairs, rest = split_sim_options(argv, _SIM_FLAGS)
+    for name, value in pairs:
         attr = _SIM_FLAGS[name]
         try:
             if attr == "speed" or attr == "host_mem_gb":
@@ -96,14 +74,6 @@ def split_sim_args(argv: list[str]) -> tuple[SimOptions, list[str]]:
     if opts.host_mem_gb <= 0:
         raise SimUsageError("argument --sim-host-mem-gb: must be > 0")
     return opts, rest
-
-
-def default_sim_dir(port: int) -> Path:
-    """COCKPIT_SIM_GPU_DIR when set (simulators told to share), else this instance's own GPUs."""
-    env = os.environ.get("COCKPIT_SIM_GPU_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path(instance_dir(port)).expanduser()
 
 
 @dataclass

@@ -16,16 +16,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import time
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
-from cockpit.sim.vllm_engine import DECODE_TOKENS_PER_S, E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Engine, Req
+from cockpit.sim.uvicorn import UvicornHandler, status_text
+from cockpit.sim.vllm.engine import DECODE_TOKENS_PER_S, E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Engine, Req
 
 if TYPE_CHECKING:
-    from cockpit.sim.vllm_server import VllmSim
+    from cockpit.sim.vllm.server import VllmSim
 
 WORDS = (" the", " cockpit", " reads", " every", " log", " line", " and", " keeps", " the", " GPUs", " honest", ".")
 STREAM_WAIT_S = 0.5  # real seconds a stream waits for the next engine step before it looks at the engine again
@@ -91,27 +90,9 @@ def render_metrics(sim: VllmSim, eng: Engine | None) -> str:
 def make_handler(sim: VllmSim) -> type[BaseHTTPRequestHandler]:
     cfg = sim.cfg
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "uvicorn"
-        sys_version = ""
-
-        def setup(self) -> None:
-            super().setup()
-            # as uvicorn: no Nagle delay on small writes (a streamed token would wait ~40 ms for an ACK)
-            with contextlib.suppress(OSError):
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
+    class Handler(UvicornHandler):
         def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-            try:
-                status = HTTPStatus(int(code))
-                text = f"{status.value} {status.phrase}"
-            except (ValueError, TypeError):
-                text = str(code)
-            sim.access(f"{self.client_address[0]}:{self.client_address[1]}", self.command, self.path, text)
+            sim.access(f"{self.client_address[0]}:{self.client_address[1]}", self.command, self.path, status_text(code))
 
         def _reply(self, code: int, body: Any = None, ctype: str = "application/json") -> None:
             data = b"" if body is None else body.encode() if isinstance(body, str) else json.dumps(body).encode()

@@ -13,7 +13,7 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 
-from cockpit.sim.vllm_config import VllmSimConfig
+from cockpit.sim.vllm.config import VllmSimConfig
 
 PREFILL_TOKENS_PER_S = 12000.0  # simulated seconds, per engine
 DECODE_TOKENS_PER_S = 35.0  # per running request

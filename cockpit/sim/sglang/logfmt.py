@@ -12,7 +12,8 @@ import os
 import time
 from typing import Any
 
-from cockpit.sim.config import SimConfig
+from cockpit.sim.output import write_raw
+from cockpit.sim.sglang.config import SimConfig
 
 
 def timestamp() -> str:
@@ -21,18 +22,6 @@ def timestamp() -> str:
     if os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true", "yes"):
         text += f".{int((now % 1) * 1000):03d}"
     return text
-
-
-def write_raw(text: str, fd: int = 2) -> None:
-    data = text.encode("utf-8", "replace")
-    try:
-        while data:
-            n = os.write(fd, data)
-            data = data[n:]
-    except OSError:
-        # stderr closed or a full disk: the simulated server keeps running, like one whose
-        # terminal went away.
-        pass
 
 
 class Log:

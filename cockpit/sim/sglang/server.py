@@ -20,18 +20,19 @@ import socket
 import threading
 import time
 import uuid
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from cockpit.sim import crashes, gpus
+from cockpit.sim import gpus
 from cockpit.sim.clock import Clock
-from cockpit.sim.config import SimConfig
-from cockpit.sim.logfmt import Log, resolved_server_args, server_args_line
-from cockpit.sim.metrics import render_metrics
-from cockpit.sim.rank import RankProcess
+from cockpit.sim.sglang import crashes
+from cockpit.sim.sglang.config import SimConfig
+from cockpit.sim.sglang.logfmt import Log, resolved_server_args, server_args_line
+from cockpit.sim.sglang.metrics import render_metrics
+from cockpit.sim.sglang.rank import RankProcess
+from cockpit.sim.uvicorn import UvicornHandler, status_text
 
 WORDS = (" the", " of", " and", " to", " in", " a", " is", " that", " for", " it", " as", " with", " on", " was")
 
@@ -508,26 +509,9 @@ def _jsonable(v: Any) -> bool:
 def _make_handler(server: SimServer) -> type[BaseHTTPRequestHandler]:
     cfg = server.cfg
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "uvicorn"
-        sys_version = ""
-
-        def setup(self) -> None:
-            super().setup()
-            # as uvicorn: no Nagle delay on small writes (a streamed token would wait ~40 ms for an ACK)
-            with contextlib.suppress(OSError):
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
+    class Handler(UvicornHandler):
         def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-            try:
-                status = HTTPStatus(int(code))
-                code_text = f"{status.value} {status.phrase}"
-            except (ValueError, TypeError):
-                code_text = str(code)
+            code_text = status_text(code)
             client = f"{self.client_address[0]}:{self.client_address[1]}"
             server.log.uvicorn(f'{client} - "{self.command} {self.path} {self.request_version}" {code_text}')
 

@@ -1,5 +1,8 @@
 """A real one-node Slurm cluster on loopback, reached through its own sshd as the login node.
 
+A pytest plugin registered once by tests/conftest.py (`pytest_plugins`): every test of the suite that
+asks for `slurm_cluster` shares the one cluster. Import the types from here, never the fixture.
+
 `slurm_cluster` (session) -> SlurmCluster
     munged (private key and socket), slurmctld and slurmd (random free ports, private state,
     spool and log directories under a short /tmp directory: munge's socket path must stay under
@@ -173,6 +176,11 @@ def _listening(port: int) -> bool:
 @pytest.fixture(scope="session")
 def slurm_cluster(ssh_home: SshHome) -> Iterator[SlurmCluster]:
     _require_slurm()
+    # a second cluster in one session would append a second `Host slurm-login` to the shared ssh
+    # config, and ssh reads the first: the tests would submit to one cluster and fill another
+    if f"Host {LOGIN_ALIAS}\n" in ssh_home.ssh_config.read_text():
+        raise RuntimeError("a second Slurm cluster in one test session: request the `slurm_cluster` fixture "
+                           "(registered once by tests/conftest.py), never import it into a module")
     # short: munge's socket path must fit a sockaddr_un
     root = Path(tempfile.mkdtemp(prefix="ckslurm-", dir="/tmp"))
     for d in ("munge", "state", "spool", "log"):

@@ -7,7 +7,7 @@ capture, `init_cache_with_memory_pool` / `HiRadixCache` for cache init.
 
 from __future__ import annotations
 
-from cockpit.sim.logfmt import fmt_size
+from cockpit.sim.sglang.logfmt import fmt_size
 
 SITE = "/usr/local/lib/python3.12/dist-packages"
 PYLIB = "/usr/lib/python3.12"

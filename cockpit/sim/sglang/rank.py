@@ -12,7 +12,6 @@ scheduler does: `Scheduler hit an exception: Traceback …`, then SIGQUIT to the
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import heapq
 import math
 import os
@@ -22,12 +21,14 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-from cockpit.sim import crashes, gpus, hicache
+from cockpit.sim import gpus
 from cockpit.sim.clock import Clock
-from cockpit.sim.config import SimConfig
-from cockpit.sim.logfmt import Log
 from cockpit.sim.perf import perf_model
-from cockpit.sim.scheduler import KvPoolExhausted, Req, SchedParams, Scheduler
+from cockpit.sim.process import die_with_parent, set_process_name
+from cockpit.sim.sglang import crashes, hicache
+from cockpit.sim.sglang.config import SimConfig
+from cockpit.sim.sglang.logfmt import Log
+from cockpit.sim.sglang.scheduler import KvPoolExhausted, Req, SchedParams, Scheduler
 from cockpit.sim.traffic import arrivals
 
 GIB = 2**30
@@ -37,24 +38,6 @@ MAX_EXTERNAL_TICK_S = 0.2
 # how far (simulated seconds) the scheduler may run ahead of the clock so that answers leave on
 # time; a request that arrives meanwhile waits for the next batch, as it would for an iteration
 MAX_LOOKAHEAD_S = 0.05
-PR_SET_NAME = 15
-PR_SET_PDEATHSIG = 1
-
-
-def set_process_name(name: str) -> None:
-    """The kernel's comm (15 characters), what ps -o comm and dmesg show: `sglang::schedul`."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
-
-
-def die_with_parent() -> None:
-    """SGLang's schedulers kill themselves when the main process dies (PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(Exception):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 class _Hang(Exception):
     """This rank is blocked in a collective whose peer died: wait to be killed."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from cockpit.backends.base import FlagError
-from cockpit.sim.config import SimUsageError
+from cockpit.sim.options import SimUsageError
 
 PROG = "vllm serve"
 USAGE = (f"usage: {PROG} [model_tag] [--tensor-parallel-size N] [--gpu-memory-utilization F] [--max-model-len N] "
@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
         print(USAGE)
         print("\nA simulated vLLM server (cockpit). See docs/SIMULATOR.md.")
         return 0
-    from cockpit.sim.vllm_config import load_vllm_config
+    from cockpit.sim.vllm.config import load_vllm_config
 
     try:
         cfg = load_vllm_config(list(argv))
@@ -30,6 +30,6 @@ def main(argv: list[str]) -> int:
         print(USAGE, file=sys.stderr)
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    from cockpit.sim.vllm_server import run_vllm
+    from cockpit.sim.vllm.server import run_vllm
 
     return run_vllm(cfg)

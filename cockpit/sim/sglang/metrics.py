@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cockpit.sim.config import SimConfig
-from cockpit.sim.scheduler import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
+from cockpit.sim.sglang.config import SimConfig
+from cockpit.sim.sglang.scheduler import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
 
 GAUGES = (
     ("num_running_reqs", "The number of running requests."),

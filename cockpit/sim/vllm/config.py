@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.backends.base import FlagError
-from cockpit.sim.config import TRAFFIC_MODES, SimUsageError, default_sim_dir
+from cockpit.sim.options import TRAFFIC_MODES, SimUsageError, default_sim_dir, split_sim_options
 from cockpit.sim.presets import GPUS, GpuPreset
 
 SIM_VLLM_VERSIONS = ("0.16.0", "0.33.0")
@@ -109,26 +109,8 @@ _SIM_OPTS = ("--sim-gpu", "--sim-model", "--sim-speed", "--sim-traffic", "--sim-
 
 
 def split_args(argv: list[str]) -> tuple[dict[str, str], list[str]]:
-    opts: dict[str, str] = {}
-    rest: list[str] = []
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        if not tok.startswith("--sim-"):
-            rest.append(tok)
-            i += 1
-            continue
-        name, eq, value = tok.partition("=")
-        if name not in _SIM_OPTS:
-            raise SimUsageError(f"unrecognized arguments: {name} (simulator options: {', '.join(_SIM_OPTS)})")
-        if not eq:
-            if i + 1 >= len(argv):
-                raise SimUsageError(f"argument {name}: expected one argument")
-            value = argv[i + 1]
-            i += 1
-        i += 1
-        opts[name[len("--sim-"):]] = value
-    return opts, rest
+    pairs, rest = split_sim_options(argv, _SIM_OPTS)
+    return {name[len("--sim-"):]: value for name, value in pairs}, rest
 
 
 def load_vllm_config(argv: list[str]) -> VllmSimConfig:
