@@ -113,7 +113,7 @@ def table1() -> list[list[str]]:
         s = settings_from_flags(flags_of(st), version_of(st))
         p = st.min_pre_load_avail_gb
         a = min(r.after_weights_avail_gb for r in st.ranks.values() if r.after_weights_avail_gb is not None)
-        mfs = st.mem_fraction_static
+        mfs = st.memory_setting[1]  # an SGLang log: its dump has the flag
         cell = cell_bytes(cfg, s)
         kv = a - p * (1 - mfs)
         tok = math.floor(kv * GIB / cell)
@@ -151,7 +151,8 @@ def table2() -> list[list[str]]:
                f"{cur.headroom_after_capture_gib:.2f}", f"{head:.2f}", f"{cur.headroom_after_capture_gib - head:+.2f}"]
         if c.sibling:
             sib = truth(c.sibling)
-            cal = Calibration(c.sibling, sib.mem_fraction_static, sib.max_total_num_tokens, sib.min_headroom_gb)
+            cal = Calibration(c.sibling, sib.memory_setting[1],
+                               sib.max_total_num_tokens, sib.min_headroom_gb)
             mc, _, _ = _plan(c, cal)
             row += [pct(mc.current.max_total_num_tokens, st.max_total_num_tokens), f"{mc.current.headroom_after_capture_gib - head:+.2f}"]
         else:

@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
 EPILOG = """\
 commands in the order an operator meets them:
-  cockpit demo [--backend vllm]     the TUI on a simulated SGLang (or vLLM) run (no GPU needed)
-  cockpit check PROFILE             preflight: flags, HiCache per-rank arithmetic, host facts
-  cockpit plan PROFILE              memory plan: KV tokens and headroom per --mem-fraction-static
+  cockpit demo [--backend NAME]     the TUI on a simulated run (no GPU needed)
+  cockpit check PROFILE             preflight: flags, host-cache per-rank arithmetic, host facts
+  cockpit plan PROFILE              memory plan: KV tokens and headroom per memory setting
   cockpit up PROFILE --wait ready   launch detached on the profile's hosts
   cockpit status PROFILE            phase, per-rank memory, findings
   cockpit logs PROFILE -f --filter memory
@@ -81,9 +81,12 @@ class _RawFormatter(argparse.RawDescriptionHelpFormatter, _Formatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from cockpit.backends import DEFAULT_BACKEND, backend_names, engine_names  # the registry only: cheap
+
+    engines = backend_names()
     p = _Parser(
         prog="cockpit",
-        description="A keyboard-driven cockpit for LLM inference servers (SGLang, vLLM) on multi-GPU hosts.",
+        description=f"A keyboard-driven cockpit for LLM inference servers ({engine_names()}) on multi-GPU hosts.",
         epilog=EPILOG,
         formatter_class=_RawFormatter,
     )
@@ -94,25 +97,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("profile", nargs="?", help="profile name or path; omit for the picker")
     s.add_argument("--theme", help="dark (default), light or high-contrast")
 
-    s = sub.add_parser("demo", help="the TUI on a bundled demo profile (simulated SGLang or vLLM)")
+    s = sub.add_parser("demo", help=f"the TUI on a bundled demo profile (simulated {engine_names()})")
     s.add_argument("--theme", help="dark (default), light or high-contrast")
     s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
-    s.add_argument("--backend", choices=("sglang", "vllm"), default="sglang",
-                   help="which server's story: sglang (Kimi-K2.5, TP8) or vllm (Qwen3-32B, TP2)")
-    s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default: the demo profile's, 30123 SGLang, 18123 vLLM)")
+    s.add_argument("--backend", choices=engines, default=DEFAULT_BACKEND,
+                   help=f"which engine's story: its own bundled demo profile (default {DEFAULT_BACKEND})")
+    s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default: the demo profile's)")
 
-    s = sub.add_parser("diagnose", help="parse SGLang or vLLM logs and explain them")
+    s = sub.add_parser("diagnose", help=f"parse {engine_names()} logs and explain them")
     s.add_argument("logs", nargs="+", metavar="LOG", help="one or more log files, or - for standard input")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
-    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB like --hicache-size (HiCache sizing)")
+    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB (host-cache sizing)")
     s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GiB as nvidia-smi shows it")
-    s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node (HiCache ranks per node)")
+    s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node (host-cache ranks per node)")
 
     s = sub.add_parser("check", help="preflight a profile against its hosts")
     s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
     s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
-    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB like --hicache-size")
+    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB (host-cache sizing)")
     s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GiB as nvidia-smi shows it")
     s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
 
@@ -124,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tp", type=int, default=None, help="with --model-config: tensor parallel size")
     s.add_argument("--dp", type=int, default=None, help="with --model-config: data parallel size")
     s.add_argument("--ep", type=int, default=None, help="with --model-config: expert parallel size")
-    s.add_argument("--backend", choices=["sglang", "vllm"], default="sglang", help="with --model-config (default sglang)")
+    s.add_argument("--backend", choices=engines, default=DEFAULT_BACKEND,
+                   help=f"with --model-config: the engine (default {DEFAULT_BACKEND})")
     s.add_argument("--server-version", default=None, help="with --model-config: the server version (default the newest known)")
     s.add_argument("--target-headroom-gb", type=float, default=5.0, help="with --model-config: target free GiB after capture")
     s.add_argument("--warn-headroom-gb", type=float, default=3.0, help="with --model-config: warn below this many GiB")
@@ -188,9 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--concurrency", type=int, nargs="+", default=None, metavar="C",
                    help="requests in flight; several values run one level after the other (default 8)")
     s.add_argument("--input-len", type=int, default=None, metavar="L",
-                   help="prompt tokens of synthetic requests (default 1024, cut to fit the run's max-model-len)")
+                   help="prompt tokens of synthetic requests (default 1024, cut to fit the run's context length)")
     s.add_argument("--output-len", type=int, default=None, metavar="L",
-                   help="output tokens per request, EOS ignored (default 256, cut to fit the run's max-model-len)")
+                   help="output tokens per request, EOS ignored (default 256, cut to fit the run's context length)")
     s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
                    help="random token ids of the model's own tokenizer, or JSONL lines "
                         '{"prompt": ..., "output_len": N}')
@@ -198,8 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop a level (and the bench) once this share of its requests failed (default 0.5)")
     s.add_argument("--duration", type=float, default=120.0, metavar="S",
                    help="time limit per level (s); requests still running then are cancelled (default 120)")
-    s.add_argument("--api", choices=["openai", "sglang"], default="openai",
-                   help="streaming /v1/completions (default) or SGLang's /generate")
+    s.add_argument("--api", default="openai", metavar="openai|ENGINE",
+                   help="streaming /v1/completions (default), or the engine's own generate API named by the engine")
     s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     s = sub.add_parser("tune", help="guided tuning: launch, measure, move; writes NAME.tuned.yaml")
@@ -218,14 +222,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
                    help='bench prompts: random tokens (synthetic, the default) or JSONL lines {"prompt": ..., "output_len": N}')
     s.add_argument("--duration", type=float, default=60.0, metavar="S", help="bench time limit per step (default 60)")
-    s.add_argument("--api", choices=["openai", "sglang"], default="openai",
-                   help="bench through streaming /v1/completions (default) or SGLang's /generate")
+    s.add_argument("--api", default="openai", metavar="openai|ENGINE",
+                   help="bench through streaming /v1/completions (default), or the engine's own generate API")
     s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for READY per launch (default 900)")
     s.add_argument("--output", default=None, metavar="PATH", help="where to write the tuned profile")
     s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     # `cockpit sim` parses its own (SGLang-shaped) arguments.
-    sub.add_parser("sim", help="a faithful SGLang (or --sim-backend vllm: vLLM) stand-in (simulated GPUs)", add_help=False)
+    sub.add_parser("sim", help=f"a faithful stand-in for {engine_names()} (simulated GPUs; --sim-backend NAME)",
+                   add_help=False)
     return p
 
 
@@ -253,7 +258,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from cockpit.sim.main import main as sim_main
 
         return sim_main(args_list[1:])
-    parser = build_parser()
+    try:
+        parser = build_parser()  # the registry's names: COCKPIT_EXTRA_BACKENDS may be bad input
+    except Exception as exc:
+        from cockpit.errors import CockpitError
+
+        if not isinstance(exc, CockpitError):
+            raise
+        print(f"cockpit: error: {exc}", file=sys.stderr)  # not explain_error: it imports the registry
+        return exc.exit_code
     args, extras = parser.parse_known_args(_glue_set_values(args_list))
     if extras:
         # a mistyped flag: name the close ones of that command (`--tial` → --tail)

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         detect_backend,
         engine_name,
         engine_names,
+        engine_words,
+        flag_labels,
         get_backend,
         load_all_secret_flags,
     )
@@ -48,7 +50,15 @@ if TYPE_CHECKING:
     from cockpit.core.sanitize import clean_text, has_control
     from cockpit.core.secrets import is_secret_name, mask_mapping, mask_value, without_masked
     from cockpit.core.serving import serving_words
-    from cockpit.core.state import SERIES_MAX_POINTS, Crash, RankMemory, RunState, SeriesPoint
+    from cockpit.core.state import (
+        ENGINE_WATCHDOG,
+        HOST_CACHE_SHORT,
+        SERIES_MAX_POINTS,
+        Crash,
+        RankMemory,
+        RunState,
+        SeriesPoint,
+    )
     from cockpit.errors import BadInput, CockpitError, close_words
     from cockpit.journal import Journal, RunRecord
     from cockpit.journal.views import (
@@ -146,8 +156,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "cockpit.transport.base": ("TransportError",),
     "cockpit.aio": ("reap",),
     "cockpit.backends": (
-        "DEFAULT_BACKEND", "detect_backend", "engine_name", "engine_names", "get_backend",
-        "load_all_secret_flags",
+        "DEFAULT_BACKEND", "detect_backend", "engine_name", "engine_names", "engine_words", "flag_labels",
+        "get_backend", "load_all_secret_flags",
     ),
     "cockpit.backends.base": ("HostFacts",),
     "cockpit.backends.foreign": ("foreign_lines", "refusal"),
@@ -168,7 +178,9 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "cockpit.core.sanitize": ("clean_text", "has_control"),
     "cockpit.core.secrets": ("is_secret_name", "mask_mapping", "mask_value", "without_masked"),
     "cockpit.core.serving": ("serving_words",),
-    "cockpit.core.state": ("Crash", "RankMemory", "RunState", "SERIES_MAX_POINTS", "SeriesPoint"),
+    "cockpit.core.state": (
+        "Crash", "ENGINE_WATCHDOG", "HOST_CACHE_SHORT", "RankMemory", "RunState", "SERIES_MAX_POINTS", "SeriesPoint",
+    ),
     "cockpit.errors": ("BadInput", "CockpitError", "close_words"),
     "cockpit.locations": (
         "bundled_dir", "config_dir", "data_dir", "list_profile_files", "profile_dirs", "resolve_profile",

@@ -153,7 +153,7 @@ def test_init_not_enough_memory_raises(fmt: str, mfs: float | None, p: float, wf
 def test_kv_pool_exhausted_raises_only_into_spare_headroom(fmt: str, mfs: float, p: float, wf: float,
                                                            worst: float) -> None:
     s = state(fmt, mfs, p, wf, worst)
-    s.max_running_requests = 64
+    s.running_requests_cap = 64
     s.crash = Crash(kind="kv_pool_exhausted", phase="decode", rank="TP0", line=9, message="Decode out of memory")
     f = next(f for f in diagnose(s) if f.id == "kv_pool_exhausted")
     check_spelling(f, fmt)

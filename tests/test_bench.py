@@ -233,7 +233,7 @@ def test_lengths_fit_the_runs_max_model_len() -> None:
     assert fit_lengths(1024, 256, 4096) == (1024, 256, None)
     # defaults that do not fit: cut, and said (vLLM refuses prompt + max_tokens above max-model-len)
     i, o, cut = fit_lengths(1024, 256, 512)
-    assert (i, o) == (256, 256) and cut and "--input-len 1024 → 256" in cut and "max-model-len 512" in cut
+    assert (i, o) == (256, 256) and cut and "--input-len 1024 → 256" in cut and "context length 512" in cut
     assert fit_lengths(1024, 256, 200)[:2] == (150, 50)
     # the operator's own choice is never changed behind their back
     assert fit_lengths(1024, 256, 512, frozenset({"output_len"}))[:2] == (256, 256)
@@ -241,7 +241,7 @@ def test_lengths_fit_the_runs_max_model_len() -> None:
     for explicit in (frozenset({"input_len", "output_len"}), frozenset({"input_len"})):
         with pytest.raises(BadInput) as e:
             fit_lengths(1024, 256, 512, explicit)
-        assert "max-model-len 512" in str(e.value) and "--input-len 1024" in str(e.value)
+        assert "context length 512" in str(e.value) and "--input-len 1024" in str(e.value)
 
 
 def test_error_kinds_group_by_message_shape() -> None:

@@ -21,7 +21,7 @@ def story_state(*, mfs: float = 0.93, worst_after: float = 0.82, others_after: f
     if fmt == "sglang-0.5.9":
         s.server_args["cuda_graph_max_bs"] = 256
     s.max_total_num_tokens = 246890
-    s.chunked_prefill_size = 8192
+    s.prefill_chunk_tokens = 8192
     s.context_len = 131072
     for i in range(8):
         r = s.rank(f"TP{i}")
@@ -155,12 +155,12 @@ def test_kv_pool_exhausted() -> None:
     s = story_state(mfs=0.8, worst_after=12.0, others_after=12.2,
                     crash=Crash(kind="kv_pool_exhausted", phase="decode", rank="TP0", line=99,
                                 message="Decode out of memory. Try to lower your batch size."))
-    s.max_running_requests = 256
+    s.running_requests_cap = 256
     f = by_id(diagnose(s), "kv_pool_exhausted")
     assert f.changes[0].flag == "--mem-fraction-static" and f.changes[0].to_value > 0.8
     assert f.predicted["headroom_gb"] >= 5.0
     tight = story_state(crash=Crash(kind="kv_pool_exhausted", phase="decode", rank="TP0", line=99, message="x"))
-    tight.max_running_requests = 256
+    tight.running_requests_cap = 256
     f = by_id(diagnose(tight), "kv_pool_exhausted")
     assert f.changes == (FlagChange("--max-running-requests", 256, 128),)
 
@@ -245,7 +245,7 @@ def test_helpers() -> None:
 def test_hicache_crash_host_estimated_from_the_log_059() -> None:
     s = RunState(format="sglang-0.5.9", phase="crashed")
     s.server_args = {"tp_size": 8, "enable_hierarchical_cache": True, "hicache_size": 200}
-    s.hicache_allocating_ranks = ["TP0", "TP1", "TP2", "TP3"]
+    s.host_cache_allocating_ranks = ["TP0", "TP1", "TP2", "TP3"]
     s.crash = Crash(kind="hicache_host_memory", phase="startup", rank="TP6", line=9,
                     message="ValueError: Not enough host memory available. Requesting 200.00 GB but only have 128.41 GB free. "
                             "Please reduce the size of the hierarchical cache.")

@@ -7,14 +7,14 @@ import re
 from pathlib import Path
 
 from cockpit.core.findings import _PREDICTED_WORDS, predicted_phrases
-from cockpit.ui.format import FLAG_SHORT
+from cockpit.ui.format import flag_labels
 
 ROOT = Path(__file__).resolve().parent.parent
 GLOSSARY = (ROOT / "docs" / "GLOSSARY.md").read_text()
 
 
 def test_every_short_flag_name_the_header_uses_is_in_the_glossary() -> None:
-    for flag, short in FLAG_SHORT.items():
+    for flag, short in flag_labels().items():
         assert re.search(rf"`--{re.escape(flag)}`[^|]*\| {re.escape(short)} \|", GLOSSARY), (flag, short)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cockpit.core.events import HangCleared, HangSeen, ProcessExited, ServingStats
-from cockpit.core.hang import HANG_AFTER_S, HangWatch, hang_after_s
+from cockpit.core.hang import DEFAULT_HANG_AFTER_S, HangWatch, hang_after_s
 from cockpit.core.reducer import apply
 from cockpit.core.state import PHASES, RunState
 
@@ -62,7 +62,7 @@ def test_a_rank_silent_while_others_log_is_named() -> None:
 
 
 def test_the_window_comes_from_the_profile_else_the_engine_default() -> None:
-    assert hang_after_s("vllm", None) == HANG_AFTER_S["vllm"]
+    assert hang_after_s("vllm", None) == DEFAULT_HANG_AFTER_S == 60.0
     assert hang_after_s("sglang", 12) == 12.0
 
 

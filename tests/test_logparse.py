@@ -80,11 +80,11 @@ def test_memory_lines_both_versions() -> None:
     assert isinstance(e, ev.GraphCaptureEnd) and e.what == "piecewise CUDA graph"
     e = one("[2026-02-24 11:56:16 TP0] max_total_num_tokens=1244811, chunked_prefill_size=-1, max_prefill_tokens=16384, "
             "max_running_requests=4096, context_len=131072, available_gpu_mem=12.20 GB")
-    assert isinstance(e, ev.MaxTotalTokens)
-    assert (e.max_total_num_tokens, e.chunked_prefill_size, e.max_prefill_tokens, e.max_running_requests,
+    assert isinstance(e, ev.KvPoolSized)
+    assert (e.max_total_num_tokens, e.prefill_chunk_tokens, e.prefill_tokens_cap, e.running_requests_cap,
             e.context_len, e.available_gpu_mem_gb) == (1244811, -1, 16384, 4096, 131072, 12.20)
     e = one("[2026-10-31 09:13:22 TP1] Allocating kv hierarchical KV host pool: 2000000 tokens, 48.00 GB host memory.")
-    assert isinstance(e, ev.HiCacheAllocating) and (e.host_gb, e.tokens, e.label) == (48.0, 2000000, "kv")
+    assert isinstance(e, ev.HostCacheAllocating) and (e.host_gb, e.tokens, e.label) == (48.0, 2000000, "kv")
     e = one("[2026-10-31 09:13:21 TP0] KV pool holds 60000 tokens, fewer than --context-length 262144. One full-length "
             "request cannot fit, so long requests will be refused or truncated at serving time.")
     assert isinstance(e, ev.KvPoolBelowContext) and (e.tokens, e.context_len) == (60000, 262144)
@@ -103,15 +103,15 @@ def test_batch_lines_both_versions() -> None:
             "cuda graph: False")
     assert isinstance(e, ev.PrefillBatch)
     assert (e.new_seq, e.new_token, e.cached_token, e.token_usage, e.running_req, e.queue_req, e.input_throughput,
-            e.cuda_graph) == (3, 8192, 1024, 0.71, 212, 17, 18934.22, False)
+            e.graph_replayed) == (3, 8192, 1024, 0.71, 212, 17, 18934.22, False)
     e = one("[2026-10-31 09:13:23 TP0] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, "
             "#running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: True, input throughput (token/s): 123.45, "
             "est. prefill TFLOPS/s (per GPU): 12.1")
-    assert isinstance(e, ev.PrefillBatch) and (e.input_throughput, e.cuda_graph) == (123.45, True)
+    assert isinstance(e, ev.PrefillBatch) and (e.input_throughput, e.graph_replayed) == (123.45, True)
     e = one("[2026-02-24 15:41:07 TP0] Decode batch, #running-req: 212, #token: 90000, token usage: 0.08, accept len: 2.31, "
             "accept rate: 0.77, cuda graph: True, gen throughput (token/s): 2874.31, #queue-req: 3")
     assert isinstance(e, ev.DecodeBatch)
-    assert (e.running_req, e.tokens, e.token_usage, e.gen_throughput, e.queue_req, e.cuda_graph) == (
+    assert (e.running_req, e.tokens, e.token_usage, e.gen_throughput, e.queue_req, e.graph_replayed) == (
         212, 90000, 0.08, 2874.31, 3, True)
     e = one("[2026-02-24 15:41:07 DP2 TP2] Decode batch, #running-req: 5, #full token: 9000, full token usage: 0.10, "
             "#swa token: 100, swa token usage: 0.50, cuda graph: True, gen throughput (token/s): 99.00, #queue-req: 0")
@@ -139,7 +139,7 @@ def test_failure_lines() -> None:
     e = one("[2026-02-24 16:21:09] Scheduler or DataParallelController 4412 terminated with -9")
     assert isinstance(e, ev.RankDead) and (e.rank_index, e.exit_code, e.how) == (None, -9, "terminated")
     e = one("[2026-02-24 16:21:09 TP2] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)")
-    assert isinstance(e, ev.SchedulerWatchdogTimeout)
+    assert isinstance(e, ev.EngineWatchdogFired)
     # issue 11: an NCCL error that does not say it timed out is not a timeout (it was read as one)
     e = one("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268")
     assert isinstance(e, ev.NcclError)
@@ -155,7 +155,7 @@ def test_failure_lines() -> None:
     assert isinstance(e, ev.CudaOom) and (e.gpu, e.total_gib) == (0, 79.19)
     e = one("ValueError: Not enough host memory available. Requesting 200.00 GB but only have 128.41 GB free. "
             "Please reduce the size of the hierarchical cache.")
-    assert isinstance(e, ev.HiCacheHostMemory)
+    assert isinstance(e, ev.HostCacheShortOfMemory)
     assert isinstance(one("Killed"), ev.Killed)
     assert classify(1, "[2026-02-24 11:00:00 TP0] Killed requests: 0") == []
     e = one('  File "/x/sglang/srt/model_executor/model_runner.py", line 2359, in forward_extend')
@@ -471,12 +471,12 @@ def test_flag_value_stated_outside_the_dump() -> None:
     """Issue 11: the value in force is read from every place the log states it."""
     e = one("[2025-03-07 23:50:27 TP0] Automatically reduce --mem-fraction-static to 0.760 because this is a multimodal model.")
     assert isinstance(e, ev.FlagStated) and (e.dest, e.value) == ("mem_fraction_static", 0.76)
-    st = RunState()
+    st = RunState(backend="sglang", memory_flag="mem_fraction_static")
     apply(st, e)
-    assert st.mem_fraction_static == 0.76
+    assert st.memory_setting == ("mem_fraction_static", 0.76)
     e = one("[2026-02-24 11:56:00 TP2] ValueError: Loaded weights leave no GPU memory for the KV cache under "
             "--mem-fraction-static=0.88. Raise --mem-fraction-static above 0.912 (minimum viable = 1 - available/pre = 0.8921).")
-    assert isinstance(e, ev.NotEnoughMemory) and e.mem_fraction_static == 0.88 and e.suggested == 0.912
+    assert isinstance(e, ev.NotEnoughMemory) and e.setting == 0.88 and e.suggested == 0.912
     out = classify(8, "[2026-02-24 11:56:00 TP2] ValueError: Loaded weights leave no GPU memory for the KV cache under "
                       "--mem-fraction-static=0.88. Raise --mem-fraction-static above 0.912 (minimum viable = 1 - available/pre = 0.8921).")
     advice = [x for x in out if isinstance(x, ev.EngineAdvice)]
@@ -597,7 +597,7 @@ def test_a_traceback_the_server_survives_is_not_a_crash() -> None:
     ("[2024-10-22 06:31:49 TP0] Traceback (most recent call last):", ev.SchedulerException),
     ("Exception in ControllerSingle:", ev.SchedulerException),
     ("Exception in thread Thread-3 (forward_thread_func):", ev.SchedulerException),
-    ("[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)", ev.SchedulerWatchdogTimeout),
+    ("[2025-03-09 00:57:15 TP4] Watchdog timeout (self.watchdog_timeout=300)", ev.EngineWatchdogFired),
     ("[2025-03-07 21:49:33 TP13] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845", ev.DecodeRetraction),
 ])
 def test_crash_headers_and_wordings(line: str, kind: type) -> None:

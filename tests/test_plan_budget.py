@@ -152,6 +152,7 @@ def test_a_value_below_the_floor_and_a_model_that_does_not_fit() -> None:
 
 
 def test_which_journal_run_calibrates() -> None:
+    from cockpit.backends.sglang.plan import SETUP_FLAGS
     from cockpit.journal import RunRecord
     from cockpit.model.plan import pick_calibration
 
@@ -173,9 +174,9 @@ def test_which_journal_run_calibrates() -> None:
         rec("never-captured", "2026-11-05T00:00:00+00:00", min_headroom_gb=None),
         rec("auto-mfs", "2026-11-01T12:00:00+00:00", flags={"model-path": "/m/Kimi", "tp": 8}),
     ]
-    pick = pick_calibration(runs, backend="sglang", flags=flags, hosts=("gpu-box-1",), value_flag="--mem-fraction-static")
+    pick = pick_calibration(runs, backend="sglang", flags=flags, hosts=("gpu-box-1",), value_flag="--mem-fraction-static", setup_flags=SETUP_FLAGS)
     assert pick is not None and pick.run_id == "newer" and pick.value == 0.88 and pick.max_total_num_tokens == 58816
     only_auto = pick_calibration(runs[-1:], backend="sglang", flags=flags, hosts=("gpu-box-1",),
-                                 value_flag="--mem-fraction-static", default_value=0.825)
+                                 value_flag="--mem-fraction-static", setup_flags=SETUP_FLAGS, default_value=0.825)
     assert only_auto is not None and only_auto.value == 0.825
-    assert pick_calibration(runs[-1:], backend="sglang", flags=flags, hosts=("gpu-box-1",), value_flag="--mem-fraction-static") is None
+    assert pick_calibration(runs[-1:], backend="sglang", flags=flags, hosts=("gpu-box-1",), value_flag="--mem-fraction-static", setup_flags=SETUP_FLAGS) is None

@@ -120,12 +120,12 @@ def test_kimi_093_story(version: str) -> None:
     assert st.ranks["TP0"].avail_after_capture_gb == 1.22
     assert st.min_headroom_gb == 0.82 and st.worst_rank == "TP3"
     assert st.min_pre_load_avail_gb == 94.60
-    assert st.mem_fraction_static == 0.93
+    assert st.memory_setting == ("mem_fraction_static", 0.93)
     assert st.server_args["tp_size"] == 8 and st.server_args["hicache_size"] == 48
     assert st.server_args["model_path"] == "/models/Kimi-K2.5"
     assert st.max_total_num_tokens == 246890 and st.context_len == 262144
     assert st.available_gpu_mem_gb == 1.22
-    assert st.hicache_host_gb_per_rank == 48.0 and len(st.hicache_allocating_ranks) == 8
+    assert st.host_cache_gb_per_rank == 48.0 and len(st.host_cache_allocating_ranks) == 8
     assert st.ready_in_log and st.uvicorn_port == 8000
     assert st.crash is not None and st.crash.exit_code == 137
     assert any("SIGQUIT" in d for d in st.crash.decisive_lines)
@@ -144,7 +144,7 @@ def test_kimi_088_is_the_fix(version: str) -> None:
     assert tp3.avail_after_capture_gb == 5.51
     assert st.min_headroom_gb == 5.51
     assert st.max_total_num_tokens == 174617
-    assert st.mem_fraction_static == 0.88
+    assert st.memory_setting == ("mem_fraction_static", 0.88)
     assert st.crash is None and st.phase == "ready"
     assert set(st.ranks["TP0"].timeline) >= {"init", "weights_begin", "weights_end", "kv_pool", "capture_begin",
                                               "capture_end", "ready"}
@@ -153,7 +153,7 @@ def test_kimi_088_is_the_fix(version: str) -> None:
 def test_healthy_llama_both_versions() -> None:
     a = state_of("sglang-0.5.9-llama70b-tp8-healthy.log")
     b = state_of("sglang-0.5.23-llama70b-tp8-healthy.log")
-    assert a.mem_fraction_static == 0.818 and b.mem_fraction_static == 0.812
+    assert a.memory_setting == ("mem_fraction_static", 0.818) and b.memory_setting == ("mem_fraction_static", 0.812)
     assert a.ranks["TP0"].kv_tokens == 1244811 and a.ranks["TP0"].kv_gb == pytest.approx(47.48)
     assert b.ranks["TP0"].kv_tokens == 1232509 and b.ranks["TP0"].kv_gb == pytest.approx(47.02)
     assert a.ranks["TP7"].graph_gb == 1.71 and b.ranks["TP7"].graph_gb == pytest.approx(2.20)
@@ -180,7 +180,7 @@ def test_host_oom_kill_keeps_the_exit_code() -> None:
     for version in ("0.5.9", "0.5.23"):
         st = state_of(f"sglang-{version}-kimi-host-oom-killed.log")
         assert st.crash is not None and st.crash.exit_code == -9
-        assert st.hicache_host_gb_per_rank == 300.0
+        assert st.host_cache_gb_per_rank == 300.0
 
 
 def test_host_oom_kill_without_hicache_is_host_oom_killed() -> None:
@@ -198,11 +198,11 @@ def test_not_enough_memory_events_carry_the_numbers() -> None:
     evs = p.feed((DATA / "sglang-0.5.23-kimi-init-not-enough-memory.log").read_bytes()) + p.finish()
     nem = [e for e in evs if isinstance(e, ev.NotEnoughMemory)]
     assert len(nem) == 1
-    assert (nem[0].mem_fraction_static, nem[0].suggested, nem[0].minimum_viable) == (0.5, 0.845, 0.8358)
+    assert (nem[0].setting, nem[0].suggested, nem[0].minimum_viable) == (0.5, 0.845, 0.8358)
     p = SGLangLogParser()
     evs = p.feed((DATA / "sglang-0.5.9-llama70b-init-not-enough-memory.log").read_bytes()) + p.finish()
     nem = [e for e in evs if isinstance(e, ev.NotEnoughMemory)]
-    assert len(nem) == 1 and nem[0].mem_fraction_static == 0.2 and nem[0].minimum_viable is None
+    assert len(nem) == 1 and nem[0].setting == 0.2 and nem[0].minimum_viable is None
 
 
 def test_kv_exhaustion_counts_retractions_and_tokens() -> None:
@@ -227,10 +227,10 @@ def test_cuda_oom_sizes() -> None:
 def test_hicache_value_error_numbers() -> None:
     p = SGLangLogParser()
     evs = p.feed((DATA / "sglang-0.5.9-llama70b-hicache-host-memory.log").read_bytes())
-    hm = [e for e in evs if isinstance(e, ev.HiCacheHostMemory)]
+    hm = [e for e in evs if isinstance(e, ev.HostCacheShortOfMemory)]
     assert (hm[0].requested_gb, hm[0].free_gb) == (200.0, 128.41)
     st = state_of("sglang-0.5.9-llama70b-hicache-host-memory.log")
-    assert st.hicache_allocating_ranks == ["TP0", "TP2", "TP1", "TP4", "TP5"]
+    assert st.host_cache_allocating_ranks == ["TP0", "TP2", "TP1", "TP4", "TP5"]
 
 
 def test_single_gpu_is_rank_tp0() -> None:

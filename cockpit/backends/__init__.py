@@ -3,14 +3,21 @@
 A new engine adds its package under `cockpit/backends/<name>/` and one entry in `_REGISTRY`
 (docs/ARCHITECTURE.md, "Adding a backend"). Only this module and the simulator import a backend
 package directly (`lint-imports` enforces it).
+
+An engine that lives outside this package (a site's own, the tests' third engine) joins with
+`register_backend(name, module, cls)`, or, for a `cockpit` process started elsewhere, with the
+environment variable COCKPIT_EXTRA_BACKENDS="name=package.module:Class[,…]" read on first use.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import os
 
-from cockpit.backends.base import Backend
+TYPE_CHECKING = False  # not `typing`'s: `cockpit --help` reads the registry's names, nothing more
+if TYPE_CHECKING:
+    from cockpit.backends.base import Backend, EngineWords
 
 DEFAULT_BACKEND = "sglang"  # a profile without `backend:`
 
@@ -21,6 +28,52 @@ _REGISTRY: dict[str, tuple[str, str]] = {
 }
 # name → the engine as its own docs spell it, for messages (no backend import needed to print it)
 _DISPLAY: dict[str, str] = {"sglang": "SGLang", "vllm": "vLLM"}
+EXTRA_ENV = "COCKPIT_EXTRA_BACKENDS"
+_EXTRA: set[str] = set()  # the names COCKPIT_EXTRA_BACKENDS added (their import errors are bad input)
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def register_backend(name: str, module: str, cls: str, display: str | None = None) -> None:
+    """One more engine: `module`'s class `cls` implements `Backend` (imported on first use).
+    A name already registered is replaced (a test may register its engine twice)."""
+    if not name or not set(name) <= _NAME_CHARS:
+        raise ValueError(f"a backend name is lower-case letters, digits, '-' or '_', not {name!r}")
+    _REGISTRY[name] = (module, cls)
+    _DISPLAY[name] = display or name
+    get_backend.cache_clear()
+    _register_names()
+
+
+def unregister_backend(name: str) -> None:
+    """Forget an engine `register_backend` added (a test's, when it is done); unknown names are ignored."""
+    _REGISTRY.pop(name, None)
+    _DISPLAY.pop(name, None)
+    get_backend.cache_clear()
+    _register_names()
+
+
+def _register_extra(spec: str) -> None:
+    """COCKPIT_EXTRA_BACKENDS' entries: `name=package.module:Class`, comma-separated. A malformed
+    entry is bad input (exit 2), said when the registry is first imported."""
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        name, sep, target = item.partition("=")
+        module, colon, cls = target.partition(":")
+        try:
+            if not (sep and colon and module and cls):
+                raise ValueError(f"{item!r} is not name=package.module:Class")
+            register_backend(name.strip(), module.strip(), cls.strip())
+        except ValueError as exc:
+            from cockpit.errors import BadInput
+
+            raise BadInput(f"{EXTRA_ENV}: {exc}") from None
+        _EXTRA.add(name.strip())
+
+
+def _register_names() -> None:
+    """The core checks a profile's `backend:` against these names (it cannot import this package)."""
+    from cockpit.core.engines import set_engine_names
+
+    set_engine_names(tuple(_REGISTRY))
 
 
 def backend_names() -> tuple[str, ...]:
@@ -46,9 +99,30 @@ def get_backend(name: str) -> Backend:
         module, cls = _REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown backend {name!r}; the supported backends are: {', '.join(_REGISTRY)}") from None
-    backend: Backend = getattr(importlib.import_module(module), cls)()
+    try:
+        backend: Backend = getattr(importlib.import_module(module), cls)()
+    except (ImportError, AttributeError) as exc:
+        if name not in _EXTRA:
+            raise
+        from cockpit.errors import BadInput
+
+        raise BadInput(f"{EXTRA_ENV}: engine {name!r}: {module}:{cls} does not load ({exc})") from None
     _register_secret_flags(module)
     return backend
+
+
+def engine_words(name: str) -> EngineWords:
+    """What the UI and the CLI say about the engine called `name` (its flag labels, memory flag,
+    default port, demo profile, rank axes)."""
+    return get_backend(name).words()
+
+
+def flag_labels() -> dict[str, str]:
+    """Every registered engine's short flag labels ("mem-fraction-static" -> "mfs"), one table."""
+    out: dict[str, str] = {}
+    for name in _REGISTRY:
+        out.update(engine_words(name).flag_labels)
+    return out
 
 
 def _register_secret_flags(module: str) -> None:
@@ -56,7 +130,12 @@ def _register_secret_flags(module: str) -> None:
     (argparse reads `--api-k` as `--api-key`): every version's table."""
     from cockpit.core.secrets import register_secret_flags
 
-    flags = importlib.import_module(module + ".flags")
+    try:
+        flags = importlib.import_module(module + ".flags")
+    except ModuleNotFoundError as e:
+        if e.name != module + ".flags":
+            raise
+        return  # an engine without a `flags` module has no secret flags
     for version in (None, *getattr(flags, "VERSIONS", ())):
         register_secret_flags(o for spec in flags.flag_table(version).values() for o in spec.option_strings)
 
@@ -76,3 +155,7 @@ def detect_backend(sample: bytes, default: str = DEFAULT_BACKEND) -> str:
         if score > best_score:
             best, best_score = name, score
     return best
+
+
+_register_extra(os.environ.get(EXTRA_ENV, ""))
+_register_names()

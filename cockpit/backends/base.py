@@ -14,7 +14,7 @@ must not either (`lint-imports` enforces it).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, runtime_checkable
 
 from cockpit.core.findings import Finding, FlagChange
@@ -51,6 +51,38 @@ class HostFacts:
     gpu_name: str | None = None  # the smallest GPU's name as the driver reports it ("NVIDIA A100-SXM4-80GB")
 
 
+@dataclass(frozen=True)
+class EngineWords:
+    """What the UI and the CLI say about one engine, in the engine's own words (issue 26: the core,
+    the UI and the CLI name concepts; the backend names its flags). Cheap: no table is built."""
+
+    display: str  # the engine as its own docs spell it: "SGLang"
+    memory_flag: str | None = None  # the memory setting's flag (dest): what `RunState.memory_setting` reads
+    flag_labels: Mapping[str, str] = field(default_factory=dict)  # "mem-fraction-static" -> "mfs" (tight columns)
+    default_port: int | None = None  # the HTTP port when the flags name none
+    demo_profile: str | None = None  # the bundled profile `cockpit demo --backend NAME` opens
+    # rank label prefix -> the flags (profile spelling) that size that axis: TP0…, DP0…, PP0…
+    rank_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    native_api: str | None = None  # the engine's own generate API (`bench --api NAME`), beside OpenAI's
+
+
+class GenerateApi(Protocol):
+    """An engine's own streaming generate endpoint, beside OpenAI's /v1/completions (`bench --api
+    NAME`, NAME = `EngineWords.native_api`): where to POST, the body, and the output-token count an
+    event of its stream states. The load generator does the HTTP, the timing and the checks."""
+
+    path: str  # "/generate"
+
+    def body(self, text: str | None, token_ids: list[int] | None, output_len: int) -> dict[str, Any]:
+        """A streaming request for `output_len` tokens, EOS ignored, greedy: the prompt as text or ids."""
+        ...
+
+    def output_tokens(self, event: Mapping[str, Any]) -> Any:
+        """The output-token count one streamed event (or a whole answer) states, as sent (the caller
+        checks it is a plausible int); None when the event says nothing."""
+        ...
+
+
 class LogParser(Protocol):
     """Turns log bytes into core events. Stateful across feeds (a line may be split between two)."""
 
@@ -83,6 +115,10 @@ class Backend(Protocol):
     in `read_log`) and cheap to call; the implementation imports its heavy parts on first use."""
 
     name: str  # "sglang": the profile's `backend:` value and the RunState.format prefix
+
+    def words(self) -> EngineWords:
+        """What the UI and the CLI say about this engine (labels, memory flag, port, demo, ranks)."""
+        ...
 
     # ---------------------------------------------------------------- versions and flags
     def versions(self) -> tuple[str, ...]:
@@ -210,6 +246,10 @@ class Backend(Protocol):
 
     def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
         """Serving figure -> the engine's metric names (without the prefix), newest first."""
+        ...
+
+    def native_api(self) -> GenerateApi | None:
+        """The engine's own generate API (`EngineWords.native_api` names it), None when it has none."""
         ...
 
     def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from cockpit.backends.base import FlagError, HostFacts
+from cockpit.backends.base import EngineWords, FlagError, GenerateApi, HostFacts
 from cockpit.core.events import ServerArgs
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
@@ -110,9 +110,16 @@ class EngineBackend:
     ) -> set[tuple[str, int]]:
         return self._placement().gpus_for_flags(hosts, flags, env)
 
+    def native_api(self) -> GenerateApi | None:
+        return None  # an engine with its own generate API says so (SGLang's /generate)
+
+    def words(self) -> EngineWords:
+        """What the UI and the CLI say about this engine: each engine's class declares its own."""
+        raise NotImplementedError(f"{type(self).__name__} declares no EngineWords")
+
     # ---------------------------------------------------------------- the log
     def new_state(self) -> RunState:
-        return RunState(backend=self.name)
+        return RunState(backend=self.name, memory_flag=self.words().memory_flag)
 
     def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
                  stats: dict[str, int] | None = None) -> RunState:

@@ -46,12 +46,20 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> tuple[Any, list[in
     if not 0 < share <= 1:
         raise BadInput(f"--max-error-share must be above 0 and at most 1 (got {share:g})",
                        hint="0.5 stops a level once half its requests failed; 1 only when all of them did")
-    if args.api == "sglang" and backend != "sglang":
-        raise BadInput(f"--api sglang needs an SGLang server; this profile's backend is {backend}",
-                       hint="use --api openai")
+    native = None
+    if args.api != "openai":
+        from cockpit.face import engine_name, engine_words, get_backend
+
+        own = engine_words(backend).native_api
+        if own == args.api:
+            native = get_backend(backend).native_api()
+        if native is None:
+            raise BadInput(f"--api {args.api}: {engine_name(backend)} (this profile's backend) has no generate API "
+                           "of that name", hint="use --api openai" + (f" or --api {own}" if own else ""))
     dataset = None if args.dataset == "synthetic" else load_dataset(args.dataset, lengths["output_len"])
     spec = BenchSpec(requests=lengths["requests"], concurrency=levels[0], input_len=lengths["input_len"],
-                     output_len=lengths["output_len"], duration_s=args.duration, api=args.api, dataset=dataset,
+                     output_len=lengths["output_len"], duration_s=args.duration, api=args.api, native=native,
+                     dataset=dataset,
                      max_error_share=share,
                      # which lengths the operator chose: a default the run cannot hold is cut, a choice refused
                      explicit=frozenset(n for n in ("input_len", "output_len") if getattr(args, n, None) is not None))
@@ -75,11 +83,11 @@ def fit_lengths(input_len: int, output_len: int, max_len: int, explicit: set[str
     if i >= 1 and o >= 1 and i + o <= max_len:
         cut = [f"--{n} {old} → {new}" for n, old, new in (("input-len", input_len, i), ("output-len", output_len, o))
                if old != new]
-        return i, o, f"cut to fit the run's max-model-len {max_len}{where}: {', '.join(cut)}"
+        return i, o, f"cut to fit the run's context length {max_len}{where}: {', '.join(cut)}"
     y = max(1, min(output_len, max_len // 2))
     raise BadInput(
         f"--input-len {input_len} + --output-len {output_len} = {input_len + output_len} tokens do not fit "
-        f"the run's max-model-len {max_len}{where}: every request would be refused (HTTP 400)",
+        f"the run's context length {max_len}{where}: every request would be refused (HTTP 400)",
         hint=f"at most {max_len} tokens in all, for example --input-len {max(1, max_len - y)} --output-len {y}")
 
 
@@ -145,13 +153,13 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
         spec.vocab, why = await _vocab(sup, info)
         if spec.vocab is None:
             notes.append(f"prompts are text, their lengths the server's count: the model's tokenizer was not read ({why})")
-        if served.max_model_len is not None:
+        if served.context_len is not None:
             spec.input_len, spec.output_len, cut = fit_lengths(
-                spec.input_len, spec.output_len, served.max_model_len, spec.explicit, " (from /v1/models)")
+                spec.input_len, spec.output_len, served.context_len, spec.explicit, " (from /v1/models)")
             if cut:
                 notes.append(cut)
         else:
-            notes.append("input + output lengths not checked against the run's max-model-len: the server's "
+            notes.append("input + output lengths not checked against the run's context length: the server's "
                          "/v1/models does not say it")
     node0 = sup.profile.hosts[0]
     if node0.is_local:
@@ -165,7 +173,7 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
         if progress is not None:
             progress.end()
     result["notes"] = notes
-    result["max_model_len"] = served.max_model_len
+    result["max_model_len"] = served.context_len
     result["run_id"] = info.id
     result["flags"] = mask_mapping(info.flags)  # printed by --json and kept in the journal: never the key
     if journal is not None:
@@ -232,7 +240,7 @@ def render(name: str, r: dict[str, Any]) -> str:
     if r.get("input_len") is not None:
         mml = r.get("max_model_len")
         lines.append(f"input {r['input_len']} tokens · output {r['output_len']} tokens"
-                     + (f" · max-model-len {mml}" if mml else ""))
+                     + (f" · context length {mml}" if mml else ""))
     if r.get("prompts"):
         lines.append(f"prompts: {r['prompts']}")
     for n in r.get("notes") or ():

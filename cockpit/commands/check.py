@@ -105,10 +105,9 @@ def run(args: argparse.Namespace) -> int:
     argv = node_argvs[0]
     if args.json:
         # the same shape as `diagnose` and `status` (nothing has run yet: phase unknown, no ranks)
-        from cockpit.face import RunState
-
         version = backend.resolve_version(profile.version)
-        state = RunState(backend=profile.backend, format=f"{profile.backend}-{version}")
+        state = backend.new_state()
+        state.format = f"{profile.backend}-{version}"
         state.server_args = backend.effective_flags(profile, version=version)
         out = state.to_json()
         out.update(

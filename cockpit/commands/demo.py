@@ -1,6 +1,6 @@
-"""`cockpit demo [--backend sglang|vllm]`: the TUI on a bundled demo profile — the Kimi-K2.5 story
-on the SGLang simulator, or the Qwen3-32B --gpu-memory-utilization story on the vLLM one —
-launched (or attached to when it is already running)."""
+"""`cockpit demo [--backend NAME]`: the TUI on the engine's bundled demo profile (its
+`EngineWords.demo_profile`: the Kimi-K2.5 story on one simulator, the Qwen3-32B memory-setting
+story on the other) — launched (or attached to when it is already running)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ import argparse
 
 from cockpit.face import Profile
 
-DEMO_PROFILES = {"sglang": "demo.yaml", "vllm": "demo-vllm.yaml"}
 
+def demo_profile(sim_speed: float | None = None, backend: str | None = None, port: int | None = None) -> Profile:
+    from cockpit.face import DEFAULT_BACKEND, bundled_dir, engine_name, engine_words, load_profile
 
-def demo_profile(sim_speed: float | None = None, backend: str = "sglang", port: int | None = None) -> Profile:
-    from cockpit.face import bundled_dir, load_profile
+    name = engine_words(backend or DEFAULT_BACKEND).demo_profile
+    if name is None:
+        from cockpit.face import BadInput
 
-    profile = load_profile(bundled_dir("profiles") / DEMO_PROFILES[backend])
+        raise BadInput(f"{engine_name(backend or DEFAULT_BACKEND)} has no demo profile")
+    profile = load_profile(bundled_dir("profiles") / name)
     if sim_speed is not None:
         profile = with_sim_speed(profile, sim_speed)
     if port is not None:
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.commands.tui import resolve_theme
 
     theme = resolve_theme(getattr(args, "theme", None))
-    profile = demo_profile(getattr(args, "sim_speed", None), getattr(args, "backend", None) or "sglang",
+    profile = demo_profile(getattr(args, "sim_speed", None), getattr(args, "backend", None),
                            getattr(args, "port", None))
 
     from cockpit.ui.app import CockpitApp

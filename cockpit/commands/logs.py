@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cockpit.commands._support import load_profile_arg, one_server, run_command
-from cockpit.face import BadInput, CockpitError, LineFilter, Profile, reap
+from cockpit.face import BadInput, CockpitError, LineFilter, Profile, engine_words, reap
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,22 +46,23 @@ def _int_flag(flags: dict[str, Any], *names: str) -> int:
     return 1
 
 
-def run_ranks(flags: dict[str, Any]) -> list[str]:
-    """The rank labels a run with these flags logs (TP0…, plus DPk / PPk when those are > 1)."""
-    tp = _int_flag(flags, "tp", "tp-size", "tensor-parallel-size")
-    dp = _int_flag(flags, "dp", "dp-size", "data-parallel-size")
-    pp = _int_flag(flags, "pp-size", "pipeline-parallel-size")
-    labels = [f"TP{i}" for i in range(tp)]
-    labels += [f"DP{i}" for i in range(dp)] if dp > 1 else []
-    labels += [f"PP{i}" for i in range(pp)] if pp > 1 else []
+def run_ranks(flags: dict[str, Any], axes: tuple[tuple[str, tuple[str, ...]], ...]) -> list[str]:
+    """The rank labels a run with these flags logs: the engine's first rank axis always (TP0…),
+    the others (DPk, PPk) when their size is > 1. `axes`: the backend's `EngineWords.rank_axes`."""
+    labels: list[str] = []
+    for i, (prefix, names) in enumerate(axes):
+        n = _int_flag(flags, *names)
+        if i == 0 or n > 1:
+            labels += [f"{prefix}{k}" for k in range(n)]
     return labels
 
 
-def _check_rank(rank: str, flags: dict[str, Any]) -> None:
+def _check_rank(rank: str, flags: dict[str, Any], axes: tuple[tuple[str, tuple[str, ...]], ...]) -> None:
     """--rank names a rank of this run, else exit 2 listing them (it printed nothing, exit 0)."""
     tokens = rank.replace(",", " ").split()
-    norm = [f"TP{t}" if t.isdigit() else t.upper() for t in tokens]
-    valid = run_ranks(flags)
+    bare = axes[0][0] if axes else ""  # a bare number names a rank of the first axis: 3 is TP3
+    norm = [f"{bare}{t}" if t.isdigit() else t.upper() for t in tokens]
+    valid = run_ranks(flags, axes)
     unknown = [t for t in norm if t not in valid]
     if unknown or not norm:
         raise BadInput(f"--rank {rank}: this run has no rank {' '.join(unknown) or repr(rank)}; "
@@ -96,7 +97,8 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     if args.rank and nodes:
         first = nodes[0].record
         try:
-            _check_rank(args.rank, dict((first.flags if first else None) or profile.server))
+            axes = engine_words(profile.backend).rank_axes
+            _check_rank(args.rank, dict((first.flags if first else None) or profile.server), axes)
         except BadInput:
             await sup.close()
             raise

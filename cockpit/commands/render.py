@@ -63,10 +63,13 @@ def render_state(state: RunState, findings: Sequence[Finding], *, title: str | N
     lines: list[str] = []
     if title:
         lines.append(title)
-    mfs = state.mem_fraction_static
+    setting = state.memory_setting
     head = f"{state.format or 'format unknown'} · phase {state.phase.upper()}"
-    if mfs is not None:
-        head += f" · mfs {mfs:g}"
+    if setting is not None:
+        from cockpit.face import flag_labels
+
+        flag = setting[0].replace("_", "-")
+        head += f" · {flag_labels().get(flag, flag)} {setting[1]:g}"
     if state.max_total_num_tokens is not None:
         head += f" · KV pool {state.max_total_num_tokens:,} tokens"
     if state.min_headroom_gb is not None:

@@ -194,7 +194,7 @@ class Tuner:
 
     def flag_words(self, flags: dict[str, Any]) -> str:
         keys = [k for k in sorted(flags) if flags.get(k) != self.profile.server.get(k)] \
-            or [getattr(self.policy, "MEMORY_FLAG", "mem-fraction-static")]
+            or [self.policy.MEMORY_FLAG]
         return ", ".join(f"--{k} {flags.get(k, 'default')}" for k in keys)
 
     async def first_move(self, base: dict[str, Any]) -> Any:
@@ -298,11 +298,7 @@ class Tuner:
 
         st = snap.state
         ranks = list(st.ranks.values())
-        pre = [r.pre_load_avail_gb for r in ranks if r.pre_load_avail_gb is not None]
-        graphs = [r.graph_gb for r in ranks if r.graph_gb is not None]
         kv_gb = [r.kv_gb for r in ranks if r.kv_gb is not None]
-        args = st.server_args or {}
-        bs = args.get("cuda_graph_max_bs") or args.get("cuda_graph_max_bs_decode")
         flags = dict(snap.run.flags) if snap.run is not None else {**self.profile.server, **move.overrides}
         advice: dict[str, Any] = {}
         predicted = None
@@ -318,15 +314,9 @@ class Tuner:
                 if predicted is None:
                     predicted = _num((f.predicted or {}).get("headroom_gb"))
         srv = (bench or {}).get("server") or {}
-        # the engine's own fields (vLLM resolves its defaults from the card): the policy's step_facts
+        # the engine's own fields of a step (its flags, its defaults): the policy's step_facts
         facts = getattr(self.policy, "step_facts", None)
-        if facts is not None:
-            engine = facts(st, flags)
-        else:
-            engine = {"pre_load_avail_gb": min(pre) if pre else None, "graph_gb": max(graphs) if graphs else None,
-                      "cuda_graph_max_bs": int(bs) if isinstance(bs, (int, float)) else None,
-                      "max_running_requests": st.max_running_requests,
-                      "chunked_prefill_size": st.chunked_prefill_size}
+        engine = facts(st, flags) if facts is not None else {}
         return self.policy.Step(
             flags=flags,
             outcome="crashed" if crashed else ("ready" if was_ready or bench else st.phase),

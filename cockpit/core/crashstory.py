@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from cockpit.core import events as ev
 from cockpit.core.numbers import plural
-from cockpit.core.state import Crash, RunState
+from cockpit.core.state import HOST_CACHE_SHORT, Crash, RunState
 
 _PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5, "hung": 5}
 MAX_DECISIVE_LINES = 8
@@ -77,7 +77,7 @@ def _rank_label(e: ev.Event) -> str:
 
 
 def _reset(state: RunState) -> None:
-    fresh = RunState(backend=state.backend)
+    fresh = RunState(backend=state.backend, memory_flag=state.memory_flag)
     lines = state.lines_seen
     # a dataclass without slots: take every field of a fresh state (reducer memory included)
     state.__dict__.update(fresh.__dict__)
@@ -214,8 +214,8 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
         return "startup", f"{kind} only happens before the server is ready"
     if isinstance(event, ev.RankDead) and event.how in ("dead", "died_during_init"):
         return "startup", "a rank died while the server waited for its ranks to start"
-    if kind == "hicache_host_memory" and not state.ready_in_log:
-        return "startup", "HiCache sizes its host pool at startup"
+    if kind == HOST_CACHE_SHORT and not state.ready_in_log:
+        return "startup", "the host cache sizes its host pool at startup"
     if life == "capturing" and not state.ready_in_log:
         return "graph_capture", "the last lifecycle line was a graph capture that never ended"
     if state.ready_in_log or c.batches:
@@ -273,7 +273,7 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
     if crash is not None:
         upgrade = crash.kind in _VAGUE_KINDS and kind not in _VAGUE_KINDS
         upgrade = upgrade or (crash.kind == "cuda_oom" and kind == "graph_capture_oom")
-        upgrade = upgrade or (crash.kind == "host_oom_killed" and kind == "hicache_host_memory")
+        upgrade = upgrade or (crash.kind == "host_oom_killed" and kind == HOST_CACHE_SHORT)
         # `terminate … DistBackendError`, then its what(): "Watchdog caught collective operation timeout"
         upgrade = upgrade or (crash.kind == "nccl_error" and kind == "nccl_timeout")
         if upgrade:
@@ -327,8 +327,8 @@ def _add_frame(state: RunState) -> None:
 
 def _oom_kill_kind(state: RunState) -> str:
     # The kernel killed a scheduler. While HiCache was pinning host memory, that is the cause.
-    if state.hicache_allocating_ranks and not state.ready_in_log:
-        return "hicache_host_memory"
+    if state.host_cache_allocating_ranks and not state.ready_in_log:
+        return HOST_CACHE_SHORT
     return "host_oom_killed"
 
 

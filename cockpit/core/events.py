@@ -204,11 +204,11 @@ class GraphCaptureEnd(Event):
 
 
 @_event
-class MaxTotalTokens(Event):
+class KvPoolSized(Event):
     max_total_num_tokens: int
-    chunked_prefill_size: int | None
-    max_prefill_tokens: int | None
-    max_running_requests: int | None
+    prefill_chunk_tokens: int | None  # the engine's chunk of a long prompt (SGLang --chunked-prefill-size)
+    prefill_tokens_cap: int | None  # tokens one prefill batch may hold
+    running_requests_cap: int | None  # requests that may run at once
     context_len: int | None
     available_gpu_mem_gb: float | None
     # True where the server sizes its KV pool before capturing graphs (start-up is not over yet)
@@ -216,7 +216,7 @@ class MaxTotalTokens(Event):
 
 
 @_event
-class HiCacheAllocating(Event):
+class HostCacheAllocating(Event):
     host_gb: float  # decimal GB per rank
     tokens: int | None = None  # 0.5.23 only
     label: str | None = None  # 0.5.23 pool label (`kv`)
@@ -226,6 +226,7 @@ class HiCacheAllocating(Event):
 class KvPoolBelowContext(Event):
     tokens: int
     context_len: int
+    text: str = ""  # the engine's own words for it (the log warning), "" when it said none
 
 
 @_event
@@ -296,7 +297,7 @@ class PrefillBatch(Event):
     running_req: int | None
     queue_req: int | None
     input_throughput: float | None
-    cuda_graph: bool | None
+    graph_replayed: bool | None  # the batch ran as a captured graph (None: the line does not say)
 
 
 @_event
@@ -306,7 +307,7 @@ class DecodeBatch(Event):
     token_usage: float | None
     gen_throughput: float | None
     queue_req: int | None
-    cuda_graph: bool | None
+    graph_replayed: bool | None  # the batch ran as a captured graph (None: the line does not say)
 
 
 @_event
@@ -434,14 +435,14 @@ class KvPoolExhausted(Event):
 class NotEnoughMemory(Event):
     """Startup could not size the KV pool: raise --mem-fraction-static."""
 
-    mem_fraction_static: float | None
+    setting: float | None  # the memory setting's value the message states
     minimum_viable: float | None  # 0.5.23 `minimum viable = 1 - available/pre = x`
     suggested: float | None  # 0.5.23 `Raise --mem-fraction-static above x`
     text: str
 
 
 @_event
-class HiCacheHostMemory(Event):
+class HostCacheShortOfMemory(Event):
     """`Not enough host memory available. Requesting x GB but only have y GB free.` (decimal GB)."""
 
     requested_gb: float | None
@@ -491,7 +492,7 @@ class StartupError(Event):
 
 
 @_event
-class SchedulerWatchdogTimeout(Event):
+class EngineWatchdogFired(Event):
     """`Scheduler watchdog timeout (self.watchdog_timeout=300, …)`: a forward pass hung."""
 
     text: str
@@ -548,12 +549,12 @@ CRASH_EVENTS: tuple[type[Event], ...] = (
     GraphCaptureFailed,
     KvPoolExhausted,
     NotEnoughMemory,
-    HiCacheHostMemory,
+    HostCacheShortOfMemory,
     RankDead,
     NcclTimeout,
     NcclError,
     StartupError,
-    SchedulerWatchdogTimeout,
+    EngineWatchdogFired,
     WarmupFailed,
     PortInUse,
     SigquitReceived,

@@ -319,8 +319,11 @@ class Profile(BaseModel):
     @field_validator("backend")
     @classmethod
     def _check_backend(cls, v: str) -> str:
-        if v not in ("sglang", "vllm"):
-            raise ValueError("the supported backends are: sglang, vllm")
+        from cockpit.core.engines import engine_names_known
+
+        known = engine_names_known()
+        if known and v not in known:
+            raise ValueError(f"the supported backends are: {', '.join(known)}")
         return v
 
     @field_validator("version")
@@ -346,7 +349,7 @@ class Profile(BaseModel):
         if v is None:
             return v
         if not v:
-            raise ValueError("program must be a non-empty argv list, e.g. [sglang, serve]")
+            raise ValueError("program must be a non-empty argv list, e.g. [/opt/venv/bin/python, -m, my_server]")
         for i, item in enumerate(v):
             _no_control_chars(item, f"program[{i}]")
         if v[0].startswith("-"):

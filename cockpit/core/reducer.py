@@ -36,7 +36,7 @@ from cockpit.core.crashstory import (  # the crash story and the shared context
     _where,
     end_of_input,
 )
-from cockpit.core.state import RunState, SeriesPoint
+from cockpit.core.state import ENGINE_WATCHDOG, HOST_CACHE_SHORT, RunState, SeriesPoint
 
 __all__ = ["apply", "apply_all", "end_of_input"]
 
@@ -156,11 +156,11 @@ def _capture_end(state: RunState, e: ev.GraphCaptureEnd) -> None:
     _advance(state, "capturing", e.ts)
 
 
-def _max_total(state: RunState, e: ev.MaxTotalTokens) -> None:
+def _kv_pool_sized(state: RunState, e: ev.KvPoolSized) -> None:
     state.max_total_num_tokens = e.max_total_num_tokens
-    state.chunked_prefill_size = e.chunked_prefill_size
-    state.max_prefill_tokens = e.max_prefill_tokens
-    state.max_running_requests = e.max_running_requests
+    state.prefill_chunk_tokens = e.prefill_chunk_tokens
+    state.prefill_tokens_cap = e.prefill_tokens_cap
+    state.running_requests_cap = e.running_requests_cap
     state.context_len = e.context_len
     state.available_gpu_mem_gb = e.available_gpu_mem_gb
     _advance(state, "kv_pool" if e.sized_before_capture else "warmup", e.ts)
@@ -218,15 +218,15 @@ def _phase_evidence(state: RunState, e: ev.PhaseEvidence) -> None:
         crash.phase_reason = "a line that only " + ("a serving server" if e.phase == "serving" else "start-up") + " prints"
 
 
-def _hicache(state: RunState, e: ev.HiCacheAllocating) -> None:
-    state.hicache_host_gb_per_rank = e.host_gb
+def _host_cache(state: RunState, e: ev.HostCacheAllocating) -> None:
+    state.host_cache_gb_per_rank = e.host_gb
     label = _rank_label(e)
-    if label not in state.hicache_allocating_ranks:
-        state.hicache_allocating_ranks.append(label)
+    if label not in state.host_cache_allocating_ranks:
+        state.host_cache_allocating_ranks.append(label)
 
 
 def _below_ctx(state: RunState, e: ev.KvPoolBelowContext) -> None:
-    text = f"KV pool holds {e.tokens} tokens, fewer than --context-length {e.context_len}"
+    text = e.text or f"KV pool holds {e.tokens:,} tokens, fewer than the context length ({e.context_len:,})"
     if text not in state.log_warnings:
         state.log_warnings.append(text)
 
@@ -453,13 +453,13 @@ def _kv_exhausted(state: RunState, e: ev.KvPoolExhausted) -> None:
 
 
 def _not_enough(state: RunState, e: ev.NotEnoughMemory) -> None:
-    if e.mem_fraction_static is not None:
-        state.stated_flags.setdefault("mem_fraction_static", e.mem_fraction_static)
+    if e.setting is not None and state.memory_flag is not None:
+        state.stated_flags.setdefault(state.memory_flag, e.setting)
     _crash(state, e, "init_not_enough_memory", e.text.strip())
 
 
-def _host_mem(state: RunState, e: ev.HiCacheHostMemory) -> None:
-    _crash(state, e, "hicache_host_memory", e.text.strip())
+def _host_mem(state: RunState, e: ev.HostCacheShortOfMemory) -> None:
+    _crash(state, e, HOST_CACHE_SHORT, e.text.strip())
 
 
 def _rank_dead(state: RunState, e: ev.RankDead) -> None:
@@ -498,8 +498,8 @@ def _startup_error(state: RunState, e: ev.StartupError) -> None:
     _crash(state, e, "startup_error", e.text.strip())
 
 
-def _watchdog(state: RunState, e: ev.SchedulerWatchdogTimeout) -> None:
-    _crash(state, e, "watchdog_timeout", e.text.strip())
+def _watchdog(state: RunState, e: ev.EngineWatchdogFired) -> None:
+    _crash(state, e, ENGINE_WATCHDOG, e.text.strip())
 
 
 def _warmup(state: RunState, e: ev.WarmupFailed) -> None:
@@ -515,8 +515,8 @@ def _sigquit(state: RunState, e: ev.SigquitReceived) -> None:
 
 
 def _killed(state: RunState, e: ev.Killed) -> None:
-    if state.crash is None and state.hicache_allocating_ranks and not state.ready_in_log:
-        _crash(state, e, "hicache_host_memory", e.text)
+    if state.crash is None and state.host_cache_allocating_ranks and not state.ready_in_log:
+        _crash(state, e, HOST_CACHE_SHORT, e.text)
     else:
         _crash(state, e, "unknown", e.text)
     if state.crash is not None and state.crash.exit_code is None:
@@ -537,8 +537,8 @@ def _exited(state: RunState, e: ev.ProcessExited) -> None:
         state.phase = "stopped"
         state.phase_since = e.ts or state.last_ts
         return
-    if e.exit_code in _OOM_KILL_EXITS and state.hicache_allocating_ranks and not state.ready_in_log:
-        _crash(state, e, "hicache_host_memory")
+    if e.exit_code in _OOM_KILL_EXITS and state.host_cache_allocating_ranks and not state.ready_in_log:
+        _crash(state, e, HOST_CACHE_SHORT)
     elif e.exit_code in _STOP_EXITS:
         # exit 0 / SIGTERM and nobody stopped it: the server ended by itself (its engine died, an
         # external `kill`): a crash, said so
@@ -585,8 +585,8 @@ _HANDLERS: dict[type, object] = {
     ev.MemoryPoolEnd: _pool_end,
     ev.GraphCaptureBegin: _capture_begin,
     ev.GraphCaptureEnd: _capture_end,
-    ev.MaxTotalTokens: _max_total,
-    ev.HiCacheAllocating: _hicache,
+    ev.KvPoolSized: _kv_pool_sized,
+    ev.HostCacheAllocating: _host_cache,
     ev.KvPoolBelowContext: _below_ctx,
     ev.UvicornRunning: _uvicorn,
     ev.ServerReady: _ready,
@@ -610,13 +610,13 @@ _HANDLERS: dict[type, object] = {
     ev.GraphCaptureFailed: _graph_failed,
     ev.KvPoolExhausted: _kv_exhausted,
     ev.NotEnoughMemory: _not_enough,
-    ev.HiCacheHostMemory: _host_mem,
+    ev.HostCacheShortOfMemory: _host_mem,
     ev.RankDead: _rank_dead,
     ev.ExitCode: _exit_code,
     ev.NcclTimeout: _nccl,
     ev.NcclError: _nccl_error,
     ev.StartupError: _startup_error,
-    ev.SchedulerWatchdogTimeout: _watchdog,
+    ev.EngineWatchdogFired: _watchdog,
     ev.WarmupFailed: _warmup,
     ev.PortInUse: _port,
     ev.SigquitReceived: _sigquit,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Final, Literal, get_args
 
 from cockpit.core.ranks import rank_sort_key
 from cockpit.core.secrets import mask_mapping
@@ -37,6 +37,9 @@ CrashKind = Literal[
     "unknown",  # a crash is proven, its cause isn't
 ]
 CRASH_KINDS: tuple[str, ...] = get_args(CrashKind)
+# the two kinds whose names (fixed by DESIGN.md's JSON) are one engine's words: named once here
+HOST_CACHE_SHORT: Final = "hicache_host_memory"  # the host cache could not get its host memory
+ENGINE_WATCHDOG: Final = "watchdog_timeout"  # the engine's own watchdog fired (a forward pass hung)
 # `unknown`: nothing in the log proves the phase (Crash.phase_reason says what was missing)
 CrashPhase = Literal["startup", "graph_capture", "prefill", "decode", "serving", "unknown"]
 CRASH_PHASES: tuple[str, ...] = get_args(CrashPhase)
@@ -124,6 +127,8 @@ class RunState:
     """Everything the log (and the supervisor) told us about one run."""
 
     backend: str = "sglang"
+    # the flag (dest) of the engine's memory setting, as its backend declares it (EngineWords.memory_flag)
+    memory_flag: str | None = None
     format: str | None = None  # "sglang-0.5.9" / "sglang-0.5.23"; None until detected
     phase: str = "unknown"  # one of PHASES
     phase_since: str | None = None  # timestamp text of the line that entered the phase
@@ -131,14 +136,14 @@ class RunState:
     lines_seen: int = 0
     server_args: dict[str, Any] = field(default_factory=dict)  # snake_case keys as SGLang prints them
     max_total_num_tokens: int | None = None
-    chunked_prefill_size: int | None = None
-    max_prefill_tokens: int | None = None
-    max_running_requests: int | None = None
+    prefill_chunk_tokens: int | None = None  # the engine's chunk of a long prompt, as its log printed it
+    prefill_tokens_cap: int | None = None  # tokens one prefill batch may hold
+    running_requests_cap: int | None = None  # requests that may run at once
     context_len: int | None = None
     available_gpu_mem_gb: float | None = None  # TP0's `available_gpu_mem=` on the max_total_num_tokens line
     ranks: dict[str, RankMemory] = field(default_factory=dict)  # insertion order = first seen
-    hicache_host_gb_per_rank: float | None = None  # decimal GB, from `Allocating …`
-    hicache_allocating_ranks: list[str] = field(default_factory=list)
+    host_cache_gb_per_rank: float | None = None  # decimal GB, from `Allocating …`
+    host_cache_allocating_ranks: list[str] = field(default_factory=list)
     ready_in_log: bool = False  # `The server is fired up and ready to roll!`
     device: str | None = None  # "cpu" when the log proves a CPU engine; None: GPU or not said
     uvicorn_port: int | None = None
@@ -199,11 +204,16 @@ class RunState:
         return best[1] if best else None
 
     @property
-    def mem_fraction_static(self) -> float | None:
-        v = self.server_args.get("mem_fraction_static")
+    def memory_setting(self) -> tuple[str, float] | None:
+        """(flag, value) of the engine's memory setting as the log showed it (the server's dump,
+        else a message that stated it); None when the log did not say, or the engine has none."""
+        flag = self.memory_flag
+        if flag is None:
+            return None
+        v = self.server_args.get(flag)
         if v is None:
-            v = self.stated_flags.get("mem_fraction_static")
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+            v = self.stated_flags.get(flag)
+        return (flag, float(v)) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
     @property
     def peak_gen_throughput(self) -> float | None:
@@ -229,11 +239,15 @@ class RunState:
             "server_args": mask_mapping(self.server_args),  # SGLang's dump holds its api_key
             "max_total_num_tokens": self.max_total_num_tokens,
             "context_len": self.context_len,
-            "chunked_prefill_size": self.chunked_prefill_size,
+            "prefill_chunk_tokens": self.prefill_chunk_tokens,
+            "chunked_prefill_size": self.prefill_chunk_tokens,  # the key before issue 26 (an alias)
             "available_gpu_mem_gb": self.available_gpu_mem_gb,
             "min_headroom_gb": self.min_headroom_gb,
             "ready_in_log": self.ready_in_log,
-            "hicache_host_gb_per_rank": self.hicache_host_gb_per_rank,
+            "host_cache_gb_per_rank": self.host_cache_gb_per_rank,
+            # the same figure under the key it had before issue 26 (kept for scripts that read it)
+            "hicache_host_gb_per_rank": self.host_cache_gb_per_rank,
+            "memory_setting": _setting_json(self.memory_setting),
             "ranks": [r.to_json() for r in sorted(self.ranks.values(), key=lambda r: rank_sort_key(r.rank))],
             "crash": self.crash.to_json() if self.crash else None,
             # DESIGN.md's shape: {"since", "evidence"} while `hung`, else null
@@ -244,3 +258,8 @@ class RunState:
             "engine_advice": list(self.engine_advice),
             "lines_unparsed": self.lines_unparsed,
         }
+
+
+def _setting_json(setting: tuple[str, float] | None) -> dict[str, Any] | None:
+    """`memory_setting` in status/diagnose JSON: {"flag": "mem_fraction_static", "value": 0.88} or null."""
+    return None if setting is None else {"flag": setting[0], "value": setting[1]}

@@ -100,7 +100,7 @@ class MemoryPlan:
         """Tokens per request for the concurrency figures: the asked length, else the server's context."""
         if self.request_tokens:
             return self.request_tokens
-        return int(self.terms.get("context_length") or self.terms.get("max_model_len") or 0)
+        return int(self.terms.get("context_len") or 0)  # each backend's plan puts its context length there
 
     def concurrency(self, row: PlanRow) -> int | None:
         """How many requests of request_length tokens the row's KV pool holds at once (None: no length)."""
@@ -253,16 +253,8 @@ def calibration_from_run(r: Any, value_flag: str, default_value: float | None = 
 
 # ---- calibration from the journal -----------------------------------------------------------------
 
-# Flags that change the budget: a run that differs in any of them measured a different setup.
-SAME_SETUP_FLAGS = (
-    "model-path", "model", "tp", "tp-size", "tensor-parallel-size", "dp", "dp-size", "data-parallel-size", "ep", "ep-size",
-    "expert-parallel-size", "pp-size", "pipeline-parallel-size", "enable-dp-attention", "attn-dp-size", "kv-cache-dtype",
-    "context-length", "chunked-prefill-size", "cuda-graph-max-bs", "cuda-graph-max-bs-decode", "max-running-requests",
-    "max-total-tokens", "page-size", "disable-cuda-graph", "speculative-algorithm", "quantization", "dtype",
-    "max-model-len", "max-num-seqs", "max-num-batched-tokens", "kv-cache-memory", "block-size", "enforce-eager",
-    "kv-cache-memory-bytes", "enable-expert-parallel", "cpu-offload-gb", "compilation-config", "max-cudagraph-capture-size",
-    "cudagraph-capture-sizes",
-)
+# Which flags change the budget is the engine's to say: each backend's plan passes its own
+# `SETUP_FLAGS` (a run that differs in any of them measured a different setup).
 
 
 def _norm(flags: Mapping[str, Any]) -> dict[str, Any]:
@@ -271,12 +263,14 @@ def _norm(flags: Mapping[str, Any]) -> dict[str, Any]:
 
 def pick_calibration(
     runs: Iterable[Any], *, backend: str, flags: Mapping[str, Any], hosts: tuple[str, ...], value_flag: str,
-    default_value: float | None = None,
+    setup_flags: Iterable[str], default_value: float | None = None,
 ) -> Calibration | None:
     """The newest finished run (journal RunRecord-like objects) of the same backend, hosts (the GPU
     type: the journal records hosts, not GPU models) and budget flags, that got past graph capture
-    (it recorded KV tokens and headroom). `value_flag` is the memory setting's key in the flags."""
+    (it recorded KV tokens and headroom). `value_flag` is the memory setting's key in the flags;
+    `setup_flags` the engine's flags that change the budget (profile spelling, no dashes)."""
     want = _norm(flags)
+    setup = tuple(setup_flags)
     key = value_flag.lstrip("-")
     best = None
     for r in runs:
@@ -287,7 +281,7 @@ def pick_calibration(
         if tuple(r.hosts) != tuple(hosts):
             continue
         have = _norm(r.flags)
-        if any(have.get(f) != want.get(f) for f in SAME_SETUP_FLAGS):
+        if any(have.get(f) != want.get(f) for f in setup):
             continue
         value = have.get(key, default_value)
         if not isinstance(value, (int, float)):

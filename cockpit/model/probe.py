@@ -59,16 +59,16 @@ def summarise_index(idx):
     return {"total_size": (meta or {}).get("total_size"), "names": sorted(names), "max_layer": max_layer}
 
 
-def collect(model_path, env=None):
+def collect(model, env=None):
     env = dict(os.environ if env is None else env)
-    d = model_path
+    d = model
     if not os.path.isdir(d):
-        if model_path.count("/") == 1 and not model_path.startswith((".", "/")):
-            d = _hf_snapshot(model_path, env)
+        if model.count("/") == 1 and not model.startswith((".", "/")):
+            d = _hf_snapshot(model, env)
             if d is None:
-                return {"error": f"{model_path} is not a directory and is not in the Hugging Face cache on this host"}
+                return {"error": f"{model} is not a directory and is not in the Hugging Face cache on this host"}
         else:
-            return {"error": f"{model_path} is not a directory on this host"}
+            return {"error": f"{model} is not a directory on this host"}
     cfg = os.path.join(d, "config.json")
     if not os.path.isfile(cfg):
         return {"error": f"{d} has no config.json"}

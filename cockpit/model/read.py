@@ -23,11 +23,11 @@ from cockpit.model.weights import (
 PROBE_SOURCE: bytes = Path(probe.__file__).read_bytes()
 
 
-def probe_program(model_path: str, env: Mapping[str, str] | None = None) -> bytes:
+def probe_program(model: str, env: Mapping[str, str] | None = None) -> bytes:
     """The probe as one program for `python -` on stdin: its request (the path and the profile's
     HF_* variables, which may hold a token) is a literal above the probe's source, so nothing of it
     reaches the command line another local user's `ps` shows."""
-    req = {"path": model_path, "env": {k: v for k, v in (env or {}).items() if k.startswith("HF_")}}
+    req = {"path": model, "env": {k: v for k, v in (env or {}).items() if k.startswith("HF_")}}
     return b"REQUEST = " + repr(req).encode("utf-8") + b"\n" + PROBE_SOURCE
 
 

@@ -196,8 +196,10 @@ def sim_dir_of(profile: Profile) -> str | None:
     if os.environ.get("COCKPIT_SIM_GPU_DIR") and all(h.ssh == "local" for h in profile.hosts):
         return os.environ["COCKPIT_SIM_GPU_DIR"]
     # the simulator's own default port when the profile names none (each stand-in uses its
-    # server's: SGLang 30000, vLLM 8000)
-    default = 8000 if profile.backend == "vllm" else 30000
+    # server's, as the backend declares it)
+    from cockpit.backends import engine_words
+
+    default = engine_words(profile.backend).default_port or 0
     try:
         port = int(str(profile.server.get("port") or default))
     except ValueError:

@@ -42,9 +42,9 @@ import httpx
 from cockpit.errors import BadInput
 
 if TYPE_CHECKING:
+    from cockpit.backends.base import GenerateApi
     from cockpit.transport.base import Transport
 
-API_CHOICES = ("openai", "sglang")
 REQUEST_TIMEOUT_S = 600.0
 METRICS_INTERVAL_S = 1.0
 # bounds on what the server may make us read
@@ -143,7 +143,7 @@ VOCAB_PROBE = Path(__file__).with_name("vocab_probe.py")
 VOCAB_TIMEOUT_S = 30.0
 
 
-async def read_vocab(transport: Transport, model_path: str, python: str | None,
+async def read_vocab(transport: Transport, model: str, python: str | None,
                      env: Mapping[str, str] | None = None) -> tuple[Vocab | None, str]:
     """The model's token ids as its host sees them: vocab_probe.py runs on the host's Python (given
     on stdin; argv holds the path and the HF cache dirs, never a token). (Vocab, "") or (None, why)."""
@@ -152,7 +152,7 @@ async def read_vocab(transport: Transport, model_path: str, python: str | None,
     from cockpit.transport.base import TransportError
 
     hf = {k: v for k, v in (env or {}).items() if k in ("HF_HOME", "HF_HUB_CACHE")}
-    req = json.dumps({"path": model_path, "hf": hf}, separators=(",", ":"))
+    req = json.dumps({"path": model, "hf": hf}, separators=(",", ":"))
     try:
         done = await transport.run([python or sys.executable, "-", req], stdin=VOCAB_PROBE.read_bytes(),
                                    timeout=VOCAB_TIMEOUT_S)
@@ -181,7 +181,9 @@ class BenchSpec:
     dataset: list[Prompt] | None = None  # None: synthetic
     seed: int = 0
     model: str | None = None  # the OpenAI `model` field; None asks /v1/models
-    metrics_prefix: str = "sglang:"  # the backend's (`Backend.metrics_prefix`)
+    metrics_prefix: str = ""  # the backend's (`Backend.metrics_prefix`), set by the caller
+    # the engine's own generate API when `api` names it (`Backend.native_api`); None: OpenAI's
+    native: GenerateApi | None = field(default=None, repr=False)
     vocab: Vocab | None = None  # None: synthetic prompts are text
     max_error_share: float = DEFAULT_MAX_ERROR_SHARE  # stop a level once this share of it failed
     explicit: frozenset[str] = frozenset()  # the lengths the operator chose ("input_len", "output_len")
@@ -371,7 +373,7 @@ async def get_capped(client: httpx.AsyncClient, url: str, cap: int, timeout: flo
 @dataclass(frozen=True)
 class ServedModel:
     id: str | None
-    max_model_len: int | None  # as the server reports it (vLLM's and SGLang's model card)
+    context_len: int | None  # the card's `max_model_len`, as the server reports it (both engines' /v1/models)
 
 
 async def served_model(base_url: str, api_key: str | None = None) -> ServedModel:
@@ -391,15 +393,9 @@ async def served_model(base_url: str, api_key: str | None = None) -> ServedModel
 
 
 def _request(spec: BenchSpec, prompt: Prompt) -> tuple[str, dict[str, Any]]:
-    if spec.api == "sglang":
-        body: dict[str, Any] = {"stream": True, "sampling_params": {
-            "max_new_tokens": prompt.output_len, "ignore_eos": True, "temperature": 0.0}}
-        if prompt.token_ids is not None:
-            body["input_ids"] = prompt.token_ids
-        else:
-            body["text"] = prompt.text
-        return "/generate", body
-    body = {"model": spec.model or "default", "prompt": prompt.token_ids if prompt.token_ids is not None else prompt.text,
+    if spec.native is not None:
+        return spec.native.path, spec.native.body(prompt.text, prompt.token_ids, prompt.output_len)
+    body: dict[str, Any] = {"model": spec.model or "default", "prompt": prompt.token_ids if prompt.token_ids is not None else prompt.text,
             "max_tokens": prompt.output_len, "temperature": 0.0, "ignore_eos": True, "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     return "/v1/completions", body
@@ -417,12 +413,11 @@ def _count(v: Any, limit: int) -> int | None:
     return v
 
 
-def _tokens_in(event: dict[str, Any], api: str, seen: int, limit: int) -> int | None:
+def _tokens_in(event: dict[str, Any], native: GenerateApi | None, seen: int, limit: int) -> int | None:
     """Output tokens so far according to one streamed event (None: the event says nothing); a count
     outside 0 … limit (the max_tokens asked for) raises ImplausibleCount."""
-    if api == "sglang":
-        meta = event.get("meta_info")
-        return _count(meta.get("completion_tokens"), limit) if isinstance(meta, dict) else None
+    if native is not None:
+        return _count(native.output_tokens(event), limit)
     usage = event.get("usage")
     if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
         return _count(usage["completion_tokens"], limit)
@@ -469,7 +464,7 @@ async def one_request(client: httpx.AsyncClient, base_url: str, spec: BenchSpec,
                     whole = json.loads(await read_capped(r, WHOLE_ANSWER_CAP))
                 except (ValueError, RecursionError):
                     whole = None
-                n = _tokens_in(whole, spec.api, 0, limit) if isinstance(whole, dict) else None
+                n = _tokens_in(whole, spec.native, 0, limit) if isinstance(whole, dict) else None
                 res.streamed = False
                 if n:
                     res.ttft_s = time.perf_counter() - t0
@@ -494,7 +489,7 @@ async def one_request(client: httpx.AsyncClient, base_url: str, spec: BenchSpec,
                         err = err.get("message", err)
                     res.error = f"stream error: {' '.join(str(err).split())[:200]}"
                     return res
-                n = _tokens_in(event, spec.api, seen, limit)
+                n = _tokens_in(event, spec.native, seen, limit)
                 if n is None or n <= seen:
                     continue
                 if seen == 0:
@@ -583,7 +578,7 @@ def parse_scrape(text: str, prefix: str) -> dict[str, Any]:
     return out
 
 
-async def scrape(client: httpx.AsyncClient, base_url: str, prefix: str = "sglang:") -> dict[str, Any] | None:
+async def scrape(client: httpx.AsyncClient, base_url: str, prefix: str) -> dict[str, Any] | None:
     """The server's /metrics, names without the prefix and in SGLang's words; None when it does not
     answer within SCRAPE_TIMEOUT_S and METRICS_CAP bytes. Parsed in a thread: a large body must not
     hold the event loop the requests are timed on."""

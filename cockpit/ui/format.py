@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime
 
-from cockpit.face import FlagChange, value_text
+from cockpit.face import ENGINE_WATCHDOG, HOST_CACHE_SHORT, FlagChange, value_text
 
 UNKNOWN = "?"
 
@@ -29,16 +30,15 @@ LIFECYCLE_WORDS: dict[str, str] = {
     "launching": "LAUNCHING",
 }
 
-# Short names operators use for the flags they touch most.
-FLAG_SHORT: dict[str, str] = {
-    "mem-fraction-static": "mfs",
-    "hicache-size": "hicache",
-    "cuda-graph-max-bs": "graph bs",
-    "chunked-prefill-size": "chunked prefill",
-    "max-running-requests": "max running",
-    "gpu-memory-utilization": "gpu mem util",  # vLLM's fraction of the card's total memory
-    "kv-cache-memory-bytes": "kv cache bytes",
-}
+
+
+@functools.cache
+def flag_labels() -> dict[str, str]:
+    """Short names operators use for the flags they touch most ("mfs"): each backend declares its
+    own (`EngineWords.flag_labels`); one table over every registered engine."""
+    from cockpit.face import flag_labels as registered
+
+    return registered()
 
 
 def gb(value: float | None, digits: int = 2) -> str:
@@ -80,7 +80,7 @@ def phase_word(phase: str, lifecycle: str = "running") -> str:
 
 def flag_short(flag: str) -> str:
     name = flag.lstrip("-").replace("_", "-")
-    return FLAG_SHORT.get(name, name)
+    return flag_labels().get(name, name)
 
 
 def flag_diff_words(change: FlagChange, *, short: bool = False, full_name: bool = False) -> str:
@@ -149,8 +149,8 @@ def seconds_between(a: str | None, b: str | None) -> float | None:
 
 # crashes the server's own log explains: after them it kills its process group itself
 LOGGED_CRASH_KINDS = frozenset({"cuda_oom", "graph_capture_oom", "kv_pool_exhausted", "init_not_enough_memory",
-                                "hicache_host_memory", "warmup_failed", "nccl_timeout", "nccl_error",
-                                "watchdog_timeout", "startup_error", "port_in_use"})
+                                HOST_CACHE_SHORT, "warmup_failed", "nccl_timeout", "nccl_error",
+                                ENGINE_WATCHDOG, "startup_error", "port_in_use"})
 
 
 def exit_words(code: int | None, kind: str | None = None, *, short: bool = False) -> str:

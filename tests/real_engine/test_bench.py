@@ -89,8 +89,8 @@ def test_bench_on_a_small_vocabulary_and_a_short_context(run: Run) -> None:
     assert r["prompts"].startswith("token ids from tokenizer.json in "), r["prompts"]
     # the default 1024 does not fit 512: cut, and said so (on stderr and in the result)
     assert r["max_model_len"] == 512 and r["input_len"] == 512 - 32
-    assert any("max-model-len 512" in n and "--input-len 1024 → 480" in n for n in r["notes"]), r["notes"]
-    assert "max-model-len 512" in out.stderr
+    assert any("context length 512" in n and "--input-len 1024 → 480" in n for n in r["notes"]), r["notes"]
+    assert "context length 512" in out.stderr
     # the load generator shares this machine's CPUs with the engine: said, and its CPU time measured
     assert any("engine's own machine" in n for n in r["notes"]) and r["client_cpu_s"] > 0
     # ITL is a decode step: milliseconds on this CPU, not the 0.03–0.06 ms between events of one burst
@@ -113,7 +113,7 @@ def test_bench_on_a_small_vocabulary_and_a_short_context(run: Run) -> None:
 def test_a_length_the_run_cannot_hold_is_refused(run: Run) -> None:
     out = run.bench("--input-len", "1024", "--output-len", "32", "--requests", "2")
     assert out.returncode == 2, out.stdout + out.stderr
-    assert "max-model-len 512" in out.stderr and "--input-len 1024" in out.stderr and "Traceback" not in out.stderr
+    assert "context length 512" in out.stderr and "--input-len 1024" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_failing_requests_stop_the_level_and_the_bench(run: Run) -> None:

@@ -58,7 +58,9 @@ def stub() -> Iterator[Any]:
 
 def bench(url: str, timeout: float = 90, **spec: Any) -> tuple[dict[str, Any], dict[str, float]]:
     """The result (parsed strictly: no NaN, no Infinity) and {peak_rss_mb, wall_s}."""
-    spec = {"requests": 12, "input_len": 8, "output_len": 16, "duration_s": 5.0, "model": "stub", **spec}
+    # the stub's metric names carry its PREFIX (BenchSpec has no engine's prefix of its own)
+    spec = {"requests": 12, "input_len": 8, "output_len": 16, "duration_s": 5.0, "model": "stub",
+            "metrics_prefix": "sglang:", **spec}
     proc = subprocess.run([PY, str(HERE / "_bench_client.py"), url, json.dumps(spec)], capture_output=True,
                           text=True, timeout=timeout, cwd=HERE.parents[1])
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -112,8 +112,8 @@ def test_hicache_that_fits_allocates_on_every_rank(sim) -> None:
     run.wait_for("The server is fired up and ready to roll!")
     state = read_log(run.log_path)
     assert state.phase == "ready" and state.crash is None
-    assert state.hicache_host_gb_per_rank == 48.0
-    assert len(state.hicache_allocating_ranks) == 8
+    assert state.host_cache_gb_per_rank == 48.0
+    assert len(state.host_cache_allocating_ranks) == 8
     host = json.loads((run.gpu_dir / "host.json").read_text())
     assert host["pid"] == run.pid and host["mem_total_gb"] == 449
     assert host["mem_available_gb"] == pytest.approx(449 - 8 * 48)

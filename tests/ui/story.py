@@ -65,7 +65,7 @@ def two_node_snapshot() -> RunSnapshot:
     run = RunInfo(id="20261129-120000-tp16", profile="two-node-tp16", hosts=("gpu-box-1", "gpu-box-2"), pid=5100,
                   pgid=5100, started_at="2026-11-29T12:00:00Z", run_dir="/r", log_path="/l",
                   flags={"mem-fraction-static": 0.88, "tp": 16, "enable-hierarchical-cache": True, "hicache-size": 48})
-    state.hicache_host_gb_per_rank = 48.0
+    state.host_cache_gb_per_rank = 48.0
     return RunSnapshot(taken_at=T0, profile="two-node-tp16", lifecycle="running", state=state, findings=base.findings,
                        run=run, gpus=tuple(gpus), hosts=hosts, readiness="log + /health", health="200", rank_gpu=rank_gpu)
 

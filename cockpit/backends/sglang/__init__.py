@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cockpit.backends.base import LogParser
+from cockpit.backends.base import EngineWords, GenerateApi, LogParser
 from cockpit.backends.engine import EngineBackend
 from cockpit.core.state import RunState
 
@@ -29,6 +29,24 @@ class SGLangBackend(EngineBackend):
     name = "sglang"
     package = __name__
     default_port = DEFAULT_PORT
+
+    def native_api(self) -> GenerateApi:
+        from cockpit.backends.sglang.nativeapi import SGLangGenerate
+
+        return SGLangGenerate()
+
+    def words(self) -> EngineWords:
+        return EngineWords(
+            display="SGLang",
+            memory_flag="mem_fraction_static",
+            flag_labels={"mem-fraction-static": "mfs", "hicache-size": "hicache", "cuda-graph-max-bs": "graph bs",
+                     "chunked-prefill-size": "chunked prefill", "max-running-requests": "max running"},
+            default_port=DEFAULT_PORT,
+            demo_profile="demo.yaml",
+            rank_axes=(("TP", ("tp", "tp-size", "tensor-parallel-size")), ("DP", ("dp", "dp-size", "data-parallel-size")),
+                   ("PP", ("pp-size", "pipeline-parallel-size"))),
+            native_api="sglang",
+        )
 
     # ---------------------------------------------------------------- launching
     def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:

@@ -86,7 +86,7 @@ class _Ctx:
                     self.profile_flags[canonical(k, self.version).dest] = v
                 except FlagError:
                     continue
-        self.mfs = state.mem_fraction_static
+        self.mfs = _mem_fraction_static(state)
         if self.mfs is None:
             pv = self.profile_flags.get("mem_fraction_static")
             self.mfs = float(pv) if isinstance(pv, (int, float)) and not isinstance(pv, bool) else None
@@ -149,7 +149,7 @@ class _Ctx:
     def lowering_alternatives(self) -> tuple[FlagChange, ...]:
         """Other ways to buy headroom: a smaller prefill chunk, a smaller decode-graph batch."""
         alts: list[FlagChange] = []
-        cps = self.state.chunked_prefill_size or _as_int(self.flag("chunked_prefill_size"))
+        cps = self.state.prefill_chunk_tokens or _as_int(self.flag("chunked_prefill_size"))
         if cps and cps > 0:
             alts.append(FlagChange("--chunked-prefill-size", cps, max(512, cps // 2)))
         gflag = graph_max_bs_flag(self.version)
@@ -384,7 +384,7 @@ def _retraction_findings(ctx: _Ctx) -> list[Finding]:
         "latency suffers. A bigger pool (more --mem-fraction-static if the headroom allows, more GPUs) or fewer "
         "requests at once (--max-running-requests) stops it."
     )
-    mrr = st.max_running_requests or _as_int(ctx.flag("max_running_requests"))
+    mrr = st.running_requests_cap or _as_int(ctx.flag("max_running_requests"))
     alts = (FlagChange("--max-running-requests", mrr, max(1, mrr // 2)),) if mrr and mrr > 1 else ()
     return [Finding("decode_retraction", "warning", msg, (), (), {}, None, alts)]
 
@@ -490,7 +490,7 @@ def _kv_exhausted(ctx: _Ctx, ranks: tuple[str, ...], where: str, line: int) -> F
         if ctx.tokens
         else f"The KV pool ran out of tokens{where} (line {line})."
     )
-    mrr = ctx.state.max_running_requests or _as_int(ctx.flag("max_running_requests"))
+    mrr = ctx.state.running_requests_cap or _as_int(ctx.flag("max_running_requests"))
     alts: list[FlagChange] = []
     if mrr:
         alts.append(FlagChange("--max-running-requests", mrr, max(1, mrr // 2)))
@@ -533,7 +533,7 @@ def ranks_per_node(flags: dict[str, Any], nnodes: int | None = None) -> int:
 
 def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, message: str) -> Finding:
     flags = {**ctx.profile_flags, **ctx.state.server_args}
-    size = ctx.state.hicache_host_gb_per_rank or _as_float(flags.get("hicache_size"))
+    size = ctx.state.host_cache_gb_per_rank or _as_float(flags.get("hicache_size"))
     hicache_on = bool(flags.get("enable_hierarchical_cache")) or bool(size)
     n = ranks_per_node(flags)
     gpus = next((h.gpu_count for h in ctx.hosts if h.gpu_count), None)
@@ -542,7 +542,7 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
             n = gpus  # the operator's what-if: one rank per GPU on this node
         else:
             # no server_args in this log: count the ranks it mentions (a lower bound)
-            seen = [*ctx.state.ranks, *ctx.state.hicache_allocating_ranks, *ranks]
+            seen = [*ctx.state.ranks, *ctx.state.host_cache_allocating_ranks, *ranks]
             idx = [int(m.group(1)) for r in seen if (m := re.search(r"TP(\d+)", r))]
             n = max(n, len(set(seen)), (max(idx) + 1) if idx else 0)
     if kind == "host_oom_killed":
@@ -620,7 +620,7 @@ def _host_available_from_log(ctx: _Ctx, message: str, size: float, n: int) -> tu
         avail = free * n + SGLANG_HICACHE_RESERVE_GB
         return avail, f"{n} × {free:g} GB share + {SGLANG_HICACHE_RESERVE_GB:.1f} GB = {avail:.1f} GB"
     failing = crash.rank if crash else None
-    pinned = [r for r in ctx.state.hicache_allocating_ranks if r != failing]
+    pinned = [r for r in ctx.state.host_cache_allocating_ranks if r != failing]
     avail = free + SGLANG_HICACHE_RESERVE_GB + len(pinned) * size
     return avail, (
         f"{free:g} GB free + {SGLANG_HICACHE_RESERVE_GB:.1f} GB SGLang reserve + {len(pinned)} ranks × "
@@ -777,3 +777,13 @@ def diagnose(
     findings += _kv_below_context(ctx)
     findings += _retraction_findings(ctx)
     return sort_findings(findings)
+
+
+def _mem_fraction_static(state: RunState) -> float | None:
+    """--mem-fraction-static as the log showed it (the dump, else a message that stated it); read
+    here rather than through `RunState.memory_setting`, so a state built without the backend's
+    words (a test's, the simulator's) still has it."""
+    v = state.server_args.get("mem_fraction_static")
+    if v is None:
+        v = state.stated_flags.get("mem_fraction_static")
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

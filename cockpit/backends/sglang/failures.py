@@ -306,9 +306,9 @@ def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek
         # `… available`, and 0.5.11+'s per pool: `… for V4 paged pool X. Requesting A GB but only have B GB free.`
         hm = _RX_HOST_MEM.search(msg)
         req, free = host_gb_pair(hm.group(1), hm.group(2)) if hm else (None, None)
-        return ev.HiCacheHostMemory(line, ts, rank, req, free, msg)
+        return ev.HostCacheShortOfMemory(line, ts, rank, req, free, msg)
     if "No host memory is left for HiCache" in msg:
-        return ev.HiCacheHostMemory(line, ts, rank, None, None, msg)
+        return ev.HostCacheShortOfMemory(line, ts, rank, None, None, msg)
     nccl = _nccl(line, ts, rank, msg)
     if nccl is not None:
         return nccl

@@ -238,7 +238,7 @@ def _prefill(line: int, ts: str | None, rank: str | None, msg: str) -> ev.Prefil
         running_req=opt_int(f.get("#running-req")),
         queue_req=opt_int(f.get("#queue-req")),
         input_throughput=opt_float(f.get("input throughput (token/s)"), 1e9),
-        cuda_graph=_graph_flag(f),
+        graph_replayed=_graph_flag(f),
     )
 
 
@@ -251,7 +251,7 @@ def _decode(line: int, ts: str | None, rank: str | None, msg: str) -> ev.DecodeB
         token_usage=_usage(f),
         gen_throughput=opt_float(f.get("gen throughput (token/s)"), 1e9),
         queue_req=opt_int(f.get("#queue-req")),
-        cuda_graph=_graph_flag(f),
+        graph_replayed=_graph_flag(f),
     )
 
 
@@ -265,7 +265,7 @@ def _old_fill(line: int, msg: str) -> ev.PrefillBatch:
     return ev.PrefillBatch(line, None, None, new_seq=opt_int(f.get("#seq")), new_token=opt_int(f.get("#new_token")),
                            cached_token=opt_int(f.get("#cached_token")), token_usage=None,
                            running_req=opt_int(f.get("#running_req")), queue_req=opt_int(f.get("#remaining_req")),
-                           input_throughput=None, cuda_graph=None)
+                           input_throughput=None, graph_replayed=None)
 
 
 def _split_top(body: str) -> list[str]:
@@ -523,11 +523,11 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             tokens = opt_int(f.get("max_total_num_tokens"))
             if tokens is None:
                 raise ValueError(f"max_total_num_tokens={f.get('max_total_num_tokens', '')[:40]!r}")
-            out.append(ev.MaxTotalTokens(
+            out.append(ev.KvPoolSized(
                 line, ts, rank, tokens,
-                chunked_prefill_size=opt_int(f.get("chunked_prefill_size"), signed=True),
-                max_prefill_tokens=opt_int(f.get("max_prefill_tokens")),
-                max_running_requests=opt_int(f.get("max_running_requests")),
+                prefill_chunk_tokens=opt_int(f.get("chunked_prefill_size"), signed=True),
+                prefill_tokens_cap=opt_int(f.get("max_prefill_tokens")),
+                running_requests_cap=opt_int(f.get("max_running_requests")),
                 context_len=opt_int(f.get("context_len")),
                 available_gpu_mem_gb=gib(avail.split()[0]) if avail else None,
             ))
@@ -540,11 +540,11 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
         elif msg.startswith("Allocating "):
             m = _RX_ALLOC_09.match(msg)
             if m:
-                out.append(ev.HiCacheAllocating(line, ts, rank, host_gb_pair(m.group(1), "0")[0]))
+                out.append(ev.HostCacheAllocating(line, ts, rank, host_gb_pair(m.group(1), "0")[0]))
             else:
                 m = _RX_ALLOC_23.match(msg)
                 if m:
-                    out.append(ev.HiCacheAllocating(line, ts, rank, host_gb_pair(m.group(3), "0")[0],
+                    out.append(ev.HostCacheAllocating(line, ts, rank, host_gb_pair(m.group(3), "0")[0],
                                                     count(m.group(2)), m.group(1)))
         return
     if c == "s":
@@ -590,7 +590,8 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
         elif msg.startswith("KV pool holds"):
             m = _RX_BELOW_CTX.match(msg)
             if m:
-                out.append(ev.KvPoolBelowContext(line, ts, rank, count(m.group(1)), count(m.group(2))))
+                out.append(ev.KvPoolBelowContext(line, ts, rank, count(m.group(1)), count(m.group(2)),
+                                                 m.group(0)))
         return
     if c == "O" and msg.startswith("Out of memory. Try to lower your batch size"):
         out.append(kv_exhausted(line, ts, rank, msg, None, peek))
@@ -608,11 +609,11 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             m = _RX_TERMINATED.search(msg)
             out.append(ev.RankDead(line, ts, rank, None, _code(m.group(1)) if m else None, "terminated", msg))
         elif msg.startswith("Scheduler watchdog timeout"):
-            out.append(ev.SchedulerWatchdogTimeout(line, ts, rank, msg))
+            out.append(ev.EngineWatchdogFired(line, ts, rank, msg))
         return
     if c == "W":
         if msg.startswith("Watchdog timeout (self.watchdog_timeout"):
-            out.append(ev.SchedulerWatchdogTimeout(line, ts, rank, msg))
+            out.append(ev.EngineWatchdogFired(line, ts, rank, msg))
         return
     if c == "E":
         if msg.startswith("Exit code:"):

@@ -198,7 +198,7 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
     """
     from cockpit.core.reducer import apply
 
-    st = state if state is not None else RunState(backend="sglang")
+    st = state if state is not None else RunState(backend="sglang", memory_flag="mem_fraction_static")
     parser = SGLangLogParser()
 
     def consume(f: BinaryIO) -> None:

@@ -62,6 +62,13 @@ if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations nee
     from cockpit.model.read import ModelFacts
 
 FLAG = "--mem-fraction-static"
+# flags that change the memory budget: a journal run that differs in any of them cannot calibrate
+SETUP_FLAGS = (
+    "model-path", "model", "tp", "tp-size", "tensor-parallel-size", "dp", "dp-size", "data-parallel-size", "ep", "ep-size",
+    "expert-parallel-size", "pp-size", "pipeline-parallel-size", "enable-dp-attention", "attn-dp-size", "kv-cache-dtype",
+    "context-length", "chunked-prefill-size", "cuda-graph-max-bs", "cuda-graph-max-bs-decode", "max-running-requests",
+    "max-total-tokens", "page-size", "disable-cuda-graph", "speculative-algorithm", "quantization", "dtype",
+)
 TABLE = tuple(round(0.80 + 0.01 * i, 2) for i in range(16))  # 0.80 … 0.95, the values operators use
 SEARCH = tuple(round(0.40 + 0.01 * i, 2) for i in range(60))  # where the recommendation may land
 
@@ -508,6 +515,7 @@ def plan(
         "attention_workspace_gib": ATTN_WORKSPACE_GIB,
         "cuda_graph_max_bs": float(bs),
         "context_length": float(ctx),
+        "context_len": float(ctx),  # the same, in the plan's own word (MemoryPlan.request_length reads it)
         "mfs_floor": 1 - a / p if p > 0 else math.nan,
         **(spec.terms(current.max_total_num_tokens, ctx, s) if spec is not None else {}),
     }
@@ -553,6 +561,7 @@ def memory_plan(
         # a run that left --mem-fraction-static unset ran with SGLang's own value for the same flags
         auto = _default_mfs(model.config, gpu, settings).mfs
         calibration = pick_calibration(runs, backend=profile.backend, flags={**profile.server, **dict(overrides or {})},
-                                       hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG, default_value=auto)
+                                       hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG,
+                                       setup_flags=SETUP_FLAGS, default_value=auto)
     return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
                 warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration, draft=model.draft)

@@ -66,6 +66,24 @@ def _version(text: str | None) -> tuple[int, ...]:
         return ()
 
 
+MEMORY_FLAG = MFS_FLAG  # what `cockpit tune` names a step by when no flag differs from the profile
+
+
+def step_facts(state: Any, flags: dict[str, Any]) -> dict[str, Any]:
+    """The SGLang-specific fields of a Step from a run's state (for `cockpit tune`): the ranks'
+    smallest free memory before loading and largest graph, the dump's decode-graph batch size, the
+    scheduler's running-request cap and prefill chunk as its log printed them."""
+    ranks = list(getattr(state, "ranks", {}).values())
+    pre = [r.pre_load_avail_gb for r in ranks if r.pre_load_avail_gb is not None]
+    graphs = [r.graph_gb for r in ranks if r.graph_gb is not None]
+    args = getattr(state, "server_args", None) or {}
+    bs = args.get("cuda_graph_max_bs") or args.get("cuda_graph_max_bs_decode")
+    return {"pre_load_avail_gb": min(pre) if pre else None, "graph_gb": max(graphs) if graphs else None,
+            "cuda_graph_max_bs": int(bs) if isinstance(bs, (int, float)) else None,
+            "max_running_requests": state.running_requests_cap,
+            "chunked_prefill_size": state.prefill_chunk_tokens}
+
+
 def round_bs(n: float) -> int:
     """A batch size SGLang captures: multiples of 8 up to 256, of 16 above (its default ladder)."""
     step = 8 if n <= 256 else 16

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cockpit.backends.base import FlagError, LogParser
+from cockpit.backends.base import EngineWords, FlagError, LogParser
 from cockpit.backends.engine import EngineBackend
 from cockpit.core.state import RunState
 
@@ -30,6 +30,18 @@ class VLLMBackend(EngineBackend):
     name = "vllm"
     package = __name__
     default_port = DEFAULT_PORT
+
+    def words(self) -> EngineWords:
+        return EngineWords(
+            display="vLLM",
+            memory_flag="gpu_memory_utilization",
+            flag_labels={"gpu-memory-utilization": "gpu mem util", "kv-cache-memory-bytes": "kv cache bytes"},
+            default_port=DEFAULT_PORT,
+            demo_profile="demo-vllm.yaml",
+            rank_axes=(("TP", ("tp", "tensor-parallel-size")), ("DP", ("dp", "data-parallel-size")),
+                   ("PP", ("pp", "pipeline-parallel-size"))),
+            native_api=None,
+        )
 
     # ---------------------------------------------------------------- launching
     def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:

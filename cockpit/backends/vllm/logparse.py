@@ -758,7 +758,7 @@ class VLLMLogParser:
         if self._kv_tokens is None or self._tokens_sent:
             return
         self._send_fmt(line, ts, out)
-        out.append(ev.MaxTotalTokens(line, ts, None, self._kv_tokens, None, None, None, self._context_len, None,
+        out.append(ev.KvPoolSized(line, ts, None, self._kv_tokens, None, None, None, self._context_len, None,
                                      sized_before_capture=before_capture))
         if final:
             self._tokens_sent = True
@@ -955,7 +955,7 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
 
     from cockpit.core.reducer import apply, end_of_input
 
-    st = state if state is not None else RunState(backend="vllm")
+    st = state if state is not None else RunState(backend="vllm", memory_flag="gpu_memory_utilization")
     st.backend = "vllm"
 
     def consume(f: BinaryIO, parser: VLLMLogParser) -> None:

@@ -58,6 +58,13 @@ if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations nee
     from cockpit.model.read import ModelFacts
 
 FLAG = "--gpu-memory-utilization"
+# flags that change the memory budget: a journal run that differs in any of them cannot calibrate
+SETUP_FLAGS = (
+    "model", "tp", "tensor-parallel-size", "dp", "data-parallel-size", "pipeline-parallel-size", "kv-cache-dtype",
+    "quantization", "dtype", "max-model-len", "max-num-seqs", "max-num-batched-tokens", "kv-cache-memory", "block-size",
+    "enforce-eager", "kv-cache-memory-bytes", "enable-expert-parallel", "cpu-offload-gb", "compilation-config",
+    "max-cudagraph-capture-size", "cudagraph-capture-sizes",
+)
 PIN_FLAG = "--kv-cache-memory-bytes"
 TABLE = tuple(round(0.80 + 0.01 * i, 2) for i in range(19))  # 0.80 … 0.98: vLLM's auto-tuner starts at 0.98
 SEARCH = tuple(round(0.30 + 0.01 * i, 2) for i in range(70))  # where the recommendation may land (≤ 0.99)
@@ -461,6 +468,7 @@ def plan(
         "max_num_seqs": float(seqs),
         "max_num_batched_tokens": float(batched),
         "max_model_len": float(mml),
+        "context_len": float(mml),  # the same, in the plan's own word (MemoryPlan.request_length reads it)
         "block_size": float(block),
         "util_floor": lowest.value if lowest is not None else math.nan,
         "util_ceiling": floor2(f0 / t) if t > 0 else math.nan,  # the most the free memory at start-up allows
@@ -514,6 +522,6 @@ def memory_plan(
     elif settings.kv_cache_memory_bytes is None:
         calibration = pick_calibration(runs, backend=profile.backend, flags={**profile.server, **dict(overrides or {})},
                                        hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG,
-                                       default_value=default_util(settings.version))
+                                       setup_flags=SETUP_FLAGS, default_value=default_util(settings.version))
     return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
                 warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration, draft=model.draft)

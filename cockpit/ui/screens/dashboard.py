@@ -389,7 +389,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self._refresh_header()
         self.show_own_group(snap)
         self.query_one(RankBars).show(
-            snap, now, self._policy(), self.rank_focus, hicache_gb_per_rank=self._hicache_per_rank(snap)
+            snap, now, self._policy(), self.rank_focus, host_cache_gb_per_rank=self._host_cache_per_rank(snap)
         )
         findings = list(snap.findings) or self.preflight_findings
         self.query_one(AdvicePanel).show(findings, snap.state.max_total_num_tokens)
@@ -473,7 +473,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
             return dict(self.snapshot.run.flags)
         return dict(self.profile.server)
 
-    def _hicache_per_rank(self, snap: RunSnapshot) -> float | None:
+    def _host_cache_per_rank(self, snap: RunSnapshot) -> float | None:
         flags = self._run_flags()
         if not (flags.get("enable-hierarchical-cache") or flags.get("enable_hierarchical_cache")):
             return None

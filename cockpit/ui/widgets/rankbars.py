@@ -100,7 +100,7 @@ class RankBars(Widget):
         self._now: float = 0.0
         self._policy = Policy()
         self._focus_rank: str | None = None
-        self._hicache_gb_per_rank: float | None = None
+        self._host_cache_gb_per_rank: float | None = None
         self._names_of: RunSnapshot | None = None
         self._names: list[str] = []
         self._strips = StripCache()  # rows that read as a second ago are not converted again
@@ -112,12 +112,12 @@ class RankBars(Widget):
         now: float,
         policy: Policy,
         focus_rank: str | None = None,
-        hicache_gb_per_rank: float | None = None,
+        host_cache_gb_per_rank: float | None = None,
     ) -> None:
         rows_before = self._row_count()
         self._snapshot, self._now, self._policy = snapshot, now, policy
         self._focus_rank = focus_rank
-        self._hicache_gb_per_rank = hicache_gb_per_rank
+        self._host_cache_gb_per_rank = host_cache_gb_per_rank
         self.refresh(layout=self._row_count() != rows_before)
 
     def tick(self, now: float) -> None:
@@ -361,9 +361,9 @@ class RankBars(Widget):
         t.append("HOST".ljust(label_w) + " ", style=self._style("label"))
         total, avail = host.mem_total_gb, host.mem_available_gb
         ranks_here = [r for r, (h, _i) in snap.rank_gpu.items() if h == host.host] or list(snap.state.ranks)
-        per_rank = self._hicache_gb_per_rank
+        per_rank = self._host_cache_gb_per_rank
         if per_rank is None:
-            per_rank = snap.state.hicache_host_gb_per_rank
+            per_rank = snap.state.host_cache_gb_per_rank
         hicache = per_rank * len(ranks_here) if per_rank is not None and ranks_here else None
         width = max(8, min(bar_w, 40))
         if total:
