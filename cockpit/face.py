@@ -96,6 +96,7 @@ if TYPE_CHECKING:
         LogLine,
         RunInfo,
         RunSnapshot,
+        SlurmView,
     )
     from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
     from cockpit.supervisor.launchcheck import launch_findings
@@ -130,7 +131,7 @@ if TYPE_CHECKING:
 # module → the names the faces use from it
 EXPORTS: dict[str, tuple[str, ...]] = {
     "cockpit.supervisor.api": (
-        "GpuProcess", "GpuSample", "HostSample", "LogBatch", "LogLine", "RunInfo", "RunSnapshot",
+        "GpuProcess", "GpuSample", "HostSample", "LogBatch", "LogLine", "RunInfo", "RunSnapshot", "SlurmView",
     ),
     "cockpit.supervisor.host": ("LinkState", "LogChunk", "LogFollower", "LogReset", "ServerExited"),
     "cockpit.supervisor.launchcheck": ("launch_findings",),

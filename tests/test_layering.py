@@ -149,3 +149,135 @@ def test_the_face_offers_every_name_it_types_and_nothing_above_it() -> None:
         assert "NotAName" in str(exc)
     else:
         raise AssertionError("an unknown name must raise AttributeError")
+
+
+# ---------------------------------------------------------------- the import graph, measured
+def _graph():  # type: ignore[no-untyped-def]
+    import grimp
+
+    # as lint-imports builds it: an annotation-only import (under TYPE_CHECKING) runs nothing
+    return grimp.build_graph("cockpit", exclude_type_checking_imports=True, cache_dir=None)
+
+
+def _edges(graph) -> dict[str, set[str]]:  # type: ignore[no-untyped-def]
+    mods = set(graph.modules)
+    return {m: set(graph.find_modules_directly_imported_by(m)) & mods for m in sorted(mods)}
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan, iterative): each is an
+    import circle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(edges.get(w, ())))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def _top(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _layers() -> list[list[tuple[str, bool]]]:
+    """pyproject's layers contract: per layer (top first), its packages and whether they are
+    independent siblings (`|`) or not (`:`)."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = next(c for c in conf["tool"]["importlinter"]["contracts"]
+                    if c["type"] == "layers" and "containers" not in c and "cockpit.cli" in c["layers"])
+    out = []
+    for layer in contract["layers"]:
+        independent = "|" in layer
+        out.append([(p.strip(), independent) for p in layer.replace("|", ":").split(":")])
+    return out
+
+
+def test_cycle_finder_finds_a_circle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_no_import_circles_between_modules_or_packages() -> None:
+    """0 import circles, from the code's own imports (function-level imports count)."""
+    edges = _edges(_graph())
+    assert len(edges) > 150  # the whole package was read
+    assert _cycles(edges) == [], "modules importing each other in a circle"
+    packages: dict[str, set[str]] = {}
+    for mod, targets in edges.items():
+        packages.setdefault(_top(mod), set()).update(_top(t) for t in targets if _top(t) != _top(mod))
+    assert _cycles(packages) == [], "top-level packages importing each other in a circle"
+
+
+def test_every_package_is_in_a_layer_and_no_import_runs_back_up() -> None:
+    """Every top-level package sits in a layer of pyproject.toml, and no import runs from a lower
+    layer to a higher one or between independent siblings (0 found, measured from the imports)."""
+    layers = _layers()
+    rank = {pkg: i for i, layer in enumerate(layers) for pkg, _ in layer}
+    independent = {pkg for layer in layers for pkg, ind in layer if ind}
+    edges = _edges(_graph())
+    tops = {_top(m) for m in edges} - {"cockpit", "cockpit.__main__"}  # the root and `python -m cockpit`
+    assert sorted(tops - set(rank)) == [], "top-level packages in no layer"
+    upward = sorted(
+        f"{m} -> {t}" for m, targets in edges.items() for t in targets
+        if _top(m) in rank and _top(t) in rank and _top(m) != _top(t)
+        and (rank[_top(t)] < rank[_top(m)] or (rank[_top(t)] == rank[_top(m)] and _top(m) in independent))
+    )
+    assert upward == [], "imports running back up a layer (or between independent siblings)"
+
+
+def test_supervisor_holds_a_target_and_nothing_subclasses_it() -> None:
+    """Targets are composed: no `Supervisor.__new__`, no subclass of Supervisor anywhere, and each
+    target reaches nothing of the Supervisor but the `Run` protocol (no `cockpit.supervisor.supervisor`
+    import, no other target)."""
+    subclasses = []
+    for py in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(py.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases = {b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases}
+                if "Supervisor" in bases:
+                    subclasses.append(f"{py.relative_to(ROOT)}: {node.name}")
+                if node.name == "Supervisor":
+                    assert not any(isinstance(f, ast.FunctionDef) and f.name == "__new__" for f in node.body)
+    assert subclasses == []
+    graph = _graph()
+    targets = sorted(m for m in graph.modules if m.startswith("cockpit.supervisor.targets."))
+    assert {"cockpit.supervisor.targets.hosts", "cockpit.supervisor.targets.slurm"} <= set(targets)
+    for t in targets:
+        imported = graph.find_modules_directly_imported_by(t)
+        assert "cockpit.supervisor.supervisor" not in imported, t
+        others = {o for o in ("cockpit.supervisor.targets.hosts", "cockpit.supervisor.targets.slurm") if o != t}
+        assert not imported & others, t

@@ -17,6 +17,7 @@ from cockpit.face import (
     Finding,
     Profile,
     RunSnapshot,
+    SlurmView,
     exit_code_for,
     load_profile,
     mask_mapping,
@@ -147,8 +148,10 @@ def status_json(snap: RunSnapshot) -> dict[str, Any]:
     out["ready"] = snap.state.phase == "ready" and snap.health == "200"
     out["flag_diff"] = [{**c.to_json(), "from": mask_value(c.flag, c.from_value), "to": mask_value(c.flag, c.to_value)}
                         for c in snap.flag_diff]
-    if snap.slurm is not None:
-        out["slurm"] = snap.slurm
+    if snap.target is not None:
+        out["target"] = snap.target.to_json()
+        if isinstance(snap.target, SlurmView):  # the job under its own key too (docs/OPERATIONS.md, "Slurm")
+            out["slurm"] = snap.target.job_json()
     out["serving"] = snap.serving
     out["gpu_processes"] = [
         {"host": p.host, "pid": p.pid, "gpu": p.gpu_index, "used_gb": p.used_gb, "belongs_to_run": p.belongs_to_run}
@@ -185,11 +188,11 @@ def render_status(snap: RunSnapshot, group: str | None = None) -> str:
         where = "" if run.pid is None else f" · pid {run.pid}"
         head += f" · {','.join(run.hosts)} · run {run.id}{where} · started {run.started_at}"
     lines = [head]
-    if snap.slurm is not None:  # a Slurm run: what Slurm says about the job
-        sl = snap.slurm
-        left = f" · {sl['time_left']} left" if sl.get("time_left") else ""
-        lines.append(f"Slurm job {sl['job_id']} · {sl.get('words') or sl.get('state')}{left}"
-                     + (f" · GPUs {sl['telemetry']}" if sl.get("telemetry") else ""))
+    sl = snap.target
+    if isinstance(sl, SlurmView):  # a Slurm run: what Slurm says about the job
+        left = f" · {sl.time_left} left" if sl.time_left else ""
+        lines.append(f"Slurm job {sl.job_id} · {sl.words or sl.state}{left}"
+                     + (f" · GPUs {sl.telemetry}" if sl.telemetry else ""))
     phase = st.phase.upper().replace("_", " ")
     ready = "ready: log" + (" + " + snap.readiness.split("+")[-1].strip() if snap.readiness else "")
     lines.append(f"phase {phase} · health {snap.health or 'not probed'} · {ready} · lifecycle {snap.lifecycle}")

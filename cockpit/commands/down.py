@@ -11,9 +11,13 @@ import argparse
 import json
 import shlex
 import sys
+from typing import TYPE_CHECKING, Any
 
 from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command
 from cockpit.face import Profile
+
+if TYPE_CHECKING:
+    from cockpit.face import Supervisor
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +38,7 @@ async def _down(profile: Profile, args: argparse.Namespace) -> int:
             else:
                 print(f"{profile.name}: not running")
             return 0
-        job = getattr(sup, "job_id", None)  # a Slurm run: scancel, then wait until it left the queue
+        job = getattr(sup.target.view(), "job_id", None)  # a Slurm run: scancel, then wait until it left the queue
         if not args.json:
             what = f"Slurm job {job}, scancel" if job else f"pid {info.pid}"
             print(f"{profile.name}: stopping run {info.id} ({what}) on {', '.join(info.hosts)}…", flush=True)
@@ -51,14 +55,14 @@ async def _down(profile: Profile, args: argparse.Namespace) -> int:
             "left": res.left,
             "exit_codes": res.exit_codes,
             "run": {"id": info.id, "hosts": list(info.hosts), "pid": info.pid},
-            **({"slurm": sup.snapshot().slurm} if job else {}),
+            **({"slurm": _slurm_json(sup)} if job else {}),
             "leftovers": [{"host": p.host, "pid": p.pid, "gpu": p.gpu_index, "used_gb": p.used_gb} for p in res.leftovers],
         }, indent=2))
     else:
         how = "scancel" if job else "SIGKILL after the timeout" if res.killed else "SIGTERM"
         if res.stopped and job:
             print(f"{profile.name}: stopped ({how}); Slurm job {job} has left the queue "
-                  f"({(sup.snapshot().slurm or {}).get('state')}); its nodes are Slurm's again")
+                  f"({(_slurm_json(sup) or {}).get('state')}); its nodes are Slurm's again")
         elif res.stopped:
             print(f"{profile.name}: stopped ({how}); exit code {', '.join(f'{h}: {c}' for h, c in res.exit_codes.items())}")
         else:
@@ -73,3 +77,11 @@ async def _down(profile: Profile, args: argparse.Namespace) -> int:
         if not res.leftovers and res.stopped and not job:
             print(f"{profile.name}: GPU memory released")
     return 0 if res.stopped and not res.leftovers else 1
+
+
+def _slurm_json(sup: Supervisor) -> dict[str, Any] | None:
+    """What Slurm says about the stopped job (`status --json`'s `slurm` object)."""
+    from cockpit.face import SlurmView
+
+    view = sup.snapshot().target
+    return view.job_json() if isinstance(view, SlurmView) else None

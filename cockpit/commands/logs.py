@@ -205,10 +205,10 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
 
     failed: list[str] = []  # nodes whose link will not come back
     try:
-        ended = getattr(sup, "wait_ended", None)  # a Slurm run: no pid to watch, Slurm says when
+        ended = sup.target.end_watch()  # a Slurm run: no pid to watch, Slurm says when
         if args.follow and ended is not None and any(n.record and n.record.alive for n in nodes):
             follows = asyncio.gather(*(one(n) for n in nodes))
-            waiter = asyncio.ensure_future(ended())
+            waiter: asyncio.Future[Any] = asyncio.ensure_future(ended())
             await asyncio.wait([follows, waiter], return_when=asyncio.FIRST_COMPLETED)
             if waiter.done():
                 follows.cancel()

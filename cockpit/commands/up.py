@@ -79,7 +79,7 @@ async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namesp
     try:
         info = await sup.start(overrides, attach=False)
         say = (lambda m: print(m, file=sys.stderr)) if args.json else print
-        job = getattr(sup, "job_id", None)  # a Slurm run was submitted, not started
+        job = getattr(sup.target.view(), "job_id", None)  # a Slurm run was submitted, not started
         what = f"submitted Slurm job {job}" if job else f"pid {info.pid}"
         say(f"{profile.name}: launched run {info.id} on {', '.join(info.hosts)} ({what}), log {info.log_path}")
         runner = asyncio.create_task(sup.run())

@@ -3,6 +3,7 @@
 Between the transport and the supervisor, with no backend knowledge: `script` renders the batch
 script from argv lists, `jobstate` reads Slurm's answers (scontrol, squeue, sacct, the job
 completion record) and maps job states to what the cockpit shows, `loginside` is the stdlib
-program run on the login node, `client` drives it over any Transport, and `supervisor` plugs a
-Slurm profile into the Supervisor.
+program run on the login node, `client` drives it over any Transport, and `steps` runs commands
+on the job's nodes as `srun --overlap` steps. The Supervisor's Slurm target
+(cockpit/supervisor/targets/slurm.py) composes them; nothing here imports the supervisor.
 """

@@ -32,7 +32,7 @@ class UntrustedRunTree(CockpitError):
 
 class SlurmLogin:
     def __init__(self, transport: Transport, *, python: str | None = None, runs_root: str | None = None):
-        from cockpit.supervisor.host import is_local
+        from cockpit.transport.local import is_local
 
         self.transport = transport
         self.python = python or (sys.executable if is_local(transport) else "python3")

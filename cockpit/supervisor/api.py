@@ -6,14 +6,15 @@ The UI never reaches back into the supervisor's internals: it receives `RunSnaps
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
 from cockpit.telemetry.samples import GpuProcess, GpuSample, HostSample
 
-__all__ = ["LIFECYCLES", "GpuProcess", "GpuSample", "HostSample", "LogBatch", "LogLine", "RunInfo", "RunSnapshot"]
+__all__ = ["LIFECYCLES", "GpuProcess", "GpuSample", "HostSample", "HostsView", "LogBatch", "LogLine", "RunInfo",
+           "RunSnapshot", "SlurmView", "TargetView"]
 
 # Lifecycle of the run as the supervisor drives it (distinct from the server's phase in RunState).
 LIFECYCLES = ("idle", "preflight", "launching", "running", "stopping", "waiting_gpu_release", "stopped", "failed")
@@ -48,6 +49,48 @@ class LogBatch:
 
 
 @dataclass(frozen=True)
+class HostsView:
+    """Where a `hosts:` run is (cockpit/supervisor/targets/hosts.py): its hosts, one node each."""
+
+    hosts: tuple[str, ...] = ()
+    kind: Literal["hosts"] = "hosts"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "hosts": list(self.hosts)}
+
+
+@dataclass(frozen=True)
+class SlurmView:
+    """Where a `target: {kind: slurm}` run is, in Slurm's words (cockpit/supervisor/targets/slurm.py).
+    None in a field: Slurm has not said (no answer yet, or nothing to say: no reason, no nodes yet)."""
+
+    job_id: str
+    login: str
+    state: str | None = None  # PENDING, RUNNING, CANCELLED, NODE_FAIL, TIMEOUT…
+    reason: str | None = None  # Slurm's reason (Resources, Priority, NodeDown, TimeLimit…)
+    nodes: tuple[str, ...] = ()  # the allocation's node names, node rank order
+    node_list: str | None = None  # as Slurm writes it (gpu[01-02])
+    time_left: str | None = None
+    time_limit: str | None = None
+    exit_code: str | None = None  # Slurm's "code:signal"
+    words: str | None = None  # the state in the operator's words (SlurmJob.describe)
+    telemetry: str | None = None  # why the nodes' GPUs are not measured; None when they are
+    checked_at: float | None = None  # time.time() of Slurm's last answer
+    kind: Literal["slurm"] = "slurm"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "nodes": list(self.nodes)}
+
+    def job_json(self) -> dict[str, Any]:
+        """The `slurm` object of `status --json` (docs/OPERATIONS.md, "Slurm"): all but `kind`."""
+        return {k: v for k, v in self.to_json().items() if k != "kind"}
+
+
+# the target a run is on, as the snapshot carries it; a third target adds its view here
+TargetView = HostsView | SlurmView
+
+
+@dataclass(frozen=True)
 class RunSnapshot:
     taken_at: float
     profile: str
@@ -63,8 +106,9 @@ class RunSnapshot:
     flag_diff: tuple[FlagChange, ...] = ()  # flags of this run that differ from the profile
     progress: str = ""  # human words for what the supervisor is doing ("waiting for GPU 3 to free: pid 4412")
     rank_gpu: dict[str, tuple[str, int]] = field(default_factory=dict)  # rank -> (host, GPU index)
-    # a Slurm run: {job_id, state, reason, nodes, time_left, …} (cockpit/slurm/supervisor.py); None otherwise
-    slurm: dict[str, Any] | None = None
+    # where the run is: its hosts, or its Slurm job (kind, job id, state, reason, nodes, time left);
+    # None while the target has nothing to say yet (a Slurm profile before its job is submitted)
+    target: TargetView | None = None
     # the engine's own serving figures from /metrics (cockpit/core/serving.py); None: not read
     serving: dict[str, Any] | None = None
     # how node 0's server ended, once it has: {"exit_code", "signal" (SIGKILL…, or None), "by":

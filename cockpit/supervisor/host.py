@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.transport.base import HostKeyError, Stream, Transport, TransportError, Unreachable
-from cockpit.transport.local import CommandTimeout
+from cockpit.transport.local import CommandTimeout, is_local
 
 # One program for the host's python: the base (run files, log checks, /proc), then the operations.
 HOSTSIDE_SOURCE: bytes = b"\n".join((Path(__file__).resolve().parent / name).read_bytes()
@@ -35,12 +35,6 @@ RETRY_DELAY_S = 0.5
 
 class HostOpError(TransportError):
     """The host program ran but reported a failure (its message is for the operator)."""
-
-
-def is_local(transport: Transport) -> bool:
-    from cockpit.transport.local import LocalTransport
-
-    return isinstance(transport, LocalTransport)
 
 
 class HostOps:

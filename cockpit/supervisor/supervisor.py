@@ -1,7 +1,8 @@
-"""One run's lifecycle on its hosts: preflight → launch → monitor → crash → stop / restart.
+"""One run's lifecycle: preflight → launch → monitor → crash → stop / restart.
 
-The supervisor owns the nodes (one per host: transport, host program, log), and composes the
-parts that do the watching, each in its own module:
+The supervisor holds the run's target (`targets/`: where the server lives — the profile's hosts,
+or a Slurm job — and how it is launched, found, followed and stopped) and composes the parts that
+do the watching, each in its own module:
 
 - `follower.py`   the nodes' logs → the run's one RunState (and the lines to show)
 - `watch.py`      GPU/host telemetry and node 0's readiness probe
@@ -17,12 +18,9 @@ directory and the log's byte offset.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import secrets
 import time
-from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from cockpit.aio import reap
@@ -31,88 +29,35 @@ from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.profile import Profile, normalise_flag_name
 from cockpit.core.reducer import apply
 from cockpit.errors import CockpitError
-from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, LogBatch, LogLine, RunInfo, RunSnapshot
 from cockpit.supervisor.follower import Follow, RunFold
 from cockpit.supervisor.host import ServerExited
-from cockpit.supervisor.hostresults import LaunchReply, RunRecord, StopReply, run_or_none
-from cockpit.supervisor.nodes import Node, make_nodes, resolve_program
+from cockpit.supervisor.nodes import Node
 from cockpit.supervisor.publisher import Publisher
 from cockpit.supervisor.recorder import Recorder, RunJournal
 from cockpit.supervisor.servingwatch import ServingWatch
+from cockpit.supervisor.targets import make_target
+from cockpit.supervisor.targets.base import (
+    LaunchFailed,
+    LeftoversHoldGpus,
+    RunRefused,
+    StopResult,
+    Target,
+    changes_to_overrides,
+    merged_flags,
+    new_run_id,
+)
 from cockpit.supervisor.watch import GpuWatch, ReadinessProbe
-from cockpit.transport.base import Transport, TransportError
+from cockpit.transport.base import Transport
+
+# the run's outcomes and refusals, importable from here as before (they live with the targets)
+__all__ = ["LaunchFailed", "LeftoversHoldGpus", "RunRefused", "StopResult", "Supervisor", "changes_to_overrides",
+           "merged_flags", "new_run_id"]
 
 log = logging.getLogger(__name__)
 
 
-class RunRefused(CockpitError):
-    """A run of this profile is already alive on its host (a second launch is never made)."""
-
-    def __init__(self, message: str, run: RunInfo | None):
-        # every message starts with the profile's name ("NAME is already running…", "NAME: …")
-        name = message.split(" ", 1)[0].rstrip(":")
-        super().__init__(message, hint=f"`cockpit tui {name}` attaches to it, `cockpit status {name}` reports on it, "
-                         f"`cockpit down {name}` stops it")
-        self.run = run
-
-
-class LaunchFailed(CockpitError):
-    pass
-
-
-class LeftoversHoldGpus(CockpitError):
-    """Processes still hold memory on the run's GPUs after a stop: a relaunch would land on them."""
-
-    def __init__(self, leftovers: list[GpuProcess]):
-        pids = ", ".join(f"{p.pid} (GPU {p.gpu_index} on {p.host})" for p in leftovers)
-        kills = "; ".join(f"kill -9 {p.pid} on {p.host}" for p in leftovers)
-        super().__init__(f"GPU memory is held by pid {pids}: launching now would land on top of it",
-                         hint=f"check what they are, then free the GPUs ({kills}) and launch again")
-        self.leftovers = leftovers
-
-
-@dataclass
-class StopResult:
-    stopped: bool  # every process of the run is gone
-    killed: bool  # SIGKILL was needed after the timeout
-    left: list[int]  # pids of the run that survived even SIGKILL
-    leftovers: list[GpuProcess] = field(default_factory=list)  # still holding GPU memory after the stop
-    exit_codes: dict[str, int | None] = field(default_factory=dict)  # host -> server exit code
-
-
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
-
-
-def merged_flags(profile: Profile, overrides: dict[str, Any] | None) -> dict[str, Any]:
-    """The server flags of a run: the profile's, with the run's overrides (any spelling) on top."""
-    flags = dict(profile.server)
-    for k, v in (overrides or {}).items():
-        want = normalise_flag_name(k)
-        for existing in list(flags):
-            if normalise_flag_name(existing) == want:
-                del flags[existing]
-        flags[want] = v
-    return flags
-
-
-def changes_to_overrides(changes: Iterable[FlagChange] | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(changes, dict):
-        return {normalise_flag_name(k): v for k, v in changes.items()}
-    return {normalise_flag_name(c.flag): c.to_value for c in changes}
-
-
 class Supervisor:
-    def __new__(cls, profile: Profile, **_kw: Any) -> Supervisor:
-        # a `target: {kind: slurm}` profile runs as a Slurm job: every caller that makes a
-        # Supervisor (CLI, TUI) gets the Slurm one without knowing
-        if cls is Supervisor and getattr(profile, "target", None) is not None:
-            from cockpit.slurm.supervisor import SlurmSupervisor
-
-            return super().__new__(SlurmSupervisor)
-        return super().__new__(cls)
-
     def __init__(
         self,
         profile: Profile,
@@ -126,24 +71,28 @@ class Supervisor:
     ):
         self.profile = profile
         self.backend = get_backend(profile.backend)
-        self.nodes: list[Node] = make_nodes(profile, transports, runs_root)
         self._lifecycle = "idle"
         self._progress = ""
-        self._info: RunInfo | None = None
-        self._overrides: dict[str, Any] = {}
-        self._debug_env: dict[str, str] = {}  # a debug relaunch's environment (restart(debug=True))
+        self.info: RunInfo | None = None
+        self.overrides: dict[str, Any] = {}
+        self.debug_env: dict[str, str] = {}  # a debug relaunch's environment (restart(debug=True))
         self._debug_flags: set[str] = set()  # and the flags it added (the next ordinary restart drops both)
-        self._flags: dict[str, Any] = dict(profile.server)
+        self.flags: dict[str, Any] = dict(profile.server)
         self._findings: tuple[Finding, ...] = ()
         self._preflight: tuple[Finding, ...] = ()
         self._plan: Any = None  # the memory plan for the run's flags, made once capture is over
         self._plan_task: asyncio.Task[None] | None = None
-        self._stopping = False
-        self._stop_by = "operator"  # who asked for the current stop (RunSnapshot.ending)
-        self._crash_before_stop = False
+        self.stopping = False
+        self.stop_by = "operator"  # who asked for the current stop (RunSnapshot.ending)
+        self.crash_before_stop = False
         self._closed = asyncio.Event()
         self._watchers: list[asyncio.Task[Any]] = []  # follow, probe, telemetry: one per run
         self._publishing: asyncio.Task[Any] | None = None  # lives across restarts
+        # where the server lives (its hosts, or a Slurm job): the one thing that differs by target
+        self.target: Target = make_target(self, transports=transports, runs_root=runs_root,
+                                          telemetry_interval=telemetry_interval)
+        self.nodes: list[Node] = self.target.nodes
+        self.telemetry: GpuWatch = self.target.telemetry
 
         self.publisher = Publisher(self.snapshot, on_logs=on_logs)
         if on_snapshot is not None:
@@ -153,9 +102,7 @@ class Supervisor:
             self.publisher.subscribe(self.recorder.on_snapshot)
             self.publisher.add_ticker(self.recorder.tick)
         self.fold = RunFold(self.backend, len(self.nodes))
-        self.follow = Follow(self.fold, self.publisher, self._server_exited, self._say)
-        self.telemetry = GpuWatch(self.nodes, interval=telemetry_interval,
-                                  sim_dir=telemetry_feed.sim_dir_of(profile), changed=self._changed)
+        self.follow = Follow(self.fold, self.publisher, self.server_exited, self.say)
         self.readiness = ReadinessProbe(self._changed_and_notify)
         self.serving = ServingWatch(self.backend, profile, lambda: self.fold.state, self._changed_and_notify)
         self.follow.line_listeners.append(self.serving.lines)
@@ -163,7 +110,7 @@ class Supervisor:
     # ------------------------------------------------------------------ plumbing
     @property
     def run_info(self) -> RunInfo | None:
-        return self._info
+        return self.info
 
     @property
     def lifecycle(self) -> str:
@@ -178,18 +125,18 @@ class Supervisor:
         """The server of some node has exited (crash or stop)."""
         return any(n.exited is not None for n in self.nodes if n.record)
 
-    def _changed(self) -> None:
+    def changed(self) -> None:
         self.publisher.dirty = True
 
     def _changed_and_notify(self) -> None:
         self.publisher.dirty = True
         self.publisher.notify()
 
-    def _say(self, progress: str) -> None:
+    def say(self, progress: str) -> None:
         self._progress = progress
         self.publisher.dirty = True
 
-    def _set(self, lifecycle: str | None = None, progress: str | None = None) -> None:
+    def set_lifecycle(self, lifecycle: str | None = None, progress: str | None = None) -> None:
         if lifecycle is not None:
             self._lifecycle = lifecycle
         if progress is not None:
@@ -201,7 +148,7 @@ class Supervisor:
         """Flags and host facts checked before a launch (HiCache per-rank arithmetic, GPUs, RAM)."""
         from cockpit.telemetry.hostfacts import check_profile
 
-        self._set("preflight", "checking the profile against its hosts")
+        self.set_lifecycle("preflight", "checking the profile against its hosts")
         profile = self.profile
         if overrides:
             profile = profile.model_copy(update={"server": merged_flags(profile, overrides)})
@@ -212,156 +159,46 @@ class Supervisor:
         # the model path missing on node 0, its API port bound: the launch would die of them
         findings = sort_findings([*findings, *await launch_findings(self.profile, overrides, self.nodes[0])])
         self._preflight = tuple(findings)
-        self._set("idle", "")
+        self.set_lifecycle("idle", "")
         return findings
 
     # ------------------------------------------------------------------ launch / attach
     async def start(self, overrides: dict[str, Any] | None = None, *, attach: bool = True,
                     kill_leftovers: bool = False) -> RunInfo:
-        """Launch the profile's server detached on every node. A live run is attached to (never
-        launched twice) when `attach` is true, else refused with RunRefused. Processes already
-        holding memory on the GPUs the run will use refuse the launch (LeftoversHoldGpus) unless
-        kill_leftovers: a server started on top of them would size its KV pool from what is left
-        and die, or starve them."""
-        if self.profile.groups:  # two groups are never launched as one plain server (the TUI, `up`)
-            name = self.profile.name
-            raise LaunchFailed(f"{name} declares a prefill group and a decode group: launch each as its own "
-                               f"profile, {name}.prefill and {name}.decode")
+        """Launch the profile's server on its target (detached on every host, or a Slurm job). A live
+        run is attached to (never launched twice) when `attach` is true, else refused with
+        RunRefused. On hosts, processes already holding memory on the GPUs the run will use refuse
+        the launch (LeftoversHoldGpus) unless kill_leftovers."""
         overrides = {normalise_flag_name(k): v for k, v in (overrides or {}).items()}
-        nodes = self.nodes
-        live = await self.attach()
-        if live is not None:
-            if attach:
-                return live
-            n0 = nodes[0].record
-            if n0 is not None and not n0.alive and n0.members:
-                raise RunRefused(
-                    f"{self.profile.name}: the server of run {live.id} has exited but its processes "
-                    f"{list(n0.members)} are still alive on {live.hosts[0]} (and may hold GPU memory)", live)
-            raise RunRefused(f"{self.profile.name} is already running on {live.hosts[0]} (run {live.id}, pid {live.pid})", live)
-        flags = merged_flags(self.profile, overrides)
-        busy = await self.telemetry.wait_release(self._gpus_for_flags(flags), kill_leftovers, self._say)
-        if busy:
-            raise LeftoversHoldGpus(busy)
-        self._set("launching", "launching the server")
-        run_id = new_run_id()
-        dist_addr: str | None = None
-        if len(nodes) > 1:
-            dist_addr = self.backend.rendezvous_addr(flags)
-            if dist_addr is None:
-                addr, port = await nodes[0].ops.free_port()
-                dist_addr = f"{addr}:{port}"
-        argvs = self.backend.build_node_argvs(self.profile, overrides, dist_addr)
-        env = {**self.profile.env, **self._debug_env, **self.backend.secret_env(self.profile, overrides)}
-        launched: list[tuple[Node, RunRecord]] = []
-        for node, argv in zip(nodes, argvs, strict=True):
-            argv = resolve_program(list(argv), local=node.host.is_local)
-            meta = {"flags": flags, "overrides": overrides, "node_rank": node.index, "hosts": [n.label for n in nodes]}
-            res = LaunchReply.from_wire(await node.ops.launch(
-                node.key, run_id, argv, env=dict(env), cwd=self.profile.workdir,
-                log=node.log_file, meta=meta))
-            if res.refused:
-                # lost a race with another cockpit: theirs wins, we attach
-                await self._stop_nodes(launched, timeout=10)
-                self._set("idle", "")
-                found = await self.attach()
-                if found is not None and attach:
-                    return found
-                raise RunRefused(f"{self.profile.name} is already running on {node.label}", found)
-            if res.error is not None or res.record is None:
-                await self._stop_nodes(launched, timeout=10)
-                self._set("failed", f"launch failed on {node.label}: {res.error}")
-                raise LaunchFailed(f"{node.label}: the server did not start: {res.error}",
-                                   hint="check the profile's python/program and workdir")
-            launched.append((node, res.record))
-        self._reset_for_run()
-        for node, record in launched:
-            node.record = record
-        self._overrides = overrides
-        self._flags = flags
-        self._info = self._run_info_from_nodes()
-        self._set("running", "starting")
-        if self.recorder is not None:
-            self.recorder.started(self._info)
-        return self._info
-
-    async def _stop_nodes(self, launched: list[tuple[Node, RunRecord]], timeout: float) -> None:
-        for node, record in launched:
-            with contextlib.suppress(TransportError):
-                await node.ops.stop(node.key, record.run_id, timeout)
+        return await self.target.start(overrides, attach=attach, kill_leftovers=kill_leftovers)
 
     async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
-        """The profile's live run (pid alive, still our process) on its hosts, resumed; with
-        include_ended, the newest run even if it has ended (status of a crashed run)."""
-        nodes = self.nodes
-        first = run_or_none(await nodes[0].ops.find(nodes[0].key))
-        if first is None:
-            return None
-        alive = first.has_processes
-        if not alive and not include_ended:
-            return None
-        if self._info is not None and self._info.id == first.run_id:
-            return self._info
-        self._reset_for_run()
-        nodes[0].record = first
-        for node in nodes[1:]:
-            node.record = run_or_none(await node.ops.find(node.key, first.run_id))
-        self._flags = dict(first.flags or self.profile.server)
-        self._overrides = dict(first.overrides)
-        self._info = self._run_info_from_nodes()
-        if alive:
-            self._set("running", "")
-            if self.recorder is not None:
-                self.recorder.started(self._info)
-        else:
-            # the exit is applied to the state once the log has been read (refresh_once / run)
-            self._set("stopped" if first.stopped_by else "failed", "the run has ended")
-        return self._info
+        """The profile's live run on its target, resumed; with include_ended, the newest run even
+        if it has ended (status of a crashed run)."""
+        return await self.target.attach(include_ended=include_ended)
 
-    def _reset_for_run(self) -> None:
+    def reset_for_run(self) -> None:
         self.fold.reset()
         self._findings = ()
         self._plan, self._plan_task = None, None  # a new run (restart with other flags): a new plan
         self.readiness.reset()
         self.serving.reset()
         self.publisher.clear_lines()
-        self._stopping = False
-        self._crash_before_stop = False
+        self.stopping = False
+        self.crash_before_stop = False
         for node in self.nodes:
             node.reset()
-        self._changed()
-
-    def _run_info_from_nodes(self) -> RunInfo:
-        n0 = self.nodes[0].record or RunRecord(run_id="None")
-        return RunInfo(
-            id=n0.run_id,
-            profile=self.profile.name,
-            hosts=tuple(n.label for n in self.nodes),
-            pid=n0.pid,
-            pgid=n0.pgid,
-            started_at=n0.started_at,
-            run_dir=n0.run_dir,
-            log_path=n0.log_path,
-            flags=dict(self._flags),
-            version=self.profile.version,
-        )
+        self.changed()
 
     # ------------------------------------------------------------------ monitoring
     def _start_watchers(self) -> None:
-        """The one list of what watches a run: each node's log, node 0's readiness, telemetry."""
-        spawn: list[Coroutine[Any, Any, None]] = [self.follow.follow(n, follow=True) for n in self.nodes if n.record]
-        spawn.append(self.readiness.loop(
-            self.nodes[0], lambda: self.backend.api_port(self._flags), self._readiness_path,
-            lambda: self.nodes[0].exited is None and not self._stopping))
-        spawn.append(self.telemetry.loop())
-        spawn.append(self.serving.loop(self.api_base_url, lambda: self._flags,
-                                       lambda: self.nodes[0].exited is None and not self._stopping))
-        self._watchers = [asyncio.create_task(c) for c in spawn]
+        """What watches a run (each node's log, readiness, telemetry…) is the target's list."""
+        self._watchers = self.target.watchers()
 
     async def run(self) -> None:
         """Follow every node's log, telemetry and the readiness probe until stop() or close().
         The publisher runs as long as this does, across restarts."""
-        if self._info is None:
+        if self.info is None:
             raise CockpitError(f"{self.profile.name}: no run to follow", hint="start() or attach() first")
         self._start_watchers()
         self._publishing = asyncio.create_task(self.publisher.run())
@@ -375,30 +212,12 @@ class Supervisor:
 
     async def refresh_once(self) -> RunSnapshot:
         """Read each node's log of the run to its current end, one probe: a snapshot for `status`."""
-        await asyncio.gather(*(self.follow.follow(node, follow=False) for node in self.nodes if node.record))
-        if any(n.exited is None for n in self.nodes if n.record) and self._lifecycle == "running":
-            await self.readiness.probe(self.nodes[0], self.backend.api_port(self._flags), self._readiness_path())
-            # SGLang's /health runs a generation: a hung SGLang answers it with a timeout, not 200
-            if self.readiness.health not in (None, "refused", "unreachable"):
-                try:
-                    await self.serving.check(await self.api_base_url(), self._flags)
-                except (TransportError, OSError) as exc:
-                    log.debug("serving check: %s", exc)
-        await self.telemetry.once()
-        snap = self.snapshot()
-        if self.recorder is not None and self._info is not None:
-            if all(n.exited is not None for n in self.nodes if n.record):
-                # a run nobody watched to its end: complete it from its log
-                self.recorder.completed(snap, self._outcome())
-            else:
-                self.recorder.on_snapshot(snap)
-                self.recorder.tick(force=True)
-        return snap
+        return await self.target.refresh_once()
 
-    def _outcome(self) -> str:
+    def outcome(self) -> str:
         return "crashed" if self.fold.state.phase == "crashed" else "stopped"
 
-    def _server_exited(self, node: Node, ex: ServerExited) -> None:
+    def server_exited(self, node: Node, ex: ServerExited) -> None:
         if node.exited is not None:
             return
         node.exited = ex
@@ -407,23 +226,23 @@ class Supervisor:
 
         # "stopped" only when Cockpit or the operator stopped it: an exit 0 (vLLM's API server after
         # its engine died) or 143 (an outside SIGTERM) that nobody asked for is a crash
-        stopped = bool(self._stopping or (node.record is not None and node.record.stopped_by) or ex.stopped_by)
+        stopped = bool(self.stopping or (node.record is not None and node.record.stopped_by) or ex.stopped_by)
         apply(self.fold.state, ProcessExited(line=0, ts=None, rank=None, exit_code=ex.code, stopped=stopped))
         if stopped:
-            self._mark_stopped()
+            self.mark_stopped()
         self.fold.changed = True
-        self._changed()
-        if not self._stopping:
-            self._set("failed" if self.fold.state.phase == "crashed" else "stopped",
+        self.changed()
+        if not self.stopping:
+            self.set_lifecycle("failed" if self.fold.state.phase == "crashed" else "stopped",
                       f"the server on {node.label} exited with code {ex.code}")
-            self._record_end()
+            self.record_end()
 
-    def _mark_stopped(self) -> None:
+    def mark_stopped(self) -> None:
         """A stop we asked for is not a crash, whatever the exit code says (137 after SIGKILL can
         read as the OOM killer). A crash the log showed before the stop stays a crash."""
         st = self.fold.state
         crash = st.crash
-        if crash is not None and (self._crash_before_stop or (not self._stopping and crash.kind != "unknown")):
+        if crash is not None and (self.crash_before_stop or (not self.stopping and crash.kind != "unknown")):
             return
         st.crash = None
         st.phase = "stopped"
@@ -431,12 +250,12 @@ class Supervisor:
     def _state_was_read(self) -> bool:
         return any(n.log is not None for n in self.nodes if n.record)
 
-    def _record_end(self) -> None:
-        if self.recorder is not None and self._info is not None:
-            self.recorder.ended(self.snapshot(), self._outcome(), state_read=self._state_was_read())
+    def record_end(self) -> None:
+        if self.recorder is not None and self.info is not None:
+            self.recorder.ended(self.snapshot(), self.outcome(), state_read=self._state_was_read())
 
     # ------------------------------------------------------------------ snapshots
-    def _readiness_path(self) -> str:
+    def readiness_path(self) -> str:
         return self.backend.readiness_path(self.backend.run_version(self.fold.state, self.profile))
 
     def _current_findings(self) -> tuple[Finding, ...]:
@@ -463,7 +282,7 @@ class Supervisor:
                 return ()
 
             async def make() -> None:
-                self._plan = await plan_for_run(self.profile, self._flags)
+                self._plan = await plan_for_run(self.profile, self.flags)
                 self.fold.changed = True
 
             self._plan_task = loop.create_task(make())
@@ -475,22 +294,22 @@ class Supervisor:
 
     def rank_gpu(self) -> dict[str, tuple[str, int]]:
         return self.backend.rank_gpu_map(self.fold.state.ranks.keys(), [n.label for n in self.nodes],
-                                         self._flags, self.profile.env)
+                                         self.flags, self.profile.env)
 
     def run_gpus(self) -> set[tuple[str, int]]:
         """(host, GPU) pairs the run uses: from the ranks its log showed, else from its flags."""
         found = set(self.rank_gpu().values())
-        return found or self._gpus_for_flags(self._flags)
+        return found or self.gpus_for_flags(self.flags)
 
-    def _gpus_for_flags(self, flags: dict[str, Any]) -> set[tuple[str, int]]:
+    def gpus_for_flags(self, flags: dict[str, Any]) -> set[tuple[str, int]]:
         return self.backend.gpus_for_flags([n.label for n in self.nodes], flags, self.profile.env)
 
     def snapshot(self) -> RunSnapshot:
         findings = self._current_findings()
         diff: tuple[FlagChange, ...] = ()
-        if self._overrides:
+        if self.overrides:
             try:
-                diff = tuple(self.backend.flag_diff(self.profile, self._flags))
+                diff = tuple(self.backend.flag_diff(self.profile, self.flags))
             except Exception:
                 log.exception("flag diff failed")
         watch = self.telemetry
@@ -500,15 +319,16 @@ class Supervisor:
             lifecycle=self._lifecycle,
             state=self.fold.state.copy(),
             findings=findings,
-            run=self._info,
+            run=self.info,
             gpus=tuple(sorted(watch.gpus.values(), key=lambda g: (g.host, g.index))),
             gpu_processes=tuple(p for procs in watch.procs.values() for p in procs),
             hosts=tuple(watch.hosts.values()),
-            readiness=f"log + {self._readiness_path()}",
+            readiness=f"log + {self.readiness_path()}",
             health=self.readiness.health,
             flag_diff=diff,
             progress=self._progress,
             rank_gpu=self.rank_gpu(),
+            target=self.target.view(),
             serving=self.serving.serving,
             ending=self._ending(),
         )
@@ -532,8 +352,8 @@ class Supervisor:
             return None
         mark = ex.stopped_by or (n0.record.stopped_by if n0.record is not None else None)
         sig = signal_of(ex.code)
-        if mark or self._stopping:
-            by = "operator" if (mark or self._stop_by) == "operator" else "cockpit"
+        if mark or self.stopping:
+            by = "operator" if (mark or self.stop_by) == "operator" else "cockpit"
         elif sig in self._EXTERNAL_SIGNALS:
             by = "external"
         elif ex.code == 0 and not self._log_crash():
@@ -551,10 +371,10 @@ class Supervisor:
     async def api_base_url(self) -> str:
         """The base URL of the run's API on node 0 from this machine (through the SSH forward when
         remote): what `cockpit bench` sends its load to."""
-        return await self.readiness.base_url(self.nodes[0], self.backend.api_port(self._flags))
+        return await self.readiness.base_url(self.nodes[0], self.backend.api_port(self.flags))
 
     def is_ready(self) -> bool:
-        return self.fold.state.phase == "ready" and self.readiness.health == "200"
+        return self.fold.state.phase == "ready" and self.readiness.health == "200" and self.target.ready()
 
     async def wait_until(self, cond: Callable[[Supervisor], bool], timeout: float) -> bool:
         """Wait (while run() works) until cond(self) holds; False on timeout."""
@@ -568,51 +388,15 @@ class Supervisor:
 
     # ------------------------------------------------------------------ stop / restart / close
     async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False, *, by: str = "operator") -> StopResult:
-        """SIGTERM the run's process groups, SIGKILL after `timeout`, then wait until its GPU
-        memory is released; leftovers still holding memory are reported (and killed on request).
+        """Stop the run on its target (hosts: SIGTERM the run's process groups, SIGKILL after
+        `timeout`, then wait until its GPU memory is released, leftovers reported and killed on
+        request; Slurm: scancel, then wait until the job has left the queue).
         `by`: who asked — the operator (`down`, the TUI's stop) or Cockpit itself (a restart)."""
-        if self._info is None:
-            await self.attach()
-        if self._info is None:
-            return StopResult(True, False, [])
-        self._crash_before_stop = self.fold.state.crash is not None
-        self._stopping = True
-        self._stop_by = by
-        self._set("stopping", f"stopping {self.profile.name} (SIGTERM, SIGKILL after {timeout:g} s)")
-        gpus_of_run = self.run_gpus()
-        running = [n for n in self.nodes if n.record]
-        results = await asyncio.gather(
-            *(n.ops.stop(n.key, n.record.run_id if n.record else None, timeout, by) for n in running),
-            return_exceptions=True,
-        )
-        res = StopResult(True, False, [])
-        for node, r in zip(running, results, strict=True):
-            if isinstance(r, BaseException):
-                res.stopped = False
-                self._progress = f"{node.label}: stop failed: {r}"
-                continue
-            reply = StopReply.from_wire(r)
-            res.killed |= reply.killed
-            res.left += list(reply.left)
-            res.stopped &= reply.stopped
-            exit_code = reply.record.exit_code if reply.record is not None else None
-            res.exit_codes[node.label] = exit_code
-            if node.exited is None:
-                pid = reply.record.pid if reply.record is not None else None
-                self._server_exited(node, ServerExited(pid or 0, exit_code,
-                                                       (reply.record.stopped_by if reply.record is not None else None) or by))
-        self._mark_stopped()
-        self._set("waiting_gpu_release", "waiting for the run's GPU memory to be released")
-        res.leftovers = await self.telemetry.wait_release(gpus_of_run, kill_leftovers, self._say)
-        self._set("stopped", "stopped" if not res.leftovers else
-                  "GPU memory still held by pid " + ", ".join(str(p.pid) for p in res.leftovers))
-        self._record_end()
-        self.publisher.publish(force=True)
-        return res
+        return await self.target.stop(timeout, kill_leftovers, by)
 
     async def gpu_processes_now(self) -> list[GpuProcess] | None:
         """Processes on the GPUs of every node now (None when telemetry cannot tell)."""
-        return await self.telemetry.processes_now()
+        return await self.target.gpu_processes_now()
 
     async def kill_pids(self, procs: Iterable[GpuProcess]) -> None:
         await self.telemetry.kill(procs)
@@ -623,7 +407,7 @@ class Supervisor:
         leftovers (LeftoversHoldGpus) unless kill_leftovers. The publisher goes on throughout.
         `debug`: with the engine's debugging settings (Backend.debug_settings), journaled as a debug run."""
         debug_env, debug_flags = self.backend.debug_settings() if debug else ({}, {})
-        kept = {k: v for k, v in self._overrides.items() if k not in self._debug_flags}
+        kept = {k: v for k, v in self.overrides.items() if k not in self._debug_flags}
         overrides = {**kept, **changes_to_overrides(changes), **changes_to_overrides(debug_flags)}
         self._debug_flags = set(changes_to_overrides(debug_flags))
         was_running = bool(self._watchers)
@@ -631,9 +415,9 @@ class Supervisor:
         if res.leftovers:
             raise LeftoversHoldGpus(res.leftovers)
         if not res.stopped:
-            raise CockpitError(f"processes of the old run survived SIGKILL: {res.left}")
+            raise CockpitError(self.target.stop_failed(res))
         await self._cancel_watchers()
-        self._debug_env = dict(debug_env)
+        self.debug_env = dict(debug_env)
         info = await self.start(overrides, attach=False)
         if debug and self.recorder is not None:
             self.recorder.tag_debug(info.id, {"env": debug_env, "flags": debug_flags})

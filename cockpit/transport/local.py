@@ -216,3 +216,8 @@ class LocalTransport(Transport):
 
     async def close(self) -> None:
         return None
+
+
+def is_local(transport: Transport) -> bool:
+    """The transport runs commands on this machine (the host programs run with this Python)."""
+    return isinstance(transport, LocalTransport)

@@ -139,9 +139,9 @@ async def test_telemetry_step_refused_says_not_measured_with_sruns_words(
     GPUs unmeasured, with srun's reason."""
     from cockpit.core.profile import Host
     from cockpit.slurm.steps import SrunStepTransport
-    from cockpit.slurm.supervisor import _StepWatch
     from cockpit.supervisor.host import HostOps
     from cockpit.supervisor.nodes import Node
+    from cockpit.supervisor.targets.slurm import _StepWatch
 
     step = SrunStepTransport(login.transport, "999999", slurm_cluster.node)
     node = Node(0, Host(ssh=slurm_cluster.node), step, HostOps(step), key="p", log_file="node0.log")

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.profile import load_profile
-from cockpit.slurm.supervisor import SlurmSupervisor
 from cockpit.supervisor.api import LogBatch
 from cockpit.supervisor.supervisor import Supervisor
+from cockpit.supervisor.targets.slurm import SlurmJobTarget
 from tests.conftest import SshHome, free_port
 from tests.slurm.cluster import SlurmCluster
 
@@ -152,11 +152,11 @@ async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
         hosts.update(ln.host for ln in b.lines)
 
     sup = Supervisor(prof, on_logs=on_logs)
-    assert isinstance(sup, SlurmSupervisor)
+    assert isinstance(sup.target, SlurmJobTarget)
     await sup.start()
     runner = asyncio.create_task(sup.run())
     try:
-        assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().slurm
+        assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().target
         before = len(numbers)
         assert slurm_cluster.kill_login_connections() > 0
         assert await sup.wait_until(lambda s: len(numbers) > before + 50, 30)
@@ -164,20 +164,20 @@ async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
         assert hosts == {slurm_cluster.node}  # lines carry the node's name, as GPUs and ranks do
 
         # restart = the old job cancelled, a new job with the changed flag
-        old_job = sup.job_id
+        old_job = sup.target.job_id
         info = await sup.restart({"mem-fraction-static": 0.85})
-        job = sup.job_id
+        job = sup.target.job_id
         assert job is not None and job != old_job and info.flags["mem-fraction-static"] == 0.85
-        assert (await sup.login.query([str(old_job)]))[str(old_job)].state == "CANCELLED"
+        assert (await sup.target.login.query([str(old_job)]))[str(old_job)].state == "CANCELLED"
         numbers.clear()
-        assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().slurm
+        assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().target
         assert "--mem-fraction-static 0.85" in (Path(info.run_dir) / "batch.sh").read_text()
 
         slurm_cluster.run("scancel", job)
         assert await sup.wait_until(lambda s: s.lifecycle == "stopped", 30), sup.snapshot().progress
         snap = sup.snapshot()
         assert snap.state.phase == "stopped" and snap.state.crash is None
-        assert snap.slurm is not None and snap.slurm["state"] == "CANCELLED"
+        assert snap.target is not None and snap.target.state == "CANCELLED"
         assert "cancelled" in snap.progress
         # every line the node wrote was delivered before the end was applied
         log = Path(snap.run.log_path).read_bytes() if snap.run else b""
@@ -206,13 +206,13 @@ async def test_down_while_queued_is_a_clean_stop(slurm_cluster: SlurmCluster, ss
     sup = Supervisor(prof)
     try:
         info = await sup.start()
-        assert isinstance(sup, SlurmSupervisor) and sup.job is not None and sup.job.outcome == "queued"
+        assert isinstance(sup.target, SlurmJobTarget) and sup.target.job is not None and sup.target.job.outcome == "queued"
         assert sup.lifecycle == "launching" and sup.snapshot().progress.startswith("queued: ")
         res = await sup.stop(timeout=10)
         assert res.stopped and res.leftovers == []
         snap = sup.snapshot()
         assert snap.lifecycle == "stopped" and snap.state.phase == "stopped" and snap.state.crash is None
-        assert snap.slurm is not None and snap.slurm["state"] == "CANCELLED" and snap.slurm["nodes"] == []
+        assert snap.target is not None and snap.target.state == "CANCELLED" and snap.target.nodes == ()
         assert not (Path(info.run_dir) / "node0.log").exists()  # it never ran
         assert await Supervisor(prof).attach() is None  # nothing left to attach to
     finally:
@@ -233,14 +233,14 @@ async def test_node_fail_is_a_crash_with_slurms_words(slurm_cluster: SlurmCluste
     await sup.start()
     runner = asyncio.create_task(sup.run())
     try:
-        assert await sup.wait_until(lambda s: s.snapshot().state.ranks, 60), sup.snapshot().slurm
+        assert await sup.wait_until(lambda s: s.snapshot().state.ranks, 60), sup.snapshot().target
         slurm_cluster.fail_node()
         assert await sup.wait_until(lambda s: s.lifecycle == "failed", 30), sup.snapshot().progress
         snap = sup.snapshot()
         crash = snap.state.crash
         assert snap.state.phase == "crashed" and crash is not None
-        assert snap.slurm is not None and (snap.slurm["state"], snap.slurm["reason"]) == ("NODE_FAIL", "NodeDown")
-        words = f"Slurm: job {sup.job_id} NODE_FAIL: a node of the job failed, reason NodeDown"
+        assert snap.target is not None and (snap.target.state, snap.target.reason) == ("NODE_FAIL", "NodeDown")
+        words = f"Slurm: job {sup.target.job_id} NODE_FAIL: a node of the job failed, reason NodeDown"
         assert crash.message.startswith(words) and any(d.startswith(words) for d in crash.decisive_lines)
         assert snap.progress.startswith(words)
     finally:
@@ -266,14 +266,14 @@ async def test_time_limit_reached_is_a_stop_with_slurms_words(
     await sup.start()
     runner = asyncio.create_task(sup.run())
     try:
-        assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().slurm
+        assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().target
         end = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 1))
-        slurm_cluster.run("scontrol", "update", f"JobId={sup.job_id}", f"EndTime={end}")
+        slurm_cluster.run("scontrol", "update", f"JobId={sup.target.job_id}", f"EndTime={end}")
         assert await sup.wait_until(lambda s: s.lifecycle == "stopped", 60), sup.snapshot().progress
         snap = sup.snapshot()
         assert snap.state.phase == "stopped" and snap.state.crash is None
-        assert snap.slurm is not None and (snap.slurm["state"], snap.slurm["reason"]) == ("TIMEOUT", "TimeLimit")
-        assert snap.progress.startswith(f"Slurm: job {sup.job_id} TIMEOUT: the job reached its time limit, "
+        assert snap.target is not None and (snap.target.state, snap.target.reason) == ("TIMEOUT", "TimeLimit")
+        assert snap.progress.startswith(f"Slurm: job {sup.target.job_id} TIMEOUT: the job reached its time limit, "
                                         "reason TimeLimit"), snap.progress
     finally:
         await sup.close()

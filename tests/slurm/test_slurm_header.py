@@ -8,7 +8,7 @@ import pytest
 from textual.app import App, ComposeResult
 
 from cockpit.core.state import RunState
-from cockpit.supervisor.api import RunInfo, RunSnapshot
+from cockpit.supervisor.api import RunInfo, RunSnapshot, SlurmView
 from cockpit.ui.widgets.header import RunHeader
 
 
@@ -17,7 +17,7 @@ def _snap(slurm: dict, lifecycle: str, progress: str) -> RunSnapshot:
     run = RunInfo(id="20261201-0540-ab12", profile="kimi", hosts=("login1", "slurm job 4242"), pid=None, pgid=None,
                   started_at="2026-12-01T05:40:00Z", run_dir="/shared/runs/kimi/x", log_path="/shared/x/node0.log")
     return RunSnapshot(taken_at=time.time(), profile="kimi", lifecycle=lifecycle, state=state, findings=(), run=run,
-                       progress=progress, slurm=slurm)
+                       progress=progress, target=SlurmView(**slurm))
 
 
 class _HeaderApp(App[None]):

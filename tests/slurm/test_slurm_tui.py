@@ -49,8 +49,8 @@ async def test_tui_launches_a_job_and_shows_it(slurm_cluster: SlurmCluster, ssh_
 
             await _wait(pilot, ready, 90, "READY")
             snap = _dash(app).snapshot
-            assert snap is not None and snap.slurm is not None
-            job = snap.slurm["job_id"]
+            assert snap is not None and snap.target is not None and snap.target.kind == "slurm"
+            job = snap.target.job_id
             header = str(_dash(app).query_one("#header").render())
             assert f"slurm-login · job {job} · {slurm_cluster.node}" in header
             assert "Slurm RUNNING · 0:0" in header and " left" in header  # the 10-minute limit
@@ -67,7 +67,7 @@ async def test_tui_launches_a_job_and_shows_it(slurm_cluster: SlurmCluster, ssh_
         sup = Supervisor(profile)
         try:
             run = await sup.attach()
-            assert run is not None and getattr(sup, "job_id", None) == job
+            assert run is not None and getattr(sup.target, "job_id", None) == job
             res = await sup.stop(timeout=10)
             assert res.stopped
         finally:

@@ -92,7 +92,7 @@ async def test_publisher_stops_when_cancelled_as_data_arrives(tmp_path: Path) ->
     # must still end it (asyncio.wait_for on 3.11 swallowed such a cancel: `q s` hung the TUI)
     journal = _Journal()
     sup = _supervisor(tmp_path, [], [], journal=journal)
-    sup._info = RunInfo(id="r1", profile="pubtest", hosts=("local",), pid=None, pgid=None,
+    sup.info = RunInfo(id="r1", profile="pubtest", hosts=("local",), pid=None, pgid=None,
                        started_at="2026-11-29T12:00:00Z", run_dir=str(tmp_path), log_path=str(tmp_path / "l"))
     for _ in range(20):
         task = asyncio.create_task(sup.publisher.run())

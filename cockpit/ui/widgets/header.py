@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widget import Widget
 
-from cockpit.face import RunSnapshot
+from cockpit.face import RunSnapshot, SlurmView
 from cockpit.ui import format as fmt
 
 
@@ -89,10 +89,10 @@ class RunHeader(Widget):
         head.append(self._profile, style=self._style("title"))
         head.append(" · ", style=self._style("dim"))
         hosts = snap.run.hosts if snap and snap.run and snap.run.hosts else self._hosts
-        slurm = snap.slurm if snap is not None else None
+        slurm = snap.target if snap is not None and isinstance(snap.target, SlurmView) else None
         if slurm:  # a Slurm run: the login node, the job and the nodes the allocation gave
-            nodes = slurm.get("node_list") or ", ".join(slurm.get("nodes") or []) or "no nodes yet"
-            head.append(f"{slurm.get('login')} · job {slurm.get('job_id')} · {nodes}")
+            nodes = slurm.node_list or ", ".join(slurm.nodes) or "no nodes yet"
+            head.append(f"{slurm.login} · job {slurm.job_id} · {nodes}")
         else:
             head.append(", ".join(hosts) or "local")
         head.append(" · ", style=self._style("dim"))
@@ -130,7 +130,7 @@ class RunHeader(Widget):
         supervisor is doing, or /health once settled (marked stale once the run has ended: the
         probe stops with the server). Too narrow: the engine's version goes first (line 1 of the
         dialogs and `status` say it too), then the pid, then the exit in fewer words."""
-        slurm = snap.slurm if snap is not None else None
+        slurm = snap.target if snap is not None and isinstance(snap.target, SlurmView) else None
         parts: list[tuple[str, Style]] = []
         pid_at: int | None = None
         engine_at: int | None = None
@@ -140,9 +140,9 @@ class RunHeader(Widget):
         # line's tail is what gets cut).
         queued_words = bool(slurm) and snap is not None and snap.lifecycle == "launching" and bool(snap.progress)
         if slurm:
-            slurm_words = f"Slurm {slurm.get('state') or 'state unknown'}"
-            if slurm.get("time_left"):
-                slurm_words += f" · {slurm['time_left']} left"
+            slurm_words = f"Slurm {slurm.state or 'state unknown'}"
+            if slurm.time_left:
+                slurm_words += f" · {slurm.time_left} left"
             parts.append((slurm_words, self._style("dim")))
             if queued_words and snap is not None:
                 parts.append((snap.progress, self._style("progress")))

@@ -1,12 +1,11 @@
-"""A Slurm profile's run: submitted with sbatch on the login node, followed through it.
+"""The `target: {kind: slurm}` target: a job submitted with sbatch on the login node, followed through it.
 
-Everything the base Supervisor does with one host per node, this one does through the login
-node: node k's log is `node<k>.log` in the run directory on the shared filesystem, followed by
-byte offset with the same follower (so the same no-loss reconnects); the job's state comes from
-Slurm (`scontrol`, then `sacct`, then the job-completion record) at a modest rate and decides
-when the server has ended and why; telemetry and the readiness probe reach the nodes as
-`srun --overlap` steps / SSH forwards from the login node. Only start/attach/stop and the
-watchers differ; parsing, the state, diagnosis, snapshots and the journal are the base class's.
+Node k's log is `node<k>.log` in the run directory on the shared filesystem, read through the
+login node by byte offset with the same follower as the hosts' (so the same no-loss reconnects);
+the job's state comes from Slurm (`scontrol`, then `sacct`, then the job-completion record) at a
+modest rate and decides when the server has ended and why; telemetry and the readiness probe
+reach the nodes as `srun --overlap` steps / SSH forwards from the login node. Parsing, the state,
+diagnosis, snapshots and the journal are the Supervisor's, as for every target.
 """
 
 from __future__ import annotations
@@ -15,34 +14,25 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
 from cockpit.aio import reap
-from cockpit.core.findings import FlagChange
-from cockpit.core.profile import Host, Profile, normalise_flag_name
-from cockpit.errors import CockpitError
+from cockpit.core.profile import Host
 from cockpit.slurm.client import SlurmLogin, SubmitRejected
 from cockpit.slurm.jobstate import SlurmJob
 from cockpit.slurm.script import DIST_ADDR, NODE_LOG, render_batch_script, sbatch_argv
 from cockpit.slurm.steps import SrunStepTransport
 from cockpit.supervisor import telemetry_feed
-from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot
+from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot, SlurmView
 from cockpit.supervisor.host import HostOps, ServerExited
 from cockpit.supervisor.hostresults import RunRecord
 from cockpit.supervisor.nodes import Node, transport_for
-from cockpit.supervisor.supervisor import (
-    RunRefused,
-    StopResult,
-    Supervisor,
-    changes_to_overrides,
-    merged_flags,
-    new_run_id,
-)
+from cockpit.supervisor.targets.base import Run, RunRefused, StopResult, merged_flags, new_run_id
 from cockpit.supervisor.watch import GpuWatch
 from cockpit.telemetry.samples import TelemetrySample
-from cockpit.transport.base import TransportError
+from cockpit.transport.base import Transport, TransportError
 
 log = logging.getLogger(__name__)
 
@@ -76,26 +66,29 @@ class _StepWatch(GpuWatch):
             self.take(node, sample)
 
 
-class SlurmSupervisor(Supervisor):
-    """The Supervisor of a `target: {kind: slurm}` profile (Supervisor(profile) returns one)."""
+class SlurmJobTarget:
+    """The run is a Slurm job of the profile's `target:` (the login node, nodes, partition, time)."""
 
-    def __init__(self, profile: Profile, **kw: Any):
-        super().__init__(profile, **kw)
+    kind = "slurm"
+
+    def __init__(self, run: Run, *, transports: list[Transport] | None, runs_root: str | None,
+                 telemetry_interval: float):
+        profile = run.profile
         assert profile.target is not None
-        self.target = profile.target
-        given = kw.get("transports")
-        self._login_t = given[0] if given else transport_for(Host(ssh=self.target.login))
-        runs_root = kw.get("runs_root")
+        self.run = run
+        self.config = profile.target
+        self._login_t = transports[0] if transports else transport_for(Host(ssh=self.config.login))
         self.login = SlurmLogin(self._login_t, runs_root=runs_root)
         self._runs_root = runs_root
         # every node's log is read through the login node (the shared filesystem)
         login_ops = HostOps(self._login_t, runs_root=runs_root)
-        self.nodes[:] = [Node(k, Host.model_construct(ssh=f"node{k}"), self._login_t, login_ops,
-                              key=profile.name, log_file=NODE_LOG.format(k=k)) for k in range(self.target.nodes)]
+        self.nodes: list[Node] = [Node(k, Host.model_construct(ssh=f"node{k}"), self._login_t, login_ops,
+                                       key=profile.name, log_file=NODE_LOG.format(k=k))
+                                  for k in range(self.config.nodes)]
         # telemetry reaches the nodes as srun steps, once the allocation names them
         self._steps: list[Node] = []
-        self.telemetry = _StepWatch(self._steps, interval=self.telemetry.interval,
-                                    sim_dir=telemetry_feed.sim_dir_of(profile), changed=self._changed)
+        self.telemetry: _StepWatch = _StepWatch(self._steps, interval=telemetry_interval,
+                                                sim_dir=telemetry_feed.sim_dir_of(profile), changed=run.changed)
         self.job: SlurmJob | None = None
         self.job_id: str | None = None
         self._facts: dict[str, Any] = {}
@@ -113,11 +106,11 @@ class SlurmSupervisor(Supervisor):
             node.host = Host.model_construct(ssh=name)
             if node.log is not None:
                 node.log.host = name  # lines read from now on carry the node's name
-            t = SrunStepTransport(self._login_t, self.job_id, name, self.target.gpus_per_node)
+            t = SrunStepTransport(self._login_t, self.job_id, name, self.config.gpus_per_node)
             steps.append(Node(node.index, node.host, t, HostOps(t, runs_root=self._runs_root), key=node.key,
                               log_file=node.log_file, record=node.record))
         self._steps[:] = steps
-        self._changed()
+        self.run.changed()
 
     def _record(self, k: int) -> RunRecord:
         f = self._facts
@@ -127,7 +120,8 @@ class SlurmSupervisor(Supervisor):
                          overrides=dict((f.get("meta") or {}).get("overrides") or {}))
 
     def _adopt(self, facts: dict[str, Any]) -> RunInfo:
-        self._reset_for_run()
+        run = self.run
+        run.reset_for_run()
         self._steps[:] = []
         self._facts = facts
         self.job_id = str(facts.get("job_id") or "") or None
@@ -135,81 +129,82 @@ class SlurmSupervisor(Supervisor):
             node.host = Host.model_construct(ssh=f"node{node.index}")
             node.record = self._record(node.index)
         meta = facts.get("meta") or {}
-        self._flags = dict(meta.get("flags") or self.profile.server)
-        self._overrides = dict(meta.get("overrides") or {})
-        self._info = self._run_info_from_nodes()
+        run.flags = dict(meta.get("flags") or run.profile.server)
+        run.overrides = dict(meta.get("overrides") or {})
+        run.info = self._run_info()
         if facts.get("nodes"):
             self._name_nodes(facts["nodes"])
-        return self._info
+        return run.info
 
-    def _run_info_from_nodes(self) -> RunInfo:
+    def _run_info(self) -> RunInfo:
+        run = self.run
         n0 = self.nodes[0].record or RunRecord(run_id="None")
-        hosts = (self.target.login, f"{JOB_PREFIX}{self.job_id}") if self.job_id else (self.target.login,)
-        return RunInfo(id=n0.run_id, profile=self.profile.name, hosts=hosts, pid=None, pgid=None,
-                       started_at=n0.started_at, run_dir=n0.run_dir, log_path=n0.log_path, flags=dict(self._flags),
-                       version=self.profile.version)
+        hosts = (self.config.login, f"{JOB_PREFIX}{self.job_id}") if self.job_id else (self.config.login,)
+        return RunInfo(id=n0.run_id, profile=run.profile.name, hosts=hosts, pid=None, pgid=None,
+                       started_at=n0.started_at, run_dir=n0.run_dir, log_path=n0.log_path, flags=dict(run.flags),
+                       version=run.profile.version)
 
     # ------------------------------------------------------------------ launch / attach
-    async def start(self, overrides: dict[str, Any] | None = None, *, attach: bool = True,
-                    kill_leftovers: bool = False) -> RunInfo:
+    async def start(self, overrides: dict[str, Any], *, attach: bool, kill_leftovers: bool) -> RunInfo:
         """Submit the job (sbatch --parsable on the login node). A queued or running job of the
         profile is attached to when `attach`, else refused (RunRefused)."""
-        overrides = {normalise_flag_name(k): v for k, v in (overrides or {}).items()}
+        run, profile = self.run, self.run.profile
         live = await self.attach()
         if live is not None:
             if attach:
                 return live
-            raise RunRefused(f"{self.profile.name}: job {self.job_id} is "
+            raise RunRefused(f"{profile.name}: job {self.job_id} is "
                              f"{self.job.describe() if self.job else 'in the queue'} (run {live.id})", live)
-        flags = merged_flags(self.profile, overrides)
-        dist = None if self.target.nodes == 1 else (self.backend.rendezvous_addr(flags) or DIST_ADDR)
-        argvs = self.backend.build_node_argvs(self.profile, overrides, dist)
+        flags = merged_flags(profile, overrides)
+        dist = None if self.config.nodes == 1 else (run.backend.rendezvous_addr(flags) or DIST_ADDR)
+        argvs = run.backend.build_node_argvs(profile, overrides, dist)
         run_id = new_run_id()
-        env = {**self.profile.env, **self._debug_env, **self.backend.secret_env(self.profile, overrides)}
-        script = render_batch_script(argvs, env=env, profile=self.profile.name, run_id=run_id)
-        meta = {"flags": flags, "overrides": overrides, "nodes": self.target.nodes, "target": "slurm"}
-        self._set("launching", f"submitting to Slurm on {self.target.login}")
+        env = {**profile.env, **run.debug_env, **run.backend.secret_env(profile, overrides)}
+        script = render_batch_script(argvs, env=env, profile=profile.name, run_id=run_id)
+        meta = {"flags": flags, "overrides": overrides, "nodes": self.config.nodes, "target": "slurm"}
+        run.set_lifecycle("launching", f"submitting to Slurm on {self.config.login}")
         try:
-            ans = await self.login.submit(self.profile.name, run_id, workdir=self.profile.workdir, script=script,
-                                          sbatch=sbatch_argv(self.target, job_name=f"cockpit-{self.profile.name}"),
+            ans = await self.login.submit(profile.name, run_id, workdir=profile.workdir, script=script,
+                                          sbatch=sbatch_argv(self.config, job_name=f"cockpit-{profile.name}"),
                                           meta=meta)
         except SubmitRejected as exc:
-            self._set("failed", str(exc))
+            run.set_lifecycle("failed", str(exc))
             raise
         if ans.get("refused"):
-            self._set("idle", "")
+            run.set_lifecycle("idle", "")
             found = await self.attach()
             if found is not None and attach:
                 return found
-            raise RunRefused(f"{self.profile.name} has a job in the queue already "
+            raise RunRefused(f"{profile.name} has a job in the queue already "
                              f"(job {(ans.get('run') or {}).get('job_id')})", found)
         self.job = None
         self._adopt(ans["run"])
-        self._overrides, self._flags = overrides, flags
-        self._info = self._run_info_from_nodes()
+        run.overrides, run.flags = overrides, flags
+        run.info = info = self._run_info()
         await self._poll_state()
-        if self.recorder is not None:
-            self.recorder.started(self._info)
-        return self._info
+        if run.recorder is not None:
+            run.recorder.started(info)
+        return info
 
     async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
         """The profile's current job when it is queued or running (with include_ended: also
         when it has ended), resumed from its run directory."""
-        facts = await self.login.find(self.profile.name, self.profile.workdir)
+        run = self.run
+        facts = await self.login.find(run.profile.name, run.profile.workdir)
         if facts is None or not facts.get("job_id"):
             return None
         jid = str(facts["job_id"])
         job = (await self.login.query([jid]))[jid]
         if job.ended and not include_ended:
             return None
-        if self._info is not None and self._info.id == facts["run_id"]:
+        if run.info is not None and run.info.id == facts["run_id"]:
             self._take_job(job)
-            return self._info
+            return run.info
         self.job = job
         info = self._adopt(facts)
         self._take_job(job)
-        if not job.ended and self.recorder is not None:
-            self.recorder.started(info)
+        if not job.ended and run.recorder is not None:
+            run.recorder.started(info)
         return info
 
     # ------------------------------------------------------------------ Slurm state
@@ -219,13 +214,14 @@ class SlurmSupervisor(Supervisor):
         try:
             job = (await self.login.query([self.job_id]))[self.job_id]
         except (TransportError, OSError, KeyError) as exc:
-            self._say(f"Slurm state unknown: {exc}")
+            self.run.say(f"Slurm state unknown: {exc}")
             return None
         self._take_job(job)
         return job
 
     def _take_job(self, job: SlurmJob) -> None:
         """Slurm's answer → lifecycle and progress words (the end itself is applied by _apply_end)."""
+        run = self.run
         self.job = job
         self._job_at = time.time()
         if job.nodes:
@@ -234,13 +230,13 @@ class SlurmSupervisor(Supervisor):
             if node.record is not None and node.record.alive == job.ended:
                 node.record = replace(node.record, alive=not job.ended)
         if job.outcome == "queued":
-            self._set("launching", job.describe())
-        elif job.outcome == "running" and self._lifecycle in ("idle", "launching", "preflight"):
-            self._set("running", "")
-        elif job.ended and not self._stopping:
-            self._set(progress=job.describe())
+            run.set_lifecycle("launching", job.describe())
+        elif job.outcome == "running" and run.lifecycle in ("idle", "launching", "preflight"):
+            run.set_lifecycle("running", "")
+        elif job.ended and not run.stopping:
+            run.set_lifecycle(progress=job.describe())
         else:
-            self._changed()
+            run.changed()
 
     async def _state_loop(self) -> None:
         while True:
@@ -257,20 +253,21 @@ class SlurmSupervisor(Supervisor):
             t.cancel()
         for t in follows:
             await reap(t)
-        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.record),
+        await asyncio.gather(*(self.run.follow.follow(n, follow=False) for n in self.nodes if n.record),
                              return_exceptions=True)
         self._apply_end(job)
 
     def _apply_end(self, job: SlurmJob) -> None:
-        stop = job.outcome == "stop" or self._stopping
+        run = self.run
+        stop = job.outcome == "stop" or run.stopping
         code = job.exit_status
         # a failed job is a crash even when Slurm records a clean exit code (NODE_FAIL 0:0): an
         # unknown code makes the reducer record one, with the phase the log had reached
         as_seen = code if stop or code not in (None, 0, 130, 143) else None
         for node in self.nodes:
             if node.record is not None and node.exited is None:
-                self._server_exited(node, ServerExited(0, as_seen, "slurm" if stop else None))
-        crash = self.fold.state.crash
+                run.server_exited(node, ServerExited(0, as_seen, "slurm" if stop else None))
+        crash = run.fold.state.crash
         words = job.describe()
         if crash is not None and not stop:
             if crash.exit_code is None:
@@ -279,10 +276,10 @@ class SlurmSupervisor(Supervisor):
                 crash.decisive_lines.append(words)
             if crash.kind == "unknown":
                 crash.message = words
-        if not self._stopping:
-            self._set("stopped" if stop or crash is None else "failed", words)
-        self.fold.changed = True
-        self._changed()
+        if not run.stopping:
+            run.set_lifecycle("stopped" if stop or crash is None else "failed", words)
+        run.fold.changed = True
+        run.changed()
 
     # ------------------------------------------------------------------ monitoring
     def _running_head(self) -> Node | None:
@@ -292,11 +289,12 @@ class SlurmSupervisor(Supervisor):
 
     async def _readiness_loop(self) -> None:
         """Readiness on the head node, through an SSH forward from the login node to it."""
+        run = self.run
         while True:
             head = self._running_head()
-            if head is not None and not self._stopping:
-                await self.readiness.probe(head, self.backend.api_port(self._flags), self._readiness_path())
-            await asyncio.sleep(2.0 if self.readiness.health != "refused" else 1.0)
+            if head is not None and not run.stopping:
+                await run.readiness.probe(head, run.backend.api_port(run.flags), run.readiness_path())
+            await asyncio.sleep(2.0 if run.readiness.health != "refused" else 1.0)
 
     async def _telemetry_loop(self) -> None:
         while self._running_head() is None:
@@ -309,30 +307,31 @@ class SlurmSupervisor(Supervisor):
         and they are read from byte 0."""
         while not self._steps:
             await asyncio.sleep(min(0.5, self.poll_s))
-        await self.follow.follow(node, follow=True)
+        await self.run.follow.follow(node, follow=True)
 
-    def _start_watchers(self) -> None:
+    def watchers(self) -> list[asyncio.Task[Any]]:
         self._follows = [asyncio.create_task(self._follow_once_named(n)) for n in self.nodes if n.record]
         spawn: list[Coroutine[Any, Any, None]] = [self._readiness_loop(), self._telemetry_loop(), self._state_loop()]
-        self._watchers = [*self._follows, *(asyncio.create_task(c) for c in spawn)]
+        return [*self._follows, *(asyncio.create_task(c) for c in spawn)]
 
     async def refresh_once(self) -> RunSnapshot:
+        run = self.run
         job = await self._poll_state()
-        await asyncio.gather(*(self.follow.follow(n, follow=False) for n in self.nodes if n.record),
+        await asyncio.gather(*(run.follow.follow(n, follow=False) for n in self.nodes if n.record),
                              return_exceptions=True)
         if job is not None and job.ended:
             self._apply_end(job)
         head = self._running_head()
         if head is not None:
-            await self.readiness.probe(head, self.backend.api_port(self._flags), self._readiness_path())
+            await run.readiness.probe(head, run.backend.api_port(run.flags), run.readiness_path())
             await self.telemetry.once()
-        snap = self.snapshot()
-        if self.recorder is not None and self._info is not None:
+        snap = run.snapshot()
+        if run.recorder is not None and run.info is not None:
             if job is not None and job.ended:
-                self.recorder.completed(snap, self._outcome())
+                run.recorder.completed(snap, run.outcome())
             else:
-                self.recorder.on_snapshot(snap)
-                self.recorder.tick(force=True)
+                run.recorder.on_snapshot(snap)
+                run.recorder.tick(force=True)
         return snap
 
     async def wait_ended(self) -> str:
@@ -343,80 +342,64 @@ class SlurmSupervisor(Supervisor):
                 return job.describe()
             await asyncio.sleep(self.poll_s)
 
-    def is_ready(self) -> bool:
-        return super().is_ready() and self._running_head() is not None
+    def end_watch(self) -> Callable[[], Awaitable[str]] | None:
+        return self.wait_ended
+
+    def ready(self) -> bool:
+        return self._running_head() is not None
 
     # ------------------------------------------------------------------ snapshots
-    def slurm_json(self) -> dict[str, Any] | None:
+    def view(self) -> SlurmView | None:
         if self.job_id is None:
             return None
         job = self.job
-        return {
-            "job_id": self.job_id,
-            "state": job.state if job else None,
-            "reason": (job.reason or None) if job else None,
-            "nodes": list(job.nodes) if job else [],
-            "node_list": (job.node_list or None) if job else None,
-            "time_left": job.time_left if job else None,
-            "time_limit": (job.time_limit or None) if job else None,
-            "exit_code": (job.exit_code or None) if job else None,
-            "words": job.describe() if job else None,
-            "login": self.target.login,
-            "telemetry": self.telemetry.note if isinstance(self.telemetry, _StepWatch) else None,
-            "checked_at": self._job_at,
-        }
+        return SlurmView(
+            job_id=self.job_id,
+            login=self.config.login,
+            state=job.state if job else None,
+            reason=(job.reason or None) if job else None,
+            nodes=tuple(job.nodes) if job else (),
+            node_list=(job.node_list or None) if job else None,
+            time_left=job.time_left if job else None,
+            time_limit=(job.time_limit or None) if job else None,
+            exit_code=(job.exit_code or None) if job else None,
+            words=job.describe() if job else None,
+            telemetry=self.telemetry.note,
+            checked_at=self._job_at,
+        )
 
-    def snapshot(self) -> RunSnapshot:
-        return replace(Supervisor.snapshot(self), slurm=self.slurm_json())
-
-    # ------------------------------------------------------------------ stop / restart
-    async def stop(self, timeout: float = 30.0, kill_leftovers: bool = False, *, by: str = "operator") -> StopResult:
+    # ------------------------------------------------------------------ stop
+    async def stop(self, timeout: float, kill_leftovers: bool, by: str) -> StopResult:
         """`scancel`, then wait until the job has left the queue (reached an end state). The
         allocation goes back to Slurm: its epilog, not cockpit, owns the GPUs from then on."""
-        if self._info is None:
+        run = self.run
+        if run.info is None:
             await self.attach()
-        if self._info is None or not self.job_id:
+        if run.info is None or not self.job_id:
             return StopResult(True, False, [])
-        self._crash_before_stop = self.fold.state.crash is not None
-        self._stopping = True
-        self._set("stopping", f"scancel {self.job_id}; waiting until it has left the queue")
+        run.crash_before_stop = run.fold.state.crash is not None
+        run.stopping = True
+        run.set_lifecycle("stopping", f"scancel {self.job_id}; waiting until it has left the queue")
         try:
             ans = await self.login.cancel(self.job_id, timeout=max(timeout, 5.0) + 30)
         except TransportError as exc:
-            self._set("failed", f"scancel {self.job_id} failed: {exc}")
+            run.set_lifecycle("failed", f"scancel {self.job_id} failed: {exc}")
             return StopResult(False, False, [])
         job = await self._poll_state()
         if job is not None and job.ended:
             await self._job_ended(job)
-        self._mark_stopped()
+        run.mark_stopped()
         left = bool(ans.get("left_queue"))
         words = job.describe() if job is not None else f"job {self.job_id} cancelled"
-        self._set("stopped" if left else "stopping", words if left else f"job {self.job_id} still {ans.get('state')}")
+        run.set_lifecycle("stopped" if left else "stopping", words if left else f"job {self.job_id} still {ans.get('state')}")
         res = StopResult(left, False, [], exit_codes={n.label: (job.exit_status if job else None)
                                                       for n in self.nodes if n.record})
-        self._record_end()
-        self.publisher.publish(force=True)
+        run.record_end()
+        run.publisher.publish(force=True)
         return res
+
+    def stop_failed(self, res: StopResult) -> str:
+        return f"Slurm job {self.job_id} did not leave the queue after scancel"
 
     async def gpu_processes_now(self) -> list[GpuProcess] | None:
         return None  # no allocation after the job: nothing cockpit may look at or kill there
-
-    async def restart(self, changes: list[FlagChange] | dict[str, Any], *, kill_leftovers: bool = False,
-                      timeout: float = 30.0, debug: bool = False) -> RunInfo:
-        """A new job with the changed flags (the old one is cancelled first); `debug` as Supervisor's."""
-        debug_env, debug_flags = self.backend.debug_settings() if debug else ({}, {})
-        kept = {k: v for k, v in self._overrides.items() if k not in self._debug_flags}
-        overrides = {**kept, **changes_to_overrides(changes), **changes_to_overrides(debug_flags)}
-        self._debug_flags = set(changes_to_overrides(debug_flags))
-        was_running = bool(self._watchers)
-        res = await self.stop(timeout=timeout)
-        if not res.stopped:
-            raise CockpitError(f"Slurm job {self.job_id} did not leave the queue after scancel")
-        await self._cancel_watchers()
-        self._debug_env = dict(debug_env)
-        info = await self.start(overrides, attach=False)
-        if debug and self.recorder is not None:
-            self.recorder.tag_debug(info.id, {"env": debug_env, "flags": debug_flags})
-        if was_running and not self._closed.is_set():
-            self._start_watchers()
-        return info

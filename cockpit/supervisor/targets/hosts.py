@@ -1,0 +1,259 @@
+"""The `hosts:` target: one node per host, reached over SSH (or this machine), the server a
+detached process group there that the host program launches, finds and stops.
+
+Each node's log is followed by byte offset, node 0's API is probed for readiness, and telemetry
+samples every host; a stop SIGTERMs the run's process groups, SIGKILLs after the timeout, then
+waits until the run's GPU memory is released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from cockpit.supervisor import telemetry_feed
+from cockpit.supervisor.api import GpuProcess, HostsView, RunInfo, RunSnapshot
+from cockpit.supervisor.host import ServerExited
+from cockpit.supervisor.hostresults import LaunchReply, RunRecord, StopReply, run_or_none
+from cockpit.supervisor.nodes import Node, make_nodes, resolve_program
+from cockpit.supervisor.targets.base import (
+    LaunchFailed,
+    LeftoversHoldGpus,
+    Run,
+    RunRefused,
+    StopResult,
+    merged_flags,
+    new_run_id,
+)
+from cockpit.supervisor.watch import GpuWatch
+from cockpit.transport.base import Transport, TransportError
+
+log = logging.getLogger(__name__)
+
+
+class HostsTarget:
+    """The run's nodes are the profile's hosts."""
+
+    kind = "hosts"
+
+    def __init__(self, run: Run, *, transports: list[Transport] | None, runs_root: str | None,
+                 telemetry_interval: float):
+        self.run = run
+        self.nodes: list[Node] = make_nodes(run.profile, transports, runs_root)
+        self.telemetry: GpuWatch = GpuWatch(self.nodes, interval=telemetry_interval,
+                                            sim_dir=telemetry_feed.sim_dir_of(run.profile), changed=run.changed)
+
+    # ------------------------------------------------------------------ launch / attach
+    async def start(self, overrides: dict[str, Any], *, attach: bool, kill_leftovers: bool) -> RunInfo:
+        """Launch the profile's server detached on every node. Processes already holding memory on
+        the GPUs the run will use refuse the launch (LeftoversHoldGpus) unless kill_leftovers: a
+        server started on top of them would size its KV pool from what is left and die, or starve them."""
+        run, profile = self.run, self.run.profile
+        if profile.groups:  # two groups are never launched as one plain server (the TUI, `up`)
+            name = profile.name
+            raise LaunchFailed(f"{name} declares a prefill group and a decode group: launch each as its own "
+                               f"profile, {name}.prefill and {name}.decode")
+        nodes = self.nodes
+        live = await self.attach()
+        if live is not None:
+            if attach:
+                return live
+            n0 = nodes[0].record
+            if n0 is not None and not n0.alive and n0.members:
+                raise RunRefused(
+                    f"{profile.name}: the server of run {live.id} has exited but its processes "
+                    f"{list(n0.members)} are still alive on {live.hosts[0]} (and may hold GPU memory)", live)
+            raise RunRefused(f"{profile.name} is already running on {live.hosts[0]} (run {live.id}, pid {live.pid})", live)
+        flags = merged_flags(profile, overrides)
+        busy = await self.telemetry.wait_release(run.gpus_for_flags(flags), kill_leftovers, run.say)
+        if busy:
+            raise LeftoversHoldGpus(busy)
+        run.set_lifecycle("launching", "launching the server")
+        run_id = new_run_id()
+        dist_addr: str | None = None
+        if len(nodes) > 1:
+            dist_addr = run.backend.rendezvous_addr(flags)
+            if dist_addr is None:
+                addr, port = await nodes[0].ops.free_port()
+                dist_addr = f"{addr}:{port}"
+        argvs = run.backend.build_node_argvs(profile, overrides, dist_addr)
+        env = {**profile.env, **run.debug_env, **run.backend.secret_env(profile, overrides)}
+        launched: list[tuple[Node, RunRecord]] = []
+        for node, argv in zip(nodes, argvs, strict=True):
+            argv = resolve_program(list(argv), local=node.host.is_local)
+            meta = {"flags": flags, "overrides": overrides, "node_rank": node.index, "hosts": [n.label for n in nodes]}
+            res = LaunchReply.from_wire(await node.ops.launch(
+                node.key, run_id, argv, env=dict(env), cwd=profile.workdir,
+                log=node.log_file, meta=meta))
+            if res.refused:
+                # lost a race with another cockpit: theirs wins, we attach
+                await self._stop_nodes(launched, timeout=10)
+                run.set_lifecycle("idle", "")
+                found = await self.attach()
+                if found is not None and attach:
+                    return found
+                raise RunRefused(f"{profile.name} is already running on {node.label}", found)
+            if res.error is not None or res.record is None:
+                await self._stop_nodes(launched, timeout=10)
+                run.set_lifecycle("failed", f"launch failed on {node.label}: {res.error}")
+                raise LaunchFailed(f"{node.label}: the server did not start: {res.error}",
+                                   hint="check the profile's python/program and workdir")
+            launched.append((node, res.record))
+        run.reset_for_run()
+        for node, record in launched:
+            node.record = record
+        run.overrides = overrides
+        run.flags = flags
+        run.info = self._run_info()
+        run.set_lifecycle("running", "starting")
+        if run.recorder is not None:
+            run.recorder.started(run.info)
+        return run.info
+
+    async def _stop_nodes(self, launched: list[tuple[Node, RunRecord]], timeout: float) -> None:
+        for node, record in launched:
+            with contextlib.suppress(TransportError):
+                await node.ops.stop(node.key, record.run_id, timeout)
+
+    async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
+        """The profile's live run (pid alive, still our process) on its hosts, resumed; with
+        include_ended, the newest run even if it has ended (status of a crashed run)."""
+        run, nodes = self.run, self.nodes
+        first = run_or_none(await nodes[0].ops.find(nodes[0].key))
+        if first is None:
+            return None
+        alive = first.has_processes
+        if not alive and not include_ended:
+            return None
+        if run.info is not None and run.info.id == first.run_id:
+            return run.info
+        run.reset_for_run()
+        nodes[0].record = first
+        for node in nodes[1:]:
+            node.record = run_or_none(await node.ops.find(node.key, first.run_id))
+        run.flags = dict(first.flags or run.profile.server)
+        run.overrides = dict(first.overrides)
+        run.info = self._run_info()
+        if alive:
+            run.set_lifecycle("running", "")
+            if run.recorder is not None:
+                run.recorder.started(run.info)
+        else:
+            # the exit is applied to the state once the log has been read (refresh_once / run)
+            run.set_lifecycle("stopped" if first.stopped_by else "failed", "the run has ended")
+        return run.info
+
+    def _run_info(self) -> RunInfo:
+        n0 = self.nodes[0].record or RunRecord(run_id="None")
+        run = self.run
+        return RunInfo(
+            id=n0.run_id,
+            profile=run.profile.name,
+            hosts=tuple(n.label for n in self.nodes),
+            pid=n0.pid,
+            pgid=n0.pgid,
+            started_at=n0.started_at,
+            run_dir=n0.run_dir,
+            log_path=n0.log_path,
+            flags=dict(run.flags),
+            version=run.profile.version,
+        )
+
+    # ------------------------------------------------------------------ monitoring
+    def watchers(self) -> list[asyncio.Task[Any]]:
+        """The one list of what watches a run: each node's log, node 0's readiness, telemetry."""
+        run, n0 = self.run, self.nodes[0]
+        spawn: list[Coroutine[Any, Any, None]] = [run.follow.follow(n, follow=True) for n in self.nodes if n.record]
+        spawn.append(run.readiness.loop(
+            n0, lambda: run.backend.api_port(run.flags), run.readiness_path,
+            lambda: n0.exited is None and not run.stopping))
+        spawn.append(self.telemetry.loop())
+        spawn.append(run.serving.loop(run.api_base_url, lambda: run.flags,
+                                      lambda: n0.exited is None and not run.stopping))
+        return [asyncio.create_task(c) for c in spawn]
+
+    async def refresh_once(self) -> RunSnapshot:
+        """Read each node's log of the run to its current end, one probe: a snapshot for `status`."""
+        run = self.run
+        await asyncio.gather(*(run.follow.follow(node, follow=False) for node in self.nodes if node.record))
+        if any(n.exited is None for n in self.nodes if n.record) and run.lifecycle == "running":
+            await run.readiness.probe(self.nodes[0], run.backend.api_port(run.flags), run.readiness_path())
+            # SGLang's /health runs a generation: a hung SGLang answers it with a timeout, not 200
+            if run.readiness.health not in (None, "refused", "unreachable"):
+                try:
+                    await run.serving.check(await run.api_base_url(), run.flags)
+                except (TransportError, OSError) as exc:
+                    log.debug("serving check: %s", exc)
+        await self.telemetry.once()
+        snap = run.snapshot()
+        if run.recorder is not None and run.info is not None:
+            if all(n.exited is not None for n in self.nodes if n.record):
+                # a run nobody watched to its end: complete it from its log
+                run.recorder.completed(snap, run.outcome())
+            else:
+                run.recorder.on_snapshot(snap)
+                run.recorder.tick(force=True)
+        return snap
+
+    def ready(self) -> bool:
+        return True  # the log and node 0's probe say it all
+
+    def view(self) -> HostsView:
+        return HostsView(hosts=tuple(n.label for n in self.nodes))
+
+    def end_watch(self) -> Callable[[], Awaitable[str]] | None:
+        return None  # the server's pid on each host says when it ended
+
+    # ------------------------------------------------------------------ stop
+    async def stop(self, timeout: float, kill_leftovers: bool, by: str) -> StopResult:
+        """SIGTERM the run's process groups, SIGKILL after `timeout`, then wait until its GPU
+        memory is released; leftovers still holding memory are reported (and killed on request)."""
+        run = self.run
+        if run.info is None:
+            await self.attach()
+        if run.info is None:
+            return StopResult(True, False, [])
+        run.crash_before_stop = run.fold.state.crash is not None
+        run.stopping = True
+        run.stop_by = by
+        run.set_lifecycle("stopping", f"stopping {run.profile.name} (SIGTERM, SIGKILL after {timeout:g} s)")
+        gpus_of_run = run.run_gpus()
+        running = [n for n in self.nodes if n.record]
+        results = await asyncio.gather(
+            *(n.ops.stop(n.key, n.record.run_id if n.record else None, timeout, by) for n in running),
+            return_exceptions=True,
+        )
+        res = StopResult(True, False, [])
+        for node, r in zip(running, results, strict=True):
+            if isinstance(r, BaseException):
+                res.stopped = False
+                run.say(f"{node.label}: stop failed: {r}")
+                continue
+            reply = StopReply.from_wire(r)
+            res.killed |= reply.killed
+            res.left += list(reply.left)
+            res.stopped &= reply.stopped
+            exit_code = reply.record.exit_code if reply.record is not None else None
+            res.exit_codes[node.label] = exit_code
+            if node.exited is None:
+                pid = reply.record.pid if reply.record is not None else None
+                run.server_exited(node, ServerExited(pid or 0, exit_code,
+                                                     (reply.record.stopped_by if reply.record is not None else None) or by))
+        run.mark_stopped()
+        run.set_lifecycle("waiting_gpu_release", "waiting for the run's GPU memory to be released")
+        res.leftovers = await self.telemetry.wait_release(gpus_of_run, kill_leftovers, run.say)
+        run.set_lifecycle("stopped", "stopped" if not res.leftovers else
+                "GPU memory still held by pid " + ", ".join(str(p.pid) for p in res.leftovers))
+        run.record_end()
+        run.publisher.publish(force=True)
+        return res
+
+    def stop_failed(self, res: StopResult) -> str:
+        return f"processes of the old run survived SIGKILL: {res.left}"
+
+    async def gpu_processes_now(self) -> list[GpuProcess] | None:
+        """Processes on the GPUs of every node now (None when telemetry cannot tell)."""
+        return await self.telemetry.processes_now()
