@@ -41,6 +41,9 @@ class VLLMBackend(EngineBackend):
             rank_axes=(("TP", ("tp", "tensor-parallel-size")), ("DP", ("dp", "data-parallel-size")),
                    ("PP", ("pp", "pipeline-parallel-size"))),
             native_api=None,
+            tuned_flags=("gpu-memory-utilization", "kv-cache-memory-bytes", "max-num-seqs", "max-num-batched-tokens",
+                         "max-cudagraph-capture-size"),
+            predicted_words={"max_model_len": "context length {:,} tokens"},
         )
 
     # ---------------------------------------------------------------- launching
