@@ -316,6 +316,15 @@ class Backend(Protocol):
         `kv-transfer-config` kv_role): "prefill", "decode", "prefill+decode", or None (no role)."""
         ...
 
+    def role_hint(self, role: str) -> str:
+        """How this engine's flags give a server the prefill/decode `role` (a refused group's hint)."""
+        ...
+
+    def plan_term_lines(self, terms: Mapping[str, float]) -> list[str]:
+        """`cockpit plan`'s lines for the terms only this engine's plan has (its graph pool, its
+        activation peak…), with the engine's own figures beside them; [] for none."""
+        ...
+
     def router_argv(self, profile: Profile) -> list[str]:
         """The router of a prefill/decode profile (`groups:` + `router:`) as an argv: the engine's
         own router over the groups' first hosts and API ports, or `router.program`. Raises

@@ -127,6 +127,9 @@ class SGLangBackend(EngineBackend):
         mode = self.flag_value(flags, "disaggregation-mode")
         return str(mode) if mode in ("prefill", "decode") else None
 
+    def role_hint(self, role: str) -> str:
+        return f"disaggregation-mode: {role}"
+
     def router_argv(self, profile: Profile) -> list[str]:
         """SGLang's router in PD mode (docs/advanced_features/pd_disaggregation.md):
         `python -m sglang_router.launch_router --pd-disaggregation --prefill URL [BOOTSTRAP_PORT]

@@ -103,6 +103,10 @@ class VLLMBackend(EngineBackend):
         except ValueError:
             return None
 
+    def role_hint(self, role: str) -> str:
+        kv_role = "kv_producer" if role == "prefill" else "kv_consumer"
+        return f"kv-transfer-config with kv_role {kv_role} (or kv_both)"
+
     def router_argv(self, profile: Profile) -> list[str]:
         """vLLM ships no router of its own for P/D (its disaggregated examples run a proxy script,
         e.g. tests/v1/kv_connector/nixl_integration/toy_proxy_server.py), so `router.program`
