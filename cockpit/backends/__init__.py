@@ -15,6 +15,8 @@ import functools
 import importlib
 import os
 
+from cockpit.core.engines import DEFAULT_ENGINE
+
 TYPE_CHECKING = False  # not `typing`'s: `cockpit --help` reads the registry's names, nothing more
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
     from cockpit.backends.base import Backend, EngineWords
 
-DEFAULT_BACKEND = "sglang"  # a profile without `backend:`
+DEFAULT_BACKEND = DEFAULT_ENGINE  # a profile without `backend:` (the core names it: cockpit.core.engines)
 
 # name → (module, class): imported on first use, so `cockpit --help` loads no backend
 _REGISTRY: dict[str, tuple[str, str]] = {
