@@ -21,7 +21,14 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from cockpit.face import DEFAULT_BACKEND, BadInput, backend_plan, measured_facts, plan_finding, plan_for_profile
+from cockpit.face import (
+    DEFAULT_BACKEND,
+    BadInput,
+    backend_plan,
+    measured_facts,
+    plan_finding,
+    plan_for_profile,
+)
 
 if TYPE_CHECKING:
     from cockpit.face import HostFacts, MemoryPlan, Profile
