@@ -23,13 +23,16 @@ if TYPE_CHECKING:
     from cockpit.aio import reap
     from cockpit.backends import (
         DEFAULT_BACKEND,
+        backend_names,
         detect_backend,
         engine_name,
         engine_names,
         engine_words,
         flag_labels,
         get_backend,
+        host_cache_gb_per_rank,
         load_all_secret_flags,
+        words_of,
     )
     from cockpit.backends.base import HostFacts
     from cockpit.backends.foreign import foreign_lines, refusal
@@ -156,8 +159,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "cockpit.transport.base": ("TransportError",),
     "cockpit.aio": ("reap",),
     "cockpit.backends": (
-        "DEFAULT_BACKEND", "detect_backend", "engine_name", "engine_names", "engine_words", "flag_labels",
-        "get_backend", "load_all_secret_flags",
+        "DEFAULT_BACKEND", "backend_names", "detect_backend", "engine_name", "engine_names", "engine_words", "flag_labels",
+        "get_backend", "host_cache_gb_per_rank", "load_all_secret_flags", "words_of",
     ),
     "cockpit.backends.base": ("HostFacts",),
     "cockpit.backends.foreign": ("foreign_lines", "refusal"),

@@ -39,7 +39,7 @@ EXEMPT = ("backends", "sim")  # the engines' own folders (the simulators speak t
 CEILING = 25  # issue 26's "done when": engine words outside backends/ and sim/ <= 25
 # Where the count stands on this branch: the renovation moves it down to CEILING; a change that
 # adds engine words outside the engines' folders fails here (lower this as words move out).
-RATCHET = 68
+RATCHET = 23  # 9 of them in supervisor/ (being restructured by another change): the floor left there
 HARDWARE_WORDS = {"cuda"}  # a flag family's leading word that names the hardware, not an engine
 
 
@@ -191,6 +191,7 @@ def test_engine_words_outside_the_engines_folders_stay_under_the_ceiling() -> No
     print(f"\nengine words outside backends/ and sim/: {total} in {len(found)} files (ceiling {CEILING})")
     for rel, hits in sorted(found.items(), key=lambda kv: -len(kv[1])):
         print(f"{len(hits):5d}  {rel}  " + ", ".join(f"{line}:{text[:40]!r}" for line, text in hits[:6]))
+    assert RATCHET <= CEILING
     assert total <= RATCHET, (
         f"{total} engine words outside backends/ and sim/ (at most {RATCHET}): name the concept in "
         "the core's own words and let the backend say its engine's")

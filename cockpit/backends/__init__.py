@@ -15,11 +15,16 @@ import functools
 import importlib
 import os
 
+from cockpit.core.engines import DEFAULT_ENGINE
+
 TYPE_CHECKING = False  # not `typing`'s: `cockpit --help` reads the registry's names, nothing more
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     from cockpit.backends.base import Backend, EngineWords
 
-DEFAULT_BACKEND = "sglang"  # a profile without `backend:`
+DEFAULT_BACKEND = DEFAULT_ENGINE  # a profile without `backend:` (the core names it: cockpit.core.engines)
 
 # name → (module, class): imported on first use, so `cockpit --help` loads no backend
 _REGISTRY: dict[str, tuple[str, str]] = {
@@ -108,13 +113,50 @@ def get_backend(name: str) -> Backend:
 
         raise BadInput(f"{EXTRA_ENV}: engine {name!r}: {module}:{cls} does not load ({exc})") from None
     _register_secret_flags(module)
+    _register_predicted_words(backend)
     return backend
+
+
+def _register_predicted_words(backend: Backend) -> None:
+    """The engine's own predicted-effect keys (`max_model_len`, `hicache_size`) in words, so every
+    view that prints a finding of this engine says them with their unit."""
+    from cockpit.core.findings import register_predicted_words
+
+    try:
+        words = backend.words()
+    except NotImplementedError:  # an engine that declares no words has no keys of its own
+        return
+    register_predicted_words(words.predicted_words)
 
 
 def engine_words(name: str) -> EngineWords:
     """What the UI and the CLI say about the engine called `name` (its flag labels, memory flag,
     default port, demo profile, rank axes)."""
     return get_backend(name).words()
+
+
+def words_of(name: str | None) -> EngineWords:
+    """`engine_words(name)`, or an engine that declares nothing for a name no backend has (a
+    journal's run of an engine this installation does not know): no labels, no flags."""
+    if name is None or name not in _REGISTRY:
+        from cockpit.backends.base import EngineWords
+
+        return EngineWords(display=name or "unknown engine")
+    return engine_words(name)
+
+
+def host_cache_gb_per_rank(name: str | None, flags: Mapping[str, Any]) -> float | None:
+    """The host cache's size per rank (GB) the flags set (`EngineWords.host_cache_flags`: on, and
+    a size), or None: off, no size given, or an engine without one."""
+    words = words_of(name)
+    if name is None or words.host_cache_flags is None:
+        return None
+    switch, size = words.host_cache_flags
+    backend = get_backend(name)
+    if not backend.flag_value(flags, switch):
+        return None
+    v = backend.flag_value(flags, size)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 def flag_labels() -> dict[str, str]:

@@ -64,6 +64,17 @@ class EngineWords:
     # rank label prefix -> the flags (profile spelling) that size that axis: TP0…, DP0…, PP0…
     rank_axes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     native_api: str | None = None  # the engine's own generate API (`bench --api NAME`), beside OpenAI's
+    # the flags (profile spelling) its tuning policy moves, in the order a tuning step names them
+    tuned_flags: tuple[str, ...] = ()
+    # the host cache (KV pages kept in host RAM): its name in the engine's docs ("HiCache"), the flag
+    # that turns it on and the flag of its size in GB per rank; None: this engine has none Cockpit reads
+    host_cache_label: str | None = None
+    host_cache_flags: tuple[str, str] | None = None
+    # crash kind -> its label, for the kinds named in this engine's words (DESIGN.md's JSON values)
+    crash_labels: Mapping[str, str] = field(default_factory=dict)
+    # a predicted effect's key (Finding.predicted, this engine's) -> its words with the unit ("{:g}")
+    predicted_words: Mapping[str, str] = field(default_factory=dict)
+    metrics_switch: str | None = None  # the flag that turns /metrics on (None: always served)
 
 
 class GenerateApi(Protocol):
@@ -303,6 +314,15 @@ class Backend(Protocol):
     def pd_role(self, flags: Mapping[str, Any]) -> str | None:
         """The prefill/decode role these server flags give (SGLang `disaggregation-mode`, vLLM
         `kv-transfer-config` kv_role): "prefill", "decode", "prefill+decode", or None (no role)."""
+        ...
+
+    def role_hint(self, role: str) -> str:
+        """How this engine's flags give a server the prefill/decode `role` (a refused group's hint)."""
+        ...
+
+    def plan_term_lines(self, terms: Mapping[str, float]) -> list[str]:
+        """`cockpit plan`'s lines for the terms only this engine's plan has (its graph pool, its
+        activation peak…), with the engine's own figures beside them; [] for none."""
         ...
 
     def router_argv(self, profile: Profile) -> list[str]:

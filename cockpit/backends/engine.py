@@ -181,6 +181,13 @@ class EngineBackend:
         return cast("PlanModule", self._module("plan")).memory_plan(
             profile, hosts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
 
+    def role_hint(self, role: str) -> str:
+        return f"this engine's flags for a {role} server"  # each engine says its own
+
+    def plan_term_lines(self, terms: Mapping[str, float]) -> list[str]:
+        term_lines = getattr(self._module("plan"), "term_lines", None)
+        return list(term_lines(terms)) if term_lines is not None else []
+
     def tuning(self) -> Any:
         """The tuning policy `cockpit tune` asks for its next launch (`<engine package>.tuning`)."""
         return self._module("tuning")

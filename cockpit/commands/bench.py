@@ -146,6 +146,7 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
 
     base = await sup.api_base_url()
     spec.metrics_prefix = sup.backend.metrics_prefix()
+    spec.metrics_switch = sup.backend.words().metrics_switch
     spec.api_key = api_key_of(sup.profile, info.flags)  # a server started with --api-key refuses requests without it
     served = await served_model(base, spec.api_key)
     notes: list[str] = []
@@ -173,7 +174,8 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
         if progress is not None:
             progress.end()
     result["notes"] = notes
-    result["max_model_len"] = served.context_len
+    result["context_len"] = served.context_len  # the /v1/models card's context length
+    result["max_model_len"] = served.context_len  # the same under its key before issue 26 (an alias)
     result["run_id"] = info.id
     result["flags"] = mask_mapping(info.flags)  # printed by --json and kept in the journal: never the key
     if journal is not None:
@@ -238,9 +240,9 @@ def _server_hist(srv: dict[str, Any], key: str) -> str:
 def render(name: str, r: dict[str, Any]) -> str:
     lines = [f"{name} · run {r.get('run_id')} · {r.get('api')} API"]
     if r.get("input_len") is not None:
-        mml = r.get("max_model_len")
+        ctx = r.get("context_len")
         lines.append(f"input {r['input_len']} tokens · output {r['output_len']} tokens"
-                     + (f" · context length {mml}" if mml else ""))
+                     + (f" · context length {ctx}" if ctx else ""))
     if r.get("prompts"):
         lines.append(f"prompts: {r['prompts']}")
     for n in r.get("notes") or ():

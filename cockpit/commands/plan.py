@@ -21,7 +21,14 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any
 
-from cockpit.face import BadInput, backend_plan, measured_facts, plan_finding, plan_for_profile
+from cockpit.face import (
+    DEFAULT_BACKEND,
+    BadInput,
+    backend_plan,
+    measured_facts,
+    plan_finding,
+    plan_for_profile,
+)
 
 if TYPE_CHECKING:
     from cockpit.face import HostFacts, MemoryPlan, Profile
@@ -124,9 +131,7 @@ def check_group(backend: Any, group: Profile, role: str, gpus: int | None) -> No
             raise BadInput(f"groups.{role}.gpus: {gpus} per host, but the group's flags run {per_host} ranks on a host")
     if got is None or role not in got.split("+"):
         what = f"a {got} server" if got else "a server of no prefill/decode role"
-        raise BadInput(f"groups.{role}.server: the flags make {what}",
-                       hint="SGLang: disaggregation-mode: " + role + "; vLLM: kv-transfer-config with kv_role "
-                       + ("kv_producer" if role == "prefill" else "kv_consumer") + " (or kv_both)")
+        raise BadInput(f"groups.{role}.server: the flags make {what}", hint=backend.role_hint(role))
 
 
 def router_json(profile: Profile) -> dict[str, Any] | None:
@@ -180,7 +185,7 @@ def _offline_hint(hint: str | None, profile: Any, overrides: dict[str, Any], gpu
     model = backend.model_path(profile, overrides)
     gib = f"{gpu_mem_gb:g}" if gpu_mem_gb is not None else "GiB"
     line = (f"to plan without the host: cockpit plan --model-config DIR --gpu-mem-gb {gib} --tp {tp or 'N'}"
-            + (f" --backend {profile.backend}" if profile.backend != "sglang" else "")
+            + (f" --backend {profile.backend}" if profile.backend != DEFAULT_BACKEND else "")
             + " (DIR: a local copy of the model's config.json and its safetensors index or headers"
             + (f", from {model} on the host" if model else "") + ")")
     return f"{hint}\n  hint: {line}" if hint else line
@@ -253,6 +258,13 @@ def _current_from(mp: MemoryPlan, items: list[str]) -> str:
     return "--set" if mp.flag.lstrip("-") in given else "profile"
 
 
+def _engine_term_lines(mp: MemoryPlan) -> list[str]:
+    """The lines of the terms only the plan's engine has, as its backend words them."""
+    from cockpit.face import backend_names, get_backend
+
+    return get_backend(mp.backend).plan_term_lines(mp.terms) if mp.backend in backend_names() else []
+
+
 def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
     """The plan as text: facts, the table, the current value (the profile's, or `--set`'s) and the
     recommendation."""
@@ -269,16 +281,7 @@ def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
         f"  KV bytes per token      {mp.kv_bytes_per_token:8,} B (per rank)",
         f"  free before weights (P) {t.get('pre_load_avail_gib', 0):8.2f} GiB (estimated)",
     ]
-    if "non_torch_gib" in t:
-        lines.append(f"  non-torch memory        {t['non_torch_gib']:8.2f} GiB (estimated)")
-    if "activation_peak_gib" in t:
-        lines.append(f"  activation peak         {t['activation_peak_gib']:8.2f} GiB (estimated for {t.get('max_num_batched_tokens', 0):,.0f}"
-                     f" tokens, {t.get('max_num_seqs', 0):,.0f} seqs)")
-    if "graph_gib" in t:
-        bs = f", max bs {t['cuda_graph_max_bs']:.0f}" if "cuda_graph_max_bs" in t else ""
-        lines.append(f"  CUDA graphs             {t['graph_gib']:8.2f} GiB (estimated{bs})")
-    if "req_to_token_gib" in t:
-        lines.append(f"  req_to_token pool       {t['req_to_token_gib']:8.2f} GiB (context {t.get('context_length', 0):,.0f})")
+    lines += _engine_term_lines(mp)
     if mp.calibrated_from:
         err = mp.calibration_error
         lines.append(

@@ -7,6 +7,7 @@ and none is refused: `get_backend` refuses an unknown one when it is used.
 
 from __future__ import annotations
 
+DEFAULT_ENGINE = "sglang"  # the engine of a profile without `backend:` (and of a state before its log says)
 _NAMES: tuple[str, ...] = ()
 
 

@@ -26,7 +26,8 @@ class FlagChange:
 
 
 # A prediction's keys (the JSON contract) as the operator reads them: words and units, never the key.
-# GiB for GPU memory (the engines print GiB); GB for host RAM (SGLang's --hicache-size is in GB).
+# GiB for GPU memory (the engines print GiB); GB for host RAM (an engine's host cache is sized in GB).
+# Each engine adds the keys in its own words when its backend loads (`register_predicted_words`).
 _PREDICTED_WORDS: dict[str, str] = {
     "headroom_gb": "{:.2f} GiB free per rank",
     "freed_gb_per_gpu": "{:.2f} GiB freed per GPU",
@@ -36,11 +37,16 @@ _PREDICTED_WORDS: dict[str, str] = {
     "budget_gb": "budget {:.2f} GiB per GPU",
     "free_gb": "{:.2f} GiB free on the GPU",
     "gap_gb": "{:.2f} GiB gap between ranks",
-    "max_model_len": "context length {:,} tokens",
     "full_length_requests": "{:g} full-length requests fit",
     "host_gb": "{:.1f} GB of host RAM needed",
-    "hicache_size": "--hicache-size {:g} GB per rank",
 }
+
+
+def register_predicted_words(words: dict[str, str] | Any) -> None:
+    """An engine's own predicted-effect keys with their words (`EngineWords.predicted_words`): the
+    backend registry adds them when it loads the engine; a key already known keeps its words."""
+    for key, template in dict(words).items():
+        _PREDICTED_WORDS.setdefault(key, template)
 
 
 def predicted_phrases(predicted: dict[str, Any], current_tokens: int | None = None) -> list[str]:

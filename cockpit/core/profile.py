@@ -16,6 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from cockpit.core.engines import DEFAULT_ENGINE
+
 # A flag name as it appears in a profile: kebab or snake case, no dashes in front required.
 FLAG_NAME_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")
 # Profile and host names end up in run-directory paths and lock names.
@@ -272,7 +274,7 @@ class Profile(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     name: str
-    backend: str = "sglang"
+    backend: str = DEFAULT_ENGINE
     version: str | None = Field(None, description="server version, e.g. 0.5.9; detected when absent")
     hosts: list[Host] = Field(default_factory=lambda: [Host(ssh="local")], min_length=1)
     python: str = "python3"

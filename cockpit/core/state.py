@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
 
+from cockpit.core.engines import DEFAULT_ENGINE
 from cockpit.core.ranks import rank_sort_key
 from cockpit.core.secrets import mask_mapping
 
@@ -21,25 +22,24 @@ from cockpit.core.secrets import mask_mapping
 Phase = Literal["loading", "kv_pool", "capturing", "warmup", "ready", "hung", "crashed", "stopped", "unknown"]
 PHASES: tuple[str, ...] = get_args(Phase)
 
-CrashKind = Literal[
+# the two kinds whose names (fixed by DESIGN.md's JSON) are one engine's words: named once here
+HOST_CACHE_SHORT: Final = "hicache_host_memory"  # the host cache could not get its host memory
+ENGINE_WATCHDOG: Final = "watchdog_timeout"  # the engine's own watchdog fired (a forward pass hung)
+CRASH_KINDS: tuple[str, ...] = (
     "cuda_oom",
     "graph_capture_oom",
     "kv_pool_exhausted",
     "init_not_enough_memory",
-    "hicache_host_memory",
+    HOST_CACHE_SHORT,
     "host_oom_killed",
     "nccl_timeout",  # a collective timed out
     "nccl_error",  # NCCL failed otherwise (e.g. "unhandled system error" at init)
-    "watchdog_timeout",  # the server's own scheduler watchdog fired (a forward pass hung)
+    ENGINE_WATCHDOG,
     "warmup_failed",
     "port_in_use",
     "startup_error",  # a Python import/usage/config error before serving
     "unknown",  # a crash is proven, its cause isn't
-]
-CRASH_KINDS: tuple[str, ...] = get_args(CrashKind)
-# the two kinds whose names (fixed by DESIGN.md's JSON) are one engine's words: named once here
-HOST_CACHE_SHORT: Final = "hicache_host_memory"  # the host cache could not get its host memory
-ENGINE_WATCHDOG: Final = "watchdog_timeout"  # the engine's own watchdog fired (a forward pass hung)
+)
 # `unknown`: nothing in the log proves the phase (Crash.phase_reason says what was missing)
 CrashPhase = Literal["startup", "graph_capture", "prefill", "decode", "serving", "unknown"]
 CRASH_PHASES: tuple[str, ...] = get_args(CrashPhase)
@@ -126,7 +126,7 @@ class SeriesPoint:
 class RunState:
     """Everything the log (and the supervisor) told us about one run."""
 
-    backend: str = "sglang"
+    backend: str = DEFAULT_ENGINE
     # the flag (dest) of the engine's memory setting, as its backend declares it (EngineWords.memory_flag)
     memory_flag: str | None = None
     format: str | None = None  # "sglang-0.5.9" / "sglang-0.5.23"; None until detected

@@ -42,6 +42,7 @@ from cockpit.model.weights import Tensor, WeightIndex
 SOURCE = "config.json (estimated)"
 MATCH_BUDGET_S = 2.0  # all ignore-list matching of one estimate
 _FLOAT_NAME = {2: "BF16", 4: "F32", 1: "F8_E4M3"}
+BLOCK_KEY = "weight_block_size"  # quantization_config's block of FP8 scales ([rows, cols]), as checkpoints write it
 # families whose MLP is two plain matrices (fc1/fc2), not the gated gate/up/down
 _PLAIN_MLP = ("phi", "gpt2", "gpt_bigcode", "starcoder2", "opt", "falcon", "gpt_neox", "bloom")
 
@@ -61,10 +62,10 @@ class _Quant:
         self.bits = cfg.quant.bits
         self.group = cfg.quant.group_size
         self.where = where
-        block = self.q.get("weight_block_size")
+        block = self.q.get(BLOCK_KEY)
         self.block: tuple[int, int] | None = None
         if isinstance(block, list) and len(block) == 2:
-            self.block = (_int(block[0], "weight_block_size", where), _int(block[1], "weight_block_size", where))
+            self.block = (_int(block[0], BLOCK_KEY, where), _int(block[1], BLOCK_KEY, where))
         self.ct = self._ct_scheme() if self.method == "compressed-tensors" else {}
 
     def _ct_scheme(self) -> dict[str, Any]:

@@ -182,6 +182,7 @@ class BenchSpec:
     seed: int = 0
     model: str | None = None  # the OpenAI `model` field; None asks /v1/models
     metrics_prefix: str = ""  # the backend's (`Backend.metrics_prefix`), set by the caller
+    metrics_switch: str | None = None  # the flag that turns /metrics on (`EngineWords.metrics_switch`), set by the caller
     # the engine's own generate API when `api` names it (`Backend.native_api`); None: OpenAI's
     native: GenerateApi | None = field(default=None, repr=False)
     vocab: Vocab | None = None  # None: synthetic prompts are text
@@ -617,9 +618,11 @@ def hist_quantiles(before: dict[float, float], after: dict[float, float], scale:
 
 
 def _server_summary(before: dict[str, Any] | None, after: dict[str, Any] | None,
-                    peaks: dict[str, float], series: list[tuple[float, dict[str, float]]], duration: float) -> dict[str, Any]:
+                    peaks: dict[str, float], series: list[tuple[float, dict[str, float]]], duration: float,
+                    switch: str | None = None) -> dict[str, Any]:
     if before is None or after is None:
-        return {"available": False, "reason": "/metrics did not answer (start the server with --enable-metrics)"}
+        how = f" (start the server with {switch})" if switch else ""
+        return {"available": False, "reason": f"/metrics did not answer{how}"}
     out: dict[str, Any] = {"available": True, "samples": len(series)}
     # steady state: the samples of the second half (the start's burst of prefills queues everything)
     late = [m for t, m in series if t >= duration / 2]
@@ -761,7 +764,7 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
         "mean_ttft_ms": round(sum(r.ttft_s or 0 for r in ok) / len(ok) * 1000, 2) if ok else None,
         "mean_e2e_ms": round(sum(r.e2e_s or 0 for r in ok) / len(ok) * 1000, 2) if ok else None,
         "client_cpu_s": round(cpu, 3),
-        "server": _server_summary(before, after, peaks, series, duration),
+        "server": _server_summary(before, after, peaks, series, duration, spec.metrics_switch),
     }
     return finite_json(out)
 

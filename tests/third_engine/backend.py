@@ -217,6 +217,12 @@ class EchoBackend:
     def pd_role(self, flags: Mapping[str, Any]) -> str | None:
         return None
 
+    def role_hint(self, role: str) -> str:
+        return "the echo engine serves no prefill/decode role"
+
+    def plan_term_lines(self, terms: Mapping[str, float]) -> list[str]:
+        return []
+
     def router_argv(self, profile: Profile) -> list[str]:
         raise FlagError("router", "the echo engine has no router")
 

@@ -46,6 +46,14 @@ class SGLangBackend(EngineBackend):
             rank_axes=(("TP", ("tp", "tp-size", "tensor-parallel-size")), ("DP", ("dp", "dp-size", "data-parallel-size")),
                    ("PP", ("pp-size", "pipeline-parallel-size"))),
             native_api="sglang",
+            tuned_flags=("mem-fraction-static", "cuda-graph-max-bs", "cuda-graph-max-bs-decode", "chunked-prefill-size",
+                         "max-running-requests"),
+            host_cache_label="HiCache",
+            host_cache_flags=("enable-hierarchical-cache", "hicache-size"),
+            crash_labels={"hicache_host_memory": "HiCache: not enough host memory",
+                          "watchdog_timeout": "scheduler watchdog timeout"},
+            predicted_words={"hicache_size": "--hicache-size {:g} GB per rank"},
+            metrics_switch="--enable-metrics",
         )
 
     # ---------------------------------------------------------------- launching
@@ -118,6 +126,9 @@ class SGLangBackend(EngineBackend):
         """`--disaggregation-mode prefill|decode` (SGLang's default "null" is no role)."""
         mode = self.flag_value(flags, "disaggregation-mode")
         return str(mode) if mode in ("prefill", "decode") else None
+
+    def role_hint(self, role: str) -> str:
+        return f"disaggregation-mode: {role}"
 
     def router_argv(self, profile: Profile) -> list[str]:
         """SGLang's router in PD mode (docs/advanced_features/pd_disaggregation.md):

@@ -565,3 +565,16 @@ def memory_plan(
                                        setup_flags=SETUP_FLAGS, default_value=auto)
     return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
                 warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration, draft=model.draft)
+
+
+def term_lines(terms: Mapping[str, float]) -> list[str]:
+    """`cockpit plan`'s lines for SGLang's own terms: the graph pool (at its max batch size) and
+    the request table (at the context length)."""
+    lines = []
+    if "graph_gib" in terms:
+        bs = f", max bs {terms['cuda_graph_max_bs']:.0f}" if "cuda_graph_max_bs" in terms else ""
+        lines.append(f"  CUDA graphs             {terms['graph_gib']:8.2f} GiB (estimated{bs})")
+    if "req_to_token_gib" in terms:
+        lines.append(f"  req_to_token pool       {terms['req_to_token_gib']:8.2f} GiB "
+                     f"(context {terms.get('context_length', 0):,.0f})")
+    return lines

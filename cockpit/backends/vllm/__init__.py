@@ -41,6 +41,9 @@ class VLLMBackend(EngineBackend):
             rank_axes=(("TP", ("tp", "tensor-parallel-size")), ("DP", ("dp", "data-parallel-size")),
                    ("PP", ("pp", "pipeline-parallel-size"))),
             native_api=None,
+            tuned_flags=("gpu-memory-utilization", "kv-cache-memory-bytes", "max-num-seqs", "max-num-batched-tokens",
+                         "max-cudagraph-capture-size"),
+            predicted_words={"max_model_len": "context length {:,} tokens"},
         )
 
     # ---------------------------------------------------------------- launching
@@ -99,6 +102,10 @@ class VLLMBackend(EngineBackend):
             return _kv_role(self.flag_value(flags, "kv-transfer-config"))
         except ValueError:
             return None
+
+    def role_hint(self, role: str) -> str:
+        kv_role = "kv_producer" if role == "prefill" else "kv_consumer"
+        return f"kv-transfer-config with kv_role {kv_role} (or kv_both)"
 
     def router_argv(self, profile: Profile) -> list[str]:
         """vLLM ships no router of its own for P/D (its disaggregated examples run a proxy script,

@@ -525,3 +525,17 @@ def memory_plan(
                                        setup_flags=SETUP_FLAGS, default_value=default_util(settings.version))
     return plan(model.config, model.weights, gpu, settings, target_headroom=profile.policy.target_headroom_gb,
                 warn_headroom=profile.policy.warn_headroom_gb, calibration=calibration, draft=model.draft)
+
+
+def term_lines(terms: Mapping[str, float]) -> list[str]:
+    """`cockpit plan`'s lines for vLLM's own terms: non-torch memory, the activation peak of the
+    profile run (at its batch: tokens and sequences) and the graph pool."""
+    lines = []
+    if "non_torch_gib" in terms:
+        lines.append(f"  non-torch memory        {terms['non_torch_gib']:8.2f} GiB (estimated)")
+    if "activation_peak_gib" in terms:
+        lines.append(f"  activation peak         {terms['activation_peak_gib']:8.2f} GiB (estimated for "
+                     f"{terms.get('max_num_batched_tokens', 0):,.0f} tokens, {terms.get('max_num_seqs', 0):,.0f} seqs)")
+    if "graph_gib" in terms:
+        lines.append(f"  CUDA graphs             {terms['graph_gib']:8.2f} GiB (estimated)")
+    return lines

@@ -11,7 +11,18 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from cockpit.face import DEFAULT_BACKEND, Crash, Finding, FlagChange, clean_text, get_backend, value_text
+from cockpit.face import (
+    DEFAULT_BACKEND,
+    ENGINE_WATCHDOG,
+    HOST_CACHE_SHORT,
+    Crash,
+    Finding,
+    FlagChange,
+    clean_text,
+    get_backend,
+    value_text,
+    words_of,
+)
 from cockpit.ui import format as fmt
 from cockpit.ui.keys import CRASH_BINDINGS
 from cockpit.ui.widgets.advice import change_words, predicted_words
@@ -75,17 +86,22 @@ def phase_words(phase: str) -> str:
     }.get(phase, phase.replace("_", " "))
 
 
-def crash_kind_words(kind: str) -> str:
+def crash_kind_words(kind: str, backend: str | None = None) -> str:
+    """The crash kind in words: the engine's own label for a kind named in its words (SGLang's
+    HiCache), the concept's otherwise."""
+    own = words_of(backend).crash_labels.get(kind) if backend else None
+    if own:
+        return own
     return {
         "cuda_oom": "CUDA out of memory",
         "graph_capture_oom": "out of memory during CUDA graph capture",
         "kv_pool_exhausted": "KV pool exhausted",
         "init_not_enough_memory": "not enough memory at startup",
-        "hicache_host_memory": "HiCache: not enough host memory",
+        HOST_CACHE_SHORT: "host cache: not enough host memory",
         "host_oom_killed": "killed by the host's OOM killer",
         "nccl_timeout": "NCCL timeout",
         "nccl_error": "NCCL error",
-        "watchdog_timeout": "scheduler watchdog timeout",
+        ENGINE_WATCHDOG: "the engine's watchdog fired",
         "startup_error": "startup error",
         "warmup_failed": "warmup failed",
         "port_in_use": "port already in use",
@@ -161,7 +177,7 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         if unexplained:
             title = "ENDED: the server exited, and its log names no known crash"
         else:
-            title = f"CRASHED: {crash_kind_words(c.kind)}{where} in {phase}"
+            title = f"CRASHED: {crash_kind_words(c.kind, self.backend)}{where} in {phase}"
         self.query_one("#crash-title", Static).update(title)
         exit_words = f" · {fmt.exit_words(c.exit_code, c.kind)}" if c.exit_code is not None else ""
         if unexplained:

@@ -33,7 +33,9 @@ from cockpit.face import (
     Profile,
     RunSnapshot,
     SeriesPoint,
+    host_cache_gb_per_rank,
     plural,
+    words_of,
 )
 from cockpit.ui import format as fmt
 from cockpit.ui.gpuhistory import GpuHistory
@@ -389,7 +391,8 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self._refresh_header()
         self.show_own_group(snap)
         self.query_one(RankBars).show(
-            snap, now, self._policy(), self.rank_focus, host_cache_gb_per_rank=self._host_cache_per_rank(snap)
+            snap, now, self._policy(), self.rank_focus, host_cache_gb_per_rank=self._host_cache_per_rank(snap),
+            host_cache_label=words_of(snap.state.backend).host_cache_label,
         )
         findings = list(snap.findings) or self.preflight_findings
         self.query_one(AdvicePanel).show(findings, snap.state.max_total_num_tokens)
@@ -474,11 +477,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         return dict(self.profile.server)
 
     def _host_cache_per_rank(self, snap: RunSnapshot) -> float | None:
-        flags = self._run_flags()
-        if not (flags.get("enable-hierarchical-cache") or flags.get("enable_hierarchical_cache")):
-            return None
-        v = flags.get("hicache-size", flags.get("hicache_size"))
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        return host_cache_gb_per_rank(snap.state.backend, self._run_flags())
 
     # ---- crash flow ----
     def _maybe_show_crash(self, snap: RunSnapshot) -> None:

@@ -23,9 +23,6 @@ from textual_plotext import PlotextPlot
 from cockpit.face import RunRecord, bench_value
 
 UNKNOWN = "—"
-SETTING_FLAGS = ("mem-fraction-static", "gpu-memory-utilization", "cuda-graph-max-bs", "cuda-graph-max-bs-decode",
-                 "chunked-prefill-size", "max-running-requests", "kv-cache-memory-bytes", "max-num-seqs",
-                 "max-num-batched-tokens", "max-cudagraph-capture-size")
 COLUMNS = (("n", "#"), ("run", "RUN"), ("outcome", "OUTCOME"), ("headroom", "HEADROOM"), ("kv", "KV TOKENS"),
            ("tps", "BENCH TOK/S"), ("ttft", "TTFT p99 ms"), ("setting", "SETTING"))
 
@@ -37,16 +34,29 @@ class TuneLoaded(Message):
         self.error = error
 
 
+def _engines_words(r: RunRecord) -> list[Any]:
+    """The words of the run's engine; every engine's while the journal does not know it yet (a run
+    that never ended was not read as any engine's log)."""
+    from cockpit.face import backend_names, words_of
+
+    return [words_of(r.backend)] if r.backend else [words_of(n) for n in backend_names()]
+
+
 def memory_setting(r: RunRecord) -> tuple[str, float] | None:
-    for flag in ("mem-fraction-static", "gpu-memory-utilization"):
-        v = r.flags.get(flag)
-        if isinstance(v, (int, float)):
-            return flag, float(v)
+    """The run's memory setting (its engine's `memory_flag`) as (flag, value), or None: not set."""
+    for words in _engines_words(r):
+        dest = words.memory_flag
+        for flag in (dest.replace("_", "-"), dest) if dest else ():
+            v = r.flags.get(flag)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return dest.replace("_", "-"), float(v)
     return None
 
 
 def setting_words(r: RunRecord) -> str:
-    return ", ".join(f"--{k} {r.flags[k]}" for k in SETTING_FLAGS if k in r.flags) or "the engine's defaults"
+    """The flags the run's engine tunes (`EngineWords.tuned_flags`), as the run set them."""
+    tuned = dict.fromkeys(f for words in _engines_words(r) for f in words.tuned_flags)
+    return ", ".join(f"--{k} {r.flags[k]}" for k in tuned if k in r.flags) or "the engine's defaults"
 
 
 def step_rows(runs: list[RunRecord]) -> list[list[str]]:

@@ -70,7 +70,8 @@ def rank_names(snapshot: RunSnapshot) -> list[str]:
 
 
 class RankBars(Widget):
-    """One row per rank across all nodes, then one row per host for RAM and the HiCache share."""
+    """One row per rank across all nodes, then one row per host for RAM and the host cache's share
+    (KV pages the engine keeps in host RAM, by its own name: SGLang's HiCache)."""
 
     DEFAULT_CSS = """
     RankBars { height: auto; }
@@ -91,7 +92,7 @@ class RankBars(Widget):
         "rankbars--warn",
         "rankbars--bad",
         "rankbars--stale",
-        "rankbars--hicache",
+        "rankbars--host-cache",
     }
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
@@ -101,6 +102,7 @@ class RankBars(Widget):
         self._policy = Policy()
         self._focus_rank: str | None = None
         self._host_cache_gb_per_rank: float | None = None
+        self._host_cache_label: str | None = None
         self._names_of: RunSnapshot | None = None
         self._names: list[str] = []
         self._strips = StripCache()  # rows that read as a second ago are not converted again
@@ -113,11 +115,13 @@ class RankBars(Widget):
         policy: Policy,
         focus_rank: str | None = None,
         host_cache_gb_per_rank: float | None = None,
+        host_cache_label: str | None = None,
     ) -> None:
         rows_before = self._row_count()
         self._snapshot, self._now, self._policy = snapshot, now, policy
         self._focus_rank = focus_rank
         self._host_cache_gb_per_rank = host_cache_gb_per_rank
+        self._host_cache_label = host_cache_label
         self.refresh(layout=self._row_count() != rows_before)
 
     def tick(self, now: float) -> None:
@@ -364,25 +368,26 @@ class RankBars(Widget):
         per_rank = self._host_cache_gb_per_rank
         if per_rank is None:
             per_rank = snap.state.host_cache_gb_per_rank
-        hicache = per_rank * len(ranks_here) if per_rank is not None and ranks_here else None
+        cached = per_rank * len(ranks_here) if per_rank is not None and ranks_here else None
         width = max(8, min(bar_w, 40))
         if total:
             used = total - avail if avail is not None else None
-            hc_cells = min(width, round((hicache or 0.0) / total * width))
+            hc_cells = min(width, round((cached or 0.0) / total * width))
             used_cells = min(width, round(used / total * width)) if used is not None else 0
             other_cells = max(0, used_cells - hc_cells)
-            t.append(GLYPHS["kv"] * hc_cells, style=self._style("hicache"))
+            t.append(GLYPHS["kv"] * hc_cells, style=self._style("host-cache"))
             t.append(GLYPHS["other"] * other_cells, style=self._style("other"))
             t.append(GLYPHS["free"] * (width - hc_cells - other_cells), style=self._style("free"))
             t.append(f" {host.host} {fmt.gb(used, 0)}/{total:.0f} GB RAM used")
         else:
             t.append("·" * width, style=self._style("unknown"))
             t.append(f" {host.host} RAM unknown", style=self._style("unknown"))
+        label = self._host_cache_label or "host cache"  # the engine's name for it; the concept's otherwise
         if per_rank is not None and ranks_here:
             of = f" of {total:.0f} GB" if total else ""
-            t.append(f" · HiCache {len(ranks_here)} × {per_rank:g} = {hicache:g} GB{of}", style=self._style("hicache"))
-        else:
-            t.append(" · HiCache off")
+            t.append(f" · {label} {len(ranks_here)} × {per_rank:g} = {cached:g} GB{of}", style=self._style("host-cache"))
+        elif self._host_cache_label is not None:  # an engine without one is not said to have it off
+            t.append(f" · {label} off")
         age = self._now - host.sampled_at
         if age > STALE_AFTER_S:
             t.append(f" · {fmt.short_duration(age)} old", style=self._style("stale"))
