@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.supervisor.host import HostOps, LogChunk, LogFollower, LogReset, ServerExited
+from cockpit.remote.host import HostOps, LogChunk, LogFollower, LogReset, ServerExited
 from cockpit.transport.local import LocalTransport
 
 WRITER = (
@@ -216,7 +216,7 @@ async def test_read_and_non_follow(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("lines", [1, 2, 5])
 def test_tail_offset(tmp_path: Path, lines: int) -> None:
-    from cockpit.supervisor import hostside
+    from cockpit.remote.programs import hostside
 
     p = tmp_path / "x"
     p.write_bytes(b"1\n22\n333\n")

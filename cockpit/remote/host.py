@@ -17,15 +17,14 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from cockpit.remote import programs
 from cockpit.transport.base import HostKeyError, Stream, Transport, TransportError, Unreachable
 from cockpit.transport.local import CommandTimeout, is_local
 
 # One program for the host's python: the base (run files, log checks, /proc), then the operations.
-HOSTSIDE_SOURCE: bytes = b"\n".join((Path(__file__).resolve().parent / name).read_bytes()
-                                     for name in ("hostside_base.py", "hostside.py", "hoststacks.py"))
+HOSTSIDE_SOURCE: bytes = programs.assemble(programs.HOST_PROGRAM)
 
 # Tests (and operators with an unusual layout) point every host's run directories elsewhere.
 RUNS_ROOT_ENV = "COCKPIT_RUNS_ROOT"

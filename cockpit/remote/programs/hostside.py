@@ -56,7 +56,7 @@ import sys
 import time
 
 try:  # here, from the package; on a host the text of hostside_base.py ran just before this file
-    from cockpit.supervisor.hostside_base import (
+    from cockpit.remote.programs.hostside_base import (
         _DISK_ERRNOS,
         RUN_TAG,
         DiskError,

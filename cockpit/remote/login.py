@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from cockpit.errors import CockpitError
+from cockpit.remote import programs
 from cockpit.slurm import jobstate
 from cockpit.slurm.jobstate import SlurmJob
 from cockpit.transport.base import Transport, TransportError
 
-LOGINSIDE_SOURCE: bytes = (Path(__file__).resolve().parent / "loginside.py").read_bytes()
+LOGINSIDE_SOURCE: bytes = programs.assemble(programs.LOGIN_PROGRAM)
 RUNS_ROOT_ENV = "COCKPIT_RUNS_ROOT"  # the same override the host program honours (tests)
 
 

@@ -1,0 +1,32 @@
+"""The stdlib programs Cockpit sends to hosts and login nodes, as text.
+
+Nothing is installed on a GPU host or a login node: a client sends a program's text on stdin to
+`python3 -` (Python 3.8+, stdlib only), followed by the line that calls its main() with the request.
+A program is assembled from this folder's files in order, so code several programs need lives once
+in a module sent ahead of them (`assemble`). Imported from the package (tests), each module imports
+the names it uses from the modules sent before it.
+
+  hostside_base.py, hostside.py, hoststacks.py  the host program (supervisor: launch, find, stop,
+                                                 follow, stacks); client: cockpit/remote/host.py
+  loginside.py   the login-node program of a Slurm run; client: cockpit/remote/login.py
+  agent.py       the telemetry agent (GPU and host samples); client: cockpit/telemetry/client.py
+  vocab_probe.py the model's token ids for `cockpit bench`; client: cockpit/serving/loadgen.py
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+PROGRAMS_DIR = Path(__file__).resolve().parent
+
+HOST_PROGRAM = ("hostside_base.py", "hostside.py", "hoststacks.py")
+LOGIN_PROGRAM = ("loginside.py",)
+AGENT_PROGRAM = ("agent.py",)
+VOCAB_PROBE_PROGRAM = ("vocab_probe.py",)
+
+
+@cache
+def assemble(names: tuple[str, ...]) -> bytes:
+    """The text sent to the remote python: the named files of this folder, in order."""
+    return b"\n".join((PROGRAMS_DIR / name).read_bytes() for name in names)
