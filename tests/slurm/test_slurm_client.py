@@ -138,8 +138,8 @@ async def test_telemetry_step_refused_says_not_measured_with_sruns_words(
     """An `srun --overlap` step the cluster refuses (here: a job that does not exist) leaves the
     GPUs unmeasured, with srun's reason."""
     from cockpit.core.profile import Host
-    from cockpit.slurm.steps import SrunStepTransport
     from cockpit.remote.host import HostOps
+    from cockpit.slurm.steps import SrunStepTransport
     from cockpit.supervisor.nodes import Node
     from cockpit.supervisor.targets.slurm import _StepWatch
 
