@@ -6,6 +6,7 @@ A program is assembled from this folder's files in order, so code several progra
 in a module sent ahead of them (`assemble`). Imported from the package (tests), each module imports
 the names it uses from the modules sent before it.
 
+  runtree.py     the run tree's trust checks, sent ahead of the host and login-node programs
   hostside_base.py, hostside.py, hoststacks.py  the host program (supervisor: launch, find, stop,
                                                  follow, stacks); client: cockpit/remote/host.py
   loginside.py   the login-node program of a Slurm run; client: cockpit/remote/login.py
@@ -20,8 +21,8 @@ from pathlib import Path
 
 PROGRAMS_DIR = Path(__file__).resolve().parent
 
-HOST_PROGRAM = ("hostside_base.py", "hostside.py", "hoststacks.py")
-LOGIN_PROGRAM = ("loginside.py",)
+HOST_PROGRAM = ("runtree.py", "hostside_base.py", "hostside.py", "hoststacks.py")
+LOGIN_PROGRAM = ("runtree.py", "loginside.py")
 AGENT_PROGRAM = ("agent.py",)
 VOCAB_PROBE_PROGRAM = ("vocab_probe.py",)
 

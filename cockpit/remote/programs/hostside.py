@@ -66,7 +66,6 @@ try:  # here, from the package; on a host the text of hostside_base.py ran just 
         _disk_words,
         _open_log,
         _ppid,
-        _private_dir,
         _proc_stat,
         _read,
         _read_int,
@@ -79,14 +78,11 @@ try:  # here, from the package; on a host the text of hostside_base.py ran just 
         point_log_link,
         run_log_path,
     )
+    from cockpit.remote.programs.runtree import _expand, _private_dir
 except ImportError:
     pass
 
 # Stdlib only and compatible with the python3 of older GPU hosts (3.8+).
-
-
-def _expand(path):
-    return os.path.abspath(os.path.expanduser(path))
 
 
 def _is_our_server(run_dir, pid):

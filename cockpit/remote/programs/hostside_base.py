@@ -23,6 +23,11 @@ import errno
 import json
 import os
 
+try:  # here, from the package; on a host the text of runtree.py ran just before this file
+    from cockpit.remote.programs.runtree import RunTreeRefused, _check_ours, _owner_name, _private_dir  # noqa: F401
+except ImportError:
+    pass
+
 RUN_TAG = "COCKPIT_RUN_DIR"
 
 
@@ -60,44 +65,6 @@ def _write(path, text):
         if exc.errno in _DISK_ERRNOS:
             raise DiskError(_disk_words(exc, path)) from None
         raise
-
-
-class RunTreeRefused(Exception):
-    """A run directory or run file that is not the operator's alone (another user's, a link, one
-    others can write): its pid could name anyone's process, so nothing of it is used."""
-
-    def __init__(self, path, why):
-        super().__init__(f"{path} {why}; refusing to use that run tree (runs root shared with another user? "
-                         "remove it, or point COCKPIT_RUNS_ROOT at a directory of your own)")
-
-
-def _check_ours(path, st, kind):
-    """`st` (lstat/fstat of `path`) is a `kind` ("dir"/"file") of ours that only we can write."""
-    import stat as _stat
-
-    me = os.getuid()
-    owner = _owner_name(st.st_uid)
-    if _stat.S_ISLNK(st.st_mode):
-        raise RunTreeRefused(path, f"is a symbolic link (owned by {owner})")
-    if (kind == "dir" and not _stat.S_ISDIR(st.st_mode)) or (kind == "file" and not _stat.S_ISREG(st.st_mode)):
-        raise RunTreeRefused(path, f"is not a {'directory' if kind == 'dir' else 'regular file'} (owned by {owner})")
-    if st.st_uid != me:
-        raise RunTreeRefused(path, f"belongs to {owner}, not to {_owner_name(me)}")
-    if st.st_mode & 0o022:
-        raise RunTreeRefused(path, f"can be written by other users (mode {st.st_mode & 0o7777:04o}, owner {owner})")
-
-
-def _private_dir(path):
-    """Create `path` 0700 (a run's files say what it runs, with which env), or tighten ours; one
-    that is not ours (or a link) is refused (RunTreeRefused)."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.lstat(path)
-    if os.path.islink(path) and st.st_uid == os.getuid():
-        st = os.stat(path)  # a link of the operator's own (runs kept on another disk): its target is checked
-    if st.st_uid == os.getuid() and os.path.isdir(path) and st.st_mode & 0o077:
-        os.chmod(path, 0o700)
-        st = os.stat(path)
-    _check_ours(path, st, "dir")
 
 
 def _read(path, default=None):
@@ -256,15 +223,6 @@ def _ppid(pid):
 
 class LogRefused(Exception):
     """The log path is not safe to write (another user's file or link, a directory others write)."""
-
-
-def _owner_name(uid):
-    try:
-        import pwd
-
-        return pwd.getpwuid(uid).pw_name
-    except (ImportError, KeyError):
-        return f"uid {uid}"
 
 
 def _check_log_dir(path):
