@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from cockpit.remote.host import HostOps
 from cockpit.remote.login import SlurmLogin
@@ -15,7 +17,7 @@ from cockpit.transport.ssh import SSHTransport
 from tests.conftest import SshHome
 
 
-async def _with_sshd_down_then_up(ssh_env: SshHome, call) -> object:  # type: ignore[no-untyped-def]
+async def _with_sshd_down_then_up(ssh_env: SshHome, call: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
     """Run `call()` while the sshd is stopped; start it again 0.2 s later (before the first retry)."""
     ssh_env.stop()
     try:
