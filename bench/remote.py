@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import CLK_TCK, REPO, median, pct, print_machine, proc_cpu_s
 
-AGENT = REPO / "cockpit" / "telemetry" / "agent.py"
+AGENT = REPO / "cockpit" / "remote" / "programs" / "agent.py"
 
 FAKE_SMI = """#!/bin/sh
 # A stand-in nvidia-smi: 8 GPUs, 8 compute apps, printed the way the real one prints CSV.

@@ -91,6 +91,16 @@ if TYPE_CHECKING:
     from cockpit.model.config import ModelConfigError
     from cockpit.model.plan import MemoryPlan, PlanUnavailable
     from cockpit.model.read import read_model_dir
+    from cockpit.remote.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
+    from cockpit.serving.loadgen import (
+        DEFAULT_MAX_ERROR_SHARE,
+        BenchSpec,
+        finite_json,
+        load_dataset,
+        read_vocab,
+        run_bench,
+        served_model,
+    )
     from cockpit.supervisor.api import (
         GpuProcess,
         GpuSample,
@@ -101,7 +111,6 @@ if TYPE_CHECKING:
         RunSnapshot,
         SlurmView,
     )
-    from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
     from cockpit.supervisor.launchcheck import launch_findings
     from cockpit.supervisor.nodelog import NodeLog
     from cockpit.supervisor.nodes import Node
@@ -119,15 +128,6 @@ if TYPE_CHECKING:
     from cockpit.supervisor.stacks import saved as saved_stacks
     from cockpit.supervisor.supervisor import Supervisor
     from cockpit.telemetry.hostfacts import apply_what_if, check_profile, local_host_facts, measure_hosts
-    from cockpit.telemetry.loadgen import (
-        DEFAULT_MAX_ERROR_SHARE,
-        BenchSpec,
-        finite_json,
-        load_dataset,
-        read_vocab,
-        run_bench,
-        served_model,
-    )
     from cockpit.transport import close_all
     from cockpit.transport.base import TransportError
 
@@ -136,7 +136,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "cockpit.supervisor.api": (
         "GpuProcess", "GpuSample", "HostSample", "LogBatch", "LogLine", "RunInfo", "RunSnapshot", "SlurmView",
     ),
-    "cockpit.supervisor.host": ("LinkState", "LogChunk", "LogFollower", "LogReset", "ServerExited"),
+    "cockpit.remote.host": ("LinkState", "LogChunk", "LogFollower", "LogReset", "ServerExited"),
     "cockpit.supervisor.launchcheck": ("launch_findings",),
     "cockpit.supervisor.nodelog": ("NodeLog",),
     "cockpit.supervisor.nodes": ("Node",),
@@ -151,7 +151,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "fmt_gb", "fmt_int", "fmt_outcome", "fmt_secs", "fmt_time", "fmt_tps", "run_rows", "table",
     ),
     "cockpit.telemetry.hostfacts": ("apply_what_if", "check_profile", "local_host_facts", "measure_hosts"),
-    "cockpit.telemetry.loadgen": (
+    "cockpit.serving.loadgen": (
         "BenchSpec", "DEFAULT_MAX_ERROR_SHARE", "finite_json", "load_dataset", "read_vocab", "run_bench",
         "served_model",
     ),

@@ -266,6 +266,16 @@ class SshHome:
         assert self._main is not None
         self._main.restart()
 
+    def stop(self) -> None:
+        """Stop the main sshd (connections refused) until `start`; a test that stops it starts it
+        again in a `finally`: the server is shared by the session."""
+        assert self._main is not None
+        self._main.stop()
+
+    def start(self) -> None:
+        assert self._main is not None
+        self._main.start()
+
     def kill_connections(self) -> int:
         assert self._main is not None
         return self._main.kill_connections()

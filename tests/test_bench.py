@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.telemetry.loadgen import load_dataset, percentiles
+from cockpit.serving.loadgen import load_dataset, percentiles
 from tests.conftest import free_port, isolated_env
 
 PY = sys.executable
@@ -194,7 +194,7 @@ def test_a_server_that_answers_whole_is_measured_as_such() -> None:
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from cockpit.telemetry.loadgen import BenchSpec, Prompt, _client, one_request
+    from cockpit.serving.loadgen import BenchSpec, Prompt, _client, one_request
 
     class Whole(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
@@ -245,7 +245,7 @@ def test_lengths_fit_the_runs_max_model_len() -> None:
 
 
 def test_error_kinds_group_by_message_shape() -> None:
-    from cockpit.telemetry.loadgen import error_shape
+    from cockpit.serving.loadgen import error_shape
 
     kinds = {error_shape(f"HTTP 400: Token id {n} is out of vocabulary") for n in (14233, 981, 19999)}
     assert kinds == {"HTTP 400: Token id N is out of vocabulary"}
@@ -255,7 +255,7 @@ def test_error_kinds_group_by_message_shape() -> None:
 def test_server_histogram_quantiles_over_the_run() -> None:
     import math
 
-    from cockpit.telemetry.loadgen import hist_quantiles, parse_scrape
+    from cockpit.serving.loadgen import hist_quantiles, parse_scrape
 
     def body(n_fast: int, n_slow: int) -> str:
         return "\n".join([
@@ -281,7 +281,7 @@ def test_the_vocabulary_is_read_on_the_host(tmp_path: Path) -> None:
     ids without its special tokens; config.json's vocab_size when there is no tokenizer.json."""
     import asyncio
 
-    from cockpit.telemetry.loadgen import Vocab, read_vocab
+    from cockpit.serving.loadgen import Vocab, read_vocab
     from cockpit.transport.local import LocalTransport
 
     model = tmp_path / "m"

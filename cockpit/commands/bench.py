@@ -2,7 +2,7 @@
 [--dataset synthetic|FILE.jsonl] [--duration S] [--max-error-share F] [--api openai|sglang] [--json]`.
 
 A bounded load test of the profile's live run (through the SSH forward when it is remote): the
-load generator is `cockpit/telemetry/loadgen.py`. The result is stored on the run in the journal
+load generator is `cockpit/serving/loadgen.py`. The result is stored on the run in the journal
 (`runs show`, `runs compare`, the TUI's history). Exit 0 when every request succeeded, 1 when the
 run is not ready, or any request failed, or none completed; 2 on bad input.
 """

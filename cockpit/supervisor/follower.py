@@ -15,9 +15,9 @@ from cockpit.backends.base import Backend
 from cockpit.core.findings import Finding
 from cockpit.core.reducer import apply
 from cockpit.core.state import RunState
+from cockpit.remote.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
+from cockpit.remote.hostresults import LogScan
 from cockpit.supervisor.api import LogLine
-from cockpit.supervisor.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
-from cockpit.supervisor.hostresults import LogScan
 from cockpit.supervisor.nodelog import NodeLog
 from cockpit.supervisor.nodes import Node
 from cockpit.supervisor.publisher import Publisher

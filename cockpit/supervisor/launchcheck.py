@@ -34,7 +34,7 @@ async def launch_findings(profile: Profile, overrides: Mapping[str, Any] | None 
     """Critical findings for a launch of `profile` on its node 0 (none for a Slurm job: its nodes
     are not allocated yet). The check runs on the host, over the node's transport."""
     from cockpit.backends import get_backend
-    from cockpit.supervisor.hostresults import run_or_none
+    from cockpit.remote.hostresults import run_or_none
     from cockpit.supervisor.nodes import make_nodes
     from cockpit.telemetry.hostfacts import runs_simulator
     from cockpit.transport.base import TransportError

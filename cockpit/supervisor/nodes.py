@@ -7,8 +7,8 @@ import sys
 from dataclasses import dataclass
 
 from cockpit.core.profile import Host, Profile
-from cockpit.supervisor.host import HostOps, LogFollower, ServerExited
-from cockpit.supervisor.hostresults import RunRecord
+from cockpit.remote.host import HostOps, LogFollower, ServerExited
+from cockpit.remote.hostresults import RunRecord
 from cockpit.supervisor.nodelog import NodeLog
 from cockpit.transport.base import Transport
 

@@ -76,7 +76,7 @@ class ServingWatch:
     async def sample(self, base_url: str) -> bool:
         """One scrape of /metrics into the window and the hang watch (and the log's progress
         lines, which count without /metrics too); False when the scrape failed."""
-        from cockpit.telemetry.probes import metrics_text
+        from cockpit.serving.probes import metrics_text
 
         text = await metrics_text(base_url, self.backend.metrics_path())
         now = time.monotonic()
@@ -111,7 +111,7 @@ class ServingWatch:
             self.changed()
 
     async def _probe(self, base_url: str, flags: dict[str, Any]) -> None:
-        from cockpit.telemetry.probes import first_model, probe_generate
+        from cockpit.serving.probes import first_model, probe_generate
 
         key = api_key_of(self.profile, flags)
         if self._model is None:

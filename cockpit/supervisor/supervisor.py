@@ -29,9 +29,9 @@ from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.profile import Profile, normalise_flag_name
 from cockpit.core.reducer import apply
 from cockpit.errors import CockpitError
+from cockpit.remote.host import ServerExited
 from cockpit.supervisor.api import GpuProcess, LogBatch, LogLine, RunInfo, RunSnapshot
 from cockpit.supervisor.follower import Follow, RunFold
-from cockpit.supervisor.host import ServerExited
 from cockpit.supervisor.nodes import Node
 from cockpit.supervisor.publisher import Publisher
 from cockpit.supervisor.recorder import Recorder, RunJournal

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from cockpit.supervisor.host import HostOps
+from cockpit.remote.host import HostOps
 from cockpit.telemetry import client
 from cockpit.telemetry.hostfacts import sim_dir_of, sim_env
 from cockpit.telemetry.samples import TelemetrySample

@@ -172,7 +172,7 @@ class ReadinessProbe:
         return f"http://127.0.0.1:{self._local_port}"
 
     async def probe(self, node: Node, port: int, path: str) -> None:
-        from cockpit.telemetry.probes import probe_status
+        from cockpit.serving.probes import probe_status
 
         try:
             if self._local_port is None:

@@ -1,6 +1,6 @@
 """Telemetry from a host: runs the agent through a transport and turns its JSON lines into samples.
 
-The agent (cockpit/telemetry/agent.py) is sent as source over stdin and run with the profile's
+The agent (cockpit/remote/programs/agent.py) is sent as source over stdin and run with the profile's
 python, so nothing has to be installed on the GPU host. On this machine, when NVML works and no
 simulator is asked for, NVML is read in-process instead (cockpit/telemetry/nvml.py).
 
@@ -18,8 +18,8 @@ import os
 import time
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from functools import cache
-from pathlib import Path
 
+from cockpit.remote import programs
 from cockpit.telemetry.samples import TelemetrySample, sample_from_agent
 from cockpit.transport.base import HostKeyError, Transport, TransportError
 from cockpit.transport.local import LocalTransport
@@ -33,7 +33,7 @@ MAX_LINE_BYTES = 1 << 20  # a line longer than this is garbage, not a sample
 @cache
 def agent_source() -> bytes:
     """The agent program as sent to the host."""
-    return Path(__file__).with_name("agent.py").read_bytes()
+    return programs.assemble(programs.AGENT_PROGRAM)
 
 
 def parse_line(line: bytes | str, host_label: str) -> TelemetrySample | None:

@@ -83,7 +83,7 @@ def cgroup_headroom_bytes(root: Path = CGROUP_ROOT) -> int | None:
 def smi_raw(env: Mapping[str, str] | None = None, pids: tuple[int, ...] = ()) -> dict[str, Any] | None:
     """One agent sample (its JSON shape) read through `nvidia-smi` on this machine; None when
     nvidia-smi is not on PATH (`env`'s PATH when given)."""
-    from cockpit.telemetry import agent
+    from cockpit.remote.programs import agent
 
     exe = shutil.which("nvidia-smi", path=(env or os.environ).get("PATH"))
     if exe is None:

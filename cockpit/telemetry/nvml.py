@@ -12,7 +12,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from cockpit.telemetry import agent
+from cockpit.remote.programs import agent
 
 if TYPE_CHECKING:
     from cockpit.telemetry.samples import TelemetrySample

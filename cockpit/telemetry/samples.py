@@ -1,6 +1,6 @@
 """What telemetry reads, as the rest of Cockpit sees it: GPUs, the processes on them, host RAM.
 
-`sample_from_agent` converts one JSON object of the agent (cockpit/telemetry/agent.py), however
+`sample_from_agent` converts one JSON object of the agent (cockpit/remote/programs/agent.py), however
 it was read (over a transport, or in-process through the NVML gateway in nvml.py). None means
 unknown, never 0. Units: GPU memory in GiB (MiB / 1024) like nvidia-smi and SGLang print it;
 host RAM in decimal GB.

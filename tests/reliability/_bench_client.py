@@ -12,7 +12,7 @@ import resource
 import sys
 import time
 
-from cockpit.telemetry.loadgen import BenchSpec, run_bench
+from cockpit.serving.loadgen import BenchSpec, run_bench
 
 
 def _peak_rss_kib() -> int:

@@ -23,8 +23,8 @@ from cockpit.core.profile import parse_profile
 from cockpit.core.reducer import apply
 from cockpit.core.sanitize import clean_text
 from cockpit.core.state import RunState
+from cockpit.remote.host import HostOps, LogChunk, LogFollower, LogReset
 from cockpit.supervisor.api import LogBatch
-from cockpit.supervisor.host import HostOps, LogChunk, LogFollower, LogReset
 from cockpit.supervisor.nodelog import DISPLAY_LINE_CAP
 from cockpit.supervisor.supervisor import Supervisor
 from cockpit.transport.local import LocalTransport

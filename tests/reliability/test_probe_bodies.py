@@ -34,7 +34,7 @@ RSS_LIMIT_KB = 120 * 1024
 
 PROBE = r"""
 import asyncio, json, sys, time
-from cockpit.telemetry import probes
+from cockpit.serving import probes
 base, what, arg, timeout = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 async def main():
     if what == "status":

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from cockpit.backends.base import FlagError
 from cockpit.backends.sglang.command import build_argv
 from cockpit.core.profile import Profile, ProfileError, load_profile
-from cockpit.supervisor.host import HostOps
+from cockpit.remote.host import HostOps
 from cockpit.transport.base import Transport, TransportError
 from cockpit.transport.local import LocalTransport
 from cockpit.transport.ssh import SSHTransport

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.profile import parse_profile
+from cockpit.remote.host import HostOps, LinkState, LogChunk, LogFollower, ServerExited
 from cockpit.supervisor.api import LogBatch
-from cockpit.supervisor.host import HostOps, LinkState, LogChunk, LogFollower, ServerExited
 from cockpit.supervisor.supervisor import Supervisor
 from cockpit.transport.base import HostKeyError, TransportError
 from cockpit.transport.local import LocalTransport

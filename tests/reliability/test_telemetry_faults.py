@@ -20,7 +20,7 @@ from cockpit.telemetry.samples import TelemetrySample
 from cockpit.transport.local import LocalTransport
 from tests.reliability.helpers import PY
 
-AGENT = str(Path(__file__).resolve().parents[2] / "cockpit" / "telemetry" / "agent.py")
+AGENT = str(Path(__file__).resolve().parents[2] / "cockpit" / "remote" / "programs" / "agent.py")
 
 
 def _no_fake_zeros(sample: TelemetrySample) -> None:

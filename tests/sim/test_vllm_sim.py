@@ -173,7 +173,7 @@ def test_bench_request_measures_a_streamed_answer(sim) -> None:  # type: ignore[
     the end and every later token has its own gap (it used to be one JSON answer: TTFT = E2E)."""
     import asyncio
 
-    from cockpit.telemetry.loadgen import BenchSpec, Prompt, _client, one_request
+    from cockpit.serving.loadgen import BenchSpec, Prompt, _client, one_request
 
     run = sim([*QWEN, "--gpu-memory-utilization", "0.92"], speed=40)
     run.wait_for(r"^INFO:     Application startup complete\.", timeout=60)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.profile import ProfileError, SlurmTarget, parse_profile
-from cockpit.slurm.client import job_from_answer
+from cockpit.remote.login import job_from_answer
 from cockpit.slurm.jobstate import from_sacct, from_scontrol, parse_duration, parse_kv
 from cockpit.slurm.script import DIST_ADDR, quote_argv, render_batch_script, sbatch_argv
 from tests.transport.test_ssh import NASTY

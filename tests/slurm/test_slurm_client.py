@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.profile import SlurmTarget
-from cockpit.slurm.client import SlurmLogin, SubmitRejected
+from cockpit.remote.login import SlurmLogin, SubmitRejected
 from cockpit.slurm.jobstate import SlurmJob
 from cockpit.slurm.script import DIST_ADDR, render_batch_script, sbatch_argv
 from cockpit.transport.ssh import SSHTransport
@@ -115,7 +115,7 @@ async def test_no_accounting_fallback_reads_the_job_completion_record(
         login: SlurmLogin, slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
     """The test cluster has no accounting: sacct refuses, and a job slurmctld has forgotten is
     known from its jobcomp/filetxt record (read here from the cluster's real file)."""
-    from cockpit.slurm.client import job_from_answer
+    from cockpit.remote.login import job_from_answer
 
     job = await _submit(login, tmp_path, [PY, "-c", "import sys; sys.exit(5)"])
     j = await _until(login, job, lambda j: j.ended)
@@ -138,8 +138,8 @@ async def test_telemetry_step_refused_says_not_measured_with_sruns_words(
     """An `srun --overlap` step the cluster refuses (here: a job that does not exist) leaves the
     GPUs unmeasured, with srun's reason."""
     from cockpit.core.profile import Host
+    from cockpit.remote.host import HostOps
     from cockpit.slurm.steps import SrunStepTransport
-    from cockpit.supervisor.host import HostOps
     from cockpit.supervisor.nodes import Node
     from cockpit.supervisor.targets.slurm import _StepWatch
 

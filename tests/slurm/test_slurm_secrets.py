@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.profile import SlurmTarget
-from cockpit.slurm.client import SlurmLogin
+from cockpit.remote.login import SlurmLogin
 from cockpit.slurm.script import render_batch_script, sbatch_argv
 from cockpit.transport.ssh import SSHTransport
 from tests.conftest import SshHome

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.supervisor.host import HostOps, LogChunk, LogFollower, LogReset, ServerExited
+from cockpit.remote.host import HostOps, LogChunk, LogFollower, LogReset, ServerExited
 from cockpit.transport.local import LocalTransport
 
 WRITER = (
@@ -216,12 +216,12 @@ async def test_read_and_non_follow(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("lines", [1, 2, 5])
 def test_tail_offset(tmp_path: Path, lines: int) -> None:
-    from cockpit.supervisor import hostside
+    from cockpit.remote.programs import logfiles
 
     p = tmp_path / "x"
     p.write_bytes(b"1\n22\n333\n")
     with open(p, "rb") as f:
-        off = hostside.tail_offset(f, 9, lines)
+        off = logfiles.tail_offset(f, 9, lines)
     assert p.read_bytes()[off:] == b"".join([b"1\n", b"22\n", b"333\n"][-lines:])
 
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from cockpit.supervisor.host import HostOps, LinkState, LogChunk, LogFollower, ServerExited
+from cockpit.remote.host import HostOps, LinkState, LogChunk, LogFollower, ServerExited
 from cockpit.transport.ssh import SSHTransport
 
 WRITER = (

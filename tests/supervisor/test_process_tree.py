@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cockpit.supervisor.host import HostOps
+from cockpit.remote.host import HostOps
 from cockpit.transport.local import LocalTransport
 
 # a server that starts two children — one in the run's session, one that calls setsid() (a wrapper

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cockpit.backends import get_backend
-from cockpit.telemetry.probes import (
+from cockpit.serving.probes import (
     metrics,
     parse_metrics,
     probe_health,

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cockpit.core.findings import FlagChange
 from cockpit.core.profile import Profile, normalise_flag_name
 from cockpit.errors import CockpitError
+from cockpit.remote.host import ServerExited
 from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot, TargetView
-from cockpit.supervisor.host import ServerExited
 from cockpit.supervisor.nodes import Node
 from cockpit.supervisor.watch import GpuWatch
 

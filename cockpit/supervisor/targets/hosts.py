@@ -14,10 +14,10 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from cockpit.remote.host import ServerExited
+from cockpit.remote.hostresults import LaunchReply, RunRecord, StopReply, run_or_none
 from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, HostsView, RunInfo, RunSnapshot
-from cockpit.supervisor.host import ServerExited
-from cockpit.supervisor.hostresults import LaunchReply, RunRecord, StopReply, run_or_none
 from cockpit.supervisor.nodes import Node, make_nodes, resolve_program
 from cockpit.supervisor.targets.base import (
     LaunchFailed,

@@ -20,14 +20,14 @@ from typing import Any
 
 from cockpit.aio import reap
 from cockpit.core.profile import Host
-from cockpit.slurm.client import SlurmLogin, SubmitRejected
+from cockpit.remote.host import HostOps, ServerExited
+from cockpit.remote.hostresults import RunRecord
+from cockpit.remote.login import SlurmLogin, SubmitRejected
 from cockpit.slurm.jobstate import SlurmJob
 from cockpit.slurm.script import DIST_ADDR, NODE_LOG, render_batch_script, sbatch_argv
 from cockpit.slurm.steps import SrunStepTransport
 from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot, SlurmView
-from cockpit.supervisor.host import HostOps, ServerExited
-from cockpit.supervisor.hostresults import RunRecord
 from cockpit.supervisor.nodes import Node, transport_for
 from cockpit.supervisor.targets.base import Run, RunRefused, StopResult, merged_flags, new_run_id
 from cockpit.supervisor.watch import GpuWatch

@@ -40,7 +40,6 @@ import fcntl
 import json
 import os
 import re
-import stat
 import subprocess
 import sys
 import time
@@ -51,8 +50,16 @@ END = ("COMPLETED", "CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE", "FAILED", "
        "BOOT_FAIL")
 
 
-def _expand(path):
-    return os.path.abspath(os.path.expanduser(path))
+try:  # here, from the package; on a login node the text of runtree.py ran just before this file
+    from cockpit.remote.programs.runtree import (
+        RunTreeRefused,
+        _check_ours,
+        _expand,
+        _private_dir,
+        _trusted_dir,
+    )
+except ImportError:
+    pass
 
 
 def _write(path, text):
@@ -68,62 +75,10 @@ def _write(path, text):
     os.replace(tmp, path)
 
 
-class Untrusted(Exception):
-    """A part of the run tree Cockpit must not trust (another user's, a link, writable by others)."""
+class Untrusted(RunTreeRefused):
+    """A part of the Slurm run tree (in the shared workdir) Cockpit must not trust."""
 
-    def __init__(self, path, why):
-        super().__init__(f"{path} {why}; refusing to use the run tree there (ask its owner to remove it, or "
-                         "choose another workdir)")
-        self.path = path
-
-
-def _owner_name(uid):
-    try:
-        import pwd
-
-        return pwd.getpwuid(uid).pw_name
-    except (ImportError, KeyError):
-        return f"uid {uid}"
-
-
-def _check_ours(path, st, kind):
-    """`st` (an lstat/fstat) of `path` is a `kind` ("dir"/"file") of ours that only we can write."""
-    me = os.getuid()
-    if stat.S_ISLNK(st.st_mode):
-        raise Untrusted(path, f"is a symbolic link (owned by {_owner_name(st.st_uid)})")
-    if (kind == "dir" and not stat.S_ISDIR(st.st_mode)) or (kind == "file" and not stat.S_ISREG(st.st_mode)):
-        raise Untrusted(path, f"is not a {'directory' if kind == 'dir' else 'regular file'} "
-                              f"(owned by {_owner_name(st.st_uid)})")
-    if st.st_uid != me:
-        raise Untrusted(path, f"belongs to {_owner_name(st.st_uid)}, not to {_owner_name(me)}")
-    if st.st_mode & 0o022:
-        raise Untrusted(path, f"can be written by other users (mode {stat.S_IMODE(st.st_mode):04o}, "
-                              f"owner {_owner_name(st.st_uid)})")
-
-
-def _private_dir(path):
-    """`path` 0700, ours: created (directories above it that are missing, e.g. the workdir, get the
-    usual mode: they are the operator's), or an existing one checked: a real directory of ours (a
-    loose mode of ours is tightened first; its files are checked one by one when read)."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    _trusted_dir(path)
-
-
-def _trusted_dir(path):
-    """True when `path` is a directory of ours only we can write (one of ours with a loose mode,
-    left by an older Cockpit, is tightened to 0700 first); False when it does not exist;
-    Untrusted when it is anything else."""
-    try:
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode) and st.st_uid == os.getuid():
-            st = os.stat(path)  # a link of the operator's own (kept on another disk): its target is checked
-    except FileNotFoundError:
-        return False
-    if st.st_uid == os.getuid() and stat.S_ISDIR(st.st_mode) and st.st_mode & 0o077:
-        os.chmod(path, 0o700)
-        st = os.stat(path)
-    _check_ours(path, st, "dir")
-    return True
+    hint = "refusing to use the run tree there (ask its owner to remove it, or choose another workdir)"
 
 
 READ_LIMIT = 1 << 20  # run files are a few bytes; meta.json a few KiB
@@ -131,7 +86,7 @@ READ_LIMIT = 1 << 20  # run files are a few bytes; meta.json a few KiB
 
 def _read(path, default=None):
     """A run file's text, opened without following a link and checked: a regular file of ours only
-    we can write (Untrusted otherwise); `default` when it does not exist."""
+    we can write (RunTreeRefused otherwise); `default` when it does not exist."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
@@ -318,8 +273,8 @@ def main(argv):
     try:
         req = json.loads(argv[1])
         ans = OPS[req["op"]](req)
-    except Untrusted as exc:
-        ans = {"error": str(exc), "untrusted": exc.path}
+    except RunTreeRefused as exc:  # the shared checks raise the base class: worded for a Slurm tree here
+        ans = {"error": f"{exc.path} {exc.why}; {Untrusted.hint}", "untrusted": exc.path}
     except Exception as exc:  # one line the cockpit shows, never a traceback
         ans = {"error": f"{type(exc).__name__}: {exc}"}
     sys.stdout.write(json.dumps(ans) + "\n")

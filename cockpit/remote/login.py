@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-from pathlib import Path
 from typing import Any
 
 from cockpit.errors import CockpitError
+from cockpit.remote import programs
+from cockpit.remote.calls import ProgramClient
 from cockpit.slurm import jobstate
 from cockpit.slurm.jobstate import SlurmJob
-from cockpit.transport.base import Transport, TransportError
+from cockpit.transport.base import TransportError
 
-LOGINSIDE_SOURCE: bytes = (Path(__file__).resolve().parent / "loginside.py").read_bytes()
-RUNS_ROOT_ENV = "COCKPIT_RUNS_ROOT"  # the same override the host program honours (tests)
+LOGINSIDE_SOURCE: bytes = programs.assemble(programs.LOGIN_PROGRAM)
 
 
 class SubmitRejected(CockpitError):
@@ -30,46 +27,24 @@ class UntrustedRunTree(CockpitError):
     user's directory or file, a link, a mode others can write): nothing of it is used."""
 
 
-class SlurmLogin:
-    def __init__(self, transport: Transport, *, python: str | None = None, runs_root: str | None = None):
-        from cockpit.transport.local import is_local
+class SlurmLogin(ProgramClient):
+    """loginside.py's operations on the login node: the same calls as HostOps (request on stdin,
+    retried when the connection drops), submit excepted: a second sbatch would queue a second job."""
 
-        self.transport = transport
-        self.python = python or (sys.executable if is_local(transport) else "python3")
-        self.runs_root = runs_root if runs_root is not None else os.environ.get(RUNS_ROOT_ENV)
-
-    @property
-    def label(self) -> str:
-        return self.transport.label
-
-    def _program(self, req: dict[str, Any]) -> tuple[list[str], bytes]:
-        """argv and stdin of one operation. The request travels on stdin after the program's text,
-        never in argv: it holds the batch script and its env (HF_TOKEN, --api-key), and any local
-        user of the login node can read argv (`ps`)."""
-        if self.runs_root and "runs_root" not in req:
-            req = {**req, "runs_root": self.runs_root}
-        text = json.dumps(req, separators=(",", ":"))
-        # a JSON string (ASCII, escaped) is also a Python string literal
-        call = b"\nsys.exit(main(['-', " + json.dumps(text).encode() + b"]))\n"
-        return [self.python, "-"], LOGINSIDE_SOURCE + call
+    source = LOGINSIDE_SOURCE
+    once_only = frozenset({"submit"})
+    error = LoginError
+    program_words = "the login-node program"
+    answer_words = "the login node"
 
     async def call(self, req: dict[str, Any], timeout: float | None = 90.0) -> dict[str, Any]:
-        argv, stdin = self._program(req)
-        done = await self.transport.run(argv, stdin=stdin, timeout=timeout)
-        text = done.stdout.decode("utf-8", "replace").strip().splitlines()
-        if done.returncode != 0 or not text:
-            err = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise LoginError(f"{self.label}: the login-node program failed ({req['op']}): "
-                             f"{err[-1] if err else f'exit {done.returncode}'}",
-                             hint=f"is {self.python} a working Python 3 on {self.label}?")
-        try:
-            ans: dict[str, Any] = json.loads(text[-1])
-        except ValueError:
-            raise LoginError(f"{self.label}: unreadable answer from the login node: {text[-1][:200]}") from None
-        if ans.get("untrusted"):
-            raise UntrustedRunTree(f"{self.label}: {ans.get('error')}",
+        return await self._call(req, timeout)
+
+    def _checked(self, req: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+        if answer.get("untrusted"):
+            raise UntrustedRunTree(f"{self.label}: {answer.get('error')}",
                                    hint="a run tree in a shared workdir must be yours alone; Cockpit read nothing from it")
-        return ans
+        return answer
 
     async def submit(self, profile: str, run_id: str, *, workdir: str, script: str, sbatch: list[str],
                      meta: dict[str, Any]) -> dict[str, Any]:

@@ -19,8 +19,8 @@ import shutil
 import subprocess
 
 if "OPS" not in globals():  # imported from the package; on a host hostside.py's text ran just above
-    from cockpit.supervisor.hostside import OPS, _cmdline, _locate, _proc_stat, _profile_dir
-    from cockpit.supervisor.hostside_base import _ppid
+    from cockpit.remote.programs.hostside import OPS, _locate, _profile_dir
+    from cockpit.remote.programs.proctree import _cmdline, _ppid, _proc_stat
 
 PY_SPY_HINT = ("py-spy is not on PATH nor in the engine's environment on this host: install it there "
                "(`pip install py-spy` into the engine's venv, or your package manager's py-spy) and "

@@ -1,4 +1,5 @@
-"""The host-side half of the supervisor: one stdlib-only program sent to the host's python.
+"""The host-side half of the supervisor: one stdlib-only program sent to the host's python; this
+module holds its runs (launch and its waiter, find, stop, kill) and main().
 
 It runs as `python3 -` with this file's text on stdin followed by one line that calls main()
 with the JSON request (locally through the same LocalTransport), so nothing has to be installed
@@ -38,156 +39,61 @@ waiter_pid, proc_start, started_at, log_path, log_offset, log_inode, meta.json (
 wants to remember: flags as launched, node rank) and, when the server ended,
 exit_code (shell convention: 128+N for a signal). <runs_root>/<profile>/current names the newest
 run. Each run writes its own log, `<stem>.<run_id><ext>` beside the profile's `log:` path, and
-that path becomes a symlink to the current run's file (hostside_base.run_log_path); log_path names
+that path becomes a symlink to the current run's file (logfiles.run_log_path); log_path names
 the run's own file and log_offset is 0 unless the file was there before.
-
-Follow frames on stdout: a header line `F <json>\\n`, followed by `len` raw bytes for data
-frames. Data frames always end at a newline (a partial last line is held back until it is
-complete, unless it exceeds the chunk cap), so a reconnect that resumes at off+len neither loses
-nor repeats a line. Header kinds: start, data, reset (truncated/rotated: the next data is the
-new file from 0), hb (heartbeat with the file size), exit (the watched pid died), error.
 """
 
 import errno
+import fcntl
 import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
 
-try:  # here, from the package; on a host the text of hostside_base.py ran just before this file
-    from cockpit.supervisor.hostside_base import (
-        _DISK_ERRNOS,
-        RUN_TAG,
-        DiskError,
+try:  # here, from the package; on a host the text of logfiles.py and the modules before it ran just above
+    from cockpit.remote.programs.logfiles import (
         LogRefused,
-        _alive,
-        _cmdline,
-        _disk_words,
         _open_log,
-        _ppid,
-        _private_dir,
-        _proc_stat,
-        _read,
-        _read_int,
-        _read_json,
-        _run_tag,
-        _tagged_processes,
-        _write,
         check_log_link,
-        name_waiter,
+        op_follow,
+        op_read,
+        op_scan,
         point_log_link,
         run_log_path,
     )
+    from cockpit.remote.programs.proctree import (
+        REAPED_FILE,
+        _alive,
+        _cmdline,
+        _is_our_server,
+        _ppid,
+        _proc_stat,
+        _reap_leftovers,
+        _run_members,
+        _session_members,
+        _signal_all,
+        _tagged_processes,
+        _wait_recording_tree,
+        name_waiter,
+    )
+    from cockpit.remote.programs.runfiles import (
+        _DISK_ERRNOS,
+        RUN_TAG,
+        DiskError,
+        _disk_words,
+        _read,
+        _read_int,
+        _read_json,
+        _write,
+    )
+    from cockpit.remote.programs.runtree import _expand, _private_dir
 except ImportError:
     pass
 
 # Stdlib only and compatible with the python3 of older GPU hosts (3.8+).
-
-
-def _expand(path):
-    return os.path.abspath(os.path.expanduser(path))
-
-
-def _is_our_server(run_dir, pid):
-    """The pid is alive and still the process we launched (its start time, else its cmdline)."""
-    if not _alive(pid):
-        return False
-    if not os.path.isdir(run_dir):  # deleted under the run: its processes still carry the tag
-        return _run_tag(pid) == run_dir
-    want_start = _read_int(os.path.join(run_dir, "proc_start"))
-    st = _proc_stat(pid)
-    if want_start is not None and st is not None:
-        return st[3] == want_start
-    try:
-        with open(os.path.join(run_dir, "argv.json")) as f:
-            argv = json.load(f)
-    except (OSError, ValueError):
-        return False
-    cmd = _cmdline(pid)
-    return cmd is None or cmd == argv
-
-
-def _session_members(sid, exclude=()):
-    """Every live process of the run's session (the server's group and anything it spawned)."""
-    out = []  # type: list[int]
-    if sid is None or not os.path.isdir("/proc"):
-        return out
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        if pid in exclude:
-            continue
-        st = _proc_stat(pid)
-        if st is None or st[0] in ("Z", "X"):
-            continue
-        if st[2] == sid:
-            out.append(pid)
-    return sorted(out)
-
-
-# ---------------------------------------------------------------- the run's process tree
-#
-# vLLM's API server starts VLLM::EngineCore, which starts VLLM::Worker processes; when the API
-# server dies or fails to start they are left orphaned (reparented to init). They stay in the
-# run's session, unless something called setsid: so while the server lives the waiter records
-# every descendant (pid and start time, `tree`), and both the session and that record name the
-# run's processes. Nothing is ever found or signalled by its name.
-
-TREE_FILE = "tree"  # "pid starttime" lines: every process the server's tree ever had
-REAPED_FILE = "reaped"  # "pid signal cmdline" lines: leftovers the waiter ended after the server exited
-TREE_POLL_S = 1.0
-LEFTOVER_GRACE_S = 5.0  # after the server's exit, what its children get to end on their own
-LEFTOVER_TERM_S = 10.0  # after SIGTERM, before SIGKILL
-
-
-def _descendants(root):
-    """Pids of `root`'s descendants now (by the parent links in /proc)."""
-    children = {}  # type: dict[int, list[int]]
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if name.isdigit():
-            parent = _ppid(int(name))
-            if parent is not None:
-                children.setdefault(parent, []).append(int(name))
-    out, stack = [], [root]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            out.append(child)
-            stack.append(child)
-    return out
-
-
-def _read_tree(run_dir):
-    tree = {}  # type: dict[int, int]
-    text = _read(os.path.join(run_dir, TREE_FILE)) or ""
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
-            tree[int(parts[0])] = int(parts[1])
-    return tree
-
-
-def _tree_alive(run_dir, exclude=()):
-    """The recorded processes of the run still alive (the same process: its start time matches)."""
-    out = []
-    for pid, start in _read_tree(run_dir).items():
-        st = _proc_stat(pid)
-        if pid not in exclude and st is not None and st[0] not in ("Z", "X") and st[3] == start:
-            out.append(pid)
-    return out
-
-
-def _run_members(run_dir, sid, exclude=()):
-    """Every live process of the run: its session's, and the recorded tree's that left it."""
-    found = set(_session_members(sid, exclude) if sid else ())
-    if run_dir and os.path.isdir(run_dir):
-        found.update(_tree_alive(run_dir, exclude))
-    return sorted(found)
 
 
 def _run_info(run_dir):
@@ -293,7 +199,6 @@ def _locate(pdir, run_id=None):
 
 
 def _lock(pdir, timeout):
-    import fcntl
 
     fd = os.open(os.path.join(pdir, ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     deadline = time.time() + timeout
@@ -453,7 +358,6 @@ def _restore(run_dir, files):
 
 
 def _waiter_run(run_dir, argv, env_add, cwd, log_fd, w, files):
-    import subprocess
 
     name_waiter()
     _record(run_dir, files, "waiter_pid", str(os.getpid()))
@@ -517,83 +421,11 @@ def _waiter_run(run_dir, argv, env_add, cwd, log_fd, w, files):
     _reap_leftovers(run_dir, os.getsid(0), os.getpid())
 
 
-def _wait_recording_tree(proc, run_dir):
-    """proc.wait(), recording every descendant of the server (TREE_FILE) while it runs."""
-    import subprocess
-
-    tree = {}  # type: dict[int, int]
-    while True:
-        try:
-            return proc.wait(timeout=TREE_POLL_S)
-        except subprocess.TimeoutExpired:
-            pass
-        try:
-            now = {}
-            for pid in _descendants(proc.pid):
-                st = _proc_stat(pid)
-                if st is not None and tree.get(pid) != st[3]:
-                    now[pid] = st[3]
-            if now:
-                tree.update(now)
-                _write(os.path.join(run_dir, TREE_FILE), "".join(f"{p} {t}\n" for p, t in sorted(tree.items())))
-        except Exception:  # a full disk or a deleted run directory must not end the waiter
-            pass
-
-
-def _reap_leftovers(run_dir, sid, me):
-    """The server has exited: what it left behind (an orphaned EngineCore or Worker, a rank still
-    holding a GPU) gets LEFTOVER_GRACE_S to end on its own, then SIGTERM, then SIGKILL. Only the
-    run's own processes (its session, its recorded tree), never anything found by name."""
-
-    def left():
-        return _run_members(run_dir, sid, exclude=(me,))
-
-    deadline = time.time() + LEFTOVER_GRACE_S
-    pids = left()
-    while pids and time.time() < deadline:
-        time.sleep(0.2)
-        pids = left()
-    if not pids:
-        return
-    lines = []
-    for sig, wait in ((signal.SIGTERM, LEFTOVER_TERM_S), (signal.SIGKILL, 10.0)):
-        for pid in pids:
-            cmd = " ".join(_cmdline(pid) or [])[:200]
-            try:
-                os.kill(pid, sig)
-                lines.append(f"{pid} {sig.name} {cmd}")
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.time() + wait
-        while pids and time.time() < deadline:
-            time.sleep(0.2)
-            pids = left()
-        if not pids:
-            break
-    try:
-        _write(os.path.join(run_dir, REAPED_FILE), "\n".join(lines))
-    except (DiskError, OSError):
-        pass
-
-
 # ---------------------------------------------------------------- find / stop / kill / alive
 
 
 def op_find(req):
     return {"run": _locate(_profile_dir(req), req.get("run_id"))}
-
-
-def _signal_all(pgid, members, sig):
-    if pgid:
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for pid in members:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def op_stop(req):
@@ -664,40 +496,8 @@ def op_alive(req):
     return {"alive": [p for p in req.get("pids", []) if _alive(int(p))]}
 
 
-def op_scan(req):
-    """Where to read a big log: the head (startup lines), the tail, and how many lines lie between.
-
-    {path, offset, ino, head_bytes, tail_lines} -> {size, ino, offset, head_end, tail_start, skipped_lines}
-    """
-    path = _expand(req["path"])
-    with open(path, "rb") as f:
-        st = os.fstat(f.fileno())
-        size = st.st_size
-        offset = int(req.get("offset", 0))
-        if (req.get("ino") is not None and st.st_ino != req["ino"]) or size < offset:
-            offset = 0
-        head_end = min(size, offset + int(req.get("head_bytes", 64 << 20)))
-        if head_end < size:
-            f.seek(offset)
-            head = f.read(head_end - offset)
-            head_end = offset + head.rfind(b"\n") + 1
-        tail_start = max(head_end, tail_offset(f, size, int(req.get("tail_lines", 20000)), head_end))
-        skipped = 0
-        f.seek(head_end)
-        left = tail_start - head_end
-        while left > 0:
-            block = f.read(min(left, 4 << 20))
-            if not block:
-                break
-            skipped += block.count(b"\n")
-            left -= len(block)
-    return {"size": size, "ino": st.st_ino, "offset": offset, "head_end": head_end,
-            "tail_start": tail_start, "skipped_lines": skipped}
-
-
 def op_free_port(req):
     """A TCP port free on this host now, and an address other nodes can reach it at."""
-    import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("", 0))
@@ -720,7 +520,6 @@ def op_free_port(req):
 def op_launch_check(req):
     """What would kill a launch at once, checked on the host before it: {paths, cwd, host, port} ->
     {"missing": [paths that do not exist, relative ones from cwd], "port_bound": why or None}."""
-    import socket
 
     cwd = _expand(req.get("cwd") or "~")
     missing = []
@@ -751,177 +550,6 @@ def op_launch_check(req):
             finally:
                 s.close()
     return {"missing": missing, "port_bound": bound}
-
-
-def op_read(req):
-    import base64
-
-    path = _expand(req["path"])
-    start = max(0, int(req.get("start", 0)))
-    end = int(req["end"]) if req.get("end") is not None else None
-    with open(path, "rb") as f:
-        f.seek(start)
-        data = f.read((end - start) if end is not None else -1)
-    return {"start": start, "data": base64.b64encode(data).decode()}
-
-
-# ---------------------------------------------------------------- follow
-
-
-def _frame(out, head, payload=b""):
-    out.write(b"F " + json.dumps(head, separators=(",", ":")).encode() + b"\n")
-    if payload:
-        out.write(payload)
-    out.flush()
-
-
-def tail_offset(f, end, lines, floor=0):
-    """Byte offset where the last `lines` lines of [floor, end) begin; a partial last line counts."""
-    if lines <= 0 or end <= floor:
-        return end
-    f.seek(end - 1)
-    # the newline that ends the last line does not start one
-    pos = end - 1 if f.read(1) == b"\n" else end
-    seen = 0
-    block = 65536
-    while pos > floor:
-        start = max(floor, pos - block)
-        f.seek(start)
-        buf = f.read(pos - start)
-        idx = len(buf)
-        while True:
-            idx = buf.rfind(b"\n", 0, idx)
-            if idx < 0:
-                break
-            seen += 1
-            if seen == lines:
-                return start + idx + 1
-        pos = start
-    return floor
-
-
-def op_follow(req):
-    out = sys.stdout.buffer
-    path = _expand(req["path"])
-    offset = int(req.get("offset", 0))
-    want_ino = req.get("ino")
-    follow = bool(req.get("follow", True))
-    poll = float(req.get("poll", 0.1))
-    cap = int(req.get("max_chunk", 256 * 1024))
-    hb_every = float(req.get("heartbeat", 2.0))
-    end = req.get("end")  # with follow false: stop at this byte (a head read)
-    watch = req.get("watch") or {}
-    watch_pid = watch.get("pid")
-    watch_dir = watch.get("run_dir")
-    f = None
-    ino = None
-    pending = b""  # an incomplete last line, held back until its newline arrives
-
-    def open_file():
-        try:
-            fh = open(path, "rb")  # noqa: SIM115 - kept open across polls
-        except OSError:
-            return None, None
-        return fh, os.fstat(fh.fileno()).st_ino
-
-    f, ino = open_file()
-    if f is not None:
-        size = os.fstat(f.fileno()).st_size
-        if want_ino is not None and ino != want_ino:
-            offset = 0  # rotated since the offset was taken
-        if size < offset:
-            offset = 0  # truncated
-        if req.get("tail") is not None:
-            offset = max(offset, tail_offset(f, size, int(req["tail"]), offset))
-        if not follow and end is None:
-            end = size  # a one-off read is the log as it is now (`--tail 5` prints 5 lines)
-        f.seek(offset)
-    _frame(out, {"t": "start", "off": offset, "ino": ino, "path": path})
-    last_hb = time.time()
-    exited = False
-    dead_at = None
-    last_check = 0.0
-    check_every = float(req.get("watch_every", 0.25))
-    while True:
-        progressed = False
-        if f is None:
-            f, ino = open_file()
-            if f is not None:
-                offset = 0
-                pending = b""
-                _frame(out, {"t": "reset", "why": "created", "ino": ino})
-        if f is not None:
-            want = cap if end is None else max(0, min(cap, int(end) - offset - len(pending)))
-            data = f.read(want) if want else b""
-            if data:
-                progressed = True
-                buf = pending + data
-                cut = buf.rfind(b"\n") + 1
-                if cut == 0 and len(buf) >= cap:
-                    cut = len(buf)  # a giant line without newline: emit rather than stall
-                if cut:
-                    _frame(out, {"t": "data", "off": offset, "len": cut, "ino": ino}, buf[:cut])
-                    offset += cut
-                pending = buf[cut:]
-            elif end is not None:
-                pass  # the head read is done: no rotation/truncation checks past `end`
-            else:
-                # at EOF: truncated or rotated?
-                try:
-                    st = os.stat(path)
-                except OSError:
-                    st = None
-                cur_size = os.fstat(f.fileno()).st_size
-                if st is not None and st.st_ino != ino:
-                    # rotated: the old file is finished; emit its partial tail, then switch
-                    if pending:
-                        _frame(out, {"t": "data", "off": offset, "len": len(pending), "ino": ino}, pending)
-                        pending = b""
-                    f.close()
-                    f, ino = open_file()
-                    offset = 0
-                    _frame(out, {"t": "reset", "why": "rotated", "ino": ino})
-                    progressed = True
-                elif cur_size < offset + len(pending):
-                    f.seek(0)
-                    offset = 0
-                    pending = b""
-                    _frame(out, {"t": "reset", "why": "truncated", "ino": ino})
-                    progressed = True
-        now = time.time()
-        if watch_pid and dead_at is None and now - last_check >= check_every:
-            # checked on a clock, not only when idle: a log kept busy by other writers must not
-            # delay the news
-            last_check = now
-            alive = _is_our_server(watch_dir, watch_pid) if watch_dir else _alive(watch_pid)
-            if not alive:
-                dead_at = now
-        if dead_at is not None and not exited and (not progressed or now - dead_at > 1.0):
-            # the server's last lines were drained first (EOF), or 1 s of others' lines passed
-            code = None
-            deadline = time.time() + 1.0
-            while watch_dir and code is None and time.time() < deadline:
-                code = _read_int(os.path.join(watch_dir, "exit_code"))
-                if code is None:
-                    time.sleep(0.05)
-            if pending:
-                _frame(out, {"t": "data", "off": offset, "len": len(pending), "ino": ino}, pending)
-                offset += len(pending)
-                pending = b""
-            stopped_by = _read(os.path.join(watch_dir, "stopped_by")) if watch_dir else None
-            _frame(out, {"t": "exit", "pid": watch_pid, "code": code, "stopped_by": stopped_by})
-            exited = True
-        if not progressed:
-            if not follow:
-                if pending:
-                    _frame(out, {"t": "data", "off": offset, "len": len(pending), "ino": ino}, pending)
-                break
-            now = time.time()
-            if now - last_hb >= hb_every:
-                _frame(out, {"t": "hb", "off": offset, "size": os.fstat(f.fileno()).st_size if f else None})
-                last_hb = now
-            time.sleep(poll)
-    return None
 
 
 OPS = {

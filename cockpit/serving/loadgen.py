@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from cockpit.errors import BadInput
+from cockpit.remote import programs
 
 if TYPE_CHECKING:
     from cockpit.backends.base import GenerateApi
@@ -139,7 +140,6 @@ def _is_range(r: Any) -> bool:
             and 0 <= r[0] < r[1] <= 10**7)
 
 
-VOCAB_PROBE = Path(__file__).with_name("vocab_probe.py")
 VOCAB_TIMEOUT_S = 30.0
 
 
@@ -154,7 +154,7 @@ async def read_vocab(transport: Transport, model: str, python: str | None,
     hf = {k: v for k, v in (env or {}).items() if k in ("HF_HOME", "HF_HUB_CACHE")}
     req = json.dumps({"path": model, "hf": hf}, separators=(",", ":"))
     try:
-        done = await transport.run([python or sys.executable, "-", req], stdin=VOCAB_PROBE.read_bytes(),
+        done = await transport.run([python or sys.executable, "-", req], stdin=programs.assemble(programs.VOCAB_PROBE_PROGRAM),
                                    timeout=VOCAB_TIMEOUT_S)
     except TransportError as exc:
         return None, f"{transport.label}: {exc}"

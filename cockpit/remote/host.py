@@ -13,89 +13,38 @@ import asyncio
 import base64
 import contextlib
 import json
-import os
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from cockpit.transport.base import HostKeyError, Stream, Transport, TransportError, Unreachable
-from cockpit.transport.local import CommandTimeout, is_local
+from cockpit.remote import programs
+from cockpit.remote.calls import ProgramClient
+from cockpit.transport.base import HostKeyError, Stream, TransportError
 
 # One program for the host's python: the base (run files, log checks, /proc), then the operations.
-HOSTSIDE_SOURCE: bytes = b"\n".join((Path(__file__).resolve().parent / name).read_bytes()
-                                     for name in ("hostside_base.py", "hostside.py", "hoststacks.py"))
-
-# Tests (and operators with an unusual layout) point every host's run directories elsewhere.
-RUNS_ROOT_ENV = "COCKPIT_RUNS_ROOT"
-RETRIES = 3  # repeatable operations survive a connection dropped under them
-RETRY_DELAY_S = 0.5
+HOSTSIDE_SOURCE: bytes = programs.assemble(programs.HOST_PROGRAM)
 
 
 class HostOpError(TransportError):
     """The host program ran but reported a failure (its message is for the operator)."""
 
 
-class HostOps:
+class HostOps(ProgramClient):
     """hostside.py's operations on one host."""
 
-    def __init__(self, transport: Transport, *, python: str | None = None, runs_root: str | None = None):
-        self.transport = transport
-        self.python = python or (sys.executable if is_local(transport) else "python3")
-        self.runs_root = runs_root if runs_root is not None else os.environ.get(RUNS_ROOT_ENV)
-
-    @property
-    def label(self) -> str:
-        return self.transport.label
-
-    def _program(self, req: dict[str, Any]) -> tuple[list[str], bytes]:
-        """argv and stdin of one operation. The request travels on stdin, after the program's
-        text, never in argv: a launch's waiter keeps its argv for the whole run, and any local
-        user can read argv (`ps`); the request holds the profile's env (HF_TOKEN, ...)."""
-        if self.runs_root and "runs_root" not in req:
-            req = {**req, "runs_root": self.runs_root}
-        text = json.dumps(req, separators=(",", ":"))
-        # a JSON string (ASCII, escaped) is also a Python string literal
-        call = b"\nsys.exit(main(['-', " + json.dumps(text).encode() + b"]))\n"
-        return [self.python, "-"], HOSTSIDE_SOURCE + call
+    source = HOSTSIDE_SOURCE
+    once_only = frozenset({"launch"})
+    error = HostOpError
+    program_words = answer_words = "the host program"
 
     async def call(self, req: dict[str, Any], timeout: float | None = 60.0) -> dict[str, Any]:
-        """Run one operation. Operations that are safe to repeat (all but launch) are retried when
-        the connection drops under them, the way the log follower reconnects."""
-        attempts = 1 if req["op"] == "launch" else RETRIES + 1
-        for attempt in range(attempts):
-            try:
-                return await self._call_once(req, timeout)
-            except (HostKeyError, HostOpError, CommandTimeout):
-                raise  # a refused key, a failed operation or a hung host: repeating won't help
-            except Unreachable as exc:
-                if exc.timed_out or attempt + 1 >= attempts:
-                    raise  # no answer within the connect timeout: one timeout per command, not four
-                await asyncio.sleep(RETRY_DELAY_S * (2**attempt))  # refused: sshd may be restarting
-            except TransportError:
-                if attempt + 1 >= attempts:
-                    raise
-                await asyncio.sleep(RETRY_DELAY_S * (2**attempt))
-        raise AssertionError("unreachable")
+        """Run one operation; all but launch are retried when the connection drops under them."""
+        return await self._call(req, timeout)
 
-    async def _call_once(self, req: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-        argv, stdin = self._program(req)
-        done = await self.transport.run(argv, stdin=stdin, timeout=timeout)
-        text = done.stdout.decode("utf-8", "replace").strip().splitlines()
-        if done.returncode != 0 or not text:
-            err = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise HostOpError(
-                f"{self.label}: the host program failed ({req['op']}): {err[-1] if err else f'exit {done.returncode}'}",
-                hint=f"is {self.python} a working Python 3 on {self.label}?",
-            )
-        try:
-            result: dict[str, Any] = json.loads(text[-1])
-        except ValueError:
-            raise HostOpError(f"{self.label}: unreadable answer from the host program: {text[-1][:200]}") from None
-        if "error" in result and req["op"] != "launch":
-            raise HostOpError(f"{self.label}: {req['op']}: {result['error']}")
-        return result
+    def _checked(self, req: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+        if "error" in answer and req["op"] != "launch":
+            raise HostOpError(f"{self.label}: {req['op']}: {answer['error']}")
+        return answer
 
     async def launch(
         self,

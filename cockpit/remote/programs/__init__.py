@@ -1,0 +1,37 @@
+"""The stdlib programs Cockpit sends to hosts and login nodes, as text.
+
+Nothing is installed on a GPU host or a login node: a client sends a program's text on stdin to
+`python3 -` (Python 3.8+, stdlib only), followed by the line that calls its main() with the request.
+A program is assembled from this folder's files in order, so code several programs need lives once
+in a module sent ahead of them (`assemble`). Imported from the package (tests), each module imports
+the names it uses from the modules sent before it.
+
+  runtree.py     the run tree's trust checks, sent ahead of the host and login-node programs
+  the host program, by job (client: cockpit/remote/host.py):
+    runfiles.py  run files (0600, atomic, disk errors named)
+    proctree.py  /proc, the run's process tree, its leftovers, signals to a whole run
+    logfiles.py  the run's log and the profile's link to it; read, scan, follow
+    hostside.py  runs: launch (and its waiter), find, stop, kill, alive, free_port, launch_check; main
+    hoststacks.py  stacks (py-spy), added to the operations
+  loginside.py   the login-node program of a Slurm run; client: cockpit/remote/login.py
+  agent.py       the telemetry agent (GPU and host samples); client: cockpit/telemetry/client.py
+  vocab_probe.py the model's token ids for `cockpit bench`; client: cockpit/serving/loadgen.py
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+PROGRAMS_DIR = Path(__file__).resolve().parent
+
+HOST_PROGRAM = ("runtree.py", "runfiles.py", "proctree.py", "logfiles.py", "hostside.py", "hoststacks.py")
+LOGIN_PROGRAM = ("runtree.py", "loginside.py")
+AGENT_PROGRAM = ("agent.py",)
+VOCAB_PROBE_PROGRAM = ("vocab_probe.py",)
+
+
+@cache
+def assemble(names: tuple[str, ...]) -> bytes:
+    """The text sent to the remote python: the named files of this folder, in order."""
+    return b"\n".join((PROGRAMS_DIR / name).read_bytes() for name in names)

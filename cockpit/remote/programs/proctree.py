@@ -1,0 +1,316 @@
+"""The host program's view of processes: /proc readers, the run's process tree (recorded while the
+server lives, its leftovers ended after it exits) and signals to a whole run. Stdlib only,
+Python 3.8+; sent after runfiles.py.
+
+The waiter records every process the server's tree ever had (TREE_FILE, "pid starttime" lines),
+so a leftover that left the session or process group is still the run's; after the server's exit
+its children get LEFTOVER_GRACE_S to end, then SIGTERM, then SIGKILL after LEFTOVER_TERM_S, and
+what was ended is written to REAPED_FILE.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+try:  # here, from the package; on a host the text of runfiles.py and the modules before it ran just above
+    from cockpit.remote.programs.runfiles import RUN_TAG, DiskError, _read, _read_int, _write
+except ImportError:
+    pass
+
+
+def _proc_stat(pid):
+    """(state, pgrp, session, starttime) from /proc/<pid>/stat, or None when gone/unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    # comm may contain spaces and parentheses: split after the last ')'
+    rest = data[data.rfind(")") + 2 :].split()
+    try:
+        return rest[0], int(rest[2]), int(rest[3]), int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    return [p.decode("utf-8", "replace") for p in raw.split(b"\0") if p]
+
+
+def _alive(pid):
+    """Alive and not a zombie."""
+    if pid is None or pid <= 0:
+        return False
+    st = _proc_stat(pid)
+    if st is not None:
+        return st[0] not in ("Z", "X")
+    if os.path.isdir("/proc/self"):
+        return False
+    try:  # no /proc (not Linux): the signal-0 probe
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _run_tag(pid):
+    """The COCKPIT_RUN_DIR a process was started with (its initial environment), or None."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return None
+    key = RUN_TAG.encode() + b"="
+    for item in env.split(b"\0"):
+        if item.startswith(key):
+            return item[len(key):].decode("utf-8", "replace")
+    return None
+
+
+WAITER_NAME = "cockpit-waiter"  # the waiter's process name (/proc/<pid>/comm, `ps -o comm`)
+
+
+def name_waiter():
+    """Name this process (the waiter) so runs can be found from /proc/<pid>/stat alone."""
+    try:
+        with open("/proc/self/comm", "w") as f:
+            f.write(WAITER_NAME)
+    except OSError:
+        pass
+
+
+def _stat_fields(pid):
+    """(comm, state, ppid) from /proc/<pid>/stat (no lock on the process's memory), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    comm = data[data.find("(") + 1 : data.rfind(")")]
+    rest = data[data.rfind(")") + 2 :].split()
+    try:
+        return comm, rest[0], int(rest[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _tagged_processes(pdir):
+    """{run_dir: [server pid]} of live runs of this profile directory, found without their run
+    directories: the waiters (by name, from /proc/<pid>/stat), then the tag in their children's
+    environment. Only those few environments are read: reading another process's memory can
+    block behind its own (a process stuck on a hung filesystem)."""
+    out = {}  # type: dict[str, list[int]]
+    if not os.path.isdir("/proc"):
+        return out
+    prefix = pdir.rstrip("/") + "/"
+    me = os.getuid()
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = _stat_fields(int(name))
+            if fields is not None:
+                procs[int(name)] = fields
+    waiters = {pid for pid, (comm, _st, _pp) in procs.items() if comm == WAITER_NAME}
+    for pid, (_comm, state, ppid) in procs.items():
+        if ppid not in waiters or state in ("Z", "X", "D"):
+            continue
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != me:
+                continue  # a run's processes are ours; others' environments are not read
+        except OSError:
+            continue
+        tag = _run_tag(pid)
+        if tag and tag.startswith(prefix) and "/" not in tag[len(prefix):]:
+            out.setdefault(tag, []).append(pid)
+    return out
+
+
+def _ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode("utf-8", "replace")
+        return int(data[data.rfind(")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+
+def _is_our_server(run_dir, pid):
+    """The pid is alive and still the process we launched (its start time, else its cmdline)."""
+    if not _alive(pid):
+        return False
+    if not os.path.isdir(run_dir):  # deleted under the run: its processes still carry the tag
+        return _run_tag(pid) == run_dir
+    want_start = _read_int(os.path.join(run_dir, "proc_start"))
+    st = _proc_stat(pid)
+    if want_start is not None and st is not None:
+        return st[3] == want_start
+    try:
+        with open(os.path.join(run_dir, "argv.json")) as f:
+            argv = json.load(f)
+    except (OSError, ValueError):
+        return False
+    cmd = _cmdline(pid)
+    return cmd is None or cmd == argv
+
+
+def _session_members(sid, exclude=()):
+    """Every live process of the run's session (the server's group and anything it spawned)."""
+    out = []  # type: list[int]
+    if sid is None or not os.path.isdir("/proc"):
+        return out
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if pid in exclude:
+            continue
+        st = _proc_stat(pid)
+        if st is None or st[0] in ("Z", "X"):
+            continue
+        if st[2] == sid:
+            out.append(pid)
+    return sorted(out)
+
+
+# ---------------------------------------------------------------- the run's process tree
+#
+# vLLM's API server starts VLLM::EngineCore, which starts VLLM::Worker processes; when the API
+# server dies or fails to start they are left orphaned (reparented to init). They stay in the
+# run's session, unless something called setsid: so while the server lives the waiter records
+# every descendant (pid and start time, `tree`), and both the session and that record name the
+# run's processes. Nothing is ever found or signalled by its name.
+
+TREE_FILE = "tree"  # "pid starttime" lines: every process the server's tree ever had
+REAPED_FILE = "reaped"  # "pid signal cmdline" lines: leftovers the waiter ended after the server exited
+TREE_POLL_S = 1.0
+LEFTOVER_GRACE_S = 5.0  # after the server's exit, what its children get to end on their own
+LEFTOVER_TERM_S = 10.0  # after SIGTERM, before SIGKILL
+
+
+def _descendants(root):
+    """Pids of `root`'s descendants now (by the parent links in /proc)."""
+    children = {}  # type: dict[int, list[int]]
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if name.isdigit():
+            parent = _ppid(int(name))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(name))
+    out, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            out.append(child)
+            stack.append(child)
+    return out
+
+
+def _read_tree(run_dir):
+    tree = {}  # type: dict[int, int]
+    text = _read(os.path.join(run_dir, TREE_FILE)) or ""
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            tree[int(parts[0])] = int(parts[1])
+    return tree
+
+
+def _tree_alive(run_dir, exclude=()):
+    """The recorded processes of the run still alive (the same process: its start time matches)."""
+    out = []
+    for pid, start in _read_tree(run_dir).items():
+        st = _proc_stat(pid)
+        if pid not in exclude and st is not None and st[0] not in ("Z", "X") and st[3] == start:
+            out.append(pid)
+    return out
+
+
+def _run_members(run_dir, sid, exclude=()):
+    """Every live process of the run: its session's, and the recorded tree's that left it."""
+    found = set(_session_members(sid, exclude) if sid else ())
+    if run_dir and os.path.isdir(run_dir):
+        found.update(_tree_alive(run_dir, exclude))
+    return sorted(found)
+
+
+def _wait_recording_tree(proc, run_dir):
+    """proc.wait(), recording every descendant of the server (TREE_FILE) while it runs."""
+
+    tree = {}  # type: dict[int, int]
+    while True:
+        try:
+            return proc.wait(timeout=TREE_POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            now = {}
+            for pid in _descendants(proc.pid):
+                st = _proc_stat(pid)
+                if st is not None and tree.get(pid) != st[3]:
+                    now[pid] = st[3]
+            if now:
+                tree.update(now)
+                _write(os.path.join(run_dir, TREE_FILE), "".join(f"{p} {t}\n" for p, t in sorted(tree.items())))
+        except Exception:  # a full disk or a deleted run directory must not end the waiter
+            pass
+
+
+def _reap_leftovers(run_dir, sid, me):
+    """The server has exited: what it left behind (an orphaned EngineCore or Worker, a rank still
+    holding a GPU) gets LEFTOVER_GRACE_S to end on its own, then SIGTERM, then SIGKILL. Only the
+    run's own processes (its session, its recorded tree), never anything found by name."""
+
+    def left():
+        return _run_members(run_dir, sid, exclude=(me,))
+
+    deadline = time.time() + LEFTOVER_GRACE_S
+    pids = left()
+    while pids and time.time() < deadline:
+        time.sleep(0.2)
+        pids = left()
+    if not pids:
+        return
+    lines = []
+    for sig, wait in ((signal.SIGTERM, LEFTOVER_TERM_S), (signal.SIGKILL, 10.0)):
+        for pid in pids:
+            cmd = " ".join(_cmdline(pid) or [])[:200]
+            try:
+                os.kill(pid, sig)
+                lines.append(f"{pid} {sig.name} {cmd}")
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.time() + wait
+        while pids and time.time() < deadline:
+            time.sleep(0.2)
+            pids = left()
+        if not pids:
+            break
+    try:
+        _write(os.path.join(run_dir, REAPED_FILE), "\n".join(lines))
+    except (DiskError, OSError):
+        pass
+
+
+def _signal_all(pgid, members, sig):
+    if pgid:
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in members:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
