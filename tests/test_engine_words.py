@@ -8,7 +8,7 @@ from cockpit.backends import get_backend, host_cache_gb_per_rank, words_of
 from cockpit.core.findings import predicted_phrases
 from cockpit.core.state import ENGINE_WATCHDOG, HOST_CACHE_SHORT
 from cockpit.journal import RunRecord
-from cockpit.telemetry.loadgen import _server_summary
+from cockpit.serving.loadgen import _server_summary
 from cockpit.ui.screens.crash import crash_kind_words
 from cockpit.ui.screens.tune import memory_setting, setting_words
 
