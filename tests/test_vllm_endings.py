@@ -181,3 +181,17 @@ def test_cpu_wordings_are_recognised_and_advised() -> None:
     assert "LOWER VLLM_CPU_KVCACHE_SPACE 8 → 2" in f2.message and f2.changes == ()
     f3 = {f.id: f for f in diagnose(st2, profile(model="/m", **{"kv-cache-memory-bytes": 8 << 30}))}["init_not_enough_memory"]
     assert f3.changes[0].flag == "--kv-cache-memory-bytes" and f3.changes[0].to_value < 8 << 30
+
+
+def test_an_outside_sigterm_is_said_before_the_traceback_it_causes() -> None:
+    """A real vLLM 0.32.0 CPU log (tests/data/real-engine/vllm-0.32.0-cpu-outside-sigterm-after-ready.log,
+    written by the real-engine tier's outside-SIGTERM test): READY, a SIGTERM from outside, then the
+    API server's own `[shutdown] API server: shutdown triggered` and, while it tears its engine down,
+    an `EngineDeadError` traceback. The stop is said first (line 108), the traceback after it: the
+    supervisor's ending counts such an exit 0 as an outside stop, not the engine's own end."""
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "real-engine" / "vllm-0.32.0-cpu-outside-sigterm-after-ready.log"
+    st = read_log(io.BytesIO(path.read_bytes()))
+    assert st.shutdown_asked_line == 108
+    assert st.crash is not None and st.crash.line > st.shutdown_asked_line

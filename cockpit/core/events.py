@@ -515,6 +515,15 @@ class SigquitReceived(Event):
 
 
 @_event
+class ShutdownAsked(Event):
+    """The server's own word that something asked it to stop (a signal it caught, e.g. vLLM 0.32's
+    `[shutdown] API server: shutdown triggered`): a traceback it prints after is the stop's
+    consequence, and the stop came from outside unless Cockpit or the operator asked."""
+
+    text: str
+
+
+@_event
 class Killed(Event):
     """The shell's `Killed` (or the kernel's `Out of memory: Killed process`)."""
 

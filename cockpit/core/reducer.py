@@ -514,6 +514,11 @@ def _sigquit(state: RunState, e: ev.SigquitReceived) -> None:
     _crash(state, e, "unknown", e.text.strip())
 
 
+def _shutdown_asked(state: RunState, e: ev.ShutdownAsked) -> None:
+    if state.shutdown_asked_line is None:
+        state.shutdown_asked_line = e.line
+
+
 def _killed(state: RunState, e: ev.Killed) -> None:
     if state.crash is None and state.host_cache_allocating_ranks and not state.ready_in_log:
         _crash(state, e, HOST_CACHE_SHORT, e.text)
@@ -621,6 +626,7 @@ _HANDLERS: dict[type, object] = {
     ev.PortInUse: _port,
     ev.SigquitReceived: _sigquit,
     ev.Killed: _killed,
+    ev.ShutdownAsked: _shutdown_asked,
     ev.ProcessExited: _exited,
 }
 

@@ -145,6 +145,7 @@ class RunState:
     host_cache_gb_per_rank: float | None = None  # decimal GB, from `Allocating …`
     host_cache_allocating_ranks: list[str] = field(default_factory=list)
     ready_in_log: bool = False  # `The server is fired up and ready to roll!`
+    shutdown_asked_line: int | None = None  # the first line where the server said it was asked to stop
     device: str | None = None  # "cpu" when the log proves a CPU engine; None: GPU or not said
     uvicorn_port: int | None = None
     crash: Crash | None = None

@@ -342,6 +342,10 @@ class Supervisor:
         crash = self.fold.state.crash
         return crash is not None and crash.line > 0
 
+    def _crash_after_shutdown_asked(self) -> bool:
+        st = self.fold.state
+        return st.crash is not None and st.shutdown_asked_line is not None and st.crash.line > st.shutdown_asked_line
+
     def _ending(self) -> dict[str, Any] | None:
         """How node 0's server ended (RunSnapshot.ending), or None while it runs."""
         from cockpit.core.crashstory import SIGNAL_WORDS, signal_of
@@ -356,9 +360,10 @@ class Supervisor:
             by = "operator" if (mark or self.stop_by) == "operator" else "cockpit"
         elif sig in self._EXTERNAL_SIGNALS:
             by = "external"
-        elif ex.code == 0 and not self._log_crash():
+        elif ex.code == 0 and (not self._log_crash() or self._crash_after_shutdown_asked()):
             # a server exits 0 only when asked (a SIGTERM it handled: vLLM does) or after its
-            # engine died, which its log says
+            # engine died, which its log says; a traceback it printed after it said a stop was
+            # asked (vLLM's EngineDeadError as it tears its engine down) is the stop's, not a cause
             by = "external"
         else:
             by = "engine"  # its own exit: an error, a fault, or 0 after its engine died

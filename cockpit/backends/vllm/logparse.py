@@ -507,6 +507,11 @@ class VLLMLogParser:
             elif msg.startswith("Auto-fit max_model_len"):
                 pass
             return
+        if c == "[" and (msg.startswith("[shutdown] API server: shutdown triggered")
+                         or msg.startswith("[shutdown] EngineCore: trigger received signal=")):
+            # 0.32: a signal reached the API server (or the engine core); what follows is the stop
+            out.append(ev.ShutdownAsked(line, ts, rank, msg.strip()))
+            return
         if c == "E" and msg.startswith("Engine ") and "Avg prompt throughput" in msg:
             self._stats(line, ts, msg, out)
             return
