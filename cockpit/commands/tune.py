@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from dataclasses import asdict, replace
@@ -165,9 +166,11 @@ class Tuner:
                                hint=f"`cockpit down {self.profile.name}` first")
         journal = open_journal()
         base = dict(self.profile.server)
+        watching = self._catch_ctrl_c()
         try:
             move = await self.first_move(base)
             while move is not None and self.launches < self.args.max_launches:
+                self._stop_if_interrupted()
                 if move.predicted_headroom_gb is not None and move.predicted_headroom_gb < self.warn:
                     self.record(self.policy.Step({**base, **move.overrides}, "skipped-by-prediction",
                                                  predicted_headroom_gb=move.predicted_headroom_gb, why=move.why))
@@ -181,9 +184,34 @@ class Tuner:
         except asyncio.CancelledError:
             self.interrupted = True
         finally:
+            if watching:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
             if journal is not None:
                 journal.close()
         return self.finish()
+
+    def _catch_ctrl_c(self) -> bool:
+        """Ctrl-C stops the session: the flag is set and the loop's task cancelled. The flag is what
+        counts: a cancellation can be lost in a race inside an await (Python 3.11's `wait_for`
+        drops one that lands as its inner call completes), and on a busy machine the tuner then
+        went on to bench and record the launch it had been told to stop (CI saw it)."""
+        task = asyncio.current_task()
+        if task is None:
+            return False
+
+        def on_ctrl_c() -> None:
+            self.interrupted = True
+            task.cancel()
+
+        try:
+            asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_ctrl_c)
+        except (NotImplementedError, RuntimeError, ValueError):
+            return False  # not the main thread, or no signals here: asyncio's own handler stays
+        return True
+
+    def _stop_if_interrupted(self) -> None:
+        if self.interrupted:
+            raise asyncio.CancelledError
 
     def record(self, step: Any) -> None:
         self.steps.append(step)
@@ -250,10 +278,13 @@ class Tuner:
         launch_s = bench_s = 0.0
         snap = sup.snapshot()
         try:
+            self._stop_if_interrupted()
+
             def settled(s: Any) -> bool:
                 return bool(s.is_ready() or s.state_phase in ("crashed", "stopped") or s.any_exited)
 
             await sup.wait_until(settled, self.args.timeout)
+            self._stop_if_interrupted()
             launch_s = time.monotonic() - t0
             if not sup.is_ready():
                 # a crash: let the server's exit and the rest of its traceback reach the state
@@ -267,6 +298,7 @@ class Tuner:
                     bench = await bench_live(sup, replace(self.spec), [self.spec.concurrency], journal=journal)
                 except CockpitError as exc:
                     self.say(f"  bench not run: {exc}")
+                self._stop_if_interrupted()
                 bench_s = time.monotonic() - t1
                 await asyncio.sleep(1.0)  # let a crash the load caused reach the state
             elif sup.is_ready():
