@@ -100,7 +100,7 @@ async def test_picker_measures_remote_hosts_over_ssh(ssh_env, tmp_path: Path, mo
         screen = app.screen
         assert isinstance(screen, PickerScreen)
         screen.query_one("#picker-list").highlighted = screen.paths.index(path)  # type: ignore[attr-defined]
-        for _ in range(600):
+        for _ in range(1200):  # up to the picker's own 45 s measurement bound (MEASURE_TIMEOUT_S)
             await pilot.pause(0.05)
             pv = screen.preview
             if pv is not None and pv.path == path and not pv.measured.startswith("measuring"):
