@@ -132,7 +132,9 @@ async def test_leftover_rank_holding_gpu_memory_blocks_the_restart(tmp_path: Pat
         info = await sup.restart({"mem-fraction-static": 0.85}, kill_leftovers=True)
         assert info.id != first.id
         assert leftover.wait(10) == -signal.SIGKILL
-        assert await sup.wait_until(lambda s: s.state_phase == "ready", 60)
+        ok = await sup.wait_until(lambda s: s.state_phase == "ready", 60)
+        snap = sup.snapshot()
+        assert ok, (snap.lifecycle, snap.state.phase, snap.progress, snap.state.crash, [n.label for n in sup.nodes])
         await sup.stop(timeout=5)
     finally:
         await sup.close()
