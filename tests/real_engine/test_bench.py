@@ -93,11 +93,14 @@ def test_bench_on_a_small_vocabulary_and_a_short_context(run: Run) -> None:
     assert "context length 512" in out.stderr
     # the load generator shares this machine's CPUs with the engine: said, and its CPU time measured
     assert any("engine's own machine" in n for n in r["notes"]) and r["client_cpu_s"] > 0
-    # ITL is a decode step: milliseconds on this CPU, not the 0.03–0.06 ms between events of one burst
+    # ITL is the per-request figure, (E2E − TTFT) / (tokens − 1), near the means' figure — not the
+    # gaps between the events of one burst. No lower bound in milliseconds: when the engine holds
+    # both cores the client can be starved and read a request's tokens in one burst after the
+    # first (p50 0.13 ms seen in CI's rehearsal); the engine's own step is its histogram, below.
     itl = r["itl_ms"]
-    assert 0.5 < itl["p50"] <= itl["p99"] < 5000, itl
+    assert 0 < itl["p50"] <= itl["p99"] < 5000, itl
     e2e, ttft = r["mean_e2e_ms"], r["mean_ttft_ms"]
-    assert itl["p50"] < (e2e - ttft) / 31 * 3  # the per-request definition, near the means' figure
+    assert itl["p50"] < (e2e - ttft) / 31 * 3
     # vLLM's own histograms over the run, beside the client's figures
     srv = r["server"]
     assert srv["available"] and srv["delta_generation_tokens_total"] == 12 * 32
