@@ -229,11 +229,12 @@ async def test_a_huge_log_is_read_as_head_and_tail_with_exact_line_numbers(
     try:
         info = await sup.start()
         assert (log.parent / f"big.before-{info.id}.log").read_bytes() == b"an older run's line\n" * 1000
-        size = log.stat().st_size
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not log.read_bytes().endswith(b"the last line\n"):
             await asyncio.sleep(0.1)
-        assert log.stat().st_size > size + (2 << 20)
+        # well past BIG_LOG_BYTES (the writer may have finished before start() returned: no growth
+        # to compare against, only the whole)
+        assert log.stat().st_size > 4 << 20
         snap = await sup.refresh_once()
         st = snap.state
         assert len(st.ranks) == 8 and st.min_headroom_gb is not None  # the startup came from the head

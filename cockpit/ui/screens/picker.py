@@ -188,6 +188,7 @@ class PickerScreen(Screen[None]):
         self.roles: list[str | None] = []  # per row: None, or the group that row opens
         self.groups: dict[Path, list[str]] = {}
         self.group_live: dict[tuple[Path, str], str] = {}
+        self._resumed_once = False  # the first ScreenResume comes with the mount
         self.live: dict[Path, str] = {}
         self.outcomes: dict[Path, str] = {}
         self.preview: Preview | None = None
@@ -207,9 +208,12 @@ class PickerScreen(Screen[None]):
         self._reload()
 
     def on_screen_resume(self) -> None:
-        # Back from a dashboard: the run may have been left running (or stopped) meanwhile.
-        if self.paths:
+        # Back from a dashboard: the run may have been left running (or stopped) meanwhile. The
+        # first resume comes with the mount, whose check is already under way: a second one would
+        # cancel it (one check at a time), and a cancelled check posts nothing.
+        if self._resumed_once and self.paths:
             self._find_live_runs(list(self.files))
+        self._resumed_once = True
 
     def on_resize(self, event: Resize) -> None:
         self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
