@@ -91,6 +91,13 @@ if TYPE_CHECKING:
     from cockpit.model.config import ModelConfigError
     from cockpit.model.plan import MemoryPlan, PlanUnavailable
     from cockpit.model.read import read_model_dir
+    from cockpit.preflight.gate import GateResult, WhatIf, check_profile, gate
+    from cockpit.preflight.planning import (
+        backend_plan,
+        measured_facts,
+        plan_finding,
+        plan_for_profile,
+    )
     from cockpit.remote.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
     from cockpit.serving.loadgen import (
         DEFAULT_MAX_ERROR_SHARE,
@@ -111,23 +118,15 @@ if TYPE_CHECKING:
         RunSnapshot,
         SlurmView,
     )
-    from cockpit.supervisor.launchcheck import launch_findings
     from cockpit.supervisor.nodelog import NodeLog
     from cockpit.supervisor.nodes import Node
-    from cockpit.supervisor.planning import (
-        backend_plan,
-        measured_facts,
-        plan_finding,
-        plan_for_profile,
-        profile_plan_finding,
-    )
     from cockpit.supervisor.servingwatch import api_key_of
     from cockpit.supervisor.stacks import collect as collect_stacks
     from cockpit.supervisor.stacks import render as render_stacks
     from cockpit.supervisor.stacks import save as save_stacks
     from cockpit.supervisor.stacks import saved as saved_stacks
     from cockpit.supervisor.supervisor import Supervisor
-    from cockpit.telemetry.hostfacts import apply_what_if, check_profile, local_host_facts, measure_hosts
+    from cockpit.telemetry.hostfacts import apply_what_if, local_host_facts, measure_hosts
     from cockpit.transport import close_all
     from cockpit.transport.base import TransportError
 
@@ -137,12 +136,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "GpuProcess", "GpuSample", "HostSample", "LogBatch", "LogLine", "RunInfo", "RunSnapshot", "SlurmView",
     ),
     "cockpit.remote.host": ("LinkState", "LogChunk", "LogFollower", "LogReset", "ServerExited"),
-    "cockpit.supervisor.launchcheck": ("launch_findings",),
     "cockpit.supervisor.nodelog": ("NodeLog",),
     "cockpit.supervisor.nodes": ("Node",),
-    "cockpit.supervisor.planning": (
-        "backend_plan", "measured_facts", "plan_finding", "plan_for_profile", "profile_plan_finding",
-    ),
     "cockpit.supervisor.servingwatch": ("api_key_of",),
     "cockpit.supervisor.supervisor": ("Supervisor",),
     "cockpit.journal": ("Journal", "RunRecord"),
@@ -150,7 +145,9 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "RUN_ROW_HEADER", "UNKNOWN", "backend_words", "bench_value", "compare_rows", "differing_flags",
         "fmt_gb", "fmt_int", "fmt_outcome", "fmt_secs", "fmt_time", "fmt_tps", "run_rows", "table",
     ),
-    "cockpit.telemetry.hostfacts": ("apply_what_if", "check_profile", "local_host_facts", "measure_hosts"),
+    "cockpit.telemetry.hostfacts": ("apply_what_if", "local_host_facts", "measure_hosts"),
+    "cockpit.preflight.gate": ("GateResult", "WhatIf", "check_profile", "gate"),
+    "cockpit.preflight.planning": ("backend_plan", "measured_facts", "plan_finding", "plan_for_profile"),
     "cockpit.serving.loadgen": (
         "BenchSpec", "DEFAULT_MAX_ERROR_SHARE", "finite_json", "load_dataset", "read_vocab", "run_bench",
         "served_model",

@@ -3,9 +3,9 @@
 Validates every flag (a bad profile exits 2 with one line naming the file and key), measures the
 local host (RAM, GPUs) and runs the preflight rules. The options are what-ifs: they replace the
 measured facts on every host (`--host-mem-gb` = RAM available in decimal GB, `--gpu-mem-gb` = memory
-per GPU in GiB as nvidia-smi/SGLang report it, `--gpus` = GPUs per node). SSH hosts are measured by
-the telemetry agent over SSH (cockpit.telemetry.hostfacts.measure_hosts); a host that cannot
-be reached is a critical `host_unreachable` finding saying why (DNS, refused, timeout, no route,
+per GPU in GiB as nvidia-smi/SGLang report it, `--gpus` = GPUs per node). The check is the gate
+`cockpit up` walks (cockpit/preflight/gate.py): the hosts are measured by the telemetry agent (over
+SSH; this machine too, where the simulator's GPUs count); a host that cannot be reached is a critical `host_unreachable` finding saying why (DNS, refused, timeout, no route,
 authentication, host key), so the check exits 1. A model path that does not exist on node 0 and an
 API port already bound there are critical too (`model_path_missing`, `port_in_use`): `up` refuses them.
 With a what-if option the check describes another host, and these two are not asked.
@@ -17,52 +17,16 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from cockpit.face import (
     BadInput,
-    Finding,
-    Profile,
     check_profile,
     exit_code_for,
     get_backend,
     load_profile,
-    sort_findings,
 )
 
-if TYPE_CHECKING:
-    from cockpit.face import HostFacts
-
 __all__ = ["check_profile", "run"]
-
-
-def _plan_finding(profile: Profile, facts: list[HostFacts], measured: Mapping[str, HostFacts] | None) -> Finding:
-    """The memory plan (cockpit plan) as one finding, from the same host facts and what-ifs. The
-    model's metadata is read on node 0; a host the agent could not reach is not tried twice."""
-    from cockpit.commands._support import run_command
-    from cockpit.face import plan_finding, profile_plan_finding
-
-    node0 = profile.hosts[0]
-    if not node0.is_local and node0.label not in (measured or {}):
-        return plan_finding(None, f"{node0.label} could not be reached to read the model's config.json")
-    from cockpit.commands.plan import journal_runs
-
-    finding, _plan = run_command(profile_plan_finding(profile, facts=facts, runs=journal_runs(profile.name)))
-    return finding
-
-
-def _launch_findings(profile: Profile, unreachable: Mapping[str, str], what_if: bool) -> list[Finding]:
-    """The model path missing on node 0, its API port bound (cockpit/supervisor/launchcheck.py).
-    Not with what-if facts: the host they describe is not the one that could be asked."""
-    from cockpit.commands._support import run_command
-    from cockpit.face import launch_findings
-
-    if profile.hosts[0].label in unreachable:
-        return []
-    if what_if:
-        return []
-    return list(run_command(launch_findings(profile)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,28 +44,21 @@ def run(args: argparse.Namespace) -> int:
     path = resolve_profile(args.profile)
     group = not path.exists() and args.profile.rpartition(".")[2] in PD_ROLES  # NAME.prefill / NAME.decode
     profile = one_server(load_profile_arg(args.profile) if group else load_profile(path), "check")
-    measured = None
-    unreachable: dict[str, str] = {}
-    if profile.target is None and any(not h.is_local for h in profile.hosts):  # a Slurm job's nodes are unknown yet
-        # SSH hosts are measured by the telemetry agent over the connection (unreachable: unknown)
-        from cockpit.commands._support import run_command
-        from cockpit.face import measure_hosts
+    from cockpit.commands._support import run_command
+    from cockpit.commands.plan import journal_runs
+    from cockpit.face import WhatIf, gate
 
-        measured = run_command(measure_hosts(profile, unreachable))
-    findings, facts = check_profile(
-        profile, measured, host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus
-    )
-    # a host that cannot be reached is a failed check, with the reason (exit 1), not "unknown"
-    lost = [Finding(id="host_unreachable", severity="critical", message=f"{label}: {why}")
-            for label, why in unreachable.items()]
-    what_if = any(v is not None for v in (args.host_mem_gb, args.gpu_mem_gb, args.gpus))
-    findings = sort_findings([*findings, *lost, *_launch_findings(profile, unreachable, what_if),
-                              _plan_finding(profile, facts, measured)])
-    # a multi-node run starts one command per node; show each (node rank filled in)
-    backend = get_backend(profile.backend)
-    # a Slurm job's head node comes from the allocation (the batch script fills it in)
+    # the gate `up` walks: the hosts measured by the agent (a host that cannot be reached is a
+    # critical host_unreachable finding, with the reason), the preflight rules, node 0's model path
+    # and port (not with what-if facts: they describe another host), the memory plan. A multi-node
+    # run starts one command per node: each is shown (a Slurm job's head node comes from the
+    # allocation: the batch script fills it in)
+    what_if = WhatIf(host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus)
     head = "HEAD_NODE:PORT" if profile.target is not None and len(profile.hosts) > 1 else None
-    node_argvs = backend.build_node_argvs(profile, None, head)
+    checked = run_command(gate(profile, None, what_if=what_if, runs=journal_runs(profile.name), dist_addr=head))
+    node_argvs = checked.node_argvs()
+    facts, findings = checked.facts, checked.all_findings
+    backend = get_backend(profile.backend)
     argv = node_argvs[0]
     if args.json:
         # the same shape as `diagnose` and `status` (nothing has run yet: phase unknown, no ranks)

@@ -7,8 +7,8 @@ bytes, read on the GPU host over its transport — metadata only), the GPUs (mea
 `--gpu-mem-gb`, GiB as nvidia-smi reports it), the backend's budget, and — when the journal holds a
 finished run of the same setup — calibration from what that run measured.
 
-The plan of a profile is made by cockpit/supervisor/planning.py, which `cockpit check`, `cockpit up`
-and the picker call too.
+The plan of a profile is made by cockpit/preflight/planning.py, which the gate (`cockpit check`,
+`cockpit up`, the picker) calls too.
 Exit codes: 0, 1 when the profile's value is predicted below the warn headroom, 2 bad input.
 """
 

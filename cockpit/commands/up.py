@@ -14,7 +14,7 @@ import asyncio
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.commands._support import (
     load_profile_arg,
@@ -27,6 +27,9 @@ from cockpit.commands._support import (
 )
 from cockpit.face import CockpitError, Profile
 
+if TYPE_CHECKING:
+    from cockpit.face import GateResult
+
 STARTED_GRACE_S = 1.0  # a server that dies at once (bad flag, port in use) is a failure, not "started"
 
 
@@ -38,46 +41,43 @@ def run(args: argparse.Namespace) -> int:
     return run_command(_up(profile, overrides, args))
 
 
-async def _plan_refuses(profile: Profile, overrides: dict[str, Any], *, force: bool) -> bool:
-    """The memory plan before a launch: a value predicted below the warn headroom is refused (the
-    crash it predicts costs a whole model load), unless --force. An unreadable model or unknown GPUs
-    never block a launch: the plan is then only mentioned."""
-    from cockpit.commands.plan import journal_runs
-    from cockpit.face import profile_plan_finding
-
-    # the model is read first: when it cannot be read, the GPUs are not measured for nothing
-    finding, _plan = await profile_plan_finding(profile, overrides, runs=journal_runs(profile.name))
-    if finding.severity != "critical":
+def _refused(gate: GateResult, *, force: bool) -> bool:
+    """The gate's verdict said: a critical preflight finding refuses the launch; so does a memory
+    plan predicted below the warn headroom (the crash it predicts costs a whole model load), unless
+    --force. An unreadable model or unknown GPUs never block a launch: the plan is then only
+    mentioned."""
+    name = gate.profile.name
+    verdict = gate.verdict(force=force)
+    if verdict == "go":
         return False
-    if force:
-        print(f"cockpit: {profile.name}: launching anyway (--force): {finding.message}", file=sys.stderr)
+    if verdict == "force":
+        assert gate.plan is not None
+        print(f"cockpit: {name}: launching anyway (--force): {gate.plan.message}", file=sys.stderr)
         return False
-    print(f"cockpit: {profile.name}: refused before launch:", file=sys.stderr)
-    for line in render_findings([finding]):
+    print(f"cockpit: {name}: refused before launch:", file=sys.stderr)
+    for line in render_findings(gate.findings if gate.preflight_refuses or gate.plan is None else [gate.plan]):
         print("  " + line, file=sys.stderr)
-    print("  hint: apply the change with --set, or launch anyway with --force", file=sys.stderr)
+    if not gate.preflight_refuses:
+        print("  hint: apply the change with --set, or launch anyway with --force", file=sys.stderr)
     return True
 
 
 async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namespace) -> int:
-    from cockpit.face import Supervisor, exit_code_for, get_backend
+    from cockpit.commands.plan import journal_runs
+    from cockpit.face import Supervisor, gate
 
-    # build the argv first: a flag the server would refuse is refused here (FlagError → exit 2)
-    get_backend(profile.backend).build_node_argvs(profile, overrides,
-                                                  "127.0.0.1:1" if len(profile.hosts) > 1 else None)
-    findings = await Supervisor(profile).preflight(overrides)
-    if exit_code_for(findings):
-        print(f"cockpit: {profile.name}: refused before launch:", file=sys.stderr)
-        for line in render_findings(findings):
-            print("  " + line, file=sys.stderr)
-        return 1
-    if await _plan_refuses(profile, overrides, force=bool(getattr(args, "force", False))):
+    # one gate: the argv per node (a flag the server would refuse: FlagError → exit 2), the hosts
+    # measured, the preflight rules, node 0's model path and port, the memory plan
+    checked = await gate(profile, overrides, runs=journal_runs(profile.name))
+    argvs = checked.node_argvs()
+    if _refused(checked, force=bool(getattr(args, "force", False))):
         return 1
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)
     t0 = time.monotonic()
     try:
-        info = await sup.start(overrides, attach=False)
+        # the target launches the argvs the gate built (never builds them again)
+        info = await sup.start(overrides, attach=False, argvs=argvs)
         say = (lambda m: print(m, file=sys.stderr)) if args.json else print
         job = getattr(sup.target.view(), "job_id", None)  # a Slurm run was submitted, not started
         what = f"submitted Slurm job {job}" if job else f"pid {info.pid}"

@@ -1,5 +1,5 @@
 """Model facts from a directory here (`read_model_dir`), or from probe.py's answer on a GPU host
-(`facts_from_probe`; cockpit/supervisor/planning.py runs the probe over the host's transport)."""
+(`facts_from_probe`; cockpit/preflight/planning.py runs the probe over the host's transport)."""
 
 from __future__ import annotations
 

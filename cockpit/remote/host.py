@@ -15,14 +15,25 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.remote import programs
 from cockpit.remote.calls import ProgramClient
 from cockpit.transport.base import HostKeyError, Stream, TransportError
 
+if TYPE_CHECKING:
+    from cockpit.core.profile import Host, Profile
+
 # One program for the host's python: the base (run files, log checks, /proc), then the operations.
 HOSTSIDE_SOURCE: bytes = programs.assemble(programs.HOST_PROGRAM)
+
+
+def program_python(profile: Profile, host: Host) -> str | None:
+    """The python the host program runs on: the profile's own when it names one by path (it is
+    there: the server needs it), else the host's python3; None here (this very interpreter)."""
+    if host.is_local:
+        return None
+    return profile.python if profile.python.startswith("/") else "python3"
 
 
 class HostOpError(TransportError):

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 
 from cockpit.core.profile import Host, Profile
-from cockpit.remote.host import HostOps, LogFollower, ServerExited
+from cockpit.remote.host import HostOps, LogFollower, ServerExited, program_python
 from cockpit.remote.hostresults import RunRecord
 from cockpit.supervisor.nodelog import NodeLog
 from cockpit.transport.base import Transport
@@ -71,10 +71,7 @@ def make_nodes(profile: Profile, transports: list[Transport] | None, runs_root: 
     nodes = []
     for i, host in enumerate(profile.hosts):
         t = transports[i] if transports else transport_for(host)
-        # the host program runs on the profile's own python when it names one (it is there: the
-        # server needs it), else on the host's python3
-        python = None if host.is_local else (profile.python if profile.python.startswith("/") else "python3")
-        nodes.append(Node(i, host, t, HostOps(t, python=python, runs_root=runs_root),
+        nodes.append(Node(i, host, t, HostOps(t, python=program_python(profile, host), runs_root=runs_root),
                           key=node_key(profile, i), log_file=node_log(profile, i)))
     return nodes
 

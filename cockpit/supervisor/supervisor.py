@@ -21,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cockpit.aio import reap
 from cockpit.backends import get_backend
@@ -29,6 +29,7 @@ from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.profile import Profile, normalise_flag_name
 from cockpit.core.reducer import apply
 from cockpit.errors import CockpitError
+from cockpit.preflight.gate import merged_flags
 from cockpit.remote.host import ServerExited
 from cockpit.supervisor.api import GpuProcess, LogBatch, LogLine, RunInfo, RunSnapshot
 from cockpit.supervisor.follower import Follow, RunFold
@@ -44,11 +45,13 @@ from cockpit.supervisor.targets.base import (
     StopResult,
     Target,
     changes_to_overrides,
-    merged_flags,
     new_run_id,
 )
 from cockpit.supervisor.watch import GpuWatch, ReadinessProbe
 from cockpit.transport.base import Transport
+
+if TYPE_CHECKING:
+    from cockpit.preflight import GateResult
 
 # the run's outcomes and refusals, importable from here as before (they live with the targets)
 __all__ = ["LaunchFailed", "LeftoversHoldGpus", "RunRefused", "StopResult", "Supervisor", "changes_to_overrides",
@@ -144,33 +147,43 @@ class Supervisor:
         self._changed_and_notify()
 
     # ------------------------------------------------------------------ preflight
-    async def preflight(self, overrides: dict[str, Any] | None = None) -> list[Finding]:
-        """Flags and host facts checked before a launch (HiCache per-rank arithmetic, GPUs, RAM)."""
-        from cockpit.telemetry.hostfacts import check_profile
+    async def gate(self, overrides: dict[str, Any] | None = None, *, plan: bool = False,
+                   runs: Iterable[Any] = ()) -> GateResult:
+        """The gate (cockpit/preflight/gate.py) over this run's own nodes: the argv per node (hand
+        it to start(argvs=…)), flags and host facts checked (HiCache per-rank arithmetic, GPUs,
+        RAM), node 0's model path and port; the memory plan with `plan`."""
+        from cockpit.preflight import gate
 
         self.set_lifecycle("preflight", "checking the profile against its hosts")
-        profile = self.profile
-        if overrides:
-            profile = profile.model_copy(update={"server": merged_flags(profile, overrides)})
-        from cockpit.core.findings import sort_findings
-        from cockpit.supervisor.launchcheck import launch_findings
+        try:
+            # the nodes' own connections measure the hosts (and feed the telemetry they show)
+            facts = await self.telemetry.host_facts() if self.profile.target is None else None
+            node0 = self.nodes[0] if self.profile.target is None else None
+            result = await gate(self.profile, overrides, facts=facts, node0=node0, plan=plan, runs=runs)
+        finally:
+            self.set_lifecycle("idle", "")
+        self._preflight = tuple(result.findings)
+        return result
 
-        findings, _facts = check_profile(profile, await self.telemetry.host_facts())
-        # the model path missing on node 0, its API port bound: the launch would die of them
-        findings = sort_findings([*findings, *await launch_findings(self.profile, overrides, self.nodes[0])])
-        self._preflight = tuple(findings)
-        self.set_lifecycle("idle", "")
-        return findings
+    async def preflight(self, overrides: dict[str, Any] | None = None) -> list[Finding]:
+        """The gate's findings (no plan): flags and host facts, node 0's model path and port.
+        Raises FlagError when the flags make no argv."""
+        result = await self.gate(overrides)
+        result.node_argvs()
+        return list(result.findings)
 
     # ------------------------------------------------------------------ launch / attach
     async def start(self, overrides: dict[str, Any] | None = None, *, attach: bool = True,
-                    kill_leftovers: bool = False) -> RunInfo:
+                    kill_leftovers: bool = False, argvs: list[list[str]] | None = None) -> RunInfo:
         """Launch the profile's server on its target (detached on every host, or a Slurm job). A live
         run is attached to (never launched twice) when `attach` is true, else refused with
         RunRefused. On hosts, processes already holding memory on the GPUs the run will use refuse
-        the launch (LeftoversHoldGpus) unless kill_leftovers."""
+        the launch (LeftoversHoldGpus) unless kill_leftovers. `argvs`: the gate's, one per node,
+        launched as they are (GateResult.argvs for the same overrides); else the target builds them."""
         overrides = {normalise_flag_name(k): v for k, v in (overrides or {}).items()}
-        return await self.target.start(overrides, attach=attach, kill_leftovers=kill_leftovers)
+        if argvs is not None and len(argvs) != len(self.nodes):
+            raise CockpitError(f"{self.profile.name}: {len(argvs)} argvs for {len(self.nodes)} nodes")
+        return await self.target.start(overrides, attach=attach, kill_leftovers=kill_leftovers, argvs=argvs)
 
     async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
         """The profile's live run on its target, resumed; with include_ended, the newest run even
@@ -270,7 +283,7 @@ class Supervisor:
 
     def _plan_vs_run(self) -> tuple[Finding, ...]:
         """Prediction beside reality once the log shows the pool and the headroom (made once per run)."""
-        from cockpit.supervisor.planning import plan_for_run, plan_vs_run
+        from cockpit.preflight.planning import plan_for_run, plan_vs_run
 
         st = self.fold.state
         if st.max_total_num_tokens is None or st.min_headroom_gb is None:

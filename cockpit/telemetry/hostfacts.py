@@ -6,8 +6,8 @@
 - Host RAM available = min(/proc/meminfo MemAvailable, cgroup memory.max − memory.current):
   inside a container the cgroup limit is what the kernel OOM-killer enforces.
 
-Anything unreadable stays None (unknown), never 0. `check_profile` runs the backend's preflight
-on these facts, with the operator's what-ifs applied (`cockpit check --host-mem-gb …`).
+Anything unreadable stays None (unknown), never 0. The gate (cockpit/preflight/gate.py) runs the
+backend's preflight on these facts, with the operator's what-ifs applied (`apply_what_if`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cockpit.backends import get_backend
 from cockpit.backends.base import HostFacts
-from cockpit.core.findings import Finding
 from cockpit.telemetry.samples import TelemetrySample, sample_from_agent
 
 if TYPE_CHECKING:
@@ -299,20 +297,3 @@ def apply_what_if(facts: list[HostFacts], host_mem_gb: float | None, gpu_mem_gb:
         out.append(dataclasses.replace(f, **changes))
     return out
 
-
-def check_profile(
-    profile: Profile,
-    facts_overrides: Mapping[str, HostFacts] | None = None,
-    *,
-    host_mem_gb: float | None = None,
-    gpu_mem_gb: float | None = None,
-    gpus: int | None = None,
-    version: str | None = None,
-) -> tuple[list[Finding], list[HostFacts]]:
-    """Preflight `profile`: (findings most severe first, the host facts they were computed from).
-
-    `facts_overrides` maps a host label (`local`, `gpu-box-1`) to facts measured elsewhere, e.g.
-    by the SSH agent. Raises FlagError / ProfileError for a profile the server would refuse.
-    """
-    facts = apply_what_if(host_facts_for(profile, facts_overrides), host_mem_gb, gpu_mem_gb, gpus)
-    return get_backend(profile.backend).preflight(profile, facts, version=version), facts

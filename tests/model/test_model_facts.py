@@ -23,7 +23,7 @@ from cockpit.model.weights import (
     parse_safetensors_header,
     split_weights,
 )
-from cockpit.supervisor.planning import read_model_on_host
+from cockpit.preflight.planning import read_model_on_host
 from cockpit.transport.local import LocalTransport
 from tests.data.models import synth
 

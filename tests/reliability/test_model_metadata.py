@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.supervisor.planning import read_model_on_host
+from cockpit.preflight.planning import read_model_on_host
 from cockpit.transport.local import LocalTransport
 from tests.data.models import synth
 from tests.test_plan import cockpit

@@ -71,16 +71,6 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
-def merged_flags(profile: Profile, overrides: dict[str, Any] | None) -> dict[str, Any]:
-    """The server flags of a run: the profile's, with the run's overrides (any spelling) on top."""
-    flags = dict(profile.server)
-    for k, v in (overrides or {}).items():
-        want = normalise_flag_name(k)
-        for existing in list(flags):
-            if normalise_flag_name(existing) == want:
-                del flags[existing]
-        flags[want] = v
-    return flags
 
 
 def changes_to_overrides(changes: Iterable[FlagChange] | dict[str, Any]) -> dict[str, Any]:
@@ -153,9 +143,11 @@ class Target(Protocol):
         """The GPUs and hosts of the run's nodes."""
         ...
 
-    async def start(self, overrides: dict[str, Any], *, attach: bool, kill_leftovers: bool) -> RunInfo:
+    async def start(self, overrides: dict[str, Any], *, attach: bool, kill_leftovers: bool,
+                    argvs: list[list[str]] | None = None) -> RunInfo:
         """Launch the run (overrides normalised); a live one is attached to when `attach`, else
-        refused (RunRefused)."""
+        refused (RunRefused). `argvs`: the gate's, one per node, launched as they are (a restart
+        passes none: the target builds them with the backend)."""
         ...
 
     async def attach(self, *, include_ended: bool = False) -> RunInfo | None:

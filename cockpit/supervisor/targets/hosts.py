@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from cockpit.preflight.gate import merged_flags
 from cockpit.remote.host import ServerExited
 from cockpit.remote.hostresults import LaunchReply, RunRecord, StopReply, run_or_none
 from cockpit.supervisor import telemetry_feed
@@ -25,7 +26,6 @@ from cockpit.supervisor.targets.base import (
     Run,
     RunRefused,
     StopResult,
-    merged_flags,
     new_run_id,
 )
 from cockpit.supervisor.watch import GpuWatch
@@ -47,7 +47,8 @@ class HostsTarget:
                                             sim_dir=telemetry_feed.sim_dir_of(run.profile), changed=run.changed)
 
     # ------------------------------------------------------------------ launch / attach
-    async def start(self, overrides: dict[str, Any], *, attach: bool, kill_leftovers: bool) -> RunInfo:
+    async def start(self, overrides: dict[str, Any], *, attach: bool, kill_leftovers: bool,
+                    argvs: list[list[str]] | None = None) -> RunInfo:
         """Launch the profile's server detached on every node. Processes already holding memory on
         the GPUs the run will use refuse the launch (LeftoversHoldGpus) unless kill_leftovers: a
         server started on top of them would size its KV pool from what is left and die, or starve them."""
@@ -73,13 +74,14 @@ class HostsTarget:
             raise LeftoversHoldGpus(busy)
         run.set_lifecycle("launching", "launching the server")
         run_id = new_run_id()
-        dist_addr: str | None = None
-        if len(nodes) > 1:
-            dist_addr = run.backend.rendezvous_addr(flags)
-            if dist_addr is None:
-                addr, port = await nodes[0].ops.free_port()
-                dist_addr = f"{addr}:{port}"
-        argvs = run.backend.build_node_argvs(profile, overrides, dist_addr)
+        if argvs is None:  # the gate's (up, the dashboard's launch) are launched as built
+            dist_addr: str | None = None
+            if len(nodes) > 1:
+                dist_addr = run.backend.rendezvous_addr(flags)
+                if dist_addr is None:
+                    addr, port = await nodes[0].ops.free_port()
+                    dist_addr = f"{addr}:{port}"
+            argvs = run.backend.build_node_argvs(profile, overrides, dist_addr)
         env = {**profile.env, **run.debug_env, **run.backend.secret_env(profile, overrides)}
         launched: list[tuple[Node, RunRecord]] = []
         for node, argv in zip(nodes, argvs, strict=True):

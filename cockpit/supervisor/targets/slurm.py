@@ -20,6 +20,7 @@ from typing import Any
 
 from cockpit.aio import reap
 from cockpit.core.profile import Host
+from cockpit.preflight.gate import merged_flags
 from cockpit.remote.host import HostOps, ServerExited
 from cockpit.remote.hostresults import RunRecord
 from cockpit.remote.login import SlurmLogin, SubmitRejected
@@ -29,7 +30,7 @@ from cockpit.slurm.steps import SrunStepTransport
 from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot, SlurmView
 from cockpit.supervisor.nodes import Node, transport_for
-from cockpit.supervisor.targets.base import Run, RunRefused, StopResult, merged_flags, new_run_id
+from cockpit.supervisor.targets.base import Run, RunRefused, StopResult, new_run_id
 from cockpit.supervisor.watch import GpuWatch
 from cockpit.telemetry.samples import TelemetrySample
 from cockpit.transport.base import Transport, TransportError
@@ -145,7 +146,8 @@ class SlurmJobTarget:
                        version=run.profile.version)
 
     # ------------------------------------------------------------------ launch / attach
-    async def start(self, overrides: dict[str, Any], *, attach: bool, kill_leftovers: bool) -> RunInfo:
+    async def start(self, overrides: dict[str, Any], *, attach: bool, kill_leftovers: bool,
+                    argvs: list[list[str]] | None = None) -> RunInfo:
         """Submit the job (sbatch --parsable on the login node). A queued or running job of the
         profile is attached to when `attach`, else refused (RunRefused)."""
         run, profile = self.run, self.run.profile
@@ -156,8 +158,9 @@ class SlurmJobTarget:
             raise RunRefused(f"{profile.name}: job {self.job_id} is "
                              f"{self.job.describe() if self.job else 'in the queue'} (run {live.id})", live)
         flags = merged_flags(profile, overrides)
-        dist = None if self.config.nodes == 1 else (run.backend.rendezvous_addr(flags) or DIST_ADDR)
-        argvs = run.backend.build_node_argvs(profile, overrides, dist)
+        if argvs is None:  # the gate's (up, the dashboard's launch) are submitted as built
+            dist = None if self.config.nodes == 1 else (run.backend.rendezvous_addr(flags) or DIST_ADDR)
+            argvs = run.backend.build_node_argvs(profile, overrides, dist)
         run_id = new_run_id()
         env = {**profile.env, **run.debug_env, **run.backend.secret_env(profile, overrides)}
         script = render_batch_script(argvs, env=env, profile=profile.name, run_id=run_id)

@@ -212,11 +212,13 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
                     return
             if run is None:
                 self.post_message(ActionDone("preflight-start"))
-                findings = list(await sup.preflight())
-                if any(f.severity == "critical" for f in findings):
-                    self.post_message(PreflightRefused(findings))
+                # the gate `up` walks, over the run's own nodes; the target launches its argvs
+                checked = await sup.gate(self.overrides)
+                argvs = checked.node_argvs()
+                if checked.preflight_refuses:
+                    self.post_message(PreflightRefused(list(checked.findings)))
                     return
-                run = await sup.start(self.overrides)
+                run = await sup.start(self.overrides, argvs=argvs)
                 self.post_message(RunStarted(run, attached=False))
             else:
                 self.post_message(RunStarted(run, attached=True))

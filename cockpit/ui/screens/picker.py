@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from cockpit.face import Finding, Profile, ProfileError, get_backend, load_profile, sort_findings
+from cockpit.face import Finding, Profile, ProfileError, load_profile, sort_findings
 from cockpit.ui.keys import PICKER_BINDINGS
 from cockpit.ui.messages import ProfileChosen
 from cockpit.ui.screens.dashboard import too_small_words
@@ -85,29 +85,21 @@ def build_preview(path: Path, group: str | None = None) -> Preview:
         return pv
     if pv.profile.groups:  # the deployment: no server of its own, its groups are previewed one by one
         return pv
-    prof = pv.profile
-    backend = get_backend(prof.backend)
+    # the gate `up` walks, unmeasured: this machine's facts, remote hosts unknown (preflight says
+    # so) until the measured gate answers (PickerScreen._measure); node 0's command as it launches
+    from cockpit.face import gate
+
     try:
-        pv.argv = list(backend.build_argv(prof))
-    except Exception as exc:  # FlagError and friends: the operator must see why
-        pv.argv_error = str(exc)
-    try:
-        pv.findings = sort_findings(list(backend.preflight(prof, _host_facts(prof))))
-    except Exception as exc:
+        checked = asyncio.run(gate(pv.profile, measure=False, plan=False))
+    except Exception as exc:  # a rule that cannot run on these facts: the operator must see why
         pv.preflight_error = str(exc)
+        return pv
+    if checked.bad_input is not None or not checked.argvs:  # FlagError and friends: the operator must see why
+        pv.argv_error = pv.preflight_error = str(checked.bad_input)
+        return pv
+    pv.argv = checked.argvs[0]
+    pv.findings = checked.findings
     return pv
-
-
-def _host_facts(profile: Profile) -> list[Any]:
-    """Local facts for a local profile; remote hosts are named with unknown facts (preflight says
-    so) until the measured preflight over SSH answers (PickerScreen._measure)."""
-    from cockpit.face import HostFacts
-
-    if all(h.is_local for h in profile.hosts):
-        from cockpit.face import local_host_facts
-
-        return [local_host_facts()]
-    return [HostFacts(host=h.label) for h in profile.hosts]
 
 
 def _journal_runs(profile_name: str) -> list[Any]:
@@ -332,23 +324,18 @@ class PickerScreen(Screen[None]):
 
     @work(exclusive=True, group="measure", exit_on_error=False)
     async def _measure(self, path: Path, profile: Profile, group: str | None = None) -> None:
-        from cockpit.face import Supervisor
+        # the gate `up` walks (cockpit check's findings): the hosts measured, node 0's model path and
+        # port, then the memory plan, calibrated by the journal as the CLI's is
+        from cockpit.face import gate
 
-        sup = Supervisor(profile)
         try:
-            findings = await asyncio.wait_for(sup.preflight(), timeout=MEASURE_TIMEOUT_S)
-            self.post_message(PreviewMeasured(path, sort_findings(list(findings)), None, group))
-            # then the memory plan before launch (cockpit plan), calibrated by the journal as the CLI's is
-            from cockpit.face import profile_plan_finding
-
             runs = await asyncio.to_thread(_journal_runs, profile.name)
-            plan, _mp = await asyncio.wait_for(profile_plan_finding(profile, runs=runs), timeout=MEASURE_TIMEOUT_S)
-            self.post_message(PlanMade(path, plan, group))
-        except Exception as exc:  # unreachable host: keep the unmeasured findings, say why
+            checked = await asyncio.wait_for(gate(profile, runs=runs, dist_addr="show"), timeout=MEASURE_TIMEOUT_S)
+            self.post_message(PreviewMeasured(path, sort_findings(list(checked.findings)), None, group))
+            if checked.plan is not None:
+                self.post_message(PlanMade(path, checked.plan, group))
+        except Exception as exc:  # a host that does not answer in time: keep the unmeasured findings, say why
             self.post_message(PreviewMeasured(path, None, str(exc) or type(exc).__name__, group))
-        finally:
-            with contextlib.suppress(Exception):
-                await sup.close()
 
     @on(PlanMade)
     def _plan_made(self, message: PlanMade) -> None:

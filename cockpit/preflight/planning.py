@@ -1,7 +1,8 @@
 """The memory plan of a profile, the way a launch sees it: the model's facts read on node 0 over its
 transport, the GPUs measured by the agent, the journal's runs for calibration (read by the callers,
-which sit above the journal), the backend's budget (`get_backend(name).memory_plan`). `cockpit plan`, `cockpit check`, `cockpit up` and the picker all
-call `plan_for_profile` / `profile_plan_finding`; `plan_finding` is the one wording of the result.
+which sit above the journal), the backend's budget (`get_backend(name).memory_plan`). The gate
+(gate.py: `cockpit check`, `cockpit up`, the picker) calls `profile_plan_finding`, `cockpit plan`
+calls `plan_for_profile`; `plan_finding` is the one wording of the result.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What would kill a launch at once, checked on node 0 before it: the model path missing on the host,
 the API port already bound there. Both are critical findings: `cockpit check` exits 1 on them and
-`cockpit up` (and the TUI's launch, through Supervisor.preflight) refuses to launch, instead of
-starting an engine that imports for a minute and then dies of it.
+`cockpit up` (and the TUI's launch, through the gate) refuses to launch, instead of starting an
+engine that imports for a minute and then dies of it. Part of the gate (cockpit/preflight/gate.py).
 
 | id | severity | when |
 |---|---|---|
@@ -16,13 +16,45 @@ profile is no conflict: the launch itself refuses it (RunRefused) and says so.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cockpit.core.findings import Finding, FlagChange
 
 if TYPE_CHECKING:
     from cockpit.core.profile import Profile
-    from cockpit.supervisor.nodes import Node
+    from cockpit.remote.host import HostOps
+
+
+class HostNode(Protocol):
+    """Node 0 as the launch check reaches it: its label, its run-directory name, its host program
+    (the Supervisor's own Node is one; `node_zero` makes one for a profile not yet launched)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def ops(self) -> HostOps: ...
+
+
+@dataclass(frozen=True)
+class NodeZero:
+    label: str
+    key: str
+    ops: HostOps
+
+
+def node_zero(profile: Profile) -> NodeZero:
+    """Node 0 of `profile` over its pooled transport (the run directory is the profile's name on
+    node 0, as cockpit/supervisor/nodes.py names it)."""
+    from cockpit.remote.host import HostOps, program_python
+    from cockpit.transport import transport_for
+
+    host = profile.hosts[0]
+    return NodeZero(host.label, profile.name, HostOps(transport_for(host), python=program_python(profile, host)))
 
 
 def _path_like(model: str) -> bool:
@@ -30,19 +62,18 @@ def _path_like(model: str) -> bool:
 
 
 async def launch_findings(profile: Profile, overrides: Mapping[str, Any] | None = None,
-                          node: Node | None = None) -> list[Finding]:
+                          node: HostNode | None = None) -> list[Finding]:
     """Critical findings for a launch of `profile` on its node 0 (none for a Slurm job: its nodes
     are not allocated yet). The check runs on the host, over the node's transport."""
     from cockpit.backends import get_backend
     from cockpit.remote.hostresults import run_or_none
-    from cockpit.supervisor.nodes import make_nodes
     from cockpit.telemetry.hostfacts import runs_simulator
     from cockpit.transport.base import TransportError
 
     if profile.target is not None:
         return []
     backend = get_backend(profile.backend)
-    n0 = node or make_nodes(profile, None, None)[0]
+    n0 = node or node_zero(profile)
     try:
         live = run_or_none(await n0.ops.find(n0.key))
         if live is not None and live.has_processes:

@@ -1,0 +1,226 @@
+"""The gate between a profile and its launch, walked once: the argv per node (built here, once —
+the target launches these), the host facts (measured by the agent, or the what-ifs), the
+preflight rules of the backend, the launch checks on node 0 (launchcheck.py), the memory plan
+(planning.py) and the verdict. `cockpit up`, `cockpit check`, the picker's preview and its
+measurement, and the Supervisor's (the dashboard's) launch all call `gate`; none assembles the
+sequence again.
+
+| verdict | when | `up` | `check` |
+|---|---|---|---|
+| `bad-input` | the flags make no argv (FlagError, a refused flag) | exit 2 | exit 2 |
+| `refuse` | a critical preflight or launch finding (`host_unreachable`, `port_in_use`, …) | exit 1 | exit 1 |
+| `refuse` | the memory plan is critical (below the warn headroom), without `--force` | exit 1 | exit 1 |
+| `force` | the memory plan is critical, with `--force` | launches, says so | — |
+| `go` | otherwise | launches | exit 0 (or 1 on a critical plan) |
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from cockpit.core.findings import Finding, exit_code_for, sort_findings
+from cockpit.core.profile import normalise_flag_name
+
+if TYPE_CHECKING:
+    from cockpit.backends.base import HostFacts
+    from cockpit.core.profile import Profile
+    from cockpit.model.plan import MemoryPlan
+    from cockpit.preflight.launchcheck import HostNode
+
+# where a multi-node argv's rendezvous address goes when no launch is made: the argv is shown, and
+# the address is said to be the head node's (a launch picks a free port on node 0, or Slurm's head)
+HEAD_PLACEHOLDER = "HEAD_NODE:PORT"
+LAUNCH = "launch"  # dist_addr=LAUNCH: the address the launch itself uses (gate(..., dist_addr=...))
+SHOW = "show"  # dist_addr=SHOW: HEAD_PLACEHOLDER, nothing asked (an argv shown, not launched)
+
+
+def merged_flags(profile: Profile, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The server flags of a run: the profile's, with the run's overrides (any spelling) on top."""
+    flags = dict(profile.server)
+    for k, v in (overrides or {}).items():
+        want = normalise_flag_name(k)
+        for existing in list(flags):
+            if normalise_flag_name(existing) == want:
+                del flags[existing]
+        flags[want] = v
+    return flags
+
+
+def check_profile(
+    profile: Profile,
+    facts_overrides: Mapping[str, HostFacts] | None = None,
+    *,
+    host_mem_gb: float | None = None,
+    gpu_mem_gb: float | None = None,
+    gpus: int | None = None,
+    version: str | None = None,
+) -> tuple[list[Finding], list[HostFacts]]:
+    """The backend's preflight rules over `profile`'s hosts: (findings most severe first, the host
+    facts they were computed from). `facts_overrides` maps a host label to facts measured elsewhere
+    (the agent over SSH); the what-ifs replace them on every host. Raises FlagError / ProfileError
+    for a profile the server would refuse."""
+    from cockpit.backends import get_backend
+    from cockpit.telemetry.hostfacts import apply_what_if, host_facts_for
+
+    facts = apply_what_if(host_facts_for(profile, facts_overrides), host_mem_gb, gpu_mem_gb, gpus)
+    return get_backend(profile.backend).preflight(profile, facts, version=version), facts
+
+
+@dataclasses.dataclass(frozen=True)
+class WhatIf:
+    """Facts given instead of measured (`cockpit check --host-mem-gb/--gpu-mem-gb/--gpus`): the gate
+    then describes another host, and asks node 0 nothing (its model path, its port)."""
+
+    host_mem_gb: float | None = None
+    gpu_mem_gb: float | None = None
+    gpus: int | None = None
+
+    def __bool__(self) -> bool:
+        return any(v is not None for v in (self.host_mem_gb, self.gpu_mem_gb, self.gpus))
+
+
+@dataclasses.dataclass
+class GateResult:
+    """What the gate found for one profile and its overrides."""
+
+    profile: Profile
+    overrides: dict[str, Any]
+    argvs: list[list[str]] | None  # one per node, as the target launches them (None: bad input)
+    bad_input: Exception | None = None  # why no argv (FlagError): exit 2
+    dist_addr: str | None = None  # the rendezvous address inside a multi-node argv
+    facts: list[HostFacts] = dataclasses.field(default_factory=list)
+    measured: bool = False  # the facts came from the hosts (not only this machine, not what-ifs)
+    unreachable: dict[str, str] = dataclasses.field(default_factory=dict)  # host label -> why
+    findings: list[Finding] = dataclasses.field(default_factory=list)  # rules, unreachable, launch checks
+    plan: Finding | None = None  # the memory plan as one finding (None: not asked)
+    memory_plan: MemoryPlan | None = None
+
+    @property
+    def all_findings(self) -> list[Finding]:
+        """Every finding, the plan's among them, most severe first (what `check` prints)."""
+        return sort_findings([*self.findings, *([self.plan] if self.plan is not None else [])])
+
+    @property
+    def preflight_refuses(self) -> bool:
+        return bool(exit_code_for(self.findings))
+
+    @property
+    def plan_refuses(self) -> bool:
+        return self.plan is not None and self.plan.severity == "critical"
+
+    def verdict(self, *, force: bool = False) -> str:
+        """`bad-input`, `refuse`, `force` (a critical plan launched anyway) or `go`."""
+        if self.bad_input is not None:
+            return "bad-input"
+        if self.preflight_refuses:
+            return "refuse"
+        if self.plan_refuses:
+            return "force" if force else "refuse"
+        return "go"
+
+    def node_argvs(self) -> list[list[str]]:
+        """The argv per node; raises the gate's bad input (FlagError: the commands exit 2 on it)."""
+        if self.bad_input is not None:
+            raise self.bad_input
+        assert self.argvs is not None
+        return self.argvs
+
+
+async def _dist_addr(profile: Profile, flags: Mapping[str, Any], node0: HostNode | None, launching: bool) -> str | None:
+    """The rendezvous address a multi-node launch puts in its argvs: the flags' own, else Slurm's
+    head node (filled in by the batch script), else a free port on node 0 (asked only for a launch)."""
+    from cockpit.backends import get_backend
+
+    nodes = profile.target.nodes if profile.target is not None else len(profile.hosts)
+    if nodes <= 1:
+        return None
+    own = get_backend(profile.backend).rendezvous_addr(flags)
+    if own is not None:
+        return own
+    if not launching:
+        return HEAD_PLACEHOLDER
+    if profile.target is not None:
+        from cockpit.slurm.script import DIST_ADDR
+
+        return DIST_ADDR
+    if node0 is None:
+        return HEAD_PLACEHOLDER
+    addr, port = await node0.ops.free_port()
+    return f"{addr}:{port}"
+
+
+async def gate(
+    profile: Profile,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    measure: bool = True,
+    facts: Mapping[str, HostFacts] | None = None,
+    what_if: WhatIf | None = None,
+    runs: Iterable[Any] = (),
+    plan: bool = True,
+    launch_check: bool = True,
+    dist_addr: str | None = LAUNCH,
+    node0: HostNode | None = None,
+) -> GateResult:
+    """Walk the gate for `profile` with `overrides` (flag → value, any spelling).
+
+    measure: the hosts are measured by the telemetry agent (this machine too: the simulator's
+    GPUs count); a host that cannot be reached is a critical `host_unreachable` finding saying why.
+    Without it only this machine is measured and nothing is asked of node 0 (the picker's first
+    preview: a multi-node argv then names its rendezvous address HEAD_NODE:PORT). `facts`: measured
+    already (the Supervisor's nodes), used instead. `runs`: the journal's runs for the plan's
+    calibration (read by the caller, which sits above the journal). `dist_addr`: LAUNCH asks node 0
+    for a free port when a multi-node launch needs one; SHOW puts HEAD_PLACEHOLDER there instead
+    (asking nothing); any other string or None goes in the argv as is (what `check` shows). `node0`: node 0's host program (the Supervisor's); else over the pool.
+    """
+    from cockpit.backends import get_backend
+    from cockpit.preflight.launchcheck import launch_findings, node_zero
+
+    ov = {normalise_flag_name(k): v for k, v in (overrides or {}).items()}
+    backend = get_backend(profile.backend)
+    what_if = what_if or WhatIf()
+    flags = merged_flags(profile, ov)
+    launching = dist_addr in (LAUNCH, SHOW)
+    if launching and profile.target is None and measure and not what_if:
+        node0 = node0 or node_zero(profile)
+    # the argv first: a flag the server would refuse is refused before any I/O
+    try:
+        dist = await _dist_addr(profile, flags, node0, measure and dist_addr == LAUNCH) if launching else dist_addr
+        argvs = backend.build_node_argvs(profile, ov, dist)
+    except ValueError as exc:  # FlagError, a backend that does not know the profile
+        return GateResult(profile, ov, None, bad_input=exc)
+    result = GateResult(profile, ov, [list(a) for a in argvs], dist_addr=dist)
+    measured: Mapping[str, HostFacts] | None = facts
+    if measured is None and measure and profile.target is None:  # a Slurm job's nodes are unknown yet
+        from cockpit.telemetry.hostfacts import measure_hosts
+
+        measured = await measure_hosts(profile, result.unreachable, include_local=True)
+    result.measured = measured is not None
+    checked = profile.model_copy(update={"server": flags}) if ov else profile
+    findings, result.facts = check_profile(checked, measured, host_mem_gb=what_if.host_mem_gb,
+                                           gpu_mem_gb=what_if.gpu_mem_gb, gpus=what_if.gpus)
+    # a host that cannot be reached is a failed gate, with the reason (exit 1), not "unknown"
+    lost = [Finding(id="host_unreachable", severity="critical", message=f"{label}: {why}")
+            for label, why in result.unreachable.items()]
+    # the model path missing on node 0, its API port bound: the launch would die of them (not with
+    # what-if facts: the host they describe is not the one that could be asked)
+    n0 = profile.hosts[0].label
+    asked = launch_check and measure and not what_if and n0 not in result.unreachable
+    result.findings = sort_findings([*findings, *lost, *(await launch_findings(profile, ov, node0) if asked else [])])
+    if plan:
+        result.plan, result.memory_plan = await _plan(profile, ov, result, runs)
+    return result
+
+
+async def _plan(profile: Profile, overrides: dict[str, Any], result: GateResult,
+                runs: Iterable[Any]) -> tuple[Finding, MemoryPlan | None]:
+    """The memory plan from the gate's facts; the model's metadata is read on node 0, which is not
+    tried again when the agent could not reach it."""
+    from cockpit.preflight.planning import plan_finding, profile_plan_finding
+
+    node0 = profile.hosts[0]
+    if node0.label in result.unreachable:
+        return plan_finding(None, f"{node0.label} could not be reached to read the model's config.json"), None
+    return await profile_plan_finding(profile, overrides, facts=result.facts, runs=runs)
