@@ -453,11 +453,11 @@ def plan(
         raise ModelConfigError(f"{cfg.name}: no max_position_embeddings in config.json and no --context-length")
     bs_default = gpu_bucket(gpu.total_gib * 1024, s.tp, s.version)[1]
     bs = int(s.cuda_graph_max_bs or bs_default)
-    rows = request_table_rows(s)
-    if rows is not None:
+    table_rows = request_table_rows(s)
+    if table_rows is not None:
         # cuda_graph_runner.get_batch_sizes_to_capture keeps only batch sizes up to the request
         # table's rows (and adds that size): --max-running-requests 128 captures up to 128
-        bs = min(bs, rows)
+        bs = min(bs, table_rows)
     graphs = graph_gib(cfg, s, bs)
     notes = list(cfg.notes)
     spec = draft_budget(cfg, weights, draft, s, bs, notes)
