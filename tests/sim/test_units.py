@@ -217,8 +217,9 @@ def test_a_collective_sets_other_messages_aside_without_losing_them(tmp_path) ->
 def test_metrics_histograms_are_cumulative_and_parse() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
+    from cockpit.sim.histogram import Histogram
     from cockpit.sim.sglang.metrics import render_metrics
-    from cockpit.sim.sglang.scheduler import E2E_BUCKETS, TTFT_BUCKETS, Histogram
+    from cockpit.sim.sglang.scheduler import E2E_BUCKETS, TTFT_BUCKETS
 
     ttft = Histogram(TTFT_BUCKETS)
     for v in (0.05, 0.3, 0.3, 500.0):
