@@ -10,7 +10,7 @@ from pathlib import Path
 from cockpit.cli import build_parser
 from cockpit.core.findings import predicted_phrases, quoted
 from cockpit.core.numbers import plural
-from cockpit.sim.sglang.crashes import cuda_oom_text, prefill_oom_traceback
+from cockpit.sim.sglang.crashes import crash_text, cuda_oom_text
 from tests.test_cli_diagnose import cockpit, kimi_log
 
 
@@ -19,7 +19,7 @@ def _sim_crash_log(tmp_path: Path) -> Path:
     traceback, each `File "…"` frame followed by the source line it quotes (`ret = self.forward_extend(`)."""
     oom = cuda_oom_text(alloc_bytes=224 * 2**20, gpu_index=3, total_gib=95.59, free_bytes=68.2 * 2**20, process_gib=95.53,
                         allocated_gib=91.15, graph_gib=3.75, reserved_unallocated_gib=0.18)
-    tb = prefill_oom_traceback("0.5.9", "deepseek_v2.py", oom).rstrip("\n").split("\n")
+    tb = crash_text("prefill-oom", "0.5.9", arch_file="deepseek_v2.py", oom=oom).rstrip("\n").split("\n")
     lines = kimi_log(crash=False).rstrip("\n").split("\n")
     lines.append("[2026-11-20 12:02:07 TP0] Prefill batch, #new-seq: 2, #new-token: 8192, #cached-token: 256, "
                  "token usage: 0.14, #running-req: 53, #queue-req: 0, input throughput (token/s): 3265.65, cuda graph: False")
