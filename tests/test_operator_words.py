@@ -56,6 +56,10 @@ def test_predicted_phrases_never_show_a_key() -> None:
     assert words == ["5.26 GiB free per rank", "−12,973 KV tokens (→ 333,539)", "1.58 GiB freed per GPU",
                      "KV cache 40.72 GiB per GPU"]
     assert predicted_phrases({"kv_gb_gain_per_gpu": -1.5}) == ["KV cache −1.50 GiB per GPU"]
+    # an engine's own keys carry its words once its backend is loaded (the registry registers them)
+    from cockpit.backends import get_backend
+
+    get_backend("vllm")
     assert predicted_phrases({"max_model_len": 24576}) == ["context length 24,576 tokens"]
     # a key no view knows yet: words and GiB, never `_gb`
     assert predicted_phrases({"spare_pool_gb": 2.5}) == ["spare pool 2.5 GiB"]
