@@ -20,19 +20,11 @@ import subprocess
 
 if "OPS" not in globals():  # imported from the package; on a host hostside.py's text ran just above
     from cockpit.remote.programs.hostside import OPS, _locate, _profile_dir
-    from cockpit.remote.programs.proctree import _cmdline, _ppid, _proc_stat
+    from cockpit.remote.programs.procfs import _cmdline, _comm, _ppid, _proc_stat
 
 PY_SPY_HINT = ("py-spy is not on PATH nor in the engine's environment on this host: install it there "
                "(`pip install py-spy` into the engine's venv, or your package manager's py-spy) and "
                "take the stacks again")
-
-
-def _comm(pid):
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return None
 
 
 def find_py_spy(argvs):

@@ -1,6 +1,7 @@
-"""The host program's view of processes: /proc readers, the run's process tree (recorded while the
-server lives, its leftovers ended after it exits) and signals to a whole run. Stdlib only,
-Python 3.8+; sent after runfiles.py.
+"""The host program's view of processes: the run's process tree (recorded while the server lives,
+its leftovers ended after it exits) and signals to a whole run. Stdlib only,
+Python 3.8+; sent after runfiles.py and procfs.py (the /proc readers it shares with the
+telemetry agent).
 
 The waiter records every process the server's tree ever had (TREE_FILE, "pid starttime" lines),
 so a leftover that left the session or process group is still the run's; after the server's exit
@@ -14,66 +15,16 @@ import signal
 import subprocess
 import time
 
-try:  # here, from the package; on a host the text of runfiles.py and the modules before it ran just above
+try:  # here, from the package; on a host the text of procfs.py and the modules before it ran just above
+    from cockpit.remote.programs.procfs import _alive, _cmdline, _environ, _ppid, _proc_stat, _stat_fields
     from cockpit.remote.programs.runfiles import RUN_TAG, DiskError, _read, _read_int, _write
 except ImportError:
     pass
 
 
-def _proc_stat(pid):
-    """(state, pgrp, session, starttime) from /proc/<pid>/stat, or None when gone/unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    # comm may contain spaces and parentheses: split after the last ')'
-    rest = data[data.rfind(")") + 2 :].split()
-    try:
-        return rest[0], int(rest[2]), int(rest[3]), int(rest[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return [p.decode("utf-8", "replace") for p in raw.split(b"\0") if p]
-
-
-def _alive(pid):
-    """Alive and not a zombie."""
-    if pid is None or pid <= 0:
-        return False
-    st = _proc_stat(pid)
-    if st is not None:
-        return st[0] not in ("Z", "X")
-    if os.path.isdir("/proc/self"):
-        return False
-    try:  # no /proc (not Linux): the signal-0 probe
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _run_tag(pid):
     """The COCKPIT_RUN_DIR a process was started with (its initial environment), or None."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read()
-    except OSError:
-        return None
-    key = RUN_TAG.encode() + b"="
-    for item in env.split(b"\0"):
-        if item.startswith(key):
-            return item[len(key):].decode("utf-8", "replace")
-    return None
+    return _environ(pid, (RUN_TAG,)).get(RUN_TAG)
 
 
 WAITER_NAME = "cockpit-waiter"  # the waiter's process name (/proc/<pid>/comm, `ps -o comm`)
@@ -86,21 +37,6 @@ def name_waiter():
             f.write(WAITER_NAME)
     except OSError:
         pass
-
-
-def _stat_fields(pid):
-    """(comm, state, ppid) from /proc/<pid>/stat (no lock on the process's memory), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    comm = data[data.find("(") + 1 : data.rfind(")")]
-    rest = data[data.rfind(")") + 2 :].split()
-    try:
-        return comm, rest[0], int(rest[1])
-    except (IndexError, ValueError):
-        return None
 
 
 def _tagged_processes(pdir):
@@ -132,16 +68,6 @@ def _tagged_processes(pdir):
         if tag and tag.startswith(prefix) and "/" not in tag[len(prefix):]:
             out.setdefault(tag, []).append(pid)
     return out
-
-
-def _ppid(pid):
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("utf-8", "replace")
-        return int(data[data.rfind(")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
 
 
 def _is_our_server(run_dir, pid):
