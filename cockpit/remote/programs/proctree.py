@@ -16,7 +16,7 @@ import subprocess
 import time
 
 try:  # here, from the package; on a host the text of procfs.py and the modules before it ran just above
-    from cockpit.remote.programs.procfs import _alive, _cmdline, _environ, _ppid, _proc_stat, _stat_fields
+    from cockpit.remote.programs.procfs import _alive, _cmdline, _environ, _proc_stat, _stat_fields
     from cockpit.remote.programs.runfiles import RUN_TAG, DiskError, _read, _read_int, _write
 except ImportError:
     pass
@@ -25,6 +25,14 @@ except ImportError:
 def _run_tag(pid):
     """The COCKPIT_RUN_DIR a process was started with (its initial environment), or None."""
     return _environ(pid, (RUN_TAG,)).get(RUN_TAG)
+
+
+def _owned(pid, uid):
+    """The process belongs to `uid` (its /proc directory's owner)."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == uid
+    except OSError:
+        return False
 
 
 WAITER_NAME = "cockpit-waiter"  # the waiter's process name (/proc/<pid>/comm, `ps -o comm`)
@@ -49,21 +57,11 @@ def _tagged_processes(pdir):
         return out
     prefix = pdir.rstrip("/") + "/"
     me = os.getuid()
-    procs = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            fields = _stat_fields(int(name))
-            if fields is not None:
-                procs[int(name)] = fields
+    procs = _processes()
     waiters = {pid for pid, (comm, _st, _pp) in procs.items() if comm == WAITER_NAME}
     for pid, (_comm, state, ppid) in procs.items():
-        if ppid not in waiters or state in ("Z", "X", "D"):
-            continue
-        try:
-            if os.stat(f"/proc/{pid}").st_uid != me:
-                continue  # a run's processes are ours; others' environments are not read
-        except OSError:
-            continue
+        if ppid not in waiters or state in ("Z", "X", "D") or not _owned(pid, me):
+            continue  # a run's processes are ours; others' environments are not read
         tag = _run_tag(pid)
         if tag and tag.startswith(prefix) and "/" not in tag[len(prefix):]:
             out.setdefault(tag, []).append(pid)
@@ -123,24 +121,77 @@ LEFTOVER_GRACE_S = 5.0  # after the server's exit, what its children get to end 
 LEFTOVER_TERM_S = 10.0  # after SIGTERM, before SIGKILL
 
 
-def _descendants(root):
-    """Pids of `root`'s descendants now (by the parent links in /proc)."""
-    children = {}  # type: dict[int, list[int]]
+def _processes():
+    """{pid: (comm, state, ppid)} of every process now (from /proc/<pid>/stat alone)."""
+    procs = {}  # type: dict[int, tuple[str, str, int]]
     try:
         names = os.listdir("/proc")
     except OSError:
-        return []
+        return procs
     for name in names:
         if name.isdigit():
-            parent = _ppid(int(name))
-            if parent is not None:
-                children.setdefault(parent, []).append(int(name))
+            fields = _stat_fields(int(name))
+            if fields is not None:
+                procs[int(name)] = fields
+    return procs
+
+
+def _children(procs=None):
+    """{ppid: [pids]} of every process now (by the parent links in /proc)."""
+    children = {}  # type: dict[int, list[int]]
+    for pid, (_comm, _state, parent) in (_processes() if procs is None else procs).items():
+        children.setdefault(parent, []).append(pid)
+    return children
+
+
+def _descendants(root, children=None):
+    """Pids of `root`'s descendants now."""
+    children = _children() if children is None else children
     out, stack = [], [root]
     while stack:
         for child in children.get(stack.pop(), ()):
             out.append(child)
             stack.append(child)
     return out
+
+
+# ---------------------------------------------------------------- a Slurm job's processes on its node
+#
+# A Slurm run's server is no child of a waiter: each node's server is the task of a step the batch
+# script started (`srun --job-name=node<k>`), a child of that step's `slurmstepd: [<job>.<step>]`.
+# This program then runs in a step of its own in the same allocation (`srun --jobid=J --overlap`),
+# so it sees the node's processes as the server does.
+
+STEPD = "slurmstepd"
+
+
+def _job_processes(job_id, step_name):
+    """(roots, every pid) of a Slurm job's step named `step_name` on this node: the tasks of the
+    job's `slurmstepd: [J.S]` (a numbered step, not the batch script, not this program's own
+    step) whose SLURM_JOB_NAME is the step's name, and their descendants. Only the task's own
+    environment is read (and not when it is stuck in the kernel, state D: it is kept unread);
+    the ranks below it are found by their parent links."""
+    mine = os.environ.get("SLURM_STEP_ID")
+    me = os.getuid()
+    procs = _processes()
+    children = _children(procs)
+    roots = []
+    for stepd in sorted(p for p, (comm, _st, _pp) in procs.items() if comm == STEPD):
+        title = " ".join(_cmdline(stepd) or [])
+        label = title[title.find("[") + 1 : title.find("]")] if "[" in title else ""
+        job, _dot, step = label.partition(".")
+        if job != str(job_id) or not step.isdigit() or step == mine:
+            continue
+        for task in children.get(stepd, ()):
+            state = procs[task][1]
+            if state in ("Z", "X") or not _owned(task, me):
+                continue  # the run's processes are ours
+            if state == "D" or _environ(task, ("SLURM_JOB_NAME",)).get("SLURM_JOB_NAME") == step_name:
+                roots.append(task)
+    pids = set(roots)
+    for root in roots:
+        pids.update(_descendants(root, children))
+    return sorted(roots), sorted(pids)
 
 
 def _read_tree(run_dir):
