@@ -2,7 +2,8 @@
 edge, so the supervisor reads fields instead of `.get("…")` on dicts.
 
 A field the host did not send (an older run directory, a run that never started) takes the
-"unknown" value: None, or empty.
+"unknown" value: None, or empty. (`StackRequest` goes the other way: the `tree` operation's
+request for py-spy stacks.)
 """
 
 from __future__ import annotations
