@@ -174,7 +174,7 @@ async def test_agent_over_ssh_with_fake_nvidia_smi(ssh_env: SshHome, fake_nvidia
             samples.append(s)
             # the first samples may come before the first nvidia-smi answered (no GPU reading yet,
             # no error: the poller is not stuck); on a busy machine that takes more than 0.6 s
-            if len(samples) >= 3 and s.gpus or len(samples) == 100:
+            if (len(samples) >= 3 and s.gpus) or len(samples) == 100:
                 break
         await gen.aclose()
         assert all(s.source == "nvidia-smi" and s.host_label == "gpu-box-1" for s in samples)
