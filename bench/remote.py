@@ -26,9 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import CLK_TCK, REPO, median, pct, print_machine, proc_cpu_s
-
-AGENT = REPO / "cockpit" / "remote" / "programs" / "agent.py"
+from _common import CLK_TCK, median, pct, print_machine, proc_cpu_s
 
 FAKE_SMI = """#!/bin/sh
 # A stand-in nvidia-smi: 8 GPUs, 8 compute apps, printed the way the real one prints CSV.
@@ -75,7 +73,9 @@ def agent_cpu(tmp: Path, seconds: float, source: str) -> dict[str, Any]:
     argv += ["--pids", str(os.getpid())]
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(AGENT.read_bytes())
+    from cockpit.telemetry.client import agent_source  # the agent as sent to a host: procfs.py + agent.py
+
+    proc.stdin.write(agent_source())
     proc.stdin.close()
     proc.stdout.readline()  # the first sample: start-up (interpreter, imports) is not the steady cost
     c0, k0, t0 = proc_cpu_s(proc.pid), _stat_children_cpu(proc.pid), time.monotonic()

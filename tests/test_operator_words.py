@@ -10,7 +10,7 @@ from pathlib import Path
 from cockpit.cli import build_parser
 from cockpit.core.findings import predicted_phrases, quoted
 from cockpit.core.numbers import plural
-from cockpit.sim.sglang.crashes import cuda_oom_text, prefill_oom_traceback
+from cockpit.sim.sglang.crashes import crash_text, cuda_oom_text
 from tests.test_cli_diagnose import cockpit, kimi_log
 
 
@@ -19,7 +19,7 @@ def _sim_crash_log(tmp_path: Path) -> Path:
     traceback, each `File "…"` frame followed by the source line it quotes (`ret = self.forward_extend(`)."""
     oom = cuda_oom_text(alloc_bytes=224 * 2**20, gpu_index=3, total_gib=95.59, free_bytes=68.2 * 2**20, process_gib=95.53,
                         allocated_gib=91.15, graph_gib=3.75, reserved_unallocated_gib=0.18)
-    tb = prefill_oom_traceback("0.5.9", "deepseek_v2.py", oom).rstrip("\n").split("\n")
+    tb = crash_text("prefill-oom", "0.5.9", arch_file="deepseek_v2.py", oom=oom).rstrip("\n").split("\n")
     lines = kimi_log(crash=False).rstrip("\n").split("\n")
     lines.append("[2026-11-20 12:02:07 TP0] Prefill batch, #new-seq: 2, #new-token: 8192, #cached-token: 256, "
                  "token usage: 0.14, #running-req: 53, #queue-req: 0, input throughput (token/s): 3265.65, cuda graph: False")
@@ -56,6 +56,10 @@ def test_predicted_phrases_never_show_a_key() -> None:
     assert words == ["5.26 GiB free per rank", "−12,973 KV tokens (→ 333,539)", "1.58 GiB freed per GPU",
                      "KV cache 40.72 GiB per GPU"]
     assert predicted_phrases({"kv_gb_gain_per_gpu": -1.5}) == ["KV cache −1.50 GiB per GPU"]
+    # an engine's own keys carry its words once its backend is loaded (the registry registers them)
+    from cockpit.backends import get_backend
+
+    get_backend("vllm")
     assert predicted_phrases({"max_model_len": 24576}) == ["context length 24,576 tokens"]
     # a key no view knows yet: words and GiB, never `_gb`
     assert predicted_phrases({"spare_pool_gb": 2.5}) == ["spare pool 2.5 GiB"]

@@ -115,3 +115,25 @@ def test_a_sglang_decode_server_with_few_requests_pre_allocates_request_rows() -
     assert row("decode", 32) == pytest.approx(3 * row(None, 32))
     assert row("decode", 64) == pytest.approx(row(None, 64))
     assert row("prefill", 32) == pytest.approx(row(None, 32))
+
+
+def test_the_graph_batch_stops_at_the_request_table() -> None:
+    """A real decode server (tests/data/real/plan/sglang/devopsrustem-slurmv4-decode-deepseek-r1-tp16:
+    DeepSeek-R1, TP16 on H100s, --max-running-requests 128) captured `bs [1, 2, 4, … 120, 128]`: SGLang
+    keeps only the batch sizes up to the request table's rows, where the plan had taken the card's
+    default of 512 and so 0.66 GiB more graph memory."""
+    raw = synth.load_config("deepseek-v3")
+    cfg = parse_config(raw)
+    w = estimate_index(cfg, raw)
+    flags = {"tp_size": 16, "mem_fraction_static": 0.8, "disaggregation_mode": "decode"}
+    free = splan.plan(cfg, w, GpuFacts(79.65), splan.settings_from_flags(flags, "0.5.8"))
+    capped = splan.plan(cfg, w, GpuFacts(79.65), splan.settings_from_flags({**flags, "max_running_requests": 128}, "0.5.8"))
+    assert free.terms["cuda_graph_max_bs"] == 512
+    assert capped.terms["cuda_graph_max_bs"] == 128
+    assert capped.terms["graph_gib"] < free.terms["graph_gib"]
+    # a set graph batch below the table stays as set; with DP attention the table is per DP rank
+    small = splan.settings_from_flags({**flags, "max_running_requests": 128, "cuda_graph_max_bs": 64}, "0.5.8")
+    assert splan.plan(cfg, w, GpuFacts(79.65), small).terms["cuda_graph_max_bs"] == 64
+    dpa = splan.settings_from_flags({"tp_size": 8, "dp_size": 8, "enable_dp_attention": True,
+                                     "max_running_requests": 256}, "0.5.9")
+    assert splan.plan(cfg, w, GpuFacts(139.8), dpa).terms["cuda_graph_max_bs"] == 32

@@ -66,3 +66,21 @@ def test_llama_profile_leaves_mfs_to_sglang() -> None:
     assert p.flag("mem-fraction-static") is None
     f = preflight(p, [HostFacts(host="local", gpu_count=8, gpu_mem_total_gib=81559 / 1024)])[0]
     assert f.id == "default_mem_fraction" and f.predicted["mem_fraction_static"] == 0.812
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.8.post1", "0.10.1.1", "0.11.0rc2"])
+def test_a_release_as_the_engines_name_it_is_a_version(tmp_path: Path, version: str) -> None:
+    """SGLang publishes 0.5.8.post1, vLLM 0.10.1.1 and 0.11.0rc2: a profile pins them as printed."""
+    p = tmp_path / "p.yaml"
+    p.write_text(f"name: p\nhosts: [{{ssh: local}}]\nversion: '{version}'\nserver: {{model-path: /m, tp: 1}}\n")
+    assert load_profile(p).version == version
+
+
+@pytest.mark.parametrize("version", ["0.5", "latest", "0.5.9; rm -rf /", "v0.5.9", "0.5.9.post"])
+def test_anything_else_is_refused_with_the_shape(tmp_path: Path, version: str) -> None:
+    from cockpit.core.profile import ProfileError
+
+    p = tmp_path / "p.yaml"
+    p.write_text(f"name: p\nhosts: [{{ssh: local}}]\nversion: '{version}'\nserver: {{model-path: /m, tp: 1}}\n")
+    with pytest.raises(ProfileError, match=r"version: a version looks like 0\.5\.9, 0\.5\.8\.post1"):
+        load_profile(p)

@@ -96,7 +96,8 @@ class Policy(BaseModel):
 # Slurm names (partition, account, qos) and time limits as sbatch reads them.
 SLURM_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}\Z")
 SLURM_TIME_RE = re.compile(r"(?:\d+-\d+(?::\d+){0,2}|\d+(?::\d+){0,2}|UNLIMITED|INFINITE)\Z")
-VERSION_RE = re.compile(r"\d+\.\d+\.\d+\Z")
+# a release as the engines publish them: 0.5.9, 0.5.8.post1 (SGLang), 0.10.1.1 and 0.11.0rc2 (vLLM)
+VERSION_RE = re.compile(r"\d+\.\d+\.\d+(?:\.\d+)?(?:\.post\d+|rc\d+)?\Z")
 # sbatch options cockpit sets itself (the job's name, output, directory, script): not in sbatch-args
 SLURM_RESERVED = ("--parsable", "--output", "-o", "--error", "-e", "--chdir", "-D", "--wrap", "--job-name", "-J",
                   "--nodes", "-N", "--array", "-a", "--test-only", "--wait", "-W")
@@ -332,7 +333,7 @@ class Profile(BaseModel):
     @classmethod
     def _check_version(cls, v: str | None) -> str | None:
         if v is not None and not VERSION_RE.fullmatch(v):
-            raise ValueError("a version looks like 0.5.9")
+            raise ValueError("a version looks like 0.5.9, 0.5.8.post1 or 0.11.0rc2")
         return v
 
     @field_validator("python", "workdir", "log")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from cockpit.remote import programs
 from cockpit.remote.calls import ProgramClient
+from cockpit.remote.hostresults import StackRequest
 from cockpit.transport.base import HostKeyError, Stream, TransportError
 
 if TYPE_CHECKING:
@@ -95,10 +96,14 @@ class HostOps(ProgramClient):
     async def kill(self, pids: list[int], sig: int = 9) -> dict[str, Any]:
         return await self.call({"op": "kill", "pids": [int(p) for p in pids], "signal": sig})
 
-    async def stacks(self, profile: str, run_id: str | None, *, native: bool, timeout: float) -> dict[str, Any]:
-        """py-spy dumps of every process of the run on this host (hoststacks.py)."""
-        return await self.call({"op": "stacks", "profile": profile, "run_id": run_id, "native": native,
-                                "timeout": timeout}, timeout=max(60.0, timeout * 16))
+    async def tree(self, where: dict[str, Any], stacks: StackRequest | None = None) -> dict[str, Any]:
+        """The run's processes on this host (hoststacks.py `tree`). `where`: {"profile", "run_id"} of
+        a run launched here, or {"slurm_job", "step_name"} of a Slurm job's step on this node;
+        `stacks`: each process's py-spy dump too."""
+        req: dict[str, Any] = {"op": "tree", **where}
+        if stacks is not None:
+            req["stacks"] = {"native": stacks.native, "timeout": stacks.timeout}
+        return await self.call(req, timeout=60.0 if stacks is None else max(60.0, stacks.timeout * 16))
 
     async def alive(self, pids: list[int]) -> list[int]:
         res = await self.call({"op": "alive", "pids": [int(p) for p in pids]}, timeout=20)

@@ -2,7 +2,8 @@
 edge, so the supervisor reads fields instead of `.get("…")` on dicts.
 
 A field the host did not send (an older run directory, a run that never started) takes the
-"unknown" value: None, or empty.
+"unknown" value: None, or empty. (`StackRequest` goes the other way: the `tree` operation's
+request for py-spy stacks.)
 """
 
 from __future__ import annotations
@@ -114,3 +115,48 @@ class LogScan:
     def from_wire(cls, d: Mapping[str, Any]) -> LogScan:
         return cls(int(d["size"]), as_int(d.get("ino")), int(d["offset"]), int(d["head_end"]),
                    int(d["tail_start"]), int(d["skipped_lines"]))
+
+
+@dataclass(frozen=True)
+class StackRequest:
+    """Take each process's Python stack (py-spy on the node) while listing the tree."""
+
+    native: bool = False  # py-spy --native: C/C++ frames too
+    timeout: float = 20.0  # seconds per process
+
+
+@dataclass(frozen=True)
+class TreeProcess:
+    """One process of a run on a node (hoststacks.py `tree`); threads only when stacks were asked for."""
+
+    pid: int
+    ppid: int | None
+    name: str  # the title the engine set (`sglang::scheduler_TP3`), else its command line's first words
+    state: str | None  # /proc state letter: R, S, D (stuck in the kernel), T (stopped)
+    cmdline: tuple[str, ...] = ()
+    threads: tuple[Mapping[str, Any], ...] = ()  # py-spy's: {"name", "id", "active", "frames"}
+    error: str | None = None  # why its stack could not be read
+
+    @classmethod
+    def from_wire(cls, d: Mapping[str, Any]) -> TreeProcess:
+        return cls(int(d["pid"]), as_int(d.get("ppid")), str(d.get("name") or d["pid"]), _str(d.get("state")),
+                   tuple(str(c) for c in d.get("cmdline") or ()),
+                   tuple(t for t in d.get("threads") or () if isinstance(t, Mapping)), _str(d.get("error")))
+
+
+@dataclass(frozen=True)
+class NodeTree:
+    """A run's processes on one node now, or why they could not be listed there (`error`)."""
+
+    node: str  # the node's label (host, or the Slurm node's name)
+    processes: tuple[TreeProcess, ...] = ()
+    server_pid: int | None = None  # the server's main process (a Slurm step's task) on the node
+    error: str | None = None
+    py_spy: str | None = None  # with stacks: the py-spy used, None when the node has none
+    hint: str | None = None  # with stacks and no py-spy: how to get it
+
+    @classmethod
+    def from_wire(cls, node: str, d: Mapping[str, Any]) -> NodeTree:
+        procs = tuple(TreeProcess.from_wire(p) for p in d.get("processes") or () if isinstance(p, Mapping))
+        return cls(node, procs, as_int(d.get("server_pid")), _str(d.get("error")), _str(d.get("py_spy")),
+                   _str(d.get("hint")))

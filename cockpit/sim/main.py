@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from cockpit.backends.base import FlagError
-from cockpit.sim.options import SimUsageError
-from cockpit.sim.sglang.config import load_config
+from cockpit.sim.options import run_main
+from cockpit.sim.sglang.config import SimConfig, load_config
 
 PROG = "launch_server.py"
 USAGE = (
@@ -19,6 +18,7 @@ USAGE = (
     "[--mem-fraction-static MEM_FRACTION_STATIC] [...] [--sim-gpu NAME] [--sim-model NAME] "
     "[--sim-speed X] [--sim-traffic none|steady|burst] [--sim-version 0.5.9|0.5.23] [--sim-host-mem-gb N]"
 )
+ABOUT = "A simulated SGLang server (cockpit). See docs/SIMULATOR.md for the --sim-* options and presets."
 
 
 def main(argv: list[str]) -> int:
@@ -26,17 +26,11 @@ def main(argv: list[str]) -> int:
         from cockpit.sim.vllm.main import main as vllm_main
 
         return vllm_main(argv)
-    if any(a in ("-h", "--help") for a in argv):
-        print(USAGE)
-        print("\nA simulated SGLang server (cockpit). See docs/SIMULATOR.md for the --sim-* options and presets.")
-        return 0
-    try:
-        cfg = load_config(list(argv))
-    except (FlagError, SimUsageError) as exc:
-        print(USAGE, file=sys.stderr)
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    from cockpit.sim.sglang.server import run_server
+    return run_main(argv, PROG, USAGE, ABOUT, load_config, _serve)
+
+
+def _serve(cfg: SimConfig) -> int:
+    from cockpit.sim.sglang.server import run_server  # the server's modules only once the flags are good
 
     return run_server(cfg)
 

@@ -1,19 +1,43 @@
-"""What every simulated engine's command line shares: the --sim-* usage error, the traffic modes and
-where an instance's simulated GPUs live."""
+"""What every simulated engine's command line shares: help and usage errors in argparse's shape, the
+--sim-* options, the traffic modes and where an instance's simulated GPUs live."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TypeVar
 
+from cockpit.backends.base import FlagError
 from cockpit.sim.gpus import instance_dir
+
+Config = TypeVar("Config")
 
 TRAFFIC_MODES = ("none", "steady", "burst")
 
 
 class SimUsageError(Exception):
     """A bad --sim-* option (exit 2, argparse style)."""
+
+
+def run_main(
+    argv: list[str], prog: str, usage: str, about: str, load: Callable[[list[str]], Config], run: Callable[[Config], int]
+) -> int:
+    """A simulated engine's command line, as the engine's own argparse answers it: -h/--help prints
+    the usage and `about` (exit 0); a flag the engine or the simulator refuses prints the usage and
+    `PROG: error: …` on stderr (exit 2, no traceback); otherwise `run` serves the loaded config."""
+    if any(a in ("-h", "--help") for a in argv):
+        print(usage)
+        print(f"\n{about}")
+        return 0
+    try:
+        cfg = load(list(argv))
+    except (FlagError, SimUsageError) as exc:
+        print(usage, file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    return run(cfg)
 
 
 def split_sim_options(argv: list[str], known: Iterable[str]) -> tuple[list[tuple[str, str]], list[str]]:

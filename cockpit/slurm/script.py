@@ -27,6 +27,7 @@ DIST_PORT = "\x00DIST_PORT\x00"  # a port for the servers' rendezvous, derived f
 _PLACEHOLDERS = {HEAD: "COCKPIT_HEAD", DIST_PORT: "COCKPIT_DIST_PORT"}
 DIST_ADDR = f"{HEAD}:{DIST_PORT}"
 NODE_LOG = "node{k}.log"
+NODE_STEP = "node{k}"  # node k's server step's name (srun --job-name): SLURM_JOB_NAME in its tasks
 
 
 def quote_word(word: str) -> str:
@@ -86,7 +87,7 @@ def render_batch_script(
         step = [
             "srun", "--nodes=1", "--ntasks=1", f'--nodelist="${{COCKPIT_NODES[{k}]}}"',
             f'--output="$COCKPIT_RUN_DIR/{NODE_LOG.format(k=k)}"', "--open-mode=append", "--unbuffered",
-            f"--job-name=node{k}", "--",
+            f"--job-name={NODE_STEP.format(k=k)}", "--",
         ]
         lines.append(" ".join(step) + " " + quote_argv(argv) + " &")
         lines.append("pids+=($!)")

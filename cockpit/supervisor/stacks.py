@@ -1,15 +1,16 @@
 """`cockpit stacks` and the dashboard's `S`: py-spy dumps of every process of a run on every
 node, named the way the engine names them, grouped (cockpit/core/stacks.py) and saved with the run.
 
-The processes are the run's recorded session members on each host (the host program's `stacks`
-operation, hoststacks.py); py-spy must be on the host already (PATH or the engine's venv).
+The processes are the run's process tree on each node, as its target finds them
+(Target.process_tree: a host's recorded process group, session and tree; a Slurm job's step on
+each of its nodes, from inside the allocation), each dumped by the host program's `tree`
+operation (hoststacks.py); py-spy must be on the node already (PATH or the engine's venv).
 Each dump is saved as JSON under `<data dir>/stacks/<profile>/<run id>/<UTC time>.json` and can be
 read again with `cockpit stacks PROFILE --saved`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.core.stacks import group, main_frames
-from cockpit.transport.base import TransportError
+from cockpit.remote.hostresults import NodeTree, StackRequest
 
 PER_PROCESS_TIMEOUT_S = 20.0
 
@@ -29,34 +30,26 @@ def stacks_dir(profile: str, run_id: str) -> Path:
 
 
 async def collect(sup: Any, *, native: bool = False) -> dict[str, Any]:
-    """Stacks of the supervisor's attached run on every node, grouped."""
+    """Stacks of the supervisor's attached run on every node, grouped: the target's process tree
+    (Target.process_tree) with each process's py-spy dump."""
     info = sup.run_info
     if info is None:
         raise ValueError("no run")
-    multi = len(sup.nodes) > 1
-
-    async def one(node: Any) -> dict[str, Any]:
-        try:
-            return dict(await node.ops.stacks(node.key, node.record.run_id if node.record else info.id,
-                                              native=native, timeout=PER_PROCESS_TIMEOUT_S))
-        except (TransportError, OSError) as exc:
-            return {"error": str(exc), "processes": []}
-
-    answers = await asyncio.gather(*(one(n) for n in sup.nodes))
+    trees: list[NodeTree] = await sup.target.process_tree(StackRequest(native=native, timeout=PER_PROCESS_TIMEOUT_S))
+    multi = len(trees) > 1
     processes: list[dict[str, Any]] = []
     hints: list[str] = []
     node_errors: dict[str, str] = {}
-    for node, ans in zip(sup.nodes, answers, strict=True):
-        if ans.get("error"):
-            node_errors[node.label] = str(ans["error"])
-        if ans.get("hint"):
-            hints.append(f"{node.label}: {ans['hint']}")
-        server = ans.get("server_pid")
-        for p in ans.get("processes") or []:
-            role, rank = sup.backend.process_role(str(p.get("name") or ""), p.get("pid") == server)
-            entry = {"node": node.label, "pid": p["pid"], "ppid": p.get("ppid"), "name": p.get("name"),
-                     "role": role, "rank": rank, "state": p.get("state"), "threads": p.get("threads") or [],
-                     "error": p.get("error"), "multi_node": multi}
+    for tree in trees:
+        if tree.error:
+            node_errors[tree.node] = tree.error
+        if tree.hint:
+            hints.append(f"{tree.node}: {tree.hint}")
+        for proc in tree.processes:
+            role, rank = sup.backend.process_role(proc.name, proc.pid == tree.server_pid)
+            entry = {"node": tree.node, "pid": proc.pid, "ppid": proc.ppid, "name": proc.name,
+                     "role": role, "rank": rank, "state": proc.state, "threads": [dict(t) for t in proc.threads],
+                     "error": proc.error, "multi_node": multi}
             entry["frames"] = main_frames(entry)
             processes.append(entry)
     groups, odd = group(processes)

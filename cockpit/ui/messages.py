@@ -1,11 +1,13 @@
-"""Messages from the supervisor worker to the screens, and from a screen to the app. Callbacks post
-these; handlers own the state."""
+"""Messages from the dashboard's run control (`ui/runcontrol.py`) to the screens, and from a screen
+to the app. The run control's callbacks post these (`message_for` turns its events into them);
+handlers own the state."""
 
 from __future__ import annotations
 
 from textual.message import Message
 
 from cockpit.face import Finding, FlagChange, GpuProcess, LogBatch, Profile, RunInfo, RunSnapshot
+from cockpit.ui import runcontrol
 
 
 class SnapshotArrived(Message):
@@ -64,6 +66,19 @@ class LeftoversFound(Message):
         super().__init__()
         self.leftovers = leftovers
         self.changes = changes
+
+
+def message_for(event: runcontrol.RunEvent) -> Message:
+    """The message a run control's event is posted as."""
+    if isinstance(event, runcontrol.RunStarted):
+        return RunStarted(event.run, event.attached, event.ended)
+    if isinstance(event, runcontrol.PreflightRefused):
+        return PreflightRefused(event.findings)
+    if isinstance(event, runcontrol.SupervisorFailed):
+        return SupervisorFailed(event.error)
+    if isinstance(event, runcontrol.ActionDone):
+        return ActionDone(event.what, event.error)
+    return LeftoversFound(event.leftovers, event.changes)
 
 
 class ProfileChosen(Message):

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.face import Crash, Finding, FlagChange
-from cockpit.ui.screens.crash import headroom_finding
+from cockpit.ui.advice import headroom_finding
 
 CONFIDENT_KINDS = ("cuda_oom", "graph_capture_oom")
 HOUR_S = 3600.0

@@ -15,12 +15,10 @@ from pathlib import Path
 from cockpit.commands._support import rank_gpu_json
 from cockpit.core.profile import parse_profile
 from cockpit.supervisor.supervisor import Supervisor
-from cockpit.telemetry.client import sample_once, stream_telemetry
+from cockpit.telemetry.client import agent_source, sample_once, stream_telemetry
 from cockpit.telemetry.samples import TelemetrySample
 from cockpit.transport.local import LocalTransport
 from tests.reliability.helpers import PY
-
-AGENT = str(Path(__file__).resolve().parents[2] / "cockpit" / "remote" / "programs" / "agent.py")
 
 
 def _no_fake_zeros(sample: TelemetrySample) -> None:
@@ -46,9 +44,12 @@ async def test_hanging_then_recovering_nvidia_smi(fake_nvidia_smi, ledger) -> No
     fake_nvidia_smi.use("hang")
     env = {**os.environ, "PATH": fake_nvidia_smi.path_env}
     env.pop("COCKPIT_SIM_GPU_DIR", None)
-    proc = subprocess.Popen([PY, AGENT, "--interval", "0.2", "--smi-timeout", "1"], env=env,
+    # the agent as it is sent to a host: its assembled text on stdin
+    proc = subprocess.Popen([PY, "-", "--interval", "0.2", "--smi-timeout", "1"], env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
-    assert proc.stdout is not None
+    assert proc.stdout is not None and proc.stdin is not None
+    proc.stdin.write(agent_source())
+    proc.stdin.close()
     ledger.fault("telemetry")
     try:
         t0 = time.monotonic()

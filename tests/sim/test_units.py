@@ -62,6 +62,25 @@ def test_both_engines_refuse_bad_sim_options_alike(capsys: pytest.CaptureFixture
         assert f"{prog}: error: argument --sim-seed: expected one argument" in capsys.readouterr().err
 
 
+def test_both_engines_answer_help_and_refusals_in_argparse_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    """One help/refusal shape (cockpit/sim/options.py's run_main) for both simulators: -h prints the
+    usage and a line about the simulator on stdout (exit 0); a refused flag prints the usage and one
+    `PROG: error: …` line on stderr, nothing on stdout and no traceback (exit 2)."""
+    vllm = ["--sim-backend", "vllm", "serve", "Qwen/Qwen3-0.6B"]
+    for argv, prog, about in ((KIMI, "launch_server.py", "A simulated SGLang server (cockpit)."),
+                              (vllm, "vllm serve", "A simulated vLLM server (cockpit).")):
+        for help_flag in ("-h", "--help"):
+            assert main([*argv, help_flag]) == 0
+            out, err = capsys.readouterr()
+            lines = out.splitlines()
+            assert err == "" and len(lines) == 3 and lines[0].startswith(f"usage: {prog} [") and lines[1] == "", out
+            assert lines[2].startswith(about) and "docs/SIMULATOR.md" in lines[2]
+        assert main([*argv, "--no-such-flag"]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.splitlines()[0].startswith(f"usage: {prog} [")
+        assert err.splitlines()[1:] == [f"{prog}: error: unrecognized arguments: --no-such-flag"], err
+
+
 def test_default_mfs_heuristic_both_versions() -> None:
     llama = ["--model-path", "meta-llama/Llama-3.1-70B-Instruct", "--tp", "8", "--sim-gpu", "h100"]
     assert load_config(llama).mfs == 0.818
@@ -198,8 +217,9 @@ def test_a_collective_sets_other_messages_aside_without_losing_them(tmp_path) ->
 def test_metrics_histograms_are_cumulative_and_parse() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
+    from cockpit.sim.histogram import Histogram
     from cockpit.sim.sglang.metrics import render_metrics
-    from cockpit.sim.sglang.scheduler import E2E_BUCKETS, TTFT_BUCKETS, Histogram
+    from cockpit.sim.sglang.scheduler import E2E_BUCKETS, TTFT_BUCKETS
 
     ttft = Histogram(TTFT_BUCKETS)
     for v in (0.05, 0.3, 0.3, 500.0):

@@ -181,17 +181,61 @@ def test_pids_alive() -> None:
 
 
 def test_agent_is_stdlib_only() -> None:
+    """Only the stdlib (and pynvml when the host has it); the package's own modules are imported
+    only under the guard that skips them when procfs.py's text ran first, as it does on a host."""
     import ast
 
     tree = ast.parse(agent_source())
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "globals()" in ast.unparse(node.test):
+            guarded |= {id(n) for n in ast.walk(node)}
     mods = set()
     for node in ast.walk(tree):
+        if id(node) in guarded:
+            continue
         if isinstance(node, ast.Import):
             mods |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             mods.add(node.module.split(".")[0])
-    assert mods - {"pynvml"} <= set(sys.stdlib_module_names) | {"__future__"}
+    assert mods - {"pynvml"} <= set(sys.stdlib_module_names)
     assert "cockpit" not in mods
+
+
+def test_assembled_agent_runs_standalone_and_reports_processes(sim_gpu_dir: Path, tmp_path: Path) -> None:
+    """The agent as sent to a host (procfs.py, then agent.py) on `python3 -` with no cockpit to
+    import (-I -S: no site-packages, no working directory on the path): the simulated GPUs'
+    processes, which of them descend from --pids (walked up by procfs's parent links), which
+    --pids are alive."""
+    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+            " print(p.pid, flush=True); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert parent.stdout is not None
+        grandchild = int(parent.stdout.readline())
+        dead = _dead_pid()
+        now = time.time()
+        _write_sim(sim_gpu_dir, [
+            {"pid": grandchild, "gpu_index": 0, "used_mib": 70000, "updated": now},
+            {"pid": os.getpid(), "gpu_index": 1, "used_mib": 2048, "updated": now},
+            {"pid": dead, "gpu_index": 1, "used_mib": 5000, "updated": now},
+        ])
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+        out = subprocess.run([sys.executable, "-I", "-S", "-", "--once", "--sim-dir", str(sim_gpu_dir),
+                              "--pids", f"{parent.pid},{dead}"],
+                             input=agent_source(), capture_output=True, env=env, cwd=tmp_path, timeout=30)
+    finally:
+        os.killpg(parent.pid, 9)
+        parent.wait()
+    assert out.returncode == 0, out.stderr.decode()
+    [s] = [json.loads(line) for line in out.stdout.decode().splitlines()]
+    assert s["source"] == "sim" and s["errors"] == []
+    procs = {p["pid"]: p for p in s["procs"]}
+    assert set(procs) == {grandchild, os.getpid()}  # the dead one holds nothing, whatever its file says
+    assert procs[grandchild] == {"pid": grandchild, "gpu_index": 0, "mem_used_mib": 70000.0, "belongs_to_run": True}
+    assert procs[os.getpid()]["belongs_to_run"] is False  # this test is no descendant of the run
+    assert s["pids_alive"] == {str(parent.pid): True, str(dead): False}
+    assert [g["mem_used_mib"] for g in s["gpus"]] == [70000.0, 2048.0]
 
 
 FAKE_PYNVML = '''

@@ -237,16 +237,27 @@ def graph_gib(cfg: ModelConfig, s: Settings, bs: int) -> float:
     return g
 
 
-def req_to_token_gib(tokens: int, ctx: int, s: Settings) -> float:
-    if s.max_running_requests is not None:
-        reqs = s.max_running_requests // (s.dp if s.dp_attention else 1)
-    else:
-        reqs = min(max(int(tokens / ctx * 512), 2048), 4096)
+def _table_rows(reqs: int, s: Settings) -> int:
     if s.disaggregation_mode == "decode" and reqs <= 32:
         # DecodeReqToTokenPool (model_runner_kv_cache_mixin): a decode server subscribes rows for
         # requests pre-allocated while their KV is in flight, 2 × max_num_reqs when that is ≤ 32
         reqs += 2 * reqs
-    return reqs * (ctx + 4) * 4 / GIB
+    return reqs
+
+
+def request_table_rows(s: Settings) -> int | None:
+    """The request table's rows (req_to_token_pool.size) when --max-running-requests sets them;
+    None when SGLang derives them from the pool (then at least 2048, above any graph batch)."""
+    if s.max_running_requests is None:
+        return None
+    return _table_rows(int(s.max_running_requests) // (s.dp if s.dp_attention else 1), s)
+
+
+def req_to_token_gib(tokens: int, ctx: int, s: Settings) -> float:
+    rows = request_table_rows(s)
+    if rows is None:
+        rows = _table_rows(min(max(int(tokens / ctx * 512), 2048), 4096), s)
+    return rows * (ctx + 4) * 4 / GIB
 
 
 def _tokens(kv: float, cell: float, cfg: ModelConfig, s: Settings) -> int:
@@ -442,6 +453,11 @@ def plan(
         raise ModelConfigError(f"{cfg.name}: no max_position_embeddings in config.json and no --context-length")
     bs_default = gpu_bucket(gpu.total_gib * 1024, s.tp, s.version)[1]
     bs = int(s.cuda_graph_max_bs or bs_default)
+    table_rows = request_table_rows(s)
+    if table_rows is not None:
+        # cuda_graph_runner.get_batch_sizes_to_capture keeps only batch sizes up to the request
+        # table's rows (and adds that size): --max-running-requests 128 captures up to 128
+        bs = min(bs, table_rows)
     graphs = graph_gib(cfg, s, bs)
     notes = list(cfg.notes)
     spec = draft_budget(cfg, weights, draft, s, bs, notes)

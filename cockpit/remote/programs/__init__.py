@@ -9,12 +9,15 @@ the names it uses from the modules sent before it.
   runtree.py     the run tree's trust checks, sent ahead of the host and login-node programs
   the host program, by job (client: cockpit/remote/host.py):
     runfiles.py  run files (0600, atomic, disk errors named)
-    proctree.py  /proc, the run's process tree, its leftovers, signals to a whole run
+    procfs.py    /proc readers (stat, cmdline, comm, alive), shared with the telemetry agent
+    proctree.py  the run's process tree, its leftovers, signals to a whole run
     logfiles.py  the run's log and the profile's link to it; read, scan, follow
     hostside.py  runs: launch (and its waiter), find, stop, kill, alive, free_port, launch_check; main
     hoststacks.py  stacks (py-spy), added to the operations
   loginside.py   the login-node program of a Slurm run; client: cockpit/remote/login.py
-  agent.py       the telemetry agent (GPU and host samples); client: cockpit/telemetry/client.py
+  the telemetry agent (client: cockpit/telemetry/client.py):
+    procfs.py    the same /proc readers as the host program's
+    agent.py     GPU and host samples
   vocab_probe.py the model's token ids for `cockpit bench`; client: cockpit/serving/loadgen.py
 """
 
@@ -25,9 +28,9 @@ from pathlib import Path
 
 PROGRAMS_DIR = Path(__file__).resolve().parent
 
-HOST_PROGRAM = ("runtree.py", "runfiles.py", "proctree.py", "logfiles.py", "hostside.py", "hoststacks.py")
+HOST_PROGRAM = ("runtree.py", "runfiles.py", "procfs.py", "proctree.py", "logfiles.py", "hostside.py", "hoststacks.py")
 LOGIN_PROGRAM = ("runtree.py", "loginside.py")
-AGENT_PROGRAM = ("agent.py",)
+AGENT_PROGRAM = ("procfs.py", "agent.py")
 VOCAB_PROBE_PROGRAM = ("vocab_probe.py",)
 
 

@@ -20,10 +20,10 @@ stream), else none. The simulator's GPU files are read only when asked for: an e
 simulator directory (--sim-dir or COCKPIT_SIM_GPU_DIR) means "this is a simulation".
 
 Keep this file importable and runnable on old pythons (3.8): stdlib only, no 3.10 syntax at
-run time. cockpit/telemetry/nvml.py imports it to read NVML in-process with the same code.
+run time. It is sent after procfs.py (AGENT_PROGRAM: the /proc readers the host program uses
+too), so it has no `from __future__` line: that must be a program's first statement.
+cockpit/telemetry/nvml.py imports it to read NVML in-process with the same code.
 """
-
-from __future__ import annotations
 
 import argparse
 import glob
@@ -34,6 +34,9 @@ import subprocess
 import sys
 import threading
 import time
+
+if "_alive" not in globals():  # imported from the package; sent to a host, procfs.py's text ran just above
+    from cockpit.remote.programs.procfs import _alive, _ppid
 
 AGENT_VERSION = 1
 SMI_GPU_FIELDS = "index,uuid,name,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw"
@@ -66,38 +69,6 @@ def _num(text, kind=float):
         return None
 
 
-def _proc_state(pid):
-    """(ppid, state) from /proc/<pid>/stat, or None when the process does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: split after the last ')'.
-    rest = data[data.rfind(")") + 2 :].split()
-    try:
-        return int(rest[1]), rest[0]
-    except (IndexError, ValueError):
-        return None
-
-
-def pid_alive(pid):
-    st = _proc_state(pid)
-    if st is not None:
-        return st[1] not in ("Z", "X")
-    if os.path.isdir("/proc/self"):
-        return False  # /proc works and has no such pid
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
-
-
 def belongs_to(pid, roots):
     """True when pid is one of roots or a descendant of one (walking the ppid chain)."""
     if not roots:
@@ -107,10 +78,9 @@ def belongs_to(pid, roots):
     while p and p > 1 and seen < 64:
         if p in roots:
             return True
-        st = _proc_state(p)
-        if st is None:
+        p = _ppid(p)
+        if p is None:
             return False
-        p = st[0]
         seen += 1
     return False
 
@@ -414,7 +384,7 @@ class SimSource:
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 errors.append(f"sim: {os.path.basename(path)}: {exc}")
                 continue
-            if not pid_alive(pid):
+            if not _alive(pid):
                 continue  # a dead process holds no memory, whatever its file says
             used[idx] = used.get(idx, 0.0) + mib
             util = rec.get("util_pct")
@@ -546,7 +516,7 @@ def build_sample(source_name, roots, gpu_ts, gpus, procs, errors):
         "gpus": gpus,
         "procs": procs,
         "host": host,
-        "pids_alive": {str(p): pid_alive(p) for p in sorted(roots)},
+        "pids_alive": {str(p): _alive(p) for p in sorted(roots)},
         "errors": errors + host_errors,
     }
 

@@ -64,13 +64,10 @@ try:  # here, from the package; on a host the text of logfiles.py and the module
         point_log_link,
         run_log_path,
     )
+    from cockpit.remote.programs.procfs import _alive, _cmdline, _ppid, _proc_stat
     from cockpit.remote.programs.proctree import (
         REAPED_FILE,
-        _alive,
-        _cmdline,
         _is_our_server,
-        _ppid,
-        _proc_stat,
         _reap_leftovers,
         _run_members,
         _session_members,

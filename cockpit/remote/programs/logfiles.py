@@ -24,7 +24,8 @@ import sys
 import time
 
 try:  # here, from the package; on a host the text of proctree.py and the modules before it ran just above
-    from cockpit.remote.programs.proctree import _alive, _is_our_server
+    from cockpit.remote.programs.procfs import _alive
+    from cockpit.remote.programs.proctree import _is_our_server
     from cockpit.remote.programs.runfiles import _read, _read_int
     from cockpit.remote.programs.runtree import _expand, _owner_name
 except ImportError:

@@ -1,6 +1,7 @@
-"""The host program's view of processes: /proc readers, the run's process tree (recorded while the
-server lives, its leftovers ended after it exits) and signals to a whole run. Stdlib only,
-Python 3.8+; sent after runfiles.py.
+"""The host program's view of processes: the run's process tree (recorded while the server lives,
+its leftovers ended after it exits) and signals to a whole run. Stdlib only,
+Python 3.8+; sent after runfiles.py and procfs.py (the /proc readers it shares with the
+telemetry agent).
 
 The waiter records every process the server's tree ever had (TREE_FILE, "pid starttime" lines),
 so a leftover that left the session or process group is still the run's; after the server's exit
@@ -14,66 +15,24 @@ import signal
 import subprocess
 import time
 
-try:  # here, from the package; on a host the text of runfiles.py and the modules before it ran just above
+try:  # here, from the package; on a host the text of procfs.py and the modules before it ran just above
+    from cockpit.remote.programs.procfs import _alive, _cmdline, _environ, _proc_stat, _stat_fields
     from cockpit.remote.programs.runfiles import RUN_TAG, DiskError, _read, _read_int, _write
 except ImportError:
     pass
 
 
-def _proc_stat(pid):
-    """(state, pgrp, session, starttime) from /proc/<pid>/stat, or None when gone/unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    # comm may contain spaces and parentheses: split after the last ')'
-    rest = data[data.rfind(")") + 2 :].split()
-    try:
-        return rest[0], int(rest[2]), int(rest[3]), int(rest[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    return [p.decode("utf-8", "replace") for p in raw.split(b"\0") if p]
-
-
-def _alive(pid):
-    """Alive and not a zombie."""
-    if pid is None or pid <= 0:
-        return False
-    st = _proc_stat(pid)
-    if st is not None:
-        return st[0] not in ("Z", "X")
-    if os.path.isdir("/proc/self"):
-        return False
-    try:  # no /proc (not Linux): the signal-0 probe
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _run_tag(pid):
     """The COCKPIT_RUN_DIR a process was started with (its initial environment), or None."""
+    return _environ(pid, (RUN_TAG,)).get(RUN_TAG)
+
+
+def _owned(pid, uid):
+    """The process belongs to `uid` (its /proc directory's owner)."""
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            env = f.read()
+        return os.stat(f"/proc/{pid}").st_uid == uid
     except OSError:
-        return None
-    key = RUN_TAG.encode() + b"="
-    for item in env.split(b"\0"):
-        if item.startswith(key):
-            return item[len(key):].decode("utf-8", "replace")
-    return None
+        return False
 
 
 WAITER_NAME = "cockpit-waiter"  # the waiter's process name (/proc/<pid>/comm, `ps -o comm`)
@@ -88,21 +47,6 @@ def name_waiter():
         pass
 
 
-def _stat_fields(pid):
-    """(comm, state, ppid) from /proc/<pid>/stat (no lock on the process's memory), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    comm = data[data.find("(") + 1 : data.rfind(")")]
-    rest = data[data.rfind(")") + 2 :].split()
-    try:
-        return comm, rest[0], int(rest[1])
-    except (IndexError, ValueError):
-        return None
-
-
 def _tagged_processes(pdir):
     """{run_dir: [server pid]} of live runs of this profile directory, found without their run
     directories: the waiters (by name, from /proc/<pid>/stat), then the tag in their children's
@@ -113,35 +57,15 @@ def _tagged_processes(pdir):
         return out
     prefix = pdir.rstrip("/") + "/"
     me = os.getuid()
-    procs = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            fields = _stat_fields(int(name))
-            if fields is not None:
-                procs[int(name)] = fields
+    procs = _processes()
     waiters = {pid for pid, (comm, _st, _pp) in procs.items() if comm == WAITER_NAME}
     for pid, (_comm, state, ppid) in procs.items():
-        if ppid not in waiters or state in ("Z", "X", "D"):
-            continue
-        try:
-            if os.stat(f"/proc/{pid}").st_uid != me:
-                continue  # a run's processes are ours; others' environments are not read
-        except OSError:
-            continue
+        if ppid not in waiters or state in ("Z", "X", "D") or not _owned(pid, me):
+            continue  # a run's processes are ours; others' environments are not read
         tag = _run_tag(pid)
         if tag and tag.startswith(prefix) and "/" not in tag[len(prefix):]:
             out.setdefault(tag, []).append(pid)
     return out
-
-
-def _ppid(pid):
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode("utf-8", "replace")
-        return int(data[data.rfind(")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
 
 
 def _is_our_server(run_dir, pid):
@@ -197,24 +121,77 @@ LEFTOVER_GRACE_S = 5.0  # after the server's exit, what its children get to end 
 LEFTOVER_TERM_S = 10.0  # after SIGTERM, before SIGKILL
 
 
-def _descendants(root):
-    """Pids of `root`'s descendants now (by the parent links in /proc)."""
-    children = {}  # type: dict[int, list[int]]
+def _processes():
+    """{pid: (comm, state, ppid)} of every process now (from /proc/<pid>/stat alone)."""
+    procs = {}  # type: dict[int, tuple[str, str, int]]
     try:
         names = os.listdir("/proc")
     except OSError:
-        return []
+        return procs
     for name in names:
         if name.isdigit():
-            parent = _ppid(int(name))
-            if parent is not None:
-                children.setdefault(parent, []).append(int(name))
+            fields = _stat_fields(int(name))
+            if fields is not None:
+                procs[int(name)] = fields
+    return procs
+
+
+def _children(procs=None):
+    """{ppid: [pids]} of every process now (by the parent links in /proc)."""
+    children = {}  # type: dict[int, list[int]]
+    for pid, (_comm, _state, parent) in (_processes() if procs is None else procs).items():
+        children.setdefault(parent, []).append(pid)
+    return children
+
+
+def _descendants(root, children=None):
+    """Pids of `root`'s descendants now."""
+    children = _children() if children is None else children
     out, stack = [], [root]
     while stack:
         for child in children.get(stack.pop(), ()):
             out.append(child)
             stack.append(child)
     return out
+
+
+# ---------------------------------------------------------------- a Slurm job's processes on its node
+#
+# A Slurm run's server is no child of a waiter: each node's server is the task of a step the batch
+# script started (`srun --job-name=node<k>`), a child of that step's `slurmstepd: [<job>.<step>]`.
+# This program then runs in a step of its own in the same allocation (`srun --jobid=J --overlap`),
+# so it sees the node's processes as the server does.
+
+STEPD = "slurmstepd"
+
+
+def _job_processes(job_id, step_name):
+    """(roots, every pid) of a Slurm job's step named `step_name` on this node: the tasks of the
+    job's `slurmstepd: [J.S]` (a numbered step, not the batch script, not this program's own
+    step) whose SLURM_JOB_NAME is the step's name, and their descendants. Only the task's own
+    environment is read (and not when it is stuck in the kernel, state D: it is kept unread);
+    the ranks below it are found by their parent links."""
+    mine = os.environ.get("SLURM_STEP_ID")
+    me = os.getuid()
+    procs = _processes()
+    children = _children(procs)
+    roots = []
+    for stepd in sorted(p for p, (comm, _st, _pp) in procs.items() if comm == STEPD):
+        title = " ".join(_cmdline(stepd) or [])
+        label = title[title.find("[") + 1 : title.find("]")] if "[" in title else ""
+        job, _dot, step = label.partition(".")
+        if job != str(job_id) or not step.isdigit() or step == mine:
+            continue
+        for task in children.get(stepd, ()):
+            state = procs[task][1]
+            if state in ("Z", "X") or not _owned(task, me):
+                continue  # the run's processes are ours
+            if state == "D" or _environ(task, ("SLURM_JOB_NAME",)).get("SLURM_JOB_NAME") == step_name:
+                roots.append(task)
+    pids = set(roots)
+    for root in roots:
+        pids.update(_descendants(root, children))
+    return sorted(roots), sorted(pids)
 
 
 def _read_tree(run_dir):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cockpit.sim.histogram import exposition
 from cockpit.sim.sglang.config import SimConfig
 from cockpit.sim.sglang.scheduler import E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS
 
@@ -38,17 +39,8 @@ def _labels(d: dict[str, str]) -> str:
 
 
 def _hist(name: str, help_: str, hist: dict[str, Any] | None, buckets: tuple[float, ...], labels: dict[str, str]) -> list[str]:
-    out = [f"# HELP sglang:{name} {help_}", f"# TYPE sglang:{name} histogram"]
-    counts = list((hist or {}).get("counts") or [0] * (len(buckets) + 1))
-    running = 0
-    for b, c in zip(buckets, counts, strict=False):
-        running += c
-        out.append(f"sglang:{name}_bucket{_labels({**labels, 'le': str(b)})} {float(running)}")
-    n = int((hist or {}).get("count") or 0)
-    out.append(f"sglang:{name}_bucket{_labels({**labels, 'le': '+Inf'})} {float(n)}")
-    out.append(f"sglang:{name}_count{_labels(labels)} {float(n)}")
-    out.append(f"sglang:{name}_sum{_labels(labels)} {float((hist or {}).get('sum') or 0.0)}")
-    return out
+    hist = hist or {}
+    return exposition(f"sglang:{name}", help_, buckets, hist.get("counts"), float(hist.get("sum") or 0.0), _labels(labels)[1:-1])
 
 
 def render_metrics(cfg: SimConfig, stats: dict[str, Any], startup: dict[str, Any], started_wall: float) -> str:

@@ -191,7 +191,7 @@ class RankProcess:
             # the weights do not fit at all: torch fails part-way through loading
             self.clock.sleep_until(t_load + 0.1 + load_s * free / self.weights_gib)
             self.mem(max(0.0, free - 0.3))
-            self.fail(crashes.weights_oom_traceback(cfg.version, self._oom_text(0.5, self.free())))
+            self.fail(crashes.crash_text("weights-oom", cfg.version, oom=self._oom_text(0.5, self.free())))
         self._load_weights(t_load + 0.1, load_s)
         # TP0's progress bar has no newline until it completes: nobody prints before it does
         self.allreduce_min("weights_loaded", 0.0)
@@ -218,7 +218,8 @@ class RankProcess:
         tokens = int(budget * GIB // cell) if budget > 0 else 0
         if tokens // cfg.page_size <= 0:
             # every rank computes the same negative budget and raises
-            self.fail(crashes.not_enough_memory_traceback(cfg.version, cfg.mfs, a_min, min_mem), delay_real=0.01 * self.local)
+            text = crashes.crash_text("not-enough-memory", cfg.version, mfs=cfg.mfs, **crashes.not_enough_memory_fields(a_min, min_mem))
+            self.fail(text, delay_real=0.01 * self.local)
         if cfg.max_total_tokens:
             if cfg.max_total_tokens > tokens:
                 if not new:
@@ -418,11 +419,11 @@ class RankProcess:
         )
 
     def _startup_oom(self, need: float, free: float) -> NoReturn:
-        self.fail(crashes.workspace_oom_traceback(self.cfg.version, self._oom_text(min(need, free + 0.5), free)))
+        self.fail(crashes.crash_text("workspace-oom", self.cfg.version, oom=self._oom_text(min(need, free + 0.5), free)))
 
     def _capture_oom(self, need: float, free: float, prefill: bool) -> NoReturn:
         text = self._oom_text(max(need, free + 0.01), free)
-        self.fail(crashes.capture_oom_traceback(self.cfg.version, text, prefill=prefill))
+        self.fail(crashes.crash_text("prefill-graph-capture-oom" if prefill else "graph-capture-oom", self.cfg.version, oom=text))
 
     def _hicache(self, t_pool: float) -> None:
         cfg = self.cfg
@@ -431,10 +432,10 @@ class RankProcess:
         my_check = t_pool + plan.check_at(self.local)
         self.clock.sleep_until(my_check)
         if not cfg.new_format and size_gb * 1e9 <= self.kv_gib * GIB:
-            self.fail(crashes.hicache_smaller_than_device_traceback(cfg.version), delay_real=0.01 * self.local)
+            self.fail(crashes.crash_text("hicache-smaller-than-device", cfg.version), delay_real=0.01 * self.local)
         if plan.fail_rank is not None and (cfg.new_format or plan.fail_rank == self.local):
             # 0.5.23 fails every rank against its share; 0.5.9 fails the rank that checked too late
-            self.fail(crashes.hicache_host_traceback(cfg.version, size_gb, plan.fail_free_gb), delay_real=0.02 * self.local)
+            self.fail(crashes.crash_text("hicache-host-memory", cfg.version, requested_gb=size_gb, free_gb=plan.fail_free_gb), delay_real=0.02 * self.local)
         if plan.fail_rank is not None and self.local > plan.fail_rank:
             raise _Hang()  # killed with the others before it gets there
         if cfg.new_format:
@@ -480,7 +481,7 @@ class RankProcess:
         free = self.free()
         oom = self._oom_text(max(alloc, 1 / 1024), free)
         arch_file = {"MLA": "deepseek_v2.py"}.get(self.cfg.model.attention, f"{self.cfg.model.model_type.split('_')[0]}.py")
-        self.fail(crashes.prefill_oom_traceback(self.cfg.version, arch_file, oom))
+        self.fail(crashes.crash_text("prefill-oom", self.cfg.version, arch_file=arch_file, oom=oom))
 
     def serve_tp0(self) -> None:
         cfg, model, clock = self.cfg, self.cfg.model, self.clock
@@ -559,7 +560,7 @@ class RankProcess:
             try:
                 sched.advance(now + ahead)
             except KvPoolExhausted as exc:
-                self.fail(crashes.kv_exhausted_traceback(cfg.version, str(exc)))
+                self.fail(crashes.crash_text("kv-pool-exhausted", cfg.version, message=str(exc)))
             for rid, entry in streams.items():
                 r, told = entry
                 n = r.output_tokens

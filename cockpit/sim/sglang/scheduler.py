@@ -14,6 +14,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from cockpit.sim.histogram import Histogram
 from cockpit.sim.perf import MIN_PREFILL_PASS_S, PerfModel, attention_context
 
 INIT_NEW_TOKEN_RATIO = 0.7
@@ -87,29 +88,6 @@ ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.
                0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000)
 E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 150.0, 200.0,
                250.0, 300.0, 350.0, 500.0, 1000.0)
-
-
-@dataclass
-class Histogram:
-    """A Prometheus histogram kept as counts, so a days-long run stays bounded."""
-
-    bounds: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)  # per bucket (not cumulative), + the +Inf bucket
-    total: float = 0.0
-    n: int = 0
-
-    def observe(self, v: float, n: int = 1) -> None:
-        """`n` observations of `v` (SGLang counts a chunk of n tokens as n gaps of interval / n)."""
-        if not self.counts:
-            self.counts = [0] * (len(self.bounds) + 1)
-        i = next((k for k, b in enumerate(self.bounds) if v <= b), len(self.bounds))
-        self.counts[i] += n
-        self.total += v * n
-        self.n += n
-
-    def to_json(self) -> dict[str, object]:
-        return {"bounds": list(self.bounds), "counts": list(self.counts or [0] * (len(self.bounds) + 1)),
-                "sum": self.total, "count": self.n}
 
 
 @dataclass

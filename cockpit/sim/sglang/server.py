@@ -249,7 +249,7 @@ class SimServer:
             else:
                 self.log.info(f"Rank {rank} scheduler is dead. Please check if there are relevant logs.")
                 self.log.info(f"Exit code: {code}")
-                self.log.raw(crashes.main_eof_traceback())
+                self.log.raw(crashes.crash_text("main-eof", self.cfg.version))
             self._kill_children(signal.SIGKILL)
             return False
         return True

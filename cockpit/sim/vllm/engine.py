@@ -13,6 +13,7 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 
+from cockpit.sim.histogram import Histogram
 from cockpit.sim.vllm.config import VllmSimConfig
 
 PREFILL_TOKENS_PER_S = 12000.0  # simulated seconds, per engine
@@ -69,12 +70,9 @@ class Engine:
         self.preemptions = 0
         self.success = 0
         self._interval = {"prompt": 0, "gen": 0.0, "preempt": 0}
-        self.e2e_counts = [0] * (len(E2E_BUCKETS) + 1)
-        self.e2e_sum = 0.0
-        self.ttft_counts = [0] * (len(TTFT_BUCKETS) + 1)
-        self.ttft_sum = 0.0
-        self.itl_counts = [0] * (len(ITL_BUCKETS) + 1)
-        self.itl_sum = 0.0
+        self.e2e = Histogram(E2E_BUCKETS)
+        self.ttft = Histogram(TTFT_BUCKETS)
+        self.itl = Histogram(ITL_BUCKETS)
 
     @property
     def busy(self) -> bool:
@@ -135,8 +133,7 @@ class Engine:
                 inc = min(DECODE_TOKENS_PER_S * dt, r.max_new - r.generated)
                 if r.generated == 0 and inc > 0:
                     r.ttft = self.now - r.t_arrive
-                    self.ttft_sum += r.ttft
-                    _observe(self.ttft_counts, TTFT_BUCKETS, r.ttft)
+                    self.ttft.observe(r.ttft)
                 r.generated += inc
                 self.gen_total += inc
                 self._interval["gen"] += inc
@@ -148,20 +145,10 @@ class Engine:
         self.running.remove(r)
         self.success += 1
         r.e2e = self.now - r.t_arrive
-        _observe(self.e2e_counts, E2E_BUCKETS, r.e2e)
-        self.e2e_sum += r.e2e
+        self.e2e.observe(r.e2e)
         gaps = int(r.generated) - 1
         if gaps > 0 and r.ttft is not None:  # vLLM observes each token's gap; here they are equal
             itl = (r.e2e - r.ttft) / gaps
-            _observe(self.itl_counts, ITL_BUCKETS, itl, gaps)
-            self.itl_sum += itl * gaps
+            self.itl.observe(itl, gaps)
         r.finished.set()
 
-
-def _observe(counts: list[int], bounds: tuple[float, ...], value: float, n: int = 1) -> None:
-    """Count `value` (n times) in its histogram bucket (the last slot: above every bound)."""
-    for i, b in enumerate(bounds):
-        if value <= b:
-            counts[i] += n
-            return
-    counts[-1] += n

@@ -20,6 +20,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
+from cockpit.sim.histogram import exposition
 from cockpit.sim.uvicorn import UvicornHandler, status_text
 from cockpit.sim.vllm.engine import DECODE_TOKENS_PER_S, E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Engine, Req
 
@@ -67,23 +68,14 @@ def render_metrics(sim: VllmSim, eng: Engine | None) -> str:
            lab + ',finished_reason="length"')
     hists = (
         ("time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS,
-         eng.ttft_counts if eng else None, eng.ttft_sum if eng else 0.0),
+         eng.ttft.counts if eng else None, eng.ttft.total if eng else 0.0),
         ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS,
-         eng.itl_counts if eng else None, eng.itl_sum if eng else 0.0),
+         eng.itl.counts if eng else None, eng.itl.total if eng else 0.0),
         ("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", E2E_BUCKETS,
-         eng.e2e_counts if eng else None, eng.e2e_sum if eng else 0.0),
+         eng.e2e.counts if eng else None, eng.e2e.total if eng else 0.0),
     )
     for name, help_, bounds, counts, total_s in hists:
-        out += [f"# HELP vllm:{name} {help_}", f"# TYPE vllm:{name} histogram"]
-        acc = 0
-        counts = counts or [0] * (len(bounds) + 1)
-        for b, c in zip(bounds, counts, strict=False):
-            acc += c
-            out.append(f'vllm:{name}_bucket{{{lab},le="{b}"}} {float(acc)}')
-        total = sum(counts)
-        out.append(f'vllm:{name}_bucket{{{lab},le="+Inf"}} {float(total)}')
-        out.append(f"vllm:{name}_count{{{lab}}} {float(total)}")
-        out.append(f"vllm:{name}_sum{{{lab}}} {total_s}")
+        out += exposition(f"vllm:{name}", help_, bounds, counts, total_s, lab)
     return "\n".join(out) + "\n"
 
 

@@ -6,30 +6,21 @@ renamed or removed) is refused with argparse's message and exit 2. See docs/SIMU
 
 from __future__ import annotations
 
-import sys
-
-from cockpit.backends.base import FlagError
-from cockpit.sim.options import SimUsageError
+from cockpit.sim.options import run_main
+from cockpit.sim.vllm.config import VllmSimConfig, load_vllm_config
 
 PROG = "vllm serve"
 USAGE = (f"usage: {PROG} [model_tag] [--tensor-parallel-size N] [--gpu-memory-utilization F] [--max-model-len N] "
          "[--port PORT] [...] [--sim-gpu NAME] [--sim-model NAME] [--sim-speed X] [--sim-traffic none|steady|burst] "
          "[--sim-version 0.16.0|0.33.0]")
+ABOUT = "A simulated vLLM server (cockpit). See docs/SIMULATOR.md."
 
 
 def main(argv: list[str]) -> int:
-    if any(a in ("-h", "--help") for a in argv):
-        print(USAGE)
-        print("\nA simulated vLLM server (cockpit). See docs/SIMULATOR.md.")
-        return 0
-    from cockpit.sim.vllm.config import load_vllm_config
+    return run_main(argv, PROG, USAGE, ABOUT, load_vllm_config, _serve)
 
-    try:
-        cfg = load_vllm_config(list(argv))
-    except (FlagError, SimUsageError) as exc:
-        print(USAGE, file=sys.stderr)
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
-    from cockpit.sim.vllm.server import run_vllm
+
+def _serve(cfg: VllmSimConfig) -> int:
+    from cockpit.sim.vllm.server import run_vllm  # the server's modules only once the flags are good
 
     return run_vllm(cfg)

@@ -1,5 +1,5 @@
 """What a target is: where a run's server processes live and how they are launched, found,
-followed and stopped (the Supervisor holds one; `hosts.py` and `slurm.py` are the two).
+followed, stopped and listed (the Supervisor holds one; `hosts.py` and `slurm.py` are the two).
 
 `Target` is what the Supervisor asks of its target; `Run` is what a target may use of the
 Supervisor (the run's state, its watchers and its lifecycle words), so neither reaches into the
@@ -19,6 +19,7 @@ from cockpit.core.findings import FlagChange
 from cockpit.core.profile import Profile, normalise_flag_name
 from cockpit.errors import CockpitError
 from cockpit.remote.host import ServerExited
+from cockpit.remote.hostresults import NodeTree, StackRequest
 from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot, TargetView
 from cockpit.supervisor.nodes import Node
 from cockpit.supervisor.watch import GpuWatch
@@ -182,3 +183,10 @@ class Target(Protocol):
         ...
 
     async def gpu_processes_now(self) -> list[GpuProcess] | None: ...
+
+    async def process_tree(self, stacks: StackRequest | None = None) -> list[NodeTree]:
+        """The run's processes on each of its nodes now, found by the run's own record (hosts: its
+        process group, session and recorded tree; Slurm: the job's step on each node, looked at from
+        inside the allocation); with `stacks`, each one's Python stack. A node that cannot list
+        them says why (NodeTree.error): no run, a job not running, an unreachable host."""
+        ...

@@ -3,7 +3,8 @@ detached process group there that the host program launches, finds and stops.
 
 Each node's log is followed by byte offset, node 0's API is probed for readiness, and telemetry
 samples every host; a stop SIGTERMs the run's process groups, SIGKILLs after the timeout, then
-waits until the run's GPU memory is released.
+waits until the run's GPU memory is released. The run's processes on a host are its recorded
+process group, session and tree (the host program's `tree`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from cockpit.preflight.gate import merged_flags
 from cockpit.remote.host import ServerExited
-from cockpit.remote.hostresults import LaunchReply, RunRecord, StopReply, run_or_none
+from cockpit.remote.hostresults import LaunchReply, NodeTree, RunRecord, StackRequest, StopReply, run_or_none
 from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, HostsView, RunInfo, RunSnapshot
 from cockpit.supervisor.nodes import Node, make_nodes, resolve_program
@@ -259,3 +260,23 @@ class HostsTarget:
     async def gpu_processes_now(self) -> list[GpuProcess] | None:
         """Processes on the GPUs of every node now (None when telemetry cannot tell)."""
         return await self.telemetry.processes_now()
+
+    # ------------------------------------------------------------------ processes
+    async def process_tree(self, stacks: StackRequest | None = None) -> list[NodeTree]:
+        """Each host's processes of the run: its recorded process group, session and tree
+        (proctree.py), read by the host program."""
+        run = self.run
+        if run.info is None:
+            await self.attach()
+        info = run.info
+        if info is None:
+            return [NodeTree(n.label, error=f"no run of {run.profile.name} on {n.label}") for n in self.nodes]
+
+        async def one(node: Node) -> NodeTree:
+            where = {"profile": node.key, "run_id": node.record.run_id if node.record else info.id}
+            try:
+                return NodeTree.from_wire(node.label, await node.ops.tree(where, stacks))
+            except (TransportError, OSError) as exc:
+                return NodeTree(node.label, error=str(exc))
+
+        return list(await asyncio.gather(*(one(n) for n in self.nodes)))

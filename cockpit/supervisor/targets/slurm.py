@@ -4,7 +4,8 @@ Node k's log is `node<k>.log` in the run directory on the shared filesystem, rea
 login node by byte offset with the same follower as the hosts' (so the same no-loss reconnects);
 the job's state comes from Slurm (`scontrol`, then `sacct`, then the job-completion record) at a
 modest rate and decides when the server has ended and why; telemetry and the readiness probe
-reach the nodes as `srun --overlap` steps / SSH forwards from the login node. Parsing, the state,
+reach the nodes as `srun --overlap` steps / SSH forwards from the login node, and so does the look at
+the job's processes on each node (`process_tree`). Parsing, the state,
 diagnosis, snapshots and the journal are the Supervisor's, as for every target.
 """
 
@@ -22,10 +23,10 @@ from cockpit.aio import reap
 from cockpit.core.profile import Host
 from cockpit.preflight.gate import merged_flags
 from cockpit.remote.host import HostOps, ServerExited
-from cockpit.remote.hostresults import RunRecord
+from cockpit.remote.hostresults import NodeTree, RunRecord, StackRequest
 from cockpit.remote.login import SlurmLogin, SubmitRejected
 from cockpit.slurm.jobstate import SlurmJob
-from cockpit.slurm.script import DIST_ADDR, NODE_LOG, render_batch_script, sbatch_argv
+from cockpit.slurm.script import DIST_ADDR, NODE_LOG, NODE_STEP, render_batch_script, sbatch_argv
 from cockpit.slurm.steps import SrunStepTransport
 from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot, SlurmView
@@ -406,3 +407,32 @@ class SlurmJobTarget:
 
     async def gpu_processes_now(self) -> list[GpuProcess] | None:
         return None  # no allocation after the job: nothing cockpit may look at or kill there
+
+    # ------------------------------------------------------------------ processes
+    async def process_tree(self, stacks: StackRequest | None = None) -> list[NodeTree]:
+        """Each node's processes of the job, looked at from inside the allocation: the host program
+        runs as an `srun --jobid=J --overlap` step on the node and lists the tasks of the job's
+        server step there (named node<k>) and their descendants. Only while the job runs: queued,
+        it has no processes; ended, they are gone (and the nodes are no longer the run's)."""
+        run = self.run
+        if run.info is None:
+            await self.attach()
+        if not self.job_id:
+            return [NodeTree(n.label, error=f"no Slurm job of {run.profile.name}") for n in self.nodes]
+        job = await self._poll_state()
+        if job is None or job.outcome != "running" or not self._steps:
+            if job is not None and job.outcome == "running":
+                why = f"Slurm job {self.job_id} runs but Slurm has not named its nodes yet"
+            else:
+                words = job.describe() if job is not None else "its state is unknown"
+                why = f"Slurm job {self.job_id} is not running ({words}): its processes are listed only while it runs"
+            return [NodeTree(n.label, error=why) for n in self.nodes]
+
+        async def one(step: Node) -> NodeTree:
+            where = {"slurm_job": self.job_id, "step_name": NODE_STEP.format(k=step.index)}
+            try:
+                return NodeTree.from_wire(step.label, await step.ops.tree(where, stacks))
+            except (TransportError, OSError) as exc:
+                return NodeTree(step.label, error=str(exc))
+
+        return list(await asyncio.gather(*(one(n) for n in self._steps)))

@@ -1,15 +1,16 @@
 """The dashboard's unattended mode (profile `on-crash:`, `notify:`): on a crash, ring the terminal
 bell, ask the policy (cockpit/ui/unattended.py), journal and show what it decided, run the notify
 command; on the recovery that follows an automatic restart, ring and notify again. A mixin of
-DashboardScreen; the notify command and the journal write run in worker threads."""
+DashboardScreen; the notify command and the journal write are the run control's
+(`ui/runcontrol.py`), run in workers."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from cockpit.face import RunSnapshot
-from cockpit.ui.unattended import Decision, journal_action, notify_env
+from cockpit.ui.runcontrol import RunControl
+from cockpit.ui.unattended import Decision
 
 
 class UnattendedActions:
@@ -18,6 +19,7 @@ class UnattendedActions:
     profile: Any
     app: Any
     supervisor: Any
+    control: RunControl
     unattended: Any
     note: str
     bells: int
@@ -118,33 +120,17 @@ class UnattendedActions:
         self._refresh_header()
 
     async def _journal(self, run_id: str | None, decision: Decision, crash: Any) -> None:
-        import asyncio
-
-        try:
-            await asyncio.to_thread(journal_action, self.profile.name, run_id, decision, crash)
-        except OSError as exc:
-            self.notify(f"automatic action not journaled: {exc.strerror or exc}", severity="error", timeout=6)
+        error = await self.control.journal(run_id, decision, crash)
+        if error is not None:
+            self.notify(error, severity="error", timeout=6)
 
     def _notify_command(self, event: str, run_id: str | None, summary: str, action: str) -> None:
-        argv = self.profile.notify
-        if not argv:
+        if not self.profile.notify:
             return
-        env = {**os.environ, **notify_env(event, self.profile.name, run_id, summary, action)}
-        self.run_worker(self._run_notify(list(argv), env), group="unattended", exit_on_error=False)
+        self.run_worker(self._run_notify(event, run_id, summary, action), group="unattended", exit_on_error=False)
 
-    async def _run_notify(self, argv: list[str], env: dict[str, str]) -> None:
-        import asyncio
-        import subprocess
-
-        def run() -> int:
-            return subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, timeout=30, check=False).returncode
-
-        try:
-            code = await asyncio.to_thread(run)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            self.notify(f"notify command {argv[0]} failed: {exc}", severity="error", timeout=6, markup=False)
-            return
-        if code:
-            self.notify(f"notify command {argv[0]} exited with code {code}", severity="warning", timeout=6, markup=False)
-
+    async def _run_notify(self, event: str, run_id: str | None, summary: str, action: str) -> None:
+        failed = await self.control.notify_command(event, run_id, summary, action)
+        if failed is not None:
+            severity, words = failed
+            self.notify(words, severity=severity, timeout=6, markup=False)

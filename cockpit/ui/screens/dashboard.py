@@ -1,8 +1,9 @@
 """The dashboard of one profile's run: header, rank bars, advice, plots, timeline, processes, log.
 
-State lives here, in the handlers: the supervisor worker's callbacks post SnapshotArrived and
-LogsArrived messages; handlers keep the latest snapshot and hand each widget what it draws.
-Nothing here reads files, sockets or processes; the supervisor does, in an async worker.
+State lives here, in the handlers: the run control (`ui/runcontrol.py`: the Supervisor's life,
+launch/attach, follow, restart, stop) runs in workers, and its callbacks post SnapshotArrived,
+LogsArrived and the run's news (RunStarted, ActionDone, …) as messages; handlers keep the latest
+snapshot and hand each widget what it draws. Nothing here reads files, sockets or processes.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from cockpit.face import (
     words_of,
 )
 from cockpit.ui import format as fmt
+from cockpit.ui.advice import headroom_finding, other_advice
 from cockpit.ui.gpuhistory import GpuHistory
 from cockpit.ui.keys import DASHBOARD_BINDINGS
 from cockpit.ui.messages import (
@@ -48,9 +50,11 @@ from cockpit.ui.messages import (
     RunStarted,
     SnapshotArrived,
     SupervisorFailed,
+    message_for,
 )
+from cockpit.ui.runcontrol import RunControl, RunEvent
 from cockpit.ui.screens.auto import UnattendedActions
-from cockpit.ui.screens.crash import CrashScreen, RestartChoice, headroom_finding, other_advice
+from cockpit.ui.screens.crash import CrashScreen, RestartChoice
 from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, PickScreen, QuitScreen
 from cockpit.ui.screens.export import ExportActions
 from cockpit.ui.screens.groups import GroupActions
@@ -68,8 +72,6 @@ from cockpit.ui.widgets.timeline import StartupTimeline
 
 PANELS: tuple[str, ...] = ("advice", "plots", "timeline", "processes")
 MIN_WIDTH, MIN_HEIGHT = 60, 16
-
-SupervisorFactory = Callable[..., Any]
 
 
 # Cockpit's own readiness probe as the server's access log prints it (uvicorn, SGLang and vLLM
@@ -94,7 +96,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self,
         profile: Profile,
         *,
-        supervisor_factory: SupervisorFactory | None = None,
+        supervisor_factory: Callable[..., Any] | None = None,
         overrides: dict[str, Any] | None = None,
         clock: Callable[[], float] = time.time,
         from_picker: bool = False,
@@ -109,7 +111,9 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self.overrides = overrides
         self.clock = clock
         self.from_picker = from_picker
-        self.supervisor: Any = None
+        # the run's life (launch/attach, follow, restart, stop, kill, stacks): I/O, no Textual
+        self.control = RunControl(profile, supervisor_factory, overrides=overrides, on_event=self._post_event,
+                                  on_snapshot=self._post_snapshot, on_logs=self._post_logs)
         self.snapshot: RunSnapshot | None = None
         self.preflight_findings: list[Finding] = []
         self.note = ""
@@ -122,8 +126,6 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self._crash_modal: CrashScreen | None = None  # the one crash dialog, while it is open
         self._announced: set[tuple[str | None, str]] = set()
         self._run_started = False
-        self._following = False
-        self._busy: str | None = None
         self.gpu_history = GpuHistory()
         self.unattended = Unattended(profile.on_crash, profile.on_crash_max_per_hour)
         self.bells = 0  # terminal bells rung (tmux marks the window)
@@ -133,7 +135,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self._hang_seen: tuple[str | None, str | None] | None = None  # (run, phase_since) of the hang rung for
         self._awaiting_recovery: str | None = None  # the automatic restart's words, until READY
         self.probes_hidden = 0  # Cockpit's own /health probe lines not shown in the log
-        self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)  # "stopping" / "restarting" while such an action runs
+        self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)
 
     # ---- layout ----
     def compose(self) -> ComposeResult:
@@ -174,117 +176,55 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self._apply_filter()
         self.query_one(LogPane).focus()
         self.set_interval(1.0, self._tick)  # ages and time-in-phase only; data repaints on arrival
-        if self.supervisor_factory is not None:
-            self.run_worker(self._supervise(), name="supervise", group="supervisor", exit_on_error=False)
+        if self.control.can_launch:
+            self._launch()
         self.start_group_watch()
 
     def on_resize(self, event: Resize) -> None:
         self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
 
-    # ---- supervisor worker (I/O lives there) ----
+    # ---- the run control (I/O lives there, in workers) ----
+    def _post_event(self, event: RunEvent) -> None:
+        self.post_message(message_for(event))
+
     def _post_snapshot(self, snapshot: RunSnapshot) -> None:
         self.post_message(SnapshotArrived(snapshot))
 
     def _post_logs(self, batch: LogBatch) -> None:
         self.post_message(LogsArrived(batch))
 
-    def _make_supervisor(self) -> Any:
-        assert self.supervisor_factory is not None
-        return self.supervisor_factory(self.profile, on_snapshot=self._post_snapshot, on_logs=self._post_logs)
+    @property
+    def supervisor(self) -> Any:
+        """The run control's Supervisor (None until a launch made one)."""
+        return self.control.supervisor
 
-    async def _supervise(self) -> None:
-        try:
-            if self.supervisor is None:
-                self.supervisor = self._make_supervisor()
-            sup = self.supervisor
-            run = await sup.attach()
-            if run is None and not self._run_started:
-                # The profile's last run crashed: show that crash and ask (the crash dialog's R/r,
-                # or `l`) before anything is launched over it; a run stopped on purpose is no news.
-                ended = await sup.attach(include_ended=True)
-                if ended is not None and getattr(sup, "lifecycle", "") == "failed":
-                    self.post_message(RunStarted(ended, attached=True, ended=True))
-                    self._following = True
-                    try:
-                        await sup.run()
-                    finally:
-                        self._following = False
-                    return
-            if run is None:
-                self.post_message(ActionDone("preflight-start"))
-                # the gate `up` walks, over the run's own nodes; the target launches its argvs
-                checked = await sup.gate(self.overrides)
-                argvs = checked.node_argvs()
-                if checked.preflight_refuses:
-                    self.post_message(PreflightRefused(list(checked.findings)))
-                    return
-                run = await sup.start(self.overrides, argvs=argvs)
-                self.post_message(RunStarted(run, attached=False))
-            else:
-                self.post_message(RunStarted(run, attached=True))
-            self._following = True
-            try:
-                await sup.run()
-            finally:
-                self._following = False
-        except Exception as exc:  # shown to the operator, never a traceback on screen
-            self.post_message(SupervisorFailed(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)))
+    @supervisor.setter
+    def supervisor(self, value: Any) -> None:
+        self.control.supervisor = value
 
-    async def _follow_again(self) -> None:
-        """After a restart, follow the new run if the previous follow ended with the old one."""
-        if self._following or self.supervisor is None:
-            return
-        self._following = True
-        try:
-            await self.supervisor.run()
-        except Exception as exc:
-            self.post_message(SupervisorFailed(str(exc) or type(exc).__name__))
-        finally:
-            self._following = False
+    @property
+    def _busy(self) -> str | None:
+        return self.control.busy
 
-    async def _restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False, debug: bool = False) -> None:
-        self._busy = "restarting"
-        # the supervisor's publisher goes on through the restart: its snapshots show the progress
-        try:
-            if debug:
-                await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers, debug=True)
-            else:
-                await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers)
-            self.post_message(ActionDone("restart"))
-        except Exception as exc:
-            leftovers = getattr(exc, "leftovers", None)
-            if leftovers:
-                # Never launch on top of memory someone else holds: the operator decides.
-                self.post_message(LeftoversFound(tuple(leftovers), changes))
-            else:
-                self.post_message(ActionDone("restart", str(exc) or type(exc).__name__))
-        finally:
-            self._busy = None
-        await self._follow_again()
+    @property
+    def _following(self) -> bool:
+        return self.control.following
+
+    def _launch(self) -> None:
+        self.run_worker(self.control.launch(ask_if_crashed=not self._run_started), name="supervise",
+                        group="supervisor", exit_on_error=False)
+
+    def _restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False, debug: bool = False) -> None:
+        self.run_worker(self.control.restart(changes, kill_leftovers, debug), name="restart", group="supervisor",
+                        exit_on_error=False)
 
     async def _stop(self, then_exit: bool) -> None:
-        self._busy = "stopping"
-        error = None
-        try:
-            result = await self.supervisor.stop()
-            leftovers = tuple(getattr(result, "leftovers", None) or ())
-            if leftovers and not then_exit:
-                self.post_message(LeftoversFound(leftovers, None))
-        except Exception as exc:
-            error = str(exc) or type(exc).__name__
-        finally:
-            self._busy = None
+        await self.control.stop(leaving=then_exit)
         if then_exit:
             await self._close_and_exit()
-        else:
-            self.post_message(ActionDone("stop", error))
 
     async def _close_and_exit(self, back: bool = False) -> None:
-        if self.supervisor is not None:
-            try:
-                await self.supervisor.close()
-            except Exception:
-                pass  # leaving: the server keeps running whatever the follower did
+        await self.control.close()  # leaving: the server keeps running whatever the follower did
         self.workers.cancel_group(self, "supervisor")
         self.workers.cancel_group(self, "groups")
         if back:
@@ -365,20 +305,13 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
             if not yes:
                 return
             if changes is not None:
-                self.run_worker(self._restart(changes, kill_leftovers=True), name="restart", group="supervisor", exit_on_error=False)
+                self._restart(changes, kill_leftovers=True)
             else:
-                self.run_worker(self._kill(message.leftovers), name="kill", group="supervisor", exit_on_error=False)
+                self.run_worker(self.control.kill(message.leftovers), name="kill", group="supervisor", exit_on_error=False)
 
         self.app.push_screen(
             ConfirmScreen("GPU memory still held", f"{procs} still hold GPU memory. Kill them and {then}?"), answered
         )
-
-    async def _kill(self, procs: tuple[Any, ...]) -> None:
-        try:
-            await self.supervisor.kill_pids(procs)
-            self.post_message(ActionDone("kill"))
-        except Exception as exc:
-            self.post_message(ActionDone("kill", str(exc) or type(exc).__name__))
 
     # ---- rendering ----
     def apply_snapshot(self, snap: RunSnapshot) -> None:
@@ -535,7 +468,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         words = ", ".join(c.as_diff() for c in changes) or "unchanged flags"
         self.note = f"restarting with {words}: stopping…"
         self._refresh_header()
-        self.run_worker(self._restart(changes), name="restart", group="supervisor", exit_on_error=False)
+        self._restart(changes)
 
     def action_debug_relaunch(self) -> None:
         """`D`: relaunch with the engine's debugging settings, listed and asked first; the journal
@@ -552,7 +485,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
             if yes and not self._busy:
                 self.note = "debug relaunch: stopping…"
                 self._refresh_header()
-                self.run_worker(self._restart((), debug=True), name="restart", group="supervisor", exit_on_error=False)
+                self._restart((), debug=True)
 
         self.app.push_screen(ConfirmScreen("Debug relaunch", f"Stop the run and launch it again with:\n{body}\n"
                                            "(journaled as a debug run). Go ahead?"), answered)
@@ -661,7 +594,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         )
 
     def action_launch(self) -> None:
-        if self.supervisor_factory is None:
+        if not self.control.can_launch:
             return
         if self._busy:
             self.notify(f"already {self._busy}", severity="warning")
@@ -680,11 +613,11 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
             except ProfileError as exc:
                 self.notify(str(exc), title="Profile", severity="error", timeout=6)
                 return
-        old, self.supervisor = self.supervisor, None
-        if old is not None:
-            self.run_worker(old.close(), group="closing", exit_on_error=False)
+        closing = self.control.renew(self.profile)
+        if closing is not None:
+            self.run_worker(closing, group="closing", exit_on_error=False)
         self.preflight_findings = []
-        self.run_worker(self._supervise(), name="supervise", group="supervisor", exit_on_error=False)
+        self._launch()
 
     def action_quit_dashboard(self) -> None:
         self._ask_quit(back=False)
@@ -818,7 +751,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
                 if yes and self.supervisor is None:
                     self.notify("no supervisor: nothing can be killed from here", severity="warning", timeout=4)
                 elif yes:
-                    self.run_worker(self._kill((proc,)), name="kill", group="supervisor", exit_on_error=False)
+                    self.run_worker(self.control.kill((proc,)), name="kill", group="supervisor", exit_on_error=False)
 
             self.app.push_screen(ConfirmScreen("Kill a GPU process", f"SIGKILL {words(proc)}?"), answered)
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cockpit.ui.screens.crash import headroom_finding
+from cockpit.ui.advice import headroom_finding
 from cockpit.ui.widgets.logpane import LogPane
 
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from textual.message import Message
 
 from cockpit.face import Profile
+from cockpit.ui.runcontrol import read_run
 from cockpit.ui.widgets.groups import GroupsStrip, GroupSummary, summarise
 
 GROUP_POLL_S = 3.0
-GROUP_READ_TIMEOUT_S = 10.0
 
 
 class GroupRead(Message):
@@ -40,7 +40,7 @@ class GroupActions:
     overrides: Any
     clock: Any
     from_picker: bool
-    supervisor: Any
+    control: Any  # the dashboard's RunControl
     app: Any
     if TYPE_CHECKING:
 
@@ -68,23 +68,11 @@ class GroupActions:
             self.run_worker(self._watch_other_group(), name="groups", group="groups", exit_on_error=False)
 
     async def _watch_other_group(self) -> None:
-        from cockpit.face import Supervisor
-
         other = self.other_group()
         assert other is not None
         role, prof = other
         while True:
-            snap, error = None, None
-            sup = Supervisor(prof)
-            try:
-                info = await asyncio.wait_for(sup.attach(include_ended=True), timeout=GROUP_READ_TIMEOUT_S)
-                if info is not None:
-                    snap = await asyncio.wait_for(sup.refresh_once(), timeout=GROUP_READ_TIMEOUT_S)
-            except Exception as exc:  # an unreachable host: the line says so, the dashboard goes on
-                error = str(exc) or type(exc).__name__
-            finally:
-                with contextlib.suppress(Exception):
-                    await sup.close()
+            snap, error = await read_run(prof)  # an unreachable host: the line says so, the dashboard goes on
             self.post_message(GroupRead(role, prof.name, snap, error))
             await asyncio.sleep(GROUP_POLL_S)
 
@@ -127,9 +115,7 @@ class GroupActions:
 
     async def _switch_group(self, role: str) -> None:
         """Leave this group's server running (as `q` → leave does) and open the other's dashboard."""
-        if self.supervisor is not None:
-            with contextlib.suppress(Exception):
-                await self.supervisor.close()
+        await self.control.close()
         self.workers.cancel_group(self, "supervisor")
         self.workers.cancel_group(self, "groups")
         assert self.deployment is not None

@@ -1,5 +1,5 @@
 """`S` on the dashboard: py-spy stacks of every process of the run (cockpit/supervisor/stacks.py),
-taken in a worker, saved with the run, shown in a scrollable dialog with the odd one out first."""
+taken by the run control (`ui/runcontrol.py`) in a worker, saved with the run, shown in a scrollable dialog with the odd one out first."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class StacksScreen(ModalScreen[None]):
 class StacksActions:
     """Mixed into DashboardScreen before Screen."""
 
-    supervisor: Any
+    control: Any  # the dashboard's RunControl
     app: Any
     if TYPE_CHECKING:
 
@@ -52,24 +52,19 @@ class StacksActions:
         def post_message(self, message: Message) -> bool: ...
 
     def action_take_stacks(self) -> None:
-        if self.supervisor is None or self.supervisor.run_info is None:
+        if self.control.run_info is None:
             self.notify("no run to take stacks of", severity="warning", timeout=3)
             return
         self.notify("taking stacks of every process (py-spy)…", timeout=3)
         self.run_worker(self._take_stacks(), name="stacks", group="stacks", exclusive=True, exit_on_error=False)
 
     async def _take_stacks(self) -> None:
-        import asyncio
-
-        from cockpit.face import collect_stacks, render_stacks, save_stacks
-
         try:
-            dump = await collect_stacks(self.supervisor)
-            path = await asyncio.to_thread(save_stacks, dump)
+            lines = await self.control.stacks()
         except Exception as exc:
             self.post_message(StacksTaken([], str(exc) or type(exc).__name__))
             return
-        self.post_message(StacksTaken([*render_stacks(dump), "", f"saved: {path}"]))
+        self.post_message(StacksTaken(lines))
 
     def on_stacks_taken(self, message: StacksTaken) -> None:
         if message.error is not None:
