@@ -157,3 +157,29 @@ def test_the_gate_without_measuring_asks_no_host(tmp_path: Path) -> None:
     assert bad.verdict() == "bad-input" and bad.argvs is None and "tp" in str(bad.bad_input)
     with pytest.raises(ValueError):
         bad.node_argvs()
+
+
+async def test_the_dashboards_launch_runs_the_gates_argv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dashboard's run control launches through the same gate, over the run's own nodes: one
+    argv built (by the gate: its target builds none), and the server runs it."""
+    from cockpit.core.profile import load_profile
+    from tests.reliability.helpers import sim_profile
+    from tests.ui.test_runcontrol import Seen, control_for, launched, until
+
+    sim_dir = tmp_path / "gpus"
+    sim_dir.mkdir()
+    for key, val in (("COCKPIT_RUNS_ROOT", tmp_path / "runs"), ("COCKPIT_SIM_GPU_DIR", sim_dir),
+                     ("XDG_DATA_HOME", tmp_path / "data")):
+        monkeypatch.setenv(key, str(val))
+    path = tmp_path / "gt.yaml"
+    path.write_text(sim_profile("gt", "local", tmp_path, sim_dir, tp=2))
+    built = _count_argv_builds(monkeypatch)
+    seen = Seen()
+    control = control_for(load_profile(path), seen)
+    async with launched(control):
+        await until(lambda: control.run_info is not None, 60, "the launch", seen)
+        assert len(built) == 1, built
+        info = control.run_info
+        assert info is not None and info.pid is not None
+        assert _cmdline(info.pid) == built[0][0]
+        await control.stop()
