@@ -4,7 +4,9 @@ Launch detached on the profile's hosts (refused while a run of the profile is al
 `started` returns once the server runs and survived its first second, `ready` once the log says
 `fired up` AND node 0's /health (/ready on 0.5.23) answers 200. A crash prints the diagnosis and
 exits 1; the server is left running when the wait times out. A launch whose memory plan predicts
-less than the warn headroom after graph capture is refused unless `--force`.
+less than the warn headroom after graph capture is refused unless `--force`. All of it is one walk
+of the gate (cockpit/preflight/gate.py), which builds the argv per node once: the target launches
+those argvs, never builds them again.
 """
 
 from __future__ import annotations

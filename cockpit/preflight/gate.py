@@ -173,7 +173,8 @@ async def gate(
     already (the Supervisor's nodes), used instead. `runs`: the journal's runs for the plan's
     calibration (read by the caller, which sits above the journal). `dist_addr`: LAUNCH asks node 0
     for a free port when a multi-node launch needs one; SHOW puts HEAD_PLACEHOLDER there instead
-    (asking nothing); any other string or None goes in the argv as is (what `check` shows). `node0`: node 0's host program (the Supervisor's); else over the pool.
+    (asking nothing); any other string or None goes in the argv as is (what `check` shows).
+    `node0`: node 0's host program (the Supervisor's); else one over the pooled transport.
     """
     from cockpit.backends import get_backend
     from cockpit.preflight.launchcheck import launch_findings, node_zero
@@ -183,7 +184,7 @@ async def gate(
     what_if = what_if or WhatIf()
     flags = merged_flags(profile, ov)
     launching = dist_addr in (LAUNCH, SHOW)
-    if launching and profile.target is None and measure and not what_if:
+    if profile.target is None and measure and not what_if:  # node 0 is asked: its port, its model path
         node0 = node0 or node_zero(profile)
     # the argv first: a flag the server would refuse is refused before any I/O
     try:
