@@ -198,6 +198,9 @@ async def gate(
         from cockpit.telemetry.hostfacts import measure_hosts
 
         measured = await measure_hosts(profile, result.unreachable, include_local=True)
+        for host in profile.hosts:  # this machine is never unreachable: without the agent, it is read here
+            if host.is_local:
+                result.unreachable.pop(host.label, None)
     result.measured = measured is not None
     checked = profile.model_copy(update={"server": flags}) if ov else profile
     findings, result.facts = check_profile(checked, measured, host_mem_gb=what_if.host_mem_gb,
