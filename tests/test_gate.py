@@ -183,3 +183,23 @@ async def test_the_dashboards_launch_runs_the_gates_argv(tmp_path: Path, monkeyp
         assert info is not None and info.pid is not None
         assert _cmdline(info.pid) == built[0][0]
         await control.stop()
+
+
+def test_check_sees_the_simulated_gpus_a_launch_sees(tmp_path: Path) -> None:
+    """A simulator profile whose GPUs are named only in its env: `check` measures them as `up`'s
+    gate and the picker do (before the gate, `check` read this machine without them — GPUs
+    unknown, source psutil — while `up` and the picker preflighted and planned on eight)."""
+    from cockpit.sim.gpus import write_devices
+    from cockpit.sim.presets import GPUS
+
+    env = _make_env(tmp_path, ["local"])
+    gpus = tmp_path / "profile-gpus"
+    gpus.mkdir()
+    write_devices(gpus, GPUS["rtx-pro-6000"], 8)
+    env.profile.write_text(env.profile.read_text().replace(str(env.sim_dir), str(gpus)))
+    env.env.pop("COCKPIT_SIM_GPU_DIR")
+    done = env.cockpit("check", "simtest", "--json")
+    assert done.returncode in (0, 1), done.stderr
+    host = json.loads(done.stdout)["hosts"][0]
+    assert host["gpu_count"] == 8 and host["source"] == "agent", host
+    assert host["gpu_mem_total_gib"] is not None and round(host["mem_total_gb"], 2) == host["mem_total_gb"], host

@@ -151,6 +151,32 @@ async def _dist_addr(profile: Profile, flags: Mapping[str, Any], node0: HostNode
     return f"{addr}:{port}"
 
 
+async def _measure(profile: Profile, unreachable: dict[str, str]) -> dict[str, HostFacts]:
+    """Every host of `profile`: remote ones by the agent over their transport (one that cannot be
+    reached gets why in `unreachable`); this machine in-process (NVML, else nvidia-smi: in a thread,
+    it may take its timeout), or by the agent too when the profile runs the simulator, whose GPUs
+    only the agent sees (as the launch's telemetry does). This machine is never unreachable: when
+    the agent cannot run here, it is read in-process (host_facts_for)."""
+    import asyncio
+
+    from cockpit.telemetry.hostfacts import local_host_facts, measure_hosts, sim_dir_of
+
+    simulated = sim_dir_of(profile) is not None
+    measured = await measure_hosts(profile, unreachable, include_local=simulated)
+    local = [h.label for h in profile.hosts if h.is_local]
+    for label in local:
+        unreachable.pop(label, None)
+        if label in measured:  # RAM in GB to two places, as this machine's own reading gives it
+            f = measured[label]
+            measured[label] = dataclasses.replace(
+                f, mem_total_gb=None if f.mem_total_gb is None else round(f.mem_total_gb, 2),
+                mem_available_gb=None if f.mem_available_gb is None else round(f.mem_available_gb, 2))
+    if local and not simulated:
+        here = await asyncio.to_thread(local_host_facts)
+        measured.update({label: here for label in local})
+    return measured
+
+
 async def gate(
     profile: Profile,
     overrides: Mapping[str, Any] | None = None,
@@ -166,8 +192,8 @@ async def gate(
 ) -> GateResult:
     """Walk the gate for `profile` with `overrides` (flag → value, any spelling).
 
-    measure: the hosts are measured by the telemetry agent (this machine too: the simulator's
-    GPUs count); a host that cannot be reached is a critical `host_unreachable` finding saying why.
+    measure: the hosts are measured (`_measure`: the agent over each transport, this machine
+    in-process; the simulator's GPUs count); a host that cannot be reached is a critical `host_unreachable` finding saying why.
     Without it only this machine is measured and nothing is asked of node 0 (the picker's first
     preview: a multi-node argv then names its rendezvous address HEAD_NODE:PORT). `facts`: measured
     already (the Supervisor's nodes), used instead. `runs`: the journal's runs for the plan's
@@ -195,12 +221,7 @@ async def gate(
     result = GateResult(profile, ov, [list(a) for a in argvs], dist_addr=dist)
     measured: Mapping[str, HostFacts] | None = facts
     if measured is None and measure and profile.target is None:  # a Slurm job's nodes are unknown yet
-        from cockpit.telemetry.hostfacts import measure_hosts
-
-        measured = await measure_hosts(profile, result.unreachable, include_local=True)
-        for host in profile.hosts:  # this machine is never unreachable: without the agent, it is read here
-            if host.is_local:
-                result.unreachable.pop(host.label, None)
+        measured = await _measure(profile, result.unreachable)
     result.measured = measured is not None
     checked = profile.model_copy(update={"server": flags}) if ov else profile
     findings, result.facts = check_profile(checked, measured, host_mem_gb=what_if.host_mem_gb,
