@@ -31,7 +31,8 @@ KV_SPACE = 2**30  # VLLM_CPU_KVCACHE_SPACE=1 (RealVllm.env)
 
 def test_a_draft_model_launch_is_read_and_planned(real_vllm: RealVllm, engine_lock: None, tmp_path: Path) -> None:
     spec = {"method": "draft_model", "model": str(real_vllm.draft), "num_speculative_tokens": 2}
-    ck = cockpit(tmp_path, real_vllm.profile(tmp_path, "spec", server={**FAST, "speculative-config": spec}))
+    # a profile's server values are scalars: the JSON flag is written as its JSON text
+    ck = cockpit(tmp_path, real_vllm.profile(tmp_path, "spec", server={**FAST, "speculative-config": json.dumps(spec)}))
     try:
         up = ck.run("up", str(ck.profile), "--wait", "ready", "--timeout", str(READY_TIMEOUT_S),
                     timeout=READY_TIMEOUT_S + 60)
