@@ -4,7 +4,8 @@ on this machine; command, env and checkpoints in the .yaml beside it, their conf
 spec-draft-model/). The log is the judge of the plan's draft terms: the KV tokens its 1 GiB
 (VLLM_CPU_KVCACHE_SPACE, the CPU build's stand-in for a GPU's memory) holds with the draft's layer,
 and the draft checkpoint's size the loader printed after `Loading drafter model...`.
-tests/real_engine/test_spec_decode.py launches the same profile through `cockpit up`."""
+tests/real_engine/test_spec_decode.py launches the same profile through `cockpit up`. A second real
+log (vllm-0.32.0-cpu-spec-ngram.log) is method ngram: no draft weights, no draft KV."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tests.test_plan import cockpit
 DATA = Path(__file__).parent / "data" / "real-engine"
 LOG = DATA / "vllm-0.32.0-cpu-spec-draft-model.log"
 NO_DRAFT_LOG = DATA / "vllm-0.32.0-cpu-outside-sigterm-after-ready.log"  # the same target, 1 GiB, no draft
+NGRAM_LOG = DATA / "vllm-0.32.0-cpu-spec-ngram.log"  # the same target, 1 GiB, method ngram
 TARGET = DATA / "spec-draft-model" / "tiny-llama"
 DRAFT = DATA / "spec-draft-model" / "tiny-draft-llama"
 KV_SPACE = 2**30  # VLLM_CPU_KVCACHE_SPACE=1
@@ -77,9 +79,20 @@ def test_the_plans_draft_terms_meet_the_log(tmp_path: Path) -> None:
 
 
 def test_an_unread_draft_is_no_draft_term(tmp_path: Path) -> None:
-    """A draft the plan could not read is said in the notes, and no draft term claims a 0."""
+    """A draft the plan could not read (here: none named) is said in the notes, and no draft term
+    claims a 0."""
     p = _plan(tmp_path, {"method": "eagle", "num_speculative_tokens": 2})  # no "model": nothing to read
     assert "draft_weights_gib" not in p["terms_gib"] and "draft_kv_bytes_per_token" not in p["terms"]
     assert any("was not read" in n for n in p["notes"]), p["notes"]
-    ngram = _plan(tmp_path, {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3})
-    assert ngram["terms_gib"]["draft_weights_gib"] == 0.0 and ngram["terms"]["draft_kv_bytes_per_token"] == 0.0
+
+
+def test_an_ngram_launch_drafts_without_weights_or_kv(tmp_path: Path) -> None:
+    """The n-gram proposer prints `Loading drafter model...` too, but loads nothing and takes no
+    KV: the engine's tokens are the target's alone, as the plan says (draft terms 0)."""
+    st = get_backend("vllm").read_log(NGRAM_LOG)
+    assert st.server_args["speculative_config"]["method"] == "ngram"
+    assert st.phase == "ready" and st.max_total_num_tokens == 1_048_576
+    assert "draft_checkpoint_gb" not in st.ranks["TP0"].figures
+    p = _plan(tmp_path, dict(st.server_args["speculative_config"]))
+    assert p["terms_gib"]["draft_weights_gib"] == 0.0 and p["terms"]["draft_kv_bytes_per_token"] == 0.0
+    assert p["current"]["max_total_num_tokens"] == st.max_total_num_tokens
