@@ -282,12 +282,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # (the tests), it leaves the collector as it found it.
     import gc
 
-    paused = gc.isenabled()
+    was_enabled = gc.isenabled()
     gc.disable()
     try:
         return _main(args_list)
     finally:
-        if paused:
+        if was_enabled:
             gc.enable()
 
 
