@@ -80,7 +80,14 @@ class _RawFormatter(argparse.RawDescriptionHelpFormatter, _Formatter):
     """The top-level help: its epilog is laid out by hand."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+# every subcommand, in the order of `cockpit --help` (tests/test_cli_*.py holds it to the parser's)
+COMMANDS = ("tui", "demo", "diagnose", "check", "plan", "up", "status", "logs", "down", "stacks", "runs", "bench", "tune",
+            "sim")
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI; with `command` (one of COMMANDS), the top level and that subcommand only: the
+    same parse of a command line that starts with it, without building the other parsers (~3 ms)."""
     from cockpit.backends import DEFAULT_BACKEND, backend_names, engine_names  # the registry only: cheap
 
     engines = backend_names()
@@ -93,140 +100,153 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version="cockpit 0.1.0")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    s = sub.add_parser("tui", help="the TUI: profile picker, or a profile's dashboard")
-    s.add_argument("profile", nargs="?", help="profile name or path; omit for the picker")
-    s.add_argument("--theme", help="dark (default), light or high-contrast")
+    if command in (None, "tui"):
+        s = sub.add_parser("tui", help="the TUI: profile picker, or a profile's dashboard")
+        s.add_argument("profile", nargs="?", help="profile name or path; omit for the picker")
+        s.add_argument("--theme", help="dark (default), light or high-contrast")
 
-    s = sub.add_parser("demo", help=f"the TUI on a bundled demo profile (simulated {engine_names()})")
-    s.add_argument("--theme", help="dark (default), light or high-contrast")
-    s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
-    s.add_argument("--backend", choices=engines, default=DEFAULT_BACKEND,
-                   help=f"which engine's story: its own bundled demo profile (default {DEFAULT_BACKEND})")
-    s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default: the demo profile's)")
+    if command in (None, "demo"):
+        s = sub.add_parser("demo", help=f"the TUI on a bundled demo profile (simulated {engine_names()})")
+        s.add_argument("--theme", help="dark (default), light or high-contrast")
+        s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
+        s.add_argument("--backend", choices=engines, default=DEFAULT_BACKEND,
+                       help=f"which engine's story: its own bundled demo profile (default {DEFAULT_BACKEND})")
+        s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default: the demo profile's)")
 
-    s = sub.add_parser("diagnose", help=f"parse {engine_names()} logs and explain them")
-    s.add_argument("logs", nargs="+", metavar="LOG", help="one or more log files, or - for standard input")
-    s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
-    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB (host-cache sizing)")
-    s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GiB as nvidia-smi shows it")
-    s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node (host-cache ranks per node)")
+    if command in (None, "diagnose"):
+        s = sub.add_parser("diagnose", help=f"parse {engine_names()} logs and explain them")
+        s.add_argument("logs", nargs="+", metavar="LOG", help="one or more log files, or - for standard input")
+        s.add_argument("--json", action="store_true", help="machine-readable output")
+        s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
+        s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB (host-cache sizing)")
+        s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GiB as nvidia-smi shows it")
+        s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node (host-cache ranks per node)")
 
-    s = sub.add_parser("check", help="preflight a profile against its hosts")
-    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
-    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
-    s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB (host-cache sizing)")
-    s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GiB as nvidia-smi shows it")
-    s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
+    if command in (None, "check"):
+        s = sub.add_parser("check", help="preflight a profile against its hosts")
+        s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+        s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
+        s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB (host-cache sizing)")
+        s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GiB as nvidia-smi shows it")
+        s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
 
-    s = sub.add_parser("plan", help="memory plan before launch: KV tokens and headroom per memory setting")
-    s.add_argument("profile", nargs="*", help="profile name or path (or use --model-config); several: the prefill and decode groups of one deployment")
-    s.add_argument("--model-config", metavar="DIR", help="a model directory with config.json (+ safetensors index or files)")
-    s.add_argument("--gpu-mem-gb", type=float, default=None, help="memory per GPU, GiB as nvidia-smi shows it (what-if)")
-    s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
-    s.add_argument("--tp", type=int, default=None, help="with --model-config: tensor parallel size")
-    s.add_argument("--dp", type=int, default=None, help="with --model-config: data parallel size")
-    s.add_argument("--ep", type=int, default=None, help="with --model-config: expert parallel size")
-    s.add_argument("--backend", choices=engines, default=DEFAULT_BACKEND,
-                   help=f"with --model-config: the engine (default {DEFAULT_BACKEND})")
-    s.add_argument("--server-version", default=None, help="with --model-config: the server version (default the newest known)")
-    s.add_argument("--target-headroom-gb", type=float, default=5.0, help="with --model-config: target free GiB after capture")
-    s.add_argument("--warn-headroom-gb", type=float, default=3.0, help="with --model-config: warn below this many GiB")
-    s.add_argument("--calibrate-from", metavar="RUN", default=None, help="calibrate from this journal run")
-    s.add_argument("--no-calibration", action="store_true", help="the estimate alone, even when the journal could calibrate it")
-    s.add_argument("--request-tokens", type=int, default=None, metavar="N",
-                   help="concurrency column: requests of N tokens each setting holds (default the context length)")
-    s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
-                   help="override a server flag (repeatable)")
-    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
+    if command in (None, "plan"):
+        s = sub.add_parser("plan", help="memory plan before launch: KV tokens and headroom per memory setting")
+        s.add_argument("profile", nargs="*", help="profile name or path (or use --model-config); several: the prefill and decode groups of one deployment")
+        s.add_argument("--model-config", metavar="DIR", help="a model directory with config.json (+ safetensors index or files)")
+        s.add_argument("--gpu-mem-gb", type=float, default=None, help="memory per GPU, GiB as nvidia-smi shows it (what-if)")
+        s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
+        s.add_argument("--tp", type=int, default=None, help="with --model-config: tensor parallel size")
+        s.add_argument("--dp", type=int, default=None, help="with --model-config: data parallel size")
+        s.add_argument("--ep", type=int, default=None, help="with --model-config: expert parallel size")
+        s.add_argument("--backend", choices=engines, default=DEFAULT_BACKEND,
+                       help=f"with --model-config: the engine (default {DEFAULT_BACKEND})")
+        s.add_argument("--server-version", default=None, help="with --model-config: the server version (default the newest known)")
+        s.add_argument("--target-headroom-gb", type=float, default=5.0, help="with --model-config: target free GiB after capture")
+        s.add_argument("--warn-headroom-gb", type=float, default=3.0, help="with --model-config: warn below this many GiB")
+        s.add_argument("--calibrate-from", metavar="RUN", default=None, help="calibrate from this journal run")
+        s.add_argument("--no-calibration", action="store_true", help="the estimate alone, even when the journal could calibrate it")
+        s.add_argument("--request-tokens", type=int, default=None, metavar="N",
+                       help="concurrency column: requests of N tokens each setting holds (default the context length)")
+        s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
+                       help="override a server flag (repeatable)")
+        s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
-    s = sub.add_parser("up", help="launch a profile's server detached")
-    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
-    s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
-                   help="override a server flag for this run only (repeatable)")
-    s.add_argument("--wait", choices=["started", "ready"], default="started",
-                   help="return once the server runs (started, the default) or once it serves: the log says "
-                        "ready and /health answers 200 (ready)")
-    s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait (default 900)")
-    s.add_argument("--force", action="store_true", help="launch even when the memory plan predicts too little headroom")
-    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
+    if command in (None, "up"):
+        s = sub.add_parser("up", help="launch a profile's server detached")
+        s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+        s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
+                       help="override a server flag for this run only (repeatable)")
+        s.add_argument("--wait", choices=["started", "ready"], default="started",
+                       help="return once the server runs (started, the default) or once it serves: the log says "
+                            "ready and /health answers 200 (ready)")
+        s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait (default 900)")
+        s.add_argument("--force", action="store_true", help="launch even when the memory plan predicts too little headroom")
+        s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
-    s = sub.add_parser("status", help="attach to a profile's run and report")
-    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
-    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
+    if command in (None, "status"):
+        s = sub.add_parser("status", help="attach to a profile's run and report")
+        s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+        s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
-    s = sub.add_parser("logs", help="the server log, filtered")
-    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
-    s.add_argument("-f", "--follow", action="store_true", help="keep printing new lines as the server writes them (ctrl+c ends)")
-    s.add_argument("--tail", type=int, default=None, metavar="N", help="start N lines from the end")
-    s.add_argument("--filter", default="all", metavar="PRESET|REGEX",
-                   help="memory, errors, batches, all, or a regular expression")
-    s.add_argument("--rank", default=None, help="only this rank (3 or TP3)")
+    if command in (None, "logs"):
+        s = sub.add_parser("logs", help="the server log, filtered")
+        s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+        s.add_argument("-f", "--follow", action="store_true", help="keep printing new lines as the server writes them (ctrl+c ends)")
+        s.add_argument("--tail", type=int, default=None, metavar="N", help="start N lines from the end")
+        s.add_argument("--filter", default="all", metavar="PRESET|REGEX",
+                       help="memory, errors, batches, all, or a regular expression")
+        s.add_argument("--rank", default=None, help="only this rank (3 or TP3)")
 
-    s = sub.add_parser("down", help="stop a profile's run and wait for GPU memory to be released")
-    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
-    s.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL (default 30)")
-    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
+    if command in (None, "down"):
+        s = sub.add_parser("down", help="stop a profile's run and wait for GPU memory to be released")
+        s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+        s.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL (default 30)")
+        s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
-    s = sub.add_parser("stacks", help="py-spy stacks of every process of the live run, ranks grouped")
-    s.add_argument("profile", help="profile name or path")
-    s.add_argument("--native", action="store_true", help="include native (C/C++) frames")
-    s.add_argument("--json", action="store_true", help="machine-readable output (processes, groups, odd_one_out)")
-    s.add_argument("--saved", action="store_true", help="show the newest saved dump instead of taking one")
+    if command in (None, "stacks"):
+        s = sub.add_parser("stacks", help="py-spy stacks of every process of the live run, ranks grouped")
+        s.add_argument("profile", help="profile name or path")
+        s.add_argument("--native", action="store_true", help="include native (C/C++) frames")
+        s.add_argument("--json", action="store_true", help="machine-readable output (processes, groups, odd_one_out)")
+        s.add_argument("--saved", action="store_true", help="show the newest saved dump instead of taking one")
 
-    s = sub.add_parser("runs", help="the journal of runs")
-    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
-    s.add_argument("--profile", default=None, metavar="NAME", help="only this profile's runs")
-    rsub = s.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
-    # SUPPRESS: a --json given before the subcommand (`runs --json show ID`) must survive
-    r = rsub.add_parser("show", help="one run in full")
-    r.add_argument("id", help="a run id as `cockpit runs` lists it")
-    r.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output (JSON)")
-    r = rsub.add_parser("compare", help="runs side by side")
-    r.add_argument("ids", nargs="+", metavar="ID", help="two or more run ids as `cockpit runs` lists them")
-    r.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output (JSON)")
+    if command in (None, "runs"):
+        s = sub.add_parser("runs", help="the journal of runs")
+        s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
+        s.add_argument("--profile", default=None, metavar="NAME", help="only this profile's runs")
+        rsub = s.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
+        # SUPPRESS: a --json given before the subcommand (`runs --json show ID`) must survive
+        r = rsub.add_parser("show", help="one run in full")
+        r.add_argument("id", help="a run id as `cockpit runs` lists it")
+        r.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output (JSON)")
+        r = rsub.add_parser("compare", help="runs side by side")
+        r.add_argument("ids", nargs="+", metavar="ID", help="two or more run ids as `cockpit runs` lists them")
+        r.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output (JSON)")
 
-    s = sub.add_parser("bench", help="load test of a profile's live run: tok/s, req/s, TTFT/ITL/E2E")
-    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
-    s.add_argument("--requests", type=int, default=200, metavar="N", help="requests per concurrency level (default 200)")
-    s.add_argument("--concurrency", type=int, nargs="+", default=None, metavar="C",
-                   help="requests in flight; several values run one level after the other (default 8)")
-    s.add_argument("--input-len", type=int, default=None, metavar="L",
-                   help="prompt tokens of synthetic requests (default 1024, cut to fit the run's context length)")
-    s.add_argument("--output-len", type=int, default=None, metavar="L",
-                   help="output tokens per request, EOS ignored (default 256, cut to fit the run's context length)")
-    s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
-                   help="random token ids of the model's own tokenizer, or JSONL lines "
-                        '{"prompt": ..., "output_len": N}')
-    s.add_argument("--max-error-share", type=float, default=None, metavar="F",
-                   help="stop a level (and the bench) once this share of its requests failed (default 0.5)")
-    s.add_argument("--duration", type=float, default=120.0, metavar="S",
-                   help="time limit per level (s); requests still running then are cancelled (default 120)")
-    s.add_argument("--api", default="openai", metavar="openai|ENGINE",
-                   help="streaming /v1/completions (default), or the engine's own generate API named by the engine")
-    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
+    if command in (None, "bench"):
+        s = sub.add_parser("bench", help="load test of a profile's live run: tok/s, req/s, TTFT/ITL/E2E")
+        s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+        s.add_argument("--requests", type=int, default=200, metavar="N", help="requests per concurrency level (default 200)")
+        s.add_argument("--concurrency", type=int, nargs="+", default=None, metavar="C",
+                       help="requests in flight; several values run one level after the other (default 8)")
+        s.add_argument("--input-len", type=int, default=None, metavar="L",
+                       help="prompt tokens of synthetic requests (default 1024, cut to fit the run's context length)")
+        s.add_argument("--output-len", type=int, default=None, metavar="L",
+                       help="output tokens per request, EOS ignored (default 256, cut to fit the run's context length)")
+        s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
+                       help="random token ids of the model's own tokenizer, or JSONL lines "
+                            '{"prompt": ..., "output_len": N}')
+        s.add_argument("--max-error-share", type=float, default=None, metavar="F",
+                       help="stop a level (and the bench) once this share of its requests failed (default 0.5)")
+        s.add_argument("--duration", type=float, default=120.0, metavar="S",
+                       help="time limit per level (s); requests still running then are cancelled (default 120)")
+        s.add_argument("--api", default="openai", metavar="openai|ENGINE",
+                       help="streaming /v1/completions (default), or the engine's own generate API named by the engine")
+        s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
-    s = sub.add_parser("tune", help="guided tuning: launch, measure, move; writes NAME.tuned.yaml")
-    s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
-    s.add_argument("--objective", choices=["throughput", "ttft-p99"], default="throughput",
-                   help="what makes a setting best: the most output tokens/s (throughput, the default) or the "
-                        "lowest 99th-percentile time to first token (ttft-p99)")
-    s.add_argument("--slo", default=None, metavar="ttft_p99=2s,itl_p99=100ms",
-                   help="latency limits a setting must keep to count as best")
-    s.add_argument("--max-launches", type=int, default=6, metavar="N", help="launch budget (default 6)")
-    s.add_argument("--requests", type=int, default=2000, metavar="N", help="bench requests per step (default 2000)")
-    s.add_argument("--concurrency", type=int, nargs="+", default=[64], metavar="C",
-                   help="bench requests in flight (default 64; the last value is used)")
-    s.add_argument("--input-len", type=int, default=512, metavar="L", help="bench prompt tokens (default 512)")
-    s.add_argument("--output-len", type=int, default=1024, metavar="L", help="bench output tokens (default 1024)")
-    s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
-                   help='bench prompts: random tokens (synthetic, the default) or JSONL lines {"prompt": ..., "output_len": N}')
-    s.add_argument("--duration", type=float, default=60.0, metavar="S", help="bench time limit per step (default 60)")
-    s.add_argument("--api", default="openai", metavar="openai|ENGINE",
-                   help="bench through streaming /v1/completions (default), or the engine's own generate API")
-    s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for READY per launch (default 900)")
-    s.add_argument("--output", default=None, metavar="PATH", help="where to write the tuned profile")
-    s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
+    if command in (None, "tune"):
+        s = sub.add_parser("tune", help="guided tuning: launch, measure, move; writes NAME.tuned.yaml")
+        s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+        s.add_argument("--objective", choices=["throughput", "ttft-p99"], default="throughput",
+                       help="what makes a setting best: the most output tokens/s (throughput, the default) or the "
+                            "lowest 99th-percentile time to first token (ttft-p99)")
+        s.add_argument("--slo", default=None, metavar="ttft_p99=2s,itl_p99=100ms",
+                       help="latency limits a setting must keep to count as best")
+        s.add_argument("--max-launches", type=int, default=6, metavar="N", help="launch budget (default 6)")
+        s.add_argument("--requests", type=int, default=2000, metavar="N", help="bench requests per step (default 2000)")
+        s.add_argument("--concurrency", type=int, nargs="+", default=[64], metavar="C",
+                       help="bench requests in flight (default 64; the last value is used)")
+        s.add_argument("--input-len", type=int, default=512, metavar="L", help="bench prompt tokens (default 512)")
+        s.add_argument("--output-len", type=int, default=1024, metavar="L", help="bench output tokens (default 1024)")
+        s.add_argument("--dataset", default="synthetic", metavar="synthetic|FILE.jsonl",
+                       help='bench prompts: random tokens (synthetic, the default) or JSONL lines {"prompt": ..., "output_len": N}')
+        s.add_argument("--duration", type=float, default=60.0, metavar="S", help="bench time limit per step (default 60)")
+        s.add_argument("--api", default="openai", metavar="openai|ENGINE",
+                       help="bench through streaming /v1/completions (default), or the engine's own generate API")
+        s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for READY per launch (default 900)")
+        s.add_argument("--output", default=None, metavar="PATH", help="where to write the tuned profile")
+        s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     # `cockpit sim` parses its own (SGLang-shaped) arguments.
     sub.add_parser("sim", help=f"a faithful stand-in for {engine_names()} (simulated GPUs; --sim-backend NAME)",
@@ -254,12 +274,32 @@ def _glue_set_values(args: list[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] != ["diagnose"]:
+        return _main(args_list)
+    # `diagnose` is one short run whose objects (the modules it imports, the state it builds) all live
+    # to its end and hold no cycles worth collecting: the collector would only walk them, ~20
+    # collections and ~5 ms of a 1M-line diagnose (docs/PERFORMANCE.md, section 9). Called in process
+    # (the tests), it leaves the collector as it found it.
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _main(args_list)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _main(args_list: list[str]) -> int:
     if args_list and args_list[0] == "sim":
         from cockpit.sim.main import main as sim_main
 
         return sim_main(args_list[1:])
     try:
-        parser = build_parser()  # the registry's names: COCKPIT_EXTRA_BACKENDS may be bad input
+        # the registry's names: COCKPIT_EXTRA_BACKENDS may be bad input. A command line that names its
+        # command needs that command's parser only.
+        parser = build_parser(args_list[0] if args_list and args_list[0] in COMMANDS else None)
     except Exception as exc:
         from cockpit.errors import CockpitError
 

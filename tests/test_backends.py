@@ -54,3 +54,21 @@ def test_sglang_answers_what_the_supervisor_asks() -> None:
     argvs = b.build_node_argvs(two, None, "10.0.0.1:5000")
     assert len(argvs) == 2 and all("--dist-init-addr" in a for a in argvs)
     assert argvs[1][argvs[1].index("--node-rank") + 1] == "1"
+
+
+@pytest.mark.parametrize("name", backend_names())
+def test_declared_secret_flags_are_the_flag_tables_own(name: str) -> None:
+    """A backend may declare its secret options (so that `diagnose` need not import every version's
+    flag table to register them); the declaration must say what the tables say."""
+    import importlib
+
+    from cockpit.core.secrets import _SECRET_WORDS
+
+    backend = get_backend(name)
+    declared = getattr(backend, "secret_flags", None)
+    if declared is None:
+        pytest.skip(f"{name} reads its secret flags from its tables")
+    flags = importlib.import_module(type(backend).__module__ + ".flags")
+    from_tables = {o for version in (None, *flags.VERSIONS) for spec in flags.flag_table(version).values()
+                   for o in spec.option_strings if _SECRET_WORDS.search(o.lstrip("-"))}
+    assert from_tables and set(declared) == from_tables

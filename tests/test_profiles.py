@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,18 @@ def test_anything_else_is_refused_with_the_shape(tmp_path: Path, version: str) -
     p.write_text(f"name: p\nhosts: [{{ssh: local}}]\nversion: '{version}'\nserver: {{model-path: /m, tp: 1}}\n")
     with pytest.raises(ProfileError, match=r"version: a version looks like 0\.5\.9, 0\.5\.8\.post1"):
         load_profile(p)
+
+
+def test_a_json_flag_may_be_written_as_a_yaml_mapping(tmp_path: Path) -> None:
+    """vLLM's --speculative-config takes JSON text; a profile writes it as YAML (found launching a
+    draft model: the mapping was refused as "Input should be a valid string")."""
+    from cockpit.backends import get_backend
+
+    p = tmp_path / "p.yaml"
+    p.write_text("name: p\nbackend: vllm\nhosts: [{ssh: local}]\nversion: 0.32.0\n"
+                 "server:\n  model: /m\n  speculative-config: {method: ngram, num_speculative_tokens: 2}\n")
+    prof = load_profile(p)
+    assert prof.server["speculative-config"] == '{"method":"ngram","num_speculative_tokens":2}'
+    argv = list(get_backend("vllm").build_argv(prof))
+    at = argv.index("--speculative-config")
+    assert json.loads(argv[at + 1]) == {"method": "ngram", "num_speculative_tokens": 2}

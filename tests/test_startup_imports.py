@@ -56,3 +56,32 @@ def test_diagnose_of_an_sglang_log_never_loads_the_vllm_grammar() -> None:
         assert heavy not in {m.split(".")[0] for m in mods}, heavy
     # pathlib brings urllib.parse and ipaddress (~3 ms); the read needs only os.PathLike
     assert "pathlib" not in mods
+
+
+DIAGNOSE_MODULE_BUDGET = 95  # 90 over a bare interpreter for an SGLang log in December 2026 (was 95)
+
+
+def test_diagnose_of_an_sglang_log_imports_only_its_path() -> None:
+    """What `diagnose` of an SGLang log pays at start-up (issue 28): one engine's grammar and
+    diagnosis, the other engine's sniff only — not its flag tables (the backends declare their
+    secret flags), not `decimal` (a flag parser's), not `threading` (the parallel read asks
+    sys.modules)."""
+    mods = _imported("diagnose", "--json", str(DATA / "sglang-0.5.9-kimi-0.88-healthy.log"))
+    assert "cockpit.backends.sglang.diagnosis" in mods  # the probe saw the whole run
+    for skipped in ("cockpit.backends.vllm.flags", "cockpit.backends.vllm.logparse", "decimal", "threading"):
+        assert skipped not in mods, skipped
+    assert len(mods) <= DIAGNOSE_MODULE_BUDGET, len(mods)
+
+
+def test_a_named_command_parses_as_the_whole_cli_does() -> None:
+    """`main` builds only the named command's parser: COMMANDS must name every subcommand, and the
+    parse must be the whole parser's."""
+    from cockpit.cli import COMMANDS, build_parser
+
+    whole = build_parser()
+    sub = next(a for a in whole._actions if a.__class__.__name__ == "_SubParsersAction")
+    assert tuple(sub.choices) == COMMANDS  # type: ignore[attr-defined]
+    argv = ["diagnose", "--json", "--target-headroom-gb", "4", "a.log", "b.log"]
+    assert vars(build_parser("diagnose").parse_args(argv)) == vars(whole.parse_args(argv))
+    argv = ["runs", "--json", "show", "r1"]
+    assert vars(build_parser("runs").parse_args(argv)) == vars(whole.parse_args(argv))

@@ -19,7 +19,7 @@ from cockpit.core.engines import DEFAULT_ENGINE
 
 TYPE_CHECKING = False  # not `typing`'s: `cockpit --help` reads the registry's names, nothing more
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterable, Mapping
     from typing import Any
 
     from cockpit.backends.base import Backend, EngineWords
@@ -112,7 +112,7 @@ def get_backend(name: str) -> Backend:
         from cockpit.errors import BadInput
 
         raise BadInput(f"{EXTRA_ENV}: engine {name!r}: {module}:{cls} does not load ({exc})") from None
-    _register_secret_flags(module)
+    _register_secret_flags(module, getattr(backend, "secret_flags", None))
     _register_predicted_words(backend)
     return backend
 
@@ -167,10 +167,14 @@ def flag_labels() -> dict[str, str]:
     return out
 
 
-def _register_secret_flags(module: str) -> None:
+def _register_secret_flags(module: str, declared: Iterable[str] | None = None) -> None:
     """The engine's secret flags (`--api-key`), so that masking also covers their abbreviations
-    (argparse reads `--api-k` as `--api-key`): every version's table."""
+    (argparse reads `--api-k` as `--api-key`): as the backend declares them, else every version's table."""
     from cockpit.core.secrets import register_secret_flags
+
+    if declared is not None:
+        register_secret_flags(declared)
+        return
 
     try:
         flags = importlib.import_module(module + ".flags")

@@ -38,6 +38,11 @@ class EngineBackend:
     name: str  # "sglang": the key of get_backend and the prefix of its metrics
     package: str  # the engine's package: "cockpit.backends.sglang"
     default_port: int  # the engine's HTTP port when the profile sets none
+    # The options of every version's flag table that read as secret (`--api-key`), declared so that
+    # get_backend need not import the tables to register them (~3 ms of each `diagnose`, which asks
+    # every engine for its log score); None: read from the tables. tests/test_backends.py holds the
+    # declaration equal to the tables.
+    secret_flags: tuple[str, ...] | None = None
 
     def _module(self, leaf: str) -> ModuleType:
         return importlib.import_module(f"{self.package}.{leaf}")

@@ -7,6 +7,7 @@ here we check shape and make sure no value can smuggle anything into a shell or 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -197,6 +198,15 @@ def _valid_env(v: dict[str, str]) -> dict[str, str]:
     return {k: str(val) for k, val in v.items()}
 
 
+def _mappings_as_json(v: Any) -> Any:
+    """A flag written as a YAML mapping (`speculative-config: {method: ngram, …}`) is the JSON text
+    the engine takes on its command line (vLLM's `--speculative-config`, `--kv-transfer-config`):
+    an operator writes YAML in a profile, not JSON inside a YAML string."""
+    if not isinstance(v, dict):
+        return v
+    return {k: json.dumps(val, separators=(",", ":")) if isinstance(val, dict) else val for k, val in v.items()}
+
+
 def _valid_server(v: dict[str, Any]) -> dict[str, Any]:
     for k, val in v.items():
         if not FLAG_NAME_RE.fullmatch(k):
@@ -220,6 +230,11 @@ class Group(BaseModel):
     server: dict[str, ServerValue] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
     log: str | None = None
+
+    @field_validator("server", mode="before")
+    @classmethod
+    def _server_mappings(cls, v: Any) -> Any:
+        return _mappings_as_json(v)
 
     @field_validator("server")
     @classmethod
@@ -363,6 +378,11 @@ class Profile(BaseModel):
     @classmethod
     def _check_env(cls, v: dict[str, str]) -> dict[str, str]:
         return _valid_env(v)
+
+    @field_validator("server", mode="before")
+    @classmethod
+    def _server_mappings(cls, v: Any) -> Any:
+        return _mappings_as_json(v)
 
     @field_validator("server")
     @classmethod

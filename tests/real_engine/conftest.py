@@ -11,7 +11,8 @@ Fixtures:
     COCKPIT_REAL_ENGINE_VENV is not set) and the tiny checkpoints it wrote. If the engine cannot be
     installed the tests FAIL with the command to run (never skip: CI installs it).
     Fields: venv, vllm (the `vllm` console script), python, models, tiny (tiny-llama: 1 KiB of KV a
-    token in bfloat16), wide_kv (wide-kv-llama: 32 KiB a token), version ("0.32.0").
+    token in bfloat16), wide_kv (wide-kv-llama: 32 KiB a token), draft (tiny-draft-llama: tiny's
+    speculative-decoding draft, 512 B a token), version ("0.32.0").
     Methods: profile(tmp_path, name, **overrides) -> Path writes a profile YAML that launches
     `vllm serve` on `tiny` on a free port (workdir, log and runs under tmp_path) and returns its path.
 
@@ -72,6 +73,11 @@ class RealVllm:
         return self.models / "wide-kv-llama"
 
     @property
+    def draft(self) -> Path:
+        """tiny-draft-llama: a speculative-decoding draft for `tiny` (make_checkpoints.py)."""
+        return self.models / "tiny-draft-llama"
+
+    @property
     def cache_root(self) -> Path:
         # vLLM's torch.compile cache, shared by the tier's launches (like pip's cache: content-keyed,
         # never read as a test's state); a test's HOME is its own, so without this each launch
@@ -128,7 +134,12 @@ def real_vllm() -> RealVllm:
                         f"{proc.stderr[-3000:]}")
         venv = Path(proc.stdout.strip().splitlines()[-1])
     models = venv.parent / "models"
-    for need in (venv / "bin" / "vllm", models / "tiny-llama" / "config.json"):
+    if (models / "tiny-llama" / "config.json").exists() and not (models / "tiny-draft-llama" / "config.json").exists():
+        # an engine cached before the draft checkpoint existed: write the missing one (the others are reused)
+        subprocess.run([str(venv / "bin" / "python"), str(REPO / "tests" / "real_engine" / "make_checkpoints.py"),
+                        str(models)], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    for need in (venv / "bin" / "vllm", models / "tiny-llama" / "config.json", models / "tiny-draft-llama" / "config.json"):
         if not need.exists():
             pytest.fail(f"{need} is missing: run `bash scripts/real-engine.sh`")
     return RealVllm(venv=venv, models=models)

@@ -11,7 +11,12 @@ random (seeded). Each checkpoint is written once; a finished one carries a stamp
   ("Unsupported CPU attention configuration: head_dim=16").
 - `wide-kv-llama`: 8 layers × 8 KV heads × head_dim 128: 2 × 8 × 8 × 128 × 2 B = 32 KiB a token in
   bfloat16, so a 1 GiB KV cache holds 32,768 tokens and refuses a longer --max-model-len.
-Both are saved in float32 (as many small research checkpoints are), so a launch's `dtype: bfloat16`
+- `tiny-draft-llama`: a speculative-decoding draft for `tiny-llama` (`--speculative-config` method
+  `draft_model`): the same tokenizer and vocabulary, one layer of the same attention shape, so its
+  KV is 512 B a token in bfloat16 and the pair's 1.5 KiB. Its MLP is wide (intermediate 65536:
+  25.3 M parameters, 0.09 GiB in float32) so that the engine's `Checkpoint size: X GiB` line for
+  the drafter reads more than 0.00 at two decimals: the plan's draft weights have a figure to meet.
+All are saved in float32 (as many small research checkpoints are), so a launch's `dtype: bfloat16`
 halves what config.json's dtype would say: the plan must follow the launch.
 """
 
@@ -35,6 +40,8 @@ SPECS = {
                        num_key_value_heads=2, max_position_embeddings=4096),
     "wide-kv-llama": dict(hidden_size=1024, intermediate_size=256, num_hidden_layers=8, num_attention_heads=8,
                           num_key_value_heads=8, max_position_embeddings=131072),
+    "tiny-draft-llama": dict(hidden_size=128, intermediate_size=65536, num_hidden_layers=1, num_attention_heads=2,
+                             num_key_value_heads=2, max_position_embeddings=4096),
 }
 VOCAB = 512
 STAMP = ".cockpit-checkpoint"

@@ -29,6 +29,7 @@ class SGLangBackend(EngineBackend):
     name = "sglang"
     package = __name__
     default_port = DEFAULT_PORT
+    secret_flags = ("--api-key",)
 
     def native_api(self) -> GenerateApi:
         from cockpit.backends.sglang.nativeapi import SGLangGenerate

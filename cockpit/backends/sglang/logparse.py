@@ -105,10 +105,11 @@ def _workers(size: int) -> int:
     env = os.environ.get("COCKPIT_LOG_WORKERS")
     if env is not None:
         return max(1, int(env)) if env.isdigit() else 1
-    import threading
-
-    if threading.active_count() != 1:
-        return 1  # forking a threaded process is not safe
+    # forking a threaded process is not safe; a process that never imported threading started no
+    # thread through it (the CLI's case: importing it only to ask costs ~1 ms of diagnose's start-up)
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() != 1:
+        return 1
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

@@ -101,6 +101,7 @@ class SGLangLogParser:
         # lines by what they prove (see recognition): SGLang's own, any Python/torch server's, another engine's
         self._tally = [0, 0, 0, 0]  # lines per recognition class (failures.NONE … FOREIGN)
         self.lines_cut = 0  # lines longer than CLASSIFY_CAP, classified on their head
+        self._looked_at = 0  # lines of windows classified one by one (the rest are routine)
 
     @property
     def lines_seen(self) -> int:
@@ -276,7 +277,7 @@ class SGLangLogParser:
             half = buf[pos:he]
             hnl = len(half) - len(half.replace(b"\n", b""))
             batches = buf.count(_BATCH_MARK, pos, he)
-            self._tally[STRONG] += batches  # every batch line is SGLang's own: recognised without a look
+            looked_at = self._looked_at
             # Each `_ACCESS_OK` holds one `_ACCESS_MARK`, so its count is at most the mark's and
             # the news it leaves is at least the true one: when that is not above 0, neither is the
             # true news (and news below 0, lines holding two marks, is no news either). Only a half
@@ -287,6 +288,9 @@ class SGLangLogParser:
             if news > 0:
                 self._lines = base + nl
                 self._find_news(buf, pos, he, news, out)
+            # every routine line (batch or access: SGLang's own record) is recognised without a
+            # look, as the line-by-line path counts it; the others were tallied when looked at
+            self._tally[STRONG] += hnl - (self._looked_at - looked_at)
             nl += hnl
             pos = he
         self._lines = base
@@ -364,6 +368,7 @@ class SGLangLogParser:
             def peek(i: int = i) -> str | None:
                 return _clean(lines[i + 1]) if i + 1 < count else None
 
+            self._looked_at += 1
             self._emit(base + i + 1, raw, out, peek, True)
             done = i
 

@@ -30,6 +30,7 @@ class VLLMBackend(EngineBackend):
     name = "vllm"
     package = __name__
     default_port = DEFAULT_PORT
+    secret_flags = ("--api-key",)
 
     def words(self) -> EngineWords:
         return EngineWords(

@@ -150,6 +150,10 @@ _STARTUP_MARKS = ("failed to start", "Timed out waiting for engine core", "initi
 _CPU_FILES = ("cpu_worker.py", "cpu_model_runner.py")
 _RX_CPU_KV_SET = re.compile(r"(?:Explicitly|Auto) set \((?P<kv>[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache on node \d+")
 _RX_LOADING_TOOK = re.compile(r"Loading weights took " + _F + r" ?s")
+# every loader (weight_utils.py, 0.2x+): "Filesystem type for checkpoints: EXT4. Checkpoint size: 0.09 GiB.
+# Available RAM: …" — the files' size on disk, once per model loaded; after `Loading drafter model...`
+# (gpu_model_runner / cpu_model_runner.load_model) it is the speculative draft's
+_RX_CHECKPOINT = re.compile(r"Checkpoint size: " + _F + r" ?GiB")
 # an exception whose own message says NCCL failed — its library, a communicator (PyNccl…, nccl_m2n), its
 # unique id: `RuntimeError: failed to load the NCCL library for unique-id rendezvous`, `Failed to
 # initialize PyNcclEplbCommunicator (…)`, `NCCL4Py unique-id generation failed: …` (0.20+)
@@ -256,6 +260,7 @@ class VLLMLogParser:
         self._tokens_sent = False
         self._kv_sized = False
         self._kv_gb: dict[str, float] = {}  # rank -> `Available KV cache memory`
+        self._drafting: set[str] = set()  # ranks that printed `Loading drafter model...`
         self._capturing = False
         self._crashed = False
         self._workers_seen = False
@@ -615,6 +620,18 @@ class VLLMLogParser:
                 self._flush_tokens(out, line, ts, before_capture=False)
                 pm = _RX_PORT.search(m[1])
                 out.append(ev.UvicornRunning(line, ts, None, int(pm[1]) if pm else None))
+            return
+        if c == "L" and msg.startswith("Loading drafter model"):
+            # the speculative draft loads inside the same load_model (its weights are in the
+            # rank's `Model loading took`): what the loader says next is the draft's
+            if mem_rank is not None:
+                self._drafting.add(mem_rank)
+            return
+        if c == "F" and msg.startswith("Filesystem type for checkpoints:"):
+            m = _RX_CHECKPOINT.search(msg)
+            if m and mem_rank is not None:
+                key = "draft_checkpoint_gb" if mem_rank in self._drafting else "checkpoint_gb"
+                out.append(ev.RankMemoryFigures(line, ts, mem_rank, {key: float(m[1])}))
             return
         if c == "D" and msg.startswith("Dumping scheduler output for model execution"):
             out.append(ev.FailedBatch(line, ts, None, _batch_kind(msg)))

@@ -229,8 +229,10 @@ SPEC_NO_DRAFT = ("ngram", "suffix", "medusa_heads_none")
 
 
 def draft_terms(cfg: ModelConfig, weights: WeightIndex, draft: ModelFacts | None, s: Settings,
-                notes: list[str]) -> tuple[float, float]:
-    """(draft weights GiB per rank, draft KV bytes per token per rank) for --speculative-config."""
+                notes: list[str]) -> tuple[float, float] | None:
+    """(draft weights GiB per rank, draft KV bytes per token per rank) for --speculative-config:
+    (0, 0) without a speculative config or for a method without draft weights (ngram, suffix);
+    None when a draft is named but could not be read (the note says so; nothing is budgeted)."""
     spec = s.speculative
     if not spec:
         return 0.0, 0.0
@@ -255,7 +257,7 @@ def draft_terms(cfg: ModelConfig, weights: WeightIndex, draft: ModelFacts | None
     else:
         notes.append(f"speculative {method or 'draft'}: the draft model ({spec.get('model') or 'none named'}) was not read: "
                      "its weights and KV are not in the budget")
-        return 0.0, 0.0
+        return None
     return w / GIB, cell_bytes(dcfg, dataclasses.replace(s, pp=1, speculative=None))
 
 
@@ -350,7 +352,8 @@ def plan(
         # EP spans the DP replicas: the experts split over tp × dp ranks, not tp
         w_bytes -= split.by_category.get("expert", 0.0) * (1 - 1 / s.dp)
     notes = list(cfg.notes)
-    draft_w, draft_cell = draft_terms(cfg, weights, draft, s, notes)
+    drafted = draft_terms(cfg, weights, draft, s, notes)
+    draft_w, draft_cell = drafted or (0.0, 0.0)
     w = max(0.0, w_bytes / GIB - s.cpu_offload_gib) + draft_w
     base = gpu.free_gib if gpu.free_gib is not None else t
     f0 = base - pre_snapshot_gib(s)
@@ -473,6 +476,11 @@ def plan(
         "util_floor": lowest.value if lowest is not None else math.nan,
         "util_ceiling": floor2(f0 / t) if t > 0 else math.nan,  # the most the free memory at start-up allows
         "kv_transfer_buffer_gib": s.kv_buffer_gib if s.kv_buffer_gib else math.nan,
+        # the draft's share of the weights and of every token's bytes (both already inside
+        # weights_gib_per_rank and kv_bytes_per_token), as SGLang's plan names them; absent without
+        # --speculative-config or when the named draft could not be read
+        "draft_weights_gib": draft_w if s.speculative and drafted is not None else math.nan,
+        "draft_kv_bytes_per_token": float(round(draft_cell)) if s.speculative and drafted is not None else math.nan,
     }
     terms = {k: v for k, v in terms.items() if not math.isnan(v)}
     arithmetic = (
