@@ -165,13 +165,6 @@ class Supervisor:
         self._preflight = tuple(result.findings)
         return result
 
-    async def preflight(self, overrides: dict[str, Any] | None = None) -> list[Finding]:
-        """The gate's findings (no plan): flags and host facts, node 0's model path and port.
-        Raises FlagError when the flags make no argv."""
-        result = await self.gate(overrides)
-        result.node_argvs()
-        return list(result.findings)
-
     # ------------------------------------------------------------------ launch / attach
     async def start(self, overrides: dict[str, Any] | None = None, *, attach: bool = True,
                     kill_leftovers: bool = False, argvs: list[list[str]] | None = None) -> RunInfo:
