@@ -8,12 +8,13 @@ import inspect
 import pytest
 
 from cockpit.backends import backend_names, get_backend
-from cockpit.backends.base import Backend
+from cockpit.backends.base import GROUPS, Backend
 from cockpit.core.profile import parse_profile
 
-PROTOCOL_METHODS = sorted(
-    name for name, member in vars(Backend).items() if inspect.isfunction(member) and not name.startswith("_")
-)
+
+def _methods(protocol: type) -> list[str]:
+    return sorted(name for name, member in vars(protocol).items()
+                  if inspect.isfunction(member) and not name.startswith("_"))
 
 
 @pytest.mark.parametrize("name", backend_names())
@@ -21,12 +22,24 @@ def test_every_backend_implements_the_whole_protocol(name: str) -> None:
     backend = get_backend(name)
     assert isinstance(backend, Backend) and backend.name == name
     assert get_backend(name) is backend  # one shared instance: backends hold no state
-    for method in PROTOCOL_METHODS:
-        impl = getattr(type(backend), method, None)
-        assert callable(impl), f"{name} lacks Backend.{method}"
-        want = [p for p in inspect.signature(getattr(Backend, method)).parameters]
-        got = [p for p in inspect.signature(impl).parameters]
-        assert got[: len(want)] == want, f"{name}.{method}{got} does not take Backend.{method}{want}"
+    doors = [(backend, Backend, "")] + [(getattr(backend, g), p, g + ".") for g, p in GROUPS.items()]
+    for obj, protocol, where in doors:
+        for method in _methods(protocol):
+            impl = getattr(type(obj), method, None)
+            assert callable(impl), f"{name} lacks Backend.{where}{method}"
+            want = [p for p in inspect.signature(getattr(protocol, method)).parameters]
+            got = [p for p in inspect.signature(impl).parameters]
+            assert got[: len(want)] == want, f"{name}.{where}{method}{got} does not take Backend.{where}{method}{want}"
+
+
+def test_the_flat_methods_are_gone_one_door_per_call() -> None:
+    """Each call has one door: a group's method is not also the backend's (no aliases)."""
+    grouped = {m for p in GROUPS.values() for m in _methods(p)}
+    for name in backend_names():
+        backend = get_backend(name)
+        top = {m for m in dir(backend) if not m.startswith("_") and callable(getattr(backend, m))}
+        assert not (top & grouped), f"{name} answers {sorted(top & grouped)} both flat and grouped"
+        assert {"effective_flags", "build_node_argvs", "read_log", "diagnose", "memory_plan"}.isdisjoint(top)
 
 
 def test_unknown_backend_names_the_known_ones() -> None:

@@ -115,32 +115,15 @@ class LogParser(Protocol):
         ...
 
 
-# `Backend.record_rank` answers this for a line that continues the previous record (a traceback
+# `Backend.logs.record_rank` answers this for a line that continues the previous record (a traceback
 # line, a wrapped repr): it belongs to that record's rank.
 CONTINUATION: Any = None
 
 
-@runtime_checkable
-class Backend(Protocol):
-    """One inference server's knowledge. Every method is pure (no I/O besides reading a log file
-    in `read_log`) and cheap to call; the implementation imports its heavy parts on first use."""
+class BackendFlags(Protocol):
+    """`backend.flags`: the server's flags as the profile, `--set` and a launched run give them."""
 
-    name: str  # "sglang": the profile's `backend:` value and the RunState.format prefix
-
-    def words(self) -> EngineWords:
-        """What the UI and the CLI say about this engine (labels, memory flag, port, demo, ranks)."""
-        ...
-
-    # ---------------------------------------------------------------- versions and flags
-    def versions(self) -> tuple[str, ...]:
-        """The server versions whose flags and log formats this backend knows."""
-        ...
-
-    def resolve_version(self, version: str | None) -> str:
-        """The known version a profile's `version:` (or None) is treated as."""
-        ...
-
-    def effective_flags(
+    def effective(
         self, profile: Profile, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
     ) -> dict[str, Any]:
         """Server flags of the profile with the overrides applied: the server's own key (dest) →
@@ -152,22 +135,26 @@ class Backend(Protocol):
         Raises FlagError for an item that is not FLAG[=VALUE]."""
         ...
 
-    def flag_diff(self, profile: Profile, flags: Mapping[str, Any]) -> list[FlagChange]:
+    def diff(self, profile: Profile, flags: Mapping[str, Any]) -> list[FlagChange]:
         """What differs between the profile's server flags and `flags` (a run's, as launched)."""
         ...
 
-    def flag_value(self, flags: Mapping[str, Any], flag: str, default: Any = None) -> Any:
+    def value(self, flags: Mapping[str, Any], flag: str, default: Any = None) -> Any:
         """The value of one flag in `flags` (any spelling the server accepts, aliases included)."""
         ...
 
-    # ---------------------------------------------------------------- launching
-    def build_argv(
+
+class BackendLaunch(Protocol):
+    """`backend.launch`: what starts a run and where it lands — argv, environment, rendezvous, the
+    GPUs it takes, its processes, the port and endpoint that say it serves, the P/D router."""
+
+    def argv(
         self, profile: Profile, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
     ) -> list[str]:
         """The argv that starts a one-node server (never a shell string). Raises FlagError."""
         ...
 
-    def build_node_argvs(
+    def node_argvs(
         self, profile: Profile, overrides: Mapping[str, Any] | None = None, dist_init_addr: str | None = None
     ) -> list[list[str]]:
         """One argv per host of the profile (one for a one-node profile); a multi-node run gets
@@ -177,7 +164,7 @@ class Backend(Protocol):
         ...
 
     def secret_env(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
-        """{variable: value} for the launch's environment: the secret flags `build_node_argvs` left
+        """{variable: value} for the launch's environment: the secret flags `node_argvs` left
         out of argv (vLLM's `--api-key` as VLLM_API_KEY), so no other user's `ps` shows them."""
         ...
 
@@ -186,35 +173,67 @@ class Backend(Protocol):
         a free port on node 0)."""
         ...
 
-    # ---------------------------------------------------------------- GPUs
-    def rank_gpu_map(
+    def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
+        """(environment, server flags) a debug relaunch adds (NCCL/PyTorch debugging, the engine's own)."""
+        ...
+
+    def rank_gpus(
         self, ranks: Iterable[str], hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
     ) -> dict[str, tuple[str, int]]:
         """Rank label → (host, GPU index) for the ranks a log showed."""
         ...
 
-    def gpus_for_flags(
-        self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
-    ) -> set[tuple[str, int]]:
+    def gpus(self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]) -> set[tuple[str, int]]:
         """(host, GPU index) pairs a run with these flags will use (before its log names a rank)."""
         ...
 
-    # ---------------------------------------------------------------- the log
+    def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
+        """(role, rank) of a run's process by the title the engine gave it ("VLLM::Worker_TP1")."""
+        ...
+
+    def api_port(self, flags: Mapping[str, Any]) -> int:
+        """The HTTP port node 0 serves on with these flags."""
+        ...
+
+    def readiness_path(self, version: str | None) -> str:
+        """The endpoint that answers 200 once the server serves ("/health", "/ready")."""
+        ...
+
+    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
+        """The prefill/decode role these server flags give (SGLang `disaggregation-mode`, vLLM
+        `kv-transfer-config` kv_role): "prefill", "decode", "prefill+decode", or None (no role)."""
+        ...
+
+    def role_hint(self, role: str) -> str:
+        """How this engine's flags give a server the prefill/decode `role` (a refused group's hint)."""
+        ...
+
+    def router_argv(self, profile: Profile) -> list[str]:
+        """The router of a prefill/decode profile (`groups:` + `router:`) as an argv: the engine's
+        own router over the groups' first hosts and API ports, or `router.program`. Raises
+        FlagError when the engine has no router of its own and the profile names none."""
+        ...
+
+
+class BackendLogs(Protocol):
+    """`backend.logs`: the server's log read into core events and states, and shown line by line."""
+
     def new_parser(self) -> LogParser:
         """A parser for one node's log of one run."""
         ...
 
     def new_state(self) -> RunState:
+        """An empty state of a run of this engine (its memory setting's flag named)."""
         ...
 
-    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
-                 stats: dict[str, int] | None = None) -> RunState:
+    def read(self, source: str | Path | BinaryIO, state: RunState | None = None,
+             stats: dict[str, int] | None = None) -> RunState:
         """A whole log file (or binary stream) read into a state (continuing `state` when given).
         `stats` (the caller's dict) gets this input's `lines`, `recognised` (lines read as this
         server's log) and `foreign` (lines of another engine's log) counts."""
         ...
 
-    def log_score(self, sample: bytes) -> float:
+    def score(self, sample: bytes) -> float:
         """0..1: the share of a log's opening bytes that read as this server's records
         (`cockpit diagnose` reads a log with the backend that scores highest)."""
         ...
@@ -230,44 +249,15 @@ class Backend(Protocol):
         logs once (the supervisor keeps node 0's instead of reading the second as a new run)."""
         ...
 
-    # ---------------------------------------------------------------- probes
-    def api_port(self, flags: Mapping[str, Any]) -> int:
-        """The HTTP port node 0 serves on with these flags."""
+    def filter_presets(self) -> Mapping[str, tuple[str, ...]]:
+        """The log view's presets ("memory", "errors", "batches") as substrings this server prints;
+        cockpit.core.logfilter.LineFilter matches them (the TUI's f/m/e/b keys, `logs --filter`)."""
         ...
 
-    def readiness_path(self, version: str | None) -> str:
-        """The endpoint that answers 200 once the server serves ("/health", "/ready")."""
-        ...
 
-    def metrics_path(self) -> str:
-        """The Prometheus endpoint ("/metrics")."""
-        ...
+class BackendDoctor(Protocol):
+    """`backend.doctor`: findings — before a launch (preflight) and about a run (diagnose)."""
 
-    def metrics_prefix(self) -> str:
-        """The prefix of the server's own metric names ("sglang:")."""
-        ...
-
-    def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
-        """(environment, server flags) a debug relaunch adds (NCCL/PyTorch debugging, the engine's own)."""
-        ...
-
-    def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
-        """(role, rank) of a run's process by the title the engine gave it ("VLLM::Worker_TP1")."""
-        ...
-
-    def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
-        """Serving figure -> the engine's metric names (without the prefix), newest first."""
-        ...
-
-    def native_api(self) -> GenerateApi | None:
-        """The engine's own generate API (`EngineWords.native_api` names it), None when it has none."""
-        ...
-
-    def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
-        """The version a run speaks: the profile's, else what its log showed, else None."""
-        ...
-
-    # ---------------------------------------------------------------- advice
     def diagnose(
         self,
         state: RunState,
@@ -285,6 +275,10 @@ class Backend(Protocol):
         """Findings about a profile before it launches, from the flags and the hosts' facts."""
         ...
 
+
+class BackendPlanner(Protocol):
+    """`backend.planner`: the memory plan before launch and what it reads (`cockpit plan`)."""
+
     def memory_plan(
         self,
         profile: Profile,
@@ -301,47 +295,108 @@ class Backend(Protocol):
         journal records that may calibrate it. None when the backend has no plan or no model."""
         ...
 
-    def model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+    def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
         """Where the profile's model lives as the server is told (SGLang's `model-path`, vLLM's
         `serve MODEL`): what the memory plan reads on node 0. None when the profile names none."""
         ...
 
-    def draft_model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+    def draft_model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
         """The speculative-decoding draft model the flags name (SGLang's `speculative-draft-model-path`,
         vLLM's `speculative-config` "model"): the memory plan reads it beside the model. None if none."""
         ...
 
-    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
-        """The prefill/decode role these server flags give (SGLang `disaggregation-mode`, vLLM
-        `kv-transfer-config` kv_role): "prefill", "decode", "prefill+decode", or None (no role)."""
-        ...
-
-    def role_hint(self, role: str) -> str:
-        """How this engine's flags give a server the prefill/decode `role` (a refused group's hint)."""
-        ...
-
-    def plan_term_lines(self, terms: Mapping[str, float]) -> list[str]:
+    def term_lines(self, terms: Mapping[str, float]) -> list[str]:
         """`cockpit plan`'s lines for the terms only this engine's plan has (its graph pool, its
         activation peak…), with the engine's own figures beside them; [] for none."""
         ...
 
-    def router_argv(self, profile: Profile) -> list[str]:
-        """The router of a prefill/decode profile (`groups:` + `router:`) as an argv: the engine's
-        own router over the groups' first hosts and API ports, or `router.program`. Raises
-        FlagError when the engine has no router of its own and the profile names none."""
-        ...
-
-    def log_filter_presets(self) -> Mapping[str, tuple[str, ...]]:
-        """The log view's presets ("memory", "errors", "batches") as substrings this server prints;
-        cockpit.core.logfilter.LineFilter matches them (the TUI's f/m/e/b keys, `logs --filter`)."""
-        ...
-
-    def plan_server(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
+    def server_flags(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
         """Server flags for `cockpit plan --model-config DIR --tp N [--dp N] [--ep N]` (no profile),
         in this server's own words. Raises FlagError for a combination the server cannot run."""
         ...
 
-    def tuning(self) -> Any:
-        """The pure tuning policy `cockpit tune` asks for its next launch: a module with `Step`,
-        `Move`, `next_move`, `best_step` (and optionally `step_facts`, `MEMORY_FLAG`)."""
+
+class BackendTuner(Protocol):
+    """`backend.tuner`: what `cockpit tune` asks for its next launch."""
+
+    def policy(self) -> Any:
+        """The pure tuning policy: a module with `Step`, `Move`, `next_move`, `best_step` (and
+        optionally `step_facts`, `MEMORY_FLAG`); None for an engine Cockpit cannot tune."""
+        ...
+
+
+class BackendMetrics(Protocol):
+    """`backend.metrics`: what a serving server is measured by — its Prometheus endpoint and metric
+    names, and its own generate API for the load generator."""
+
+    def path(self) -> str:
+        """The Prometheus endpoint ("/metrics")."""
+        ...
+
+    def prefix(self) -> str:
+        """The prefix of the server's own metric names ("sglang:")."""
+        ...
+
+    def serving(self) -> Mapping[str, tuple[str, ...]]:
+        """Serving figure -> the engine's metric names (without the prefix), newest first."""
+        ...
+
+    def native_api(self) -> GenerateApi | None:
+        """The engine's own generate API (`EngineWords.native_api` names it), None when it has none."""
+        ...
+
+
+# the capability groups, by the attribute a Backend holds each in (tests check every backend has all)
+GROUPS: dict[str, type] = {
+    "flags": BackendFlags, "launch": BackendLaunch, "logs": BackendLogs, "doctor": BackendDoctor,
+    "planner": BackendPlanner, "tuner": BackendTuner, "metrics": BackendMetrics,
+}
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """One inference server's knowledge, by capability: one door per call (`backend.flags.effective(…)`,
+    `backend.launch.node_argvs(…)`, `backend.logs.new_parser()`, `backend.doctor.diagnose(…)`,
+    `backend.planner.memory_plan(…)`, `backend.tuner.policy()`, `backend.metrics.serving()`), and
+    who it is at the top (name, words, versions). Every method is pure (no I/O besides reading a
+    log file in `logs.read`) and cheap to call; the implementation imports its heavy parts on first use."""
+
+    name: str  # "sglang": the profile's `backend:` value and the RunState.format prefix
+
+    # the groups (read-only: an implementation holds each as a plain attribute of its own type)
+    @property
+    def flags(self) -> BackendFlags: ...
+
+    @property
+    def launch(self) -> BackendLaunch: ...
+
+    @property
+    def logs(self) -> BackendLogs: ...
+
+    @property
+    def doctor(self) -> BackendDoctor: ...
+
+    @property
+    def planner(self) -> BackendPlanner: ...
+
+    @property
+    def tuner(self) -> BackendTuner: ...
+
+    @property
+    def metrics(self) -> BackendMetrics: ...
+
+    def words(self) -> EngineWords:
+        """What the UI and the CLI say about this engine (labels, memory flag, port, demo, ranks)."""
+        ...
+
+    def versions(self) -> tuple[str, ...]:
+        """The server versions whose flags and log formats this backend knows."""
+        ...
+
+    def resolve_version(self, version: str | None) -> str:
+        """The known version a profile's `version:` (or None) is treated as."""
+        ...
+
+    def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
+        """The version a run speaks: the profile's, else what its log showed, else None."""
         ...

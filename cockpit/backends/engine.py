@@ -1,7 +1,10 @@
-"""The engine-neutral half of a Backend: the methods that only hand over to an engine's modules.
+"""The engine-neutral half of a Backend: the capability groups whose methods only hand over to an
+engine's modules.
 
 Each engine's `Backend` class (cockpit/backends/<engine>/__init__.py) subclasses `EngineBackend`,
-names its package and default port, and writes only what its engine does differently. The
+names its package and default port, and writes only what its engine does differently: a group
+whose calls differ is a subclass of the group here (`class SGLangLaunch(EngineLaunch)`), named in
+the backend's class attribute of that group's capitalised name (`Launch = SGLangLaunch`). The
 engine's modules (`flags`, `command`, `placement`, `logparse`, `diagnosis`, `preflight`, `plan`,
 `tuning`) are found by name inside the engine's package and imported on first use, so importing a
 backend stays cheap and this module imports no engine package (import-linter enforces it).
@@ -14,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from cockpit.backends.base import EngineWords, FlagError, GenerateApi, HostFacts
+from cockpit.backends.base import EngineWords, FlagError, GenerateApi, HostFacts, LogParser
 from cockpit.core.events import ServerArgs
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
@@ -34,18 +37,14 @@ if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations nee
     from cockpit.core.profile import Profile
 
 
-class EngineBackend:
-    name: str  # "sglang": the key of get_backend and the prefix of its metrics
-    package: str  # the engine's package: "cockpit.backends.sglang"
-    default_port: int  # the engine's HTTP port when the profile sets none
-    # The options of every version's flag table that read as secret (`--api-key`), declared so that
-    # get_backend need not import the tables to register them (~3 ms of each `diagnose`, which asks
-    # every engine for its log score); None: read from the tables. tests/test_backends.py holds the
-    # declaration equal to the tables.
-    secret_flags: tuple[str, ...] | None = None
+class EngineGroup:
+    """One capability group of an EngineBackend: reaches the engine's modules through its backend."""
+
+    def __init__(self, backend: EngineBackend):
+        self.backend = backend
 
     def _module(self, leaf: str) -> ModuleType:
-        return importlib.import_module(f"{self.package}.{leaf}")
+        return self.backend._module(leaf)
 
     # typed views of the engine's modules (engine_modules.py; each engine package asserts them)
     def _flags(self) -> FlagsModule:
@@ -57,14 +56,9 @@ class EngineBackend:
     def _placement(self) -> PlacementModule:
         return cast("PlacementModule", self._module("placement"))
 
-    # ---------------------------------------------------------------- versions and flags
-    def versions(self) -> tuple[str, ...]:
-        return self._flags().VERSIONS
 
-    def resolve_version(self, version: str | None) -> str:
-        return self._flags().resolve_version(version)
-
-    def effective_flags(
+class EngineFlags(EngineGroup):
+    def effective(
         self, profile: Profile, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
     ) -> dict[str, Any]:
         flags = self._command().effective_flags(profile, dict(overrides or {}), version=version)
@@ -73,10 +67,10 @@ class EngineBackend:
     def parse_overrides(self, items: Iterable[str]) -> dict[str, Any]:
         return self._command().parse_overrides(list(items))
 
-    def flag_diff(self, profile: Profile, flags: Mapping[str, Any]) -> list[FlagChange]:
+    def diff(self, profile: Profile, flags: Mapping[str, Any]) -> list[FlagChange]:
         return self._command().flag_diff(profile, dict(flags))
 
-    def flag_value(self, flags: Mapping[str, Any], flag: str, default: Any = None) -> Any:
+    def value(self, flags: Mapping[str, Any], flag: str, default: Any = None) -> Any:
         flag_value = self._placement().flag_value
         try:
             spec = self._flags().canonical(flag)
@@ -84,13 +78,14 @@ class EngineBackend:
             return flag_value(flags, flag, default=default)
         return flag_value(flags, *spec.option_strings, spec.dest, default=default)
 
-    # ---------------------------------------------------------------- launching
-    def build_argv(
+
+class EngineLaunch(EngineGroup):
+    def argv(
         self, profile: Profile, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
     ) -> list[str]:
         return self._command().build_argv(profile, dict(overrides or {}), version=version)
 
-    def build_node_argvs(
+    def node_argvs(
         self, profile: Profile, overrides: Mapping[str, Any] | None = None, dist_init_addr: str | None = None
     ) -> list[list[str]]:
         command = self._command()
@@ -104,44 +99,43 @@ class EngineBackend:
     def secret_env(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
         return self._command().secret_env(profile, dict(overrides or {}), version=profile.version)
 
-    # ---------------------------------------------------------------- GPUs
-    def rank_gpu_map(
+    def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:
+        return None  # an engine whose flags name a rendezvous says so
+
+    def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
+        settings: tuple[dict[str, str], dict[str, Any]] = self._module("debugging").debug_settings()
+        return settings
+
+    # ---------------------------------------------------------------- GPUs and processes
+    def rank_gpus(
         self, ranks: Iterable[str], hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
     ) -> dict[str, tuple[str, int]]:
         return self._placement().rank_gpu_map(ranks, hosts, flags, env)
 
-    def gpus_for_flags(
-        self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
-    ) -> set[tuple[str, int]]:
+    def gpus(self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]) -> set[tuple[str, int]]:
         return self._placement().gpus_for_flags(hosts, flags, env)
 
-    def native_api(self) -> GenerateApi | None:
-        return None  # an engine with its own generate API says so (SGLang's /generate)
+    def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
+        role: tuple[str, str | None] = self._module("processes").role(name, is_server)
+        return role
 
-    def words(self) -> EngineWords:
-        """What the UI and the CLI say about this engine: each engine's class declares its own."""
-        raise NotImplementedError(f"{type(self).__name__} declares no EngineWords")
-
-    # ---------------------------------------------------------------- the log
-    def new_state(self) -> RunState:
-        return RunState(backend=self.name, memory_flag=self.words().memory_flag)
-
-    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
-                 stats: dict[str, int] | None = None) -> RunState:
-        return cast("LogparseModule", self._module("logparse")).read_log(source, state, stats)
-
-    def is_server_args(self, event: Any) -> bool:
-        return isinstance(event, ServerArgs)
-
-    # ---------------------------------------------------------------- probes
+    # ---------------------------------------------------------------- where it serves
     def api_port(self, flags: Mapping[str, Any]) -> int:
+        default_port = self.backend.default_port
         try:
-            return int(self._placement().flag_value(flags, "port", default=self.default_port))
+            return int(self._placement().flag_value(flags, "port", default=default_port))
         except (TypeError, ValueError):
-            return self.default_port
+            return default_port
 
-    def metrics_path(self) -> str:
-        return "/metrics"
+    def readiness_path(self, version: str | None) -> str:
+        raise NotImplementedError(f"{type(self).__name__} names no readiness endpoint")
+
+    # ---------------------------------------------------------------- prefill/decode
+    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
+        return None  # an engine with prefill/decode roles says how its flags give one
+
+    def role_hint(self, role: str) -> str:
+        return f"this engine's flags for a {role} server"  # each engine says its own
 
     def group_urls(self, profile: Profile, role: str) -> list[str]:
         """A prefill/decode profile's group as the router reaches it: its first host's API port
@@ -149,24 +143,43 @@ class EngineBackend:
         g = profile.group_profile(role)
         host = g.hosts[0]
         name = "127.0.0.1" if host.is_local else host.ssh.rpartition("@")[2].split(":")[0]
-        return [f"http://{name}:{self.api_port(self.effective_flags(g))}"]
+        return [f"http://{name}:{self.api_port(self.backend.flags.effective(g))}"]
 
-    def metrics_prefix(self) -> str:
-        return f"{self.name}:"
+    def router_argv(self, profile: Profile) -> list[str]:
+        router = profile.router
+        if router is None:
+            return []
+        if not router.program:
+            raise FlagError("router.program", f"{self.backend.words().display} has no built-in prefill/decode "
+                            "router: name the router's command (router: {program: [...]})")
+        return [*router.program, *router.args]
 
-    def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
-        settings: tuple[dict[str, str], dict[str, Any]] = self._module("debugging").debug_settings()
-        return settings
 
-    def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
-        role: tuple[str, str | None] = self._module("processes").role(name, is_server)
-        return role
+class EngineLogs(EngineGroup):
+    def new_parser(self) -> LogParser:
+        raise NotImplementedError(f"{type(self).__name__} names no log parser")
 
-    def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
-        table: Mapping[str, tuple[str, ...]] = self._module("metricnames").SERVING_METRICS
-        return table
+    def new_state(self) -> RunState:
+        return RunState(backend=self.backend.name, memory_flag=self.backend.words().memory_flag)
 
-    # ---------------------------------------------------------------- advice
+    def read(self, source: str | Path | BinaryIO, state: RunState | None = None,
+             stats: dict[str, int] | None = None) -> RunState:
+        return cast("LogparseModule", self._module("logparse")).read_log(source, state, stats)
+
+    def score(self, sample: bytes) -> float:
+        raise NotImplementedError(f"{type(self).__name__} scores no log")
+
+    def record_rank(self, line: str) -> str | None:
+        raise NotImplementedError(f"{type(self).__name__} reads no rank")
+
+    def is_server_args(self, event: Any) -> bool:
+        return isinstance(event, ServerArgs)
+
+    def filter_presets(self) -> Mapping[str, tuple[str, ...]]:
+        raise NotImplementedError(f"{type(self).__name__} names no log filter presets")
+
+
+class EngineDoctor(EngineGroup):
     def diagnose(
         self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = (),
         *, target_headroom_gb: float | None = None,
@@ -177,6 +190,8 @@ class EngineBackend:
     def preflight(self, profile: Profile, hosts: Iterable[HostFacts], *, version: str | None = None) -> list[Finding]:
         return cast("PreflightModule", self._module("preflight")).preflight(profile, list(hosts), version=version)
 
+
+class EnginePlanner(EngineGroup):
     def memory_plan(
         self, profile: Profile, hosts: Iterable[HostFacts], *, model: Any = None,
         overrides: Mapping[str, Any] | None = None, runs: Iterable[Any] = (), calibrate_from: str | None = None,
@@ -186,13 +201,84 @@ class EngineBackend:
         return cast("PlanModule", self._module("plan")).memory_plan(
             profile, hosts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
 
-    def role_hint(self, role: str) -> str:
-        return f"this engine's flags for a {role} server"  # each engine says its own
+    def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        raise NotImplementedError(f"{type(self).__name__} names no model flag")  # each engine says its own
 
-    def plan_term_lines(self, terms: Mapping[str, float]) -> list[str]:
+    def draft_model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        return None  # an engine with speculative decoding names its draft model's flag
+
+    def term_lines(self, terms: Mapping[str, float]) -> list[str]:
         term_lines = getattr(self._module("plan"), "term_lines", None)
         return list(term_lines(terms)) if term_lines is not None else []
 
-    def tuning(self) -> Any:
+    def server_flags(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
+        raise NotImplementedError(f"{type(self).__name__} names no model or parallelism flags")
+
+
+class EngineTuner(EngineGroup):
+    def policy(self) -> Any:
         """The tuning policy `cockpit tune` asks for its next launch (`<engine package>.tuning`)."""
         return self._module("tuning")
+
+
+class EngineMetrics(EngineGroup):
+    def path(self) -> str:
+        return "/metrics"
+
+    def prefix(self) -> str:
+        return f"{self.backend.name}:"
+
+    def serving(self) -> Mapping[str, tuple[str, ...]]:
+        table: Mapping[str, tuple[str, ...]] = self._module("metricnames").SERVING_METRICS
+        return table
+
+    def native_api(self) -> GenerateApi | None:
+        return None  # an engine with its own generate API says so (SGLang's /generate)
+
+
+class EngineBackend:
+    name: str  # "sglang": the key of get_backend and the prefix of its metrics
+    package: str  # the engine's package: "cockpit.backends.sglang"
+    default_port: int  # the engine's HTTP port when the profile sets none
+    # The options of every version's flag table that read as secret (`--api-key`), declared so that
+    # get_backend need not import the tables to register them (~3 ms of each `diagnose`, which asks
+    # every engine for its log score); None: read from the tables. tests/test_backends.py holds the
+    # declaration equal to the tables.
+    secret_flags: tuple[str, ...] | None = None
+    # the group classes: an engine names its subclass of the group whose calls differ
+    Flags: type[EngineFlags] = EngineFlags
+    Launch: type[EngineLaunch] = EngineLaunch
+    Logs: type[EngineLogs] = EngineLogs
+    Doctor: type[EngineDoctor] = EngineDoctor
+    Planner: type[EnginePlanner] = EnginePlanner
+    Tuner: type[EngineTuner] = EngineTuner
+    Metrics: type[EngineMetrics] = EngineMetrics
+
+    def __init__(self) -> None:
+        self.flags = self.Flags(self)
+        self.launch = self.Launch(self)
+        self.logs = self.Logs(self)
+        self.doctor = self.Doctor(self)
+        self.planner = self.Planner(self)
+        self.tuner = self.Tuner(self)
+        self.metrics = self.Metrics(self)
+
+    def _module(self, leaf: str) -> ModuleType:
+        return importlib.import_module(f"{self.package}.{leaf}")
+
+    def words(self) -> EngineWords:
+        """What the UI and the CLI say about this engine: each engine's class declares its own."""
+        raise NotImplementedError(f"{type(self).__name__} declares no EngineWords")
+
+    def versions(self) -> tuple[str, ...]:
+        return cast("FlagsModule", self._module("flags")).VERSIONS
+
+    def resolve_version(self, version: str | None) -> str:
+        return cast("FlagsModule", self._module("flags")).resolve_version(version)
+
+    def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
+        """The profile's version, else the one the log's format names ("sglang-0.5.9")."""
+        if profile is not None and profile.version:
+            return profile.version
+        fmt = state.format or ""
+        return fmt.removeprefix(f"{self.name}-") if fmt.startswith(f"{self.name}-") else None

@@ -3,6 +3,7 @@
 Everything the core needs from an engine and nothing more: its flags (`port`, `greeting`), the
 launch argv, its log grammar (echo_server.py's `ECHO|time|what` records) read into core events,
 its readiness path. It owns no memory plan, tuner, metrics or advice, and says so (None / empty).
+Its capability groups are plain classes: nothing of cockpit.backends.engine is needed to join.
 """
 
 from __future__ import annotations
@@ -68,31 +69,23 @@ class EchoParser:
         return []
 
 
-class EchoBackend:
-    name = NAME
+def _effective(profile: Profile, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    flags: dict[str, Any] = {}
+    for key, value in {**profile.server, **(overrides or {})}.items():
+        dest = key.replace("-", "_")
+        if dest not in FLAGS:
+            raise FlagError(f"--{key}", f"echo_server: error: unrecognized arguments: --{key}")
+        try:
+            flags[dest] = FLAGS[dest](value)
+        except ValueError:
+            raise FlagError(f"--{key}", f"echo_server: error: argument --{key}: invalid value {value!r}") from None
+    return flags
 
-    def words(self) -> EngineWords:
-        return EngineWords(display="Echo", flag_labels={"greeting": "greet"}, default_port=8080)
 
-    # ---- versions and flags
-    def versions(self) -> tuple[str, ...]:
-        return (VERSION,)
-
-    def resolve_version(self, version: str | None) -> str:
-        return version or VERSION
-
-    def effective_flags(self, profile: Profile, overrides: Mapping[str, Any] | None = None, *,
-                        version: str | None = None) -> dict[str, Any]:
-        flags: dict[str, Any] = {}
-        for key, value in {**profile.server, **(overrides or {})}.items():
-            dest = key.replace("-", "_")
-            if dest not in FLAGS:
-                raise FlagError(f"--{key}", f"echo_server: error: unrecognized arguments: --{key}")
-            try:
-                flags[dest] = FLAGS[dest](value)
-            except ValueError:
-                raise FlagError(f"--{key}", f"echo_server: error: argument --{key}: invalid value {value!r}") from None
-        return flags
+class EchoFlags:
+    def effective(self, profile: Profile, overrides: Mapping[str, Any] | None = None, *,
+                  version: str | None = None) -> dict[str, Any]:
+        return _effective(profile, overrides)
 
     def parse_overrides(self, items: Iterable[str]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -103,26 +96,26 @@ class EchoBackend:
             out[key] = value
         return out
 
-    def flag_diff(self, profile: Profile, flags: Mapping[str, Any]) -> list[FlagChange]:
+    def diff(self, profile: Profile, flags: Mapping[str, Any]) -> list[FlagChange]:
         return []
 
-    def flag_value(self, flags: Mapping[str, Any], flag: str, default: Any = None) -> Any:
+    def value(self, flags: Mapping[str, Any], flag: str, default: Any = None) -> Any:
         return flags.get(flag.lstrip("-").replace("-", "_"), default)
 
-    # ---- launching
-    def build_argv(self, profile: Profile, overrides: Mapping[str, Any] | None = None, *,
-                   version: str | None = None) -> list[str]:
-        flags = self.effective_flags(profile, overrides)
+
+class EchoLaunch:
+    def argv(self, profile: Profile, overrides: Mapping[str, Any] | None = None, *,
+             version: str | None = None) -> list[str]:
         argv = list(profile.program or [sys.executable, SERVER])
-        for dest, value in flags.items():
+        for dest, value in _effective(profile, overrides).items():
             argv += [f"--{dest}", str(value)]
         return argv
 
-    def build_node_argvs(self, profile: Profile, overrides: Mapping[str, Any] | None = None,
-                         dist_init_addr: str | None = None) -> list[list[str]]:
+    def node_argvs(self, profile: Profile, overrides: Mapping[str, Any] | None = None,
+                   dist_init_addr: str | None = None) -> list[list[str]]:
         if len(profile.hosts) != 1:
             raise FlagError("hosts", "the echo engine runs on one host")
-        return [self.build_argv(profile, overrides)]
+        return [self.argv(profile, overrides)]
 
     def secret_env(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
         return {}
@@ -130,23 +123,45 @@ class EchoBackend:
     def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:
         return None
 
-    # ---- GPUs: the echo engine uses none
-    def rank_gpu_map(self, ranks: Iterable[str], hosts: list[str], flags: Mapping[str, Any],
-                     env: Mapping[str, str]) -> dict[str, tuple[str, int]]:
+    def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
+        return {}, {}
+
+    # GPUs: the echo engine uses none
+    def rank_gpus(self, ranks: Iterable[str], hosts: list[str], flags: Mapping[str, Any],
+                  env: Mapping[str, str]) -> dict[str, tuple[str, int]]:
         return {}
 
-    def gpus_for_flags(self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]) -> set[tuple[str, int]]:
+    def gpus(self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]) -> set[tuple[str, int]]:
         return set()
 
-    # ---- the log
+    def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
+        return ("server" if is_server else "other"), None
+
+    def api_port(self, flags: Mapping[str, Any]) -> int:
+        return int(flags.get("port", 8080))
+
+    def readiness_path(self, version: str | None) -> str:
+        return "/alive"
+
+    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
+        return None
+
+    def role_hint(self, role: str) -> str:
+        return "the echo engine serves no prefill/decode role"
+
+    def router_argv(self, profile: Profile) -> list[str]:
+        raise FlagError("router", "the echo engine has no router")
+
+
+class EchoLogs:
     def new_parser(self) -> LogParser:
         return EchoParser()
 
     def new_state(self) -> RunState:
         return RunState(backend=NAME, format=f"{NAME}-{VERSION}")
 
-    def read_log(self, source: str | Path | BinaryIO, state: RunState | None = None,
-                 stats: dict[str, int] | None = None) -> RunState:
+    def read(self, source: str | Path | BinaryIO, state: RunState | None = None,
+             stats: dict[str, int] | None = None) -> RunState:
         state = state or self.new_state()
         parser = EchoParser()
         data = Path(source).read_bytes() if isinstance(source, (str, Path)) else source.read()
@@ -157,7 +172,7 @@ class EchoBackend:
             stats.update(lines=parser.lines_seen, recognised=len(events), foreign=0)
         return state
 
-    def log_score(self, sample: bytes) -> float:
+    def score(self, sample: bytes) -> float:
         lines = [line for line in sample.splitlines() if line.strip()]
         return sum(line.startswith(b"ECHO|") for line in lines) / len(lines) if lines else 0.0
 
@@ -167,35 +182,11 @@ class EchoBackend:
     def is_server_args(self, event: Any) -> bool:
         return isinstance(event, ev.ServerArgs)
 
-    # ---- probes
-    def api_port(self, flags: Mapping[str, Any]) -> int:
-        return int(flags.get("port", 8080))
+    def filter_presets(self) -> Mapping[str, tuple[str, ...]]:
+        return {"errors": ("PANIC",)}
 
-    def readiness_path(self, version: str | None) -> str:
-        return "/alive"
 
-    def metrics_path(self) -> str:
-        return "/metrics"
-
-    def metrics_prefix(self) -> str:
-        return "echo:"
-
-    def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
-        return {}, {}
-
-    def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
-        return ("server" if is_server else "other"), None
-
-    def serving_metrics(self) -> Mapping[str, tuple[str, ...]]:
-        return {}
-
-    def native_api(self) -> GenerateApi | None:
-        return None  # OpenAI's API only (and the echo engine has not even that)
-
-    def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
-        return (profile.version if profile else None) or VERSION
-
-    # ---- advice: none of its own
+class EchoDoctor:  # advice: none of its own
     def diagnose(self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = (), *,
                  target_headroom_gb: float | None = None) -> list[Finding]:
         return []
@@ -203,34 +194,65 @@ class EchoBackend:
     def preflight(self, profile: Profile, hosts: Iterable[HostFacts], *, version: str | None = None) -> list[Finding]:
         return []
 
+
+class EchoPlanner:  # no memory plan: it serves no model
     def memory_plan(self, profile: Profile, hosts: Iterable[HostFacts], *, model: Any = None,
                     overrides: Mapping[str, Any] | None = None, runs: Iterable[Any] = (),
                     calibrate_from: str | None = None) -> Any:
         return None
 
-    def model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+    def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
         return None
 
-    def draft_model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+    def draft_model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
         return None
 
-    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
-        return None
-
-    def role_hint(self, role: str) -> str:
-        return "the echo engine serves no prefill/decode role"
-
-    def plan_term_lines(self, terms: Mapping[str, float]) -> list[str]:
+    def term_lines(self, terms: Mapping[str, float]) -> list[str]:
         return []
 
-    def router_argv(self, profile: Profile) -> list[str]:
-        raise FlagError("router", "the echo engine has no router")
-
-    def log_filter_presets(self) -> Mapping[str, tuple[str, ...]]:
-        return {"errors": ("PANIC",)}
-
-    def plan_server(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
+    def server_flags(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
         raise FlagError("--model-config", "the echo engine serves no model")
 
-    def tuning(self) -> Any:
+
+class EchoTuner:
+    def policy(self) -> Any:
         return None
+
+
+class EchoMetrics:
+    def path(self) -> str:
+        return "/metrics"
+
+    def prefix(self) -> str:
+        return "echo:"
+
+    def serving(self) -> Mapping[str, tuple[str, ...]]:
+        return {}
+
+    def native_api(self) -> GenerateApi | None:
+        return None  # OpenAI's API only (and the echo engine has not even that)
+
+
+class EchoBackend:
+    name = NAME
+
+    def __init__(self) -> None:
+        self.flags = EchoFlags()
+        self.launch = EchoLaunch()
+        self.logs = EchoLogs()
+        self.doctor = EchoDoctor()
+        self.planner = EchoPlanner()
+        self.tuner = EchoTuner()
+        self.metrics = EchoMetrics()
+
+    def words(self) -> EngineWords:
+        return EngineWords(display="Echo", flag_labels={"greeting": "greet"}, default_port=8080)
+
+    def versions(self) -> tuple[str, ...]:
+        return (VERSION,)
+
+    def resolve_version(self, version: str | None) -> str:
+        return version or VERSION
+
+    def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
+        return (profile.version if profile else None) or VERSION

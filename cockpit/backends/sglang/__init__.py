@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.base import EngineWords, GenerateApi, LogParser
-from cockpit.backends.engine import EngineBackend
-from cockpit.core.state import RunState
+from cockpit.backends.engine import EngineBackend, EngineLaunch, EngineLogs, EngineMetrics, EnginePlanner
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
     from cockpit.backends import engine_modules as em
@@ -25,53 +24,62 @@ if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations nee
 DEFAULT_PORT = 30000
 
 
-class SGLangBackend(EngineBackend):
-    name = "sglang"
-    package = __name__
-    default_port = DEFAULT_PORT
-    secret_flags = ("--api-key",)
-
-    def native_api(self) -> GenerateApi:
-        from cockpit.backends.sglang.nativeapi import SGLangGenerate
-
-        return SGLangGenerate()
-
-    def words(self) -> EngineWords:
-        return EngineWords(
-            display="SGLang",
-            memory_flag="mem_fraction_static",
-            flag_labels={"mem-fraction-static": "mfs", "hicache-size": "hicache", "cuda-graph-max-bs": "graph bs",
-                     "chunked-prefill-size": "chunked prefill", "max-running-requests": "max running"},
-            default_port=DEFAULT_PORT,
-            demo_profile="demo.yaml",
-            rank_axes=(("TP", ("tp", "tp-size", "tensor-parallel-size")), ("DP", ("dp", "dp-size", "data-parallel-size")),
-                   ("PP", ("pp-size", "pipeline-parallel-size"))),
-            native_api="sglang",
-            tuned_flags=("mem-fraction-static", "cuda-graph-max-bs", "cuda-graph-max-bs-decode", "chunked-prefill-size",
-                         "max-running-requests"),
-            host_cache_label="HiCache",
-            host_cache_flags=("enable-hierarchical-cache", "hicache-size"),
-            crash_labels={"hicache_host_memory": "HiCache: not enough host memory",
-                          "watchdog_timeout": "scheduler watchdog timeout"},
-            predicted_words={"hicache_size": "--hicache-size {:g} GB per rank"},
-            metrics_switch="--enable-metrics",
-        )
-
-    # ---------------------------------------------------------------- launching
+class SGLangLaunch(EngineLaunch):
     def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:
         from cockpit.backends.sglang.placement import flag_value
 
         given = flag_value(flags, "dist-init-addr", "nccl-init-addr")
         return str(given) if given else None
 
-    # ---------------------------------------------------------------- the log
+    def readiness_path(self, version: str | None) -> str:
+        """/ready from 0.5.23 (it reports the scheduler's state), else /health."""
+        from cockpit.backends.sglang.flags import FlagError, version_key
+
+        if version:
+            try:
+                if version_key(version) >= (0, 5, 23):
+                    return "/ready"
+            except FlagError:
+                return "/health"
+        return "/health"
+
+    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
+        """`--disaggregation-mode prefill|decode` (SGLang's default "null" is no role)."""
+        mode = self.backend.flags.value(flags, "disaggregation-mode")
+        return str(mode) if mode in ("prefill", "decode") else None
+
+    def role_hint(self, role: str) -> str:
+        return f"disaggregation-mode: {role}"
+
+    def router_argv(self, profile: Profile) -> list[str]:
+        """SGLang's router in PD mode (docs/advanced_features/pd_disaggregation.md):
+        `python -m sglang_router.launch_router --pd-disaggregation --prefill URL [BOOTSTRAP_PORT]
+        --decode URL --host 0.0.0.0 --port P`; the bootstrap port only when the prefill group sets
+        `disaggregation-bootstrap-port` (the router's default is SGLang's 8998)."""
+        router = profile.router
+        if router is None:
+            return []
+        if router.program:
+            return [*router.program, *router.args]
+        flags = self.backend.flags
+        argv = [profile.python, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
+        pre = profile.group_profile("prefill")
+        boot = flags.value(flags.effective(pre), "disaggregation-bootstrap-port")
+        for url in self.group_urls(profile, "prefill"):
+            argv += ["--prefill", url] + ([str(boot)] if boot is not None else [])
+        for url in self.group_urls(profile, "decode"):
+            argv += ["--decode", url]
+        return [*argv, "--host", "0.0.0.0", "--port", str(router.port), *router.args]
+
+
+class SGLangLogs(EngineLogs):
     def new_parser(self) -> LogParser:
         from cockpit.backends.sglang.logparse import SGLangLogParser
 
         parser: LogParser = SGLangLogParser()
         return parser
 
-    def log_score(self, sample: bytes) -> float:
+    def score(self, sample: bytes) -> float:
         """0..1: the share of a log's opening lines that are SGLang records (`cockpit diagnose`
         picks the backend whose score is highest)."""
         import re
@@ -93,64 +101,30 @@ class SGLangBackend(EngineBackend):
         self.record_rank = record_rank  # type: ignore[method-assign]
         return record_rank(line)
 
-    # ---------------------------------------------------------------- probes
-    def readiness_path(self, version: str | None) -> str:
-        """/ready from 0.5.23 (it reports the scheduler's state), else /health."""
-        from cockpit.backends.sglang.flags import FlagError, version_key
+    def filter_presets(self) -> dict[str, tuple[str, ...]]:
+        """The words of the log view's presets as SGLang prints them."""
+        return {
+            "memory": ("avail mem", "max_total_num", "KV Cache", "Allocating", "Capture"),
+            "errors": ("Traceback", "Error", "CUDA out of memory", "OutOfMemoryError", "RuntimeError", "SIGQUIT",
+                       "exception", "Killed"),
+            "batches": ("Prefill batch", "Decode batch"),
+        }
 
-        if version:
-            try:
-                if version_key(version) >= (0, 5, 23):
-                    return "/ready"
-            except FlagError:
-                return "/health"
-        return "/health"
 
-    def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
-        if profile is not None and profile.version:
-            return profile.version
-        fmt = state.format or ""
-        return fmt.removeprefix("sglang-") if fmt.startswith("sglang-") else None
-
-    # ---------------------------------------------------------------- advice
-    def model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+class SGLangPlanner(EnginePlanner):
+    def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
         """The profile's `model-path` (with `--set model-path=…` applied)."""
-        path = self.flag_value(self.effective_flags(profile, overrides), "model-path")
+        flags = self.backend.flags
+        path = flags.value(flags.effective(profile, overrides), "model-path")
         return str(path) if path else None
 
-    def draft_model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+    def draft_model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
         """The speculative draft model the memory plan reads beside the model (--speculative-draft-model-path)."""
-        path = self.flag_value(self.effective_flags(profile, overrides), "speculative-draft-model-path")
+        flags = self.backend.flags
+        path = flags.value(flags.effective(profile, overrides), "speculative-draft-model-path")
         return str(path) if path else None
 
-    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
-        """`--disaggregation-mode prefill|decode` (SGLang's default "null" is no role)."""
-        mode = self.flag_value(flags, "disaggregation-mode")
-        return str(mode) if mode in ("prefill", "decode") else None
-
-    def role_hint(self, role: str) -> str:
-        return f"disaggregation-mode: {role}"
-
-    def router_argv(self, profile: Profile) -> list[str]:
-        """SGLang's router in PD mode (docs/advanced_features/pd_disaggregation.md):
-        `python -m sglang_router.launch_router --pd-disaggregation --prefill URL [BOOTSTRAP_PORT]
-        --decode URL --host 0.0.0.0 --port P`; the bootstrap port only when the prefill group sets
-        `disaggregation-bootstrap-port` (the router's default is SGLang's 8998)."""
-        router = profile.router
-        if router is None:
-            return []
-        if router.program:
-            return [*router.program, *router.args]
-        argv = [profile.python, "-m", "sglang_router.launch_router", "--pd-disaggregation"]
-        pre = profile.group_profile("prefill")
-        boot = self.flag_value(self.effective_flags(pre), "disaggregation-bootstrap-port")
-        for url in self.group_urls(profile, "prefill"):
-            argv += ["--prefill", url] + ([str(boot)] if boot is not None else [])
-        for url in self.group_urls(profile, "decode"):
-            argv += ["--decode", url]
-        return [*argv, "--host", "0.0.0.0", "--port", str(router.port), *router.args]
-
-    def plan_server(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
+    def server_flags(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
         """The server flags of `cockpit plan --model-config` (no profile): the model and parallelism."""
         server: dict[str, Any] = {"model-path": model_dir, "tp": tp}
         if dp:
@@ -159,11 +133,45 @@ class SGLangBackend(EngineBackend):
             server["ep"] = ep
         return server
 
-    def log_filter_presets(self) -> dict[str, tuple[str, ...]]:
-        """The words of the log view's presets as SGLang prints them."""
-        return {
-            "memory": ("avail mem", "max_total_num", "KV Cache", "Allocating", "Capture"),
-            "errors": ("Traceback", "Error", "CUDA out of memory", "OutOfMemoryError", "RuntimeError", "SIGQUIT",
-                       "exception", "Killed"),
-            "batches": ("Prefill batch", "Decode batch"),
-        }
+
+class SGLangMetrics(EngineMetrics):
+    def native_api(self) -> GenerateApi:
+        from cockpit.backends.sglang.nativeapi import SGLangGenerate
+
+        return SGLangGenerate()
+
+
+class SGLangBackend(EngineBackend):
+    name = "sglang"
+    package = __name__
+    default_port = DEFAULT_PORT
+    secret_flags = ("--api-key",)
+    Launch = SGLangLaunch
+    Logs = SGLangLogs
+    Planner = SGLangPlanner
+    Metrics = SGLangMetrics
+    launch: SGLangLaunch
+    logs: SGLangLogs
+    planner: SGLangPlanner
+    metrics: SGLangMetrics
+
+    def words(self) -> EngineWords:
+        return EngineWords(
+            display="SGLang",
+            memory_flag="mem_fraction_static",
+            flag_labels={"mem-fraction-static": "mfs", "hicache-size": "hicache", "cuda-graph-max-bs": "graph bs",
+                     "chunked-prefill-size": "chunked prefill", "max-running-requests": "max running"},
+            default_port=DEFAULT_PORT,
+            demo_profile="demo.yaml",
+            rank_axes=(("TP", ("tp", "tp-size", "tensor-parallel-size")), ("DP", ("dp", "dp-size", "data-parallel-size")),
+                   ("PP", ("pp-size", "pipeline-parallel-size"))),
+            native_api="sglang",
+            tuned_flags=("mem-fraction-static", "cuda-graph-max-bs", "cuda-graph-max-bs-decode", "chunked-prefill-size",
+                         "max-running-requests"),
+            host_cache_label="HiCache",
+            host_cache_flags=("enable-hierarchical-cache", "hicache-size"),
+            crash_labels={"hicache_host_memory": "HiCache: not enough host memory",
+                          "watchdog_timeout": "scheduler watchdog timeout"},
+            predicted_words={"hicache_size": "--hicache-size {:g} GB per rank"},
+            metrics_switch="--enable-metrics",
+        )

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.base import EngineWords, FlagError, LogParser
-from cockpit.backends.engine import EngineBackend
+from cockpit.backends.engine import EngineBackend, EngineLaunch, EngineLogs, EnginePlanner
 from cockpit.core.state import RunState
 
 if TYPE_CHECKING:
@@ -26,11 +26,120 @@ if TYPE_CHECKING:
 DEFAULT_PORT = 8000
 
 
+class VLLMLaunch(EngineLaunch):
+    def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:
+        from cockpit.backends.vllm.placement import flag_value
+
+        host = flag_value(flags, "master-addr")
+        port = flag_value(flags, "master-port")
+        return f"{host}:{port}" if host and port else None
+
+    def readiness_path(self, version: str | None = None) -> str:
+        """vLLM answers /health 200 once it serves (the port refuses connections before)."""
+        return "/health"
+
+    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
+        """`--kv-transfer-config`'s kv_role: kv_producer → prefill, kv_consumer → decode, kv_both."""
+        from cockpit.backends.vllm.plan import _kv_role
+
+        try:
+            return _kv_role(self.backend.flags.value(flags, "kv-transfer-config"))
+        except ValueError:
+            return None
+
+    def role_hint(self, role: str) -> str:
+        kv_role = "kv_producer" if role == "prefill" else "kv_consumer"
+        return f"kv-transfer-config with kv_role {kv_role} (or kv_both)"
+
+    def router_argv(self, profile: Profile) -> list[str]:
+        """vLLM ships no router of its own for P/D (its disaggregated examples run a proxy script,
+        e.g. tests/v1/kv_connector/nixl_integration/toy_proxy_server.py), so `router.program`
+        names the one the operator runs."""
+        router = profile.router
+        if router is None:
+            return []
+        if not router.program:
+            raise FlagError("router.program", "vLLM has no built-in prefill/decode router: name the proxy's command "
+                            "(router: {program: [python3, toy_proxy_server.py, …]})")
+        return [*router.program, *router.args]
+
+
+class VLLMLogs(EngineLogs):
+    def new_parser(self) -> LogParser:
+        from cockpit.backends.vllm.logparse import VLLMLogParser
+
+        parser: LogParser = VLLMLogParser()
+        return parser
+
+    def score(self, sample: bytes) -> float:
+        """0..1: how much the opening of a log looks like vLLM's (`cockpit diagnose` routing)."""
+        from cockpit.backends.vllm.sniff import may_be_vllm
+
+        if not may_be_vllm(sample):  # most logs are SGLang's: spare them importing the grammar
+            return 0.0
+        from cockpit.backends.vllm.logparse import log_score
+
+        return log_score(sample)
+
+    def record_rank(self, line: str) -> str | None:
+        from cockpit.backends.vllm.placement import record_rank
+
+        return record_rank(line)
+
+    def filter_presets(self) -> dict[str, tuple[str, ...]]:
+        """The words of the log view's presets as vLLM prints them (shared/reference/vllm.md §3, §7,
+        §8): the memory lifecycle lines, the failure chain, the periodic stats line."""
+        return {
+            "memory": ("Model loading took", "KV cache memory", "KV cache size", "Maximum concurrency", "Graph capturing",
+                       "CUDA graph", "Free memory on device", "gpu-memory-utilization", "No available memory",
+                       "KV cache is needed", "Overriding num_gpu_blocks"),
+            "errors": ("Traceback", "ERROR", "Error", "out of memory", "OutOfMemoryError", "exception", "WorkerProc",
+                       "EngineCore failed", "EngineCore encountered", "EngineDeadError", "died unexpectedly",
+                       "Timed out waiting", "Killed"),
+            "batches": ("Avg prompt throughput", "SpecDecoding metrics"),
+        }
+
+
+class VLLMPlanner(EnginePlanner):
+    def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        """The `serve MODEL` positional (the profile's `model`), with `--set model=…` applied."""
+        model = self.backend.flags.effective(profile, overrides).get("model")
+        return str(model) if model else None
+
+    def draft_model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
+        """The speculative draft model the memory plan reads beside the model (--speculative-config's "model")."""
+        from cockpit.backends.vllm.plan import _speculative
+
+        flags = self.backend.flags
+        spec = _speculative(flags.value(flags.effective(profile, overrides), "speculative-config"))
+        path = (spec or {}).get("model")
+        return str(path) if path else None
+
+    def server_flags(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
+        """The server flags of `cockpit plan --model-config`: vLLM's EP spans TP × DP, so `--ep` is
+        `--enable-expert-parallel` and must equal that product."""
+        server: dict[str, Any] = {"model": model_dir, "tensor-parallel-size": tp}
+        if dp:
+            server["data-parallel-size"] = dp
+        if ep and ep > 1:
+            if ep != tp * (dp or 1):
+                raise FlagError("--ep", f"--ep {ep}: vLLM's expert parallelism spans TP × DP = {tp * (dp or 1)} ranks "
+                                        "(--enable-expert-parallel); give --ep equal to that, or leave it out")
+            server["enable-expert-parallel"] = True
+        return server
+
+
 class VLLMBackend(EngineBackend):
     name = "vllm"
     package = __name__
     default_port = DEFAULT_PORT
     secret_flags = ("--api-key",)
+    Launch = VLLMLaunch
+    Logs = VLLMLogs
+    Planner = VLLMPlanner
+    launch: VLLMLaunch
+    logs: VLLMLogs
+    planner: VLLMPlanner
 
     def words(self) -> EngineWords:
         return EngineWords(
@@ -47,111 +156,9 @@ class VLLMBackend(EngineBackend):
             predicted_words={"max_model_len": "context length {:,} tokens"},
         )
 
-    # ---------------------------------------------------------------- launching
-    def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:
-        from cockpit.backends.vllm.placement import flag_value
-
-        host = flag_value(flags, "master-addr")
-        port = flag_value(flags, "master-port")
-        return f"{host}:{port}" if host and port else None
-
-    # ---------------------------------------------------------------- the log
-    def new_parser(self) -> LogParser:
-        from cockpit.backends.vllm.logparse import VLLMLogParser
-
-        parser: LogParser = VLLMLogParser()
-        return parser
-
-    def log_score(self, sample: bytes) -> float:
-        """0..1: how much the opening of a log looks like vLLM's (`cockpit diagnose` routing)."""
-        from cockpit.backends.vllm.sniff import may_be_vllm
-
-        if not may_be_vllm(sample):  # most logs are SGLang's: spare them importing the grammar
-            return 0.0
-        from cockpit.backends.vllm.logparse import log_score
-
-        return log_score(sample)
-
-    def record_rank(self, line: str) -> str | None:
-        from cockpit.backends.vllm.placement import record_rank
-
-        return record_rank(line)
-
-    # ---------------------------------------------------------------- probes
-    def readiness_path(self, version: str | None = None) -> str:
-        """vLLM answers /health 200 once it serves (the port refuses connections before)."""
-        return "/health"
-
     def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
+        """The profile's version, else the log's when it names a release (not "vllm-0.x+")."""
+        v = super().run_version(state, profile)
         if profile is not None and profile.version:
-            return profile.version
-        fmt = state.format or ""
-        v = fmt.removeprefix("vllm-") if fmt.startswith("vllm-") else None
+            return v
         return v if v and v[:1].isdigit() and not v.endswith("+") else None
-
-    # ---------------------------------------------------------------- advice
-    def model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
-        """The `serve MODEL` positional (the profile's `model`), with `--set model=…` applied."""
-        model = self.effective_flags(profile, overrides).get("model")
-        return str(model) if model else None
-
-    def pd_role(self, flags: Mapping[str, Any]) -> str | None:
-        """`--kv-transfer-config`'s kv_role: kv_producer → prefill, kv_consumer → decode, kv_both."""
-        from cockpit.backends.vllm.plan import _kv_role
-
-        try:
-            return _kv_role(self.flag_value(flags, "kv-transfer-config"))
-        except ValueError:
-            return None
-
-    def role_hint(self, role: str) -> str:
-        kv_role = "kv_producer" if role == "prefill" else "kv_consumer"
-        return f"kv-transfer-config with kv_role {kv_role} (or kv_both)"
-
-    def router_argv(self, profile: Profile) -> list[str]:
-        """vLLM ships no router of its own for P/D (its disaggregated examples run a proxy script,
-        e.g. tests/v1/kv_connector/nixl_integration/toy_proxy_server.py), so `router.program`
-        names the one the operator runs."""
-        from cockpit.backends.base import FlagError
-
-        router = profile.router
-        if router is None:
-            return []
-        if not router.program:
-            raise FlagError("router.program", "vLLM has no built-in prefill/decode router: name the proxy's command "
-                            "(router: {program: [python3, toy_proxy_server.py, …]})")
-        return [*router.program, *router.args]
-
-    def draft_model_path(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
-        """The speculative draft model the memory plan reads beside the model (--speculative-config's "model")."""
-        from cockpit.backends.vllm.plan import _speculative
-
-        spec = _speculative(self.flag_value(self.effective_flags(profile, overrides), "speculative-config"))
-        path = (spec or {}).get("model")
-        return str(path) if path else None
-
-    def plan_server(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
-        """The server flags of `cockpit plan --model-config`: vLLM's EP spans TP × DP, so `--ep` is
-        `--enable-expert-parallel` and must equal that product."""
-        server: dict[str, Any] = {"model": model_dir, "tensor-parallel-size": tp}
-        if dp:
-            server["data-parallel-size"] = dp
-        if ep and ep > 1:
-            if ep != tp * (dp or 1):
-                raise FlagError("--ep", f"--ep {ep}: vLLM's expert parallelism spans TP × DP = {tp * (dp or 1)} ranks "
-                                        "(--enable-expert-parallel); give --ep equal to that, or leave it out")
-            server["enable-expert-parallel"] = True
-        return server
-
-    def log_filter_presets(self) -> dict[str, tuple[str, ...]]:
-        """The words of the log view's presets as vLLM prints them (shared/reference/vllm.md §3, §7,
-        §8): the memory lifecycle lines, the failure chain, the periodic stats line."""
-        return {
-            "memory": ("Model loading took", "KV cache memory", "KV cache size", "Maximum concurrency", "Graph capturing",
-                       "CUDA graph", "Free memory on device", "gpu-memory-utilization", "No available memory",
-                       "KV cache is needed", "Overriding num_gpu_blocks"),
-            "errors": ("Traceback", "ERROR", "Error", "out of memory", "OutOfMemoryError", "exception", "WorkerProc",
-                       "EngineCore failed", "EngineCore encountered", "EngineDeadError", "died unexpectedly",
-                       "Timed out waiting", "Killed"),
-            "batches": ("Avg prompt throughput", "SpecDecoding metrics"),
-        }
