@@ -85,7 +85,7 @@ def model_facts(name: str) -> tuple[Any, Any]:
 
 
 def truth(log: str) -> Any:
-    st = get_backend("sglang").read_log(DATA / log)
+    st = get_backend("sglang").logs.read(DATA / log)
     return st
 
 
@@ -181,7 +181,7 @@ REAL_POOL = [
 def table3() -> list[list[str]]:
     rows = []
     for name, what, ctx in REAL_POOL:
-        st = get_backend("sglang").read_log(DATA / "real" / "sglang" / name)
+        st = get_backend("sglang").logs.read(DATA / "real" / "sglang" / name)
         r = next(iter(st.ranks.values()))
         a, kv, seen = r.after_weights_avail_gb, r.kv_gb, r.avail_before_capture_gb
         if a is None or kv is None or seen is None:
@@ -241,7 +241,7 @@ def vllm_table() -> list[list[str]]:
 
     rows = []
     for c in VLLM_CASES:
-        st = get_backend("vllm").read_log(DATA / c.log)
+        st = get_backend("vllm").logs.read(DATA / c.log)
         cfg, idx = model_facts(c.model)
         s = vplan.settings_from_flags(c.flags, c.version)
         mp = vplan.plan(cfg, idx, GpuFacts(c.gpu_gib), s)
@@ -256,7 +256,7 @@ def vllm_table() -> list[list[str]]:
                f"{cur.headroom_after_capture_gib:.2f}", f"{head:.2f}" if head is not None else "(not in log)",
                f"{cur.headroom_after_capture_gib - head:+.2f}" if head is not None else "—"]
         if c.sibling:
-            sib = get_backend("vllm").read_log(DATA / c.sibling)
+            sib = get_backend("vllm").logs.read(DATA / c.sibling)
             cal = Calibration(c.sibling, float(sib.server_args["gpu_memory_utilization"]), sib.max_total_num_tokens, sib.min_headroom_gb)
             mc = vplan.plan(cfg, idx, GpuFacts(c.gpu_gib), s, calibration=cal).current
             assert mc is not None
@@ -280,7 +280,7 @@ def vllm_real_table() -> list[list[str]]:
         if m is None:
             continue
         kv = float(m.group(1))
-        st = get_backend("vllm").read_log(DATA / "real" / "vllm" / log)
+        st = get_backend("vllm").logs.read(DATA / "real" / "vllm" / log)
         cfg, _ = model_facts(model)
         c = vplan.cell_bytes(cfg, vplan.settings_from_flags({"tensor_parallel_size": tp}, "0.33.0"))
         tok = vplan.kv_tokens(kv, c, 16)

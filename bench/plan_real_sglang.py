@@ -65,7 +65,7 @@ def cases() -> list[Case]:
     out = []
     for yml in sorted(CORPUS.glob("*.yaml")):
         doc = yaml.safe_load(yml.read_text(encoding="utf-8"))
-        out.append(Case(yml.stem, doc, get_backend("sglang").read_log(yml.with_suffix(".log"))))
+        out.append(Case(yml.stem, doc, get_backend("sglang").logs.read(yml.with_suffix(".log"))))
     return out
 
 

@@ -126,7 +126,7 @@ def _log_figure(st: Any, doc: dict[str, Any], key: str) -> float | None:
 
 def measure(case: Case) -> Outcome:
     doc, plan_doc = case.doc, case.doc["plan"]
-    st = get_backend("vllm").read_log(case.log)
+    st = get_backend("vllm").logs.read(case.log)
     o = Outcome(case)
     o.w_log = _log_figure(st, doc, "weights_gb")
     o.kv_log = _log_figure(st, doc, "kv_gb")

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     reads: list[d.FileRead] = []
     st = d.read_logs([str(path)], reads, name)
     t5 = time.process_time()
-    findings = get_backend(name).diagnose(st, hosts=(), target_headroom_gb=None)
+    findings = get_backend(name).doctor.diagnose(st, hosts=(), target_headroom_gb=None)
     t6 = time.process_time()
     import json
 

@@ -50,21 +50,21 @@ def test_unknown_backend_names_the_known_ones() -> None:
 def test_sglang_answers_what_the_supervisor_asks() -> None:
     b = get_backend("sglang")
     one = parse_profile({"name": "x", "server": {"model-path": "/m", "tp": 8, "port": 31000}}, "x.yaml")
-    assert b.build_node_argvs(one) == [b.build_argv(one)]
-    assert b.api_port(one.server) == 31000 and b.api_port({}) == 30000
-    assert b.readiness_path("0.5.23") == "/ready" and b.readiness_path("0.5.9") == "/health"
-    assert b.readiness_path(None) == "/health"
-    assert b.metrics_path() == "/metrics" and b.metrics_prefix() == "sglang:"
-    assert b.rendezvous_addr({"dist-init-addr": "10.0.0.1:5000"}) == "10.0.0.1:5000"
-    assert b.rendezvous_addr({}) is None
-    assert b.flag_value({"tensor-parallel-size": 4}, "tp") == 4  # any spelling the server accepts
-    assert b.gpus_for_flags(["a"], {"tp": 2, "base-gpu-id": 4}, {}) == {("a", 4), ("a", 5)}
-    assert b.effective_flags(one)["tp_size"] == 8
-    assert b.parse_overrides(["mem-fraction-static=0.88", "enable-metrics"]) == {
+    assert b.launch.node_argvs(one) == [b.launch.argv(one)]
+    assert b.launch.api_port(one.server) == 31000 and b.launch.api_port({}) == 30000
+    assert b.launch.readiness_path("0.5.23") == "/ready" and b.launch.readiness_path("0.5.9") == "/health"
+    assert b.launch.readiness_path(None) == "/health"
+    assert b.metrics.path() == "/metrics" and b.metrics.prefix() == "sglang:"
+    assert b.launch.rendezvous_addr({"dist-init-addr": "10.0.0.1:5000"}) == "10.0.0.1:5000"
+    assert b.launch.rendezvous_addr({}) is None
+    assert b.flags.value({"tensor-parallel-size": 4}, "tp") == 4  # any spelling the server accepts
+    assert b.launch.gpus(["a"], {"tp": 2, "base-gpu-id": 4}, {}) == {("a", 4), ("a", 5)}
+    assert b.flags.effective(one)["tp_size"] == 8
+    assert b.flags.parse_overrides(["mem-fraction-static=0.88", "enable-metrics"]) == {
         "mem-fraction-static": 0.88, "enable-metrics": True}
     two = parse_profile({"name": "y", "hosts": [{"ssh": "n0"}, {"ssh": "n1"}],
                          "server": {"model-path": "/m", "tp": 16}}, "y.yaml")
-    argvs = b.build_node_argvs(two, None, "10.0.0.1:5000")
+    argvs = b.launch.node_argvs(two, None, "10.0.0.1:5000")
     assert len(argvs) == 2 and all("--dist-init-addr" in a for a in argvs)
     assert argvs[1][argvs[1].index("--node-rank") + 1] == "1"
 

@@ -256,8 +256,8 @@ def test_findings_say_gib_for_gpu_memory_everywhere() -> None:
     checked = 0
     for log in logs:
         b = get_backend(detect_backend(log.read_bytes()[:65536]))
-        st = b.read_log(log)
-        for f in b.diagnose(st):
+        st = b.logs.read(log)
+        for f in b.doctor.diagnose(st):
             checked += 1
             text = f.message
             quoted = {q for q in (st.crash.message if st.crash else "", *(st.crash.decisive_lines if st.crash else ()))}

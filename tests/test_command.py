@@ -134,7 +134,7 @@ def test_backend_entry_point() -> None:
     b = get_backend("sglang")
     assert b.name == "sglang" and b.versions() == ("0.5.9", "0.5.23")
     p = prof({"model-path": "m", "tp": 2})
-    assert b.build_argv(p)[-2:] == ["--tp-size", "2"]
-    assert b.new_state().phase == "unknown"
+    assert b.launch.argv(p)[-2:] == ["--tp-size", "2"]
+    assert b.logs.new_state().phase == "unknown"
     with pytest.raises(ValueError, match="unknown backend"):
         get_backend("tgi")  # vllm is the second backend (tests/test_vllm_backend.py)

@@ -60,17 +60,17 @@ def test_an_engines_predicted_effects_are_worded_once_its_backend_loads() -> Non
 
 
 def test_a_roles_hint_and_the_plans_own_terms_are_the_engines() -> None:
-    assert get_backend("sglang").role_hint("decode") == "disaggregation-mode: decode"
-    assert get_backend("vllm").role_hint("prefill") == "kv-transfer-config with kv_role kv_producer (or kv_both)"
-    vllm_lines = get_backend("vllm").plan_term_lines(
+    assert get_backend("sglang").launch.role_hint("decode") == "disaggregation-mode: decode"
+    assert get_backend("vllm").launch.role_hint("prefill") == "kv-transfer-config with kv_role kv_producer (or kv_both)"
+    vllm_lines = get_backend("vllm").planner.term_lines(
         {"non_torch_gib": 0.5, "activation_peak_gib": 1.25, "graph_gib": 0.75, "max_num_batched_tokens": 8192,
          "max_num_seqs": 256})
     assert [line.split()[0] for line in vllm_lines] == ["non-torch", "activation", "CUDA"]
     assert "8,192 tokens, 256 seqs" in vllm_lines[1]
-    sglang_lines = get_backend("sglang").plan_term_lines(
+    sglang_lines = get_backend("sglang").planner.term_lines(
         {"graph_gib": 0.75, "cuda_graph_max_bs": 160, "req_to_token_gib": 0.2, "context_length": 131072})
     assert "max bs 160" in sglang_lines[0] and "context 131,072" in sglang_lines[1]
-    assert get_backend("sglang").plan_term_lines({}) == []
+    assert get_backend("sglang").planner.term_lines({}) == []
 
 
 def test_the_metrics_hint_names_the_engines_switch_or_nothing() -> None:

@@ -107,4 +107,4 @@ def test_fast_path_finds_what_the_full_parser_finds(log: Path, monkeypatch: pyte
     assert a.crash == b.crash and a.phase == b.phase and a.retractions == b.retractions
     assert a.min_headroom_gb == b.min_headroom_gb and a.ranks == b.ranks and a.server_args == b.server_args
     backend = get_backend("sglang")
-    assert backend.diagnose(a, hosts=()) == backend.diagnose(b, hosts=())
+    assert backend.doctor.diagnose(a, hosts=()) == backend.doctor.diagnose(b, hosts=())

@@ -11,9 +11,9 @@ from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
 
 DATA = Path(__file__).parent / "data"
 KIMI = (DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log").read_text().splitlines()
-RECORD_RANK = get_backend("sglang").record_rank
-# the presets' words are the backend's (Backend.log_filter_presets); "all" is the core's own
-SGLANG = get_backend("sglang").log_filter_presets()
+RECORD_RANK = get_backend("sglang").logs.record_rank
+# the presets' words are the backend's (Backend.logs.filter_presets); "all" is the core's own
+SGLANG = get_backend("sglang").logs.filter_presets()
 FILTER_PRESETS = {**SGLANG, "all": ()}
 
 
@@ -119,15 +119,15 @@ def test_record_rank() -> None:
 
 # ---- vLLM's words: the same presets on vLLM logs --------------------------------------------------
 
-VLLM = get_backend("vllm").log_filter_presets()
+VLLM = get_backend("vllm").logs.filter_presets()
 VLLM_092 = (DATA / "vllm-0.33.0-qwen32b-tp2-0.92-healthy.log").read_text().splitlines()
 VLLM_097 = (DATA / "vllm-0.33.0-qwen32b-tp2-0.97-prefill-oom.log").read_text().splitlines()
-VLLM_RANK = get_backend("vllm").record_rank
+VLLM_RANK = get_backend("vllm").logs.record_rank
 
 
 def test_every_backend_lists_every_preset() -> None:
     for name in ("sglang", "vllm"):
-        presets = get_backend(name).log_filter_presets()
+        presets = get_backend(name).logs.filter_presets()
         assert set(presets) == set(PRESET_NAMES) - {"all"}
         assert all(presets[p] for p in presets)
 

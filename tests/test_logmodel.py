@@ -19,8 +19,8 @@ from tests.logflood import flood
 
 DATA = Path(__file__).parent / "data"
 KIMI = DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log"
-SGLANG = get_backend("sglang").log_filter_presets()
-RECORD_RANK = get_backend("sglang").record_rank
+SGLANG = get_backend("sglang").logs.filter_presets()
+RECORD_RANK = get_backend("sglang").logs.record_rank
 
 
 def _real_log() -> list[LogLine]:
@@ -43,7 +43,7 @@ from cockpit.supervisor.api import LogLine
 from cockpit.ui.logmodel import LogModel
 m = LogModel(1000)
 m.add(LogLine(i + 1, None, t) for i, t in enumerate(Path({str(KIMI)!r}).read_text().splitlines()))
-m.set_filter(LineFilter("errors", presets=get_backend("sglang").log_filter_presets()), None, want=5)
+m.set_filter(LineFilter("errors", presets=get_backend("sglang").logs.filter_presets()), None, want=5)
 m.finish_selection()
 m.set_search("out of memory")
 hits = m.first_hit(bottom=len(m.shown) - 1)

@@ -658,7 +658,7 @@ def test_an_import_or_usage_error_at_start_is_a_startup_error(tmp_path: Path, en
         pytest.skip("vLLM's own argparse prefix")
     log = tmp_path / "server.log"
     log.write_text(text)
-    st = get_backend(engine).read_log(log)
+    st = get_backend(engine).logs.read(log)
     assert st.crash is not None and st.crash.kind == "startup_error", (st.phase, st.crash)
     assert st.crash.phase == "startup" and st.crash.line == line
     assert quote in st.crash.message
@@ -669,7 +669,7 @@ def test_an_import_error_while_serving_is_not_a_startup_error(engine: str) -> No
     """A `<module>` frame proves start-up only when nothing sharper in the log names the phase."""
     from cockpit.backends import get_backend
     b = get_backend(engine)
-    p, st = b.new_parser(), b.new_state()
+    p, st = b.logs.new_parser(), b.logs.new_state()
     ready = (b"[2025-05-25 19:45:03] The server is fired up and ready to roll!\n" if engine == "sglang"
              else b"INFO 05-25 19:45:03 [api_server.py:1024] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
                   b"INFO:     Application startup complete.\n")

@@ -85,7 +85,7 @@ def test_vllm_startup_error_reads_as_one_sentence() -> None:
     state.crash = Crash(kind="startup_error", phase="startup", rank=None, line=40,
                         message="ValueError: To serve at least one request with the models's max seq len, "
                                 "more KV cache is needed.")
-    text = " ".join(f.message for f in get_backend("vllm").diagnose(state))
+    text = " ".join(f.message for f in get_backend("vllm").doctor.diagnose(state))
     assert ".." not in text and "is needed. This is not a memory signature" in text, text
 
 

@@ -53,7 +53,7 @@ def test_the_corpus_is_there() -> None:
 def test_the_reader_finds_every_printed_figure(yml: Path) -> None:
     doc = _doc(yml)
     expect = doc["expect"]
-    st = get_backend("sglang").read_log(yml.with_suffix(".log"))
+    st = get_backend("sglang").logs.read(yml.with_suffix(".log"))
     if "max_total_num_tokens" in expect:
         assert st.max_total_num_tokens == expect["max_total_num_tokens"]
     assert expect.get("ranks"), f"{yml.name} states no per-rank figure"
@@ -70,7 +70,7 @@ def test_the_plan_gets_the_flags_the_log_shows(yml: Path) -> None:
     them), and the ranks the log shows must be the ones the parallelism implies."""
     doc = _doc(yml)
     flags = doc["plan"]["flags"]
-    st = get_backend("sglang").read_log(yml.with_suffix(".log"))
+    st = get_backend("sglang").logs.read(yml.with_suffix(".log"))
     for key, value in flags.items():
         if key in st.server_args and st.server_args[key] is not None:
             assert st.server_args[key] == pytest.approx(value), f"{yml.name}: {key}"

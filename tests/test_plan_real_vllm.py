@@ -60,7 +60,7 @@ def test_the_corpus_is_there() -> None:
 @pytest.mark.parametrize("yml", YAMLS, ids=[y.stem for y in YAMLS])
 def test_the_reader_gets_what_the_text_proves(yml: Path) -> None:
     doc = _doc(yml)
-    st = get_backend("vllm").read_log(yml.with_suffix(".log"))
+    st = get_backend("vllm").logs.read(yml.with_suffix(".log"))
     expect = doc["expect"]
     assert st.max_total_num_tokens == expect["max_total_num_tokens"]
     if "crash" in expect:

@@ -53,7 +53,7 @@ def test_golden_tokens_and_headroom(log: Path, util: float) -> None:
     within 0.5 GiB. The goldens were written with 0.87 GiB of non-torch memory at TP2; the plan now takes
     what real logs show (0.16 GiB on one GPU, ~0.26 at TP2: tests/data/real/plan/vllm/), 0.6 GiB less,
     which lands in the KV pool (+2 % here) and leaves the free memory after start-up as it was."""
-    st = get_backend("vllm").read_log(log)
+    st = get_backend("vllm").logs.read(log)
     mp = qwen32(util)
     cur = mp.current
     assert cur is not None and cur.flag == FLAG and cur.value == util and not mp.current_is_default
@@ -121,7 +121,7 @@ def test_default_util_is_vllms_and_said_so() -> None:
 
 def test_free_memory_below_the_requested_share_does_not_start() -> None:
     """The golden refusal: 40.12 of 79.19 GiB free on cuda:1 at 0.92 (`… less than desired …`)."""
-    st = get_backend("vllm").read_log(DATA / "vllm-0.33.0-qwen32b-tp2-free-memory-below-util.log")
+    st = get_backend("vllm").logs.read(DATA / "vllm-0.33.0-qwen32b-tp2-free-memory-below-util.log")
     assert st.crash is not None and st.crash.kind == "init_not_enough_memory"
     cfg, idx = facts("qwen3-32b")
     mp = plan(cfg, idx, GpuFacts(H100, free_gib=40.12 + 0.9), settings_from_flags({**QWEN32_FLAGS, "gpu_memory_utilization": 0.92}, "0.33.0"))
@@ -135,7 +135,7 @@ def test_free_memory_below_the_requested_share_does_not_start() -> None:
 def test_kv_below_max_model_len_does_not_start() -> None:
     """The golden 0.16.0 refusal: 8.34 GiB of KV for Llama-3.1-8B holds 68,3xx tokens, less than
     --max-model-len 131072; the log's own estimate of the longest length is 68,304."""
-    st = get_backend("vllm").read_log(DATA / "vllm-0.16.0-llama8b-max-model-len.log")
+    st = get_backend("vllm").logs.read(DATA / "vllm-0.16.0-llama8b-max-model-len.log")
     cfg, _idx = facts("llama-3.1-8b")
     s = settings_from_flags({"max_model_len": 131072, "gpu_memory_utilization": 0.5}, "0.16.0")
     c = cell_bytes(cfg, s)
@@ -167,7 +167,7 @@ def test_pinned_kv_cache_memory_bytes() -> None:
 
 
 def test_calibrated_from_the_092_run_predicts_the_097_run() -> None:
-    g92, g97 = (get_backend("vllm").read_log(p) for p in (G092, G097))
+    g92, g97 = (get_backend("vllm").logs.read(p) for p in (G092, G097))
     cal = Calibration("run-092", 0.92, g92.max_total_num_tokens, g92.min_headroom_gb)
     cfg, idx = facts("qwen3-32b")
     mp = plan(cfg, idx, GpuFacts(H100), settings_from_flags({**QWEN32_FLAGS, "gpu_memory_utilization": 0.97}, "0.33.0"), calibration=cal)
@@ -202,7 +202,7 @@ def _kv_line(text: str) -> float:
 def test_real_logs_kv_memory_to_tokens(log: str, model: str, tp: int) -> None:
     """The log's own KV GiB through the plan's bytes per token and 16-token blocks gives the log's
     token count within 0.1 % (the GiB is printed rounded to 2 decimals)."""
-    st = get_backend("vllm").read_log(REAL / log)
+    st = get_backend("vllm").logs.read(REAL / log)
     kv = _kv_line((REAL / log).read_text(encoding="utf-8"))
     cfg, _idx = facts(model)
     c = cell_bytes(cfg, settings_from_flags({"tensor_parallel_size": tp}, "0.33.0"))
@@ -212,7 +212,7 @@ def test_real_logs_kv_memory_to_tokens(log: str, model: str, tp: int) -> None:
 
 def test_real_tinyllama_weights() -> None:
     """vllm#29335 loads TinyLlama-1.1B in 2.0513 GiB; the published checkpoint's bytes give 2.049."""
-    st = get_backend("vllm").read_log(REAL / "vllm-project-vllm-29335.log")
+    st = get_backend("vllm").logs.read(REAL / "vllm-project-vllm-29335.log")
     cfg, idx = facts("tinyllama-1.1b")
     mp = plan(cfg, idx, GpuFacts(H100), settings_from_flags({"gpu_memory_utilization": 0.9}, "0.11.1"))
     assert mp.weights_gib_per_rank == pytest.approx(st.ranks["TP0"].weights_gb, abs=0.01)
@@ -250,7 +250,7 @@ def test_model_config_form(qwen_dir: dict[str, Path], tmp_path: Path) -> None:
     assert [r["value"] for r in out["rows"]] == list(TABLE) and {r["flag"] for r in out["rows"]} == {FLAG}
     assert out["current"]["value"] == 0.97 and 0.94 <= out["recommended"]["value"] <= 0.95
     assert out["kv_bytes_per_token"] == 131072
-    st = get_backend("vllm").read_log(G097)
+    st = get_backend("vllm").logs.read(G097)
     assert out["current"]["max_total_num_tokens"] == pytest.approx(st.max_total_num_tokens, rel=0.03)
 
 
@@ -313,7 +313,7 @@ def test_set_value_with_a_nul_is_refused() -> None:
     from cockpit.backends.base import FlagError
 
     with pytest.raises(FlagError, match="single line"):
-        get_backend("vllm").parse_overrides(["served-model-name=a\x00b"])
+        get_backend("vllm").flags.parse_overrides(["served-model-name=a\x00b"])
 
 
 def test_profile_without_a_model_is_named(tmp_path: Path) -> None:
@@ -338,13 +338,13 @@ def test_calibration_from_a_real_journal_run(qwen_dir: dict[str, Path], tmp_path
         info = RunInfo(id="run-092", profile=prof.name, hosts=("local",), pid=1, pgid=1, started_at="2026-11-29T08:00:00+00:00",
                        run_dir="/tmp/r", log_path=str(G092), flags=dict(flags), version="0.33.0")
         j.record_start(info, prof.name, dict(flags))
-        j.record_end("run-092", "stopped", get_backend("vllm").read_log(G092), [])
+        j.record_end("run-092", "stopped", get_backend("vllm").logs.read(G092), [])
     finally:
         j.close()
     res = cockpit("plan", str(qwen_dir["profile"]), "--gpu-mem-gb", str(H100), "--json", env_root=tmp_path)
     out = json.loads(res.stdout)
     assert out["calibrated_from"] == "run-092", res.stderr
-    g97 = get_backend("vllm").read_log(G097)
+    g97 = get_backend("vllm").logs.read(G097)
     assert out["current"]["value"] == 0.97
     assert out["current"]["headroom_after_capture_gib"] == pytest.approx(g97.min_headroom_gb, abs=0.35)
     assert out["current"]["max_total_num_tokens"] == pytest.approx(g97.max_total_num_tokens, rel=0.01)

@@ -29,7 +29,7 @@ def test_every_profile_loads_and_builds(path: Path) -> None:
     if prof.backend != "sglang":  # vLLM profiles: tests/test_vllm_backend.py
         from cockpit.backends import get_backend
 
-        assert get_backend(prof.backend).build_argv(prof)
+        assert get_backend(prof.backend).launch.argv(prof)
         return
     argv = build_argv(prof)
     launcher = len(prof.program) if prof.program else 3
@@ -97,6 +97,6 @@ def test_a_json_flag_may_be_written_as_a_yaml_mapping(tmp_path: Path) -> None:
                  "server:\n  model: /m\n  speculative-config: {method: ngram, num_speculative_tokens: 2}\n")
     prof = load_profile(p)
     assert prof.server["speculative-config"] == '{"method":"ngram","num_speculative_tokens":2}'
-    argv = list(get_backend("vllm").build_argv(prof))
+    argv = list(get_backend("vllm").launch.argv(prof))
     at = argv.index("--speculative-config")
     assert json.loads(argv[at + 1]) == {"method": "ngram", "num_speculative_tokens": 2}

@@ -51,7 +51,7 @@ def window(*texts: tuple[float, str]) -> ServingWindow:
     b = get_backend("vllm")
     w = ServingWindow()
     for at, text in texts:
-        w.add(parse_sample(text, b.metrics_prefix(), b.serving_metrics(), at))
+        w.add(parse_sample(text, b.metrics.prefix(), b.metrics.serving(), at))
     return w
 
 
@@ -110,7 +110,7 @@ def test_the_vllm_simulator_exports_vllm_names_for_every_figure_it_simulates() -
             util = 0.9
 
     b = get_backend("vllm")
-    s = parse_sample(render_metrics(Sim(), None), b.metrics_prefix(), b.serving_metrics(), 0.0)  # type: ignore[arg-type]
+    s = parse_sample(render_metrics(Sim(), None), b.metrics.prefix(), b.metrics.serving(), 0.0)  # type: ignore[arg-type]
     for figure in ("generation_tokens", "prompt_tokens", "running", "waiting", "kv_usage", "preemptions",
                    "requests_finished", "prefix_cache_hits", "prefix_cache_queries"):
         assert figure in s.values, figure
@@ -125,7 +125,7 @@ def test_the_sglang_simulator_exports_sglang_names() -> None:
     cfg = load_config(["--model-path", "/models/Kimi-K2.5", "--tp", "8", "--trust-remote-code", "--enable-metrics"])
     b = get_backend("sglang")
     s = parse_sample(render_metrics(cfg, {"generation_tokens_total": 5}, {"token_capacity": 100}, 0.0),
-                     b.metrics_prefix(), b.serving_metrics(), 0.0)
+                     b.metrics.prefix(), b.metrics.serving(), 0.0)
     for figure in ("generation_tokens", "prompt_tokens", "running", "waiting", "kv_usage", "preemptions",
                    "requests_finished", "prefix_cache_hit_rate"):
         assert figure in s.values, figure

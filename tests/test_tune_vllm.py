@@ -49,7 +49,7 @@ def ready(u: float | None, h: float, **kw: object) -> Step:
 
 
 def test_the_backend_hands_out_its_policy() -> None:
-    policy = get_backend("vllm").tuning()
+    policy = get_backend("vllm").tuner.policy()
     assert policy.next_move is next_move and policy.MEMORY_FLAG == UTIL_FLAG
 
 

@@ -84,8 +84,8 @@ def test_detection_scores() -> None:
     sgl = b"[2026-02-24 11:55:44 TP0] Load weight begin. avail mem=94.60 GB\n"
     assert detect_backend(vllm) == "vllm"
     assert detect_backend(sgl) == "sglang"
-    assert get_backend("vllm").readiness_path("0.33.0") == "/health"
-    assert get_backend("vllm").metrics_prefix() == "vllm:"
+    assert get_backend("vllm").launch.readiness_path("0.33.0") == "/health"
+    assert get_backend("vllm").metrics.prefix() == "vllm:"
 
 
 # ---- the memory arithmetic ---------------------------------------------------------------------
@@ -198,7 +198,7 @@ def test_a_busy_gpu_is_named() -> None:
 def test_multi_node_argv() -> None:
     p = Profile.model_validate({"name": "v", "backend": "vllm", "version": "0.33.0",
                                 "hosts": [{"ssh": "a"}, {"ssh": "b"}], "server": {"model": "m", "tp": 16}})
-    node0, node1 = get_backend("vllm").build_node_argvs(p, None, "10.0.0.1:29501")
+    node0, node1 = get_backend("vllm").launch.node_argvs(p, None, "10.0.0.1:29501")
     assert node0[-8:] == ["--nnodes", "2", "--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "29501"]
     assert "--headless" not in node0 and "--headless" in node1 and node1[node1.index("--node-rank") + 1] == "1"
 
@@ -216,7 +216,7 @@ def test_escape_sequences_in_a_vllm_log_never_reach_the_state(tmp_path) -> None:
     assert hostile in text
     log = tmp_path / "hostile.log"
     log.write_text(text)
-    state = get_backend("vllm").read_log(str(log))
+    state = get_backend("vllm").logs.read(str(log))
     assert state.crash is not None and state.crash.kind == "cuda_oom"
     dumped = json.dumps(state.to_json())
     assert "\\u001b" not in dumped and "\\u0007" not in dumped and "pwned" not in dumped

@@ -26,7 +26,7 @@ CPU_BLOCK = 128  # vLLM's CPU platform block size when none is asked (vllm/platf
 
 
 def test_the_drafters_lines_are_read() -> None:
-    st = get_backend("vllm").read_log(LOG)
+    st = get_backend("vllm").logs.read(LOG)
     assert st.phase == "ready" and st.device == "cpu" and st.format == "vllm-0.32.0"
     assert st.server_args["speculative_config"]["method"] == "draft_model"
     assert st.max_total_num_tokens == 699_008
@@ -39,7 +39,7 @@ def test_the_drafters_lines_are_read() -> None:
     assert tp0.weights_gb is None  # the CPU build prints no `Model loading took`: not measured
     assert st.lines_unparsed == 0
     # without a draft the loader's line is the model's own
-    plain = get_backend("vllm").read_log(NO_DRAFT_LOG).ranks["TP0"].figures
+    plain = get_backend("vllm").logs.read(NO_DRAFT_LOG).ranks["TP0"].figures
     assert "checkpoint_gb" in plain and "draft_checkpoint_gb" not in plain
 
 
@@ -56,7 +56,7 @@ def _plan(tmp_path: Path, spec: dict[str, object] | None) -> dict:  # type: igno
 
 
 def test_the_plans_draft_terms_meet_the_log(tmp_path: Path) -> None:
-    logged = get_backend("vllm").read_log(LOG)
+    logged = get_backend("vllm").logs.read(LOG)
     spec = {"method": "draft_model", "model": str(DRAFT), "num_speculative_tokens": 2}
     p = _plan(tmp_path, spec)
     alone = _plan(tmp_path, None)
@@ -69,7 +69,7 @@ def test_the_plans_draft_terms_meet_the_log(tmp_path: Path) -> None:
     assert p["kv_bytes_per_token"] * tokens <= KV_SPACE < p["kv_bytes_per_token"] * (tokens + CPU_BLOCK)
     # the plan's tokens: blocks of 16 (a GPU's), the engine's of 128: at most one CPU block apart
     assert 0 <= p["current"]["max_total_num_tokens"] - tokens < CPU_BLOCK
-    assert alone["current"]["max_total_num_tokens"] == 1_048_576 == get_backend("vllm").read_log(NO_DRAFT_LOG).max_total_num_tokens
+    assert alone["current"]["max_total_num_tokens"] == 1_048_576 == get_backend("vllm").logs.read(NO_DRAFT_LOG).max_total_num_tokens
     # weights: loaded in bfloat16, half the float32 checkpoint the drafter's loader measured
     # (±0.005 GiB for the line's two decimals, ±0.0005 for terms_gib's three)
     draft_gib = p["terms_gib"]["draft_weights_gib"]
@@ -89,7 +89,7 @@ def test_an_unread_draft_is_no_draft_term(tmp_path: Path) -> None:
 def test_an_ngram_launch_drafts_without_weights_or_kv(tmp_path: Path) -> None:
     """The n-gram proposer prints `Loading drafter model...` too, but loads nothing and takes no
     KV: the engine's tokens are the target's alone, as the plan says (draft terms 0)."""
-    st = get_backend("vllm").read_log(NGRAM_LOG)
+    st = get_backend("vllm").logs.read(NGRAM_LOG)
     assert st.server_args["speculative_config"]["method"] == "ngram"
     assert st.phase == "ready" and st.max_total_num_tokens == 1_048_576
     assert "draft_checkpoint_gb" not in st.ranks["TP0"].figures

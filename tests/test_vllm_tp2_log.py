@@ -12,7 +12,7 @@ LOG = Path(__file__).parent / "data" / "real-engine" / "vllm-0.32.0-cpu-tp2-work
 
 
 def test_a_killed_worker_is_a_crash_of_its_rank() -> None:
-    st = get_backend("vllm").read_log(LOG)
+    st = get_backend("vllm").logs.read(LOG)
     assert list(st.ranks) == ["TP0", "TP1"]
     assert st.format == "vllm-0.32.0"
     assert st.phase == "crashed" and st.crash is not None
@@ -22,6 +22,6 @@ def test_a_killed_worker_is_a_crash_of_its_rank() -> None:
 
 
 def test_its_stats_lines_count_as_tokens_moving_only_when_they_move() -> None:
-    st = get_backend("vllm").read_log(LOG)
+    st = get_backend("vllm").logs.read(LOG)
     nonzero = sum(1 for p in st.gen_throughput if p.value > 0)
     assert st.progress_lines >= nonzero >= 1

@@ -153,9 +153,9 @@ def host_cache_gb_per_rank(name: str | None, flags: Mapping[str, Any]) -> float 
         return None
     switch, size = words.host_cache_flags
     backend = get_backend(name)
-    if not backend.flag_value(flags, switch):
+    if not backend.flags.value(flags, switch):
         return None
-    v = backend.flag_value(flags, size)
+    v = backend.flags.value(flags, size)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -197,7 +197,7 @@ def detect_backend(sample: bytes, default: str = DEFAULT_BACKEND) -> str:
     share of lines that read as its records) is highest; `default` when none scores."""
     best, best_score = default, 0.0
     for name in _REGISTRY:
-        score = get_backend(name).log_score(sample)
+        score = get_backend(name).logs.score(sample)
         if score > best_score:
             best, best_score = name, score
     return best

@@ -52,7 +52,7 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> tuple[Any, list[in
 
         own = engine_words(backend).native_api
         if own == args.api:
-            native = get_backend(backend).native_api()
+            native = get_backend(backend).metrics.native_api()
         if native is None:
             raise BadInput(f"--api {args.api}: {engine_name(backend)} (this profile's backend) has no generate API "
                            "of that name", hint="use --api openai" + (f" or --api {own}" if own else ""))
@@ -145,7 +145,7 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
     from cockpit.face import api_key_of
 
     base = await sup.api_base_url()
-    spec.metrics_prefix = sup.backend.metrics_prefix()
+    spec.metrics_prefix = sup.backend.metrics.prefix()
     spec.metrics_switch = sup.backend.words().metrics_switch
     spec.api_key = api_key_of(sup.profile, info.flags)  # a server started with --api-key refuses requests without it
     served = await served_model(base, spec.api_key)
@@ -192,7 +192,7 @@ async def _vocab(sup: Any, info: Any) -> tuple[Any, str]:
     from cockpit.face import read_vocab
 
     try:
-        path = sup.backend.model_path(sup.profile, info.flags)
+        path = sup.backend.planner.model_location(sup.profile, info.flags)
     except ValueError as exc:
         return None, str(exc)
     if not path:

@@ -63,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         # the same shape as `diagnose` and `status` (nothing has run yet: phase unknown, no ranks)
         version = backend.resolve_version(profile.version)
-        state = backend.new_state()
+        state = backend.logs.new_state()
         state.format = f"{profile.backend}-{version}"
-        state.server_args = backend.effective_flags(profile, version=version)
+        state.server_args = backend.flags.effective(profile, version=version)
         out = state.to_json()
         out.update(
             profile=profile.name,

@@ -97,7 +97,7 @@ def read_logs(paths: list[str], reads: list[FileRead] | None = None, backend_nam
         stats: dict[str, int] = {}
         try:
             src = sys.stdin.buffer if path == "-" else path
-            state = backend.read_log(src, state, stats)
+            state = backend.logs.read(src, state, stats)
         except FileNotFoundError:
             raise BadInput(f"{path}: no such file") from None
         except IsADirectoryError:
@@ -146,7 +146,7 @@ def diagnose_logs(
             # binary or prose first file) the default one was only a fallback: say that none matched.
             engines = engine_name(name) if detected or any(x.recognised for x in reads) else engine_names()
             raise BadInput(f"no {engines} log lines recognised in {r.path} ({r.lines:,} lines read)")
-    findings = get_backend(name).diagnose(state, hosts=hosts or (), target_headroom_gb=target_headroom_gb)
+    findings = get_backend(name).doctor.diagnose(state, hosts=hosts or (), target_headroom_gb=target_headroom_gb)
     return state, findings, reads
 
 

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _make_filter(spec: str, rank: str | None, presets: Mapping[str, tuple[str, ...]] | None = None) -> LineFilter:
-    """The filter with the preset words of the profile's server (`Backend.log_filter_presets`)."""
+    """The filter with the preset words of the profile's server (`Backend.logs.filter_presets`)."""
     try:
         return LineFilter(spec or "all", rank, presets)
     except ValueError as exc:
@@ -138,14 +138,14 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     async def one(node: Node, follow: bool = True) -> None:
         record = node.record
         assert record is not None
-        filt = _make_filter(args.filter, args.rank, sup.backend.log_filter_presets())
+        filt = _make_filter(args.filter, args.rank, sup.backend.logs.filter_presets())
         nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
         follow = follow and bool(args.follow and record.alive)
         if filtered_tail and node.index not in cursors:
             cursors[node.index] = await last_matches(node, filt, f"{node.label} | " if multi else "", follow)
             if not follow:
                 return
-            filt = _make_filter(args.filter, args.rank, sup.backend.log_filter_presets())  # a fresh one: rank records restart
+            filt = _make_filter(args.filter, args.rank, sup.backend.logs.filter_presets())  # a fresh one: rank records restart
         offset, ino = cursors.get(node.index, (record.log_offset, record.log_inode))
         fol = LogFollower(
             node.ops,

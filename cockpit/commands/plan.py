@@ -69,7 +69,7 @@ def _overrides(backend_name: str, items: list[str]) -> dict[str, Any]:
         backend = get_backend(backend_name)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    return backend.parse_overrides(items)
+    return backend.flags.parse_overrides(items)
 
 
 def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
@@ -82,7 +82,7 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
 
     overrides = _overrides(args.backend, list(args.overrides or []))
     try:
-        server = get_backend(args.backend).plan_server(args.model_config, args.tp, args.dp, args.ep)
+        server = get_backend(args.backend).planner.server_flags(args.model_config, args.tp, args.dp, args.ep)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     profile = parse_profile({
@@ -90,7 +90,7 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
         "policy": {"target-headroom-gb": args.target_headroom_gb, "warn-headroom-gb": args.warn_headroom_gb},
     }, "--model-config")
     model = read_model_dir(args.model_config)
-    draft_path = get_backend(args.backend).draft_model_path(profile, overrides)
+    draft_path = get_backend(args.backend).planner.draft_model_location(profile, overrides)
     if draft_path:  # --set speculative-draft-model-path=DIR (SGLang) / speculative-config's "model" (vLLM)
         model = dataclasses.replace(model, draft=read_model_dir(draft_path))
     facts = [HostFacts(host="local", gpu_mem_total_gib=args.gpu_mem_gb, gpu_count=args.gpus, source="override")]
@@ -120,18 +120,18 @@ def check_group(backend: Any, group: Profile, role: str, gpus: int | None) -> No
     """A group's flags must make the server of its role, on no more GPUs per host than the group
     has (exit 2 naming the group's key otherwise)."""
     try:
-        flags = backend.effective_flags(group)
-        got = backend.pd_role(flags)
+        flags = backend.flags.effective(group)
+        got = backend.launch.pd_role(flags)
     except ValueError as exc:
         raise BadInput(f"groups.{role}.server: {exc}") from None
     if gpus is not None:
-        used = backend.gpus_for_flags([h.label for h in group.hosts], flags, group.env)
+        used = backend.launch.gpus([h.label for h in group.hosts], flags, group.env)
         per_host = max((sum(1 for h, _ in used if h == host) for host in {h for h, _ in used}), default=0)
         if per_host > gpus:
             raise BadInput(f"groups.{role}.gpus: {gpus} per host, but the group's flags run {per_host} ranks on a host")
     if got is None or role not in got.split("+"):
         what = f"a {got} server" if got else "a server of no prefill/decode role"
-        raise BadInput(f"groups.{role}.server: the flags make {what}", hint=backend.role_hint(role))
+        raise BadInput(f"groups.{role}.server: the flags make {what}", hint=backend.launch.role_hint(role))
 
 
 def router_json(profile: Profile) -> dict[str, Any] | None:
@@ -141,7 +141,7 @@ def router_json(profile: Profile) -> dict[str, Any] | None:
     from cockpit.face import get_backend
 
     try:
-        argv = get_backend(profile.backend).router_argv(profile)
+        argv = get_backend(profile.backend).launch.router_argv(profile)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     return {"host": profile.router.host.label, "port": profile.router.port, "argv": argv}
@@ -179,10 +179,10 @@ def _offline_hint(hint: str | None, profile: Any, overrides: dict[str, Any], gpu
 
     backend = get_backend(profile.backend)
     try:
-        tp = backend.flag_value(backend.effective_flags(profile, overrides), "tp")
+        tp = backend.flags.value(backend.flags.effective(profile, overrides), "tp")
     except Exception:  # a flag the server refuses was said before any I/O; here it only loses N
         tp = None
-    model = backend.model_path(profile, overrides)
+    model = backend.planner.model_location(profile, overrides)
     gib = f"{gpu_mem_gb:g}" if gpu_mem_gb is not None else "GiB"
     line = (f"to plan without the host: cockpit plan --model-config DIR --gpu-mem-gb {gib} --tp {tp or 'N'}"
             + (f" --backend {profile.backend}" if profile.backend != DEFAULT_BACKEND else "")
@@ -262,7 +262,7 @@ def _engine_term_lines(mp: MemoryPlan) -> list[str]:
     """The lines of the terms only the plan's engine has, as its backend words them."""
     from cockpit.face import backend_names, get_backend
 
-    return get_backend(mp.backend).plan_term_lines(mp.terms) if mp.backend in backend_names() else []
+    return get_backend(mp.backend).planner.term_lines(mp.terms) if mp.backend in backend_names() else []
 
 
 def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     slo = parse_slo(args.slo)
     if args.max_launches < 1:
         raise BadInput(f"--max-launches must be at least 1 (got {args.max_launches})")
-    policy = get_backend(profile.backend).tuning()
+    policy = get_backend(profile.backend).tuner.policy()
     spec, levels = spec_from_args(args, profile.backend)
     tuner = Tuner(profile, policy, spec, levels[-1], args, slo)
     tuner.check_output()  # before the first launch: a session's result must have somewhere to go

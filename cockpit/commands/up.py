@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.face import get_backend
 
     profile = one_server(load_profile_arg(args.profile), "up")
-    overrides = get_backend(profile.backend).parse_overrides(args.overrides or [])
+    overrides = get_backend(profile.backend).flags.parse_overrides(args.overrides or [])
     return run_command(_up(profile, overrides, args))
 
 

@@ -1,7 +1,7 @@
 """Log view filters: the presets the TUI and `cockpit logs --filter` offer, or any regex, plus a rank.
 
 The presets' words are the engine's: each backend lists the spellings its server prints
-(`Backend.log_filter_presets()`: SGLang's `avail mem`, vLLM's `Available KV cache memory`, …) and the
+(`Backend.logs.filter_presets()`: SGLang's `avail mem`, vLLM's `Available KV cache memory`, …) and the
 caller hands them to `LineFilter`; this module knows the preset names and how to match, no engine.
 Presets are plain substring checks (`str in str` runs at C speed), never a regex per line; a regex
 is compiled once. Matching is case-sensitive, like grep without -i.
@@ -54,7 +54,7 @@ class LineFilter:
     rank: only lines from that rank ("3" or "TP3"). A line's rank is the label its reader gave it
     (`LogLine.rank`: the backend reads the record prefix, continuation lines such as a traceback
     inherit their record's), so a rank's traceback stays visible and lines may be judged in any order.
-    presets: the backend's words per preset (`get_backend(profile.backend).log_filter_presets()`).
+    presets: the backend's words per preset (`get_backend(profile.backend).logs.filter_presets()`).
     """
 
     def __init__(self, spec: str = "all", rank: str | None = None,

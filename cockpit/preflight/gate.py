@@ -65,7 +65,7 @@ def check_profile(
     from cockpit.telemetry.hostfacts import apply_what_if, host_facts_for
 
     facts = apply_what_if(host_facts_for(profile, facts_overrides), host_mem_gb, gpu_mem_gb, gpus)
-    return get_backend(profile.backend).preflight(profile, facts, version=version), facts
+    return get_backend(profile.backend).doctor.preflight(profile, facts, version=version), facts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +136,7 @@ async def _dist_addr(profile: Profile, flags: Mapping[str, Any], node0: HostNode
     nodes = profile.target.nodes if profile.target is not None else len(profile.hosts)
     if nodes <= 1:
         return None
-    own = get_backend(profile.backend).rendezvous_addr(flags)
+    own = get_backend(profile.backend).launch.rendezvous_addr(flags)
     if own is not None:
         return own
     if not launching:
@@ -215,7 +215,7 @@ async def gate(
     # the argv first: a flag the server would refuse is refused before any I/O
     try:
         dist = await _dist_addr(profile, flags, node0, measure and dist_addr == LAUNCH) if launching else dist_addr
-        argvs = backend.build_node_argvs(profile, ov, dist)
+        argvs = backend.launch.node_argvs(profile, ov, dist)
     except ValueError as exc:  # FlagError, a backend that does not know the profile
         return GateResult(profile, ov, None, bad_input=exc)
     result = GateResult(profile, ov, [list(a) for a in argvs], dist_addr=dist)

@@ -79,10 +79,10 @@ async def launch_findings(profile: Profile, overrides: Mapping[str, Any] | None 
         if live is not None and live.has_processes:
             return []  # the launch refuses a live run itself, naming it
         flags = {**profile.server, **dict(overrides or {})}
-        model = backend.model_path(profile, overrides)
+        model = backend.planner.model_location(profile, overrides)
         paths = [model] if model and _path_like(model) and not runs_simulator(profile) else []
-        port = backend.api_port(flags)
-        host = backend.flag_value(flags, "host")
+        port = backend.launch.api_port(flags)
+        host = backend.flags.value(flags, "host")
         res = await n0.ops.launch_check(paths, profile.workdir, str(host) if host else None, port)
     except TransportError:
         return []  # an unreachable host is reported by the checks that measure it

@@ -1,6 +1,6 @@
 """The memory plan of a profile, the way a launch sees it: the model's facts read on node 0 over its
 transport, the GPUs measured by the agent, the journal's runs for calibration (read by the callers,
-which sit above the journal), the backend's budget (`get_backend(name).memory_plan`). The gate
+which sit above the journal), the backend's budget (`get_backend(name).planner.memory_plan`). The gate
 (gate.py: `cockpit check`, `cockpit up`, the picker) calls `profile_plan_finding`, `cockpit plan`
 calls `plan_for_profile`; `plan_finding` is the one wording of the result.
 """
@@ -69,7 +69,7 @@ async def read_profile_model(profile: Profile) -> ModelFacts:
 
     try:
         backend = get_backend(profile.backend)
-        path = backend.model_path(profile)
+        path = backend.planner.model_location(profile)
     except ValueError as exc:  # an unknown backend, a flag the server refuses
         raise BadInput(str(exc)) from None
     if not path:
@@ -78,7 +78,7 @@ async def read_profile_model(profile: Profile) -> ModelFacts:
     python = None if host.is_local else profile.python
     facts = await read_model_on_host(transport_for(host), str(path), python=python, env=profile.env)
     # a speculative draft model the flags name is read the same way, beside it (docs/PLAN.md)
-    draft_path = backend.draft_model_path(profile)
+    draft_path = backend.planner.draft_model_location(profile)
     if draft_path:
         draft = await read_model_on_host(transport_for(host), str(draft_path), python=python, env=profile.env)
         facts = dataclasses.replace(facts, draft=draft)
@@ -89,7 +89,7 @@ def backend_plan(
     profile: Profile, facts: list[HostFacts], model: ModelFacts, overrides: dict[str, Any] | None,
     *, runs: Iterable[Any] = (), calibrate_from: str | None = None,
 ) -> MemoryPlan:
-    """The backend's budget (Backend.memory_plan) for facts already gathered; `runs` are the
+    """The backend's budget (Backend.planner.memory_plan) for facts already gathered; `runs` are the
     journal's records (the caller reads the journal: it sits above this layer)."""
     from cockpit.backends import get_backend
 
@@ -97,7 +97,7 @@ def backend_plan(
         backend = get_backend(profile.backend)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    mp = backend.memory_plan(profile, facts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
+    mp = backend.planner.memory_plan(profile, facts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
     if mp is None:
         raise BadInput(f"no memory plan for backend {profile.backend!r} yet (see docs/PLAN.md)")
     return cast("MemoryPlan", mp)
@@ -117,7 +117,7 @@ async def plan_for_profile(
     from cockpit.backends import get_backend
 
     try:
-        get_backend(profile.backend).effective_flags(profile, overrides)  # a refused flag: exit 2 before any I/O
+        get_backend(profile.backend).flags.effective(profile, overrides)  # a refused flag: exit 2 before any I/O
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     if model is None:

@@ -181,9 +181,9 @@ class BenchSpec:
     dataset: list[Prompt] | None = None  # None: synthetic
     seed: int = 0
     model: str | None = None  # the OpenAI `model` field; None asks /v1/models
-    metrics_prefix: str = ""  # the backend's (`Backend.metrics_prefix`), set by the caller
+    metrics_prefix: str = ""  # the backend's (`Backend.metrics.prefix`), set by the caller
     metrics_switch: str | None = None  # the flag that turns /metrics on (`EngineWords.metrics_switch`), set by the caller
-    # the engine's own generate API when `api` names it (`Backend.native_api`); None: OpenAI's
+    # the engine's own generate API when `api` names it (`Backend.metrics.native_api`); None: OpenAI's
     native: GenerateApi | None = field(default=None, repr=False)
     vocab: Vocab | None = None  # None: synthetic prompts are text
     max_error_share: float = DEFAULT_MAX_ERROR_SHARE  # stop a level once this share of it failed

@@ -34,11 +34,11 @@ class RunFold:
     def __init__(self, backend: Backend, nodes: int) -> None:
         self.backend = backend
         self.multi_node = nodes > 1
-        self.state: RunState = backend.new_state()
+        self.state: RunState = backend.logs.new_state()
         self.changed = True  # since the findings were last computed
 
     def reset(self) -> None:
-        self.state = self.backend.new_state()
+        self.state = self.backend.logs.new_state()
         self.changed = True
 
     def apply(self, node: Node, ev: Any) -> None:
@@ -49,12 +49,12 @@ class RunFold:
         first dump is not that: take its arguments (node 0's win) without resetting the other
         nodes' ranks.
         """
-        if self.multi_node and self.backend.is_server_args(ev):
+        if self.multi_node and self.backend.logs.is_server_args(ev):
             first_of_node = not node.args_seen
             node.args_seen = True
             st = self.state
             if first_of_node and (st.ranks or st.crash is not None or st.ready_in_log):
-                scratch = self.backend.new_state()
+                scratch = self.backend.logs.new_state()
                 apply(scratch, ev)
                 if node.index == 0 or not st.server_args:
                     st.server_args = scratch.server_args

@@ -52,7 +52,7 @@ class NodeLog:
     ) -> None:
         self.backend = backend
         self.host = host
-        self.parser: LogParser | None = backend.new_parser() if parse else None
+        self.parser: LogParser | None = backend.logs.new_parser() if parse else None
         self.raw = raw  # keep the file's text (no cleaning, no cap, giant lines in pieces)
         self.catch_up = catch_up
         self.lines = 0  # lines of this run's log seen so far (the file's numbering)
@@ -122,7 +122,7 @@ class NodeLog:
             cont = LogLine(self.lines, self.rank, parts.pop(0), self.host)
         out: list[LogLine] = []
         raw = self.raw
-        record_rank = self.backend.record_rank
+        record_rank = self.backend.logs.record_rank
         host = self.host
         n = self.lines
         rank = self.rank

@@ -78,13 +78,13 @@ class ServingWatch:
         lines, which count without /metrics too); False when the scrape failed."""
         from cockpit.serving.probes import metrics_text
 
-        text = await metrics_text(base_url, self.backend.metrics_path())
+        text = await metrics_text(base_url, self.backend.metrics.path())
         now = time.monotonic()
         st = self.state()
         self.watch.progress_lines(now, st.progress_lines)
         if text is None:
             return False
-        s = parse_sample(text, self.backend.metrics_prefix(), self.backend.serving_metrics(), now)
+        s = parse_sample(text, self.backend.metrics.prefix(), self.backend.metrics.serving(), now)
         self.window.add(s)
         v = s.values
         tokens = None

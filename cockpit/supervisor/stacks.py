@@ -46,7 +46,7 @@ async def collect(sup: Any, *, native: bool = False) -> dict[str, Any]:
         if tree.hint:
             hints.append(f"{tree.node}: {tree.hint}")
         for proc in tree.processes:
-            role, rank = sup.backend.process_role(proc.name, proc.pid == tree.server_pid)
+            role, rank = sup.backend.launch.process_role(proc.name, proc.pid == tree.server_pid)
             entry = {"node": tree.node, "pid": proc.pid, "ppid": proc.ppid, "name": proc.name,
                      "role": role, "rank": rank, "state": proc.state, "threads": [dict(t) for t in proc.threads],
                      "error": proc.error, "multi_node": multi}

@@ -262,13 +262,13 @@ class Supervisor:
 
     # ------------------------------------------------------------------ snapshots
     def readiness_path(self) -> str:
-        return self.backend.readiness_path(self.backend.run_version(self.fold.state, self.profile))
+        return self.backend.launch.readiness_path(self.backend.run_version(self.fold.state, self.profile))
 
     def _current_findings(self) -> tuple[Finding, ...]:
         if self.fold.changed:
             self.fold.changed = False
             try:
-                self._findings = tuple(self.backend.diagnose(self.fold.state, self.profile,
+                self._findings = tuple(self.backend.doctor.diagnose(self.fold.state, self.profile,
                                                              self.telemetry.host_facts_now()))
             except Exception:
                 log.exception("diagnosis failed")
@@ -299,7 +299,7 @@ class Supervisor:
         return (f,) if f is not None else ()
 
     def rank_gpu(self) -> dict[str, tuple[str, int]]:
-        return self.backend.rank_gpu_map(self.fold.state.ranks.keys(), [n.label for n in self.nodes],
+        return self.backend.launch.rank_gpus(self.fold.state.ranks.keys(), [n.label for n in self.nodes],
                                          self.flags, self.profile.env)
 
     def run_gpus(self) -> set[tuple[str, int]]:
@@ -308,14 +308,14 @@ class Supervisor:
         return found or self.gpus_for_flags(self.flags)
 
     def gpus_for_flags(self, flags: dict[str, Any]) -> set[tuple[str, int]]:
-        return self.backend.gpus_for_flags([n.label for n in self.nodes], flags, self.profile.env)
+        return self.backend.launch.gpus([n.label for n in self.nodes], flags, self.profile.env)
 
     def snapshot(self) -> RunSnapshot:
         findings = self._current_findings()
         diff: tuple[FlagChange, ...] = ()
         if self.overrides:
             try:
-                diff = tuple(self.backend.flag_diff(self.profile, self.flags))
+                diff = tuple(self.backend.flags.diff(self.profile, self.flags))
             except Exception:
                 log.exception("flag diff failed")
         watch = self.telemetry
@@ -382,7 +382,7 @@ class Supervisor:
     async def api_base_url(self) -> str:
         """The base URL of the run's API on node 0 from this machine (through the SSH forward when
         remote): what `cockpit bench` sends its load to."""
-        return await self.readiness.base_url(self.nodes[0], self.backend.api_port(self.flags))
+        return await self.readiness.base_url(self.nodes[0], self.backend.launch.api_port(self.flags))
 
     def is_ready(self) -> bool:
         return self.fold.state.phase == "ready" and self.readiness.health == "200" and self.target.ready()
@@ -416,8 +416,8 @@ class Supervisor:
                       timeout: float = 30.0, debug: bool = False) -> RunInfo:
         """Stop → wait for the GPUs to be free → launch with the change; refuses to launch on top of
         leftovers (LeftoversHoldGpus) unless kill_leftovers. The publisher goes on throughout.
-        `debug`: with the engine's debugging settings (Backend.debug_settings), journaled as a debug run."""
-        debug_env, debug_flags = self.backend.debug_settings() if debug else ({}, {})
+        `debug`: with the engine's debugging settings (Backend.launch.debug_settings), journaled as a debug run."""
+        debug_env, debug_flags = self.backend.launch.debug_settings() if debug else ({}, {})
         kept = {k: v for k, v in self.overrides.items() if k not in self._debug_flags}
         overrides = {**kept, **changes_to_overrides(changes), **changes_to_overrides(debug_flags)}
         self._debug_flags = set(changes_to_overrides(debug_flags))

@@ -217,7 +217,7 @@ def test_serving_figures_are_the_engines_own_counters(tp2: Engine) -> None:
     # the engine exports no speculative-decoding counters without a draft model: not reported, not 0
     assert sv["spec_acceptance_pct"] is None and "spec_accepted_tokens" in sv["not_reported"]
     # every figure vLLM 0.32 exports is read under its newest name (the table's first choice)
-    table = get_backend("vllm").serving_metrics()
+    table = get_backend("vllm").metrics.serving()
     for figure in ("generation_tokens", "prompt_tokens", "running", "waiting", "kv_usage", "preemptions",
                    "requests_finished", "ttft", "itl", "e2e", "prefix_cache_hits", "prefix_cache_queries"):
         assert sv["names"][figure] == table[figure][0], figure

@@ -152,7 +152,7 @@ def test_bundled_two_node_profile_renders_one_step_per_node() -> None:
 
     prof = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "slurm-two-node-tp16.yaml")
     assert prof.target is not None and len(prof.hosts) == 2
-    argvs = get_backend(prof.backend).build_node_argvs(prof, None, DIST_ADDR)
+    argvs = get_backend(prof.backend).launch.node_argvs(prof, None, DIST_ADDR)
     script = render_batch_script(argvs, env=dict(prof.env), profile=prof.name, run_id="r1")
     steps = [ln for ln in script.splitlines() if ln.startswith("srun ")]
     assert len(steps) == 2

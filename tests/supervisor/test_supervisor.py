@@ -27,7 +27,7 @@ from cockpit.supervisor.supervisor import (
 )
 from tests.conftest import free_port
 
-rank_gpu_map = get_backend("sglang").rank_gpu_map
+rank_gpu_map = get_backend("sglang").launch.rank_gpus
 
 PY = sys.executable
 

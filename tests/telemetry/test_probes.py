@@ -26,7 +26,7 @@ from cockpit.serving.probes import (
 from cockpit.transport.ssh import SSHTransport
 
 SGLANG = get_backend("sglang")
-readiness_path = SGLANG.readiness_path
+readiness_path = SGLANG.launch.readiness_path
 
 if TYPE_CHECKING:
     from tests.conftest import SshHome
@@ -150,9 +150,9 @@ async def test_server_info_and_fallback(server: FakeServer) -> None:
 
 async def test_metrics(server: FakeServer) -> None:
     base = f"http://127.0.0.1:{server.port}"
-    assert await metrics(base, SGLANG.metrics_path(), SGLANG.metrics_prefix()) is None  # --enable-metrics off: 404
+    assert await metrics(base, SGLANG.metrics.path(), SGLANG.metrics.prefix()) is None  # --enable-metrics off: 404
     server.routes["/metrics"] = (200, "text/plain; version=0.0.4", METRICS.encode())
-    m = await metrics(base, SGLANG.metrics_path(), SGLANG.metrics_prefix())
+    m = await metrics(base, SGLANG.metrics.path(), SGLANG.metrics.prefix())
     assert m is not None
     assert m["sglang:token_usage"] == 0.45  # the worst rank
     assert m["sglang:num_running_reqs"] == 7.0  # summed over ranks
@@ -164,7 +164,7 @@ async def test_metrics(server: FakeServer) -> None:
 
 
 def test_parse_metrics_survives_garbage() -> None:
-    m = parse_metrics("garbage line\n" + METRICS.splitlines()[2] + "\n", SGLANG.metrics_prefix())
+    m = parse_metrics("garbage line\n" + METRICS.splitlines()[2] + "\n", SGLANG.metrics.prefix())
     assert m == {"sglang:token_usage": 0.31} or m == {}
 
 

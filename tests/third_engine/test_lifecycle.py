@@ -55,7 +55,7 @@ def test_the_echo_engine_is_a_backend_reached_through_the_registry() -> None:
     assert "echo" in backend_names()
     backend = get_backend("echo")
     assert isinstance(backend, Backend)
-    state = backend.read_log(Path(__file__).with_name("echo_crash.log"))
+    state = backend.logs.read(Path(__file__).with_name("echo_crash.log"))
     assert state.backend == "echo" and state.phase == "crashed"
     assert state.crash is not None and "PANIC signal 15" in state.crash.message
 

@@ -22,7 +22,7 @@ PROFILE = parse_profile(
 
 
 def vllm_lines(name: str) -> list[LogLine]:
-    record_rank = get_backend("vllm").record_rank
+    record_rank = get_backend("vllm").logs.record_rank
     out, rank = [], None
     for i, text in enumerate((DATA / name).read_text().splitlines(), 1):
         r = record_rank(text)

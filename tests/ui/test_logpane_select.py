@@ -9,7 +9,7 @@ from cockpit.ui.widgets.logpane import DEFAULT_CAPACITY, LogPane
 from tests.logflood import flood
 from tests.ui.test_dashboard_snapshots import make_app
 
-SGLANG = get_backend("sglang").log_filter_presets()  # the flood is SGLang's log
+SGLANG = get_backend("sglang").logs.filter_presets()  # the flood is SGLang's log
 
 
 async def test_filter_on_a_full_ring_answers_at_once_and_completes() -> None:

@@ -560,7 +560,7 @@ def memory_plan(
     runs: Iterable[Any] = (),
     calibrate_from: str | None = None,
 ) -> MemoryPlan:
-    """The plan of a profile (Backend.memory_plan): its flags with `overrides`, the GPUs in `hosts`
+    """The plan of a profile (Backend.planner.memory_plan): its flags with `overrides`, the GPUs in `hosts`
     (what-ifs applied), the model read on node 0, and a calibration run from `runs` (journal
     records): `calibrate_from` names one, else the newest run of the same setup is taken."""
     settings = profile_settings(profile, dict(overrides or {}))

@@ -515,7 +515,7 @@ def memory_plan(
     runs: Iterable[Any] = (),
     calibrate_from: str | None = None,
 ) -> MemoryPlan:
-    """The plan of a profile (Backend.memory_plan): its flags with `overrides`, the GPUs in `hosts`,
+    """The plan of a profile (Backend.planner.memory_plan): its flags with `overrides`, the GPUs in `hosts`,
     the model read on node 0, and a calibration run from `runs` (journal records)."""
     settings = profile_settings(profile, dict(overrides or {}))
     gpu = gpu_facts_from_hosts(hosts, profile.env)

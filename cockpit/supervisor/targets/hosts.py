@@ -78,12 +78,12 @@ class HostsTarget:
         if argvs is None:  # the gate's (up, the dashboard's launch) are launched as built
             dist_addr: str | None = None
             if len(nodes) > 1:
-                dist_addr = run.backend.rendezvous_addr(flags)
+                dist_addr = run.backend.launch.rendezvous_addr(flags)
                 if dist_addr is None:
                     addr, port = await nodes[0].ops.free_port()
                     dist_addr = f"{addr}:{port}"
-            argvs = run.backend.build_node_argvs(profile, overrides, dist_addr)
-        env = {**profile.env, **run.debug_env, **run.backend.secret_env(profile, overrides)}
+            argvs = run.backend.launch.node_argvs(profile, overrides, dist_addr)
+        env = {**profile.env, **run.debug_env, **run.backend.launch.secret_env(profile, overrides)}
         launched: list[tuple[Node, RunRecord]] = []
         for node, argv in zip(nodes, argvs, strict=True):
             argv = resolve_program(list(argv), local=node.host.is_local)
@@ -171,7 +171,7 @@ class HostsTarget:
         run, n0 = self.run, self.nodes[0]
         spawn: list[Coroutine[Any, Any, None]] = [run.follow.follow(n, follow=True) for n in self.nodes if n.record]
         spawn.append(run.readiness.loop(
-            n0, lambda: run.backend.api_port(run.flags), run.readiness_path,
+            n0, lambda: run.backend.launch.api_port(run.flags), run.readiness_path,
             lambda: n0.exited is None and not run.stopping))
         spawn.append(self.telemetry.loop())
         spawn.append(run.serving.loop(run.api_base_url, lambda: run.flags,
@@ -183,7 +183,7 @@ class HostsTarget:
         run = self.run
         await asyncio.gather(*(run.follow.follow(node, follow=False) for node in self.nodes if node.record))
         if any(n.exited is None for n in self.nodes if n.record) and run.lifecycle == "running":
-            await run.readiness.probe(self.nodes[0], run.backend.api_port(run.flags), run.readiness_path())
+            await run.readiness.probe(self.nodes[0], run.backend.launch.api_port(run.flags), run.readiness_path())
             # SGLang's /health runs a generation: a hung SGLang answers it with a timeout, not 200
             if run.readiness.health not in (None, "refused", "unreachable"):
                 try:

@@ -160,10 +160,10 @@ class SlurmJobTarget:
                              f"{self.job.describe() if self.job else 'in the queue'} (run {live.id})", live)
         flags = merged_flags(profile, overrides)
         if argvs is None:  # the gate's (up, the dashboard's launch) are submitted as built
-            dist = None if self.config.nodes == 1 else (run.backend.rendezvous_addr(flags) or DIST_ADDR)
-            argvs = run.backend.build_node_argvs(profile, overrides, dist)
+            dist = None if self.config.nodes == 1 else (run.backend.launch.rendezvous_addr(flags) or DIST_ADDR)
+            argvs = run.backend.launch.node_argvs(profile, overrides, dist)
         run_id = new_run_id()
-        env = {**profile.env, **run.debug_env, **run.backend.secret_env(profile, overrides)}
+        env = {**profile.env, **run.debug_env, **run.backend.launch.secret_env(profile, overrides)}
         script = render_batch_script(argvs, env=env, profile=profile.name, run_id=run_id)
         meta = {"flags": flags, "overrides": overrides, "nodes": self.config.nodes, "target": "slurm"}
         run.set_lifecycle("launching", f"submitting to Slurm on {self.config.login}")
@@ -297,7 +297,7 @@ class SlurmJobTarget:
         while True:
             head = self._running_head()
             if head is not None and not run.stopping:
-                await run.readiness.probe(head, run.backend.api_port(run.flags), run.readiness_path())
+                await run.readiness.probe(head, run.backend.launch.api_port(run.flags), run.readiness_path())
             await asyncio.sleep(2.0 if run.readiness.health != "refused" else 1.0)
 
     async def _telemetry_loop(self) -> None:
@@ -327,7 +327,7 @@ class SlurmJobTarget:
             self._apply_end(job)
         head = self._running_head()
         if head is not None:
-            await run.readiness.probe(head, run.backend.api_port(run.flags), run.readiness_path())
+            await run.readiness.probe(head, run.backend.launch.api_port(run.flags), run.readiness_path())
             await self.telemetry.once()
         snap = run.snapshot()
         if run.recorder is not None and run.info is not None:

@@ -231,7 +231,7 @@ def parse_flag_edits(
     if not items:
         raise ValueError("no flags given: type FLAG=VALUE pairs separated by spaces")
     try:
-        overrides = get_backend(backend).parse_overrides(items)
+        overrides = get_backend(backend).flags.parse_overrides(items)
         if validate is not None:
             validate(overrides)
     except Exception as exc:  # FlagError: the flag table's own words

@@ -478,7 +478,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         if self.supervisor is None:
             self.notify("no supervisor: nothing to relaunch", severity="warning")
             return
-        env, flags = get_backend(self.profile.backend).debug_settings()
+        env, flags = get_backend(self.profile.backend).launch.debug_settings()
         body = "\n".join([*(f"  {k}={v}" for k, v in env.items()), *(f"  --{k} {v}" for k, v in flags.items())])
 
         def answered(yes: bool | None) -> None:
@@ -494,7 +494,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""
         from cockpit.face import get_backend
 
-        get_backend(self.profile.backend).effective_flags(self.profile, overrides)
+        get_backend(self.profile.backend).flags.effective(self.profile, overrides)
 
     def relaunch_with(self, flags: dict[str, Any], source: str | None = None) -> None:
         """Restart with another run's flags: only the ones that differ become changes."""
@@ -802,7 +802,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         from cockpit.face import get_backend
 
         try:
-            return get_backend(self.profile.backend).log_filter_presets()
+            return get_backend(self.profile.backend).logs.filter_presets()
         except ValueError:  # an unknown backend: the generic error words only
             return {}
 

@@ -37,7 +37,7 @@ class ExportActions:
             return None
         overrides: dict[str, Any] = {c.flag.lstrip("-"): c.to_value for c in (snap.flag_diff if snap else ())}
         overrides.update({c.flag.lstrip("-"): c.to_value for c in proposal.changes})
-        argv = get_backend(self.profile.backend).build_argv(self.profile, overrides)
+        argv = get_backend(self.profile.backend).launch.argv(self.profile, overrides)
         return shlex.join(argv)
 
     def action_copy_command(self) -> None:
