@@ -39,7 +39,7 @@ EXEMPT = ("backends", "sim")  # the engines' own folders (the simulators speak t
 CEILING = 25  # issue 26's "done when": engine words outside backends/ and sim/ <= 25
 # Where the count stands on this branch: the renovation moves it down to CEILING; a change that
 # adds engine words outside the engines' folders fails here (lower this as words move out).
-RATCHET = 23  # 9 of them in supervisor/ (being restructured by another change): the floor left there
+RATCHET = 17  # 5 of them in preflight/ (a local model_path, the finding id model_path_missing)
 HARDWARE_WORDS = {"cuda"}  # a flag family's leading word that names the hardware, not an engine
 
 

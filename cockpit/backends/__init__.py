@@ -193,7 +193,7 @@ def load_all_secret_flags() -> None:
 
 
 def detect_backend(sample: bytes, default: str = DEFAULT_BACKEND) -> str:
-    """Which backend wrote a log, from its opening bytes: the one whose `log_score` (0..1, the
+    """Which backend wrote a log, from its opening bytes: the one whose `logs.score` (0..1, the
     share of lines that read as its records) is highest; `default` when none scores."""
     best, best_score = default, 0.0
     for name in _REGISTRY:

@@ -1,6 +1,6 @@
 """Serving health from the engine's own Prometheus metrics: parsed, windowed, summarised.
 
-The engine's metric names differ per engine and version; each backend lists them (`serving_metrics`:
+The engine's metric names differ per engine and version; each backend lists them (`metrics.serving()`:
 a figure -> the names to try, newest first, so a rename falls back to the old name). A figure the
 engine does not export is `None` ("not reported"), never 0.
 

@@ -1,7 +1,7 @@
 """HTTP probes of a running server: readiness, /server_info, Prometheus metrics.
 
 Which endpoint tells readiness and which prefix the server's metrics carry is the backend's
-knowledge (`Backend.launch.readiness_path`, `metrics_path`, `metrics_prefix`); this module only asks.
+knowledge (`Backend.launch.readiness_path`, `Backend.metrics.path`, `.prefix`); this module only asks.
 
 Reach the server through `transport.forward_port(port)` and pass the resulting base URL
 ("http://127.0.0.1:<local port>"); call forward_port again before each probe after a possible
