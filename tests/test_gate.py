@@ -31,8 +31,8 @@ def _count_argv_builds(monkeypatch: pytest.MonkeyPatch) -> list[list[list[str]]]
     """Every argv set the backend builds from now on (the real method runs: this only counts)."""
     from cockpit.backends import get_backend
 
-    cls = type(get_backend("sglang"))
-    real = cls.build_node_argvs
+    cls = type(get_backend("sglang").launch)  # the launch group builds the argvs
+    real = cls.node_argvs
     built: list[list[list[str]]] = []
 
     def counted(self: Any, *args: Any, **kwargs: Any) -> list[list[str]]:
@@ -40,7 +40,7 @@ def _count_argv_builds(monkeypatch: pytest.MonkeyPatch) -> list[list[list[str]]]
         built.append(out)
         return out
 
-    monkeypatch.setattr(cls, "build_node_argvs", counted)
+    monkeypatch.setattr(cls, "node_argvs", counted)
     return built
 
 

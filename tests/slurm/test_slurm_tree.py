@@ -19,10 +19,17 @@ from tests.slurm.test_slurm_e2e import _env, _profile
 from tests.supervisor.test_target_tree import _until_ranks
 
 
-def _step_pids(cluster: SlurmCluster, step: str) -> set[int]:
-    """Slurm's own word: `scontrol listpids` of the step, run on the node (this machine)."""
-    out = cluster.run("scontrol", "listpids", step).stdout
-    return {int(line.split()[0]) for line in out.splitlines()[1:] if line.split() and line.split()[0].isdigit()}
+def _step_pids(cluster: SlurmCluster, job: str, server_pid: int | None) -> set[int]:
+    """Slurm's own word: `scontrol listpids` of the job, run on the node (this machine), for the
+    step that holds the server. Not `J.0` by number: a telemetry step started by the supervisor
+    can take step 0 before the batch script's srun does (seen on a busy machine)."""
+    out = cluster.run("scontrol", "listpids", job).stdout
+    steps: dict[str, set[int]] = {}
+    for line in out.splitlines()[1:]:
+        cols = line.split()
+        if len(cols) >= 3 and cols[0].isdigit():
+            steps.setdefault(cols[2], set()).add(int(cols[0]))
+    return next((pids for pids in steps.values() if server_pid in pids), set())
 
 
 async def test_slurm_target_lists_the_jobs_processes_on_its_node(
@@ -54,7 +61,7 @@ async def test_slurm_target_lists_the_jobs_processes_on_its_node(
         assert all(p.ppid == server.pid for p in ranks)
         # the server step's processes and nothing else: not the batch script, not its srun, not
         # the telemetry steps nor the step that listed them
-        assert {p.pid for p in tree.processes} == _step_pids(slurm_cluster, f"{job}.0")
+        assert {p.pid for p in tree.processes} == _step_pids(slurm_cluster, str(job), tree.server_pid)
 
         # the stacks go through the same tree, on the node
         dump = await collect(sup)
