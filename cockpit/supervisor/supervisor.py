@@ -90,6 +90,7 @@ class Supervisor:
         self.crash_before_stop = False
         self._closed = asyncio.Event()
         self._watchers: list[asyncio.Task[Any]] = []  # follow, probe, telemetry: one per run
+        self._following = False  # run() is following the run (its watchers restart with a restart)
         self._publishing: asyncio.Task[Any] | None = None  # lives across restarts
         # where the server lives (its hosts, or a Slurm job): the one thing that differs by target
         self.target: Target = make_target(self, transports=transports, runs_root=runs_root,
@@ -206,11 +207,13 @@ class Supervisor:
         The publisher runs as long as this does, across restarts."""
         if self.info is None:
             raise CockpitError(f"{self.profile.name}: no run to follow", hint="start() or attach() first")
+        self._following = True
         self._start_watchers()
         self._publishing = asyncio.create_task(self.publisher.run())
         try:
             await self._closed.wait()
         finally:
+            self._following = False
             await self._cancel_watchers()
             await self._cancel_publisher()
             self.publisher.flush_logs()
@@ -421,7 +424,10 @@ class Supervisor:
         kept = {k: v for k, v in self.overrides.items() if k not in self._debug_flags}
         overrides = {**kept, **changes_to_overrides(changes), **changes_to_overrides(debug_flags)}
         self._debug_flags = set(changes_to_overrides(debug_flags))
-        was_running = bool(self._watchers)
+        # followed by run(): the new run is followed too. Not "watchers are set": a restart refused
+        # after they were cancelled (leftovers found by the launch, not by the stop) left none, and
+        # the operator's next restart launched a run nobody followed (phase unknown for ever)
+        was_running = self._following or bool(self._watchers)
         res = await self.stop(timeout=timeout, kill_leftovers=kill_leftovers, by="cockpit")
         if res.leftovers:
             raise LeftoversHoldGpus(res.leftovers)
@@ -429,7 +435,8 @@ class Supervisor:
             raise CockpitError(self.target.stop_failed(res))
         await self._cancel_watchers()
         self.debug_env = dict(debug_env)
-        info = await self.start(overrides, attach=False)
+        # the operator's consent covers the GPUs the new flags use too (another base GPU, a wider tp)
+        info = await self.start(overrides, attach=False, kill_leftovers=kill_leftovers)
         if debug and self.recorder is not None:
             self.recorder.tag_debug(info.id, {"env": debug_env, "flags": debug_flags})
         if was_running and not self._closed.is_set():

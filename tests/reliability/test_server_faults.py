@@ -9,6 +9,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -140,6 +141,42 @@ async def test_leftover_rank_holding_gpu_memory_blocks_the_restart(tmp_path: Pat
         await sup.close()
         await _end(runner)
         if leftover is not None and leftover.poll() is None:
+            leftover.kill()
+            leftover.wait()
+
+
+async def test_a_restart_refused_at_launch_still_follows_the_next_run(tmp_path: Path, ledger) -> None:
+    """The restart's stop found the old GPUs free, the launch then found a leftover on the GPUs the
+    new flags use (LeftoversHoldGpus from the launch, after the watchers were stopped): the
+    operator's next restart (kill the leftover) must launch a run that is followed to READY. It
+    was launched and never read (phase unknown for ever): the CI failure of the test above, made
+    deterministic by moving the run onto other GPUs."""
+    profile = _profile("refusedlaunch", tmp_path, speed="200", traffic="none")
+    sim = tmp_path / "gpus"
+    sup = Supervisor(profile, runs_root=str(tmp_path / "runs"))
+    await sup.start(attach=False)
+    runner = asyncio.create_task(sup.run())
+    leftover = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    # reaped as soon as it dies, as a leftover's real parent (init) would: no zombie holding the GPU
+    threading.Thread(target=leftover.wait, daemon=True).start()
+    try:
+        assert await sup.wait_until(lambda s: s.state_phase == "ready", 60)
+        ProcFile(sim, 2, leftover.pid).set(40.0)  # on GPU 2: not the run's (0, 1), the next run's (2, 3)
+        ledger.fault("server")
+        with pytest.raises(LeftoversHoldGpus):
+            await sup.restart({"base-gpu-id": 2})
+        info = await sup.restart({"base-gpu-id": 2}, kill_leftovers=True)
+        assert leftover.wait(10) == -signal.SIGKILL
+        ok = await sup.wait_until(lambda s: s.state_phase == "ready", 60)
+        snap = sup.snapshot()
+        assert ok, (snap.lifecycle, snap.state.phase, snap.progress)
+        assert snap.run is not None and snap.run.id == info.id
+        ledger.survive("server")
+        await sup.stop(timeout=5)
+    finally:
+        await sup.close()
+        await _end(runner)
+        if leftover.poll() is None:
             leftover.kill()
             leftover.wait()
 
