@@ -141,3 +141,36 @@ async def test_o_hands_the_log_to_the_pager_or_says_where_it_is(monkeypatch: Any
         path = words.split("the log is in ", 1)[1].split()[0]
         with open(path, encoding="utf-8") as f:
             assert len(f.read().splitlines()) == 44
+
+
+async def test_a_new_line_moves_the_scroll_range_not_the_screens_layout(monkeypatch: Any) -> None:
+    """A running server adds a line every second or two (its access line for each /health probe):
+    once the pane overflows, a new line must not lay out the whole screen (that pass was half the
+    idle dashboard's CPU), and the pane still follows the end. (A change that makes a scrollbar
+    appear or go still lays out: the snapshots cover the first overflow.)"""
+    from textual.screen import Screen
+
+    passes: list[bool] = []
+    real = Screen._refresh_layout
+
+    def counted(self: Screen, size: Any = None, scroll: bool = False) -> None:
+        passes.append(scroll)
+        real(self, size, scroll)
+
+    monkeypatch.setattr(Screen, "_refresh_layout", counted)
+    app = make_app()
+    async with app.run_test(size=(140, 45)) as pilot:
+        screen = await _ready(pilot)
+        pane = screen.query_one(LogPane)
+        await pilot.pause()
+        assert pane.virtual_size.height > pane.scrollable_content_region.height  # it overflows
+        lines = story_log_lines()
+        passes.clear()
+        for i in range(5):
+            pane.add_lines(lines[i:i + 1])
+            await pilot.pause(0.05)
+            assert pane.scroll_y == pane.max_scroll_y  # following the end
+            assert pane.virtual_size.height == len(pane.shown_lines)
+        assert passes == []
+        # the last line added is on screen, at the bottom of the pane
+        assert lines[4].text[:40] in screen_text(pilot.app)

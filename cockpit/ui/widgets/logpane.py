@@ -167,10 +167,24 @@ class LogPane(ScrollView, can_focus=True):
         return list(self._shown)
 
     def _resize(self) -> None:
+        box = self.scrollable_content_region.size
         if self.wrap:
-            self.virtual_size = Size(self.scrollable_content_region.width, len(self._wrapped_rows()))
+            new = Size(box.width, len(self._wrapped_rows()))
         else:
-            self.virtual_size = Size(max(self.model.width, self.scrollable_content_region.width), len(self._shown))
+            new = Size(max(self.model.width, box.width), len(self._shown))
+        old = self.virtual_size
+        if new == old:
+            return
+        if old.area and (old.height > box.height) == (new.height > box.height) and (old.width > box.width) == (new.width > box.width):
+            # The pane's box and its scrollbars stay as they are: only the scroll range moves.
+            # Assigning the reactive lays out the whole screen (virtual_size is a layout reactive),
+            # and a running server adds a line every second or two (its access line for each
+            # /health probe and /metrics scrape): that layout pass was half the idle dashboard's
+            # CPU (docs/PERFORMANCE.md, "The idle TUI's layout pass").
+            self.set_reactive(LogPane.virtual_size, new)
+            self._scroll_update(new)
+            return
+        self.virtual_size = new
 
     # ---- wrapping ----
     def _wrapped_rows(self) -> list[tuple[int, int]]:
