@@ -145,8 +145,8 @@ async def test_o_hands_the_log_to_the_pager_or_says_where_it_is(monkeypatch: Any
 
 async def test_a_new_line_moves_the_scroll_range_not_the_screens_layout(monkeypatch: Any) -> None:
     """A running server adds a line every second or two (its access line for each /health probe):
-    once the pane overflows, a new line must not lay out the whole screen (that pass was half the
-    idle dashboard's CPU), and the pane still follows the end. (A change that makes a scrollbar
+    once the pane overflows, a new line must not lay out the whole screen (a pass of the whole
+    dashboard per batch of lines, for nothing), and the pane still follows the end. (A change that makes a scrollbar
     appear or go still lays out: the snapshots cover the first overflow.)"""
     from textual.screen import Screen
 

@@ -178,9 +178,9 @@ class LogPane(ScrollView, can_focus=True):
         if old.area and (old.height > box.height) == (new.height > box.height) and (old.width > box.width) == (new.width > box.width):
             # The pane's box and its scrollbars stay as they are: only the scroll range moves.
             # Assigning the reactive lays out the whole screen (virtual_size is a layout reactive),
-            # and a running server adds a line every second or two (its access line for each
-            # /health probe and /metrics scrape): that layout pass was half the idle dashboard's
-            # CPU (docs/PERFORMANCE.md, "The idle TUI's layout pass").
+            # and a running server adds lines all the time (its access line for each /health
+            # probe and /metrics scrape; thousands a second under load): one layout pass of the
+            # whole dashboard per batch of lines, for nothing (docs/PERFORMANCE.md).
             self.set_reactive(LogPane.virtual_size, new)
             self._scroll_update(new)
             return
