@@ -4,7 +4,6 @@ is imported when it runs, so `cockpit --help` stays fast (no textual, asyncssh o
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 
@@ -85,9 +84,12 @@ COMMANDS = ("tui", "demo", "diagnose", "check", "plan", "up", "status", "logs", 
             "sim")
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, *, names_only: bool = False) -> argparse.ArgumentParser:
     """The whole CLI; with `command` (one of COMMANDS), the top level and that subcommand only: the
-    same parse of a command line that starts with it, without building the other parsers (~3 ms)."""
+    same parse of a command line that starts with it, without building the other parsers (~3 ms).
+    With `names_only`, every subcommand's name and line of help but none of their arguments: what
+    `cockpit --help` prints, and the same parse of a command line that names no subcommand (argparse
+    then never enters one: `cockpit`, `cockpit --version`, a mistyped command), ~3 ms sooner."""
     from cockpit.backends import DEFAULT_BACKEND, backend_names, engine_names  # the registry only: cheap
 
     engines = backend_names()
@@ -100,21 +102,30 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version="cockpit 0.1.0")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    if command in (None, "tui"):
-        s = sub.add_parser("tui", help="the TUI: profile picker, or a profile's dashboard")
+    def add(name: str, help: str, **kwargs: Any) -> argparse.ArgumentParser | None:
+        """The subcommand's parser, for its arguments; None when they are not wanted."""
+        if command is not None and command != name:
+            return None
+        if names_only:
+            # its line in the help and its name among the choices, no parser (~0.15 ms each): the
+            # parse never enters one
+            sub._choices_actions.append(sub._ChoicesPseudoAction(name, (), help))
+            sub.choices[name] = None  # type: ignore[assignment]
+            return None
+        return sub.add_parser(name, help=help, **kwargs)
+
+    if s := add("tui", help="the TUI: profile picker, or a profile's dashboard"):
         s.add_argument("profile", nargs="?", help="profile name or path; omit for the picker")
         s.add_argument("--theme", help="dark (default), light or high-contrast")
 
-    if command in (None, "demo"):
-        s = sub.add_parser("demo", help=f"the TUI on a bundled demo profile (simulated {engine_names()})")
+    if s := add("demo", help=f"the TUI on a bundled demo profile (simulated {engine_names()})"):
         s.add_argument("--theme", help="dark (default), light or high-contrast")
         s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
         s.add_argument("--backend", choices=engines, default=DEFAULT_BACKEND,
                        help=f"which engine's story: its own bundled demo profile (default {DEFAULT_BACKEND})")
         s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default: the demo profile's)")
 
-    if command in (None, "diagnose"):
-        s = sub.add_parser("diagnose", help=f"parse {engine_names()} logs and explain them")
+    if s := add("diagnose", help=f"parse {engine_names()} logs and explain them"):
         s.add_argument("logs", nargs="+", metavar="LOG", help="one or more log files, or - for standard input")
         s.add_argument("--json", action="store_true", help="machine-readable output")
         s.add_argument("--target-headroom-gb", type=float, default=None, help="free GiB per rank wanted after capture (default 5.0)")
@@ -122,16 +133,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GiB as nvidia-smi shows it")
         s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node (host-cache ranks per node)")
 
-    if command in (None, "check"):
-        s = sub.add_parser("check", help="preflight a profile against its hosts")
+    if s := add("check", help="preflight a profile against its hosts"):
         s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
         s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
         s.add_argument("--host-mem-gb", type=float, default=None, help="what-if: host RAM available, decimal GB (host-cache sizing)")
         s.add_argument("--gpu-mem-gb", type=float, default=None, help="what-if: memory per GPU, GiB as nvidia-smi shows it")
         s.add_argument("--gpus", type=int, default=None, help="what-if: GPUs per node")
 
-    if command in (None, "plan"):
-        s = sub.add_parser("plan", help="memory plan before launch: KV tokens and headroom per memory setting")
+    if s := add("plan", help="memory plan before launch: KV tokens and headroom per memory setting"):
         s.add_argument("profile", nargs="*", help="profile name or path (or use --model-config); several: the prefill and decode groups of one deployment")
         s.add_argument("--model-config", metavar="DIR", help="a model directory with config.json (+ safetensors index or files)")
         s.add_argument("--gpu-mem-gb", type=float, default=None, help="memory per GPU, GiB as nvidia-smi shows it (what-if)")
@@ -152,8 +161,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        help="override a server flag (repeatable)")
         s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
-    if command in (None, "up"):
-        s = sub.add_parser("up", help="launch a profile's server detached")
+    if s := add("up", help="launch a profile's server detached"):
         s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
         s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
                        help="override a server flag for this run only (repeatable)")
@@ -164,13 +172,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         s.add_argument("--force", action="store_true", help="launch even when the memory plan predicts too little headroom")
         s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
-    if command in (None, "status"):
-        s = sub.add_parser("status", help="attach to a profile's run and report")
+    if s := add("status", help="attach to a profile's run and report"):
         s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
         s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
-    if command in (None, "logs"):
-        s = sub.add_parser("logs", help="the server log, filtered")
+    if s := add("logs", help="the server log, filtered"):
         s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
         s.add_argument("-f", "--follow", action="store_true", help="keep printing new lines as the server writes them (ctrl+c ends)")
         s.add_argument("--tail", type=int, default=None, metavar="N", help="start N lines from the end")
@@ -178,21 +184,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        help="memory, errors, batches, all, or a regular expression")
         s.add_argument("--rank", default=None, help="only this rank (3 or TP3)")
 
-    if command in (None, "down"):
-        s = sub.add_parser("down", help="stop a profile's run and wait for GPU memory to be released")
+    if s := add("down", help="stop a profile's run and wait for GPU memory to be released"):
         s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
         s.add_argument("--timeout", type=float, default=30.0, help="seconds between SIGTERM and SIGKILL (default 30)")
         s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
-    if command in (None, "stacks"):
-        s = sub.add_parser("stacks", help="py-spy stacks of every process of the live run, ranks grouped")
+    if s := add("stacks", help="py-spy stacks of every process of the live run, ranks grouped"):
         s.add_argument("profile", help="profile name or path")
         s.add_argument("--native", action="store_true", help="include native (C/C++) frames")
         s.add_argument("--json", action="store_true", help="machine-readable output (processes, groups, odd_one_out)")
         s.add_argument("--saved", action="store_true", help="show the newest saved dump instead of taking one")
 
-    if command in (None, "runs"):
-        s = sub.add_parser("runs", help="the journal of runs")
+    if s := add("runs", help="the journal of runs"):
         s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
         s.add_argument("--profile", default=None, metavar="NAME", help="only this profile's runs")
         rsub = s.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
@@ -204,8 +207,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         r.add_argument("ids", nargs="+", metavar="ID", help="two or more run ids as `cockpit runs` lists them")
         r.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output (JSON)")
 
-    if command in (None, "bench"):
-        s = sub.add_parser("bench", help="load test of a profile's live run: tok/s, req/s, TTFT/ITL/E2E")
+    if s := add("bench", help="load test of a profile's live run: tok/s, req/s, TTFT/ITL/E2E"):
         s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
         s.add_argument("--requests", type=int, default=200, metavar="N", help="requests per concurrency level (default 200)")
         s.add_argument("--concurrency", type=int, nargs="+", default=None, metavar="C",
@@ -225,8 +227,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        help="streaming /v1/completions (default), or the engine's own generate API named by the engine")
         s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
-    if command in (None, "tune"):
-        s = sub.add_parser("tune", help="guided tuning: launch, measure, move; writes NAME.tuned.yaml")
+    if s := add("tune", help="guided tuning: launch, measure, move; writes NAME.tuned.yaml"):
         s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
         s.add_argument("--objective", choices=["throughput", "ttft-p99"], default="throughput",
                        help="what makes a setting best: the most output tokens/s (throughput, the default) or the "
@@ -249,8 +250,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     # `cockpit sim` parses its own (SGLang-shaped) arguments.
-    sub.add_parser("sim", help=f"a faithful stand-in for {engine_names()} (simulated GPUs; --sim-backend NAME)",
-                   add_help=False)
+    add("sim", help=f"a faithful stand-in for {engine_names()} (simulated GPUs; --sim-backend NAME)", add_help=False)
     return p
 
 
@@ -298,8 +298,11 @@ def _main(args_list: list[str]) -> int:
         return sim_main(args_list[1:])
     try:
         # the registry's names: COCKPIT_EXTRA_BACKENDS may be bad input. A command line that names its
-        # command needs that command's parser only.
-        parser = build_parser(args_list[0] if args_list and args_list[0] in COMMANDS else None)
+        # command needs that command's parser only; one that names none, none of their arguments.
+        if args_list and args_list[0] in COMMANDS:
+            parser = build_parser(args_list[0])
+        else:  # a command line that names no subcommand anywhere never enters one's parser
+            parser = build_parser(names_only=not set(args_list) & set(COMMANDS))
     except Exception as exc:
         from cockpit.errors import CockpitError
 
@@ -318,6 +321,8 @@ def _main(args_list: list[str]) -> int:
     if command == "tui" and not hasattr(args, "profile"):
         args.profile = None
         args.theme = None
+    import importlib  # not at the top: `--help` has exited by now
+
     module = importlib.import_module(f"cockpit.commands.{command}")
     if command not in ("tui", "demo"):  # log text never drives the terminal (issue 18, item 1)
         from cockpit.core.safe_output import guard_terminal

@@ -12,7 +12,6 @@ environment variable COCKPIT_EXTRA_BACKENDS="name=package.module:Class[,…]" re
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 
 from cockpit.core.engines import DEFAULT_ENGINE
@@ -104,6 +103,8 @@ def get_backend(name: str) -> Backend:
         module, cls = _REGISTRY[name]
     except KeyError:
         raise ValueError(f"unknown backend {name!r}; the supported backends are: {', '.join(_REGISTRY)}") from None
+    import importlib  # here: `cockpit --help` reads the names only
+
     try:
         backend: Backend = getattr(importlib.import_module(module), cls)()
     except (ImportError, AttributeError) as exc:
@@ -175,6 +176,8 @@ def _register_secret_flags(module: str, declared: Iterable[str] | None = None) -
     if declared is not None:
         register_secret_flags(declared)
         return
+
+    import importlib
 
     try:
         flags = importlib.import_module(module + ".flags")
