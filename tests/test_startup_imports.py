@@ -12,12 +12,17 @@ log grammar.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import contextlib
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -52,8 +57,10 @@ print(repr(sorted(set(sys.modules) - before)))
 """
 
 
-def _imported(*args: str) -> list[str]:
-    r = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, timeout=60, check=True)
+def _imported(*args: str, columns: str = "80") -> list[str]:
+    env = {**os.environ, "COLUMNS": columns}
+    r = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, timeout=60, check=True,
+                       env=env)
     return list(ast.literal_eval(r.stdout.strip().splitlines()[-1]))
 
 
@@ -169,3 +176,22 @@ def test_a_command_named_further_on_gets_the_whole_parser(capsys) -> None:
     err = capsys.readouterr().err
     assert "cockpit diagnose: error: the following arguments are required: LOG" in err, err
     assert "Traceback" not in err
+
+
+def test_help_on_a_wide_terminal_wraps_nothing_and_skips_textwrap() -> None:
+    """At 120 columns every help line fits: the CLI's formatter returns it whole instead of
+    importing textwrap (~1 ms) to find that out."""
+    mods = _imported("--help", columns="120")
+    assert "argparse" in mods and "textwrap" not in mods
+    assert len(mods) <= HELP_MODULE_BUDGET - 1, sorted(set(mods) - HELP_MODULES)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.text(alphabet=st.sampled_from(list("ab-–—.,;: \t\n\r\x0b\x0c\xa0\u2003(){}'\"ſKİı1")), max_size=160),
+       width=st.integers(min_value=1, max_value=130))
+def test_the_cli_s_line_splitter_is_argparse_s(text: str, width: int) -> None:
+    """The shortcut past textwrap splits every help text as argparse's own formatter does."""
+    from cockpit.cli import _Formatter
+
+    ours = _Formatter("cockpit", width=80)._split_lines(text, width)
+    assert ours == argparse.HelpFormatter("cockpit", width=80)._split_lines(text, width)
