@@ -376,46 +376,42 @@ class SGLangLogParser:
         """Classify every line; returns how many there were. `decoded`: the lines already decoded
         (no `\r`, none over the cap), still to be checked for control characters."""
         count = len(lines)
-        cleaned: list[str | None] = [None] * count
-        clean_text_ = clean_text
-
-        def text(i: int) -> str:
-            t = cleaned[i]
-            if t is None:
-                if decoded is not None:
-                    d = decoded[i]
-                    t = cleaned[i] = d if d.isprintable() else clean_text_(d, keep_newlines=False)
-                    return t
-                raw = lines[i]
+        # every line is read, so all are cleaned first, in one pass
+        if decoded is not None:
+            clean_text_ = clean_text
+            texts = [d if d.isprintable() else clean_text_(d, keep_newlines=False) for d in decoded]
+        else:
+            for raw in lines:
                 if len(raw) > CLASSIFY_CAP:
                     self.lines_cut += _cut(raw)
-                t = cleaned[i] = _clean(raw)
-            return t
+            texts = [_clean(raw) for raw in lines]
+        texts.append(None)  # what the last line's peek finds
+
+        def peek() -> str | None:
+            """The next line's text, for the line being classified (valid during its classify_line:
+            it reads the loop's index)."""
+            return texts[i + 1]
 
         unwrap = self._unwrapper.unwrap
         tally = self._tally
+        frame_line = self._frame_line
+        frame = ev.TracebackFrame
         for i in range(count):
-            t = text(i)
+            t = texts[i]
             if not t:
                 continue
-
-            def peek(i: int = i) -> str | None:
-                return text(i + 1) if i + 1 < count else None
-
             # self._classify, inlined: a live tail sends every line through here
             lineno = base + i + 1
             if t[0] != "[" or not t[1:2].isdigit():
                 t = unwrap(t)
-            near = lineno - self._frame_line <= TRACEBACK_SOURCE_LINES
-            evs, recog = classify_line(lineno, t, peek, self._frame_func if near else None)
+            evs, recog = classify_line(lineno, t, peek, self._frame_func if lineno - frame_line <= TRACEBACK_SOURCE_LINES else None)
             tally[recog] += 1
             if evs:
                 last = evs[-1]
-                if type(last) is ev.TracebackFrame and last.file is not None:
-                    self._frame_line = lineno
+                if type(last) is frame and last.file is not None:
+                    self._frame_line = frame_line = lineno
                     self._frame_func = last.function
                 out.extend(evs)
         self._last_line = max(self._last_line, base + count)
         self._unsampled = None
         return count
-
