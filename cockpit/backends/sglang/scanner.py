@@ -324,8 +324,13 @@ class SGLangLogParser:
         while pos < e and news > 0:
             se = buf.find(b"\n", min(pos + SUB_WINDOW, e) - 1, e) + 1 or e
             piece = buf[pos:se]
-            snl = len(piece) - len(piece.replace(b"\n", b""))  # memchr, as for the halves
-            sub_news = snl - piece.count(_BATCH_MARK) - piece.count(_ACCESS_MARK)
+            if se == e:
+                # the last piece holds what the ones before did not (`news` is exact and no mark
+                # spans two pieces): its counts would say so again; the caller counts its lines
+                sub_news, snl = news, 0
+            else:
+                snl = len(piece) - len(piece.replace(b"\n", b""))  # memchr, as for the halves
+                sub_news = snl - piece.count(_BATCH_MARK) - piece.count(_ACCESS_MARK)
             if sub_news:
                 self._last_batch_before(buf, pos, out)
                 self._dirty(piece.split(b"\n")[:-1], out)
