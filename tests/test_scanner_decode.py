@@ -9,7 +9,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cockpit.backends.sglang.scanner import CLASSIFY_CAP, SGLangLogParser
+from cockpit.backends.sglang.scanner import CLASSIFY_CAP, SGLangLogParser, _clean
+from cockpit.core.sanitize import clean_text
 
 _PIECES = st.sampled_from([b"\xe2\x82", b"\xff", b"\xc3", b"\xf0\x9f\x98", b"\x1b[31m", b"\xc2\x9b", b"\x00", b"\t",
                            "é".encode(), "█".encode(), b"[2026-02-24 11:55:44 TP0] ", b"Decode batch, #running-req: 3",
@@ -72,3 +73,22 @@ def test_the_cap_on_a_line_is_in_bytes_not_characters() -> None:
     whole, got, ref, want = _both_paths(lines)
     assert got == want
     assert whole.lines_cut == ref.lines_cut == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_ASCII, _CONTROL, _PIECES, st.binary(max_size=3)), max_size=10).map(b"".join))
+def test_a_line_is_cleaned_as_its_text_says(raw: bytes) -> None:
+    """_clean asks an ASCII line's bytes whether it holds a control character: the same answer as
+    `str.isprintable` on its text, for every byte."""
+    raw = raw.replace(b"\r", b"").replace(b"\n", b"")
+    text = raw.decode("utf-8", "replace")
+    assert _clean(raw) == (text if text.isprintable() else clean_text(text, keep_newlines=False))
+
+
+def test_every_ascii_byte_is_cleaned_as_its_text_says() -> None:
+    for b in range(0x80):
+        raw = b"x" + bytes([b]) + b"y"
+        if b in (0x0a, 0x0d):  # a line holds no newline; a `\r` is a tqdm redraw, cut before
+            continue
+        text = raw.decode()
+        assert _clean(raw) == (text if text.isprintable() else clean_text(text, keep_newlines=False)), b

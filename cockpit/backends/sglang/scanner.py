@@ -48,8 +48,9 @@ _ACCESS_MARK = b" HTTP/1."
 # 8-byte mark, and each of its matches holds one: a half window whose lines are all batch lines or
 # such access lines is proved routine without the mark's own count (see _window).
 _ACCESS_OK = b' HTTP/1.1" 200 OK\n'
-# What `str.isprintable` refuses in ASCII (C0 controls, tab among them, and DEL), but the newline
-_ASCII_CONTROLS = bytes([*range(0x0a), *range(0x0b, 0x20), 0x7f])
+# What `str.isprintable` refuses in ASCII: C0 controls (tab among them) and DEL; in a feed, but the newline
+_C0_DEL = bytes([*range(0x20), 0x7f])
+_ASCII_CONTROLS = _C0_DEL.replace(b"\n", b"")
 
 TRACEBACK_SOURCE_LINES = 3  # after a frame: its source line and, on Python 3.11+, a caret line
 
@@ -76,7 +77,10 @@ def _clean(raw: bytes) -> str:
         raw = raw[:CLASSIFY_CAP]
     text = raw.decode("utf-8", "replace")
     # Nearly every line holds no control character (C0, DEL, C1 are all unprintable): one C call
-    # tells, and only the rest pay for clean_text's patterns.
+    # tells, and only the rest pay for clean_text's patterns. An ASCII line is asked of its bytes
+    # (a translate that deletes none: ~0.3 µs, where isprintable calls a function per character).
+    if raw.isascii():
+        return text if len(raw.translate(None, _C0_DEL)) == len(raw) else clean_text(text, keep_newlines=False)
     return text if text.isprintable() else clean_text(text, keep_newlines=False)
 
 
