@@ -26,6 +26,8 @@ from cockpit.backends.sglang.textutil import count, host_gb_pair, lazy, sized_gi
 from cockpit.core import events as ev
 from cockpit.core.events import Event
 
+# the next line's text (None at the end of the input); call it while classifying the line it came
+# with, never later (the live path's reads the loop's index, not a copy of it)
 Peek = Callable[[], str | None]
 
 _SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
