@@ -13,6 +13,7 @@ sizes are decimal GB. Unknown values are None, never 0.
 from __future__ import annotations
 
 from operator import attrgetter
+from types import MemberDescriptorType
 from typing import Any, TypeVar, dataclass_transform
 
 _C = TypeVar("_C", bound=type)
@@ -58,8 +59,18 @@ def _first_init(params: list[str], fields: tuple[str, ...], defaults: dict[str, 
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         cls = type(self)
-        body = "".join(f"    _set(self, {f!r}, {f})\n" for f in fields)
-        scope: dict[str, Any] = {"_set": object.__setattr__, **{f"_d_{f}": v for f, v in defaults.items()}}
+        # each field is set through its slot's own descriptor (what object.__setattr__ finds by name,
+        # past the class's refusing __setattr__): ~40 % cheaper, and the batch lines make an event each
+        scope: dict[str, Any] = {f"_d_{f}": v for f, v in defaults.items()}
+        body = ""
+        for f in fields:
+            slot = next((k.__dict__[f] for k in cls.__mro__ if f in k.__dict__), None)
+            if isinstance(slot, MemberDescriptorType):
+                scope[f"_s_{f}"] = slot.__set__
+                body += f"    _s_{f}(self, {f})\n"
+            else:
+                scope["_set"] = object.__setattr__
+                body += f"    _set(self, {f!r}, {f})\n"
         exec(f"def __init__(self, {', '.join(params)}) -> None:\n{body}", scope)  # source: own field names only
         init = scope["__init__"]
         init.__qualname__ = f"{cls.__qualname__}.__init__"

@@ -26,6 +26,8 @@ from cockpit.backends.sglang.textutil import count, host_gb_pair, lazy, sized_gi
 from cockpit.core import events as ev
 from cockpit.core.events import Event
 
+# the next line's text (None at the end of the input); call it while classifying the line it came
+# with, never later (the live path's reads the loop's index, not a copy of it)
 Peek = Callable[[], str | None]
 
 _SIZE = r"([\d.]+) ?([KMGT]i?B|B)"
@@ -64,10 +66,15 @@ _RX_VLLM = lazy(
     r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?[\w./-]+:\d+\]"
     r"|\((?:EngineCore|APIServer|VllmWorker|RayWorkerVllm|Worker_\w+)\w*[^)]*pid=\d+\)|/vllm/|\bvLLM\b"
 )
+# what a line must hold for _RX_VLLM to match it (asked first: most lines hold none, and a log
+# without one never compiles the pattern, ~0.2 ms)
+_VLLM_LEVELS = ("INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ")
 # a call in a traceback's source line that names a phase (the excerpt cut before its own frame)
-_RX_PHASE_CALL = lazy(r"\b(forward_extend|forward_decode|forward_prefill_batch|forward_decode_batch"
-                      r"|capture_one_batch_size|capture|init_memory_pool|init_cuda_graphs"
-                      r"|Scheduler|ModelRunner|TpModelWorker|TpWorkerClass|CudaGraphRunner|ModelRpcClient)\(")
+_PHASE_FUNCS = ("forward_extend", "forward_decode", "forward_prefill_batch", "forward_decode_batch",
+                "capture_one_batch_size", "capture", "init_memory_pool", "init_cuda_graphs",
+                "Scheduler", "ModelRunner", "TpModelWorker", "TpWorkerClass", "CudaGraphRunner", "ModelRpcClient")
+_RX_PHASE_CALL = lazy(r"\b(" + "|".join(_PHASE_FUNCS) + r")\(")
+_PHASE_CALLS = tuple(f + "(" for f in _PHASE_FUNCS)  # one of them is in every line the pattern matches
 _CALL_PHASE = {"Scheduler": "startup", "ModelRunner": "startup", "TpModelWorker": "startup",
                "TpWorkerClass": "startup", "ModelRpcClient": "startup", "CudaGraphRunner": "graph_capture"}
 # SGLang telling the operator which flag to move ("… try to increase --mamba-full-memory-ratio.")
@@ -219,13 +226,13 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
         if in_traceback and exc is None:
             # source text quoted by the traceback: it names errors without being one, but a call
             # in it can name the phase when the excerpt stops before the callee's own frame
-            call = _RX_PHASE_CALL.search(msg) if "(" in msg else None
+            call = _RX_PHASE_CALL.search(msg) if "(" in msg and any(c in msg for c in _PHASE_CALLS) else None
             if call:
                 func = call.group(1)
                 phase = _CALL_PHASE.get(func) or frame_phase("sglang/graph_runner", func)
                 out.append(ev.TracebackFrame(line, ts, rank, func, None, phase))
             return NONE
-        if _RX_VLLM.search(msg):
+        if (msg.startswith(_VLLM_LEVELS) or "pid=" in msg or "/vllm/" in msg or "vLLM" in msg) and _RX_VLLM.search(msg):
             return FOREIGN
         if _RX_ARGPARSE.match(s) or _RX_INTERPRETER.match(s):
             out.append(ev.StartupError(line, ts, rank, s))

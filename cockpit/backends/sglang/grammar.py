@@ -84,13 +84,15 @@ def split_record(line: str) -> tuple[str | None, str | None, str]:
             if close != -1 and line[:4].isdigit() and line[17:19].isdigit():
                 return _split_bracketed("[" + line[: close + 1], line[close + 2 :])
         return None, None, line
-    if line[1:8] == "gpu_id=" or line[1:5] == "gpu=":
-        eq = line.find("=", 1, 9) + 1
-        close = line.find("]", eq, eq + 8)
-        if close != -1 and line[eq:close].isdigit():
-            return "", f"TP{int(line[eq:close])}", line[close + 2 :] if line[close + 1 : close + 2] == " " else line[close + 1 :]
-        return None, None, line
+    # the usual `[2026-02-24 11:55:44 TP0] ` first (nearly every line; neither `gpu` form has a
+    # `-` at [5] and digits at [1:5], and where one has the `-`, both read it as no record)
     if n < 21 or line[5] != "-" or line[11] != " " or line[14] != ":":
+        if line[1:8] == "gpu_id=" or line[1:5] == "gpu=":
+            eq = line.find("=", 1, 9) + 1
+            close = line.find("]", eq, eq + 8)
+            if close != -1 and line[eq:close].isdigit():
+                return "", f"TP{int(line[eq:close])}", line[close + 2 :] if line[close + 1 : close + 2] == " " else line[close + 1 :]
+            return None, None, line
         close = line.find("] ", 1, 40)
         if close == -1:
             return None, None, line
@@ -212,46 +214,53 @@ def _fields(body: str) -> dict[str, str]:
     return out
 
 
-def _bool(s: str | None) -> bool | None:
-    return None if s is None else s.strip() == "True"
-
-
 def _graph_flag(f: dict[str, str]) -> bool | None:
-    for key in ("cuda graph", "cpu graph", "npu graph", "musa graph"):
-        if key in f:
-            return _bool(f[key])
-    return None
+    v = f.get("cuda graph")
+    if v is None:
+        v = f.get("cpu graph")
+        if v is None:
+            v = f.get("npu graph")
+            if v is None:
+                v = f.get("musa graph")
+                if v is None:
+                    return None
+    return v.strip() == "True"
 
 
-def _usage(f: dict[str, str]) -> float | None:
-    return opt_float(f.get("token usage", f.get("full token usage")), 100.0)
+# The two batch lines are half of a busy log and every one of them is read on the live path: the
+# fields are looked up once each and passed in order (no keyword matching, no helper per field).
 
 
 def _prefill(line: int, ts: str | None, rank: str | None, msg: str) -> ev.PrefillBatch:
     f = _fields(msg)
+    get = f.get
+    usage = get("token usage")
     return ev.PrefillBatch(
         line, ts, rank,
-        new_seq=opt_int(f.get("#new-seq")),
-        new_token=opt_int(f.get("#new-token")),
-        cached_token=opt_int(f.get("#cached-token")),
-        token_usage=_usage(f),
-        running_req=opt_int(f.get("#running-req")),
-        queue_req=opt_int(f.get("#queue-req")),
-        input_throughput=opt_float(f.get("input throughput (token/s)"), 1e9),
-        graph_replayed=_graph_flag(f),
+        opt_int(get("#new-seq")),  # new_seq
+        opt_int(get("#new-token")),  # new_token
+        opt_int(get("#cached-token")),  # cached_token
+        opt_float(get("full token usage") if usage is None else usage, 100.0),  # token_usage
+        opt_int(get("#running-req")),  # running_req
+        opt_int(get("#queue-req")),  # queue_req
+        opt_float(get("input throughput (token/s)"), 1e9),  # input_throughput
+        _graph_flag(f),  # graph_replayed
     )
 
 
 def _decode(line: int, ts: str | None, rank: str | None, msg: str) -> ev.DecodeBatch:
     f = _fields(msg)
+    get = f.get
+    tokens = get("#token")
+    usage = get("token usage")
     return ev.DecodeBatch(
         line, ts, rank,
-        running_req=opt_int(f.get("#running-req")),
-        tokens=opt_int(f.get("#token", f.get("#full token"))),
-        token_usage=_usage(f),
-        gen_throughput=opt_float(f.get("gen throughput (token/s)"), 1e9),
-        queue_req=opt_int(f.get("#queue-req")),
-        graph_replayed=_graph_flag(f),
+        opt_int(get("#running-req")),  # running_req
+        opt_int(get("#full token") if tokens is None else tokens),  # tokens
+        opt_float(get("full token usage") if usage is None else usage, 100.0),  # token_usage
+        opt_float(get("gen throughput (token/s)"), 1e9),  # gen_throughput
+        opt_int(get("#queue-req")),  # queue_req
+        _graph_flag(f),  # graph_replayed
     )
 
 
@@ -446,7 +455,8 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
     if c in "IWE" and msg[:5] in ("INFO:", "WARNI", "ERROR"):
         m = _RX_ACCESS.match(msg)
         if m:
-            out.append(ev.HttpAccess(line, ts, rank, m.group(1), m.group(2), int(m.group(3))))
+            method, path, status = m.groups()
+            out.append(ev.HttpAccess(line, ts, rank, method, path, int(status)))
             return
         if "Uvicorn running on" in msg:
             u = _RX_UVICORN.search(msg)

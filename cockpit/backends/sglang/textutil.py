@@ -36,10 +36,12 @@ class lazy:  # lower case: it reads like re.compile where the patterns are defin
         return rx
 
     def match(self, text: str) -> re.Match[str] | None:
-        return self._get().match(text)
+        rx = self._rx  # compiled: one call, not two (access lines take this path on a live tail)
+        return (rx if rx is not None else self._get()).match(text)
 
     def search(self, text: str) -> re.Match[str] | None:
-        return self._get().search(text)
+        rx = self._rx
+        return (rx if rx is not None else self._get()).search(text)
 
 
 def bounded(text: str, hi: float, what: str = "figure") -> float:
@@ -71,7 +73,7 @@ def opt_float(text: str | None, hi: float = 1e12) -> float | None:
         v = float(text)
     except ValueError:
         return None
-    return v if math.isfinite(v) and 0.0 <= v <= hi else None
+    return v if 0.0 <= v <= hi else None  # NaN fails both comparisons, an infinity the bound (hi is finite)
 
 
 def opt_int(text: str | None, signed: bool = False) -> int | None:
