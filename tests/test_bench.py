@@ -156,6 +156,39 @@ def test_percentiles_and_dataset(tmp_path: Path) -> None:
     assert [(d.text, d.token_ids, d.output_len) for d in ds] == [("hello there", None, 5), (None, [1, 2, 3], 7)]
 
 
+def test_synthetic_prompts_are_drawn_when_sent() -> None:
+    """`--requests 1000 --input-len 16000` under a time limit sends a few prompts: drawing all 16M
+    token ids up front cost seconds before the check request and again before every level. Drawn
+    one by one in order, they are the same prompts as drawing them all at once."""
+    import random
+
+    from cockpit.serving.loadgen import BenchSpec, Prompt, Vocab
+
+    draws: list[int] = []
+
+    @dataclass(frozen=True)
+    class Counted(Vocab):
+        def sample(self, rng: random.Random, k: int) -> list[int]:
+            draws.append(k)
+            return super().sample(rng, k)
+
+    vocab = Counted(((5, 100), (200, 300)), "test")
+    spec = BenchSpec(requests=1000, input_len=16000, output_len=7, vocab=vocab, seed=3)
+    prompts = spec.prompts()
+    assert len(prompts) == 1000 and len(prompts[0].token_ids or []) == 16000
+    assert draws == [16000]  # the check request's prompt, and no other
+    small = BenchSpec(requests=4, input_len=5, output_len=7, vocab=vocab, seed=3)
+    rng = random.Random(3)
+    upfront = [Prompt(Vocab.sample(vocab, rng, 5), None, 7) for _ in range(4)]
+    lazy = small.prompts()
+    assert [lazy[i] for i in (0, 1, 2, 3)] == upfront and list(small.prompts()) == upfront
+    assert lazy[-1] == upfront[-1] and list(lazy[1:3]) == upfront[1:3]
+    with pytest.raises(IndexError):
+        lazy[4]
+    words = BenchSpec(requests=3, input_len=6, output_len=2, seed=1).prompts()
+    assert [len((p.text or "").split()) for p in words] == [6, 6, 6] and words[0] != words[1]
+
+
 def test_bench_a_vllm_server_streams_its_tokens(tmp_path: Path) -> None:
     # the vLLM simulator streams `stream: true` as vLLM does (an event per token, usage in each when asked)
     e = make_env(tmp_path)
