@@ -1,9 +1,11 @@
-"""`cockpit status`'s one bounded look at a serving run (ServingWatch.check) against a real HTTP
-server on loopback (stdlib): how many scrapes of /metrics it takes before it answers."""
+"""Waits that end on the event, not the clock: `cockpit status`'s one bounded look at a serving run
+(ServingWatch.check, against a real HTTP server on loopback: how many scrapes of /metrics it takes),
+and the readiness probe's pause, cut short when the log says the server is ready."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -15,6 +17,7 @@ from cockpit.backends import get_backend
 from cockpit.core.profile import parse_profile
 from cockpit.core.state import RunState
 from cockpit.supervisor.servingwatch import ServingWatch
+from cockpit.supervisor.watch import ReadinessProbe
 
 METRICS = (
     "# TYPE sglang:generation_tokens_total counter\nsglang:generation_tokens_total 1200\n"
@@ -75,3 +78,27 @@ def test_status_answers_after_two_scrapes_once_the_probe_is_answered(idle_server
     assert Idle.scrapes == ["/metrics", "/metrics"]
     assert state.phase == "ready" and state.hang is None
     assert watch.serving is not None and watch.serving.get("gen_tok_s") == 0.0  # a rate from the two
+
+
+def test_the_readiness_pause_ends_when_nudged() -> None:
+    """The log said ready while /health last answered 503: the next probe goes at once, not at the
+    end of the interval (HEALTH_INTERVAL_S); an un-nudged pause still lasts its interval."""
+
+    async def go() -> None:
+        probe = ReadinessProbe(lambda: None)
+        probe.nudge()  # before the loop's first pause: nothing to cut short, nothing kept
+        short = asyncio.create_task(probe.pause(0.05))
+        await asyncio.wait_for(short, 5)
+        waiting = asyncio.create_task(probe.pause(600))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        probe.nudge()
+        await asyncio.wait_for(waiting, 5)  # ended by the nudge, far before its 600 s
+        again = asyncio.create_task(probe.pause(600))  # the nudge was used up: the next pause waits
+        await asyncio.sleep(0.05)
+        assert not again.done()
+        again.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await again
+
+    asyncio.run(go())
