@@ -199,7 +199,7 @@ def test_bench_a_vllm_server_streams_its_tokens(tmp_path: Path) -> None:
     e = make_env(tmp_path)
     sim_dir = tmp_path / "gpus"
     program = [PY, "-m", "cockpit", "sim", "--sim-backend", "vllm", "--sim-gpu", "h100", "--sim-speed", "20",
-               "--sim-traffic", "none", "--sim-dir", str(sim_dir), "serve"]
+               "--sim-startup-speed", "200", "--sim-traffic", "none", "--sim-dir", str(sim_dir), "serve"]
     (tmp_path / "profiles" / "vb.yaml").write_text(
         "name: vb\nbackend: vllm\nversion: 0.33.0\nhosts:\n  - ssh: local\n"
         f"program: {json.dumps(program)}\nworkdir: {tmp_path / 'work'}\nlog: logs/vllm.log\n"

@@ -63,6 +63,12 @@ def test_a_startup_speed_switches_to_the_serving_speed_once_for_every_process(ca
     assert split_sim_args([])[0].startup_speed is None
     assert main([*KIMI, "--sim-startup-speed", "0"]) == 2
     assert "argument --sim-startup-speed: must be > 0" in capsys.readouterr().err
+    from cockpit.sim.vllm.config import load_vllm_config
+
+    qwen = ["serve", "Qwen/Qwen3-0.6B", "--sim-speed", "2"]
+    assert (load_vllm_config(qwen).startup_speed, load_vllm_config([*qwen, "--sim-startup-speed=50"]).startup_speed) == (2.0, 50.0)
+    assert main(["--sim-backend", "vllm", *qwen, "--sim-startup-speed", "-1"]) == 2
+    assert "argument --sim-startup-speed: must be > 0" in capsys.readouterr().err
 
     clock = Clock(1.0, startup_speed=40.0)
     assert clock.rate() == 40.0 and clock.real(4.0) == pytest.approx(0.1)
