@@ -166,7 +166,7 @@ def test_tune_starts_from_the_memory_plan(tmp_path: Path) -> None:
     model.mkdir()
     (model / "config.json").write_text(json.dumps(raw))
     (model / "model.safetensors.index.json").write_text(json.dumps(index_for(raw, 4)))
-    env = story_env(tmp_path, 0.95, speed="20", startup_speed="200")
+    env = story_env(tmp_path, 0.95, speed="60", startup_speed="300")
     prof = tmp_path / "profiles" / "story.yaml"
     text = prof.read_text().replace("--sim-model\", \"kimi-k2.5", "--sim-model\", \"llama-3.1-8b")
     text = text.replace("rtx-pro-6000", "h100").replace("/models/Kimi-K2.5", str(model)).replace("tp: 8", "tp: 1")
