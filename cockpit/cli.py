@@ -130,6 +130,8 @@ def build_parser(command: str | None = None, *, names_only: bool = False) -> arg
     if s := add("demo", help=f"the TUI on a bundled demo profile (simulated {engine_names()})"):
         s.add_argument("--theme", help="dark (default), light or high-contrast")
         s.add_argument("--sim-speed", type=float, default=None, help="override the demo's simulator speed")
+        s.add_argument("--sim-startup-speed", type=float, default=None,
+                       help="the simulator's speed until the server is ready (default: --sim-speed)")
         s.add_argument("--backend", choices=engines, default=DEFAULT_BACKEND,
                        help=f"which engine's story: its own bundled demo profile (default {DEFAULT_BACKEND})")
         s.add_argument("--port", type=int, default=None, help="the simulated server's HTTP port (default: the demo profile's)")

@@ -35,12 +35,14 @@ class Env:
                               timeout=timeout, cwd=self.root)
 
 
-def make_env(tmp_path: Path, *, speed: str = "1", gpu: str = "a100-80gb") -> Env:
+def make_env(tmp_path: Path, *, speed: str = "1", startup_speed: str | None = None, gpu: str = "a100-80gb") -> Env:
     sim_dir = tmp_path / "gpus"
     sim_dir.mkdir()
     (tmp_path / "profiles").mkdir()
     program = [PY, "-m", "cockpit", "sim", "--sim-gpu", gpu, "--sim-speed", speed, "--sim-traffic", "none",
                "--sim-dir", str(sim_dir)]
+    if startup_speed is not None:
+        program += ["--sim-startup-speed", startup_speed]
     (tmp_path / "profiles" / "bt.yaml").write_text(
         "name: bt\nversion: 0.5.9\nhosts:\n  - ssh: local\n"
         f"program: {json.dumps(program)}\n"
@@ -60,8 +62,10 @@ def make_env(tmp_path: Path, *, speed: str = "1", gpu: str = "a100-80gb") -> Env
 
 @pytest.fixture(scope="module")
 def ready_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
-    # one server for the module: a start-up at speed 1 takes ~25 s
-    e = make_env(tmp_path_factory.mktemp("bench"))
+    # one server for the module; serving at speed 1 (simulated seconds are real seconds, which the
+    # agreement test needs), the start-up at 20 (~1.5 s instead of ~25 s at speed 1: no test here
+    # looks at it)
+    e = make_env(tmp_path_factory.mktemp("bench"), startup_speed="20")
     up = e.cockpit("up", "bt", "--wait", "ready", "--timeout", "150")
     assert up.returncode == 0, up.stdout + up.stderr
     yield e
@@ -74,8 +78,9 @@ def within(a: float, b: float, rel: float = 0.05) -> bool:
 
 def test_bench_agrees_with_the_simulators_own_counters(ready_env: Env) -> None:
     e = ready_env
-    # 128 tokens out: each E2E still spans seconds (TTFT > 1 s + 128 decode steps of ~17.5 ms)
-    out = e.cockpit("bench", "bt", "--requests", "8", "--concurrency", "4", "--input-len", "16000",
+    # 128 tokens out: each E2E still spans seconds (TTFT > 1 s + 128 decode steps of ~17.5 ms); one
+    # wave of four requests in flight (a second wave of four took ~7 s more and proved the same)
+    out = e.cockpit("bench", "bt", "--requests", "4", "--concurrency", "4", "--input-len", "16000",
                     "--output-len", "128", "--duration", "120", "--json")
     assert out.returncode == 0, out.stdout + out.stderr
     r = json.loads(out.stdout)
@@ -85,12 +90,12 @@ def test_bench_agrees_with_the_simulators_own_counters(ready_env: Env) -> None:
     for key in ("ttft_ms", "itl_ms", "e2e_ms"):
         p = r[key]
         assert 0 < p["p50"] <= p["p90"] <= p["p99"], (key, p)
-    assert r["requests"] == 8 and r["errors"] == 0 and r["cancelled"] == 0
+    assert r["requests"] == 4 and r["errors"] == 0 and r["cancelled"] == 0
     srv = r["server"]
     assert srv["available"] is True and srv["samples"] >= 1
     # the simulator counted the same requests and tokens
-    assert srv["delta_num_requests_total"] == 8
-    assert r["output_tokens"] == 8 * 128 == srv["delta_generation_tokens_total"]
+    assert srv["delta_num_requests_total"] == 4
+    assert r["output_tokens"] == 4 * 128 == srv["delta_generation_tokens_total"]
     assert within(r["output_tok_s"], srv["delta_generation_tokens_total"] / r["duration_s"])
     # latencies on the client's clock agree with the server's histograms (speed 1: same seconds)
     assert r["mean_ttft_ms"] > 1000, r["mean_ttft_ms"]
@@ -156,12 +161,45 @@ def test_percentiles_and_dataset(tmp_path: Path) -> None:
     assert [(d.text, d.token_ids, d.output_len) for d in ds] == [("hello there", None, 5), (None, [1, 2, 3], 7)]
 
 
+def test_synthetic_prompts_are_drawn_when_sent() -> None:
+    """`--requests 1000 --input-len 16000` under a time limit sends a few prompts: drawing all 16M
+    token ids up front cost seconds before the check request and again before every level. Drawn
+    one by one in order, they are the same prompts as drawing them all at once."""
+    import random
+
+    from cockpit.serving.loadgen import BenchSpec, Prompt, Vocab
+
+    draws: list[int] = []
+
+    @dataclass(frozen=True)
+    class Counted(Vocab):
+        def sample(self, rng: random.Random, k: int) -> list[int]:
+            draws.append(k)
+            return super().sample(rng, k)
+
+    vocab = Counted(((5, 100), (200, 300)), "test")
+    spec = BenchSpec(requests=1000, input_len=16000, output_len=7, vocab=vocab, seed=3)
+    prompts = spec.prompts()
+    assert len(prompts) == 1000 and len(prompts[0].token_ids or []) == 16000
+    assert draws == [16000]  # the check request's prompt, and no other
+    small = BenchSpec(requests=4, input_len=5, output_len=7, vocab=vocab, seed=3)
+    rng = random.Random(3)
+    upfront = [Prompt(Vocab.sample(vocab, rng, 5), None, 7) for _ in range(4)]
+    lazy = small.prompts()
+    assert [lazy[i] for i in (0, 1, 2, 3)] == upfront and list(small.prompts()) == upfront
+    assert lazy[-1] == upfront[-1] and list(lazy[1:3]) == upfront[1:3]
+    with pytest.raises(IndexError):
+        lazy[4]
+    words = BenchSpec(requests=3, input_len=6, output_len=2, seed=1).prompts()
+    assert [len((p.text or "").split()) for p in words] == [6, 6, 6] and words[0] != words[1]
+
+
 def test_bench_a_vllm_server_streams_its_tokens(tmp_path: Path) -> None:
     # the vLLM simulator streams `stream: true` as vLLM does (an event per token, usage in each when asked)
     e = make_env(tmp_path)
     sim_dir = tmp_path / "gpus"
     program = [PY, "-m", "cockpit", "sim", "--sim-backend", "vllm", "--sim-gpu", "h100", "--sim-speed", "20",
-               "--sim-traffic", "none", "--sim-dir", str(sim_dir), "serve"]
+               "--sim-startup-speed", "200", "--sim-traffic", "none", "--sim-dir", str(sim_dir), "serve"]
     (tmp_path / "profiles" / "vb.yaml").write_text(
         "name: vb\nbackend: vllm\nversion: 0.33.0\nhosts:\n  - ssh: local\n"
         f"program: {json.dumps(program)}\nworkdir: {tmp_path / 'work'}\nlog: logs/vllm.log\n"

@@ -68,13 +68,17 @@ def test_slo_parsing() -> None:
 
 
 # speed 60: a Kimi launch is ~3 s instead of ~5 s at 30, and a bench of BENCH ends by its 400
-# requests (~2.5 s) before its 4 s cap; the moves and outcomes are the same at either speed
-def story_env(tmp_path: Path, mfs: float, speed: str = "60") -> dict[str, str]:
+# requests (~2.5 s) before its 4 s cap; the moves and outcomes are the same at either speed.
+# startup_speed: the start-ups at that speed (--sim-startup-speed), the serving (the benches) at
+# `speed`; memory, crashes and their advice are the same at any speed
+def story_env(tmp_path: Path, mfs: float, speed: str = "60", startup_speed: str | None = None) -> dict[str, str]:
     sim_dir = tmp_path / "gpus"
     sim_dir.mkdir()
     (tmp_path / "profiles").mkdir()
     program = [PY, "-m", "cockpit", "sim", "--sim-gpu", "rtx-pro-6000", "--sim-model", "kimi-k2.5", "--sim-speed",
                speed, "--sim-traffic", "none", "--sim-dir", str(sim_dir)]
+    if startup_speed is not None:
+        program += ["--sim-startup-speed", startup_speed]
     (tmp_path / "profiles" / "story.yaml").write_text(
         "name: story\nbackend: sglang\nversion: 0.5.9\nhosts:\n  - ssh: local\n"
         f"program: {json.dumps(program)}\nworkdir: {tmp_path / 'work'}\nlog: logs/sglang.log\n"
@@ -94,7 +98,7 @@ BENCH = ("--concurrency", "32", "--input-len", "256", "--output-len", "256", "--
 
 
 def test_tune_the_story_without_a_crash(tmp_path: Path) -> None:
-    env = story_env(tmp_path, 0.93)
+    env = story_env(tmp_path, 0.93, startup_speed="300")
     out = cockpit(env, tmp_path, "tune", "story", "--max-launches", "3", *BENCH, "--json")
     assert out.returncode == 0, out.stdout + out.stderr
     r = json.loads(out.stdout)
@@ -126,7 +130,7 @@ def test_tune_the_story_without_a_crash(tmp_path: Path) -> None:
 def test_a_crash_is_diagnosed_and_its_advice_applied(tmp_path: Path) -> None:
     # 0.75 leaves no room for a KV pool after the weights (P·0.75 = 70.95 GiB < W = 71.82): SGLang refuses
     # to start ("Not enough memory")
-    env = story_env(tmp_path, 0.75)
+    env = story_env(tmp_path, 0.75, startup_speed="300")
     out = cockpit(env, tmp_path, "tune", "story", "--max-launches", "2", *BENCH, "--json")
     r = json.loads(out.stdout)
     assert r["launches"] == 2 and r["crashes"] == 1 and r["advice_applied"] == 1, out.stderr
@@ -162,7 +166,7 @@ def test_tune_starts_from_the_memory_plan(tmp_path: Path) -> None:
     model.mkdir()
     (model / "config.json").write_text(json.dumps(raw))
     (model / "model.safetensors.index.json").write_text(json.dumps(index_for(raw, 4)))
-    env = story_env(tmp_path, 0.95, speed="20")
+    env = story_env(tmp_path, 0.95, speed="60", startup_speed="300")
     prof = tmp_path / "profiles" / "story.yaml"
     text = prof.read_text().replace("--sim-model\", \"kimi-k2.5", "--sim-model\", \"llama-3.1-8b")
     text = text.replace("rtx-pro-6000", "h100").replace("/models/Kimi-K2.5", str(model)).replace("tp: 8", "tp: 1")

@@ -201,8 +201,9 @@ def sim_env(tmp_path: Path, util: float) -> dict[str, str]:
     sim_dir = tmp_path / "gpus"
     sim_dir.mkdir()
     (tmp_path / "profiles").mkdir()
+    # the start-ups at 300, the benches at 30: memory, crashes and advice do not depend on the speed
     program = [PY, "-m", "cockpit", "sim", "--sim-backend", "vllm", "--sim-gpu", "h100", "--sim-speed", "30",
-               "--sim-traffic", "none", "--sim-dir", str(sim_dir), "serve"]
+               "--sim-startup-speed", "300", "--sim-traffic", "none", "--sim-dir", str(sim_dir), "serve"]
     (tmp_path / "profiles" / "qwen.yaml").write_text(
         "name: qwen\nbackend: vllm\nversion: 0.33.0\nhosts:\n  - ssh: local\n"
         f"program: {json.dumps(program)}\nworkdir: {tmp_path / 'work'}\nlog: logs/vllm.log\n"

@@ -9,7 +9,8 @@ import argparse
 from cockpit.face import Profile
 
 
-def demo_profile(sim_speed: float | None = None, backend: str | None = None, port: int | None = None) -> Profile:
+def demo_profile(sim_speed: float | None = None, backend: str | None = None, port: int | None = None,
+                 sim_startup_speed: float | None = None) -> Profile:
     from cockpit.face import DEFAULT_BACKEND, bundled_dir, engine_name, engine_words, load_profile
 
     name = engine_words(backend or DEFAULT_BACKEND).demo_profile
@@ -20,6 +21,8 @@ def demo_profile(sim_speed: float | None = None, backend: str | None = None, por
     profile = load_profile(bundled_dir("profiles") / name)
     if sim_speed is not None:
         profile = with_sim_speed(profile, sim_speed)
+    if sim_startup_speed is not None:
+        profile = with_sim_speed(profile, sim_startup_speed, "--sim-startup-speed")
     if port is not None:
         profile = with_port(profile, port)
     return profile
@@ -36,23 +39,24 @@ def with_port(profile: Profile, port: int) -> Profile:
     return new
 
 
-def with_sim_speed(profile: Profile, speed: float) -> Profile:
-    """The same profile with the simulator's --sim-speed replaced (or added)."""
+def with_sim_speed(profile: Profile, speed: float, option: str = "--sim-speed") -> Profile:
+    """The same profile with the simulator's --sim-speed (or `option`: --sim-startup-speed, the
+    speed until the server is ready) replaced (or added)."""
     if speed <= 0:
         from cockpit.face import BadInput
 
-        raise BadInput(f"--sim-speed must be positive, not {speed:g}")
+        raise BadInput(f"{option} must be positive, not {speed:g}")
     program = list(profile.program or ["cockpit", "sim"])
     value = f"{speed:g}"
     for i, item in enumerate(program):
-        if item == "--sim-speed" and i + 1 < len(program):
+        if item == option and i + 1 < len(program):
             program[i + 1] = value
             break
-        if item.startswith("--sim-speed="):
-            program[i] = f"--sim-speed={value}"
+        if item.startswith(f"{option}="):
+            program[i] = f"{option}={value}"
             break
     else:
-        program += ["--sim-speed", value]
+        program += [option, value]
     new = profile.model_copy(update={"program": program})
     new.source = profile.source
     return new
@@ -63,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     theme = resolve_theme(getattr(args, "theme", None))
     profile = demo_profile(getattr(args, "sim_speed", None), getattr(args, "backend", None),
-                           getattr(args, "port", None))
+                           getattr(args, "port", None), getattr(args, "sim_startup_speed", None))
 
     from cockpit.ui.app import CockpitApp
 

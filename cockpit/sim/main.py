@@ -16,7 +16,7 @@ PROG = "launch_server.py"
 USAGE = (
     f"usage: {PROG} [-h] --model-path MODEL_PATH [--tp-size TP_SIZE] [--port PORT] "
     "[--mem-fraction-static MEM_FRACTION_STATIC] [...] [--sim-gpu NAME] [--sim-model NAME] "
-    "[--sim-speed X] [--sim-traffic none|steady|burst] [--sim-version 0.5.9|0.5.23] [--sim-host-mem-gb N]"
+    "[--sim-speed X] [--sim-startup-speed X] [--sim-traffic none|steady|burst] [--sim-version 0.5.9|0.5.23] [--sim-host-mem-gb N]"
 )
 ABOUT = "A simulated SGLang server (cockpit). See docs/SIMULATOR.md for the --sim-* options and presets."
 

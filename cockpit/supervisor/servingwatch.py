@@ -166,13 +166,15 @@ class ServingWatch:
             moved_at = self.watch.last_movement
             first = True
             while time.monotonic() < deadline:
-                await asyncio.sleep(0.5 if first else 1.0)  # a counter rate needs an interval, not a long one
+                # two scrapes at least (the one above and this), half a second apart: a counter rate
+                # needs an interval, not a long one; then a second apart until the probe is answered
+                # or tokens move (a third scrape, a second later, told nothing more)
+                await asyncio.sleep(0.5 if first else 1.0)
+                first = False
                 await self.sample(base_url)
                 self.judge()
-                settled = probe.done() or self.watch.last_movement != moved_at
-                if settled and not first:
+                if probe.done() or self.watch.last_movement != moved_at:
                     break
-                first = False  # two scrapes at least: a rate needs an interval
             self.judge()
         finally:
             probe.cancel()

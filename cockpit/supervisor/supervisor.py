@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cockpit.aio import reap
@@ -110,6 +110,7 @@ class Supervisor:
         self.readiness = ReadinessProbe(self._changed_and_notify)
         self.serving = ServingWatch(self.backend, profile, lambda: self.fold.state, self._changed_and_notify)
         self.follow.line_listeners.append(self.serving.lines)
+        self.follow.line_listeners.append(self._probe_when_the_log_says_ready)
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -131,6 +132,12 @@ class Supervisor:
 
     def changed(self) -> None:
         self.publisher.dirty = True
+
+    def _probe_when_the_log_says_ready(self, lines: Sequence[LogLine]) -> None:
+        # READY rests on the log and /health: once the log says ready, probe at once rather than
+        # at the end of the 503 interval (up to HEALTH_INTERVAL_S later)
+        if self.fold.state.phase == "ready" and self.readiness.health != "200":
+            self.readiness.nudge()
 
     def _changed_and_notify(self) -> None:
         self.publisher.dirty = True

@@ -32,7 +32,8 @@ LONG = "t" * 100  # the longest name a profile may have
 
 
 def test_tune_writes_its_profile_safely_in_a_shared_directory(tmp_path: Path, ledger) -> None:
-    story_env(tmp_path, 0.93)  # the story profile and the simulated GPUs under tmp_path
+    # the story profile and the simulated GPUs under tmp_path; its start-ups at 300 (the file is the test)
+    story_env(tmp_path, 0.93, startup_speed="300")
     sim_dir = tmp_path / "gpus"
     with shared_dir() as shared:
         profiles = shared / "profiles"

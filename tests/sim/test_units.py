@@ -51,6 +51,55 @@ def test_sim_args_are_split_out_in_both_spellings() -> None:
     assert rest == ["--tp", "8", "--port", "1"]
 
 
+def test_a_startup_speed_switches_to_the_serving_speed_once_for_every_process(capsys: pytest.CaptureFixture[str]) -> None:
+    """--sim-startup-speed: the clock runs at that rate until the server is ready, then at --sim-speed;
+    a forked rank reads the same switch (shared memory), the clock is continuous and never goes back."""
+    import time
+
+    from cockpit.sim.clock import Clock
+
+    opts, _ = split_sim_args(["--sim-speed", "1", "--sim-startup-speed=40"])
+    assert (opts.speed, opts.startup_speed) == (1.0, 40.0)
+    assert split_sim_args([])[0].startup_speed is None
+    assert main([*KIMI, "--sim-startup-speed", "0"]) == 2
+    assert "argument --sim-startup-speed: must be > 0" in capsys.readouterr().err
+    from cockpit.sim.vllm.config import load_vllm_config
+
+    qwen = ["serve", "Qwen/Qwen3-0.6B", "--sim-speed", "2"]
+    assert (load_vllm_config(qwen).startup_speed, load_vllm_config([*qwen, "--sim-startup-speed=50"]).startup_speed) == (2.0, 50.0)
+    assert main(["--sim-backend", "vllm", *qwen, "--sim-startup-speed", "-1"]) == 2
+    assert "argument --sim-startup-speed: must be > 0" in capsys.readouterr().err
+
+    clock = Clock(1.0, startup_speed=40.0)
+    assert clock.rate() == 40.0 and clock.real(4.0) == pytest.approx(0.1)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a rank: waits for the main process's switch, then reports its rate and "now"
+        try:
+            while clock.rate() != 1.0:
+                time.sleep(0.005)
+            os.write(write, f"{clock.rate()} {clock.now()}".encode())
+        finally:
+            os._exit(0)
+    time.sleep(0.05)
+    before = clock.now()
+    assert before >= 0.05 * 40 * 0.9  # ~2 simulated seconds in 50 ms
+    clock.serving()
+    after = clock.now()
+    assert before <= after < before + 0.5  # continuous across the switch
+    rate, child_now = os.read(read, 100).decode().split()
+    os.waitpid(pid, 0)
+    os.close(read)
+    os.close(write)
+    assert float(rate) == 1.0 and after - 0.01 <= float(child_now) <= clock.now()
+    assert clock.rate() == 1.0 and clock.real(4.0) == 4.0
+    clock.serving()  # a second call changes nothing
+    assert clock.now() >= after
+    plain = Clock(2.0)
+    plain.serving()
+    assert plain.rate() == 2.0 and Clock(3.0, startup_speed=3.0).rate() == 3.0
+
+
 def test_both_engines_refuse_bad_sim_options_alike(capsys: pytest.CaptureFixture[str]) -> None:
     """One --sim-* splitter (cockpit/sim/options.py) serves both simulators' command lines."""
     vllm = ["--sim-backend", "vllm", "serve", "Qwen/Qwen3-0.6B"]

@@ -23,7 +23,10 @@ WINDOW_S = 3
 @pytest.fixture
 def hang_env(env: Path) -> Path:  # noqa: F811 - the imported fixture
     """test_supervisor's simulated run (stopped after the test), with metrics and a short window."""
-    env.write_text(env.read_text().replace('"200"', '"20"') + "  enable-metrics: true\n"
+    # serving at 20 (the window is measured against its token flow), the start-up at 200: nothing
+    # here looks at it
+    env.write_text(env.read_text().replace('"--sim-speed", "200"', '"--sim-speed", "20", "--sim-startup-speed", "200"')
+                   + "  enable-metrics: true\n"
                    + f"policy: {{hang-after-s: {WINDOW_S}}}\n")
     return env
 

@@ -38,6 +38,16 @@ def test_demo_profile_speed_override() -> None:
     i = p.program.index("--sim-speed")
     assert p.program[i + 1] == "12.5"
     assert p.name == "demo" and p.flag("mem-fraction-static") == 0.93
+    assert "--sim-startup-speed" not in p.program
+    fast = demo_profile(12.5, sim_startup_speed=400)
+    assert fast.program is not None and fast.program[fast.program.index("--sim-startup-speed") + 1] == "400"
+    assert fast.program[fast.program.index("--sim-speed") + 1] == "12.5"
+
+
+def test_demo_sim_startup_speed_must_be_positive(tmp_path: Path) -> None:
+    out = _cockpit("demo", "--sim-startup-speed", "-3", cwd=tmp_path)
+    assert out.returncode == 2 and "--sim-startup-speed must be positive" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_theme_from_config_file(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

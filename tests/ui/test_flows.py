@@ -26,6 +26,7 @@ from cockpit.ui.widgets.logpane import LogPane
 from tests.conftest import free_port
 
 SIM_SPEED = 50.0
+STARTUP_SPEED = "500"
 
 
 @pytest.fixture
@@ -41,11 +42,15 @@ def demo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def fast_demo(tmp_path: Path) -> Profile:
-    """The bundled demo, fast, on a free port, writing under the test's own directory."""
+    """The bundled demo, fast, on a free port, writing under the test's own directory. Its start-ups
+    run at STARTUP_SPEED (--sim-startup-speed), the serving at SIM_SPEED: the crash comes from the
+    traffic's long document, 240 simulated seconds into the serving, and READY stays on screen as
+    long as before."""
     p = demo_profile(SIM_SPEED)
     server = dict(p.server)
     server["port"] = free_port()
-    fast = p.model_copy(update={"server": server, "workdir": str(tmp_path / "demo")})
+    program = [*(p.program or []), "--sim-startup-speed", STARTUP_SPEED]
+    fast = p.model_copy(update={"server": server, "workdir": str(tmp_path / "demo"), "program": program})
     fast.source = p.source
     return fast
 

@@ -20,7 +20,9 @@ def fast_vllm_demo(tmp_path: Path) -> Profile:
     p = demo_profile(50.0, "vllm")
     server = dict(p.server)
     server["port"] = free_port()
-    fast = p.model_copy(update={"server": server, "workdir": str(tmp_path / "demo-vllm")})
+    # the start-ups at 500 (--sim-startup-speed), the serving at 50, as the SGLang flows
+    program = [*(p.program or []), "--sim-startup-speed", "500"]
+    fast = p.model_copy(update={"server": server, "workdir": str(tmp_path / "demo-vllm"), "program": program})
     fast.source = p.source
     return fast
 

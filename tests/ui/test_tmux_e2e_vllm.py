@@ -23,6 +23,7 @@ from tests.ui.test_tmux_e2e import Pane
 pytestmark = pytest.mark.e2e
 
 SIM_SPEED = "25"
+STARTUP_SPEED = "400"  # the start-ups (--sim-startup-speed); READY and the crash come at SIM_SPEED
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def pane(tmp_path: Path) -> Iterator[Pane]:
     with socketlib.socket() as s:  # a free port: an operator's own demo may be running beside the suite
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "cockpit", "demo", "--backend", "vllm", "--sim-speed", SIM_SPEED, "--port", str(port)]
+    cmd = [sys.executable, "-m", "cockpit", "demo", "--backend", "vllm", "--sim-speed", SIM_SPEED, "--sim-startup-speed", STARTUP_SPEED, "--port", str(port)]
     argv = ["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "demo", "-x", "140", "-y", "45"]
     argv += ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *cmd]
     subprocess.run(argv, check=True, cwd=tmp_path)

@@ -24,6 +24,7 @@ class SimOptions:
     gpu: str = "rtx-pro-6000"
     model: str | None = None
     speed: float = 1.0
+    startup_speed: float | None = None  # the clock's rate until ready; None: `speed` throughout
     traffic: str = "none"
     version: str = "0.5.9"
     host_mem_gb: float = DEFAULT_HOST_MEM_GB
@@ -36,6 +37,7 @@ _SIM_FLAGS = {
     "--sim-gpu": "gpu",
     "--sim-model": "model",
     "--sim-speed": "speed",
+    "--sim-startup-speed": "startup_speed",
     "--sim-traffic": "traffic",
     "--sim-version": "version",
     "--sim-host-mem-gb": "host_mem_gb",
@@ -52,14 +54,14 @@ def split_sim_args(argv: list[str]) -> tuple[SimOptions, list[str]]:
     for name, value in pairs:
         attr = _SIM_FLAGS[name]
         try:
-            if attr == "speed" or attr == "host_mem_gb":
+            if attr in ("speed", "startup_speed", "host_mem_gb"):
                 setattr(opts, attr, float(value))
             elif attr in ("seed", "num_gpus"):
                 setattr(opts, attr, int(value))
             else:
                 setattr(opts, attr, value)
         except ValueError:
-            kind = "float" if attr in ("speed", "host_mem_gb") else "int"
+            kind = "float" if attr in ("speed", "startup_speed", "host_mem_gb") else "int"
             raise SimUsageError(f"argument {name}: invalid {kind} value: {value!r}") from None
     if opts.gpu not in GPUS:
         raise SimUsageError(f"argument --sim-gpu: invalid choice: {opts.gpu!r} (choose from {', '.join(GPUS)})")
@@ -71,6 +73,8 @@ def split_sim_args(argv: list[str]) -> tuple[SimOptions, list[str]]:
         raise SimUsageError(f"argument --sim-version: invalid choice: {opts.version!r} (choose from {', '.join(SIM_VERSIONS)})")
     if not opts.speed > 0:
         raise SimUsageError("argument --sim-speed: must be > 0")
+    if opts.startup_speed is not None and not opts.startup_speed > 0:
+        raise SimUsageError("argument --sim-startup-speed: must be > 0")
     if opts.host_mem_gb <= 0:
         raise SimUsageError("argument --sim-host-mem-gb: must be > 0")
     return opts, rest
@@ -124,6 +128,11 @@ class SimConfig:
     @property
     def speed(self) -> float:
         return self.opts.speed
+
+    @property
+    def startup_speed(self) -> float:
+        """The clock's rate until the server is ready (--sim-startup-speed, else --sim-speed)."""
+        return self.opts.startup_speed or self.opts.speed
 
     @property
     def world_size(self) -> int:

@@ -70,7 +70,7 @@ class RankProcess:
         self.reserve_seq = 0
         self.hicache_gb = 0.0  # host memory this rank pinned for its HiCache pool (decimal GB)
         self.inbox: list[tuple[Any, ...]] = []
-        self.margin = max(0.3, 0.06 * cfg.speed)  # keeps TP0's tqdm line ahead of its peers' lines
+        self.margin = max(0.3, 0.06 * cfg.startup_speed)  # keeps TP0's tqdm line ahead of its peers' lines
 
     # ---- plumbing ----
     def free(self) -> float:
@@ -308,7 +308,7 @@ class RankProcess:
                 self.static_gib = base + self.weights_gib * i / steps
                 self.mem()
             if self.is_tp0 and (i % bar_every == 0 or i == steps):
-                el = (time.monotonic() - start_wall) * self.cfg.speed
+                el = (time.monotonic() - start_wall) * self.cfg.startup_speed
                 rate = el / i
                 left = rate * (steps - i)
                 bar = (

@@ -51,7 +51,7 @@ class SimServer:
     def __init__(self, cfg: SimConfig):
         self.cfg = cfg
         self.log = Log("")
-        self.clock = Clock(cfg.speed)
+        self.clock = Clock(cfg.speed, startup_speed=cfg.startup_speed)
         self.pid = os.getpid()
         self.n = cfg.local_ranks
         self.conns: list[Connection] = []
@@ -350,6 +350,7 @@ class SimServer:
                 self.log.info(f"Initialization failed. warmup error: {exc!r}")
                 os.kill(self.pid, signal.SIGQUIT)
                 return
+        self.clock.serving()  # from here on at --sim-speed (a --sim-startup-speed ends here)
         self.status = "Up"
         self.running_phase = True
         self.log.info("The server is fired up and ready to roll!")

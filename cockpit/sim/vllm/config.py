@@ -71,6 +71,7 @@ class VllmSimConfig:
     model: VllmModel
     sim_dir: Path
     speed: float
+    startup_speed: float  # the clock's rate until the API server is up (--sim-startup-speed), then `speed`
     traffic: str
     seed: int
     num_gpus: int | None
@@ -104,7 +105,7 @@ class VllmSimConfig:
         return self.version == "0.33.0"
 
 
-_SIM_OPTS = ("--sim-gpu", "--sim-model", "--sim-speed", "--sim-traffic", "--sim-version", "--sim-dir", "--sim-seed",
+_SIM_OPTS = ("--sim-gpu", "--sim-model", "--sim-speed", "--sim-startup-speed", "--sim-traffic", "--sim-version", "--sim-dir", "--sim-seed",
              "--sim-num-gpus", "--sim-backend", "--sim-host-mem-gb")
 
 
@@ -132,12 +133,15 @@ def load_vllm_config(argv: list[str]) -> VllmSimConfig:
         raise SimUsageError(f"argument --sim-traffic: invalid choice: {traffic!r} (choose from {', '.join(TRAFFIC_MODES)})")
     try:
         speed = float(opts.get("speed", "1"))
+        startup_speed = float(opts["startup-speed"]) if "startup-speed" in opts else speed
         seed = int(opts.get("seed", "0"))
         num_gpus = int(opts["num-gpus"]) if "num-gpus" in opts else None
     except ValueError as exc:
         raise SimUsageError(f"invalid --sim-* value: {exc}") from None
     if not speed > 0:
         raise SimUsageError("argument --sim-speed: must be > 0")
+    if not startup_speed > 0:
+        raise SimUsageError("argument --sim-startup-speed: must be > 0")
     args = parse_serve_args(rest[1:], version, require_model=True)
     model_key = opts.get("model") or guess_model(str(args["model"]))
     if model_key not in MODELS:
@@ -164,7 +168,7 @@ def load_vllm_config(argv: list[str]) -> VllmSimConfig:
     return VllmSimConfig(
         version=version, args=args, gpu=gpu, model=model,
         sim_dir=Path(opts["dir"]).expanduser() if "dir" in opts else default_sim_dir(int(args.get("port") or 8000)),
-        speed=speed, traffic=traffic, seed=seed, num_gpus=num_gpus,
+        speed=speed, startup_speed=startup_speed, traffic=traffic, seed=seed, num_gpus=num_gpus,
         model_name=str(args["model"]), served_model_name=str(args.get("served_model_name") or args["model"]),
         host=str(args.get("host") or "0.0.0.0"), port=int(args.get("port") or 8000), tp=tp, pp=pp, util=util,
         kv_cache_bytes=int(args["kv_cache_memory_bytes"]) if args.get("kv_cache_memory_bytes") else None,

@@ -11,7 +11,7 @@ from cockpit.sim.vllm.config import VllmSimConfig, load_vllm_config
 
 PROG = "vllm serve"
 USAGE = (f"usage: {PROG} [model_tag] [--tensor-parallel-size N] [--gpu-memory-utilization F] [--max-model-len N] "
-         "[--port PORT] [...] [--sim-gpu NAME] [--sim-model NAME] [--sim-speed X] [--sim-traffic none|steady|burst] "
+         "[--port PORT] [...] [--sim-gpu NAME] [--sim-model NAME] [--sim-speed X] [--sim-startup-speed X] [--sim-traffic none|steady|burst] "
          "[--sim-version 0.16.0|0.33.0]")
 ABOUT = "A simulated vLLM server (cockpit). See docs/SIMULATOR.md."
 

@@ -84,7 +84,7 @@ class VllmSim:
     def __init__(self, cfg: VllmSimConfig):
         self.cfg = cfg
         self.log = VLog()
-        self.clock = Clock(cfg.speed)
+        self.clock = Clock(cfg.speed, startup_speed=cfg.startup_speed)
         self.pid = os.getpid()
         self.api = f"APIServer pid={self.pid}"
         self.core = f"EngineCore pid={self.pid}" if cfg.new else f"EngineCore_DP0 pid={self.pid}"
@@ -396,6 +396,7 @@ class VllmSim:
         self.log.bare(f"INFO:     Started server process [{self.pid}]", api, prefixed=pre)
         self.log.bare("INFO:     Waiting for application startup.", api, prefixed=pre)
         self.log.bare("INFO:     Application startup complete.", api, prefixed=pre)
+        self.clock.serving()  # from here on at --sim-speed (a --sim-startup-speed ends here)
         threading.Thread(target=self._engine_loop, name="engine", daemon=True).start()
         httpd.serve_forever(poll_interval=0.25)
         return 1 if self.dead else 0

@@ -298,7 +298,8 @@ class SlurmJobTarget:
             head = self._running_head()
             if head is not None and not run.stopping:
                 await run.readiness.probe(head, run.backend.launch.api_port(run.flags), run.readiness_path())
-            await asyncio.sleep(2.0 if run.readiness.health != "refused" else 1.0)
+            # cut short when the log says the server is ready (Supervisor nudges the probe)
+            await run.readiness.pause(2.0 if run.readiness.health != "refused" else 1.0)
 
     async def _telemetry_loop(self) -> None:
         while self._running_head() is None:
