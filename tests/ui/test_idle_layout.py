@@ -1,0 +1,173 @@
+"""Issue 28, the idle dashboard: a snapshot a second (telemetry at 1 Hz, the engine's /metrics every
+2 s) must repaint what changed, not lay out the whole screen. Each full layout pass walks every
+widget of the dashboard; the serving line's `Static.update` asked for one per snapshot, which was
+most of the idle 64-rank TUI's CPU (bench/ui.py --only idle)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from cockpit.ui.screens.dashboard import DashboardScreen
+from cockpit.ui.widgets.groups import GroupsStrip, GroupSummary
+from cockpit.ui.widgets.serving import ServingFigures
+from tests.ui.screen_text import screen_text
+from tests.ui.story import T0, story_snapshot
+from tests.ui.test_dashboard_snapshots import make_app
+
+SERVING = {"gen_tok_s": 812.5, "prompt_tok_s": 40.0, "running": 3, "waiting": 0, "kv_usage_pct": 41.0,
+           "preemptions_per_min": 0.0, "ttft_ms": {"p50": 120.0, "p99": 410.0, "count": 9},
+           "itl_ms": None, "source": "/metrics"}
+
+
+def _count_layouts(monkeypatch: Any) -> list[bool]:
+    from textual.screen import Screen
+
+    passes: list[bool] = []
+    real = Screen._refresh_layout
+
+    def counted(self: Screen, size: Any = None, scroll: bool = False) -> None:
+        passes.append(scroll)
+        real(self, size, scroll)
+
+    monkeypatch.setattr(Screen, "_refresh_layout", counted)
+    return passes
+
+
+async def test_new_serving_figures_repaint_their_line_without_a_layout_pass(monkeypatch: Any) -> None:
+    passes = _count_layouts(monkeypatch)
+    app = make_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        first = dataclasses.replace(story_snapshot(0.88, "ready"), taken_at=T0, serving=SERVING)
+        screen.apply_snapshot(first)
+        await pilot.pause(0.3)  # the line appears: that one lays out (it was display: none)
+        passes.clear()
+        for i in range(1, 6):
+            snap = dataclasses.replace(first, taken_at=T0 + i, serving={**SERVING, "gen_tok_s": 800.0 + i})
+            screen.apply_snapshot(snap)
+            await pilot.pause(0.1)
+            assert f"gen {800.0 + i:.1f} tok/s" in screen_text(app)  # the new figure is on screen
+        assert passes == []
+        # the same snapshot again changes nothing at all
+        screen.apply_snapshot(snap)
+        await pilot.pause(0.1)
+        assert passes == []
+        assert "gen 805.0 tok/s" in str(screen.query_one(ServingFigures).render())
+
+
+async def test_the_groups_strip_lays_out_only_when_its_height_changes(monkeypatch: Any) -> None:
+    prefill = GroupSummary("prefill", "pd.prefill", "ready", 8, 6.5, "KV pool", "r1")
+    decode = GroupSummary("decode", "pd.decode", "ready", 8, 4.0, "capture", "r2")
+    app = make_app()
+    async with app.run_test(size=(200, 60)) as pilot:
+        strip = GroupsStrip("prefill", [prefill])
+        await app.screen.mount(strip)
+        await pilot.pause()
+        layouts: list[bool] = []
+        real = strip.update
+
+        def update(content: Any = "", *, layout: bool = True) -> None:
+            layouts.append(layout)
+            real(content, layout=layout)
+
+        monkeypatch.setattr(strip, "update", update)
+        strip.show(prefill)  # the same summary: nothing to paint
+        assert layouts == []
+        strip.show(dataclasses.replace(prefill, headroom_gb=5.25))  # new words, same height
+        assert layouts == [False]
+        await pilot.pause()
+        assert "headroom 5.2 GiB after KV pool" in strip.text()
+        strip.show(decode)  # a second group's line: taller, the panels below move
+        assert layouts == [False, True]
+
+
+def _refreshes(monkeypatch: Any, widget: Any) -> list[dict[str, Any]]:
+    """The refreshes `widget` asks for from here on (read right after a synchronous call: nothing
+    else runs in between)."""
+    calls: list[dict[str, Any]] = []
+    real = widget.refresh
+
+    def refresh(*regions: Any, **kw: Any) -> Any:
+        calls.append(kw)
+        return real(*regions, **kw)
+
+    monkeypatch.setattr(widget, "refresh", refresh)
+    return calls
+
+
+async def test_the_clock_repaints_the_ranks_only_when_the_samples_stop(monkeypatch: Any) -> None:
+    """The dashboard's 1 Hz clock and the 1 Hz telemetry samples run at any phase to each other:
+    a tick less than a second after a snapshot's paint shows nothing new (ages are whole seconds)."""
+    from cockpit.ui.widgets.rankbars import RankBars
+
+    app = make_app()
+    async with app.run_test(size=(140, 45)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        bars = screen.query_one(RankBars)
+        snap = dataclasses.replace(story_snapshot(0.88, "ready"), taken_at=T0)
+        screen.apply_snapshot(snap)
+        await pilot.pause()
+        calls = _refreshes(monkeypatch, bars)
+        painted_at = bars._now
+        bars.tick(painted_at + 0.7)  # the clock between two samples
+        assert calls == []
+        bars.show(snap, painted_at + 1.0, bars._policy)  # the next sample paints
+        assert len(calls) == 1
+        bars.tick(painted_at + 1.9)
+        assert len(calls) == 1
+        bars.tick(painted_at + 2.4)  # no sample for 1.4 s: the ages count up on the clock
+        assert len(calls) == 2
+        bars.tick(painted_at + 3.4)
+        assert len(calls) == 3
+
+
+async def test_the_header_repaints_only_when_its_words_change(monkeypatch: Any) -> None:
+    from cockpit.ui.widgets.header import RunHeader
+
+    app = make_app()
+    async with app.run_test(size=(140, 45)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        snap = dataclasses.replace(story_snapshot(0.88, "ready"), taken_at=T0)
+        screen.apply_snapshot(snap)
+        await pilot.pause()
+        header = screen.query_one(RunHeader)
+        before = header.render().plain
+        calls = _refreshes(monkeypatch, header)
+        header.tick(header._now)  # the clock, the same second: the same words
+        header.show(header._snapshot, header._phase_since, header._now, header._note)
+        assert calls == []
+        header.show(header._snapshot, header._phase_since, header._now, "restarted")  # news: repaint
+        assert len(calls) == 1
+        await pilot.pause()
+        assert "restarted" in header.render().plain and header.render().plain != before
+
+
+async def test_a_row_joined_again_from_kept_strips_is_the_row_converted_whole() -> None:
+    """The strip cache keeps a row's joined strip by its halves: on an idle rank the age alternates
+    "0 s"/"1 s", and each paint must show exactly what converting the whole row would."""
+    from rich.text import Text
+    from textual.visual import Visual, visualize
+
+    from cockpit.ui.widgets.rankbars import RankBars
+    from cockpit.ui.widgets.strips import StripCache
+
+    app = make_app()
+    async with app.run_test(size=(140, 45)):
+        bars = app.screen.query_one(RankBars)
+        cache = StripCache()
+        width = 60
+        for age in ("0 s", "1 s", "0 s", "1 s", "7 s", "0 s"):
+            row = Text(no_wrap=True, overflow="crop")
+            row.append("TP3  ", style="bold")
+            row.append("████▒▒░░", style="green")
+            row.append(" 71.2/79.6 GiB", style="")
+            row.append(f" {age:>5}", style="dim")
+            got = cache.strip(bars, 3, row, width, tail=6)
+            whole = Visual.to_strips(bars, visualize(bars, row, markup=False), width, 1, bars.visual_style)[0]
+            assert list(got) == list(whole), age
+        # the same halves again: the very strip of the last paint, not a new one
+        assert cache.strip(bars, 3, row, width, tail=6) is got
