@@ -11,6 +11,7 @@ from typing import Any
 from cockpit.ui.screens.dashboard import DashboardScreen
 from cockpit.ui.widgets.groups import GroupsStrip, GroupSummary
 from cockpit.ui.widgets.serving import ServingFigures
+from tests.ui.layouts import count_layout_passes
 from tests.ui.screen_text import screen_text
 from tests.ui.story import T0, story_snapshot
 from tests.ui.test_dashboard_snapshots import make_app
@@ -20,22 +21,8 @@ SERVING = {"gen_tok_s": 812.5, "prompt_tok_s": 40.0, "running": 3, "waiting": 0,
            "itl_ms": None, "source": "/metrics"}
 
 
-def _count_layouts(monkeypatch: Any) -> list[bool]:
-    from textual.screen import Screen
-
-    passes: list[bool] = []
-    real = Screen._refresh_layout
-
-    def counted(self: Screen, size: Any = None, scroll: bool = False) -> None:
-        passes.append(scroll)
-        real(self, size, scroll)
-
-    monkeypatch.setattr(Screen, "_refresh_layout", counted)
-    return passes
-
-
 async def test_new_serving_figures_repaint_their_line_without_a_layout_pass(monkeypatch: Any) -> None:
-    passes = _count_layouts(monkeypatch)
+    passes = count_layout_passes(monkeypatch)
     app = make_app()
     async with app.run_test(size=(200, 60)) as pilot:
         screen = app.screen
