@@ -97,18 +97,67 @@ async def test_the_clock_repaints_the_ranks_only_when_the_samples_stop(monkeypat
         snap = dataclasses.replace(story_snapshot(0.88, "ready"), taken_at=T0)
         screen.apply_snapshot(snap)
         await pilot.pause()
-        calls = _refreshes(monkeypatch, bars)
+        asked: list[float] = []
+        monkeypatch.setattr(bars, "_refresh_changed_rows", lambda: asked.append(bars._now))
         painted_at = bars._now
         bars.tick(painted_at + 0.7)  # the clock between two samples
-        assert calls == []
-        bars.show(snap, painted_at + 1.0, bars._policy)  # the next sample paints
-        assert len(calls) == 1
+        assert asked == []
+        bars.show(snap, painted_at + 1.0, bars._policy)  # the next sample looks
+        assert asked == [painted_at + 1.0]
         bars.tick(painted_at + 1.9)
-        assert len(calls) == 1
+        assert len(asked) == 1
         bars.tick(painted_at + 2.4)  # no sample for 1.4 s: the ages count up on the clock
-        assert len(calls) == 2
         bars.tick(painted_at + 3.4)
-        assert len(calls) == 3
+        assert asked == [painted_at + 1.0, painted_at + 2.4, painted_at + 3.4]
+
+
+async def test_a_sample_repaints_only_the_rank_rows_that_read_differently(monkeypatch: Any) -> None:
+    """16 ranks and 2 hosts in a box that shows a few: an identical sample repaints no row on
+    screen; a rank whose memory moved repaints its own row; rows off screen are marked, and show
+    the new figures once scrolled to."""
+    from textual.containers import VerticalScroll
+
+    from cockpit.ui.widgets.rankbars import RankBars
+    from tests.ui.story import two_node_snapshot
+
+    def moved(snap: Any, rank_index: int, used: float) -> Any:
+        gpus = tuple(dataclasses.replace(g, used_gb=used) if i == rank_index else g for i, g in enumerate(snap.gpus))
+        return dataclasses.replace(snap, gpus=gpus)
+
+    app = make_app()
+    async with app.run_test(size=(140, 30)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        snap = two_node_snapshot()
+        screen.apply_snapshot(snap)
+        await pilot.pause(0.2)
+        bars = screen.query_one(RankBars)
+        first, end = bars._rows_on_screen() or (0, 0)
+        assert first == 0 and 2 < end <= 16  # the heading and some ranks on screen; TP15 (row 16) is not
+        rows: list[tuple[int, int]] = []
+        real = bars.refresh
+
+        def refresh(*regions: Any, **kw: Any) -> Any:
+            rows.extend((r.y, r.height) for r in regions)
+            if not regions:
+                rows.append((-1, -1))  # the whole widget
+            return real(*regions, **kw)
+
+        monkeypatch.setattr(bars, "refresh", refresh)
+        screen.apply_snapshot(snap)
+        assert rows == [(end, 19 - end)]  # nothing on screen repainted; the rest marked
+        rows.clear()
+        screen.apply_snapshot(moved(snap, 1, 60.0))  # TP1 is row 2
+        assert rows == [(2, 1), (end, 19 - end)]
+        await pilot.pause(0.1)
+        assert "60.0/" in screen_text(app)
+        rows.clear()
+        last = 15  # TP15, row 16: off screen
+        screen.apply_snapshot(moved(moved(snap, 1, 60.0), last, 33.3))
+        assert rows == [(end, 19 - end)]
+        screen.query_one("#bars-box", VerticalScroll).scroll_end(animate=False)
+        await pilot.pause(0.2)
+        assert "33.3/" in screen_text(app)
 
 
 async def test_the_header_repaints_only_when_its_words_change(monkeypatch: Any) -> None:
