@@ -207,3 +207,13 @@ async def test_a_row_joined_again_from_kept_strips_is_the_row_converted_whole() 
             assert list(got) == list(whole), age
         # the same halves again: the very strip of the last paint, not a new one
         assert cache.strip(bars, 3, row, width, tail=6) is got
+
+
+def test_a_samples_age_is_whole_seconds() -> None:
+    """Tenths changed every rank's row on every snapshot (and repainted it) while saying nothing
+    about freshness: samples come once a second."""
+    from cockpit.ui.format import UNKNOWN, sample_age
+
+    assert [sample_age(s) for s in (0.0, 0.4, 0.99, 1.0, 9.4, 59.9)] == ["0s", "0s", "0s", "1s", "9s", "59s"]
+    assert sample_age(-0.2) == "0s"  # a clock a little behind the agent's
+    assert sample_age(61) == "1m01s" and sample_age(None) == UNKNOWN

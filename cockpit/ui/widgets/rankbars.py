@@ -335,7 +335,7 @@ class RankBars(Widget):
         if util_w:
             util = "?" if gpu is None or gpu.util_pct is None else f"{gpu.util_pct:.0f}%"
             t.append(" " + util.rjust(util_w - 1), style=num_style)
-        age_cell = " " + fmt.short_duration(age).rjust(age_w)
+        age_cell = " " + fmt.sample_age(age).rjust(age_w)
         t.append(age_cell, style=num_style)
         self._tail = len(age_cell)  # render_line converts it apart from the rest of the row
         return t
