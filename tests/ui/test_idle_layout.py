@@ -217,3 +217,34 @@ def test_a_samples_age_is_whole_seconds() -> None:
     assert [sample_age(s) for s in (0.0, 0.4, 0.99, 1.0, 9.4, 59.9)] == ["0s", "0s", "0s", "1s", "9s", "59s"]
     assert sample_age(-0.2) == "0s"  # a clock a little behind the agent's
     assert sample_age(61) == "1m01s" and sample_age(None) == UNKNOWN
+
+
+async def test_a_snapshot_that_reads_the_same_does_not_rebuild_a_row(monkeypatch: Any) -> None:
+    """Between telemetry samples the dashboard gets snapshots for the engine's /metrics and the
+    /health probe; a new sample may read as the last (same memory, same whole-second age)."""
+    from cockpit.ui.widgets.rankbars import RankBars
+
+    app = make_app()
+    async with app.run_test(size=(140, 45)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        snap = dataclasses.replace(story_snapshot(0.88, "ready"), taken_at=T0)
+        bars = screen.query_one(RankBars)
+        bars.show(snap, T0, bars._policy)  # the first: rows appear, a layout
+        await pilot.pause()
+        bars.show(snap, T0, bars._policy)  # the rows on screen looked at once
+        built: list[int] = []
+        real = bars._row
+        monkeypatch.setattr(bars, "_row", lambda y: built.append(y) or real(y))
+        resampled = dataclasses.replace(snap, gpus=tuple(dataclasses.replace(g, sampled_at=g.sampled_at + 0.3) for g in snap.gpus))
+        bars.show(resampled, T0 + 0.3, bars._policy)  # ages 0.4 s → 0.4 s: "0s" both
+        bars.show(snap, T0 + 0.5, bars._policy)  # the /metrics snapshot: the same samples
+        assert built == []
+        bars.show(snap, T0 + 0.7, bars._policy)  # the samples 1.1 s old: "1s" — every rank row
+        assert len(built) >= 8
+        built.clear()
+        moved = dataclasses.replace(snap, gpus=tuple(dataclasses.replace(g, util_pct=12.0) for g in snap.gpus))
+        bars.show(moved, T0 + 0.7, bars._policy)
+        assert len(built) >= 8
+        await pilot.pause()
+        assert "12%" in str(screen_text(app))

@@ -108,6 +108,7 @@ class RankBars(Widget):
         self._strips = StripCache()  # rows that read as a second ago are not converted again
         self._tail = 0  # characters at the end of the row just built that change every second
         self._painted: dict[int, Strip] = {}  # by row: the strip last handed to Textual
+        self._painted_from: object = None  # everything the rows were last looked at for (_inputs)
 
     def show(
         self,
@@ -124,6 +125,7 @@ class RankBars(Widget):
         self._host_cache_gb_per_rank = host_cache_gb_per_rank
         self._host_cache_label = host_cache_label
         if self._row_count() != rows_before:
+            self._painted_from = None
             self.refresh(layout=True)
         else:
             self._refresh_changed_rows()
@@ -149,6 +151,12 @@ class RankBars(Widget):
         screen is rebuilt here (cheap, its strip kept when it reads the same: StripCache) and
         repainted only when its strip is not the one painted; a row off screen costs nothing to
         mark, and is then painted new when scrolled to."""
+        inputs = self._inputs()
+        if inputs == self._painted_from and self._painted:
+            # Nothing any row shows has changed (a snapshot for the engine's /metrics or a
+            # /health probe, or a sample that reads as the last): not even the rows are rebuilt.
+            return
+        self._painted_from = inputs
         seen = self._rows_on_screen()
         if seen is None or not self._painted:
             self.refresh()
@@ -163,6 +171,28 @@ class RankBars(Widget):
             self.refresh(Region(0, 0, width, first))
         if end < rows:
             self.refresh(Region(0, end, width, rows - end))
+
+    def _inputs(self) -> object:
+        """Everything a row reads, as a value compared with the last one's: the widget's own
+        settings, the run's ranks and phase, and each GPU's and host's figures with their age as
+        the rows say it (whole seconds, stale or not) — not the sample times themselves."""
+        snap, now = self._snapshot, self._now
+        if snap is None:
+            return None
+        stale = STALE_AFTER_S
+        gpus = tuple(
+            (g.host, g.index, g.used_gb, g.total_gb, g.util_pct, fmt.sample_age(now - g.sampled_at), now - g.sampled_at > stale)
+            for g in snap.gpus
+        )
+        hosts = tuple(
+            (h.host, h.mem_total_gb, h.mem_available_gb, fmt.short_duration(now - h.sampled_at) if now - h.sampled_at > stale else None)
+            for h in snap.hosts
+        )
+        return (
+            self.size.width, self._focus_rank, self._policy, self._host_cache_gb_per_rank, self._host_cache_label,
+            snap.state.device, snap.state.phase, snap.lifecycle, snap.state.host_cache_gb_per_rank,
+            snap.state.ranks, snap.rank_gpu, snap.gpu_processes, gpus, hosts,
+        )
 
     def _rows_on_screen(self) -> tuple[int, int] | None:
         """The rows [first, end) the screen shows now (the box scrolls); None: not on the screen's map."""
