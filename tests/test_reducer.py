@@ -370,3 +370,28 @@ def test_crash_rank_comes_from_the_prefix_not_the_gpu_index() -> None:
     assert oom[0].gpu == 4 and oom[0].requested_gib == 2.0 and oom[0].free_gib == 1.06
     assert st.crash is not None
     assert (st.crash.kind, st.crash.phase, st.crash.rank, st.crash.line) == ("cuda_oom", "decode", "TP12", text.count(b"\n"))
+
+
+def test_a_copy_is_independent_and_shares_the_series_points() -> None:
+    """The supervisor copies the state for every snapshot (a pickle round trip, deepcopy where
+    pickle cannot carry something): the copy equals the state, changing one never changes the
+    other, and the series' deques are new while their points (never changed) are shared."""
+    import copy as copy_module
+
+    a = state_of("sglang-0.5.9-kimi-0.93-prefill-oom.log")
+    assert a.gen_throughput and a.ranks
+    for reducer_memory in (a.reducer_memory, lambda: None):  # a lambda: pickle refuses, deepcopy copies
+        a.reducer_memory = reducer_memory
+        c = a.copy()
+        assert c == a and c.to_json() == a.to_json()
+        assert c.gen_throughput is not a.gen_throughput and c.gen_throughput.maxlen == a.gen_throughput.maxlen
+        assert all(p is q for p, q in zip(c.gen_throughput, a.gen_throughput, strict=True))
+        rank = next(iter(a.ranks))
+        c.ranks[rank].kv_gb = -1.0
+        c.gen_throughput.clear()
+        c.server_args["tp_size"] = 99
+        assert a.ranks[rank].kv_gb != -1.0 and a.gen_throughput and a.server_args.get("tp_size") != 99
+        assert c.crash is not a.crash and c.crash == a.crash
+    # the same result as the deep copy it replaces
+    memo = {id(d): copy_module.copy(d) for d in (a.gen_throughput, a.input_throughput, a.token_usage)}
+    assert a.copy() == copy_module.deepcopy(a, memo)

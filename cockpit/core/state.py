@@ -225,10 +225,14 @@ class RunState:
         # The series hold up to SERIES_MAX_POINTS points each, and a point is never changed once
         # appended: copy the deques, share the points. Deep-copying every point cost ~200 ms per
         # snapshot once the series were full (hours of serving), at 1-10 snapshots a second.
-        memo: dict[int, Any] = {
-            id(d): deque(d, maxlen=d.maxlen) for d in (self.gen_throughput, self.input_throughput, self.token_usage)
-        }
-        return copy.deepcopy(self, memo)
+        series = (self.gen_throughput, self.input_throughput, self.token_usage)
+        try:
+            # A pickle round trip is about twice as fast as deepcopy (the supervisor copies the
+            # state for every snapshot: 1.5 a second on an idle server, more when busy)
+            return _copy_by_pickle(self, series)
+        except Exception:  # something pickle cannot carry and deepcopy can: the slower way
+            memo: dict[int, Any] = {id(d): deque(d, maxlen=d.maxlen) for d in series}
+            return copy.deepcopy(self, memo)
 
     def to_json(self) -> dict[str, Any]:
         """The shape DESIGN.md fixes for `diagnose`, `check` and `status` (findings added by callers)."""
@@ -264,3 +268,48 @@ class RunState:
 def _setting_json(setting: tuple[str, float] | None) -> dict[str, Any] | None:
     """`memory_setting` in status/diagnose JSON: {"flag": "mem_fraction_static", "value": 0.88} or null."""
     return None if setting is None else {"flag": setting[0], "value": setting[1]}
+
+
+def _copy_by_pickle(state: RunState, series: tuple[deque[SeriesPoint], ...]) -> RunState:
+    """`state` through pickle, each of `series` replaced by a new deque holding the same points."""
+    import io
+
+    out_cls, in_cls, protocol = _series_picklers()
+    by_id = {id(d): d for d in series}
+    buf = io.BytesIO()
+    out_cls(buf, protocol, by_id).dump(state)
+    buf.seek(0)
+    copied = in_cls(buf, by_id).load()
+    assert isinstance(copied, RunState)
+    return copied
+
+
+_PICKLERS: tuple[Any, Any, int] | None = None
+
+
+def _series_picklers() -> tuple[Any, Any, int]:
+    """The pickler that leaves the series out by reference and the unpickler that puts a new deque
+    of the same points in their place (made once: pickle is imported only when a state is copied)."""
+    global _PICKLERS
+    if _PICKLERS is None:
+        import pickle
+
+        class SeriesOut(pickle.Pickler):
+            def __init__(self, buf: Any, protocol: int, by_id: dict[int, deque[SeriesPoint]]) -> None:
+                super().__init__(buf, protocol)
+                self.by_id = by_id
+
+            def persistent_id(self, obj: Any) -> int | None:
+                return id(obj) if type(obj) is deque and id(obj) in self.by_id else None
+
+        class SeriesIn(pickle.Unpickler):
+            def __init__(self, buf: Any, by_id: dict[int, deque[SeriesPoint]]) -> None:
+                super().__init__(buf)
+                self.by_id = by_id
+
+            def persistent_load(self, pid: Any) -> Any:
+                d = self.by_id[pid]
+                return deque(d, maxlen=d.maxlen)
+
+        _PICKLERS = (SeriesOut, SeriesIn, pickle.HIGHEST_PROTOCOL)
+    return _PICKLERS

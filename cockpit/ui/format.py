@@ -67,6 +67,15 @@ def short_duration(seconds: float | None) -> str:
     return f"{int(seconds) // 3600}h{int(seconds) % 3600 // 60:02d}m"
 
 
+def sample_age(seconds: float | None) -> str:
+    """A telemetry sample's age in whole seconds (`0s`: under a second), then as short_duration.
+    Samples come once a second: tenths would change a rank's row on every snapshot (and repaint
+    it) while telling the operator nothing about whether the sample is fresh."""
+    if seconds is None or seconds >= 60:
+        return short_duration(seconds)
+    return f"{max(0, int(seconds))}s"
+
+
 def phase_word(phase: str, lifecycle: str = "running") -> str:
     """The phase as the header shows it; a stop or restart in progress wins over the log's phase."""
     if lifecycle in ("stopping", "waiting_gpu_release"):

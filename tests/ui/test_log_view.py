@@ -7,6 +7,7 @@ from typing import Any
 
 from cockpit.ui.screens.dashboard import DashboardScreen
 from cockpit.ui.widgets.logpane import LogPane
+from tests.ui.layouts import count_layout_passes
 from tests.ui.screen_text import screen_lines, screen_text
 from tests.ui.story import story_log_lines, story_snapshot
 from tests.ui.test_dashboard_snapshots import make_app
@@ -148,16 +149,7 @@ async def test_a_new_line_moves_the_scroll_range_not_the_screens_layout(monkeypa
     once the pane overflows, a new line must not lay out the whole screen (a pass of the whole
     dashboard per batch of lines, for nothing), and the pane still follows the end. (A change that makes a scrollbar
     appear or go still lays out: the snapshots cover the first overflow.)"""
-    from textual.screen import Screen
-
-    passes: list[bool] = []
-    real = Screen._refresh_layout
-
-    def counted(self: Screen, size: Any = None, scroll: bool = False) -> None:
-        passes.append(scroll)
-        real(self, size, scroll)
-
-    monkeypatch.setattr(Screen, "_refresh_layout", counted)
+    passes = count_layout_passes(monkeypatch)
     app = make_app()
     async with app.run_test(size=(140, 45)) as pilot:
         screen = await _ready(pilot)

@@ -77,6 +77,7 @@ class GroupsStrip(Static):
         super().__init__("", **kwargs)
         self.current = current
         self.summaries = {s.role: s for s in summaries}
+        self._text: Text | None = None
 
     def on_mount(self) -> None:
         self._paint()
@@ -88,7 +89,13 @@ class GroupsStrip(Static):
     def _paint(self) -> None:
         lines = [group_line(s, s.role == self.current) for s in self.summaries.values()]
         lines.append(Text("  g: the other group's dashboard", style="dim"))
-        self.update(Text("\n").join(lines))
+        text = Text("\n").join(lines)
+        if text == self._text:
+            return
+        # Only a change in the number of lines can move the panels below: same height, no layout pass.
+        layout = self._text is None or len(text.plain.splitlines()) != len(self._text.plain.splitlines())
+        self._text = text
+        self.update(text, layout=layout)
 
     def text(self) -> str:
         """The strip as plain text (tests, screen dumps)."""

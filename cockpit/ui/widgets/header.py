@@ -41,14 +41,22 @@ class RunHeader(Widget):
         self._phase_since: float | None = None
         self._now = 0.0
         self._note = ""
+        self._painted: Text | None = None  # what the last paint showed
 
     def show(self, snapshot: RunSnapshot | None, phase_since: float | None, now: float, note: str = "") -> None:
         self._snapshot, self._phase_since, self._now, self._note = snapshot, phase_since, now, note
-        self.refresh()  # a fixed two-line height: no layout pass (it cost ~30 ms a snapshot)
+        self._refresh_if_changed()
 
     def tick(self, now: float) -> None:
         self._now = now
-        self.refresh()
+        self._refresh_if_changed()
+
+    def _refresh_if_changed(self) -> None:
+        # The 1 Hz clock and the 1 Hz snapshots both land here: two repaints a second of the same
+        # words on an idle server. Building the two lines is cheap; painting them is not. A fixed
+        # two-line height: no layout pass either (it cost ~30 ms a snapshot).
+        if self._painted is None or self._lines() != self._painted:
+            self.refresh()
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return 2
@@ -192,6 +200,10 @@ class RunHeader(Widget):
             line = self._join(parts)
         return line
 
-    def render(self) -> Text:
+    def _lines(self) -> Text:
         snap = self._snapshot
         return Text("\n", no_wrap=True, overflow="ellipsis").join([self._first_line(snap), self._second_line(snap)])
+
+    def render(self) -> Text:
+        self._painted = self._lines()
+        return self._painted

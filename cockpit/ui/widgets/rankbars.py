@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -107,6 +107,8 @@ class RankBars(Widget):
         self._names: list[str] = []
         self._strips = StripCache()  # rows that read as a second ago are not converted again
         self._tail = 0  # characters at the end of the row just built that change every second
+        self._painted: dict[int, Strip] = {}  # by row: the strip last handed to Textual
+        self._painted_from: object = None  # everything the rows were last looked at for (_inputs)
 
     def show(
         self,
@@ -122,16 +124,88 @@ class RankBars(Widget):
         self._focus_rank = focus_rank
         self._host_cache_gb_per_rank = host_cache_gb_per_rank
         self._host_cache_label = host_cache_label
-        self.refresh(layout=self._row_count() != rows_before)
+        if self._row_count() != rows_before:
+            self._painted_from = None
+            self.refresh(layout=True)
+        else:
+            self._refresh_changed_rows()
 
     def tick(self, now: float) -> None:
         """Ages only: the 1 Hz clock."""
-        if self._snapshot is not None and 0 <= now - self._now < 0.5:
-            # A snapshot (telemetry at 1 Hz) painted fresh ages moments ago: a second full repaint
-            # of every rank row would double the idle CPU (64 ranks: ~25 ms a paint).
+        if self._snapshot is not None and 0 <= now - self._now < 1.0:
+            # A snapshot (telemetry at 1 Hz) painted fresh ages less than a second ago: the ages on
+            # screen (whole seconds) are as new as this clock's, and a second full repaint of every
+            # rank row would double the idle CPU (64 ranks: ~25 ms a paint). The clock and the
+            # samples both tick at 1 Hz, at any phase to each other: under 0.5 s, half the ticks
+            # repainted. When the samples stop, this repaints each second and the ages count up.
             return
         self._now = now
-        self.refresh()
+        self._refresh_changed_rows()
+
+    def _refresh_changed_rows(self) -> None:
+        """Repaint the rows on screen that now read differently, and mark the rows off screen.
+
+        On an idle server a sample changes nothing a row shows (the same memory, 0 %, an age of
+        "0 s"): repainting the whole widget each second made Textual re-render and re-composite
+        every visible row for nothing, most of the idle dashboard's CPU at 64 ranks. A row on
+        screen is rebuilt here (cheap, its strip kept when it reads the same: StripCache) and
+        repainted only when its strip is not the one painted; a row off screen costs nothing to
+        mark, and is then painted new when scrolled to."""
+        inputs = self._inputs()
+        if inputs == self._painted_from and self._painted:
+            # Nothing any row shows has changed (a snapshot for the engine's /metrics or a
+            # /health probe, or a sample that reads as the last): not even the rows are rebuilt.
+            return
+        self._painted_from = inputs
+        seen = self._rows_on_screen()
+        if seen is None or not self._painted:
+            self.refresh()
+            return
+        first, end = seen
+        width, rows = self.size.width, self._row_count()
+        for y in range(first, end):
+            before = self._painted.get(y)
+            if before is None or self.render_line(y) is not before:
+                self.refresh(Region(0, y, width, 1))
+        if first > 0:
+            self.refresh(Region(0, 0, width, first))
+        if end < rows:
+            self.refresh(Region(0, end, width, rows - end))
+
+    def _inputs(self) -> object:
+        """Everything a row reads, as a value compared with the last one's: the widget's own
+        settings, the run's ranks and phase, and each GPU's and host's figures with their age as
+        the rows say it (whole seconds, stale or not) — not the sample times themselves."""
+        snap, now = self._snapshot, self._now
+        if snap is None:
+            return None
+        stale = STALE_AFTER_S
+        gpus = tuple(
+            (g.host, g.index, g.used_gb, g.total_gb, g.util_pct, fmt.sample_age(now - g.sampled_at), now - g.sampled_at > stale)
+            for g in snap.gpus
+        )
+        hosts = tuple(
+            (h.host, h.mem_total_gb, h.mem_available_gb, fmt.short_duration(now - h.sampled_at) if now - h.sampled_at > stale else None)
+            for h in snap.hosts
+        )
+        return (
+            self.size.width, self._focus_rank, self._policy, self._host_cache_gb_per_rank, self._host_cache_label,
+            snap.state.device, snap.state.phase, snap.lifecycle, snap.state.host_cache_gb_per_rank,
+            snap.state.ranks, snap.rank_gpu, snap.gpu_processes, gpus, hosts,
+        )
+
+    def _rows_on_screen(self) -> tuple[int, int] | None:
+        """The rows [first, end) the screen shows now (the box scrolls); None: not on the screen's map."""
+        try:
+            where = self.screen.find_widget(self)
+        except Exception:  # not mounted, hidden (the log maximised), or between layouts: paint it all
+            return None
+        top = where.region.y + self.content_offset.y
+        visible = where.visible_region
+        rows = self._row_count()
+        if not visible:
+            return (0, 0)
+        return (max(0, min(rows, visible.y - top)), max(0, min(rows, visible.bottom - top)))
 
     def _row_count(self) -> int:
         if self._snapshot is None:
@@ -153,11 +227,13 @@ class RankBars(Widget):
         self._tail = 0
         row = self._row(y)
         if row is None:
+            self._painted.pop(y, None)
             return Strip.blank(width, self.visual_style.rich_style)
         line = Text(no_wrap=True, overflow="crop")
         line.append_text(row)
         # a rank row's last cell is its sample's age, the only part that moves on an idle server
-        return self._strips.strip(self, y, line, width, tail=self._tail)
+        strip = self._painted[y] = self._strips.strip(self, y, line, width, tail=self._tail)
+        return strip
 
     def _row(self, y: int) -> Text | None:
         snap = self._snapshot
@@ -289,7 +365,7 @@ class RankBars(Widget):
         if util_w:
             util = "?" if gpu is None or gpu.util_pct is None else f"{gpu.util_pct:.0f}%"
             t.append(" " + util.rjust(util_w - 1), style=num_style)
-        age_cell = " " + fmt.short_duration(age).rjust(age_w)
+        age_cell = " " + fmt.sample_age(age).rjust(age_w)
         t.append(age_cell, style=num_style)
         self._tail = len(age_cell)  # render_line converts it apart from the rest of the row
         return t

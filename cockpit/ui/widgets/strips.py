@@ -19,11 +19,13 @@ from textual.widget import Widget
 class StripCache:
     """Strips of one widget's rows by row number (a row's entry is replaced when it changes)."""
 
-    __slots__ = ("_rows", "_shared")
+    __slots__ = ("_joined", "_rows", "_shared")
 
     def __init__(self) -> None:
         self._rows: dict[object, tuple[object, Strip]] = {}
         self._shared: dict[object, tuple[object, Strip]] = {}
+        # by row: its head strip, and the joined rows made from it by the tail strip's identity
+        self._joined: dict[int, tuple[Strip, dict[int, tuple[Strip, Strip]]]] = {}
 
     def strip(self, widget: Widget, y: int, row: Text, width: int, tail: int = 0) -> Strip:
         """Row `y` as a strip `width` cells wide. `tail`: that many characters at the row's end change
@@ -34,10 +36,23 @@ class StripCache:
             left = self._get((y, 0), widget, head, head_w)
             if width <= head_w:
                 return left
+            right = self._get(None, widget, end, width - head_w)
+            kept = self._joined.get(y)
+            if kept is None or kept[0] is not left:
+                kept = self._joined[y] = (left, {})
+            # both halves strips this row was joined from before (an idle rank: the same memory, its
+            # age "0 s" or "1 s"): the joined row too — joining, merging and offsetting was most of
+            # a repaint's cost
+            hit = kept[1].get(id(right))
+            if hit is not None and hit[0] is right:
+                return hit[1]
             # as one conversion would have made it: same-style neighbours merged, each segment's
             # selection offset counted from the row's start
-            joined = Strip.join([left, self._get(None, widget, end, width - head_w)])
-            return joined.discard_meta().simplify().apply_offsets(0, 0)
+            joined = Strip.join([left, right]).discard_meta().simplify().apply_offsets(0, 0)
+            if len(kept[1]) >= 8:  # a stale rank's age counts up: keep the few recent ones
+                kept[1].clear()
+            kept[1][id(right)] = (right, joined)
+            return joined
         return self._get(y, widget, row, width)
 
     def _get(self, slot: object, widget: Widget, row: Text, width: int) -> Strip:
@@ -59,3 +74,4 @@ class StripCache:
     def clear(self) -> None:
         self._rows.clear()
         self._shared.clear()
+        self._joined.clear()
