@@ -81,3 +81,40 @@ async def test_rows_that_read_as_before_are_not_converted_again() -> None:
             assert "GpuProcesses" in converted  # GPU0's row changed: converted again
         finally:
             strips.Visual.to_strips = to_strips  # type: ignore[method-assign]
+
+
+async def test_a_sample_repaints_only_the_gpu_rows_whose_sparklines_moved() -> None:
+    """A sample moves the sparklines of the GPUs whose figures changed; the others read as before
+    and are not repainted (the whole panel was, each second); rows off screen are marked."""
+    from typing import Any
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, DashboardScreen)
+        snap = two_node_snapshot()
+        screen.apply_snapshot(snap)
+        await pilot.pause()
+        panel = screen.query_one(GpuProcesses)
+        rows = len(screen.gpu_history.traces) + max(1, len(snap.gpu_processes))
+        first, end = panel._rows_on_screen(rows) or (0, 0)
+        assert first == 0 and 1 < end < rows
+        # two samples that read the same fill every trace's first points alike
+        for k in (1, 2):
+            same = tuple(dataclasses.replace(g, sampled_at=g.sampled_at + k) for g in snap.gpus)
+            screen.apply_snapshot(dataclasses.replace(snap, taken_at=snap.taken_at + k, gpus=same))
+            await pilot.pause()
+        repainted: list[Any] = []
+        real = panel.refresh
+
+        def refresh(*regions: Any, **kw: Any) -> Any:
+            repainted.extend((r.y, r.height) for r in regions) if regions else repainted.append("all")
+            return real(*regions, **kw)
+
+        panel.refresh = refresh  # type: ignore[method-assign]
+        later = [dataclasses.replace(g, sampled_at=g.sampled_at + 3) for g in snap.gpus]
+        later[1] = dataclasses.replace(later[1], used_gb=1.0)  # GPU1 of the first node: row 1
+        screen.apply_snapshot(dataclasses.replace(snap, taken_at=snap.taken_at + 3, gpus=tuple(later)))
+        assert repainted == [(1, 1), (end, rows - end)]  # GPU1's row; the rows off screen marked
+        await pilot.pause()
+        assert "1.0/" in panel.render_line(1).text

@@ -132,7 +132,7 @@ async def test_a_sample_repaints_only_the_rank_rows_that_read_differently(monkey
         screen.apply_snapshot(snap)
         await pilot.pause(0.2)
         bars = screen.query_one(RankBars)
-        first, end = bars._rows_on_screen() or (0, 0)
+        first, end = bars._rows_on_screen(bars._row_count()) or (0, 0)
         assert first == 0 and 2 < end <= 16  # the heading and some ranks on screen; TP15 (row 16) is not
         rows: list[tuple[int, int]] = []
         real = bars.refresh

@@ -13,7 +13,7 @@ from textual.widget import Widget
 from cockpit.face import GpuProcess, RunSnapshot
 from cockpit.ui import format as fmt
 from cockpit.ui.gpuhistory import GpuHistory, sparkline
-from cockpit.ui.widgets.strips import StripCache
+from cockpit.ui.widgets.strips import RowRepaint, StripCache
 
 SPARK = 20  # history cells per measure
 
@@ -25,7 +25,7 @@ def rank_of_gpu(snapshot: RunSnapshot, host: str, index: int) -> str | None:
     return None
 
 
-class GpuProcesses(Widget):
+class GpuProcesses(RowRepaint, Widget):
     DEFAULT_CSS = """
     GpuProcesses { height: auto; }
     """
@@ -42,6 +42,7 @@ class GpuProcesses(Widget):
         self._procs_of: object = None
         self._sorted: list[GpuProcess] = []
         self._strips = StripCache()  # rows that read as a second ago are not converted again
+        self._init_rows()
 
     def show(self, snapshot: RunSnapshot, history: GpuHistory | None = None, history_changed: bool = False) -> None:
         key = (snapshot.gpu_processes, tuple(snapshot.rank_gpu.items()))
@@ -54,7 +55,10 @@ class GpuProcesses(Widget):
         # move every telemetry sample (1 Hz); a layout pass for that re-arranged the whole
         # dashboard each second (idle CPU at 64 ranks 3.8 -> 3.2 %), so only a new row count asks for one.
         rows = (len(history.traces) if history is not None else 0) + max(1, len(snapshot.gpu_processes))
-        self.refresh(layout=rows != self._rows)
+        if rows != self._rows:
+            self.refresh(layout=True)
+        else:
+            self.repaint_changed_rows(rows)  # a sparkline moved: its row, not the panel
         self._rows = rows
 
     def _gpu_keys(self) -> list[tuple[str, int]]:
@@ -109,8 +113,11 @@ class GpuProcesses(Widget):
         width = self.size.width
         row = self._row(y)
         if row is None:
+            self.painted(y, None)
             return Strip.blank(width, self.visual_style.rich_style)
-        return self._strips.strip(self, y, row, width)
+        strip = self._strips.strip(self, y, row, width)
+        self.painted(y, strip)
+        return strip
 
     def _row(self, y: int) -> Text | None:
         keys = self._gpu_keys()

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
 from cockpit.face import GpuProcess, GpuSample, HostSample, RankMemory, RunSnapshot, rank_sort_key
 from cockpit.ui import format as fmt
-from cockpit.ui.widgets.strips import StripCache
+from cockpit.ui.widgets.strips import RowRepaint, StripCache
 
 STALE_AFTER_S = 5.0  # telemetry arrives about once a second; older than this is dimmed
 
@@ -69,7 +69,7 @@ def rank_names(snapshot: RunSnapshot) -> list[str]:
     return sorted(names, key=rank_sort_key)
 
 
-class RankBars(Widget):
+class RankBars(RowRepaint, Widget):
     """One row per rank across all nodes, then one row per host for RAM and the host cache's share
     (KV pages the engine keeps in host RAM, by its own name: SGLang's HiCache)."""
 
@@ -107,7 +107,7 @@ class RankBars(Widget):
         self._names: list[str] = []
         self._strips = StripCache()  # rows that read as a second ago are not converted again
         self._tail = 0  # characters at the end of the row just built that change every second
-        self._painted: dict[int, Strip] = {}  # by row: the strip last handed to Textual
+        self._init_rows()
         self._painted_from: object = None  # everything the rows were last looked at for (_inputs)
 
     def show(
@@ -143,34 +143,15 @@ class RankBars(Widget):
         self._refresh_changed_rows()
 
     def _refresh_changed_rows(self) -> None:
-        """Repaint the rows on screen that now read differently, and mark the rows off screen.
-
-        On an idle server a sample changes nothing a row shows (the same memory, 0 %, an age of
-        "0 s"): repainting the whole widget each second made Textual re-render and re-composite
-        every visible row for nothing, most of the idle dashboard's CPU at 64 ranks. A row on
-        screen is rebuilt here (cheap, its strip kept when it reads the same: StripCache) and
-        repainted only when its strip is not the one painted; a row off screen costs nothing to
-        mark, and is then painted new when scrolled to."""
+        """Repaint the rows on screen that now read differently (RowRepaint); none at all when
+        nothing a row reads has changed."""
         inputs = self._inputs()
         if inputs == self._painted_from and self._painted:
             # Nothing any row shows has changed (a snapshot for the engine's /metrics or a
             # /health probe, or a sample that reads as the last): not even the rows are rebuilt.
             return
         self._painted_from = inputs
-        seen = self._rows_on_screen()
-        if seen is None or not self._painted:
-            self.refresh()
-            return
-        first, end = seen
-        width, rows = self.size.width, self._row_count()
-        for y in range(first, end):
-            before = self._painted.get(y)
-            if before is None or self.render_line(y) is not before:
-                self.refresh(Region(0, y, width, 1))
-        if first > 0:
-            self.refresh(Region(0, 0, width, first))
-        if end < rows:
-            self.refresh(Region(0, end, width, rows - end))
+        self.repaint_changed_rows(self._row_count())
 
     def _inputs(self) -> object:
         """Everything a row reads, as a value compared with the last one's: the widget's own
@@ -194,19 +175,6 @@ class RankBars(Widget):
             snap.state.ranks, snap.rank_gpu, snap.gpu_processes, gpus, hosts,
         )
 
-    def _rows_on_screen(self) -> tuple[int, int] | None:
-        """The rows [first, end) the screen shows now (the box scrolls); None: not on the screen's map."""
-        try:
-            where = self.screen.find_widget(self)
-        except Exception:  # not mounted, hidden (the log maximised), or between layouts: paint it all
-            return None
-        top = where.region.y + self.content_offset.y
-        visible = where.visible_region
-        rows = self._row_count()
-        if not visible:
-            return (0, 0)
-        return (max(0, min(rows, visible.y - top)), max(0, min(rows, visible.bottom - top)))
-
     def _row_count(self) -> int:
         if self._snapshot is None:
             return 2
@@ -227,12 +195,13 @@ class RankBars(Widget):
         self._tail = 0
         row = self._row(y)
         if row is None:
-            self._painted.pop(y, None)
+            self.painted(y, None)
             return Strip.blank(width, self.visual_style.rich_style)
         line = Text(no_wrap=True, overflow="crop")
         line.append_text(row)
         # a rank row's last cell is its sample's age, the only part that moves on an idle server
-        strip = self._painted[y] = self._strips.strip(self, y, line, width, tail=self._tail)
+        strip = self._strips.strip(self, y, line, width, tail=self._tail)
+        self.painted(y, strip)
         return strip
 
     def _row(self, y: int) -> Text | None:
