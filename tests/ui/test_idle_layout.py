@@ -248,3 +248,28 @@ async def test_a_snapshot_that_reads_the_same_does_not_rebuild_a_row(monkeypatch
         assert len(built) >= 8
         await pilot.pause()
         assert "12%" in str(screen_text(app))
+
+
+async def test_a_hosts_ram_moving_by_kilobytes_rebuilds_no_row(monkeypatch: Any) -> None:
+    """The host's available RAM moves by a few kilobytes every sample; its row shows whole GB."""
+    from cockpit.ui.widgets.rankbars import RankBars
+    from tests.ui.story import two_node_snapshot
+
+    app = make_app()
+    async with app.run_test(size=(140, 45)) as pilot:
+        bars = app.screen.query_one(RankBars)
+        snap = two_node_snapshot()
+        bars.show(snap, T0, bars._policy)
+        await pilot.pause()
+        bars.show(snap, T0, bars._policy)
+        built: list[int] = []
+        real = bars._row
+        monkeypatch.setattr(bars, "_row", lambda y: built.append(y) or real(y))
+        hosts = tuple(dataclasses.replace(h, mem_available_gb=h.mem_available_gb - 0.00002) for h in snap.hosts)
+        bars.show(dataclasses.replace(snap, hosts=hosts), T0, bars._policy)
+        assert built == []
+        hosts = tuple(dataclasses.replace(h, mem_available_gb=h.mem_available_gb - 30) for h in snap.hosts)
+        bars.show(dataclasses.replace(snap, hosts=hosts), T0, bars._policy)  # 30 GB more used: shown
+        assert built
+        await pilot.pause()
+        assert "79/449 GB RAM used" in screen_text(app)

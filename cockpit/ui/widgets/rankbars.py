@@ -165,8 +165,12 @@ class RankBars(RowRepaint, Widget):
             (g.host, g.index, g.used_gb, g.total_gb, g.util_pct, fmt.sample_age(now - g.sampled_at), now - g.sampled_at > stale)
             for g in snap.gpus
         )
+        # a host's RAM moves by kilobytes every sample while its row shows whole GB (GiB to a
+        # tenth on a CPU engine) and a bar of cells: the row's words are its key (a few hosts)
+        label_w, bar_w = self._columns(rank_names(snap))[:2]
+        host_row = self._cpu_host_row if snap.state.device == "cpu" else None
         hosts = tuple(
-            (h.host, h.mem_total_gb, h.mem_available_gb, fmt.short_duration(now - h.sampled_at) if now - h.sampled_at > stale else None)
+            (host_row(h, label_w, bar_w) if host_row else self._host_row(snap, h, label_w, bar_w)).plain
             for h in snap.hosts
         )
         return (

@@ -104,10 +104,12 @@ class RowRepaint:
             return
         first, end = seen
         width = widget.size.width
-        for y in range(first, end):
-            before = self._painted.get(y)
-            if before is None or widget.render_line(y) is not before:
-                widget.refresh(Region(0, y, width, 1))
+        painted = self._painted
+        # every row built before the first refresh: a refresh empties the widget's cache of its
+        # component styles, and rebuilding them for each row was most of the cost of a snapshot
+        changed = [y for y in range(first, end) if (p := painted.get(y)) is None or widget.render_line(y) is not p]
+        for y in changed:
+            widget.refresh(Region(0, y, width, 1))
         if first > 0:
             widget.refresh(Region(0, 0, width, first))
         if end < rows:
