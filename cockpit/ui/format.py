@@ -68,12 +68,15 @@ def short_duration(seconds: float | None) -> str:
 
 
 def sample_age(seconds: float | None) -> str:
-    """A telemetry sample's age in whole seconds (`0s`: under a second), then as short_duration.
-    Samples come once a second: tenths would change a rank's row on every snapshot (and repaint
-    it) while telling the operator nothing about whether the sample is fresh."""
+    """A telemetry sample's age: `<2s` while the 1 Hz stream is current, then whole seconds, then
+    as short_duration. A sample is between 0 and about 1.5 s old when the next snapshot shows it:
+    tenths, or even `0s`/`1s`, changed every rank's row on every snapshot (and repainted it) while
+    telling the operator nothing about whether the stream is current."""
     if seconds is None or seconds >= 60:
         return short_duration(seconds)
-    return f"{max(0, int(seconds))}s"
+    if seconds < 2:
+        return "<2s"
+    return f"{int(seconds)}s"
 
 
 def phase_word(phase: str, lifecycle: str = "running") -> str:

@@ -209,13 +209,13 @@ async def test_a_row_joined_again_from_kept_strips_is_the_row_converted_whole() 
         assert cache.strip(bars, 3, row, width, tail=6) is got
 
 
-def test_a_samples_age_is_whole_seconds() -> None:
-    """Tenths changed every rank's row on every snapshot (and repainted it) while saying nothing
-    about freshness: samples come once a second."""
+def test_a_samples_age_is_under_two_seconds_then_whole_seconds() -> None:
+    """Tenths (and 0s/1s) changed every rank's row on every snapshot (and repainted it) while
+    saying nothing about freshness: samples come once a second, 0 to ~1.5 s old when shown."""
     from cockpit.ui.format import UNKNOWN, sample_age
 
-    assert [sample_age(s) for s in (0.0, 0.4, 0.99, 1.0, 9.4, 59.9)] == ["0s", "0s", "0s", "1s", "9s", "59s"]
-    assert sample_age(-0.2) == "0s"  # a clock a little behind the agent's
+    assert [sample_age(s) for s in (0.0, 0.4, 1.0, 1.99, 2.0, 9.4, 59.9)] == ["<2s", "<2s", "<2s", "<2s", "2s", "9s", "59s"]
+    assert sample_age(-0.2) == "<2s"  # a clock a little behind the agent's
     assert sample_age(61) == "1m01s" and sample_age(None) == UNKNOWN
 
 
@@ -237,10 +237,10 @@ async def test_a_snapshot_that_reads_the_same_does_not_rebuild_a_row(monkeypatch
         real = bars._row
         monkeypatch.setattr(bars, "_row", lambda y: built.append(y) or real(y))
         resampled = dataclasses.replace(snap, gpus=tuple(dataclasses.replace(g, sampled_at=g.sampled_at + 0.3) for g in snap.gpus))
-        bars.show(resampled, T0 + 0.3, bars._policy)  # ages 0.4 s → 0.4 s: "0s" both
-        bars.show(snap, T0 + 0.5, bars._policy)  # the /metrics snapshot: the same samples
+        bars.show(resampled, T0 + 0.3, bars._policy)  # ages 0.4 s → 0.4 s: "<2s" both
+        bars.show(snap, T0 + 1.2, bars._policy)  # the /metrics snapshot, the same samples 1.6 s old
         assert built == []
-        bars.show(snap, T0 + 0.7, bars._policy)  # the samples 1.1 s old: "1s" — every rank row
+        bars.show(snap, T0 + 1.7, bars._policy)  # the samples 2.1 s old: "2s" — every rank row
         assert len(built) >= 8
         built.clear()
         moved = dataclasses.replace(snap, gpus=tuple(dataclasses.replace(g, util_pct=12.0) for g in snap.gpus))
