@@ -91,6 +91,7 @@ class Supervisor:
         self._closed = asyncio.Event()
         self._watchers: list[asyncio.Task[Any]] = []  # follow, probe, telemetry: one per run
         self._following = False  # run() is following the run (its watchers restart with a restart)
+        self._ready_in_log = False  # the log's phase was ready at the last batch of lines
         self._publishing: asyncio.Task[Any] | None = None  # lives across restarts
         # where the server lives (its hosts, or a Slurm job): the one thing that differs by target
         self.target: Target = make_target(self, transports=transports, runs_root=runs_root,
@@ -134,10 +135,14 @@ class Supervisor:
         self.publisher.dirty = True
 
     def _probe_when_the_log_says_ready(self, lines: Sequence[LogLine]) -> None:
-        # READY rests on the log and /health: once the log says ready, probe at once rather than
-        # at the end of the 503 interval (up to HEALTH_INTERVAL_S later)
-        if self.fold.state.phase == "ready" and self.readiness.health != "200":
+        # READY rests on the log and /health: when the log turns ready, probe at once rather than
+        # at the end of the 503 interval (up to HEALTH_INTERVAL_S later). Once per turn, not for
+        # every batch of lines after it: a /health that keeps failing on a busy server would be
+        # probed at the log's batch rate (15 a second) instead of its interval.
+        ready = self.fold.state.phase == "ready"
+        if ready and not self._ready_in_log and self.readiness.health != "200":
             self.readiness.nudge()
+        self._ready_in_log = ready
 
     def _changed_and_notify(self) -> None:
         self.publisher.dirty = True

@@ -172,8 +172,11 @@ class ReadinessProbe:
         """The wait between probes, cut short by nudge()."""
         if self._nudged is None:
             self._nudged = asyncio.Event()
+        # not asyncio.wait_for: on 3.11 it can swallow a cancel that lands as the event is set, and
+        # stopping the watchers would then wait for this loop for ever (as Publisher.run says)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._nudged.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._nudged.wait()
         self._nudged.clear()
 
     def reset(self) -> None:

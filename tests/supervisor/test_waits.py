@@ -10,14 +10,17 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
 from cockpit.backends import get_backend
-from cockpit.core.profile import parse_profile
+from cockpit.core.profile import load_profile, parse_profile
 from cockpit.core.state import RunState
 from cockpit.supervisor.servingwatch import ServingWatch
+from cockpit.supervisor.supervisor import Supervisor
 from cockpit.supervisor.watch import ReadinessProbe
+from tests.supervisor.test_supervisor import env  # noqa: F401 - a simulated profile, stopped after
 
 METRICS = (
     "# TYPE sglang:generation_tokens_total counter\nsglang:generation_tokens_total 1200\n"
@@ -102,3 +105,35 @@ def test_the_readiness_pause_ends_when_nudged() -> None:
             await again
 
     asyncio.run(go())
+
+
+async def test_the_log_turning_ready_nudges_the_probe_once(env: Path) -> None:  # noqa: F811
+    """Once per turn to ready, not for every batch of lines after it: a /health that keeps failing
+    on a busy server must be probed at its interval, not at the log's batch rate."""
+    sup = Supervisor(load_profile(env))
+    nudges: list[str | None] = []
+    real = sup.readiness.nudge
+
+    def counted() -> None:
+        nudges.append(sup.readiness.health)
+        real()
+
+    sup.readiness.nudge = counted  # type: ignore[method-assign]
+    try:
+        sup.readiness.health = "503"
+        sup._probe_when_the_log_says_ready([])  # still starting: nothing
+        sup.fold.state.phase = "ready"
+        for _ in range(50):  # the log turned ready, then keeps writing
+            sup._probe_when_the_log_says_ready([])
+        assert nudges == ["503"]
+        sup.readiness.health = "unreachable"
+        for _ in range(50):
+            sup._probe_when_the_log_says_ready([])
+        assert nudges == ["503"]  # still the one: the probe's own interval does the rest
+        sup.fold.state.phase = "starting"  # a restart
+        sup._probe_when_the_log_says_ready([])
+        sup.fold.state.phase = "ready"
+        sup._probe_when_the_log_says_ready([])
+        assert nudges == ["503", "unreachable"]
+    finally:
+        await sup.close()
