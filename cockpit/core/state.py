@@ -9,6 +9,7 @@ JSON contract in DESIGN.md (`to_json`).
 from __future__ import annotations
 
 import copy
+import functools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, get_args
@@ -284,32 +285,27 @@ def _copy_by_pickle(state: RunState, series: tuple[deque[SeriesPoint], ...]) -> 
     return copied
 
 
-_PICKLERS: tuple[Any, Any, int] | None = None
-
-
+@functools.cache
 def _series_picklers() -> tuple[Any, Any, int]:
     """The pickler that leaves the series out by reference and the unpickler that puts a new deque
     of the same points in their place (made once: pickle is imported only when a state is copied)."""
-    global _PICKLERS
-    if _PICKLERS is None:
-        import pickle
+    import pickle
 
-        class SeriesOut(pickle.Pickler):
-            def __init__(self, buf: Any, protocol: int, by_id: dict[int, deque[SeriesPoint]]) -> None:
-                super().__init__(buf, protocol)
-                self.by_id = by_id
+    class SeriesOut(pickle.Pickler):
+        def __init__(self, buf: Any, protocol: int, by_id: dict[int, deque[SeriesPoint]]) -> None:
+            super().__init__(buf, protocol)
+            self.by_id = by_id
 
-            def persistent_id(self, obj: Any) -> int | None:
-                return id(obj) if type(obj) is deque and id(obj) in self.by_id else None
+        def persistent_id(self, obj: Any) -> int | None:
+            return id(obj) if type(obj) is deque and id(obj) in self.by_id else None
 
-        class SeriesIn(pickle.Unpickler):
-            def __init__(self, buf: Any, by_id: dict[int, deque[SeriesPoint]]) -> None:
-                super().__init__(buf)
-                self.by_id = by_id
+    class SeriesIn(pickle.Unpickler):
+        def __init__(self, buf: Any, by_id: dict[int, deque[SeriesPoint]]) -> None:
+            super().__init__(buf)
+            self.by_id = by_id
 
-            def persistent_load(self, pid: Any) -> Any:
-                d = self.by_id[pid]
-                return deque(d, maxlen=d.maxlen)
+        def persistent_load(self, pid: Any) -> Any:
+            d = self.by_id[pid]
+            return deque(d, maxlen=d.maxlen)
 
-        _PICKLERS = (SeriesOut, SeriesIn, pickle.HIGHEST_PROTOCOL)
-    return _PICKLERS
+    return SeriesOut, SeriesIn, pickle.HIGHEST_PROTOCOL

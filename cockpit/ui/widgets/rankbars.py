@@ -134,7 +134,7 @@ class RankBars(RowRepaint, Widget):
         """Ages only: the 1 Hz clock."""
         if self._snapshot is not None and 0 <= now - self._now < 1.0:
             # A snapshot (telemetry at 1 Hz) painted fresh ages less than a second ago: the ages on
-            # screen (whole seconds) are as new as this clock's, and a second full repaint of every
+            # screen (`<2s`, then whole seconds) are as new as this clock's, and a second repaint of every
             # rank row would double the idle CPU (64 ranks: ~25 ms a paint). The clock and the
             # samples both tick at 1 Hz, at any phase to each other: under 0.5 s, half the ticks
             # repainted. When the samples stop, this repaints each second and the ages count up.

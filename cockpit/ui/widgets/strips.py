@@ -25,8 +25,8 @@ class StripCache:
     def __init__(self) -> None:
         self._rows: dict[object, tuple[object, Strip]] = {}
         self._shared: dict[object, tuple[object, Strip]] = {}
-        # by row: its head strip, and the joined rows made from it by the tail strip's identity
-        self._joined: dict[int, tuple[Strip, dict[int, tuple[Strip, Strip]]]] = {}
+        # by row: the head and tail strips it was last joined from, and the joined strip
+        self._joined: dict[int, tuple[Strip, Strip, Strip]] = {}
 
     def strip(self, widget: Widget, y: int, row: Text, width: int, tail: int = 0) -> Strip:
         """Row `y` as a strip `width` cells wide. `tail`: that many characters at the row's end change
@@ -39,20 +39,15 @@ class StripCache:
                 return left
             right = self._get(None, widget, end, width - head_w)
             kept = self._joined.get(y)
-            if kept is None or kept[0] is not left:
-                kept = self._joined[y] = (left, {})
-            # both halves strips this row was joined from before (an idle rank: the same memory, its
-            # age "0 s" or "1 s"): the joined row too — joining, merging and offsetting was most of
-            # a repaint's cost
-            hit = kept[1].get(id(right))
-            if hit is not None and hit[0] is right:
-                return hit[1]
+            # both halves the very strips of the last join (an idle rank: the same memory, its age
+            # "<2s"): the joined row too — and the same strip object, which is how RowRepaint
+            # sees that the row has not changed
+            if kept is not None and kept[0] is left and kept[1] is right:
+                return kept[2]
             # as one conversion would have made it: same-style neighbours merged, each segment's
             # selection offset counted from the row's start
             joined = Strip.join([left, right]).discard_meta().simplify().apply_offsets(0, 0)
-            if len(kept[1]) >= 8:  # a stale rank's age counts up: keep the few recent ones
-                kept[1].clear()
-            kept[1][id(right)] = (right, joined)
+            self._joined[y] = (left, right, joined)
             return joined
         return self._get(y, widget, row, width)
 
