@@ -37,6 +37,10 @@ Fixtures (import nothing; pytest finds them by name):
 `sim_gpu_dir` (function) -> Path: an empty directory for the simulator's GPU state; set it as
     COCKPIT_SIM_GPU_DIR (or pass --sim-dir) in the process under test.
 
+`both_counts` (function, parametrized "simd" / "python") -> str: runs the test once with the bulk
+    scanners' SIMD count (stringzilla) and once with `bytes.count` (the path of a platform with no
+    wheel). Use it as `pytestmark = pytest.mark.usefixtures("both_counts")`.
+
 If /usr/sbin/sshd is missing the SSH fixtures FAIL (never skip): `.ci/run` installs openssh-server.
 """
 
@@ -457,6 +461,19 @@ class FakeNvidiaSmi:
         target = self.dir / "nvidia-smi"
         target.write_text(scripts[variant])
         target.chmod(0o755)
+
+
+@pytest.fixture(params=["simd", "python"])
+def both_counts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    from cockpit.core import bytecount
+
+    if request.param == "simd":
+        assert bytecount.is_fast(), "stringzilla is a declared dependency: the SIMD count must load"
+    else:
+        # forked parse workers inherit the variable; this process reads the patched function
+        monkeypatch.setenv("COCKPIT_BYTECOUNT", "python")
+        monkeypatch.setattr(bytecount, "counter", lambda: bytecount._bytes_count)
+    return str(request.param)
 
 
 @pytest.fixture

@@ -25,6 +25,9 @@ from cockpit.core import events as ev
 from cockpit.core.reducer import apply, end_of_input
 from cockpit.core.state import RunState
 
+# the bulk scan with the SIMD count and with bytes.count: the same answers (core/bytecount.py)
+pytestmark = pytest.mark.usefixtures("both_counts")
+
 DATA = Path(__file__).resolve().parent / "data"
 LOGS = sorted(DATA.glob("sglang-*.log")) + sorted((DATA / "real" / "sglang").glob("*.log"))
 ROUTINE = (ev.DecodeBatch, ev.PrefillBatch, ev.HttpAccess)

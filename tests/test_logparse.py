@@ -19,6 +19,9 @@ from cockpit.core import events as ev
 from cockpit.core.reducer import apply
 from cockpit.core.state import RunState
 
+# the bulk scan with the SIMD count and with bytes.count: the same answers (core/bytecount.py)
+pytestmark = pytest.mark.usefixtures("both_counts")
+
 DATA = Path(__file__).parent / "data"
 
 
