@@ -40,6 +40,25 @@ def counter() -> Count:
     return simd
 
 
+def _bytes_has_any(buf: bytes, byteset: bytes, start: int, end: int) -> bool:
+    part = buf[start:end]
+    return len(part.translate(None, byteset)) != len(part)
+
+
+@functools.cache
+def any_of() -> Callable[[bytes, bytes, int, int], bool]:
+    """Whether buf[start:end] holds any byte of a set: StringZilla's SIMD `find_first_of` (~7 ms over
+    the 67 MB busy vLLM log), else a `translate` that deletes the set (~10 times as long)."""
+    if not is_fast():
+        return _bytes_has_any
+    from stringzilla import find_first_of
+
+    def has_any(buf: bytes, byteset: bytes, start: int, end: int) -> bool:
+        return bool(find_first_of(buf, byteset, start, end) != -1)
+
+    return has_any
+
+
 def is_fast() -> bool:
     """Whether counter() is the SIMD one (the pure-Python scanners keep their own tricks for `bytes`)."""
     return counter() is not _bytes_count

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from cockpit.backends.vllm import bulk
 from cockpit.backends.vllm.sniff import MESSAGES
 from cockpit.core import events as ev
 from cockpit.core.events import Event
@@ -38,6 +39,9 @@ LINE_CAP = 64 * 1024
 # `lines_cut`; `diagnose` says so): every pattern is linear, this bounds the cost of a hostile file
 CLASSIFY_CAP = 16 * 1024
 READ_CHUNK = 1 << 20
+# A feed of at least this many bytes (a file read in 1 MiB chunks, not a live tail) takes the bulk
+# path (bulk.py) once the server is ready
+BULK_BYTES = 64 * 1024
 
 _GROUP = r"\([^()]*? pid=\d+(?:, ip=[^)]*)?\) "
 _RX_RECORD = re.compile(
@@ -295,16 +299,36 @@ class VLLMLogParser:
         if not data:
             return out
         buf = self._pending + data
+        if self._ready and len(buf) >= BULK_BYTES:
+            end = buf.rfind(b"\n") + 1
+            self._pending = buf[end:]
+            if len(self._pending) > LINE_CAP * 4:
+                self._pending = self._pending[-LINE_CAP:]  # as below
+            bulk.scan(buf, 0, end, CLASSIFY_CAP, self._each, self._access_lines, out)
+            return out
         lines = buf.split(b"\n")
         self._pending = lines.pop()
         if len(self._pending) > LINE_CAP * 4:
             self._pending = self._pending[-LINE_CAP:]  # a bar redrawn for hours: keep its tail
+        self._each(lines, out)
+        return out
+
+    def _each(self, lines: list[bytes], out: list[Event]) -> None:
         for raw in lines:
             self._lines += 1
             if len(raw) > CLASSIFY_CAP:
                 self._count_cut(raw)
             self.classify(self._lines, _clean(raw), out)
-        return out
+
+    def _access_lines(self, n: int) -> bool:
+        """n uvicorn access lines went by (bulk.py proved them): what `classify` does with each once
+        the server is ready. False while a learnt wrapper must come off them first."""
+        if self._wrappers or not self._ready:
+            return False
+        self._lines += n
+        self.recognised += n
+        self._last_was_vllm = True
+        return True
 
     def _count_cut(self, raw: bytes) -> None:
         raw = raw.rstrip(b"\r")
