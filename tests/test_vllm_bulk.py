@@ -27,16 +27,28 @@ STATS = ("(APIServer pid=41877) INFO 11-29 08:{m:02d}:{s:02d} [loggers.py:335] E
          "GPU KV cache usage: 17.4%, Prefix cache hit rate: 41.3%")
 
 
-def _access(rnd: random.Random) -> str:
+# uvicorn's access lines as vLLM < 0.11 prints them, as vLLM >= 0.11 does (its API server's process in
+# front), and as several API servers do (`--api-server-count`: pids interleaved)
+PREFIXES = {"bare": ("",), "apiserver": ("(APIServer pid=41877) ",),
+            "two-servers": ("(APIServer pid=41877) ", "(APIServer pid=41878) ")}
+
+
+def _access(rnd: random.Random, prefix: str) -> str:
     path = rnd.choice(["/v1/completions", "/v1/chat/completions", "/health", "/metrics"])
     verb = "GET" if path in ("/health", "/metrics") else "POST"
-    return f'INFO:     10.0.{rnd.randrange(4)}.{rnd.randrange(2, 250)}:{rnd.randrange(30000, 61000)} - "{verb} {path} HTTP/1.1" 200 OK'
+    return (f'{prefix}INFO:     10.0.{rnd.randrange(4)}.{rnd.randrange(2, 250)}:{rnd.randrange(30000, 61000)} - '
+            f'"{verb} {path} HTTP/1.1" 200 OK')
 
 
-def _traffic(rnd: random.Random, n: int) -> bytes:
+def _traffic(rnd: random.Random, n: int, kind: str = "bare") -> bytes:
     out = []
+    prefixes = PREFIXES[kind]
     for i in range(n):
-        out.append(STATS.format(m=i // 60 % 60, s=i % 60) if i % 300 == 299 else _access(rnd))
+        if i % 300 == 299:
+            out.append(STATS.format(m=i // 60 % 60, s=i % 60))
+        else:
+            # two servers: runs of one pid, then the other (each answers a burst)
+            out.append(_access(rnd, prefixes[i // 97 % len(prefixes)]))
     return ("\n".join(out) + "\n").encode()
 
 
@@ -73,16 +85,18 @@ def test_the_corpora_are_there() -> None:
 @pytest.mark.parametrize("log", LOGS, ids=[p.name for p in LOGS])
 def test_bulk_path_reads_what_the_line_by_line_path_reads(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rnd = random.Random(log.name)
+    kind = rnd.choice(sorted(PREFIXES))
     body = log.read_bytes()
     if body and not body.endswith(b"\n"):
         body += b"\n"
     # a ready server (the healthy log), its traffic, the log under test, more traffic
-    data = HEALTHY.read_bytes() + _traffic(rnd, 3000) + body + _traffic(rnd, 3000)
+    data = HEALTHY.read_bytes() + _traffic(rnd, 3000, kind) + body + _traffic(rnd, 3000, kind)
     _both(data, monkeypatch, chunk=100_003)  # several feeds: the ones after the ready line go in bulk
 
 
-def test_a_busy_ready_log_is_counted_not_classified(monkeypatch: pytest.MonkeyPatch) -> None:
-    data = HEALTHY.read_bytes() + _traffic(random.Random(1), 20_000)
+@pytest.mark.parametrize("kind", sorted(PREFIXES))
+def test_a_busy_ready_log_is_counted_not_classified(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = HEALTHY.read_bytes() + _traffic(random.Random(1), 20_000, kind)
     seen: list[int] = []
     real = VLLMLogParser._classify
 
@@ -114,19 +128,24 @@ _TRICKY = [
     '  File "/usr/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 700, in run_engine_core',
     'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.',
     'INFO:     10.0.0.1:5 - "POST /v1/completions HTTP/1.1" ' + 'y' * 17_000,  # over the classify cap
+    '(APIServer pid=41877) INFO:     Shutting down',
+    '(APIServer pid=41877) ' + 'z' * 70 + ') INFO:     10.0.0.1:5 - "GET /health HTTP/1.1" 200 OK',
+    '(APIServer pid=4x) INFO:     10.0.0.1:5 - "GET /health HTTP/1.1" 200 OK',
+    '(APIServer pid=41877) INFO 11-29 08:14:02 [launcher.py:46] Route: /health, Methods: GET',
     '',
 ]
 
 
 @settings(max_examples=60, deadline=None)
 @given(picks=st.lists(st.tuples(st.integers(0, len(_TRICKY) - 1), st.integers(1, 400)), min_size=1, max_size=12),
-       chunk=st.sampled_from([70_001, 200_000]), seed=st.integers(0, 1000))
-def test_tricky_lines_amid_traffic_read_the_same(picks: list[tuple[int, int]], chunk: int, seed: int) -> None:
+       chunk=st.sampled_from([70_001, 200_000]), seed=st.integers(0, 1000), kind=st.sampled_from(sorted(PREFIXES)))
+def test_tricky_lines_amid_traffic_read_the_same(picks: list[tuple[int, int]], chunk: int, seed: int,
+                                                 kind: str) -> None:
     rnd = random.Random(seed)
-    parts = [HEALTHY.read_bytes(), _traffic(rnd, 2500)]  # ready, and past the first feed
+    parts = [HEALTHY.read_bytes(), _traffic(rnd, 2500, kind)]  # ready, and past the first feed
     for which, gap in picks:
-        parts.append(_traffic(rnd, gap))
+        parts.append(_traffic(rnd, gap, kind))
         parts.append(_TRICKY[which].encode() + b"\n")
-    parts.append(_traffic(rnd, 2000))
+    parts.append(_traffic(rnd, 2000, kind))
     with pytest.MonkeyPatch.context() as mp:
         _both(b"".join(parts), mp, chunk)

@@ -6,21 +6,22 @@ count it as vLLM's (the /health 200 it looks for matters only before the server 
 by line they cost ~1.5 µs each: `cockpit diagnose` of a 1M-line busy log took 1.5 s, ~25 times the
 operator's `grep`. Here a block of complete lines is cut into 8 KiB pieces, and a piece is proved to
 be access lines only by counts at memory speed (core/bytecount.py): as many lines as lines that
-start with `INFO:     ` (uvicorn's level and its padding) and as many ` HTTP/1.` marks, with no byte
-that would make `_clean` change the text (a control, a non-ASCII byte, the `[` of its pasted-colour
-rule) and no line over the classify cap (a piece of at most CLASSIFY_CAP bytes). Such a line is
-exactly what `_classify`'s first test takes for an access line (`INFO:  ` at its start, so in its
-first 80 characters). A piece that fails is cut in eight and each part asked again; below 1 KiB
-its lines are told apart one by one with the same test on each line, and the others classified as
-before, in order.
+start as the piece's first line does — `INFO:     ` (uvicorn's level and its padding), or vLLM's
+process prefix and that (`(APIServer pid=41877) INFO:     `, vLLM >= 0.11, the same pid) — and as
+many ` HTTP/1.` marks, with no byte that would make `_clean` change the text (a control, a
+non-ASCII byte, the `[` of its pasted-colour rule) and no line over the classify cap (a piece of at
+most CLASSIFY_CAP bytes). Such a line is exactly what `_classify`'s first test takes for an access
+line (`INFO:  ` within its first 30 characters, so in its first 80). A piece that fails is cut in
+eight and each part asked again; below 1 KiB its lines are told apart one by one with
+`_classify`'s own test, and the others classified as before, in order.
 
 What the counts cannot see: a piece whose lines all start with `INFO:     ` but where one holds
 two ` HTTP/1.` marks and another none (uvicorn's own lines without a request, such as `Shutting
 down`, beside a line with two request lines in it). uvicorn prints one request per line and quotes
 its path, so the case needs a line no server of this kind writes; docs/ARCHITECTURE.md says so.
 
-Access lines with vLLM's process prefix (`(APIServer pid=1) INFO:     …`) are not proved here and
-go the line-by-line way (exact, at the old speed).
+Access lines of several API servers interleaved (`--api-server-count`) are proved in the smaller
+pieces where one pid runs, or told apart line by line.
 """
 
 from __future__ import annotations
@@ -38,8 +39,21 @@ SMALLEST = 1024  # below this a piece's lines are read one by one
 # bytes that make `_clean` change a line (controls, DEL, non-ASCII) or may (`[`: pasted colour codes)
 _NOT_PLAIN = bytes([*range(0x0A), *range(0x0B, 0x20), *range(0x7F, 0x100), ord("[")])
 _NOT_PLAIN_BUT_BRACKET = _NOT_PLAIN[:-1]
-_ACCESS_START = b"\nINFO:     "  # uvicorn's access line, at a line's start (the newline before it)
+_UVICORN = b"INFO:     "  # uvicorn's level and its padding: an access line's start
+_PREFIX = b"(APIServer pid="  # vLLM >= 0.11 puts the API server's process in front of each line
 _ACCESS_MARK = b" HTTP/1."
+
+
+def _head(buf: bytes, a: int, b: int) -> bytes | None:
+    """The newline and the start every access line of the piece shares with its first line
+    (`\nINFO:     ` or `\n(APIServer pid=N) INFO:     `), or None if the first line has neither."""
+    if buf.startswith(_UVICORN, a):
+        return b"\n" + _UVICORN
+    if buf.startswith(_PREFIX, a):
+        close = buf.find(b") " + _UVICORN, a + len(_PREFIX), min(a + 40, b))
+        if close != -1 and buf[a + len(_PREFIX) : close].isdigit():
+            return b"\n" + buf[a : close + 2 + len(_UVICORN)]
+    return None
 
 
 def scan(buf: bytes, s: int, e: int, classify_cap: int, each: Callable[[list[bytes], list[Event]], None],
@@ -55,9 +69,14 @@ def scan(buf: bytes, s: int, e: int, classify_cap: int, each: Callable[[list[byt
         """The number of lines of buf[a:b] when all are plain access lines, else -1."""
         if b - a > classify_cap or any_of(buf, _NOT_PLAIN, a, b):
             return -1
+        # every line must start as the piece's first line does: `INFO:     `, or vLLM's process prefix
+        # then `INFO:     ` (`(APIServer pid=41877) INFO:     `, the same pid), so `INFO:  ` is in
+        # each line's first 80 characters
+        head = _head(buf, a, b)
+        if head is None:
+            return -1
         n = count(buf, b"\n", a, b)
-        starts = count(buf, _ACCESS_START, a - 1, b) if a else (
-            count(buf, _ACCESS_START, 0, b) + buf.startswith(_ACCESS_START[1:]))
+        starts = count(buf, head, a - 1, b) if a else count(buf, head, 0, b) + 1
         return n if starts == n and count(buf, _ACCESS_MARK, a, b) == n else -1
 
     def walk(a: int, b: int, size: int) -> None:
@@ -80,7 +99,8 @@ def scan(buf: bytes, s: int, e: int, classify_cap: int, each: Callable[[list[byt
         line as `proved` makes on a piece), the others classified."""
         run: list[bytes] = []
         for raw in raw_lines:
-            if raw.startswith(_ACCESS_START[1:]) and _ACCESS_MARK in raw and b"[" not in raw:
+            # `_classify`'s own test, on a line whose bytes are its text
+            if _ACCESS_MARK in raw and b"INFO:  " in raw[:80] and b"[" not in raw and raw[:1] != b"{":
                 run.append(raw)
                 continue
             if run and not access(len(run)):
