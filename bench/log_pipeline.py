@@ -1,4 +1,4 @@
-"""Benchmark: `cockpit diagnose --json` on a busy SGLang log vs `grep -E` for the usual error words.
+"""Benchmark: `cockpit diagnose --json` on a busy SGLang (or vLLM) log vs `grep -E` for the usual error words.
 
 The promise (docs and brief): diagnosing a busy log costs at most 3x (goal 2x) what the operator's
 old grep costs on the same file. The log is generated here: the startup of 8 ranks (0.5.9 format),
@@ -8,6 +8,7 @@ subprocesses on the same file, several times; the medians are compared.
 
     python bench/log_pipeline.py                  # 1M lines
     python bench/log_pipeline.py --lines 10000000 # 10M lines (about 1.4 GB)
+    python bench/log_pipeline.py --engine vllm    # a busy vLLM log (its parser's bulk path)
 """
 
 from __future__ import annotations
@@ -83,6 +84,46 @@ def crash(t: int) -> list[str]:
         f"[{_ts(t)}] SIGQUIT received. signum=None, frame=None. It usually means one child failed.",
         "Killed",
     ]
+
+
+_VLLM_CRASH = Path(__file__).resolve().parent.parent / "tests" / "data" / "vllm-0.33.0-qwen32b-tp2-0.97-prefill-oom.log"
+
+
+def generate_vllm(path: Path, lines: int, seed: int = 1) -> None:
+    """A busy vLLM >= 0.11 log: the start-up of tests/data's TP=2 prefill-OOM log up to its first
+    request, then ~40 requests a second (uvicorn's access lines behind vLLM's `(APIServer pid=N)`
+    prefix) with vLLM's stats line every 10 s, then that log's crash, moved to the traffic's end."""
+    rnd = random.Random(seed)
+    src = _VLLM_CRASH.read_text(encoding="utf-8").splitlines()
+    cut = next(i for i, line in enumerate(src) if "HTTP/1.1" in line)
+    head, tail = src[:cut], src[cut:]
+    tail = [line for line in tail if "HTTP/1.1" not in line and "throughput" not in line]
+    n = max(0, lines - len(head) - len(tail))
+    t0 = 10 * 3600
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(head) + "\n")
+        buf: list[str] = []
+        for i in range(n):
+            if i % 400 == 399:
+                t = t0 + i // 40
+                buf.append(f"(APIServer pid=41877) INFO 11-29 {t // 3600 % 24:02d}:{t % 3600 // 60:02d}:{t % 60:02d} "
+                           f"[loggers.py:335] Engine 000: Avg prompt throughput: {rnd.uniform(1000, 3000):.1f} tokens/s, "
+                           f"Avg generation throughput: {rnd.uniform(500, 1500):.1f} tokens/s, Running: {rnd.randrange(1, 64)} "
+                           f"reqs, Waiting: 0 reqs, GPU KV cache usage: {rnd.uniform(5, 60):.1f}%, Prefix cache hit rate: "
+                           f"{rnd.uniform(10, 60):.1f}%\n")
+            else:
+                r = rnd.random()
+                path_ = "/v1/chat/completions" if r < 0.9 else ("/health" if r < 0.96 else "/metrics")
+                buf.append(f'(APIServer pid=41877) INFO:     10.0.{rnd.randrange(4)}.{rnd.randrange(2, 250)}:'
+                           f'{rnd.randrange(30000, 61000)} - "{"POST" if path_.startswith("/v1") else "GET"} {path_} '
+                           f'HTTP/1.1" 200 OK\n')
+            if len(buf) >= 10000:
+                f.write("".join(buf))
+                buf.clear()
+        f.write("".join(buf))
+        end = t0 + n // 40
+        stamp = f"11-29 {end // 3600 % 24:02d}:{end % 3600 // 60:02d}:{end % 60:02d}"
+        f.write("\n".join(line.replace("11-29 10:02:10", stamp) for line in tail) + "\n")
 
 
 def generate(path: Path, lines: int, seed: int = 1) -> None:
@@ -177,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=5, help="timed runs of each command (median reported)")
     ap.add_argument("--log", type=Path, default=None, help="use (or keep) the log at this path instead of a temp file")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--engine", choices=("sglang", "vllm"), default="sglang",
+                    help="whose busy log to generate (default sglang; vllm: the bulk path of its parser)")
     args = ap.parse_args(argv)
     grep = shutil.which("grep")
     if grep is None:
@@ -190,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not path.exists() or args.log is None:
             t = time.perf_counter()
-            generate(path, args.lines)
+            (generate_vllm if args.engine == "vllm" else generate)(path, args.lines)
             gen_s = time.perf_counter() - t
         else:
             gen_s = 0.0
