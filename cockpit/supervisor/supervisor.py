@@ -214,6 +214,11 @@ class Supervisor:
         """What watches a run (each node's log, readiness, telemetry…) is the target's list."""
         self._watchers = self.target.watchers()
 
+    @property
+    def following(self) -> bool:
+        """run() is following the run (between its start and its end, across restarts)."""
+        return self._following
+
     async def run(self) -> None:
         """Follow every node's log, telemetry and the readiness probe until stop() or close().
         The publisher runs as long as this does, across restarts."""

@@ -4,8 +4,8 @@ No Textual here (tests/ui/test_runcontrol.py drives it against the simulator wit
 checks in a fresh interpreter that neither textual nor rich is loaded). The dashboard owns one
 `RunControl` and runs its coroutines in workers; the control says what happened through three
 callbacks the screen turns into messages (`on_snapshot`, `on_logs`, `on_event`), and the screen's
-handlers own the state drawn from them. What the control keeps is its own: the Supervisor, whether
-a follow loop is running (`following`) and which action is under way (`busy`).
+handlers own the state drawn from them. What the control keeps is its own: the Supervisor and which
+action is under way (`busy`); whether a follow loop is running (`following`) is the Supervisor's word.
 
 The API, each an `async` method the screen runs in a worker:
 - `launch(ask_if_crashed)`: attach to the profile's live run, else show its last run if it crashed
@@ -106,7 +106,6 @@ class RunControl:
         self.on_snapshot = on_snapshot
         self.on_logs = on_logs
         self.supervisor: Any = None
-        self.following = False  # a follow loop (Supervisor.run) is running
         self.busy: str | None = None  # "stopping" / "restarting" while such an action runs
 
     @property
@@ -142,7 +141,7 @@ class RunControl:
                 ended = await sup.attach(include_ended=True)
                 if ended is not None and getattr(sup, "lifecycle", "") == "failed":
                     self.on_event(RunStarted(ended, attached=True, ended=True))
-                    await self._follow(sup)
+                    await sup.run()
                     return
             if run is None:
                 self.on_event(ActionDone("preflight-start"))
@@ -154,23 +153,21 @@ class RunControl:
                 self.on_event(RunStarted(run, attached=False))
             else:
                 self.on_event(RunStarted(run, attached=True))
-            await self._follow(sup)
+            await sup.run()
         except Exception as exc:  # shown to the operator, never a traceback on screen
             self.on_event(SupervisorFailed(f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)))
 
-    async def _follow(self, sup: Any) -> None:
-        self.following = True
-        try:
-            await sup.run()
-        finally:
-            self.following = False
+    @property
+    def following(self) -> bool:
+        """A follow loop (Supervisor.run) is running: the supervisor's own word, not a copy of it."""
+        return self.supervisor is not None and bool(self.supervisor.following)
 
     async def follow_again(self) -> None:
         """After a restart, follow the new run if the previous follow ended with the old one."""
         if self.following or self.supervisor is None:
             return
         try:
-            await self._follow(self.supervisor)
+            await self.supervisor.run()
         except Exception as exc:
             self.on_event(SupervisorFailed(error_words(exc)))
 
