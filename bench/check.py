@@ -43,7 +43,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import median, print_machine
-from log_pipeline import GREP_PATTERN, _cockpit_argv, _compile_bytecode, _run_once, generate, generate_vllm, time_pair
+from log_pipeline import (
+    GREP_PATTERN,
+    _cockpit_argv,
+    _compile_bytecode,
+    _run_once,
+    generate,
+    generate_vllm,
+    time_pair,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "PERFORMANCE.md"
