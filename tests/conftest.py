@@ -473,7 +473,7 @@ def both_counts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         # forked parse workers inherit the variable; this process reads the patched function
         monkeypatch.setenv("COCKPIT_BYTECOUNT", "python")
         monkeypatch.setattr(bytecount, "counter", lambda: bytecount._bytes_count)
-        monkeypatch.setattr(bytecount, "any_of", lambda: bytecount._bytes_has_any)
+        monkeypatch.setattr(bytecount, "first_of", lambda: bytecount._bytes_first_of)
     return str(request.param)
 
 

@@ -55,3 +55,12 @@ def test_cockpit_bytecount_python_rules_the_wheel_out() -> None:
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "COCKPIT_BYTECOUNT": "python"},
                          capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "2"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(hay=st.binary(max_size=2000), byteset=st.binary(min_size=1, max_size=40), cut=st.tuples(st.floats(0, 1), st.floats(0, 1)))
+def test_first_of_is_the_first_byte_of_the_set(hay: bytes, byteset: bytes, cut: tuple[float, float]) -> None:
+    a, b = sorted(int(x * len(hay)) for x in cut)
+    want = next((i for i in range(a, b) if hay[i] in byteset), -1)
+    assert bytecount.first_of()(hay, byteset, a, b) == want
+    assert bytecount._bytes_first_of(hay, byteset, a, b) == want

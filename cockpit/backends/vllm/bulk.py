@@ -62,37 +62,60 @@ def scan(buf: bytes, s: int, e: int, classify_cap: int, each: Callable[[list[byt
     lines went by — False when the parser cannot take them so (it learnt a wrapper from a line before
     them: they are read one by one then); `each(lines, out)`: classify these lines one by one."""
     count = bytecount.counter()
-    any_of = bytecount.any_of()
+    first_of = bytecount.first_of()
     piece = min(PIECE, classify_cap)
 
-    def proved(a: int, b: int) -> int:
-        """The number of lines of buf[a:b] when all are plain access lines, else -1."""
-        if b - a > classify_cap or any_of(buf, _NOT_PLAIN, a, b):
-            return -1
+    def proved(a: int, b: int) -> tuple[int, int]:
+        """(the number of lines of buf[a:b] when all are plain access lines, else -1; where the
+        first byte that makes a line not plain sits, else -1)."""
+        if b - a > classify_cap:
+            return -1, -1
+        bad = first_of(buf, _NOT_PLAIN, a, b)
+        if bad != -1:
+            return -1, bad
         # every line must start as the piece's first line does: `INFO:     `, or vLLM's process prefix
         # then `INFO:     ` (`(APIServer pid=41877) INFO:     `, the same pid), so `INFO:  ` is in
         # each line's first 80 characters
         head = _head(buf, a, b)
         if head is None:
-            return -1
+            return -1, -1
         n = count(buf, b"\n", a, b)
         starts = count(buf, head, a - 1, b) if a else count(buf, head, 0, b) + 1
-        return n if starts == n and count(buf, _ACCESS_MARK, a, b) == n else -1
+        return (n if starts == n and count(buf, _ACCESS_MARK, a, b) == n else -1), -1
 
     def walk(a: int, b: int, size: int) -> None:
         pos = a
         while pos < b:
             end = buf.find(b"\n", min(pos + size, b) - 1, b) + 1 or b
-            n = proved(pos, end)
-            if n < 0 and size > SMALLEST and end - pos > SMALLEST:
-                walk(pos, end, size // 8)
-            elif n >= 0 and access(n):
-                pass
-            elif any_of(buf, _NOT_PLAIN_BUT_BRACKET, pos, end) or end - pos > classify_cap:
-                each(buf[pos:end].split(b"\n")[:-1], out)
-            else:
-                lines(buf[pos:end].split(b"\n")[:-1])
+            settle(pos, end, size)
             pos = end
+
+    def settle(a: int, b: int, size: int) -> None:
+        """buf[a:b], whole lines: counted, or the line holding the byte that spoils it read alone and
+        the lines around it settled the same way (a stats line's `[` costs one line, not its piece),
+        or cut smaller, or read line by line."""
+        while a < b:
+            n, bad = proved(a, b)
+            if n >= 0:
+                if not access(n):
+                    each(buf[a:b].split(b"\n")[:-1], out)
+                return
+            if bad == -1:
+                break
+            ls = buf.rfind(b"\n", a, bad) + 1 or a
+            le = buf.find(b"\n", bad, b) + 1
+            if ls > a:
+                settle(a, ls, size)
+            each([buf[ls : le - 1]], out)
+            a = le
+        else:
+            return
+        if size > SMALLEST and b - a > SMALLEST:
+            walk(a, b, size // 8)
+        elif first_of(buf, _NOT_PLAIN_BUT_BRACKET, a, b) != -1 or b - a > classify_cap:
+            each(buf[a:b].split(b"\n")[:-1], out)
+        else:
+            lines(buf[a:b].split(b"\n")[:-1])
 
     def lines(raw_lines: list[bytes]) -> None:
         """A small piece of plain ASCII: its access lines told apart one by one (the same test on a

@@ -310,7 +310,20 @@ class VLLMLogParser:
         self._pending = lines.pop()
         if len(self._pending) > LINE_CAP * 4:
             self._pending = self._pending[-LINE_CAP:]  # a bar redrawn for hours: keep its tail
-        self._each(lines, out)
+        if len(buf) < BULK_BYTES:
+            self._each(lines, out)
+            return out
+        # a big feed that starts before the server is ready (a file's first chunk): line by line
+        # until it is, then the rest of the feed in bulk
+        pos = 0
+        end = buf.rfind(b"\n") + 1
+        for i, raw in enumerate(lines):
+            self._each(lines[i : i + 1], out)
+            pos += len(raw) + 1
+            if self._ready:
+                if pos < end:
+                    bulk.scan(buf, pos, end, CLASSIFY_CAP, self._each, self._access_lines, out)
+                break
         return out
 
     def _each(self, lines: list[bytes], out: list[Event]) -> None:
