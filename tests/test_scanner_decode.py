@@ -6,15 +6,11 @@ among them) or non-ASCII byte sends it through the check, and the cap on a line 
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cockpit.backends.sglang.scanner import CLASSIFY_CAP, SGLangLogParser, _clean
 from cockpit.core.sanitize import clean_text
-
-# the bulk scan with the SIMD count and with bytes.count: the same answers (core/bytecount.py)
-pytestmark = pytest.mark.usefixtures("both_counts")
 
 _PIECES = st.sampled_from([b"\xe2\x82", b"\xff", b"\xc3", b"\xf0\x9f\x98", b"\x1b[31m", b"\xc2\x9b", b"\x00", b"\t",
                            "é".encode(), "█".encode(), b"[2026-02-24 11:55:44 TP0] ", b"Decode batch, #running-req: 3",
