@@ -590,7 +590,18 @@ SERIAL_PATHS = (
     "reliability/test_cockpit_killed.py", "reliability/test_server_faults.py",
     "reliability/test_run_dir_faults.py", "reliability/test_bench_hostile_server.py",
     "reliability/test_telemetry_faults.py",
+    # measured under xdist (docs/TESTING.md, "Workers"): the bench's agreement with the server's
+    # own counters at speed 1 missed its 5 % beside the serial group (3,041 vs 2,874); the argv
+    # audit reads every process of the machine and found the other parametrization's server
+    "test_bench.py", "reliability/test_argv_audit.py",
 )
+# single tests: a flake seen under xdist that is not understood well enough to fix here (the brief's
+# rule: into the serial group, and said so in docs/TESTING.md)
+SERIAL_TESTS = frozenset({
+    # sshd refused a session ("open failed") once under xdist, and once in 24 runs alone, unloaded:
+    # not load; see docs/TESTING.md
+    "transport/test_ssh.py::test_many_commands_share_one_connection_within_max_sessions",
+})
 # by fixture, wherever the test lives: the Slurm cluster is one per session, so every test that
 # uses it is in the one group (one worker starts it)
 SERIAL_FIXTURES = frozenset({"slurm_cluster"})
@@ -603,6 +614,8 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     module must not start again on every worker), None (any worker) for the rest."""
     rel = Path(str(item.fspath)).resolve().relative_to(_TESTS).as_posix()
     if any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in SERIAL_PATHS):
+        return SERIAL_GROUP
+    if f"{rel}::{item.name}" in SERIAL_TESTS:
         return SERIAL_GROUP
     if SERIAL_FIXTURES.intersection(item.fixturenames):
         return SERIAL_GROUP
