@@ -35,8 +35,15 @@ if COCKPIT_REAL_ENGINE_VENV=$(bash scripts/real-engine.sh); then
 else
   failed+=("scripts/real-engine.sh (the real engine did not install)")
 fi
+# pytest-xdist workers (docs/TESTING.md, "Workers"): the heavy real-stack tests in one group run by
+# one worker, the light ones spread over the rest. COCKPIT_TEST_WORKERS sets the count; `-n N` or
+# `-p no:xdist` among the arguments replaces this choice.
+workers=(-n "${COCKPIT_TEST_WORKERS:-3}" --dist loadgroup)
+for a in "$@"; do
+  case "$a" in -n|-n[0-9]*|--numprocesses|--numprocesses=*|no:xdist|-pno:xdist) workers=() ;; esac
+done
 set +e
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider ${workers[@]+"${workers[@]}"} "$@"
 rc=$?
 if [ $rc -eq 5 ]; then
   echo "no tests were collected: that is a failure" >&2

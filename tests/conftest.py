@@ -49,6 +49,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import os
+import random
 import shutil
 import signal
 import socket
@@ -69,7 +70,49 @@ pytest_plugins = ("tests.slurm.cluster",)
 SSHD = "/usr/sbin/sshd"
 
 
+def _port_slice() -> range | None:
+    """This process's share of the ports below the kernel's ephemeral range, or None.
+
+    A port picked free is bound later by the process under test (sshd, the simulator, a server);
+    meanwhile an outgoing connection of anything on the machine may take it as its source port
+    when it lies in the ephemeral range, and a second xdist worker may pick it too. Below that
+    range no outgoing connection takes a port, and each worker (`PYTEST_XDIST_WORKER` gw0, gw1,
+    ...) picks in a slice of its own; a process outside xdist takes the slice past the workers'."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    first, size = 10000, 2000
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else -1
+    slots = (low - first) // size
+    if slots < 2:
+        return None
+    slot = slots - 1 if index < 0 else index % (slots - 1)
+    return range(first + slot * size, first + (slot + 1) * size)
+
+
+_unhanded: list[int] = []
+
+
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (see `_port_slice` for where it is
+    picked; the kernel's pick where the machine's port ranges leave no room). The slice is handed
+    out in a random order, each port once before any comes again: two ports asked for in a row
+    (a prefill and a decode group) are never the same."""
+    ports = _port_slice()
+    if ports is not None:
+        for _ in range(100):
+            if not _unhanded:
+                _unhanded.extend(random.sample(ports, len(ports)))
+            port = _unhanded.pop()
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -525,3 +568,125 @@ def _reap_servers_left_by_the_test(request: pytest.FixtureRequest) -> Iterator[N
     for pid in _processes_of(root):
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- pytest-xdist: who runs beside whom
+
+# `scripts/test.sh` runs the suite on xdist workers with `--dist loadgroup`. Two tests that drive
+# heavy real parts at once (a tmux story, a tune story, the Slurm cluster, a real vLLM, an SSH or
+# server fault with its timeouts and kills) must never share the 2 cores with each other: they go
+# to ONE group, "serial", that one worker runs from start to end while the others take the light
+# tests. docs/TESTING.md ("Workers") has the rule and the measurements it rests on.
+SERIAL_GROUP = "serial"
+# by path under tests/ (a folder ends in "/"): what the junit times of a whole run and the fixtures
+# show to be heavy real-stack stories
+SERIAL_PATHS = (
+    "real_engine/",                            # a real vLLM on the CPU; a machine-wide engine lock
+    "slurm/",                                  # the one Slurm cluster (and the tests beside it)
+    "ui/test_tmux_e2e.py", "ui/test_tmux_e2e_vllm.py",   # tmux end-to-end stories
+    "ui/test_flows.py", "ui/test_flows_vllm.py", "ui/test_flows_crashed_profile.py",  # flow stories
+    "test_tune.py", "test_tune_vllm.py", "reliability/test_tune_output.py",          # tune stories
+    # fault injection with timeouts and kills under test
+    "reliability/test_ssh_faults.py", "reliability/test_ssh_hardening.py",
+    "reliability/test_cockpit_killed.py", "reliability/test_server_faults.py",
+    "reliability/test_run_dir_faults.py", "reliability/test_bench_hostile_server.py",
+    "reliability/test_telemetry_faults.py",
+    # measured under xdist (docs/TESTING.md, "Workers"): the bench's agreement with the server's
+    # own counters at speed 1 missed its 5 % beside the serial group (3,041 vs 2,874); the argv
+    # audit reads every process of the machine and found the other parametrization's server
+    "test_bench.py", "reliability/test_argv_audit.py",
+)
+# single tests: a flake seen under xdist that is not understood well enough to fix here (the brief's
+# rule: into the serial group, and said so in docs/TESTING.md)
+SERIAL_TESTS = frozenset({
+    # sshd refused a session ("open failed") once under xdist, and once in 24 runs alone, unloaded:
+    # not load; see docs/TESTING.md
+    "transport/test_ssh.py::test_many_commands_share_one_connection_within_max_sessions",
+})
+# by fixture, wherever the test lives: the Slurm cluster is one per session, so every test that
+# uses it is in the one group (one worker starts it)
+SERIAL_FIXTURES = frozenset({"slurm_cluster"})
+_TESTS = Path(__file__).resolve().parent
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The xdist group of a test: "serial" for the heavy real-stack ones, "module:<path>" for a
+    light test whose module shares a module- or class-scoped fixture (a server started once per
+    module must not start again on every worker), None (any worker) for the rest."""
+    rel = Path(str(item.fspath)).resolve().relative_to(_TESTS).as_posix()
+    if any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in SERIAL_PATHS):
+        return SERIAL_GROUP
+    if f"{rel}::{item.name}" in SERIAL_TESTS:
+        return SERIAL_GROUP
+    if SERIAL_FIXTURES.intersection(item.fixturenames):
+        return SERIAL_GROUP
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info is not None else ()):
+        if defs and defs[-1].scope in ("module", "class", "package"):
+            return f"module:{rel}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # tryfirst: xdist reads the mark in its own hook of the same name
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = xdist_group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+# ---------------------------------------------------------------- the reliability ledger across workers
+
+def _ledger_dict(config: pytest.Config) -> dict[str, object] | None:
+    led = getattr(config, "_reliability_ledger", None)
+    if led is None:
+        return None
+    return {"injected": dict(led.injected), "survived": dict(led.survived), "inputs": dict(led.inputs),
+            "lines_compared": led.lines_compared, "lines_lost": led.lines_lost,
+            "lines_repeated": led.lines_repeated, "notes": list(led.notes)}
+
+
+class _LedgerFromWorkers:
+    """On the xdist controller: each worker's reliability ledger (tests/reliability/conftest.py, a
+    session fixture, so one per worker) is added into the controller's, which the summary prints."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def pytest_testnodedown(self, node, error) -> None:  # type: ignore[no-untyped-def]
+        got = getattr(node, "workeroutput", {}).get("reliability_ledger")
+        if got is None:
+            return
+        from tests.reliability.conftest import _ledger
+
+        led = _ledger(self.config)
+        for area in ("injected", "survived", "inputs"):
+            mine = getattr(led, area)
+            for k, v in got[area].items():
+                mine[k] += v
+        led.lines_compared += got["lines_compared"]
+        led.lines_lost += got["lines_lost"]
+        led.lines_repeated += got["lines_repeated"]
+        led.notes.extend(got["notes"])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_LedgerFromWorkers(config), "cockpit-ledger-from-workers")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    led = _ledger_dict(session.config)
+    if workeroutput is not None and led is not None:
+        workeroutput["reliability_ledger"] = led
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
+    # here, not in tests/reliability/conftest.py: under xdist the controller never loads that one
+    from tests.reliability.conftest import print_summary
+
+    print_summary(terminalreporter, config)

@@ -2,13 +2,14 @@
 
 Every test records what it did for real (a connection killed, a process SIGKILLed, a file
 rotated, a hostile profile value tried) into `ledger`, a session fixture; a
-`pytest_terminal_summary` hook prints the totals at the end of the run:
+`pytest_terminal_summary` hook (tests/conftest.py, calling `print_summary`) prints the totals at the end of the run:
 
     faults injected, faults survived, lines compared, lines lost / repeated (must be 0),
     inputs tried, per area.
 
 The ledger is a plain object on the config (`config._reliability_ledger`), so the hook sees
-what tests recorded even when some of them failed.
+what tests recorded even when some of them failed. Under pytest-xdist each worker has its own; the
+workers send theirs to the controller, which sums them before the summary (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ def ledger(pytestconfig: pytest.Config) -> Ledger:
     return _ledger(pytestconfig)
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+def print_summary(terminalreporter, config) -> None:  # type: ignore[no-untyped-def]
+    """The summary section; tests/conftest.py's `pytest_terminal_summary` calls it (under xdist the
+    controller does not load this conftest, and it sums the workers' ledgers first)."""
     led = getattr(config, "_reliability_ledger", None)
     if led is None:
         return

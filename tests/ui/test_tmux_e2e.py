@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket as socketlib
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -65,9 +66,7 @@ def pane(tmp_path: Path) -> Iterator[Pane]:
     socket = f"cockpit-e2e-{os.getpid()}"
     p = Pane(socket, "demo")
     # never the demo's own 30123: an operator's `cockpit demo` may be running beside the suite
-    with socketlib.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     cmd = [sys.executable, "-m", "cockpit", "demo", "--sim-speed", SIM_SPEED, "--sim-startup-speed", STARTUP_SPEED, "--port", str(port)]
     argv = ["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "demo", "-x", "140", "-y", "45"]
     argv += ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *cmd]

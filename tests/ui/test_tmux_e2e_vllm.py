@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket as socketlib
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_port
 from tests.ui.test_tmux_e2e import Pane
 
 pytestmark = pytest.mark.e2e
@@ -44,9 +44,7 @@ def pane(tmp_path: Path) -> Iterator[Pane]:
         Path(env[k]).mkdir()
     socket = f"cockpit-e2e-vllm-{os.getpid()}"
     p = Pane(socket, "demo")
-    with socketlib.socket() as s:  # a free port: an operator's own demo may be running beside the suite
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # an operator's own demo may be running beside the suite
     cmd = [sys.executable, "-m", "cockpit", "demo", "--backend", "vllm", "--sim-speed", SIM_SPEED, "--sim-startup-speed", STARTUP_SPEED, "--port", str(port)]
     argv = ["tmux", "-L", socket, "-f", "/dev/null", "new-session", "-d", "-s", "demo", "-x", "140", "-y", "45"]
     argv += ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *cmd]
