@@ -177,6 +177,7 @@ class _Sshd:
         # `pyenv rehash` (~0.1 s a session), whose lock goes stale when a test kills a session
         # mid-rc, and then every SSH session waits 60 s.
         self.setenv: dict[str, str] = {"SHLVL": "1"}
+        self.extra_config = ""  # more sshd_config lines (a test's own server: MaxSessions 2)
 
     def start_on_free_port(self, attempts: int = 5) -> None:
         # Several pytest sessions may run at once: a port picked free can be taken before sshd
@@ -219,6 +220,7 @@ class _Sshd:
                 SetEnv {" ".join(f"{k}={v}" for k, v in self.setenv.items())}
                 """
             )
+            + self.extra_config
         )
 
     def start(self) -> None:

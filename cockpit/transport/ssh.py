@@ -45,6 +45,15 @@ CHUNK_BYTES = 65536
 STDERR_TAIL_BYTES = 8192
 RUN_STDERR_BYTES = 4 << 20  # run() returns stderr whole, up to this much
 MAX_SHORT_COMMANDS = 4  # concurrent run() channels per connection
+# A session refused on a live connection is asked again this many times, 0.05 s, 0.1 s, … apart
+# (1.55 s in all): sshd counts a closed session against MaxSessions until it has reaped its command,
+# so a channel opened right after another closed can find the count still full.
+SESSION_RETRIES = 5
+SESSION_RETRY_S = 0.05
+# how a server says no to a session: OpenSSH answers one over MaxSessions "open failed" with
+# SSH2_OPEN_CONNECT_FAILED (serverloop.c); others say prohibited or short of resources
+_REFUSED_SESSION = (asyncssh.OPEN_CONNECT_FAILED, asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED,
+                    asyncssh.OPEN_RESOURCE_SHORTAGE)
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")  # fullmatch, \Z: `$` takes "X\n"
 _DEST = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^:@\s]+)(?::(?P<port>\d{1,5}))?\Z")
@@ -603,20 +612,33 @@ class SSHTransport(Transport):
     # ------------------------------------------------------------ channels
 
     async def _open_process(self, line: str) -> Any:
-        """Open a session channel, reconnecting once if the pooled connection turned out dead."""
-        for attempt in (1, 2):
+        """Open a session channel, reconnecting once if the pooled connection turned out dead, and
+        asking again a few times when the server refuses a session on a live one (SESSION_RETRIES)."""
+        reconnected = False
+        refused = 0
+        while True:
             conn = await self.connection()
             try:
                 return await conn.create_process(line, encoding=None)
             except (asyncssh.ChannelOpenError, asyncssh.DisconnectError, OSError) as exc:
                 if conn.is_closed() or isinstance(exc, asyncssh.DisconnectError | OSError):
                     self._drop()
-                    if attempt == 1:
+                    if not reconnected:
+                        reconnected = True
                         continue
                     raise TransportError(f"{self.label}: connection lost: {exc}") from None
                 reason = getattr(exc, "reason", str(exc))
-                raise TransportError(f"{self.label}: cannot start a command: {reason}") from None
-        raise AssertionError("unreachable")
+                if getattr(exc, "code", None) not in _REFUSED_SESSION:
+                    raise TransportError(f"{self.label}: cannot start a command: {reason}") from None
+                if refused == SESSION_RETRIES:
+                    raise TransportError(
+                        f"{self.label}: cannot start a command: {reason} (the server refused a new session "
+                        f"{refused + 1} times over {SESSION_RETRY_S * (2 ** refused - 1):.2f} s)",
+                        hint="sshd limits the sessions of one connection (MaxSessions in sshd_config, 10 by "
+                        "default); Cockpit keeps at most a few streams and 4 commands open on each",
+                    ) from None
+                await asyncio.sleep(SESSION_RETRY_S * 2**refused)
+                refused += 1
 
     async def stream(
         self,
