@@ -97,10 +97,18 @@ def _run_info(run_dir):
     pid = _read_int(os.path.join(run_dir, "pid"))
     sid = _read_int(os.path.join(run_dir, "sid"))
     waiter = _read_int(os.path.join(run_dir, "waiter_pid"))
-    alive = _is_our_server(run_dir, pid) if pid else False
     exit_code = _read_int(os.path.join(run_dir, "exit_code"))
     # the run's processes, even after the server itself ended: orphaned ranks still hold GPUs
     members = _run_members(run_dir, sid, exclude=(waiter,) if waiter else ())
+    if pid is None and exit_code is None and members and waiter and _alive(waiter):
+        # a launch under way, read between the waiter starting the server and writing its pid
+        # (another cockpit's `up` racing this one's): the server is the member of the run's
+        # session that leads its own process group, as the waiter made it (maybe not yet exec'd
+        # into the program, so not checked against argv.json) — not "exited, processes alive"
+        pid = next((p for p in members if (_proc_stat(p) or (0, 0))[1] == p), None)
+        alive = pid is not None
+    else:
+        alive = _is_our_server(run_dir, pid) if pid else False
     try:
         with open(os.path.join(run_dir, "argv.json")) as f:
             argv = json.load(f)
