@@ -67,7 +67,8 @@ class Tui:
 
     def __init__(self, tmp_path: Path, profile: Path) -> None:
         self.profile = profile
-        self.socket = f"cockpit-real-views-{os.getpid()}"
+        self.socket = ""
+        self._opens = 0
         self.env = {
             "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
             "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
@@ -76,9 +77,13 @@ class Tui:
         for key in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
             Path(self.env[key]).mkdir(exist_ok=True)
         self.cwd = tmp_path
-        self.pane = Pane(self.socket, "views")
 
     def open(self) -> Pane:
+        # a tmux server of its own at each open: a reopen right after close() never meets the last
+        # one still going down (new-session failed so once, under xdist)
+        self._opens += 1
+        self.socket = f"cockpit-real-views-{os.getpid()}-{self._opens}"
+        self.pane = Pane(self.socket, "views")
         argv = ["tmux", "-L", self.socket, "-f", "/dev/null", "new-session", "-d", "-s", "views", "-x", "150", "-y", "45",
                 "env", "-i", *(f"{k}={v}" for k, v in self.env.items()),
                 sys.executable, "-m", "cockpit", "tui", str(self.profile)]
@@ -87,7 +92,8 @@ class Tui:
         return self.pane
 
     def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
+        if self.socket:
+            subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
 
     def cockpit(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "cockpit", *args], env=self.env, cwd=self.cwd,
