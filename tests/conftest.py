@@ -377,7 +377,7 @@ def ssh_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHome]:
         raise
     dead_port = free_port()
     # nothing may ever listen there: not handed out again when the slice comes round (a later
-X
+    # test's sshd there would answer dead-jump's ProxyJump: "no run found on dead-jump", seen once)
     _reserved.add(dead_port)
 
     known_hosts = dot_ssh / "known_hosts"
