@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -88,30 +89,29 @@ def _paired(a: list[str], b: list[str], runs: int) -> tuple[list[float], list[fl
     return aw, ac, bw, bc
 
 
-def measure_diagnose(runs: int, log: Path | None) -> dict[str, float]:
+def _diagnose_pair(runs: int, log: Path | None, name: str, make: Callable[[Path, int], None]) -> tuple[float, ...]:
+    """(grep wall, grep CPU, diagnose wall, diagnose CPU), medians, on `log` (made by `make`, 1M
+    lines, when it does not exist), the page cache warmed first."""
     with tempfile.TemporaryDirectory(prefix="cockpit-check-") as d:
-        path = log if log is not None else Path(d) / "busy.log"
+        path = log if log is not None else Path(d) / name
         if not path.exists():
-            generate(path, 1_000_000)
+            make(path, 1_000_000)
         with open(path, "rb") as f:  # warm the page cache
             while f.read(1 << 24):
                 pass
         (gw, gc), (dw, dc), _ = time_pair(["grep", "-E", GREP_PATTERN, str(path)],
                                           [*_cockpit_argv(), "diagnose", "--json", str(path)], runs, ok=(0, 1))
+    return gw, gc, dw, dc
+
+
+def measure_diagnose(runs: int, log: Path | None) -> dict[str, float]:
+    gw, gc, dw, dc = _diagnose_pair(runs, log, "busy.log", generate)
     return {"diagnose_vs_grep_cpu": dc / gc, "grep_cpu_s": gc, "diagnose_cpu_s": dc, "diagnose_vs_grep_wall": dw / gw}
 
 
 def measure_diagnose_vllm(runs: int, log: Path | None) -> dict[str, float]:
-    """The same pair on a busy vLLM log (log_pipeline.generate_vllm, 1M lines): its parser's bulk path."""
-    with tempfile.TemporaryDirectory(prefix="cockpit-check-") as d:
-        path = log if log is not None else Path(d) / "busy-vllm.log"
-        if not path.exists():
-            generate_vllm(path, 1_000_000)
-        with open(path, "rb") as f:  # warm the page cache
-            while f.read(1 << 24):
-                pass
-        (_gw, gc), (_dw, dc), _ = time_pair(["grep", "-E", GREP_PATTERN, str(path)],
-                                            [*_cockpit_argv(), "diagnose", "--json", str(path)], runs, ok=(0, 1))
+    """The same pair on a busy vLLM log (log_pipeline.generate_vllm): its parser's bulk path."""
+    _gw, gc, _dw, dc = _diagnose_pair(runs, log, "busy-vllm.log", generate_vllm)
     return {"diagnose_vllm_vs_grep_cpu": dc / gc, "grep_vllm_cpu_s": gc, "diagnose_vllm_cpu_s": dc}
 
 
