@@ -118,11 +118,10 @@ def scan(buf: bytes, s: int, e: int, classify_cap: int, each: Callable[[list[byt
             lines(buf[a:b].split(b"\n")[:-1])
 
     def lines(raw_lines: list[bytes]) -> None:
-        """A small piece of plain ASCII: its access lines told apart one by one (the same test on a
-        line as `proved` makes on a piece), the others classified."""
+        """A small piece of plain ASCII: its access lines told apart one by one (`_classify`'s own
+        test), counted in runs, the others classified in order."""
         run: list[bytes] = []
         for raw in raw_lines:
-            # `_classify`'s own test, on a line whose bytes are its text
             if _ACCESS_MARK in raw and b"INFO:  " in raw[:80] and b"[" not in raw and raw[:1] != b"{":
                 run.append(raw)
                 continue

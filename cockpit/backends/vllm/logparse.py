@@ -299,31 +299,24 @@ class VLLMLogParser:
         if not data:
             return out
         buf = self._pending + data
-        if self._ready and len(buf) >= BULK_BYTES:
-            end = buf.rfind(b"\n") + 1
-            self._pending = buf[end:]
-            if len(self._pending) > LINE_CAP * 4:
-                self._pending = self._pending[-LINE_CAP:]  # as below
-            bulk.scan(buf, 0, end, CLASSIFY_CAP, self._each, self._access_lines, out)
-            return out
-        lines = buf.split(b"\n")
-        self._pending = lines.pop()
-        if len(self._pending) > LINE_CAP * 4:
-            self._pending = self._pending[-LINE_CAP:]  # a bar redrawn for hours: keep its tail
-        if len(buf) < BULK_BYTES:
-            self._each(lines, out)
-            return out
-        # a big feed that starts before the server is ready (a file's first chunk): line by line
-        # until it is, then the rest of the feed in bulk
-        pos = 0
         end = buf.rfind(b"\n") + 1
-        for i, raw in enumerate(lines):
-            self._each(lines[i : i + 1], out)
-            pos += len(raw) + 1
-            if self._ready:
-                if pos < end:
-                    bulk.scan(buf, pos, end, CLASSIFY_CAP, self._each, self._access_lines, out)
-                break
+        tail = buf[end:]
+        # a bar redrawn for hours: keep its tail
+        self._pending = tail if len(tail) <= LINE_CAP * 4 else tail[-LINE_CAP:]
+        if len(buf) < BULK_BYTES:  # a live tail's feed: every line classified
+            self._each(buf.split(b"\n")[:-1], out)
+            return out
+        # a file's chunk: line by line until the server is ready (a file's first chunk), then the
+        # rest in bulk (bulk.py)
+        pos = 0
+        if not self._ready:
+            for raw in buf.split(b"\n")[:-1]:
+                self._each([raw], out)
+                pos += len(raw) + 1
+                if self._ready:
+                    break
+        if pos < end:
+            bulk.scan(buf, pos, end, CLASSIFY_CAP, self._each, self._access_lines, out)
         return out
 
     def _each(self, lines: list[bytes], out: list[Event]) -> None:

@@ -93,6 +93,11 @@ except ImportError:
 # Stdlib only and compatible with the python3 of older GPU hosts (3.8+).
 
 
+def _group_leader(pids):
+    """The first of the pids that leads its own process group (the server: its waiter made it so)."""
+    return next((p for p in pids if (_proc_stat(p) or (0, 0))[1] == p), None)
+
+
 def _run_info(run_dir):
     pid = _read_int(os.path.join(run_dir, "pid"))
     sid = _read_int(os.path.join(run_dir, "sid"))
@@ -100,12 +105,13 @@ def _run_info(run_dir):
     exit_code = _read_int(os.path.join(run_dir, "exit_code"))
     # the run's processes, even after the server itself ended: orphaned ranks still hold GPUs
     members = _run_members(run_dir, sid, exclude=(waiter,) if waiter else ())
-    if pid is None and exit_code is None and members and waiter and _alive(waiter):
+    waiter_alive = _alive(waiter) if waiter else False
+    if pid is None and exit_code is None and members and waiter_alive:
         # a launch under way, read between the waiter starting the server and writing its pid
         # (another cockpit's `up` racing this one's): the server is the member of the run's
         # session that leads its own process group, as the waiter made it (maybe not yet exec'd
         # into the program, so not checked against argv.json) — not "exited, processes alive"
-        pid = next((p for p in members if (_proc_stat(p) or (0, 0))[1] == p), None)
+        pid = _group_leader(members)
         alive = pid is not None
     else:
         alive = _is_our_server(run_dir, pid) if pid else False
@@ -114,7 +120,6 @@ def _run_info(run_dir):
             argv = json.load(f)
     except (OSError, ValueError):
         argv = None
-    waiter_alive = _alive(waiter) if waiter else False
     return {
         "run_id": os.path.basename(run_dir),
         "run_dir": run_dir,
@@ -168,7 +173,7 @@ def _info_from_processes(run_dir, pids):
     that leads its process group (the waiter made it so), the waiter is its parent, and the
     log is where its stdout goes."""
     pids = sorted(pids)
-    server = next((p for p in pids if (_proc_stat(p) or (0, 0))[1] == p), pids[0])
+    server = _group_leader(pids) or pids[0]
     st = _proc_stat(server)
     sid = st[2] if st else None
     waiter = _ppid(server)
