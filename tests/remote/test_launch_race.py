@@ -7,43 +7,71 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 from cockpit.remote.programs import hostside
 
+# A waiter as the host program makes one: named cockpit-waiter, in a session of its own, with the
+# server its child leading its own process group (no exec'd engine: `sleep`).
+WAITER = """
+import os, subprocess, sys, time
+with open('/proc/self/comm', 'w') as f:
+    f.write('cockpit-waiter')
+server = subprocess.Popen(['sleep', '30'], preexec_fn=lambda: os.setpgid(0, 0))
+print(server.pid, flush=True)
+server.wait()
+"""
 
-def _run_dir(tmp_path: Path, server: subprocess.Popen[bytes], waiter: int) -> Path:
+
+def _waiter_and_server() -> tuple[subprocess.Popen[bytes], int]:
+    waiter = subprocess.Popen([sys.executable, "-c", WAITER], start_new_session=True, stdout=subprocess.PIPE)
+    assert waiter.stdout is not None
+    return waiter, int(waiter.stdout.readline())
+
+
+def _stop(waiter: subprocess.Popen[bytes], server: int) -> None:
+    for pid in (server, waiter.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    waiter.wait()
+
+
+def _run_dir(tmp_path: Path, sid: int, waiter: int) -> Path:
     d = tmp_path / "runs" / "p" / "20261202-060000-abcd"
     d.mkdir(parents=True)
     # what the waiter has written before it starts the server: its pid and the run's session;
     # no `proc_start`, no `pid` yet, and the server not yet exec'd (its cmdline is not argv.json's)
     (d / "waiter_pid").write_text(str(waiter))
-    (d / "sid").write_text(str(server.pid))
+    (d / "sid").write_text(str(sid))
     (d / "argv.json").write_text(json.dumps(["python3", "-m", "sglang.launch_server"]))
     return d
 
 
 def test_a_run_between_start_and_pid_is_alive(tmp_path: Path) -> None:
-    server = subprocess.Popen(["sleep", "30"], start_new_session=True)  # leads its session and group
+    waiter, server = _waiter_and_server()
     try:
-        info = hostside._run_info(str(_run_dir(tmp_path, server, waiter=os.getpid())))
-        assert info["alive"] is True and info["pid"] == server.pid, info
-        assert info["members"] == [server.pid] and not info["lost"]
+        info = hostside._run_info(str(_run_dir(tmp_path, waiter.pid, waiter=waiter.pid)))
+        assert info["alive"] is True and info["pid"] == server, info
+        assert info["members"] == [server] and not info["lost"]
     finally:
-        server.kill()
-        server.wait()
+        _stop(waiter, server)
 
 
-def test_without_its_waiter_the_same_run_is_not_taken_for_a_launch(tmp_path: Path) -> None:
-    # the waiter gone (killed) and no pid recorded: nothing says a launch is under way; the
-    # processes left are reported as such, as before
+def test_without_its_waiter_the_session_no_longer_names_the_run(tmp_path: Path) -> None:
+    # the waiter gone (killed) and no pid recorded: nothing says a launch is under way, and the
+    # recorded session id is a number the kernel may have given to anyone since (issue 40 item 2):
+    # the process now in that session is not the run's
     gone = subprocess.Popen(["true"])
     gone.wait()
-    server = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    stranger = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
-        info = hostside._run_info(str(_run_dir(tmp_path, server, waiter=gone.pid)))
-        assert info["alive"] is False and info["pid"] is None and info["members"] == [server.pid], info
+        info = hostside._run_info(str(_run_dir(tmp_path, stranger.pid, waiter=gone.pid)))
+        assert info["alive"] is False and info["pid"] is None and info["members"] == [], info
     finally:
-        server.kill()
-        server.wait()
+        stranger.kill()
+        stranger.wait()

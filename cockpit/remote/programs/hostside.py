@@ -35,7 +35,7 @@ directory was deleted is still found (by its processes), refused a second launch
 
 Run directory: <runs_root>/<profile>/<run_id>/ (runs_root defaults to $XDG_CACHE_HOME/cockpit/runs,
 i.e. ~/.cache/cockpit/runs) holds argv.json, env.json, cwd, pid, pgid, sid,
-waiter_pid, proc_start, started_at, log_path, log_offset, log_inode, meta.json (what the cockpit
+waiter_pid, waiter_start, proc_start, started_at, log_path, log_offset, log_inode, meta.json (what the cockpit
 wants to remember: flags as launched, node rank) and, when the server ended,
 exit_code (shell convention: 128+N for a signal). <runs_root>/<profile>/current names the newest
 run. Each run writes its own log, `<stem>.<run_id><ext>` beside the profile's `log:` path, and
@@ -67,10 +67,11 @@ try:  # here, from the package; on a host the text of logfiles.py and the module
     from cockpit.remote.programs.procfs import _alive, _cmdline, _ppid, _proc_stat
     from cockpit.remote.programs.proctree import (
         REAPED_FILE,
+        WAITER_START_FILE,
         _is_our_server,
         _reap_leftovers,
         _run_members,
-        _session_members,
+        _run_session,
         _signal_all,
         _tagged_processes,
         _wait_recording_tree,
@@ -185,7 +186,7 @@ def _info_from_processes(run_dir, pids):
         "run_id": os.path.basename(run_dir), "run_dir": run_dir, "run_dir_missing": True, "lost": False,
         "pid": server, "pgid": st[1] if st else None, "sid": sid, "waiter_pid": waiter,
         "started_at": None, "log_path": log_path, "log_offset": 0, "log_inode": None,
-        "alive": True, "exit_code": None, "members": _session_members(sid, exclude=(waiter,)) if sid else pids,
+        "alive": True, "exit_code": None, "members": _run_session(run_dir, sid, exclude=(waiter,)) if sid else pids,
         "argv": _cmdline(server), "error": None, "meta": None, "stopped_by": None,
     }
 
@@ -371,6 +372,9 @@ def _waiter_run(run_dir, argv, env_add, cwd, log_fd, w, files):
 
     name_waiter()
     _record(run_dir, files, "waiter_pid", str(os.getpid()))
+    me = _proc_stat(os.getpid())
+    if me is not None:  # with the pid, who the waiter is: the session is the run's while it lives
+        _record(run_dir, files, WAITER_START_FILE, str(me[3]))
     _record(run_dir, files, "sid", str(os.getsid(0)))
     env = dict(os.environ)
     env.update(env_add)

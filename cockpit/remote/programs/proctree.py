@@ -214,11 +214,64 @@ def _tree_alive(run_dir, exclude=()):
     return out
 
 
+WAITER_START_FILE = "waiter_start"  # the waiter's start time (clock ticks after boot, /proc stat field 22)
+
+
+def _waiter_holds_session(run_dir, sid):
+    """The start time of the run's waiter when it still lives in the run's session, else None.
+
+    A session id names the run only while a process of the run holds it: the kernel gives the
+    number out again once the session is empty (pids wrap within minutes on a busy box). The
+    waiter stays in the session for the whole run, so it is the proof: alive, still the waiter
+    (its name, its session, its recorded start time) — then nobody else can hold the number."""
+    waiter = _read_int(os.path.join(run_dir, "waiter_pid"))
+    st = _proc_stat(waiter) if waiter else None
+    if st is None or st[0] in ("Z", "X") or st[2] != sid:
+        return None
+    want = _read_int(os.path.join(run_dir, WAITER_START_FILE))
+    if want is not None:
+        return st[3] if st[3] == want else None
+    fields = _stat_fields(waiter)  # a run launched before the start was recorded: by its name
+    return st[3] if fields is not None and fields[0] == WAITER_NAME else None
+
+
+def _belongs(pid, run_dir, since):
+    """The process is the run's: the operator's own, and started no earlier than the run (`since`,
+    clock ticks; None: not known) or carrying the run's tag. A process stuck in the kernel (state
+    D) is not asked for its tag (reading its environment could block) and, with no start to go
+    by, counts: only processes of a session a run's own process holds are asked."""
+    if not _owned(pid, os.getuid()):
+        return False
+    st = _proc_stat(pid)
+    if st is None:
+        return False
+    if since is not None and st[3] >= since:
+        return True
+    if st[0] == "D":
+        return since is None
+    return _run_tag(pid) == run_dir
+
+
+def _run_session(run_dir, sid, exclude=(), since=None):
+    """The live processes of the run's session that are the run's (`_belongs`)."""
+    return [p for p in _session_members(sid, exclude) if _belongs(p, run_dir, since)]
+
+
 def _run_members(run_dir, sid, exclude=()):
-    """Every live process of the run: its session's, and the recorded tree's that left it."""
-    found = set(_session_members(sid, exclude) if sid else ())
+    """Every live process of the run: its session's, and the recorded tree's that left it.
+
+    With the run directory: the recorded session counts only while the waiter holds it, and then
+    only its processes that are the run's; without it (deleted under a live run), `sid` was read
+    from a live process carrying the run's tag, and its session's processes count when they
+    carry the tag too."""
+    found = set()
     if run_dir and os.path.isdir(run_dir):
+        since = _waiter_holds_session(run_dir, sid) if sid else None
+        if since is not None:
+            found.update(_run_session(run_dir, sid, exclude, since))
         found.update(_tree_alive(run_dir, exclude))
+    elif sid:
+        found.update(_run_session(run_dir, sid, exclude))
     return sorted(found)
 
 
