@@ -45,3 +45,17 @@ def clean_text(text: str, *, keep_newlines: bool = True) -> str:
         return text
     text = _ESCAPES.sub("", text)
     return (_CONTROLS if keep_newlines else _CONTROLS_NO_NL).sub("", text)
+
+
+_VISIBLE = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    """`text` for one line of Cockpit's own output (a process's name, a thread's, a frame's): escape
+    sequences dropped as `clean_text` drops them, every other control character — newline, tab
+    and carriage return included — shown escaped (`\\n`, `\\x07`), so that a name cannot begin a
+    line of its own nor hide what it holds."""
+    if not _CONTROLS_NO_NL.search(text) and "\t" not in text:
+        return text
+    text = _ESCAPES.sub("", text)
+    return re.sub(r"[\x00-\x1f\x7f-\x9f]", lambda m: _VISIBLE.get(m.group(), f"\\x{ord(m.group()):02x}"), text)

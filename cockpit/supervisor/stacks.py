@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cockpit.core.sanitize import one_line
 from cockpit.core.stacks import group, main_frames
 from cockpit.remote.hostresults import NodeTree, StackRequest
 
@@ -79,25 +80,32 @@ def saved(profile: str) -> list[Path]:
 
 
 def render(dump: dict[str, Any]) -> list[str]:
-    """The operator's text: the odd one out first, the groups, then every process's stack."""
-    out = [f"stacks of {dump['profile']} run {dump['run_id']} at {dump['taken_at']}"]
+    """The operator's text: the odd one out first, the groups, then every process's stack. Every
+    value a host reported (names, frames, errors) is shown on its own line only: its control
+    characters escaped (one_line), since a process can name itself anything."""
+    out = [f"stacks of {_t(dump['profile'])} run {_t(dump['run_id'])} at {_t(dump['taken_at'])}"]
     odd = dump.get("odd_one_out")
     if odd:
-        out.append(f"ODD ONE OUT: {odd['reason']} (pid {odd['pid']})")
+        out.append(f"ODD ONE OUT: {_t(odd['reason'])} (pid {_t(odd['pid'])})")
     for g in dump.get("groups") or []:
-        out.append(f"  {g['count']} {'rank' if g['count'] == 1 else 'ranks'} in {g['top_frame']}: {', '.join(g['ranks'])}")
+        ranks = ", ".join(_t(r) for r in g["ranks"])
+        out.append(f"  {g['count']} {'rank' if g['count'] == 1 else 'ranks'} in {_t(g['top_frame'])}: {ranks}")
     for h in dump.get("hints") or []:
-        out.append(f"py-spy missing: {h}")
+        out.append(f"py-spy missing: {_t(h)}")
     for node, err in (dump.get("node_errors") or {}).items():
-        out.append(f"{node}: {err}")
+        out.append(f"{_t(node)}: {_t(err)}")
     for p in dump.get("processes") or []:
-        rank = f" {p['rank']}" if p.get("rank") else ""
+        rank = f" {_t(p['rank'])}" if p.get("rank") else ""
         out.append("")
-        out.append(f"{p['node']} pid {p['pid']} {p['name']} ({p['role']}{rank}) state {p.get('state')}")
+        out.append(f"{_t(p['node'])} pid {_t(p['pid'])} {_t(p['name'])} ({_t(p['role'])}{rank}) state {_t(p.get('state'))}")
         if p.get("error"):
-            out.append(f"    py-spy: {p['error']}")
+            out.append(f"    py-spy: {_t(p['error'])}")
         for t in p.get("threads") or []:
-            out.append(f"  thread {t.get('name')} ({t.get('id')}){' active' if t.get('active') else ''}")
+            out.append(f"  thread {_t(t.get('name'))} ({_t(t.get('id'))}){' active' if t.get('active') else ''}")
             for f in t.get("frames") or []:
-                out.append(f"    {f.get('function')} ({f.get('file')}:{f.get('line')})")
+                out.append(f"    {_t(f.get('function'))} ({_t(f.get('file'))}:{_t(f.get('line'))})")
     return out
+
+
+def _t(value: object) -> str:
+    return one_line(str(value))
