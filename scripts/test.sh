@@ -13,6 +13,8 @@ command -v ssh-keygen >/dev/null 2>&1 || need_pkgs+=(openssh-client)
 # a real one-node Slurm cluster for tests/slurm (slurmctld + slurmd + munged on loopback)
 [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/slurmd ] && command -v sbatch >/dev/null 2>&1 || need_pkgs+=(slurm-wlm)
 [ -x /usr/sbin/munged ] || need_pkgs+=(munge)
+# the kernel's record of the run-file writer's fsyncs (tests/reliability/test_run_files_durable.py)
+command -v strace >/dev/null 2>&1 || need_pkgs+=(strace)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

@@ -8,7 +8,7 @@ the names it uses from the modules sent before it.
 
   runtree.py     the run tree's trust checks, sent ahead of the host and login-node programs
   the host program, by job (client: cockpit/remote/host.py):
-    runfiles.py  run files (0600, atomic, disk errors named)
+    runfiles.py  run files (0600, atomic, durable, disk errors named); sent to login nodes too
     procfs.py    /proc readers (stat, cmdline, comm, alive), shared with the telemetry agent
     proctree.py  the run's process tree, its leftovers, signals to a whole run
     logfiles.py  the run's log and the profile's link to it; read, scan, follow
@@ -29,7 +29,7 @@ from pathlib import Path
 PROGRAMS_DIR = Path(__file__).resolve().parent
 
 HOST_PROGRAM = ("runtree.py", "runfiles.py", "procfs.py", "proctree.py", "logfiles.py", "hostside.py", "hoststacks.py")
-LOGIN_PROGRAM = ("runtree.py", "loginside.py")
+LOGIN_PROGRAM = ("runtree.py", "runfiles.py", "loginside.py")
 AGENT_PROGRAM = ("procfs.py", "agent.py")
 VOCAB_PROBE_PROGRAM = ("vocab_probe.py",)
 

@@ -26,7 +26,7 @@ import time
 try:  # here, from the package; on a host the text of proctree.py and the modules before it ran just above
     from cockpit.remote.programs.procfs import _alive
     from cockpit.remote.programs.proctree import _is_our_server
-    from cockpit.remote.programs.runfiles import _read, _read_int
+    from cockpit.remote.programs.runfiles import _read, _read_int, _sync_dir
     from cockpit.remote.programs.runtree import _expand, _owner_name
 except ImportError:
     pass
@@ -160,6 +160,7 @@ def point_log_link(log_path, run_log, run_id, found):
     except OSError:
         os.unlink(tmp)
         raise
+    _sync_dir(head)  # the link, like the run files, survives a host crash
 
 
 def op_scan(req):

@@ -50,7 +50,8 @@ END = ("COMPLETED", "CANCELLED", "TIMEOUT", "PREEMPTED", "DEADLINE", "FAILED", "
        "BOOT_FAIL")
 
 
-try:  # here, from the package; on a login node the text of runtree.py ran just before this file
+try:  # here, from the package; on a login node the text of runtree.py and runfiles.py ran just before this file
+    from cockpit.remote.programs.runfiles import _write  # atomic and durable (fsync), as the host's run files
     from cockpit.remote.programs.runtree import (
         RunTreeRefused,
         _check_ours,
@@ -60,19 +61,6 @@ try:  # here, from the package; on a login node the text of runtree.py ran just 
     )
 except ImportError:
     pass
-
-
-def _write(path, text):
-    """A run file, 0600, atomically; O_NOFOLLOW: a planted symlink is refused, not written through."""
-    tmp = path + ".tmp"
-    try:
-        os.unlink(tmp)  # a leftover (or planted) temp file is never reused
-    except FileNotFoundError:
-        pass
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 class Untrusted(RunTreeRefused):

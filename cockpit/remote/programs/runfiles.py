@@ -4,7 +4,7 @@ Sent after runtree.py (the trust checks) and before proctree.py, logfiles.py and
 (cockpit/remote/programs/__init__.py HOST_PROGRAM): nothing is installed on the host. Imported from
 the package (tests), the later modules import these names from here.
 
-- Run files are written 0600 (temp file + rename) in 0700 directories; a disk failure (full,
+- Run files are written 0600 (temp file fsynced, renamed, directory fsynced) in 0700 directories; a disk failure (full,
   quota, size limit, read-only) is a DiskError that names the file. They are read O_NOFOLLOW and
   only when they are regular files of the operator's that nobody else can write (runtree.py):
   anything else is a RunTreeRefused naming the path and its owner (a `pid` planted in a shared
@@ -39,19 +39,44 @@ def _disk_words(exc, path):
     return f"{what.get(exc.errno, exc.strerror)} writing {path}"
 
 
+def _sync_dir(path):
+    """fsync a directory: a file renamed into it is on disk only once the directory is. A
+    filesystem that cannot sync a directory (EINVAL) has nothing more to give."""
+    try:
+        fd = os.open(path or ".", os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
 def _write(path, text):
-    """Write a run file, 0600, atomically (temp file + rename). A disk failure raises DiskError
-    naming the file; the temp file is not left behind."""
+    """Write a run file, 0600, atomically and durably: a fresh temp file (a leftover or planted one
+    is removed first, O_EXCL|O_NOFOLLOW: nothing is written through a link), its data fsynced,
+    renamed over the old file, the directory fsynced. After a host crash the file is the old one
+    or the new one, never empty. The one writer of run files for every program sent to a host or
+    login node. A disk failure raises DiskError naming the file; the temp file is not left behind."""
     tmp = path + ".tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             data = text.encode()
             while data:
                 data = data[os.write(fd, data):]
+            os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
+        _sync_dir(os.path.dirname(path))
     except OSError as exc:
         try:
             os.unlink(tmp)
