@@ -11,6 +11,7 @@ import os
 import sys
 from typing import Any, ClassVar
 
+from cockpit.core.backoff import jittered
 from cockpit.transport.base import HostKeyError, Transport, TransportError, Unreachable
 from cockpit.transport.local import CommandTimeout, is_local
 
@@ -66,11 +67,11 @@ class ProgramClient:
             except Unreachable as exc:
                 if exc.timed_out or attempt + 1 >= attempts:
                     raise  # no answer within the connect timeout: one timeout per command, not four
-                await asyncio.sleep(RETRY_DELAY_S * (2**attempt))  # refused: sshd may be restarting
+                await asyncio.sleep(jittered(RETRY_DELAY_S * (2**attempt)))  # refused: sshd may be restarting
             except TransportError:
                 if attempt + 1 >= attempts:
                     raise
-                await asyncio.sleep(RETRY_DELAY_S * (2**attempt))
+                await asyncio.sleep(jittered(RETRY_DELAY_S * (2**attempt)))
         raise AssertionError("unreachable")
 
     async def _call_once(self, req: dict[str, Any], timeout: float | None) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cockpit.core.backoff import jittered
 from cockpit.remote import programs
 from cockpit.remote.calls import ProgramClient
 from cockpit.remote.hostresults import StackRequest
@@ -332,5 +333,5 @@ class LogFollower:
             if not link_down:
                 link_down = True
                 yield LinkState(False, error or "connection closed")
-            await asyncio.sleep(delay)
+            await asyncio.sleep(jittered(delay))  # not in step with the other followers of one jump host
             delay = min(self.retry_max_s, delay * 2)

@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from functools import cache
 
+from cockpit.core.backoff import exponential
 from cockpit.remote import programs
 from cockpit.telemetry.samples import TelemetrySample, sample_from_agent
 from cockpit.transport.base import HostKeyError, Transport, TransportError
@@ -142,7 +143,7 @@ async def stream_telemetry(
         yield _error_sample(label, reason)
         if max_restarts is not None and restarts > max_restarts:
             return
-        await asyncio.sleep(min(RESTART_BACKOFF_CAP_S, 2.0 ** max(0, failures - 1)))
+        await asyncio.sleep(exponential(failures, 1.0, RESTART_BACKOFF_CAP_S))
 
 
 async def sample_once(

@@ -7,8 +7,9 @@
   ~/.ssh/known_hosts). An unknown or changed key is refused with HostKeyError and a message
   that says how to accept it after checking the fingerprint. Nothing is ever auto-accepted.
 - One connection per host carries every channel (commands, log followers, the telemetry agent,
-  port forwards). After a drop the next call reconnects; failed attempts back off 1, 2, 4 … s,
-  and a call during the back-off gets the last failure at once (one command waits one timeout).
+  port forwards). After a drop the next call reconnects; failed attempts back off 1, 2, 4 … s
+  (each drawn between half and all of that: jitter), and a call during the back-off gets the last
+  failure at once (one command waits one timeout).
 - Timeouts: ConnectTimeout from ~/.ssh/config (else 10 s) bounds each hop's TCP connect, key
   exchange and login together. ServerAliveInterval / ServerAliveCountMax (else 5 s and 3) send
   keepalives: a frozen link is declared dead after interval × (count + 1) of silence (20 s).
@@ -33,6 +34,7 @@ from typing import Any
 import asyncssh
 
 from cockpit.aio import reap
+from cockpit.core.backoff import exponential
 from cockpit.transport.base import Completed, HostKeyError, Stream, Transport, TransportError, Unreachable
 from cockpit.transport.local import CommandTimeout
 
@@ -379,6 +381,7 @@ class SSHTransport(Transport):
         self._run_slots: asyncio.Semaphore | None = None
         self._failures = 0
         self._retry_at = 0.0
+        self.backoff_s = 0.0  # the back-off chosen after the last failed connect (jittered)
         self._forwards: dict[tuple[str, int], tuple[int, Any]] = {}
         self._closed = False
         self.connects = 0  # how many times a connection was (re)established; tests and the UI read it
@@ -460,7 +463,9 @@ class SSHTransport(Transport):
                 conn, jumps = await self._connect_chain(self.dest, self.label, depth=0)
             except TransportError as exc:
                 self._failures += 1
-                self._retry_at = time.monotonic() + min(self.backoff_cap, 2.0 ** (self._failures - 1))
+                # jittered: transports that lost one jump host together do not retry in lockstep
+                self.backoff_s = exponential(self._failures, 1.0, self.backoff_cap)
+                self._retry_at = time.monotonic() + self.backoff_s
                 self._last_error = exc
                 raise
             self._last_error = None
