@@ -53,9 +53,49 @@ def metric_families(text: str) -> list[Any]:
         return families
 
 
+# Larger than any figure an engine reports (tokens, requests, bytes): a sample past it is the
+# exporter's bug, kept as this bound so that the window's arithmetic stays finite.
+ABSURD = 1e15
+_SUFFIXES = ("", "_bucket", "_sum", "_count", "_total", "_created")
+
+
+def serving_families(text: str, prefix: str, table: Mapping[str, tuple[str, ...]]) -> str:
+    """Only the lines of the families `table` names (samples, and their # TYPE / # HELP lines):
+    a body of a few MiB (TP64 histograms, per-adapter labels) is mostly families no figure reads,
+    and the Prometheus parser is slow. A line-by-line look at the name, no parsing."""
+    wanted: set[str] = set()
+    for names in table.values():
+        for n in names:
+            wanted.update(prefix + n + suffix for suffix in _SUFFIXES)
+            wanted.add(prefix + n.removesuffix("_total"))
+    keep: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            name = parts[2] if len(parts) > 2 and parts[1] in ("TYPE", "HELP") else ""
+        else:
+            end = len(line)
+            for stop in ("{", " ", "\t"):
+                at = line.find(stop, 0, end)
+                if at != -1:
+                    end = at
+            name = line[:end]
+        if name in wanted:
+            keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
+def parse_body(body: bytes, prefix: str, table: Mapping[str, tuple[str, ...]], at: float) -> MetricsSample:
+    """A /metrics body as read -> the sample: decoded, filtered to the table's families, parsed.
+    Seconds of CPU for a body of a few MiB: callers on an event loop run it in a thread."""
+    return parse_sample(serving_families(body.decode("utf-8", "replace"), prefix, table), prefix, table, at)
+
+
 def parse_sample(text: str, prefix: str, table: Mapping[str, tuple[str, ...]], at: float) -> MetricsSample:
     """Prometheus text -> the figures of `table` (names without `prefix`). Several label sets of
-    one name (ranks, engines, finished reasons) are summed; gauges of ratios take the maximum."""
+    one name (ranks, engines, finished reasons) are summed; gauges of ratios take the maximum.
+    A sample that is not a finite number (NaN, ±Inf: an exporter's division by zero) is left out,
+    as unknown; one past ABSURD is held at it."""
     raw: dict[str, float] = {}
     buckets: dict[str, dict[float, float]] = {}
     for fam in metric_families(text):
@@ -64,10 +104,13 @@ def parse_sample(text: str, prefix: str, table: Mapping[str, tuple[str, ...]], a
                 continue
             name = s.name.removeprefix(prefix)
             value = float(s.value)
-            if math.isnan(value):
+            if not math.isfinite(value):
                 continue
+            value = max(-ABSURD, min(ABSURD, value))
             if name.endswith("_bucket") and "le" in s.labels:
                 le = float(s.labels["le"])
+                if math.isnan(le):
+                    continue
                 b = buckets.setdefault(name.removesuffix("_bucket"), {})
                 b[le] = b.get(le, 0.0) + value
             elif name.endswith(("_usage_perc", "_usage", "_rate", "_length")) and name in raw:
@@ -238,7 +281,10 @@ def serving_words(sv: Mapping[str, Any]) -> str:
             return "none in the window"
         return f"{d['p50']:,.0f}/{d['p99']:,.0f} ms"
 
+    note = sv.get("note")  # why the last scrape gave nothing (too large, no answer in time)
+    if note and "gen_tok_s" not in sv:
+        return f"/metrics: {note}"
     return (f"/metrics: gen {fig(sv.get('gen_tok_s'), ' tok/s')} · prompt {fig(sv.get('prompt_tok_s'), ' tok/s')}"
             f" · run {fig(sv.get('running'))} wait {fig(sv.get('waiting'))} · KV {fig(sv.get('kv_usage_pct'), ' %')}"
             f" · preempt {fig(sv.get('preemptions_per_min'), '/min')} · TTFT p50/p99 {lat(sv.get('ttft_ms'))}"
-            f" · ITL {lat(sv.get('itl_ms'))}")
+            f" · ITL {lat(sv.get('itl_ms'))}" + (f" · {note}" if note else ""))

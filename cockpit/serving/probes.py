@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 import re
 import ssl
 from typing import Any
@@ -188,7 +189,7 @@ def parse_metrics(text: str, prefix: str) -> dict[str, float]:
             if not name.startswith(prefix) or name.endswith("_created"):
                 continue
             value = float(s.value)
-            if value != value:  # NaN: unknown, leave it out
+            if not math.isfinite(value):  # NaN, ±Inf: unknown, leave it out
                 continue
             if name not in out:
                 out[name] = value
@@ -211,6 +212,32 @@ async def metrics(
     if r is None or r[0] != 200:
         return None
     return parse_metrics(r[1].decode("utf-8", "replace"), prefix)
+
+
+# What the serving watch reads of /metrics (every 2 s, for the figures): lower than what a one-off
+# probe accepts. A body past it is not read at all, and the figures say so.
+MAX_SERVING_METRICS_BYTES = 4 << 20
+
+
+async def metrics_body(
+    base_url: str, path: str, *, timeout: float = INFO_TIMEOUT_S, limit: int = MAX_SERVING_METRICS_BYTES,
+    client: httpx.AsyncClient | None = None,
+) -> tuple[bytes | None, str | None]:
+    """(the metrics endpoint's body, None), or (None, why in the operator's words) when it was too
+    large or did not answer in time; (None, None) when unreachable or not enabled (404), which
+    the readiness probe and the engine's flags already tell."""
+    url = base_url.rstrip("/") + path
+    try:
+        async with asyncio.timeout(timeout):
+            code, body = await _exchange(url, timeout, client, limit)
+    except BodyTooLarge:
+        return None, (f"metrics too large: {path} is over {limit >> 20} MiB, not read (the serving figures "
+                      "need only a few of its families)")
+    except (httpx.TimeoutException, TimeoutError):
+        return None, f"{path} did not answer within {timeout:g} s"
+    except httpx.HTTPError:
+        return None, None
+    return (body, None) if code == 200 else (None, None)
 
 
 async def metrics_text(

@@ -25,13 +25,16 @@ from cockpit.core.events import HangCleared, HangSeen
 from cockpit.core.hang import HangWatch, hang_after_s
 from cockpit.core.profile import Profile
 from cockpit.core.reducer import apply
-from cockpit.core.serving import ServingWindow, parse_sample
+from cockpit.core.serving import ServingWindow, parse_body
 from cockpit.core.state import RunState
 from cockpit.supervisor.api import LogLine
 
 log = logging.getLogger(__name__)
 
 SAMPLE_INTERVAL_S = 2.0
+# what one scrape of `status`'s look may take (a healthy /metrics answers in milliseconds); the
+# look's own deadline bounds them all together
+STATUS_SCRAPE_S = 5.0
 SERVING_PHASES = ("ready", "hung")
 
 
@@ -63,6 +66,7 @@ class ServingWatch:
         self.window = ServingWindow()
         self.watch = HangWatch(self.window_s)
         self.serving: dict[str, Any] | None = None
+        self.timed_out = False  # the last scrape got no answer within its time
         self._model: str | None = None
 
     # ---------------------------------------------------------------- observations
@@ -73,18 +77,24 @@ class ServingWatch:
             if ln.rank:
                 self.watch.log_line(now, f"{ln.host} {ln.rank}" if ln.host and ln.host != "local" else ln.rank)
 
-    async def sample(self, base_url: str) -> bool:
+    async def sample(self, base_url: str, timeout: float | None = None) -> bool:
         """One scrape of /metrics into the window and the hang watch (and the log's progress
-        lines, which count without /metrics too); False when the scrape failed."""
-        from cockpit.serving.probes import metrics_text
+        lines, which count without /metrics too); False when the scrape failed. The body is
+        filtered to the serving table's families and parsed in a thread: a body of a few MiB is
+        seconds of parsing, and the event loop (the TUI, the other watches) must not wait on it."""
+        from cockpit.serving.probes import INFO_TIMEOUT_S, metrics_body
 
-        text = await metrics_text(base_url, self.backend.metrics.path())
+        body, note = await metrics_body(base_url, self.backend.metrics.path(),
+                                        timeout=INFO_TIMEOUT_S if timeout is None else timeout)
         now = time.monotonic()
         st = self.state()
         self.watch.progress_lines(now, st.progress_lines)
-        if text is None:
+        self.timed_out = note is not None and body is None and "did not answer" in note
+        if body is None:
+            self._publish(note)
             return False
-        s = parse_sample(text, self.backend.metrics.prefix(), self.backend.metrics.serving(), now)
+        m = self.backend.metrics
+        s = await asyncio.to_thread(parse_body, body, m.prefix(), m.serving(), now)
         self.window.add(s)
         v = s.values
         tokens = None
@@ -92,9 +102,17 @@ class ServingWatch:
             tokens = v.get("generation_tokens", 0.0) + v.get("prompt_tokens", 0.0)
         self.watch.tokens(now, tokens)
         self.watch.outstanding(now, _int(v.get("running")), _int(v.get("waiting")))
-        self.serving = self.window.figures()
-        self.changed()
+        self._publish(None)
         return True
+
+    def _publish(self, note: str | None) -> None:
+        """The figures as `status` and the dashboard show them, with why the last scrape gave
+        nothing when it did not (too large, no answer in time): never silently stale."""
+        figures = self.window.figures()
+        if note is not None:
+            figures = {**(figures or {"source": self.backend.metrics.path()}), "note": note}
+        self.serving = figures
+        self.changed()
 
     def judge(self) -> None:
         """Fold the verdict into the run's state (hung, or ready again)."""
@@ -136,42 +154,64 @@ class ServingWatch:
         probe: asyncio.Task[None] | None = None
         try:
             while True:
-                if active() and self.state().phase in SERVING_PHASES:
-                    try:
-                        url = await base_url()
-                    except Exception as exc:  # the tunnel is down: the readiness probe says so
-                        log.debug("serving watch: %s", exc)
-                        url = None
-                    if url is not None:
-                        await self.sample(url)
-                        if (probe is None or probe.done()) and self.watch.wants_probe(
-                                time.monotonic(), probe_after_s(self.window_s)):
-                            probe = asyncio.create_task(self._probe(url, flags()))
-                        self.judge()
+                try:
+                    probe = await self._once(base_url, flags, active, probe)
+                except Exception:  # one bad look (a body no rule foresaw) must not end the watch for the run
+                    log.warning("serving watch: one look failed; going on", exc_info=True)
                 await asyncio.sleep(SAMPLE_INTERVAL_S)
         finally:
             if probe is not None:
                 probe.cancel()
                 await reap(probe)
 
+    async def _once(self, base_url: Callable[[], Any], flags: Callable[[], dict[str, Any]],
+                    active: Callable[[], bool], probe: asyncio.Task[None] | None) -> asyncio.Task[None] | None:
+        """One iteration of loop(): scrape, send the probe when idle, judge; the probe's task."""
+        if not active() or self.state().phase not in SERVING_PHASES:
+            return probe
+        try:
+            url = await base_url()
+        except Exception as exc:  # the tunnel is down: the readiness probe says so
+            log.debug("serving watch: %s", exc)
+            return probe
+        await self.sample(url)
+        if (probe is None or probe.done()) and self.watch.wants_probe(time.monotonic(), probe_after_s(self.window_s)):
+            probe = asyncio.create_task(self._probe_logged(url, flags()))
+        self.judge()
+        return probe
+
+    async def _probe_logged(self, base_url: str, flags: dict[str, Any]) -> None:
+        try:
+            await self._probe(base_url, flags)
+        except Exception:
+            log.warning("serving watch: the probe failed; the next one goes as usual", exc_info=True)
+
     async def check(self, base_url: str, flags: dict[str, Any]) -> None:
         """One bounded look for `cockpit status`: scrape, send the probe, and wait until it is
         answered, tokens move, or the window passes (then the run is hung)."""
         if self.state().phase not in SERVING_PHASES:
             return
-        await self.sample(base_url)  # no /metrics (SGLang without --enable-metrics): the probe and the log decide
-        probe = asyncio.create_task(self._probe(base_url, flags))
+        deadline = time.monotonic() + self.window_s + 3.0  # the one deadline of the whole look
+
+        def left(cap: float) -> float:
+            return max(0.1, min(cap, deadline - time.monotonic()))
+
+        # the probe and the first scrape together: a slow /metrics does not hold the probe back
+        probe = asyncio.create_task(self._probe_logged(base_url, flags))
         try:
-            deadline = time.monotonic() + self.window_s + 3.0
+            # no /metrics (SGLang without --enable-metrics): the probe and the log decide
+            await self.sample(base_url, timeout=left(STATUS_SCRAPE_S))
             moved_at = self.watch.last_movement
             first = True
             while time.monotonic() < deadline:
                 # two scrapes at least (the one above and this), half a second apart: a counter rate
                 # needs an interval, not a long one; then a second apart until the probe is answered
-                # or tokens move (a third scrape, a second later, told nothing more)
+                # or tokens move (a third scrape, a second later, told nothing more). A /metrics that
+                # let one scrape time out is not asked again in this look.
                 await asyncio.sleep(0.5 if first else 1.0)
                 first = False
-                await self.sample(base_url)
+                if not self.timed_out:
+                    await self.sample(base_url, timeout=left(STATUS_SCRAPE_S))
                 self.judge()
                 if probe.done() or self.watch.last_movement != moved_at:
                     break

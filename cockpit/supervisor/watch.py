@@ -206,6 +206,9 @@ class ReadinessProbe:
     async def loop(self, node: Node, port: Callable[[], int], path: Callable[[], str],
                    active: Callable[[], bool]) -> None:
         while True:
-            if active():
-                await self.probe(node, port(), path())
+            try:
+                if active():
+                    await self.probe(node, port(), path())
+            except Exception:  # one bad look must not end the readiness watch for the run
+                log.warning("readiness probe: one look failed; going on", exc_info=True)
             await self.pause(probe_interval(self.health))

@@ -183,13 +183,19 @@ class HostsTarget:
         run = self.run
         await asyncio.gather(*(run.follow.follow(node, follow=False) for node in self.nodes if node.record))
         if any(n.exited is None for n in self.nodes if n.record) and run.lifecycle == "running":
-            await run.readiness.probe(self.nodes[0], run.backend.launch.api_port(run.flags), run.readiness_path())
-            # SGLang's /health runs a generation: a hung SGLang answers it with a timeout, not 200
-            if run.readiness.health not in (None, "refused", "unreachable"):
+
+            async def serving_look() -> None:
                 try:
                     await run.serving.check(await run.api_base_url(), run.flags)
                 except (TransportError, OSError) as exc:
                     log.debug("serving check: %s", exc)
+
+            # together, not one after the other: SGLang's /health runs a generation (a hung SGLang
+            # answers it with a timeout, not 200) and a slow /metrics must not add to it; the look
+            # ends at once when the log does not say the server serves
+            await asyncio.gather(
+                run.readiness.probe(self.nodes[0], run.backend.launch.api_port(run.flags), run.readiness_path()),
+                serving_look())
         await self.telemetry.once()
         snap = run.snapshot()
         if run.recorder is not None and run.info is not None:
