@@ -69,15 +69,12 @@ def _serve(conn: socket.socket) -> None:
         conn.close()
 
 
-def main() -> None:
-    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(64)
-    tmp = sys.argv[1] + ".tmp"
+def announce(port: int, port_file: str) -> None:
+    """Write the port for the test (atomically) and end this process when its parent goes."""
+    tmp = port_file + ".tmp"
     with open(tmp, "w") as f:
-        f.write(str(srv.getsockname()[1]))
-    os.replace(tmp, sys.argv[1])
+        f.write(str(port))
+    os.replace(tmp, port_file)
     parent = os.getppid()
 
     def watch_parent() -> None:
@@ -86,6 +83,14 @@ def main() -> None:
         os._exit(0)
 
     threading.Thread(target=watch_parent, daemon=True).start()
+
+
+def main() -> None:
+    srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    announce(srv.getsockname()[1], sys.argv[1])
     while True:
         conn, _ = srv.accept()
         threading.Thread(target=_serve, args=(conn,), daemon=True).start()

@@ -17,12 +17,15 @@ GET /count/<prefix> says how many /metrics answers that prefix has had.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
+
+from _hostile_http import announce  # beside this file
+
+from tests.supervisor.test_waits import Idle  # PYTHONPATH: the repository (helpers.port_server)
 
 SLOW_S = 30.0
 SCRAPES: Counter[str] = Counter()
@@ -65,27 +68,19 @@ def _padding(mib: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-class Engine(BaseHTTPRequestHandler):
+class Engine(Idle):
+    """test_waits' idle engine (its model, its completion), with these /metrics bodies."""
+
     protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _send(self, body: bytes, kind: str = "application/json") -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
     def do_GET(self) -> None:
         prefix, _, rest = self.path.lstrip("/").partition("/")
         if prefix == "count":
             with _lock:
-                self._send(json.dumps({"scrapes": SCRAPES[rest]}).encode())
+                self._send(json.dumps({"scrapes": SCRAPES[rest]}).encode(), "application/json")
             return
         if rest != "metrics":
-            self._send(json.dumps({"data": [{"id": "m"}]}).encode())
+            self._send(json.dumps({"data": [{"id": "m"}]}).encode(), "application/json")
             return
         with _lock:
             SCRAPES[prefix] += 1
@@ -101,26 +96,11 @@ class Engine(BaseHTTPRequestHandler):
             body = _families(n)
         self._send(body.encode(), "text/plain; version=0.0.4")
 
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        self._send(json.dumps({"choices": [{"text": "x"}]}).encode())
-
 
 def main() -> None:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
     httpd.daemon_threads = True
-    tmp = sys.argv[1] + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(str(httpd.server_address[1]))
-    os.replace(tmp, sys.argv[1])
-    parent = os.getppid()
-
-    def watch_parent() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(0)
-
-    threading.Thread(target=watch_parent, daemon=True).start()
+    announce(httpd.server_address[1], sys.argv[1])
     httpd.serve_forever()
 
 

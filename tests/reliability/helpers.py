@@ -7,12 +7,13 @@ are the real log files on disk.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,6 +122,24 @@ def sim_profile(name: str, host: str, root: Path, sim_dir: Path, *, port: int | 
         f"server:\n  model-path: /models/Llama-3.1-70B-Instruct\n  tp: {tp}\n"
         f"  mem-fraction-static: {mfs}\n  port: {port or free_port()}\n"
     )
+
+
+@contextlib.contextmanager
+def port_server(script: str, workdir: Path) -> Iterator[str]:
+    """A test server process (`python SCRIPT PORT_FILE`, it writes its port there and ends with its
+    parent): its base URL while the block runs, killed after."""
+    port_file = workdir / "port"
+    proc = subprocess.Popen([PY, script, str(port_file)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        deadline = time.monotonic() + 10
+        while not port_file.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, f"{script} did not start"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{port_file.read_text()}"
+    finally:
+        proc.kill()
+        proc.wait(5)
 
 
 def wait_for(pred: Callable[[], object], timeout: float = 10.0, step: float = 0.02) -> bool:

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -36,23 +34,15 @@ from cockpit.core.profile import parse_profile
 from cockpit.core.state import RunState
 from cockpit.supervisor import servingwatch
 from cockpit.supervisor.servingwatch import ServingWatch
+from tests.reliability.helpers import port_server
 
 SERVER = str(Path(__file__).with_name("_metrics_server.py"))
 
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port_file = tmp_path_factory.mktemp("metrics") / "port"
-    proc = subprocess.Popen([sys.executable, SERVER, str(port_file)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 10
-        while not port_file.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the metrics server did not start"
-            time.sleep(0.02)
-        yield f"http://127.0.0.1:{port_file.read_text()}"
-    finally:
-        proc.kill()
-        proc.wait(5)
+    with port_server(SERVER, tmp_path_factory.mktemp("metrics")) as url:
+        yield url
 
 
 def _watch() -> tuple[ServingWatch, RunState]:

@@ -20,13 +20,12 @@ import json
 import resource
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.reliability.helpers import REPO
+from tests.reliability.helpers import REPO, port_server
 
 PY = sys.executable
 HOSTILE = str(Path(__file__).with_name("_hostile_http.py"))
@@ -60,17 +59,8 @@ def _limit_memory() -> None:
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port_file = tmp_path_factory.mktemp("hostile") / "port"
-    proc = subprocess.Popen([PY, HOSTILE, str(port_file)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 10
-        while not port_file.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "the hostile server did not start"
-            time.sleep(0.02)
-        yield f"http://127.0.0.1:{port_file.read_text()}"
-    finally:
-        proc.kill()
-        proc.wait(5)
+    with port_server(HOSTILE, tmp_path_factory.mktemp("hostile")) as url:
+        yield url
 
 
 def _probe(base: str, what: str, arg: str, timeout: float) -> dict:  # type: ignore[type-arg]
