@@ -197,10 +197,15 @@ def load_all_secret_flags() -> None:
 
 def detect_backend(sample: bytes, default: str = DEFAULT_BACKEND) -> str:
     """Which backend wrote a log, from its opening bytes: the one whose `logs.score` (0..1, the
-    share of lines that read as its records) is highest; `default` when none scores."""
+    share of lines that read as its records) is highest, its start-up's own marks (`startup_marked`)
+    counting above any share; `default` when none scores."""
     best, best_score = default, 0.0
     for name in _REGISTRY:
-        score = get_backend(name).logs.score(sample)
+        logs = get_backend(name).logs
+        score = logs.score(sample)
+        marked = getattr(logs, "startup_marked", None)  # a backend of another package may have none
+        if score > 0 and marked is not None and marked(sample):
+            score += 1.0  # its own start-up is in the opening: above any mere share of lines
         if score > best_score:
             best, best_score = name, score
     return best

@@ -13,6 +13,7 @@ backend stays cheap and this module imports no engine package (import-linter enf
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
@@ -168,6 +169,13 @@ class EngineLogs(EngineGroup):
 
     def score(self, sample: bytes) -> float:
         raise NotImplementedError(f"{type(self).__name__} scores no log")
+
+    # What only this engine's start-up prints (its arguments dump, its version banner): found in a
+    # log's opening, it outweighs any share of lines that merely look like another engine's.
+    STARTUP_MARKS: re.Pattern[bytes] | None = None
+
+    def startup_marked(self, sample: bytes) -> bool:
+        return self.STARTUP_MARKS is not None and self.STARTUP_MARKS.search(sample) is not None
 
     def record_rank(self, line: str) -> str | None:
         raise NotImplementedError(f"{type(self).__name__} reads no rank")

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import io
 import json
 import math
 import sys
-from typing import Any
+from typing import Any, BinaryIO
 
 from cockpit.face import (
     DEFAULT_BACKEND,
@@ -57,11 +58,52 @@ class FileRead:
         self.cut = cut  # lines longer than the grammar's cap, classified on their first 16 KiB
 
 
+class _Replayed(io.RawIOBase):
+    """Standard input with its opening read ahead: the opening first, then the rest of the pipe."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        self._head = memoryview(head)
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        data = self._rest.read1(len(b)) if hasattr(self._rest, "read1") else self._rest.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+_stdin_head: bytes | None = None
+
+
+def _stdin_opening() -> bytes:
+    """Standard input's first SNIFF_BYTES, read once (waiting for them, as a file's are there at
+    once): a pipe's peek gives only what it happens to hold, so the same bytes piped and read
+    from a file would be judged on different samples."""
+    global _stdin_head
+    if _stdin_head is None:
+        _stdin_head = sys.stdin.buffer.read(SNIFF_BYTES)
+    return _stdin_head
+
+
+def _stdin() -> BinaryIO:
+    """Standard input for the parser: the opening read ahead, then the rest."""
+    head = _stdin_opening()
+    return io.BufferedReader(_Replayed(head, sys.stdin.buffer), buffer_size=1 << 16)
+
+
 def _sniff(path: str) -> bytes:
-    """The opening bytes of a log, not consumed (standard input is peeked)."""
+    """The opening bytes of a log, the same SNIFF_BYTES for a file and for standard input (read
+    ahead and handed to the parser before the rest)."""
     try:
         if path == "-":
-            return bytes(sys.stdin.buffer.peek(SNIFF_BYTES)[:SNIFF_BYTES])  # type: ignore[union-attr]
+            return _stdin_opening()
         with open(path, "rb") as f:
             return f.read(SNIFF_BYTES)
     except (OSError, AttributeError, ValueError):
@@ -98,7 +140,7 @@ def read_logs(paths: list[str], reads: list[FileRead] | None = None, backend_nam
     for path in paths:
         stats: dict[str, int] = {}
         try:
-            src = sys.stdin.buffer if path == "-" else path
+            src = _stdin() if path == "-" else path
             state = backend.logs.read(src, state, stats)
         except FileNotFoundError:
             raise BadInput(f"{path}: no such file") from None

@@ -6,6 +6,7 @@ its modules are imported inside the methods so that importing the package stays 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -73,6 +74,10 @@ class SGLangLaunch(EngineLaunch):
 
 
 class SGLangLogs(EngineLogs):
+    # the arguments dump of the launch (reference/sglang.md §1): 0.5.9's `server_args=ServerArgs(…)`,
+    # 0.5.23's `server_args={'model_path': …}`
+    STARTUP_MARKS = re.compile(rb"server_args=(?:ServerArgs\(|\{')")
+
     def new_parser(self) -> LogParser:
         from cockpit.backends.sglang.logparse import SGLangLogParser
 

@@ -7,6 +7,7 @@ stays cheap.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,11 @@ class VLLMLaunch(EngineLaunch):
 
 
 class VLLMLogs(EngineLogs):
+    # the API server's start-up (reference/vllm.md §1): `non-default args: {…}`, the banner without
+    # the logo (`vLLM server version %s`, 0.8.5–0.10.x `vLLM API server version %s`), and the
+    # engine core's `Initializing a V1 LLM engine (v0.32.0) with config:`
+    STARTUP_MARKS = re.compile(rb"non-default args: \{|vLLM (?:API )?server version |Initializing a V1 LLM engine \(v")
+
     def new_parser(self) -> LogParser:
         from cockpit.backends.vllm.logparse import VLLMLogParser
 
