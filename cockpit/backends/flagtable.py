@@ -91,12 +91,18 @@ class TableRow(FlagLike, Protocol):
     def option_strings(self) -> tuple[str, ...]: ...
 
 
+def _not_json_constant(word: str) -> Any:
+    raise ValueError(f"{word} is not JSON (give a finite number)")
+
+
 def json_type(name: str) -> Callable[[str], Any]:
     """A JSON argument type; `name` is what argparse calls it in "invalid NAME value: …", the
     engine's own word for it."""
 
     def parse(s: str) -> Any:
-        return json.loads(s)
+        # Python's json takes NaN, Infinity and -Infinity, which are not JSON: an engine's parser
+        # may refuse them or read them as it likes, so they are refused here (argparse: "invalid")
+        return json.loads(s, parse_constant=_not_json_constant)
 
     parse.__name__ = name
     return parse

@@ -7,7 +7,9 @@ here we check shape and make sure no value can smuggle anything into a shell or 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -201,10 +203,62 @@ def _valid_env(v: dict[str, str]) -> dict[str, str]:
 def _mappings_as_json(v: Any) -> Any:
     """A flag written as a YAML mapping (`speculative-config: {method: ngram, …}`) is the JSON text
     the engine takes on its command line (vLLM's `--speculative-config`, `--kv-transfer-config`):
-    an operator writes YAML in a profile, not JSON inside a YAML string."""
+    an operator writes YAML in a profile, not JSON inside a YAML string. What YAML can say and JSON
+    cannot (a date, `!!binary`, `.nan`/`.inf`, a set, a key that is not text) is refused here, naming
+    the key: Python's json would raise on the first two and write `NaN`/`Infinity`, which is not JSON,
+    for the third."""
     if not isinstance(v, dict):
         return v
-    return {k: json.dumps(val, separators=(",", ":")) if isinstance(val, dict) else val for k, val in v.items()}
+    out: dict[Any, Any] = {}
+    for k, val in v.items():
+        if isinstance(val, dict):
+            _check_json_value(val, str(k))
+            val = json.dumps(val, separators=(",", ":"), allow_nan=False)
+        else:
+            for item in val if isinstance(val, list) else [val]:
+                _check_plain_value(item, str(k))
+        out[k] = val
+    return out
+
+
+def _check_plain_value(val: Any, key: str) -> None:
+    """A flag's own value: a YAML date or binary would fail pydantic's type check with words
+    about `str`; say what YAML made of it instead."""
+    if isinstance(val, (dt.date, bytes, set)):
+        raise ValueError(f"{key}: {_not_json(val)}")
+
+
+def _not_json(val: Any) -> str:
+    if isinstance(val, dt.date):
+        return (f"YAML reads {val.isoformat()} as a date, which an engine's flag cannot take: "
+                f"quote it ('{val.isoformat()}') to pass it as text")
+    if isinstance(val, bytes):
+        return "is binary (!!binary), which JSON cannot hold: give it as a base64 string"
+    if isinstance(val, set):
+        return "is a YAML set (!!set), which JSON cannot hold: give a list"
+    if isinstance(val, float):
+        return (f"is {val!r} (YAML .nan/.inf), which JSON cannot hold (Python would write "
+                "NaN/Infinity, which is not JSON): give a finite number")
+    return f"is a {type(val).__name__}, which JSON cannot hold"
+
+
+def _check_json_value(val: Any, key: str) -> None:
+    """Every value inside a JSON-valued mapping is one JSON can hold: text, a finite number, true/
+    false, null, a list or a mapping keyed by text."""
+    if isinstance(val, dict):
+        for k, item in val.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{key}: the key {k!r} is not text (YAML reads on/off/yes/no as true/false, "
+                                 "numbers and dates as themselves; JSON keys are text): quote it")
+            _check_json_value(item, f"{key}.{k}")
+    elif isinstance(val, list):
+        for i, item in enumerate(val):
+            _check_json_value(item, f"{key}[{i}]")
+    elif isinstance(val, float):
+        if not math.isfinite(val):
+            raise ValueError(f"{key}: {_not_json(val)}")
+    elif val is not None and not isinstance(val, (str, int, bool)):
+        raise ValueError(f"{key}: {_not_json(val)}")
 
 
 def _valid_server(v: dict[str, Any]) -> dict[str, Any]:
