@@ -456,13 +456,13 @@ class Tuner:
     def write_profile(self, best: Any) -> str | None:
         import yaml
 
-        from cockpit.face import Profile, resolve_profile
+        from cockpit.face import Profile, ProfileError, read_profile_yaml, resolve_profile
 
         src = resolve_profile(self.args.profile)
         try:
             source_mode = src.stat().st_mode  # what is written is no more readable than the source
-            data = yaml.safe_load(src.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
+            data = read_profile_yaml(src)  # the loader's guards (an alias bomb put there meanwhile)
+        except (OSError, ProfileError) as exc:
             self.say(f"cockpit: the tuned profile was not written: cannot read {src}: {exc}")
             return None
         data["name"] = tuned_name(self.profile.name)

@@ -32,6 +32,10 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 NODE_SUFFIX_RE = re.compile(r"\.node\d+\Z", re.IGNORECASE)
 MAX_PROFILE_BYTES = 256 << 10  # a profile is a page of YAML; a multi-MB file is a mistake or an attack
 MAX_NESTING = 16  # deepest a profile needs is 4 (policy, lists of hosts); YAML bombs go far deeper
+# values YAML aliases (*name) may add to a profile beyond those its text spells out: a shared host
+# list or `<<: *defaults` adds tens; an alias bomb (each anchor ten aliases of the one before) adds
+# 10^6 from 0.4 KB, and every layer after the loader walks what it expands to
+MAX_ALIAS_VALUES = 10_000
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # ssh destination: alias, user@host, host:port, user@host:port, [v6]:port
 SSH_DEST_RE = re.compile(r"(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?\Z")
@@ -576,6 +580,12 @@ def parse_profile(data: Any, path: str = "<profile>") -> Profile:
 
 def load_profile(path: str | Path) -> Profile:
     """Load and validate one profile file. Raises ProfileError (never a traceback for bad input)."""
+    return parse_profile(read_profile_yaml(path), str(path))
+
+
+def read_profile_yaml(path: str | Path) -> Any:
+    """A profile file's YAML as data, through every guard of the loader (size, nesting, aliases,
+    duplicate keys), not yet validated. Raises ProfileError."""
     p = Path(path)
     spath = str(path)
     try:
@@ -597,6 +607,8 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(spath, "", f"nests {depth} levels deep; a profile needs at most {MAX_NESTING}")
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+    except _AliasBomb as exc:
+        raise ProfileError(spath, exc.key, exc.problem) from None
     except _DuplicateKey as exc:
         raise ProfileError(spath, exc.key, f"appears twice (line {exc.first} and line {exc.second}); "
                                            "YAML would silently keep the last: keep one") from None
@@ -606,7 +618,7 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(spath, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
     except RecursionError:  # indentation nesting the bracket count cannot see
         raise ProfileError(spath, "", f"nests too deeply; a profile needs at most {MAX_NESTING} levels") from None
-    return parse_profile(data, spath)
+    return data
 
 
 class _DuplicateKey(Exception):
@@ -615,9 +627,56 @@ class _DuplicateKey(Exception):
         self.key, self.first, self.second = key, first, second
 
 
+class _AliasBomb(Exception):
+    def __init__(self, key: str, problem: str):
+        super().__init__(problem)
+        self.key, self.problem = key, problem
+
+
+def _check_aliases(root: yaml.Node) -> None:
+    """Refuse a document whose aliases expand it past MAX_ALIAS_VALUES more values than its text
+    holds, or that contains itself (`&a [*a]`). Counted on the composed nodes, before anything is
+    built: an alias is the anchored node itself, so each distinct node is counted once (memo) and
+    its expanded size added wherever it is referred to."""
+    expanded: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        known = expanded.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in open_:
+            where = node.start_mark.line + 1 if node.start_mark else "?"
+            raise _AliasBomb(f"line {where}", "a YAML alias refers to the node that holds it (it contains "
+                                              "itself, without end); a profile cannot")
+        open_.add(id(node))
+        n = 1
+        if isinstance(node, yaml.SequenceNode):
+            n += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            n += sum(size(k) + size(v) for k, v in node.value)
+        open_.discard(id(node))
+        expanded[id(node)] = n
+        return n
+
+    total = size(root)
+    own = len(expanded)  # distinct nodes: what the text spells out
+    if total - own > MAX_ALIAS_VALUES:
+        raise _AliasBomb("", f"YAML aliases (*name) expand {own:,} values into {total:,}; a profile's aliases may "
+                             f"add at most {MAX_ALIAS_VALUES:,} (an alias bomb?): write the values out, or alias less")
+
+
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last one,
-    so `tp: 8` early in a file and `tp: 4` further down would silently launch TP4)."""
+    so `tp: 8` early in a file and `tp: 4` further down would silently launch TP4), and a
+    document whose aliases expand it without bound (`_check_aliases`)."""
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _check_aliases(node)
+        return self.construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
