@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.core.profile import ProfileError, load_profile
+from tests.ui.test_picker import profiles_here  # noqa: F401 - the picker tests' profiles folder, a fixture
 
 
 def bomb(levels: int) -> str:
@@ -61,22 +62,12 @@ def test_modest_aliases_still_load(tmp_path: Path) -> None:
     assert [h.ssh for h in prof.hosts] == ["a@gpu-1", "a@gpu-2"] and prof.env == {"A": "1"}
 
 
-async def test_the_picker_lists_a_bomb_as_an_error_and_loads_the_others(tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_picker_lists_a_bomb_as_an_error_and_loads_the_others(profiles_here: Path) -> None:  # noqa: F811
     from cockpit.ui.app import CockpitApp
     from cockpit.ui.screens.picker import PickerScreen
-    from tests.ui.test_picker import BROKEN, HICACHE_300, _wait_preview
+    from tests.ui.test_picker import _wait_preview
 
-    for var, sub in (("HOME", "home"), ("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"),
-                     ("XDG_CACHE_HOME", "cache")):
-        (tmp_path / sub).mkdir()
-        monkeypatch.setenv(var, str(tmp_path / sub))
-    d = tmp_path / "work" / "profiles"
-    d.mkdir(parents=True)
-    (d / "a-bomb.yaml").write_text(bomb(7))
-    (d / "local-hicache300.yaml").write_text(HICACHE_300)
-    (d / "broken.yaml").write_text(BROKEN)
-    monkeypatch.chdir(tmp_path / "work")
+    (profiles_here / "a-bomb.yaml").write_text(bomb(7))  # beside test_picker's good and broken profiles
     app = CockpitApp(supervisor_factory=None)
     async with app.run_test(size=(140, 45)) as pilot:
         await pilot.pause()
