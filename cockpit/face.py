@@ -48,7 +48,15 @@ if TYPE_CHECKING:
     from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
     from cockpit.core.logtail import decisive_tail
     from cockpit.core.numbers import plural
-    from cockpit.core.profile import NAME_RE, PD_ROLES, Profile, ProfileError, load_profile, parse_profile
+    from cockpit.core.profile import (
+        NAME_RE,
+        PD_ROLES,
+        Profile,
+        ProfileError,
+        load_profile,
+        parse_profile,
+        read_profile_yaml,
+    )
     from cockpit.core.ranks import rank_sort_key
     from cockpit.core.sanitize import clean_text, has_control
     from cockpit.core.secrets import is_secret_name, mask_mapping, mask_value, without_masked
@@ -172,7 +180,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "cockpit.core.logtail": ("decisive_tail",),
     "cockpit.core.numbers": ("plural",),
     "cockpit.core.profile": (
-        "NAME_RE", "PD_ROLES", "Profile", "ProfileError", "load_profile", "parse_profile",
+        "NAME_RE", "PD_ROLES", "Profile", "ProfileError", "load_profile", "parse_profile", "read_profile_yaml",
     ),
     "cockpit.core.ranks": ("rank_sort_key",),
     "cockpit.core.sanitize": ("clean_text", "has_control"),

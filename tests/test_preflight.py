@@ -83,10 +83,17 @@ def test_layout_divisibility() -> None:
     assert ids(preflight(prof({"tp": 8, "attn-dp-size": 3, "mem-fraction-static": 0.8}), [], version="0.5.23")) == ["parallel_layout"]
 
 
-@pytest.mark.parametrize(("mfs", "severity"), [(1.2, "critical"), (0.0, "critical"), (0.97, "warning")])
+@pytest.mark.parametrize(("mfs", "severity"), [(1.0, "critical"), (0.97, "warning")])
 def test_mfs_range(mfs: float, severity: str) -> None:
     f = preflight(prof({"mem-fraction-static": mfs}), [])[0]
     assert f.id == "mem_fraction_range" and f.severity == severity
+
+
+@pytest.mark.parametrize("mfs", [1.2, 0.0, -0.5])
+def test_mfs_outside_a_fraction_is_bad_input(mfs: float) -> None:
+    """Outside (0, 1] it is no fraction: the flag table's bounds refuse it (issue 40, finding 11)."""
+    with pytest.raises(FlagError, match=r"allowed above 0 and at most 1"):
+        preflight(prof({"mem-fraction-static": mfs}), [])
 
 
 def test_default_mfs_predicted_from_gpu_size() -> None:

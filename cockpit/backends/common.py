@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from cockpit.backends.base import FlagError
-from cockpit.backends.flagtable import FlagLike
+from cockpit.backends.flagtable import Bound, FlagLike, check_bounds
 from cockpit.core.findings import FlagChange
 from cockpit.core.numbers import is_number
 from cockpit.core.profile import Profile, normalise_flag_name
@@ -47,11 +47,13 @@ def check_value(
     type_words: Mapping[str, str],
     to_argv: Callable[[SpecT, Any], list[str]],
     parse: Callable[[list[str]], dict[str, Any]],
+    bounds: Mapping[str, Bound] | None = None,
 ) -> Any:
     """The value as the engine would parse it; FlagError naming the profile key otherwise.
 
     `parse` is the engine's own argv parser for the version in use, so the wording of a refusal
-    is the engine's.
+    is the engine's. `bounds`: the engine's numeric bounds by dest (a number outside them, NaN or
+    infinite is refused here, before the engine would die of it).
     """
     if spec.type == "bool":
         if not isinstance(value, bool):
@@ -63,9 +65,11 @@ def check_value(
         raise FlagError(spec.name, f"{where}: {spec.name} takes one value, not a list")
     try:
         parsed = parse(to_argv(spec, value))
+        typed = parsed.get(spec.dest)
+        check_bounds(spec.name, typed, (bounds or {}).get(spec.dest))
     except FlagError as exc:
         raise FlagError(spec.name, f"{where}: {exc}") from None
-    return parsed.get(spec.dest)
+    return typed
 
 
 def scalar(text: str) -> Any:

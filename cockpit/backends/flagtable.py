@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 
 from cockpit.backends.base import FlagError
@@ -91,12 +93,18 @@ class TableRow(FlagLike, Protocol):
     def option_strings(self) -> tuple[str, ...]: ...
 
 
+def _not_json_constant(word: str) -> Any:
+    raise ValueError(f"{word} is not JSON (give a finite number)")
+
+
 def json_type(name: str) -> Callable[[str], Any]:
     """A JSON argument type; `name` is what argparse calls it in "invalid NAME value: …", the
     engine's own word for it."""
 
     def parse(s: str) -> Any:
-        return json.loads(s)
+        # Python's json takes NaN, Infinity and -Infinity, which are not JSON: an engine's parser
+        # may refuse them or read them as it likes, so they are refused here (argparse: "invalid")
+        return json.loads(s, parse_constant=_not_json_constant)
 
     parse.__name__ = name
     return parse
@@ -144,6 +152,58 @@ def flag_error(message: str, dashes: str) -> FlagError:
         if m:
             flag = m.group(1).split("=", 1)[0]
     return FlagError(flag, message)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The numbers a numeric flag may take (each engine's `BOUNDS`, by dest, beside its table):
+    `low`/`high` inclusive unless `low_open` (above `low`); `also`: values the engine gives a
+    meaning outside the range; `why`: the engine's own constraint, or what the number is. NaN and
+    infinities are refused for every numeric flag, with or without a Bound."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    also: tuple[float, ...] = ()
+    why: str = ""
+
+    def allows(self, v: float) -> bool:
+        if v in self.also:
+            return True
+        if self.low is not None and (v <= self.low if self.low_open else v < self.low):
+            return False
+        return self.high is None or v <= self.high
+
+    def words(self) -> str:
+        """`1 to 65535`, `at least 1`, `above 0 and at most 1`, `-1 or at least 1`."""
+        lo, hi = self.low, self.high
+        if lo is not None and hi is not None and not self.low_open:
+            text = f"{lo:g} to {hi:g}"
+        else:
+            parts = []
+            if lo is not None:
+                parts.append(f"above {lo:g}" if self.low_open else f"at least {lo:g}")
+            if hi is not None:
+                parts.append(f"at most {hi:g}")
+            text = " and ".join(parts) or "any finite number"
+        if self.also:
+            text = " or ".join(f"{a:g}" for a in self.also) + " or " + text
+        return text
+
+
+def check_bounds(name: str, value: Any, bound: Bound | None) -> None:
+    """FlagError naming the flag, the value and the allowed range when a number (or any item of a
+    list of numbers) is NaN, infinite or outside `bound`."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if not math.isfinite(v):
+            allowed = bound.words() if bound is not None else "a finite number"
+            raise FlagError(name, f"{name} {v!r} is not a number the server can use: allowed {allowed}")
+        if bound is not None and not bound.allows(v):
+            why = f" ({bound.why})" if bound.why else ""
+            raise FlagError(name, f"{name} {v:g} is out of range: allowed {bound.words()}{why}")
 
 
 def valued_argv(name: str, ftype: str, value: Any) -> list[str]:

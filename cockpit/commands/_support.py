@@ -21,7 +21,6 @@ from cockpit.face import (
     exit_code_for,
     load_profile,
     mask_mapping,
-    mask_value,
     predicted_phrases,
     rank_sort_key,
     sort_findings,
@@ -146,8 +145,7 @@ def status_json(snap: RunSnapshot) -> dict[str, Any]:
     out["health"] = snap.health
     out["readiness"] = snap.readiness
     out["ready"] = snap.state.phase == "ready" and snap.health == "200"
-    out["flag_diff"] = [{**c.to_json(), "from": mask_value(c.flag, c.from_value), "to": mask_value(c.flag, c.to_value)}
-                        for c in snap.flag_diff]
+    out["flag_diff"] = [c.to_json() for c in snap.flag_diff]  # masked as every FlagChange's JSON is
     if snap.target is not None:
         out["target"] = snap.target.to_json()
         if isinstance(snap.target, SlurmView):  # the job under its own key too (docs/OPERATIONS.md, "Slurm")

@@ -18,6 +18,7 @@ import asyncio
 import json
 import os
 import signal
+import stat
 import sys
 import time
 from dataclasses import asdict, replace
@@ -101,19 +102,28 @@ def holds_secrets(data: dict[str, Any]) -> bool:
                for sec in sections)
 
 
-def write_new_file(out: Path, text: str, *, private: bool, replace_existing: bool) -> None:
+def write_new_file(out: Path, text: str, *, private: bool, replace_existing: bool,
+                   source_mode: int | None = None) -> None:
     """`text` as `out`, never through a link and never half-written: a temp file of a fresh random
     name beside it (O_CREAT|O_EXCL, so a planted NAME.tuned.tmp or link is never opened), 0600 when
     `private` (else the umask's usual mode), then linked to `out` (refused with FileExistsError when
-    it exists) or, with `replace_existing`, renamed over it (a link there is replaced, not followed)."""
+    it exists) or, with `replace_existing`, renamed over it (a link there is replaced, not followed).
+
+    `source_mode`: the mode of the file `text` was made from; the new file gets no permission bit
+    the source lacks. A profile holds secrets no name rule can find (a token under any env name, a
+    password inside a URL, a webhook's address in `notify`): its owner's 0600 is the only sure sign."""
     import tempfile
 
     fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
     try:
-        if not private:
-            mask = os.umask(0)
-            os.umask(mask)
-            os.fchmod(fd, 0o666 & ~mask)
+        mask = os.umask(0)
+        os.umask(mask)
+        mode = 0o666 & ~mask
+        if private:
+            mode &= 0o600
+        if source_mode is not None:
+            mode &= stat.S_IMODE(source_mode)
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         if replace_existing:
@@ -446,12 +456,13 @@ class Tuner:
     def write_profile(self, best: Any) -> str | None:
         import yaml
 
-        from cockpit.face import Profile, resolve_profile
+        from cockpit.face import Profile, ProfileError, read_profile_yaml, resolve_profile
 
         src = resolve_profile(self.args.profile)
         try:
-            data = yaml.safe_load(src.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
+            source_mode = src.stat().st_mode  # what is written is no more readable than the source
+            data = read_profile_yaml(src)  # the loader's guards (an alias bomb put there meanwhile)
+        except (OSError, ProfileError) as exc:
             self.say(f"cockpit: the tuned profile was not written: cannot read {src}: {exc}")
             return None
         data["name"] = tuned_name(self.profile.name)
@@ -471,10 +482,11 @@ class Tuner:
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             try:
-                write_new_file(out, text, private=private, replace_existing=bool(self.args.output))
+                write_new_file(out, text, private=private, replace_existing=bool(self.args.output),
+                               source_mode=source_mode)
             except FileExistsError:  # NAME.tuned.yaml appeared during the session: keep both
                 taken, out = out, out.with_name(f"{self.profile.name}.tuned.{self.session}.yaml")
-                write_new_file(out, text, private=private, replace_existing=False)
+                write_new_file(out, text, private=private, replace_existing=False, source_mode=source_mode)
                 self.say(f"cockpit: {taken} appeared during the session and is kept; this session's profile is {out}")
         except OSError as exc:
             self.say(f"cockpit: the tuned profile was not written to {out}: {exc}")

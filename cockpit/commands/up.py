@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from cockpit.face import GateResult
 
 STARTED_GRACE_S = 1.0  # a server that dies at once (bad flag, port in use) is a failure, not "started"
+# after the hosts say the server has ended: how long the log follower may take to deliver its exit
+# and last lines (the failed launch's report); it starts over the host's transport, seconds over SSH
+EXIT_CATCH_UP_S = 15.0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,6 +67,20 @@ def _refused(gate: GateResult, *, force: bool) -> bool:
     return True
 
 
+async def wait_started(sup: Any, grace: float, *, submitted: bool = False) -> bool:
+    """`--wait started`: the server is alive after its first second. The log follower that reports
+    an exit is a program started over the host's transport and may not be reading yet when that
+    second ends (a server dead at 0.3 s then read as "started"): so the hosts are asked at the end
+    of it, and a server found ended is waited for until the follower has its exit and last lines.
+    A Slurm job only submitted has no server yet: nothing to ask. True when the server has ended."""
+    if await sup.wait_until(lambda s: s.any_exited, grace):
+        return True
+    if submitted or not await sup.ended_on_hosts():
+        return False
+    await sup.wait_until(lambda s: s.any_exited, EXIT_CATCH_UP_S)
+    return True
+
+
 async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namespace) -> int:
     from cockpit.commands.plan import journal_runs
     from cockpit.face import Supervisor, gate
@@ -85,17 +102,18 @@ async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namesp
         what = f"submitted Slurm job {job}" if job else f"pid {info.pid}"
         say(f"{profile.name}: launched run {info.id} on {', '.join(info.hosts)} ({what}), log {info.log_path}")
         runner = asyncio.create_task(sup.run())
+        ended = False  # `started`: the hosts say the server has ended (wait_started)
         try:
             if args.wait == "ready":
                 def done(s: Supervisor) -> bool:
                     return s.is_ready() or s.state_phase in ("crashed", "stopped") or s.any_exited
                 ok = await sup.wait_until(done, args.timeout)
             else:
-                ok = await sup.wait_until(lambda s: s.any_exited, min(STARTED_GRACE_S, args.timeout))
+                ended = await wait_started(sup, min(STARTED_GRACE_S, args.timeout), submitted=bool(job))
                 ok = True
             snap = sup.snapshot()
             failed_lines: list[str] = []
-            if snap.state.phase in ("crashed", "stopped") or sup.any_exited:
+            if snap.state.phase in ("crashed", "stopped") or sup.any_exited or ended:
                 from cockpit.commands.logs import failed_launch_lines, run_log_tail
 
                 failed_lines = failed_launch_lines(snap, await run_log_tail(sup))
@@ -109,7 +127,7 @@ async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namesp
     finally:
         if journal is not None:
             journal.close()
-    failed = snap.state.phase in ("crashed", "stopped") or sup.any_exited
+    failed = snap.state.phase in ("crashed", "stopped") or sup.any_exited or ended
     if args.json:
         out = status_json(snap)
         out["waited"] = args.wait

@@ -16,7 +16,10 @@ class FlagChange:
     to_value: Any
 
     def to_json(self) -> dict[str, Any]:
-        return {"flag": self.flag, "from": self.from_value, "to": self.to_value}
+        """The change as every JSON shows it (`status`, `check`, the journal): a secret value masked."""
+        from cockpit.core.secrets import mask_value
+
+        return {"flag": self.flag, "from": mask_value(self.flag, self.from_value), "to": mask_value(self.flag, self.to_value)}
 
     def as_diff(self) -> str:
         """`--mem-fraction-static 0.93 → 0.88` — the form the TUI, the CLI and the docs all use."""

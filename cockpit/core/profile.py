@@ -7,7 +7,9 @@ here we check shape and make sure no value can smuggle anything into a shell or 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -30,6 +32,10 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}\Z")
 NODE_SUFFIX_RE = re.compile(r"\.node\d+\Z", re.IGNORECASE)
 MAX_PROFILE_BYTES = 256 << 10  # a profile is a page of YAML; a multi-MB file is a mistake or an attack
 MAX_NESTING = 16  # deepest a profile needs is 4 (policy, lists of hosts); YAML bombs go far deeper
+# values YAML aliases (*name) may add to a profile beyond those its text spells out: a shared host
+# list or `<<: *defaults` adds tens; an alias bomb (each anchor ten aliases of the one before) adds
+# 10^6 from 0.4 KB, and every layer after the loader walks what it expands to
+MAX_ALIAS_VALUES = 10_000
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # ssh destination: alias, user@host, host:port, user@host:port, [v6]:port
 SSH_DEST_RE = re.compile(r"(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?\Z")
@@ -201,10 +207,62 @@ def _valid_env(v: dict[str, str]) -> dict[str, str]:
 def _mappings_as_json(v: Any) -> Any:
     """A flag written as a YAML mapping (`speculative-config: {method: ngram, …}`) is the JSON text
     the engine takes on its command line (vLLM's `--speculative-config`, `--kv-transfer-config`):
-    an operator writes YAML in a profile, not JSON inside a YAML string."""
+    an operator writes YAML in a profile, not JSON inside a YAML string. What YAML can say and JSON
+    cannot (a date, `!!binary`, `.nan`/`.inf`, a set, a key that is not text) is refused here, naming
+    the key: Python's json would raise on the first two and write `NaN`/`Infinity`, which is not JSON,
+    for the third."""
     if not isinstance(v, dict):
         return v
-    return {k: json.dumps(val, separators=(",", ":")) if isinstance(val, dict) else val for k, val in v.items()}
+    out: dict[Any, Any] = {}
+    for k, val in v.items():
+        if isinstance(val, dict):
+            _check_json_value(val, str(k))
+            val = json.dumps(val, separators=(",", ":"), allow_nan=False)
+        else:
+            for item in val if isinstance(val, list) else [val]:
+                _check_plain_value(item, str(k))
+        out[k] = val
+    return out
+
+
+def _check_plain_value(val: Any, key: str) -> None:
+    """A flag's own value: a YAML date or binary would fail pydantic's type check with words
+    about `str`; say what YAML made of it instead."""
+    if isinstance(val, (dt.date, bytes, set)):
+        raise ValueError(f"{key}: {_not_json(val)}")
+
+
+def _not_json(val: Any) -> str:
+    if isinstance(val, dt.date):
+        return (f"YAML reads {val.isoformat()} as a date, which an engine's flag cannot take: "
+                f"quote it ('{val.isoformat()}') to pass it as text")
+    if isinstance(val, bytes):
+        return "is binary (!!binary), which JSON cannot hold: give it as a base64 string"
+    if isinstance(val, set):
+        return "is a YAML set (!!set), which JSON cannot hold: give a list"
+    if isinstance(val, float):
+        return (f"is {val!r} (YAML .nan/.inf), which JSON cannot hold (Python would write "
+                "NaN/Infinity, which is not JSON): give a finite number")
+    return f"is a {type(val).__name__}, which JSON cannot hold"
+
+
+def _check_json_value(val: Any, key: str) -> None:
+    """Every value inside a JSON-valued mapping is one JSON can hold: text, a finite number, true/
+    false, null, a list or a mapping keyed by text."""
+    if isinstance(val, dict):
+        for k, item in val.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{key}: the key {k!r} is not text (YAML reads on/off/yes/no as true/false, "
+                                 "numbers and dates as themselves; JSON keys are text): quote it")
+            _check_json_value(item, f"{key}.{k}")
+    elif isinstance(val, list):
+        for i, item in enumerate(val):
+            _check_json_value(item, f"{key}[{i}]")
+    elif isinstance(val, float):
+        if not math.isfinite(val):
+            raise ValueError(f"{key}: {_not_json(val)}")
+    elif val is not None and not isinstance(val, (str, int, bool)):
+        raise ValueError(f"{key}: {_not_json(val)}")
 
 
 def _valid_server(v: dict[str, Any]) -> dict[str, Any]:
@@ -522,6 +580,12 @@ def parse_profile(data: Any, path: str = "<profile>") -> Profile:
 
 def load_profile(path: str | Path) -> Profile:
     """Load and validate one profile file. Raises ProfileError (never a traceback for bad input)."""
+    return parse_profile(read_profile_yaml(path), str(path))
+
+
+def read_profile_yaml(path: str | Path) -> Any:
+    """A profile file's YAML as data, through every guard of the loader (size, nesting, aliases,
+    duplicate keys), not yet validated. Raises ProfileError."""
     p = Path(path)
     spath = str(path)
     try:
@@ -543,6 +607,8 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(spath, "", f"nests {depth} levels deep; a profile needs at most {MAX_NESTING}")
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+    except _AliasBomb as exc:
+        raise ProfileError(spath, exc.key, exc.problem) from None
     except _DuplicateKey as exc:
         raise ProfileError(spath, exc.key, f"appears twice (line {exc.first} and line {exc.second}); "
                                            "YAML would silently keep the last: keep one") from None
@@ -552,7 +618,7 @@ def load_profile(path: str | Path) -> Profile:
         raise ProfileError(spath, where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
     except RecursionError:  # indentation nesting the bracket count cannot see
         raise ProfileError(spath, "", f"nests too deeply; a profile needs at most {MAX_NESTING} levels") from None
-    return parse_profile(data, spath)
+    return data
 
 
 class _DuplicateKey(Exception):
@@ -561,9 +627,56 @@ class _DuplicateKey(Exception):
         self.key, self.first, self.second = key, first, second
 
 
+class _AliasBomb(Exception):
+    def __init__(self, key: str, problem: str):
+        super().__init__(problem)
+        self.key, self.problem = key, problem
+
+
+def _check_aliases(root: yaml.Node) -> None:
+    """Refuse a document whose aliases expand it past MAX_ALIAS_VALUES more values than its text
+    holds, or that contains itself (`&a [*a]`). Counted on the composed nodes, before anything is
+    built: an alias is the anchored node itself, so each distinct node is counted once (memo) and
+    its expanded size added wherever it is referred to."""
+    expanded: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        known = expanded.get(id(node))
+        if known is not None:
+            return known
+        if id(node) in open_:
+            where = node.start_mark.line + 1 if node.start_mark else "?"
+            raise _AliasBomb(f"line {where}", "a YAML alias refers to the node that holds it (it contains "
+                                              "itself, without end); a profile cannot")
+        open_.add(id(node))
+        n = 1
+        if isinstance(node, yaml.SequenceNode):
+            n += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            n += sum(size(k) + size(v) for k, v in node.value)
+        open_.discard(id(node))
+        expanded[id(node)] = n
+        return n
+
+    total = size(root)
+    own = len(expanded)  # distinct nodes: what the text spells out
+    if total - own > MAX_ALIAS_VALUES:
+        raise _AliasBomb("", f"YAML aliases (*name) expand {own:,} values into {total:,}; a profile's aliases may "
+                             f"add at most {MAX_ALIAS_VALUES:,} (an alias bomb?): write the values out, or alias less")
+
+
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last one,
-    so `tp: 8` early in a file and `tp: 4` further down would silently launch TP4)."""
+    so `tp: 8` early in a file and `tp: 4` further down would silently launch TP4), and a
+    document whose aliases expand it without bound (`_check_aliases`)."""
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _check_aliases(node)
+        return self.construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cockpit.core.sanitize import clean_text
-from cockpit.core.secrets import mask_deep, mask_mapping
+from cockpit.core.secrets import mask_deep, mask_mapping, mask_text
 from cockpit.errors import BadInput
 from cockpit.journal.schema import (
     MIGRATIONS,
@@ -305,14 +305,15 @@ def _state_columns(state: RunState, findings: Iterable[Finding]) -> dict[str, An
         "median_gen_throughput": statistics.median(gen) if gen else None,
         "peak_token_usage": max(usage) if usage else None,
         "gen_throughput_series": json.dumps(_gen_series(state)),
-        "findings": json.dumps(_clean_json([f.to_json() for f in findings])),
+        "findings": json.dumps(_clean_json(mask_deep([f.to_json() for f in findings]))),
     }
 
 
 def _clean(text: Any) -> Any:
     """Log text as the journal keeps and gives it back: no escape sequence survives (a crash
-    message is replayed by `runs show` and the history screen for as long as the row lives)."""
-    return clean_text(text) if isinstance(text, str) else text
+    message is replayed by `runs show` and the history screen for as long as the row lives), and no
+    URL's password (a crash line quoting a connector's address)."""
+    return clean_text(mask_text(text)) if isinstance(text, str) else text
 
 
 def _clean_json(obj: Any) -> Any:
@@ -537,7 +538,7 @@ class Journal:
         self._check_outcome(outcome)
         cols = _state_columns(state, findings) if state is not None else {}
         if state is None and findings:
-            cols["findings"] = json.dumps([f.to_json() for f in findings])
+            cols["findings"] = json.dumps(_clean_json(mask_deep([f.to_json() for f in findings])))
         if state is not None:
             self._add_time_to_ready(run_id, cols, state)
         self._update(run_id, cols, outcome=outcome, end=True)

@@ -7,6 +7,7 @@ engine that imports for a minute and then dies of it. Part of the gate (cockpit/
 |---|---|---|
 | `model_path_missing` | critical | server's model is a filesystem path (`/…`, `~…`, `./…`) that does not exist on node 0 |
 | `port_in_use` | critical | node 0's API port is already bound (another server, an earlier run that did not stop) |
+| `port_unusable` | critical | node 0 cannot listen on the API address for another reason (not its address, a privileged port) |
 
 A model named like a Hugging Face repo (`org/name`) is the engine's to download: not checked. A
 simulator profile (`cockpit sim`) loads no model: its path is not checked. A live run of the
@@ -96,4 +97,8 @@ async def launch_findings(profile: Profile, overrides: Mapping[str, Any] | None 
                            f"{n0.label}: {res['port_bound']}: another server (or an earlier run that did not stop) "
                            f"listens there, and the new one would die at start-up. Stop it, or use another --port.",
                            (), (FlagChange("--port", port, port + 1),)))
+    if res.get("port_unusable"):
+        out.append(Finding("port_unusable", "critical",
+                           f"{n0.label}: {res['port_unusable']}: the server would die when it binds, after its start-up. "
+                           "Fix the profile's host (an address of this node, or 0.0.0.0) or --port."))
     return out

@@ -115,7 +115,7 @@ class HostOps(ProgramClient):
         return str(res["addr"]), int(res["port"])
 
     async def launch_check(self, paths: list[str], cwd: str, host: str | None, port: int | None) -> dict[str, Any]:
-        """{"missing": [paths not on the host], "port_bound": why, or None} (hostside op_launch_check)."""
+        """{"missing": [paths not on the host], "port_bound": why, "port_unusable": why, or None} (hostside op_launch_check)."""
         return await self.call({"op": "launch_check", "paths": paths, "cwd": cwd, "host": host, "port": port})
 
     async def scan(self, path: str, offset: int, ino: int | None, *, head_bytes: int, tail_lines: int) -> dict[str, Any]:

@@ -131,6 +131,24 @@ class Supervisor:
         """The server of some node has exited (crash or stop)."""
         return any(n.exited is not None for n in self.nodes if n.record)
 
+    async def ended_on_hosts(self) -> bool:
+        """Whether some node's server of this run has ended, asked of the hosts now (its run
+        directory: not alive, its exit recorded or its waiter gone). The log follower reports an
+        exit too, but only once it runs, over the host's transport: `up --wait started` asks."""
+        from cockpit.remote.hostresults import run_or_none
+
+        for node in self.nodes:
+            if node.record is None:
+                continue
+            try:
+                now = run_or_none(await node.ops.find(node.key))
+            except Exception:  # an unreachable host: the follower reports the link; nothing more known
+                continue
+            if (now is not None and now.run_id == node.record.run_id and not now.alive
+                    and (now.exit_code is not None or now.lost)):
+                return True
+        return False
+
     def changed(self) -> None:
         self.publisher.dirty = True
 

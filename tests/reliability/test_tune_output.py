@@ -80,3 +80,27 @@ def test_tune_writes_its_profile_safely_in_a_shared_directory(tmp_path: Path, le
         ledger.note(f"tune: planted NAME.tuned.tmp link untouched, profile 0600; second session refused in {took:.1f} s")
         ledger.fault("files")
         ledger.survive("files", 2)
+
+
+# Issue 40, finding 6: secrets Cockpit's name rule cannot see (a token under a name that is no
+# secret word, a password inside a URL, a webhook's address in `notify`)
+PAT = "ghp_pat_0nly_the_owner_may_read_4471"
+URL_PW = "pg-pa55w0rd-in-a-url-8812"
+HOOK = "https://hooks.example.com/services/T0/B0/webhook-s3cret-5530"
+
+
+def test_the_tuned_profile_is_no_more_readable_than_its_source(tmp_path: Path) -> None:
+    """A 0600 profile whose secrets name-guessing misses: the tuned profile tune writes from it is
+    0600 too (before: 0644, readable by every user of the machine)."""
+    env = story_env(tmp_path, 0.93, startup_speed="300")
+    src = tmp_path / "profiles" / "story.yaml"
+    src.write_text(src.read_text() + f"env:\n  GH_PAT: {PAT}\n  DATABASE_URL: postgres://app:{URL_PW}@db:5432/app\n"
+                   f"notify: [curl, -d, '@-', '{HOOK}']\n")
+    os.chmod(src, 0o600)
+    out = cockpit(env, tmp_path, "tune", "story", "--max-launches", "2", *BENCH, "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    tuned = Path(json.loads(out.stdout)["profile_written"])
+    text = tuned.read_text()
+    assert PAT in text and URL_PW in text and HOOK in text  # the premise: the tuned profile carries them
+    mode = stat.S_IMODE(tuned.lstat().st_mode)
+    assert mode & ~stat.S_IMODE(src.stat().st_mode) == 0, f"{oct(mode)} from a 0600 profile"

@@ -12,6 +12,7 @@ from typing import Any
 from cockpit.backends import common
 from cockpit.backends.base import FlagError
 from cockpit.backends.sglang.flags import (
+    BOUNDS,
     FlagSpec,
     canonical,
     flag_table,
@@ -31,7 +32,7 @@ def _check_value(spec: FlagSpec, value: Any, key: str, where: str, version: str)
     """The value as SGLang would parse it; FlagError naming the profile key otherwise."""
     return common.check_value(
         spec, value, where, type_words=_TYPE_WORDS, to_argv=value_to_argv,
-        parse=lambda argv: parse_server_args(argv, version),
+        parse=lambda argv: parse_server_args(argv, version), bounds=BOUNDS,
     )
 
 

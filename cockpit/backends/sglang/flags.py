@@ -247,6 +247,59 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
 ]
 
 
+# ---- bounds: the numbers each numeric flag may take (issue 40) -----------------------------------
+# By dest, apart from the rows (whose types and defaults are checked against SGLang's parser): a
+# number outside is refused before launch, naming the range (flagtable.check_bounds). SGLang's
+# argparse takes any int or float; its own checks (server_args.py `check_server_args`) are few, so
+# most bounds are what the number is: a count of GPUs or requests, a TCP port, a fraction.
+_B = flagtable.Bound
+_PORT = _B(1, 65535, why="a TCP port")
+_COUNT = _B(1, why="a count")
+_SIZE = _B(1, why="a size in tokens or requests")
+BOUNDS: dict[str, flagtable.Bound] = {
+    "port": _PORT,
+    "disaggregation_bootstrap_port": _PORT,
+    "tp_size": _B(1, why="a number of GPUs"),
+    "dp_size": _B(1, why="a number of replicas"),
+    "pp_size": _B(1, why="a number of pipeline stages"),
+    "ep_size": _B(1, why="a number of GPUs"),
+    "attn_dp_size": _B(1, why="a number of replicas"),
+    "nnodes": _B(1, why="a number of nodes"),
+    "node_rank": _B(0, why="a node's index"),
+    "base_gpu_id": _B(0, why="SGLang's check_server_args: base_gpu_id must be non-negative"),
+    "gpu_id_step": _B(1, why="SGLang's check_server_args: gpu_id_step must be positive"),
+    "mem_fraction_static": _B(0, 1, low_open=True, why="a fraction of the GPU's memory"),
+    "hicache_ratio": _B(0, low_open=True, why="host pool ÷ device pool, per rank"),
+    "hicache_size": _B(0, why="GB per rank; 0 sizes the host pool by --hicache-ratio"),
+    "hicache_host_memory_fraction": _B(0, 1, low_open=True, why="a fraction of the host's memory"),
+    "max_running_requests": _SIZE,
+    "max_queued_requests": _SIZE,
+    "max_total_tokens": _SIZE,
+    "max_prefill_tokens": _SIZE,
+    "context_length": _SIZE,
+    "page_size": _SIZE,
+    "stream_interval": _COUNT,
+    "decode_log_interval": _COUNT,
+    "torch_compile_max_bs": _SIZE,
+    "cuda_graph_max_bs": _SIZE,
+    "cuda_graph_bs": _SIZE,
+    "cuda_graph_max_bs_decode": _SIZE,
+    "cuda_graph_max_bs_prefill": _SIZE,
+    "cuda_graph_bs_decode": _SIZE,
+    "cuda_graph_bs_prefill": _SIZE,
+    "pp_max_micro_batch_size": _SIZE,
+    "piecewise_cuda_graph_max_tokens": _SIZE,
+    "pp_async_batch_depth": _B(0, why="a depth"),
+    "num_reserved_decode_tokens": _B(0, why="a number of tokens"),
+    "speculative_num_steps": _COUNT,
+    "speculative_eagle_topk": _COUNT,
+    "speculative_num_draft_tokens": _COUNT,
+    "watchdog_timeout": _B(0, low_open=True, why="seconds"),
+    "dist_timeout": _B(1, why="seconds"),
+    "schedule_conservativeness": _B(0, why="a factor"),
+}
+
+
 @functools.lru_cache(maxsize=32)
 def _table(version: str) -> dict[str, FlagSpec]:
     vk = version_key(version)

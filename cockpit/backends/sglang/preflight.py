@@ -16,7 +16,7 @@ Finding ids:
 | `gpu_count` | critical | the node has fewer GPUs than ranks per node |
 | `gpus_idle` | info | the node has more GPUs than the run uses |
 | `parallel_layout` | critical | tp·pp·dp does not split evenly over the nodes, nnodes ≠ hosts, ep/attn-dp do not divide tp |
-| `mem_fraction_range` | critical / warning | mfs outside (0, 1) / above 0.95 (almost nothing left for activations) |
+| `mem_fraction_range` | critical / warning | mfs of 1 (outside (0, 1] the flag's bounds refuse it: exit 2) / above 0.95 (almost nothing left for activations) |
 | `default_mem_fraction` | info | mfs unset: what SGLang will pick on this GPU size (§4.1) |
 | `host_facts_unknown` | info | a host could not be measured, so host checks were skipped for it |
 """

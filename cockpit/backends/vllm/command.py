@@ -19,6 +19,7 @@ from typing import Any
 from cockpit.backends import common
 from cockpit.backends.base import FlagError
 from cockpit.backends.vllm.flags import (
+    BOUNDS,
     FlagSpec,
     canonical,
     flag_table,
@@ -38,7 +39,7 @@ _TYPE_WORDS = {"int": "an integer", "float": "a number", "str": "a text value", 
 def _check_value(spec: FlagSpec, value: Any, where: str, version: str) -> Any:
     return common.check_value(
         spec, value, where, type_words=_TYPE_WORDS, to_argv=value_to_argv,
-        parse=lambda argv: parse_serve_args(argv, version),
+        parse=lambda argv: parse_serve_args(argv, version), bounds=BOUNDS,
     )
 
 

@@ -175,6 +175,37 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--kv-transfer-config",), "json", None, {}),
 ]
 
+# ---- bounds: the numbers each numeric flag may take (issue 40) -----------------------------------
+# By dest, apart from the rows: vLLM's own constraints where its config classes state them
+# (pydantic `Field(ge=…, gt=…, le=…)` in vllm/config/*.py, checked against 0.32.0), else what the
+# number is. vLLM refuses these only after its imports (seconds to a minute); the gate does first.
+_B = flagtable.Bound
+_PORT = _B(1, 65535, why="a TCP port")
+BOUNDS: dict[str, flagtable.Bound] = {
+    "port": _PORT,
+    "master_port": _PORT,
+    "tensor_parallel_size": _B(1, why="vLLM's ParallelConfig: ge=1"),
+    "pipeline_parallel_size": _B(1, why="vLLM's ParallelConfig: ge=1"),
+    "data_parallel_size": _B(1, why="vLLM's ParallelConfig: ge=1"),
+    "data_parallel_size_local": _B(0, why="vLLM's ParallelConfig: ge=0"),
+    "nnodes": _B(1, why="vLLM's ParallelConfig: ge=1"),
+    "node_rank": _B(0, why="vLLM's ParallelConfig: ge=0"),
+    "gpu_memory_utilization": _B(0, 1, low_open=True, why="vLLM's CacheConfig: gt=0, le=1"),
+    "block_size": _B(0, low_open=True, why="vLLM's CacheConfig: gt=0"),
+    "cpu_offload_gb": _B(0, why="vLLM's OffloadConfig: ge=0"),
+    "swap_space": _B(0, why="GiB of CPU memory"),
+    "kv_cache_memory_bytes": _B(0, why="bytes"),
+    "num_gpu_blocks_override": _B(1, why="a number of blocks"),
+    "max_num_seqs": _B(1, why="vLLM's SchedulerConfig: ge=1"),
+    "max_num_batched_tokens": _B(1, why="vLLM's SchedulerConfig: ge=1"),
+    "max_model_len": _B(-1, why="vLLM's ModelConfig: ge=-1 (-1: the model's own)"),
+    "max_cudagraph_capture_size": _B(0, why="a batch size"),
+    "cudagraph_capture_sizes": _B(1, why="batch sizes"),
+    "api_server_count": _B(1, why="a count"),
+    "optimization_level": _B(0, 3, why="vLLM's OptimizationLevel: O0 to O3"),
+    "distributed_timeout_seconds": _B(1, why="seconds"),
+}
+
 
 @functools.lru_cache(maxsize=32)
 def _table(version: str) -> dict[str, FlagSpec]:

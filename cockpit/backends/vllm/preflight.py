@@ -7,7 +7,7 @@ FlagError (bad input, exit 2), as for SGLang.
 |---|---|---|
 | `gpu_count` | critical | the node has fewer GPUs than tp·pp·dp per node |
 | `gpus_idle` | info | the node has more GPUs than the run uses |
-| `gpu_memory_utilization_range` | critical / warning | util outside (0, 1] / above 0.95 |
+| `gpu_memory_utilization_range` | critical / warning | (outside (0, 1] the flag's bounds refuse it first: exit 2) / above 0.95 |
 | `gpu_busy` | critical | a GPU's free memory is below util × total: start-up will refuse |
 | `kv_cache_memory_pinned` | info | --kv-cache-memory-bytes is set: util no longer sizes the KV cache |
 | `host_facts_unknown` | info | a host was not measured |

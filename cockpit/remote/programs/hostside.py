@@ -533,7 +533,10 @@ def op_free_port(req):
 
 def op_launch_check(req):
     """What would kill a launch at once, checked on the host before it: {paths, cwd, host, port} ->
-    {"missing": [paths that do not exist, relative ones from cwd], "port_bound": why or None}."""
+    {"missing": [paths that do not exist, relative ones from cwd], "port_bound": why or None,
+    "port_unusable": why or None}. `port_bound`: a listener holds the port; `port_unusable`: the
+    address cannot be bound for another reason (not this host's address, a privileged port, a name
+    that does not resolve): the server would die at bind either way, but "in use" would mislead."""
 
     cwd = _expand(req.get("cwd") or "~")
     missing = []
@@ -543,27 +546,31 @@ def op_launch_check(req):
             full = os.path.join(cwd, full)
         if not os.path.exists(full):
             missing.append(p)
-    bound = None
+    bound = unusable = None
     port = req.get("port")
     if port:
         host = req.get("host") or "0.0.0.0"
         try:
             infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
-        except OSError as exc:
+        except (OSError, OverflowError) as exc:
             infos = []
-            bound = None if host not in ("", "0.0.0.0", "::") else str(exc)
+            unusable = f"{host}:{port} cannot be resolved to an address to listen on ({exc})"
         for family, kind, proto, _name, addr in infos[:1]:
             s = socket.socket(family, kind, proto)
             try:
                 # as uvicorn binds (SO_REUSEADDR): a socket in TIME_WAIT is no conflict, a listener is
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 s.bind(addr)
+            except OverflowError as exc:
+                unusable = f"{host}:{port} cannot be bound ({exc})"
             except OSError as exc:
                 if exc.errno == errno.EADDRINUSE:
                     bound = f"{host}:{port} is already bound ({exc.strerror})"
+                else:
+                    unusable = f"{host}:{port} cannot be bound on this host ({exc.strerror})"
             finally:
                 s.close()
-    return {"missing": missing, "port_bound": bound}
+    return {"missing": missing, "port_bound": bound, "port_unusable": unusable}
 
 
 OPS = {

@@ -288,15 +288,19 @@ class PickerScreen(Screen[None]):
         names: dict[Path, str] = {}
         groups: dict[Path, list[str]] = {}
         targets: list[tuple[Path, str | None]] = []  # what may have a live run: a plain profile, or each group
-        for p in paths:
-            with contextlib.suppress(Exception):
-                prof = load_profile(p)
-                names[p] = prof.name
-                if prof.groups:
-                    groups[p] = [role for role, _gp in prof.group_profiles()]
-                    targets += [(p, role) for role in groups[p]]
-                else:
-                    targets.append((p, None))
+
+        def load_all() -> None:  # in a thread: every file of the folder, one bad file costs only itself
+            for p in paths:
+                with contextlib.suppress(Exception):
+                    prof = load_profile(p)
+                    names[p] = prof.name
+                    if prof.groups:
+                        groups[p] = [role for role, _gp in prof.group_profiles()]
+                        targets.extend((p, role) for role in groups[p])
+                    else:
+                        targets.append((p, None))
+
+        await asyncio.to_thread(load_all)
         words = await asyncio.to_thread(last_outcomes, sorted(set(names.values())))
         outcomes = {p: words[n] for p, n in names.items() if n in words}
         # the journal is local: its outcomes show at once, not after the slowest host answers
