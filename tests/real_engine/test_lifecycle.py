@@ -114,13 +114,17 @@ def test_worker_sigkill_is_a_named_crash_within_seconds(served: Cockpit, real_vl
     assert took < 30, f"crashed only {took:.1f} s after the kill"
     crash = data["crash"]
     assert "Worker proc VllmWorker-0 died unexpectedly" in crash["message"], crash
-    fid = "host_oom_killed" if crash["kind"] == "host_oom_killed" else "process_died"
-    f = finding(data, fid)
+    # issue 34: killed by hand, nobody ran out of memory — never an OOM; the signal named, the sender unknown
+    assert crash["kind"] == "killed_by_signal" and crash["oom_evidence"] is None, crash
+    f = finding(data, "killed_by_signal")
     assert "VllmWorker-0" in f["message"] and "no known signature" not in f["message"], f
-    assert "dmesg" in f["message"]
+    assert "killed by signal 9 (SIGKILL)" in f["message"] and "Who sent it is not known" in f["message"], f
+    assert "dmesg" in f["message"] and not f["changes"]
+    assert not any(x["id"] == "host_oom_killed" for x in data["findings"]), data["findings"]
     # vLLM's own cleanup plus the waiter's: nothing of the run is left
     served.wait_no_process()
     rows = journal(served)
     assert rows[0]["outcome"] == "crashed", rows[0]
+    assert rows[0]["crash_kind"] == "killed_by_signal", rows[0]
 
 
