@@ -27,6 +27,7 @@ try:  # the sgl-tier branch's session fixture; this branch's stand-in until it i
 except ImportError:
     from tests.real_engine.sglang_shim import RealSglang, real_sglang  # noqa: F401
 
+pytestmark = pytest.mark.timeout(900)  # SGLang's imports take ~30 s, minutes on a loaded machine
 HERE = Path(__file__).parent
 SOURCE = "installed ServerArgs parser"
 
