@@ -44,7 +44,7 @@ from cockpit.backends.vllm.memory import (
     lower_util_for,
     raise_util_for,
 )
-from cockpit.core.crashstory import killed_finding_words, signal_words
+from cockpit.core.crashstory import SIGKILL_SENDERS, killed_finding_words, signal_words
 from cockpit.core.findings import Finding, FlagChange, quoted, sort_findings
 from cockpit.core.numbers import as_float
 from cockpit.core.state import RunState
@@ -277,9 +277,9 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
     if died or "engine core exited unexpectedly" in text or "Engine core process" in text:
         who = f"vLLM's worker process {died[1]} (VLLM::Worker)" if died else "vLLM's engine process (VLLM::EngineCore)"
         code = died[2] if died else None
-        how = ("its exit code was not known (None): it was killed before vLLM could read it — SIGKILL from the host's "
-               "OOM killer or an operator (check `dmesg`), or a native crash" if code in (None, "None")
-               else f"exit code {code}")
+        how = ("its exit code was not known (None): it was killed before vLLM could read it, by a signal (SIGKILL: "
+               f"who sent it is not known: {SIGKILL_SENDERS}; nothing shows memory pressure) or a native crash"
+               if code in (None, "None") else f"exit code {code}")
         msg = (f"{who} died unexpectedly (line {crash.line}); {how}. The API server can no longer serve (EngineDeadError, "
                "/health 503) and exits. Nothing in the log says why it died: look at the host (`dmesg`, memory, "
                "another operator's kill) before restarting.")

@@ -469,13 +469,13 @@ class SimServer:
             mem["graph"] = {"prefill": info0.get("graph_prefill"), "decode": info0.get("graph_decode")}
             state["world_size"] = cfg.world_size
             state["startup_time"] = info0.get("startup_time")
-        return {
-            **args,
-            "scheduler_info": {"max_total_num_tokens": info0.get("token_capacity"),
-                               "max_req_input_len": cfg.context_len - 1},
-            "version": cfg.version,
-            "internal_states": [state],
-        }
+        sched = {"max_total_num_tokens": info0.get("token_capacity"), "max_req_input_len": cfg.context_len - 1}
+        if cfg.new_format:
+            # 0.5.23's build_server_info merges the scheduler's init info into the top level
+            # (srt/utils/common.py; managers/scheduler.py get_init_info), beside `startup_time`
+            return {**args, **sched, "startup_time": info0.get("startup_time"),
+                    "version": cfg.version, "frontend": "python", "internal_states": [state]}
+        return {**args, "scheduler_info": sched, "version": cfg.version, "internal_states": [state]}
 
 
 class _HTTPServer(ThreadingHTTPServer):
