@@ -49,12 +49,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "nccl": frozenset({"nccl_timeout", "nccl_error", "watchdog_timeout"}),
     "warmup": frozenset({"warmup_failed"}),
     "port": frozenset({"port_in_use", "startup_error"}),
-    "death": frozenset({"unknown", "host_oom_killed", "cuda_oom", "nccl_error", "nccl_timeout", "watchdog_timeout",
+    "death": frozenset({"unknown", "host_oom_killed", "killed_by_signal", "cuda_oom", "nccl_error", "nccl_timeout", "watchdog_timeout",
                         "startup_error"}),
     "startup": frozenset({"startup_error", "init_not_enough_memory", "unknown"}),
 }
 ANY_CRASH = frozenset({"cuda_oom", "graph_capture_oom", "kv_pool_exhausted", "init_not_enough_memory", "hicache_host_memory",
-                       "host_oom_killed", "nccl_timeout", "nccl_error", "watchdog_timeout", "warmup_failed", "port_in_use",
+                       "host_oom_killed", "killed_by_signal", "nccl_timeout", "nccl_error", "watchdog_timeout", "warmup_failed", "port_in_use",
                        "startup_error", "unknown"})
 GROUPS = {"memory": ("device_oom", "kv_pool", "hicache"), "nccl": ("nccl",), "start-up": ("startup", "port", "warmup"),
           "graphs": ("graph_capture",), "death": ("death",), "checks": ()}

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     )
     from cockpit.backends.base import HostFacts
     from cockpit.backends.foreign import foreign_lines, refusal
-    from cockpit.core.crashstory import signal_words
+    from cockpit.core.crashstory import SIGKILL_SENDERS, signal_words
     from cockpit.core.findings import (
         Finding,
         FlagChange,
@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from cockpit.core.state import (
         ENGINE_WATCHDOG,
         HOST_CACHE_SHORT,
+        KILLED_BY_SIGNAL,
         SERIES_MAX_POINTS,
         Crash,
         RankMemory,
@@ -172,7 +173,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "cockpit.model.config": ("ModelConfigError",),
     "cockpit.model.plan": ("MemoryPlan", "PlanUnavailable"),
     "cockpit.model.read": ("read_model_dir",),
-    "cockpit.core.crashstory": ("signal_words",),
+    "cockpit.core.crashstory": ("SIGKILL_SENDERS", "signal_words"),
     "cockpit.core.findings": (
         "Finding", "FlagChange", "exit_code_for", "predicted_phrases", "sort_findings", "value_text",
     ),
@@ -187,7 +188,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "cockpit.core.secrets": ("is_secret_name", "mask_mapping", "mask_value", "without_masked"),
     "cockpit.core.serving": ("serving_words",),
     "cockpit.core.state": (
-        "Crash", "ENGINE_WATCHDOG", "HOST_CACHE_SHORT", "RankMemory", "RunState", "SERIES_MAX_POINTS", "SeriesPoint",
+        "Crash", "ENGINE_WATCHDOG", "HOST_CACHE_SHORT", "KILLED_BY_SIGNAL", "RankMemory", "RunState", "SERIES_MAX_POINTS", "SeriesPoint",
     ),
     "cockpit.errors": ("BadInput", "CockpitError", "close_words"),
     "cockpit.locations": (

@@ -175,3 +175,81 @@ def test_unknown_p_still_lowers_and_says_why(fmt: str, mfs: float, p: float, wor
     assume(f.changes)
     check_direction(f)
     assert f.predicted == {}  # no P: no prediction pretends to know
+
+
+# ---- issue 34, item 5: a SIGKILL is an OOM only with evidence, on both engines ------------------
+
+# the log's lines of a SIGKILL in any order, then (or not) the server's exit as its waiter saw it
+_KILL_EVENTS = st.tuples(st.lists(st.sampled_from(["rank_dead", "exit_code", "killed"]), max_size=3),
+                         st.sampled_from([[], ["exited_137"], ["exited_0"]])).map(lambda t: t[0] + t[1])
+
+
+def _kill_state(backend: str, order: list[str], oom_at: int | None, hicache: bool, ready: bool,
+                evidence: str | None) -> RunState:
+    from cockpit.core import events as ev
+    from cockpit.core.reducer import apply
+
+    s = RunState(backend=backend, format="sglang-0.5.23" if backend == "sglang" else "vllm-0.33.0")
+    args: dict[str, object] = {"tp_size": 2, "mem_fraction_static": 0.88}
+    if hicache:
+        args.update(enable_hierarchical_cache=True, hicache_size=100)
+    apply(s, ev.ServerArgs(1, "2026-01-01 00:00:00", None, args, "ServerArgs"))
+    if ready:
+        apply(s, ev.ServerReady(2, "2026-01-01 00:00:01", None))
+    line = 3
+    for i, name in enumerate(order):
+        if oom_at == i:
+            apply(s, ev.OomKillLine(line, None, None, "Out of memory: Killed process 4242 (python3) total-vm:1kB"))
+            line += 1
+        if name == "rank_dead":
+            apply(s, ev.RankDead(line, "2026-01-01 00:00:02", None, 1, -9, "crashed",
+                                 "Subprocess scheduler_1 (pid=4242) crashed with exit code -9."))
+        elif name == "exit_code":
+            apply(s, ev.ExitCode(line, None, None, -9))
+        elif name == "killed":
+            apply(s, ev.Killed(line, None, None, "Killed"))
+        else:
+            apply(s, ev.ProcessExited(0, None, None, 137 if name == "exited_137" else 0, False, evidence))
+        line += 1
+    return s
+
+
+@given(backend=st.sampled_from(["sglang", "vllm"]), order=_KILL_EVENTS, hicache=st.booleans(), ready=st.booleans(),
+       host_mem=st.one_of(st.none(), st.floats(1.0, 2000.0)))
+@SETTINGS
+def test_a_sigkill_without_evidence_is_never_an_oom_and_gets_no_memory_advice(
+        backend: str, order: list[str], hicache: bool, ready: bool, host_mem: float | None) -> None:
+    from cockpit.backends import get_backend
+    from cockpit.backends.base import HostFacts
+
+    assume(any(n in ("rank_dead", "killed", "exited_137") for n in order))
+    assume(not hicache or ready)  # HiCache pinning host memory before ready is the log's own evidence
+    s = _kill_state(backend, order, None, hicache, ready, None)
+    assert s.crash is not None
+    assert s.crash.kind == "killed_by_signal" and s.crash.oom_evidence is None, (order, s.crash)
+    hosts = [HostFacts(host="h", mem_available_gb=host_mem)] if host_mem is not None else []
+    found = get_backend(backend).doctor.diagnose(s, None, hosts)
+    crit = [f for f in found if f.severity == "critical"]
+    assert [f.id for f in crit] == ["killed_by_signal"], [f.id for f in crit]
+    assert "killed by signal 9 (SIGKILL)" in crit[0].message and "Who sent it is not known" in crit[0].message
+    assert not crit[0].changes and not crit[0].alternatives, crit[0]
+
+
+@given(backend=st.sampled_from(["sglang", "vllm"]), order=_KILL_EVENTS, oom_at=st.integers(0, 4),
+       from_host=st.booleans())
+@SETTINGS
+def test_evidence_before_or_after_the_kill_makes_it_host_oom_killed(backend: str, order: list[str], oom_at: int,
+                                                                     from_host: bool) -> None:
+    from cockpit.backends import get_backend
+
+    assume(any(n in ("rank_dead", "killed", "exited_137") for n in order))
+    evidence = "the cgroup's oom_kill counter rose from 0 to 1 during the run (/sys/fs/cgroup/x/memory.events)"
+    if from_host:  # the waiter's evidence rides on the server's exit
+        order = [*(n for n in order if not n.startswith("exited")), "exited_137"]
+    s = _kill_state(backend, order, None if from_host else min(oom_at, len(order) - 1), False, True,
+                    evidence if from_host else None)
+    assert s.crash is not None and s.crash.kind == "host_oom_killed", (order, s.crash)
+    assert s.crash.oom_evidence
+    found = get_backend(backend).doctor.diagnose(s, None, [])
+    f = next(f for f in found if f.id == "host_oom_killed")
+    assert "by the kernel's OOM killer" in f.message

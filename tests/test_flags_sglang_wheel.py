@@ -150,12 +150,13 @@ def read_fields(source: str) -> dict[str, Argument]:
     return out
 
 
-def disagreement(spec: FlagSpec, args: dict[str, Argument], version: str) -> str | None:
-    """What the table says about one flag that SGLang's server_args.py does not; None: they agree."""
+def disagreement(spec: FlagSpec, args: dict[str, Argument], version: str, source: str | None = None) -> str | None:
+    """What the table says about one flag that SGLang's server_args.py does not; None: they agree.
+    `source`: where `args` came from when not the wheel's text (the installed parser, issue 34)."""
     arg = args.get(spec.name)
     if arg is None:
-        return f"{spec.name}: not in SGLang {version}'s server_args.py"
-    where = f"SGLang {version} server_args.py:{arg.line}"
+        return f"{spec.name}: not in SGLang {version}'s {source or 'server_args.py'}"
+    where = f"SGLang {version}'s {source}" if source else f"SGLang {version} server_args.py:{arg.line}"
     missing = [o for o in spec.aliases if o not in arg.options]
     if missing:
         return f"{spec.name}: {where} has no spelling {', '.join(missing)} (it has {', '.join(arg.options)})"

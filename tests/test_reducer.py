@@ -183,14 +183,30 @@ def test_host_oom_kill_keeps_the_exit_code() -> None:
         assert st.host_cache_gb_per_rank == 300.0
 
 
-def test_host_oom_kill_without_hicache_is_host_oom_killed() -> None:
+def _dead_rank_6(oom_line: str | None = None) -> RunState:
     st = RunState()
     apply(st, ev.ServerArgs(1, "2026-01-01 00:00:00", None, {"tp_size": 8}, "ServerArgs"))
     apply(st, ev.WeightLoadBegin(2, "2026-01-01 00:00:01", "TP0", 78.0))
     apply(st, ev.RankDead(3, "2026-01-01 00:00:02", None, 6, None, "dead", "Rank 6 scheduler is dead."))
     apply(st, ev.ExitCode(4, "2026-01-01 00:00:02", None, -9))
+    if oom_line is not None:
+        apply(st, ev.OomKillLine(5, None, None, oom_line))
+    return st
+
+
+def test_a_sigkill_without_evidence_is_killed_by_signal_not_an_oom() -> None:
+    st = _dead_rank_6()
+    assert st.crash is not None
+    assert (st.crash.kind, st.crash.rank, st.crash.exit_code, st.crash.phase) == ("killed_by_signal", "TP6", -9, "startup")
+    assert st.crash.oom_evidence is None
+
+
+def test_a_kernel_oom_line_after_the_sigkill_makes_it_host_oom_killed() -> None:
+    line = "[Thu Jan  1 00:00:03 2026] Out of memory: Killed process 4242 (python3) total-vm:1000kB"
+    st = _dead_rank_6(line)
     assert st.crash is not None
     assert (st.crash.kind, st.crash.rank, st.crash.exit_code, st.crash.phase) == ("host_oom_killed", "TP6", -9, "startup")
+    assert st.crash.oom_evidence is not None and "Killed process 4242" in st.crash.oom_evidence
 
 
 def test_not_enough_memory_events_carry_the_numbers() -> None:
@@ -336,7 +352,8 @@ def test_process_exit_before_the_log_tells_why() -> None:
     """The supervisor may see the pid die before it reads the last log lines: the log still decides."""
     st = state_of("sglang-0.5.9-kimi-0.88-healthy.log")
     apply(st, ev.ProcessExited(0, None, None, 137))
-    assert st.crash is not None and st.crash.kind == "unknown" and st.crash.exit_code == 137
+    # alone, the exit says SIGKILL and nothing about who sent it
+    assert st.crash is not None and st.crash.kind == "killed_by_signal" and st.crash.exit_code == 137
     p = SGLangLogParser()
     tail = (DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log").read_bytes()
     tail = tail[tail.index(b"[2026-02-24 11:51:26 TP3] Scheduler hit"):]

@@ -32,6 +32,8 @@ GOLDEN: dict[str, tuple[str, str, tuple[str, str, str | None] | None, tuple[str,
     "vllm-0.33.0-startup-error.log": ("vllm-0.33.0", "crashed", ("startup_error", "startup", None), ("startup_error",)),
     "vllm-0.33.0-qwen32b-tp2-host-oom-killed.log": ("vllm-0.33.0", "crashed", ("host_oom_killed", "serving", "TP1"),
                                                     ("host_oom_killed",)),
+    "vllm-0.33.0-qwen32b-tp2-worker-sigkilled.log": ("vllm-0.33.0", "crashed", ("killed_by_signal", "serving", "TP1"),
+                                                     ("killed_by_signal",)),
     "vllm-0.10.1.1-qwen7b-single-gpu.log": ("vllm-0.10.1.1", "ready", None, ("kv_concurrency",)),
 }
 

@@ -12,11 +12,12 @@ Kept apart from `reducer.py` (the per-event handlers) so that each reads on its 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from cockpit.core import events as ev
 from cockpit.core.numbers import plural
-from cockpit.core.state import HOST_CACHE_SHORT, Crash, RunState
+from cockpit.core.state import HOST_CACHE_SHORT, KILLED_BY_SIGNAL, Crash, RunState
 
 _PHASE_ORDER = {"unknown": 0, "loading": 1, "kv_pool": 2, "capturing": 3, "warmup": 4, "ready": 5, "hung": 5}
 MAX_DECISIVE_LINES = 8
@@ -49,6 +50,8 @@ class _Context:
     # the crash rests on a process's death told by its watcher (`Worker proc … died unexpectedly`):
     # the tracebacks after it (`RuntimeError: cancelled`, `Executor failed`) are its consequences
     death_said: bool = False
+    # the first kernel/Slurm OOM line seen: the evidence that makes a SIGKILL an OOM kill
+    oom_line: str | None = None
 
 
 def _ctx(state: RunState) -> _Context:
@@ -127,8 +130,9 @@ SIGNAL_WORDS = {
     6: ("SIGABRT", "aborted: a C++ assertion or std::terminate in the engine's native code"),
     7: ("SIGBUS", "bus error: memory-mapped file or shared memory gone (a model file truncated or replaced under "
                   "the server, /dev/shm too small in a container)"),
-    9: ("SIGKILL", "killed: with no Python error before it, the host's OOM killer or an operator (`dmesg` / "
-                   "`journalctl -k` shows an OOM kill)"),
+    9: ("SIGKILL", "killed from outside; who sent it is not known: an operator (`kill -9`), a job scheduler "
+                   "(Slurm at its time limit), a supervisor, or the kernel's OOM killer (`dmesg -T | grep -i oom` "
+                   "/ `journalctl -k` on the host shows an OOM kill)"),
     11: ("SIGSEGV", "segmentation fault in native code (a driver, kernel or library version mismatch)"),
     15: ("SIGTERM", "terminated by a signal from outside"),
 }
@@ -271,9 +275,13 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
         _commit_pending(state)  # the traceback before this line belongs to the same story
     crash = state.crash
     if crash is not None:
+        if kind not in _VAGUE_KINDS:
+            _exit_only_yields(crash)
         upgrade = crash.kind in _VAGUE_KINDS and kind not in _VAGUE_KINDS
         upgrade = upgrade or (crash.kind == "cuda_oom" and kind == "graph_capture_oom")
         upgrade = upgrade or (crash.kind == "host_oom_killed" and kind == HOST_CACHE_SHORT)
+        # a SIGKILL nothing explained, then the evidence of an OOM kill (a kernel line after it)
+        upgrade = upgrade or (crash.kind == KILLED_BY_SIGNAL and kind in ("host_oom_killed", HOST_CACHE_SHORT))
         # `terminate … DistBackendError`, then its what(): "Watchdog caught collective operation timeout"
         upgrade = upgrade or (crash.kind == "nccl_error" and kind == "nccl_timeout")
         if upgrade:
@@ -292,6 +300,14 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
     _add_decisive(state.crash, _describe(event))
     _add_frame(state)
     _enter_crashed(state, event.ts)
+
+
+def _exit_only_yields(crash: Crash | None) -> None:
+    """A SIGKILL told only by the process's exit (line 0: the supervisor saw the pid die before it
+    read the last lines) yields to what the log then says: after an error of its own, the 137 was
+    the server's cleanup (it SIGKILLs its process group), not a kill from outside."""
+    if crash is not None and crash.kind == KILLED_BY_SIGNAL and crash.line == 0 and crash.oom_evidence is None:
+        crash.kind = "unknown"
 
 
 def _enter_crashed(state: RunState, ts: str | None) -> None:
@@ -325,11 +341,101 @@ def _add_frame(state: RunState) -> None:
         _add_decisive(state.crash, _frame_words(found[1]))
 
 
-def _oom_kill_kind(state: RunState) -> str:
-    # The kernel killed a scheduler. While HiCache was pinning host memory, that is the cause.
+def _oom_kill_kind(state: RunState, evidence: str | None = None) -> str:
+    """The kind of a SIGKILL with no error of the server's own before it. An OOM kill only with
+    evidence: a kernel/Slurm OOM line (seen, or `evidence` from the host), or the host cache
+    pinning host memory at that moment (its `Allocating … host memory` lines, before ready).
+    Without it the sender is not known: `killed_by_signal`."""
     if state.host_cache_allocating_ranks and not state.ready_in_log:
         return HOST_CACHE_SHORT
-    return "host_oom_killed"
+    if evidence or _ctx(state).oom_line:
+        return "host_oom_killed"
+    return KILLED_BY_SIGNAL
+
+
+def _sigkill_crash(state: RunState, event: ev.Event, message: str | None = None, evidence: str | None = None) -> None:
+    """A process of the server got SIGKILL: the crash is an OOM kill only with evidence."""
+    kind = _oom_kill_kind(state, evidence)
+    _crash(state, event, kind, message)
+    crash = state.crash
+    if crash is not None and crash.kind == kind and crash.line == event.line and kind != KILLED_BY_SIGNAL:
+        crash.oom_evidence = crash.oom_evidence or _oom_evidence(state, evidence)
+
+
+def _oom_proven(state: RunState, event: ev.Event, evidence: str | None = None) -> None:
+    """Evidence of an OOM kill arrived after the SIGKILL was told (a kernel line, the host's
+    memory.events): the crash it explains becomes what it is."""
+    crash = state.crash
+    if crash is None or crash.kind not in (KILLED_BY_SIGNAL, *_VAGUE_KINDS):
+        return
+    if crash.kind in _VAGUE_KINDS and signal_of(crash.exit_code) != 9:
+        return  # an unexplained error that ended otherwise: the OOM line is context, not its cause
+    crash.kind = _oom_kill_kind(state, evidence or "the log")
+    crash.oom_evidence = crash.oom_evidence or _oom_evidence(state, evidence)
+    crash.phase, crash.phase_reason = _crash_phase(state, crash.kind, event)
+
+
+def _oom_evidence(state: RunState, evidence: str | None = None) -> str | None:
+    """What proves an OOM kill, in words, or None."""
+    line = _ctx(state).oom_line
+    if line is not None:
+        return f"the log's OOM line: {line.strip()[:200]}"
+    if evidence:
+        return evidence
+    if state.host_cache_allocating_ranks and not state.ready_in_log:
+        return "the host cache was pinning its host memory (`Allocating … host memory`) when it was killed"
+    return None
+
+
+# Lines that prove an OOM kill, from the kernel (mm/oom_kill.c: `Out of memory: Killed process N (comm)`,
+# before 5.x `Out of memory: Kill process N (comm) score …` then `Killed process N (comm) total-vm…`;
+# `Memory cgroup out of memory: …`; `comm invoked oom-killer:`; `oom-kill:constraint=…`;
+# `oom_reaper: reaped process N`) or from Slurm's cgroup plugin (`Detected N oom_kill event(s) in
+# StepId=…`, older `oom-kill event(s)`; `srun: error: node: task 0: Out Of Memory`; the step's
+# `exceeded memory limit (A > B), being killed`), wherever a dmesg/journal/job prefix puts them.
+_OOM_LINE = re.compile(
+    r"Out of memory: Kill(?:ed)? process \d+|Memory cgroup out of memory|invoked oom-killer|oom-kill:constraint="
+    r"|oom_reaper: reaped process|(?<![\w-])Killed process \d+ \(|Detected \d+ oom[_-]kill event"
+    r"|: task \d+(?:-\d+)?: Out Of Memory|exceeded memory limit \(\d+ > \d+\), being killed"
+    r"|killed by the cgroup out-of-memory handler"
+)
+
+
+def is_oom_kill_line(text: str) -> bool:
+    """Does this line prove an OOM kill (the kernel's or Slurm's own words)? The shell's bare
+    `Killed` does not: it prints that for any SIGKILL."""
+    if "oom" not in text and "emory" not in text and "Killed process" not in text:
+        return False  # most lines: a substring test, no regex
+    return _OOM_LINE.search(text) is not None
+
+
+def killed_by_words(exit_code: int | None) -> str:
+    """`killed by signal 9 (SIGKILL)` for an exit code that is a signal (-N, 128+N); "" otherwise."""
+    sig = signal_of(exit_code)
+    if sig is None:
+        return ""
+    name = SIGNAL_WORDS.get(sig, (f"signal {sig}", ""))[0]
+    return f"killed by signal {sig} ({name})" if name.startswith("SIG") else f"killed by signal {sig}"
+
+
+# Who may have sent a SIGKILL that nothing in the log or on the host explains.
+SIGKILL_SENDERS = ("an operator (`kill -9`), a job scheduler such as Slurm at the job's time limit, a "
+                   "supervisor (systemd, Kubernetes, a watchdog script), or the kernel's OOM killer")
 
 
 # ---- handlers -----------------------------------------------------------------------------------
+
+
+def killed_finding_words(crash: Crash, who: str, where: str) -> str:
+    """The finding's words for a SIGKILL, one sentence for every engine: `killed_by_signal` names
+    the signal and who could have sent it, never a cause; `host_oom_killed` names its evidence."""
+    told = f"line {crash.line}" if crash.line else f"exit code {crash.exit_code}"
+    killed = killed_by_words(crash.exit_code if signal_of(crash.exit_code) is not None else -9)
+    if crash.kind == "host_oom_killed":
+        return (f"{who} was {killed}{where} ({told}) by the kernel's OOM killer: "
+                f"{crash.oom_evidence or 'an OOM line in the log'}.")
+    return (f"{who} was {killed}{where} ({told}) with no error of its own before it. Who sent it is not "
+            f"known: {SIGKILL_SENDERS}. Nothing shows memory pressure (no kernel or Slurm OOM line in the log, "
+            "and the host's cgroup oom_kill counter, where Cockpit could read it, did not rise), so no memory "
+            "setting is changed. On the host, `dmesg -T | grep -i oom` (or `journalctl -k`) shows whether "
+            "it was the OOM killer; `sacct -j JOB` whether Slurm ended the job.")

@@ -536,7 +536,15 @@ class ShutdownAsked(Event):
 
 @_event
 class Killed(Event):
-    """The shell's `Killed` (or the kernel's `Out of memory: Killed process`)."""
+    """The shell's `Killed`: some process got SIGKILL (from whom, the line does not say)."""
+
+    text: str
+
+
+@_event
+class OomKillLine(Event):
+    """A kernel or job-scheduler line that proves an OOM kill (`Out of memory: Killed process N`,
+    `Memory cgroup out of memory: …`, `invoked oom-killer`, Slurm's `Detected N oom_kill event`)."""
 
     text: str
 
@@ -549,6 +557,9 @@ class ProcessExited(Event):
 
     exit_code: int | None
     stopped: bool | None = None
+    # what the host program saw of memory at the end (the cgroup's oom_kill counter rising,
+    # memory at its limit just before): the evidence an OOM kill needs; None when nothing
+    oom_evidence: str | None = None
 
 
 @_event
@@ -579,4 +590,5 @@ CRASH_EVENTS: tuple[type[Event], ...] = (
     PortInUse,
     SigquitReceived,
     Killed,
+    OomKillLine,
 )

@@ -28,15 +28,19 @@ from cockpit.core.crashstory import (  # the crash story and the shared context
     _crash_rank,
     _ctx,
     _describe,
+    _exit_only_yields,
     _hint_format,
+    _oom_evidence,
     _oom_kill_kind,
+    _oom_proven,
     _phase_from_frames,
     _rank_label,
     _reset,
+    _sigkill_crash,
     _where,
     end_of_input,
 )
-from cockpit.core.state import ENGINE_WATCHDOG, HOST_CACHE_SHORT, RunState, SeriesPoint
+from cockpit.core.state import ENGINE_WATCHDOG, HOST_CACHE_SHORT, KILLED_BY_SIGNAL, RunState, SeriesPoint
 
 __all__ = ["apply", "apply_all", "end_of_input"]
 
@@ -352,6 +356,7 @@ def _alive(state: RunState, e: ev.Event) -> None:
 def _sched_exc(state: RunState, e: ev.SchedulerException) -> None:
     c = _ctx(state)
     crash = state.crash
+    _exit_only_yields(crash)
     if crash is not None and crash.kind not in _VAGUE_KINDS:
         if crash.rank is None and e.rank is not None:
             crash.rank = e.rank  # the signature came first (torch's own log line): the header names the rank
@@ -420,6 +425,8 @@ def _exc_line(state: RunState, e: ev.ExceptionLine) -> None:
         # the end of a bare traceback: the text proves something died, not yet that the server did
         _crash(state, e, "unknown", f"{e.exc_type}: {e.text}", provisional=True)
     crash = state.crash or c.pending
+    if c.exc_seen:
+        _exit_only_yields(crash)
     if crash is not None and crash.kind in _VAGUE_KINDS and c.exc_seen and not (crash is state.crash and c.death_said):
         # the line that ends the traceback says what went wrong, even when no rule classifies it
         # (not after a death its watcher told: that traceback is the death's consequence)
@@ -465,7 +472,7 @@ def _host_mem(state: RunState, e: ev.HostCacheShortOfMemory) -> None:
 def _rank_dead(state: RunState, e: ev.RankDead) -> None:
     first = state.crash is None and _ctx(state).pending is None
     if e.exit_code in _OOM_KILL_EXITS:
-        _crash(state, e, _oom_kill_kind(state), e.text.strip())
+        _sigkill_crash(state, e, e.text.strip())
     else:
         _crash(state, e, "unknown", e.text.strip())
     if first and state.crash is not None and state.crash.line == e.line:
@@ -483,6 +490,8 @@ def _exit_code(state: RunState, e: ev.ExitCode) -> None:
         crash.exit_code = e.exit_code
     if e.exit_code in _OOM_KILL_EXITS and crash.kind in _VAGUE_KINDS:
         crash.kind = _oom_kill_kind(state)
+        if crash.kind != KILLED_BY_SIGNAL:
+            crash.oom_evidence = crash.oom_evidence or _oom_evidence(state)
     _add_decisive(crash, _describe(e))
 
 
@@ -520,30 +529,47 @@ def _shutdown_asked(state: RunState, e: ev.ShutdownAsked) -> None:
 
 
 def _killed(state: RunState, e: ev.Killed) -> None:
-    if state.crash is None and state.host_cache_allocating_ranks and not state.ready_in_log:
-        _crash(state, e, HOST_CACHE_SHORT, e.text)
+    # the shell's `Killed` after the server's own error is its cleanup's SIGKILL: context only
+    if state.crash is None and _ctx(state).pending is None:
+        _sigkill_crash(state, e, e.text)
     else:
         _crash(state, e, "unknown", e.text)
     if state.crash is not None and state.crash.exit_code is None:
         state.crash.exit_code = 137  # the shell's `Killed` means SIGKILL
 
 
+def _oom_line(state: RunState, e: ev.OomKillLine) -> None:
+    """A kernel/Slurm OOM line: the evidence a SIGKILL told before or after it needs. Alone (no
+    death seen yet) it is not yet a crash of this server: the OOM killer may have chosen another
+    process; the server's own death (a dead rank, its exit) comes next and is read with it."""
+    c = _ctx(state)
+    if c.oom_line is None:
+        c.oom_line = e.text
+    if state.crash is not None:
+        _oom_proven(state, e)
+        _add_decisive(state.crash, _describe(e))
+
+
 def _exited(state: RunState, e: ev.ProcessExited) -> None:
     # a stop exit code is a stop only when somebody stopped it (or the caller cannot tell)
     stop = e.exit_code in _STOP_EXITS and e.stopped is not False
+    # a stop's own SIGKILL after its timeout is the stop's, not a kill from outside
+    stop = stop or (e.stopped is True and e.exit_code in _OOM_KILL_EXITS and state.crash is None)
     if not stop:
         _commit_pending(state)  # the process died after that traceback: it was the end
     if state.crash is not None:
         if state.crash.exit_code is None:
             state.crash.exit_code = e.exit_code
+        if e.oom_evidence:  # vLLM's API server exits 0 after its SIGKILLed worker: the kill was told above
+            _oom_proven(state, e, e.oom_evidence)
         _add_decisive(state.crash, _describe(e))
         return
     if stop:
         state.phase = "stopped"
         state.phase_since = e.ts or state.last_ts
         return
-    if e.exit_code in _OOM_KILL_EXITS and state.host_cache_allocating_ranks and not state.ready_in_log:
-        _crash(state, e, HOST_CACHE_SHORT)
+    if e.exit_code in _OOM_KILL_EXITS:
+        _sigkill_crash(state, e, None, e.oom_evidence)
     elif e.exit_code in _STOP_EXITS:
         # exit 0 / SIGTERM and nobody stopped it: the server ended by itself (its engine died, an
         # external `kill`): a crash, said so
@@ -626,6 +652,7 @@ _HANDLERS: dict[type, object] = {
     ev.PortInUse: _port,
     ev.SigquitReceived: _sigquit,
     ev.Killed: _killed,
+    ev.OomKillLine: _oom_line,
     ev.ShutdownAsked: _shutdown_asked,
     ev.ProcessExited: _exited,
 }

@@ -26,13 +26,17 @@ PHASES: tuple[str, ...] = get_args(Phase)
 # the two kinds whose names (fixed by DESIGN.md's JSON) are one engine's words: named once here
 HOST_CACHE_SHORT: Final = "hicache_host_memory"  # the host cache could not get its host memory
 ENGINE_WATCHDOG: Final = "watchdog_timeout"  # the engine's own watchdog fired (a forward pass hung)
+# a process of the server was SIGKILLed and nothing shows memory pressure: the sender is not known
+# (an operator, a job scheduler at its time limit, a supervisor, or the OOM killer, unproven)
+KILLED_BY_SIGNAL: Final = "killed_by_signal"
 CRASH_KINDS: tuple[str, ...] = (
     "cuda_oom",
     "graph_capture_oom",
     "kv_pool_exhausted",
     "init_not_enough_memory",
     HOST_CACHE_SHORT,
-    "host_oom_killed",
+    "host_oom_killed",  # SIGKILL with evidence of the OOM killer (Crash.oom_evidence says which)
+    KILLED_BY_SIGNAL,
     "nccl_timeout",  # a collective timed out
     "nccl_error",  # NCCL failed otherwise (e.g. "unhandled system error" at init)
     ENGINE_WATCHDOG,
@@ -103,6 +107,9 @@ class Crash:
     decisive_lines: list[str] = field(default_factory=list)  # a few lines an operator must read
     exit_code: int | None = None
     phase_reason: str = ""  # the evidence for `phase` (or, for `unknown`, what was missing)
+    # what proves the OOM killer sent a SIGKILL: a kernel/Slurm OOM line of the log, the cgroup's
+    # memory.events oom_kill counter rising during the run, memory at its limit just before the end
+    oom_evidence: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,6 +121,7 @@ class Crash:
             "message": self.message,
             "decisive_lines": list(self.decisive_lines),
             "exit_code": self.exit_code,
+            "oom_evidence": self.oom_evidence,
         }
 
 

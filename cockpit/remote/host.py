@@ -153,6 +153,7 @@ class ServerExited:
     pid: int
     code: int | None
     stopped_by: str | None = None  # set when a stop (from any cockpit) ended it: not a crash
+    oom_evidence: str | None = None  # what the host saw that proves an OOM kill (its waiter's words)
 
 
 @dataclass(frozen=True)
@@ -309,8 +310,9 @@ class LogFollower:
                         elif kind == "exit":
                             if self.exited is None:
                                 code = head.get("code")
+                                oom = head.get("oom_evidence")
                                 self.exited = ServerExited(int(head.get("pid") or 0), None if code is None else int(code),
-                                                           head.get("stopped_by"))
+                                                           head.get("stopped_by"), oom if isinstance(oom, str) else None)
                                 yield self.exited
                         elif kind == "error":
                             error = str(head.get("msg"))

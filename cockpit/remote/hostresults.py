@@ -41,6 +41,7 @@ class RunRecord:
     # the server and the waiter that records its exit are both gone (killed, disk full): the run
     # is over with its exit code unknown
     lost: bool = False
+    oom_evidence: str | None = None  # what the waiter saw that proves an OOM kill (memory.events, memory at its limit)
 
     @property
     def has_processes(self) -> bool:
@@ -68,6 +69,7 @@ class RunRecord:
             flags=dict(meta.get("flags") or {}),
             overrides=dict(meta.get("overrides") or {}),
             lost=bool(d.get("lost")),
+            oom_evidence=_str(d.get("oom_evidence")),
         )
 
 

@@ -140,7 +140,7 @@ class Follow:
                 ended = node.record
                 over = ended is not None and (ended.exit_code is not None or ended.lost)  # lost: no waiter left
                 if ended is not None and not ended.alive and over and node.exited is None:
-                    self.on_exit(node, ServerExited(ended.pid or 0, ended.exit_code))
+                    self.on_exit(node, ServerExited(ended.pid or 0, ended.exit_code, None, ended.oom_evidence))
         finally:
             node.follower = None
             nl.cursor = (fol.offset, fol.ino)

@@ -271,7 +271,8 @@ class Supervisor:
         # "stopped" only when Cockpit or the operator stopped it: an exit 0 (vLLM's API server after
         # its engine died) or 143 (an outside SIGTERM) that nobody asked for is a crash
         stopped = bool(self.stopping or (node.record is not None and node.record.stopped_by) or ex.stopped_by)
-        apply(self.fold.state, ProcessExited(line=0, ts=None, rank=None, exit_code=ex.code, stopped=stopped))
+        apply(self.fold.state, ProcessExited(line=0, ts=None, rank=None, exit_code=ex.code, stopped=stopped,
+                                             oom_evidence=ex.oom_evidence))
         if stopped:
             self.mark_stopped()
         self.fold.changed = True

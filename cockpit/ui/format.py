@@ -6,7 +6,7 @@ import functools
 import re
 from datetime import UTC, datetime
 
-from cockpit.face import ENGINE_WATCHDOG, HOST_CACHE_SHORT, FlagChange, value_text
+from cockpit.face import ENGINE_WATCHDOG, HOST_CACHE_SHORT, SIGKILL_SENDERS, FlagChange, value_text
 
 UNKNOWN = "?"
 
@@ -176,14 +176,15 @@ def exit_words(code: int | None, kind: str | None = None, *, short: bool = False
             return f"exit code {code} (the kernel's OOM killer)"
         if kind in LOGGED_CRASH_KINDS:
             return f"exit code {code} (the server's own cleanup)"
-        return f"exit code {code} (SIGKILL from outside)"
+        return f"exit code {code} (killed by signal 9 (SIGKILL) from outside)"
     if code in (137, -9):
         if kind == "host_oom_killed":
             return f"exit code {code}: SIGKILL from the kernel's OOM killer (host memory)"
         if kind in LOGGED_CRASH_KINDS:
             return (f"exit code {code}: SIGKILL from the server's own cleanup after the error above "
                     "(SIGQUIT, then its process group killed), not the kernel's OOM killer")
-        return f"exit code {code}: SIGKILL from outside (kill -9, the kernel's OOM killer or a scheduler)"
+        return (f"exit code {code}: killed by signal 9 (SIGKILL) from outside; who sent it is not known: "
+                f"{SIGKILL_SENDERS}")
     if code in (143, -15):
         # with a crash kind the run crashed: nobody stopped it through Cockpit
         return f"exit code {code}: SIGTERM " + ("from outside Cockpit" if kind else "(asked to stop)")

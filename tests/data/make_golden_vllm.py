@@ -279,12 +279,19 @@ def startup_error() -> None:
 
 
 def host_oom_killed() -> None:
-    log = Log("11-30", 12, 0, 0)
-    startup_033(log, 0.92, kv=38.35, tokens=314160, capture_gb=0.86, summary={"free": 78.31, "req": 37.34})
-    stats(log, 2)
-    log.rec(ENG, "ERROR", "multiproc_executor.py:240", "Worker proc VllmWorker-1 died unexpectedly (exit code: -9), "
-            "shutting down executor.")
-    log.write("vllm-0.33.0-qwen32b-tp2-host-oom-killed.log")
+    """A worker SIGKILLed: alone, the sender is unknown (`…-worker-sigkilled.log`); run as a Slurm
+    step, slurmstepd's own line (src/plugins/task/cgroup: `Detected %lu oom_kill event%s in %ps.
+    Some of the step tasks have been OOM Killed.`) proves the OOM killer (`…-host-oom-killed.log`)."""
+    for name, slurm in (("worker-sigkilled", False), ("host-oom-killed", True)):
+        log = Log("11-30", 12, 0, 0)
+        startup_033(log, 0.92, kv=38.35, tokens=314160, capture_gb=0.86, summary={"free": 78.31, "req": 37.34})
+        stats(log, 2)
+        log.rec(ENG, "ERROR", "multiproc_executor.py:240", "Worker proc VllmWorker-1 died unexpectedly (exit code: -9), "
+                "shutting down executor.")
+        if slurm:
+            log.raw("slurmstepd: error: Detected 1 oom_kill event in StepId=4242.0. Some of the step tasks have been "
+                    "OOM Killed.")
+        log.write(f"vllm-0.33.0-qwen32b-tp2-{name}.log")
 
 
 def single_gpu_0101() -> None:

@@ -12,7 +12,8 @@ Finding ids (stable; scripts and the journal key on them):
 | `init_not_enough_memory` | critical | "Not enough memory … increase --mem-fraction-static": RAISE mfs past 1 − A/P |
 | `kv_pool_exhausted` | critical | the KV pool ran out of tokens at run time |
 | `hicache_host_memory` | critical | the HiCache host pool did not fit in host RAM (per-rank size with the arithmetic) |
-| `host_oom_killed` | critical | the kernel OOM killer SIGKILLed a scheduler (host RAM, often HiCache) |
+| `host_oom_killed` | critical | the kernel OOM killer SIGKILLed a scheduler, with evidence (a kernel/Slurm OOM line, the cgroup's oom_kill counter) |
+| `killed_by_signal` | critical | a process of the server was killed by signal 9 (SIGKILL) and nothing shows memory pressure: who sent it is named as unknown, no memory advice |
 | `nccl_timeout` | critical | a collective timed out (a peer died, hung or the network stalled) |
 | `port_in_use` | critical | the HTTP port was already taken |
 | `warmup_failed` | critical | the warmup request failed after the model loaded |
@@ -50,6 +51,7 @@ from cockpit.backends.sglang.memory import (
     plan_mfs_for_headroom,
 )
 from cockpit.backends.sglang.textutil import lazy
+from cockpit.core.crashstory import killed_finding_words
 from cockpit.core.findings import Finding, FlagChange, quoted, sort_findings
 from cockpit.core.numbers import plural
 from cockpit.core.state import RunState
@@ -328,6 +330,8 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
         return [_init_not_enough(ctx, ranks, where, crash.message + "\n" + "\n".join(crash.decisive_lines))]
     if kind == "kv_pool_exhausted":
         return [_kv_exhausted(ctx, ranks, where, crash.line)]
+    if kind == "killed_by_signal":
+        return [Finding(kind, "critical", killed_finding_words(crash, _killed_who(crash.message), where), ranks)]
     if kind in ("hicache_host_memory", "host_oom_killed"):
         return [_hicache_crash(ctx, kind, ranks, where, crash.message)]
     if kind == "nccl_timeout":
@@ -366,6 +370,20 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
         ]
     msg = f"The server died{where} (line {crash.line}) with no known signature: {quoted(crash.message, 200)}."
     return [Finding("crash_unclassified", "critical", msg, ranks)]
+
+
+_RX_SUBPROCESS = re.compile(r"Subprocess (\S+) \(pid=(\d+)\)")
+
+
+def _killed_who(message: str) -> str:
+    """Which process SGLang says died: `Subprocess scheduler_0 (pid=N) crashed …` (the launcher's
+    watch, 0.5.23), `Rank 6 scheduler …`; the server itself when only its exit told."""
+    m = _RX_SUBPROCESS.search(message or "")
+    if m:
+        return f"SGLang's {m.group(1)} (pid {m.group(2)})"
+    if "scheduler" in (message or ""):
+        return "A scheduler process"
+    return "The server process"
 
 
 def _phase_words(phase: str) -> str:
@@ -548,7 +566,9 @@ def _hicache_crash(ctx: _Ctx, kind: str, ranks: tuple[str, ...], where: str, mes
             idx = [int(m.group(1)) for r in seen if (m := re.search(r"TP(\d+)", r))]
             n = max(n, len(set(seen)), (max(idx) + 1) if idx else 0)
     if kind == "host_oom_killed":
-        lead = f"The kernel OOM killer SIGKILLed a scheduler{where}: the host ran out of RAM."
+        crash = ctx.state.crash
+        lead = (killed_finding_words(crash, _killed_who(crash.message), where) if crash is not None
+                else f"The kernel OOM killer SIGKILLed a scheduler{where}.")
         if not hicache_on:
             msg = (
                 lead

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from cockpit.backends.sglang.textutil import count, host_gb_pair, lazy, sized_gib
 from cockpit.core import events as ev
+from cockpit.core.crashstory import is_oom_kill_line
 from cockpit.core.events import Event
 
 # the next line's text (None at the end of the input); call it while classifying the line it came
@@ -289,6 +290,8 @@ def _error_shaped(msg: str) -> bool:
 
 def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek, out: list[Event]) -> Event | None:
     """The one failure a line states, most specific first."""
+    if is_oom_kill_line(msg):  # before the CUDA OOM test: the kernel's `Out of memory: Killed process`
+        return ev.OomKillLine(line, ts, rank, msg.strip())
     if "raph failed" in msg and _RX_CAPTURE_FAILED.search(msg):
         return ev.GraphCaptureFailed(line, ts, rank, msg)
     if "ut of memory. Try to lower your batch size" in msg:
@@ -327,7 +330,7 @@ def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek
         m = _RX_CHILD_FAILED.search(msg)
         code = int(m.group(1)) if m and len(m.group(1)) < 6 else None
         return ev.RankDead(line, ts, rank, None, code, "child_failed", msg)
-    if ts is None and "Killed" in msg and (msg.strip() == "Killed" or "Killed process" in msg or " Killed " in msg):
+    if ts is None and "Killed" in msg and (msg.strip() == "Killed" or " Killed " in msg):
         return ev.Killed(line, ts, rank, msg.strip())
     return None
 

@@ -98,7 +98,8 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--skip-server-warmup",), "bool", False, {"help": "Skip the warmup request after the server starts."}),
     (("--warmups",), "str", None, {}),
     (("--api-key",), "str", None, {}),
-    (("--file-storage-path",), "str", "sglang_storage", {}),
+    (("--file-storage-path",), "str", "sglang_storage", {"until": _NEW}),
+    (("--file-storage-path",), "str", None, {"since": _NEW}),  # 0.5.23's field: Optional[str] = None
     # memory and scheduling
     (("--mem-fraction-static",), "float", None, {
         "per_rank": True,
@@ -190,8 +191,10 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--cuda-graph-max-bs-prefill",), "int", None, {"since": GRAPH_FLAGS_RENAMED_IN, "per_rank": True}),
     (("--cuda-graph-bs-decode",), "int_list", None, {"since": GRAPH_FLAGS_RENAMED_IN, "per_rank": True}),
     (("--cuda-graph-bs-prefill",), "int_list", None, {"since": GRAPH_FLAGS_RENAMED_IN, "per_rank": True}),
-    (("--cuda-graph-backend-decode",), "str", "full", {"since": _NEW, "choices": ("full", "breakable", "disabled")}),
-    (("--cuda-graph-backend-prefill",), "str", "breakable", {"since": _NEW, "choices": ("full", "breakable", "disabled")}),
+    # unset on the command line: folded into cuda_graph_config at run time (decode "full", prefill
+    # "breakable" by default, as the plan reads them), so the parser's default is None
+    (("--cuda-graph-backend-decode",), "str", None, {"since": _NEW, "choices": ("full", "breakable", "disabled")}),
+    (("--cuda-graph-backend-prefill",), "str", None, {"since": _NEW, "choices": ("full", "breakable", "disabled")}),
     (("--cuda-graph-config",), "json", None, {"since": _NEW}),
     (("--disable-decode-cuda-graph",), "bool", False, {"since": _NEW}),
     (("--disable-prefill-cuda-graph",), "bool", False, {"since": _NEW}),
@@ -227,7 +230,9 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--hicache-mem-layout",), "str", "page_first", {"since": _NEW, "choices": _HICACHE_LAYOUTS_0523}),
     (("--hicache-storage-backend",), "str", None, {"until": _NEW, "choices": _HICACHE_STORAGE_059}),
     (("--hicache-storage-backend",), "str", None, {"since": _NEW, "choices": _HICACHE_STORAGE_0523}),
-    (("--hicache-storage-prefetch-policy",), "str", "best_effort", {}),
+    (("--hicache-storage-prefetch-policy",), "str", "best_effort", {"until": _NEW}),
+    (("--hicache-storage-prefetch-policy",), "str", "timeout", {  # 0.5.23's default changed
+        "since": _NEW, "choices": ("best_effort", "wait_complete", "timeout")}),
     # speculative decoding
     (("--speculative-algorithm",), "str", None, {"until": _NEW, "choices": _SPEC_ALGOS_059}),
     (("--speculative-algorithm",), "str", None, {"since": _NEW}),

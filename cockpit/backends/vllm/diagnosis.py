@@ -12,9 +12,9 @@ Finding ids:
 | `oom_at_startup` | critical | CUDA OOM while loading or profiling: smaller batches / more GPUs |
 | `graph_capture_oom` | critical | CUDA OOM while capturing graphs: lower util, fewer/smaller graphs |
 | `init_not_enough_memory` | critical | no KV cache memory / max-model-len does not fit (RAISE util or lower --max-model-len), or free memory below util·T (LOWER util) |
-| `host_oom_killed` | critical | a worker was SIGKILLed (the host's OOM killer, or an operator) |
+| `host_oom_killed` | critical | a worker was SIGKILLed by the OOM killer, with evidence (a kernel/Slurm OOM line, the cgroup's oom_kill counter) |
 | `process_died` | critical | VLLM::Worker / VLLM::EngineCore died without a Python error of its own (named) |
-| `killed_by_signal` | critical | the server died of a signal with nothing in the log: SIGILL, SIGSEGV, SIGBUS … decoded |
+| `killed_by_signal` | critical | a process was killed by signal 9 (SIGKILL) with nothing showing memory pressure (who sent it is unknown), or the server died of another signal with nothing in the log: SIGILL, SIGSEGV, SIGBUS … decoded |
 | `nccl_timeout` / `nccl_error` | critical | a collective timed out / NCCL failed |
 | `port_in_use` | critical | the HTTP port was taken |
 | `startup_error` | critical | the engine failed to start for a reason other than memory |
@@ -44,7 +44,7 @@ from cockpit.backends.vllm.memory import (
     lower_util_for,
     raise_util_for,
 )
-from cockpit.core.crashstory import signal_words
+from cockpit.core.crashstory import SIGKILL_SENDERS, killed_finding_words, signal_words
 from cockpit.core.findings import Finding, FlagChange, quoted, sort_findings
 from cockpit.core.numbers import as_float
 from cockpit.core.state import RunState
@@ -246,12 +246,14 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
         return [_graph_capture_oom(ctx, ranks, where, crash.line, text)]
     if kind == "init_not_enough_memory":
         return [_init_not_enough(ctx, ranks, where, text)]
-    if kind in ("host_oom_killed", "hicache_host_memory"):
+    if kind in ("host_oom_killed", "hicache_host_memory", "killed_by_signal"):
         died = _RX_PROCESS_DIED.search(text)
-        who = f"vLLM's {died[1]}" if died else "A vLLM process"
-        msg = (f"{who} was killed{where} (SIGKILL, line {crash.line}) with no Python error of its own: the host's OOM "
-               "killer or an operator (`dmesg` / `journalctl -k` names an OOM kill). Look for other memory users on the "
-               "host; --cpu-offload-gb and --swap-space (≤0.17) also take host RAM.")
+        who = f"vLLM's {died[1]}" if died else "A vLLM process" if crash.line else "The vLLM server process"
+        msg = killed_finding_words(crash, who, where)
+        if kind == "killed_by_signal":
+            return [Finding("killed_by_signal", "critical", msg, ranks)]
+        msg += (" Look for other memory users on the host; --cpu-offload-gb and --swap-space (≤0.17) also take "
+                "host RAM.")
         return [Finding("host_oom_killed", "critical", msg, ranks)]
     if kind == "nccl_timeout":
         msg = (f"A NCCL collective timed out{where} (line {crash.line}): a peer rank died or hung first, or the network "
@@ -275,9 +277,9 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
     if died or "engine core exited unexpectedly" in text or "Engine core process" in text:
         who = f"vLLM's worker process {died[1]} (VLLM::Worker)" if died else "vLLM's engine process (VLLM::EngineCore)"
         code = died[2] if died else None
-        how = ("its exit code was not known (None): it was killed before vLLM could read it — SIGKILL from the host's "
-               "OOM killer or an operator (check `dmesg`), or a native crash" if code in (None, "None")
-               else f"exit code {code}")
+        how = ("its exit code was not known (None): it was killed before vLLM could read it, by a signal (SIGKILL: "
+               f"who sent it is not known: {SIGKILL_SENDERS}; nothing shows memory pressure) or a native crash"
+               if code in (None, "None") else f"exit code {code}")
         msg = (f"{who} died unexpectedly (line {crash.line}); {how}. The API server can no longer serve (EngineDeadError, "
                "/health 503) and exits. Nothing in the log says why it died: look at the host (`dmesg`, memory, "
                "another operator's kill) before restarting.")

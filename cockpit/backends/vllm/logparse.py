@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 from cockpit.backends.vllm import bulk
 from cockpit.backends.vllm.sniff import MESSAGES
 from cockpit.core import events as ev
+from cockpit.core.crashstory import is_oom_kill_line
 from cockpit.core.events import Event
 from cockpit.core.sanitize import clean_text
 from cockpit.core.state import RunState
@@ -856,7 +857,9 @@ class VLLMLogParser:
         if out and out[-1].line == line and not isinstance(out[-1], (ev.TracebackFrame, ev.FormatSeen)):
             return  # the record grammar already explained this line
         specific: list[Event] = []
-        if "WorkerProc hit an exception" in msg or "WorkerProc failed" in msg:
+        if is_oom_kill_line(msg):  # the kernel's or Slurm's own OOM words: the evidence a SIGKILL needs
+            specific.append(ev.OomKillLine(line, ts, rank, msg.strip()))
+        elif "WorkerProc hit an exception" in msg or "WorkerProc failed" in msg:
             specific.append(ev.SchedulerException(line, ts, rank, msg.strip()))
         elif "EngineCore failed to start" in msg:
             # a crash whose cause is the exception around it (startup_error unless memory/NCCL/port)
@@ -908,13 +911,13 @@ class VLLMLogParser:
               or "Frontend process failed during engine core initialization" in msg):
             # the API server's side: the cause, if any, is in the engine's lines (or not in the log)
             specific.append(ev.SchedulerException(line, ts, None, msg.strip()))
-        elif ts is None and (msg.strip() == "Killed" or "Killed process" in msg):
+        elif ts is None and msg.strip() == "Killed":  # the shell's: some SIGKILL, from whom it does not say
             specific.append(ev.Killed(line, ts, rank, msg.strip()))
         if specific:
             if not all(isinstance(e, ev.PhaseEvidence) for e in specific):
                 self._crashed = True
             out.extend(specific)
-            if isinstance(specific[-1], (ev.CudaOom, ev.NotEnoughMemory, ev.RankDead, ev.Killed)):
+            if isinstance(specific[-1], (ev.CudaOom, ev.NotEnoughMemory, ev.RankDead, ev.Killed, ev.OomKillLine)):
                 self._flush_tokens(out, line, ts, before_capture=False)
         if not self._startup_told and not self._ready and any(mark in msg for mark in _STARTUP_MARKS):
             self._startup_told = True

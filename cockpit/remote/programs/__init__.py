@@ -10,6 +10,7 @@ the names it uses from the modules sent before it.
   the host program, by job (client: cockpit/remote/host.py):
     runfiles.py  run files (0600, atomic, durable, disk errors named); sent to login nodes too
     procfs.py    /proc readers (stat, cmdline, comm, alive), shared with the telemetry agent
+    oomwatch.py  the evidence an OOM kill needs (memory.events oom_kill, memory at its limit)
     proctree.py  the run's process tree, its leftovers, signals to a whole run
     logfiles.py  the run's log and the profile's link to it; read, scan, follow
     hostside.py  runs: launch (and its waiter), find, stop, kill, alive, free_port, launch_check; main
@@ -28,7 +29,8 @@ from pathlib import Path
 
 PROGRAMS_DIR = Path(__file__).resolve().parent
 
-HOST_PROGRAM = ("runtree.py", "runfiles.py", "procfs.py", "proctree.py", "logfiles.py", "hostside.py", "hoststacks.py")
+HOST_PROGRAM = ("runtree.py", "runfiles.py", "procfs.py", "oomwatch.py", "proctree.py", "logfiles.py", "hostside.py",
+                "hoststacks.py")
 LOGIN_PROGRAM = ("runtree.py", "runfiles.py", "loginside.py")
 AGENT_PROGRAM = ("procfs.py", "agent.py")
 VOCAB_PROBE_PROGRAM = ("vocab_probe.py",)

@@ -64,6 +64,7 @@ try:  # here, from the package; on a host the text of logfiles.py and the module
         point_log_link,
         run_log_path,
     )
+    from cockpit.remote.programs.oomwatch import OOM_EVIDENCE_FILE, OomWatch
     from cockpit.remote.programs.procfs import _alive, _cmdline, _ppid, _proc_stat
     from cockpit.remote.programs.proctree import (
         REAPED_FILE,
@@ -142,6 +143,7 @@ def _run_info(run_dir):
         "error": _read(os.path.join(run_dir, "launch_error")),
         "meta": _read_json(os.path.join(run_dir, "meta.json")),
         "stopped_by": _read(os.path.join(run_dir, "stopped_by")),
+        "oom_evidence": _read(os.path.join(run_dir, OOM_EVIDENCE_FILE)),
         "reaped": _read(os.path.join(run_dir, REAPED_FILE)),
     }
 
@@ -420,14 +422,25 @@ def _waiter_run(run_dir, argv, env_add, cwd, log_fd, w, files):
             pass
         proc.wait()
         raise DiskError(f"{exc}; the server (pid {proc.pid}) was started and stopped again") from None
+    try:  # read before the launch is told done: the counter at the start is this run's baseline
+        watch = OomWatch(proc.pid)
+    except Exception:  # no cgroup or /proc to read: no evidence, never a failed run
+        watch = None
     _report(w, {"pid": proc.pid})
-    code = _wait_recording_tree(proc, run_dir)
+    code = _wait_recording_tree(proc, run_dir, watch.poll if watch is not None else None)
     if code < 0:
         code = 128 - code
-    # Recorded even when the disk is full at the end of a long run: retried for a minute.
+    try:
+        evidence = watch.evidence() if watch is not None else None
+    except Exception:
+        evidence = None
+    # Recorded even when the disk is full at the end of a long run: retried for a minute. The
+    # evidence first: a reader waits for exit_code, then reads both.
     for _ in range(12):
         try:
             _restore(run_dir, files)
+            if evidence:
+                _write(os.path.join(run_dir, OOM_EVIDENCE_FILE), evidence)
             _write(os.path.join(run_dir, "exit_code"), str(code))
             break
         except (DiskError, OSError):

@@ -24,6 +24,7 @@ import sys
 import time
 
 try:  # here, from the package; on a host the text of proctree.py and the modules before it ran just above
+    from cockpit.remote.programs.oomwatch import OOM_EVIDENCE_FILE
     from cockpit.remote.programs.procfs import _alive
     from cockpit.remote.programs.proctree import _is_our_server
     from cockpit.remote.programs.runfiles import _read, _read_int, _sync_dir
@@ -350,7 +351,8 @@ def op_follow(req):
                 offset += len(pending)
                 pending = b""
             stopped_by = _read(os.path.join(watch_dir, "stopped_by")) if watch_dir else None
-            _frame(out, {"t": "exit", "pid": watch_pid, "code": code, "stopped_by": stopped_by})
+            oom = _read(os.path.join(watch_dir, OOM_EVIDENCE_FILE)) if watch_dir else None
+            _frame(out, {"t": "exit", "pid": watch_pid, "code": code, "stopped_by": stopped_by, "oom_evidence": oom})
             exited = True
         if not progressed:
             if not follow:

@@ -275,8 +275,9 @@ def _run_members(run_dir, sid, exclude=()):
     return sorted(found)
 
 
-def _wait_recording_tree(proc, run_dir):
-    """proc.wait(), recording every descendant of the server (TREE_FILE) while it runs."""
+def _wait_recording_tree(proc, run_dir, on_poll=None):
+    """proc.wait(), recording every descendant of the server (TREE_FILE) while it runs; `on_poll`
+    is called on the same clock (the OOM watch's memory samples)."""
 
     tree = {}  # type: dict[int, int]
     while True:
@@ -284,6 +285,11 @@ def _wait_recording_tree(proc, run_dir):
             return proc.wait(timeout=TREE_POLL_S)
         except subprocess.TimeoutExpired:
             pass
+        if on_poll is not None:
+            try:
+                on_poll()
+            except Exception:  # a sample that failed is no evidence, and must not end the waiter
+                pass
         try:
             now = {}
             for pid in _descendants(proc.pid):

@@ -268,6 +268,15 @@ class SimServer:
             self.log.info("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
         else:
             self.log.info("Received sigquit from a child process. It usually means the child failed.")
+        if self.cfg.new_format and self.running_phase:
+            # 0.5.23's dump_requests_before_crash (py-spy and CUDA-coredump dumps are on by default):
+            # it sleeps in the handler, so the event loop, and /health with it, stops answering
+            self.log.info("Sleeping 5 seconds before crash diagnostics to let GPU activity settle.")
+            time.sleep(self.clock.real(5.0))
+            with self.cv:
+                none_left = len(self.dead) >= self.n
+            if none_left:
+                self.log.info("No live scheduler processes found; skipping py-spy and CUDA coredump.")
         if self.cfg.new_format:
             self.log.info(f"kill_process_tree called: parent_pid={self.pid}, include_parent=True, pid={self.pid}")
         # kill_process_tree(include_parent=True): the children, then ourselves (exit 137)
@@ -460,13 +469,13 @@ class SimServer:
             mem["graph"] = {"prefill": info0.get("graph_prefill"), "decode": info0.get("graph_decode")}
             state["world_size"] = cfg.world_size
             state["startup_time"] = info0.get("startup_time")
-        return {
-            **args,
-            "scheduler_info": {"max_total_num_tokens": info0.get("token_capacity"),
-                               "max_req_input_len": cfg.context_len - 1},
-            "version": cfg.version,
-            "internal_states": [state],
-        }
+        sched = {"max_total_num_tokens": info0.get("token_capacity"), "max_req_input_len": cfg.context_len - 1}
+        if cfg.new_format:
+            # 0.5.23's build_server_info merges the scheduler's init info into the top level
+            # (srt/utils/common.py; managers/scheduler.py get_init_info), beside `startup_time`
+            return {**args, **sched, "startup_time": info0.get("startup_time"),
+                    "version": cfg.version, "frontend": "python", "internal_states": [state]}
+        return {**args, "scheduler_info": sched, "version": cfg.version, "internal_states": [state]}
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -250,7 +250,8 @@ class HostsTarget:
             if node.exited is None:
                 pid = reply.record.pid if reply.record is not None else None
                 run.server_exited(node, ServerExited(pid or 0, exit_code,
-                                                     (reply.record.stopped_by if reply.record is not None else None) or by))
+                                                     (reply.record.stopped_by if reply.record is not None else None) or by,
+                                                     reply.record.oom_evidence if reply.record is not None else None))
         run.mark_stopped()
         run.set_lifecycle("waiting_gpu_release", "waiting for the run's GPU memory to be released")
         res.leftovers = await self.telemetry.wait_release(gpus_of_run, kill_leftovers, run.say)
