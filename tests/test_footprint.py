@@ -30,7 +30,7 @@ ACCESS = re.compile(r'"(GET|POST) (\S+) HTTP/1\.1" \d{3}')
 
 def test_the_marker_and_what_it_hides() -> None:
     assert own_path("/metrics") == "/metrics?by=cockpit" and own_path("/x?a=1") == "/x?a=1&by=cockpit"
-    assert OWN_QUERY in own_path("/health") and USER_AGENT.startswith("cockpit/")
+    assert OWN_QUERY in own_path("/health") and USER_AGENT.startswith("cockpit-monitor")
     assert is_own_line('INFO:     127.0.0.1:52576 - "GET /metrics?by=cockpit HTTP/1.1" 200 OK')
     assert is_own_line('[2026-02-24 11:57:43] INFO:     127.0.0.1:1 - "GET /ready?by=cockpit HTTP/1.1" 200 OK')
     # anyone else's request is the server's news, even from 127.0.0.1

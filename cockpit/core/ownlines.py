@@ -15,10 +15,8 @@ check, a Prometheus scraper) is never hidden.
 
 from __future__ import annotations
 
-from cockpit import __version__
-
 OWN_QUERY = "by=cockpit"
-USER_AGENT = f"cockpit/{__version__} (+own request; see docs/OPERATIONS.md#footprint)"
+USER_AGENT = "cockpit-monitor (+own request; see Cockpit's docs/OPERATIONS.md, Footprint)"
 HEADERS = {"User-Agent": USER_AGENT}
 # the marker as the access line shows it: the end of the request target, before the protocol
 _OWN_MARK = f"?{OWN_QUERY} HTTP/"
