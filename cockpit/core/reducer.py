@@ -536,7 +536,7 @@ def _exited(state: RunState, e: ev.ProcessExited) -> None:
     if state.crash is not None:
         if state.crash.exit_code is None:
             state.crash.exit_code = e.exit_code
-        _add_decisive(state.crash, _describe(e))
+        _add_decisive(state.crash, _describe(e, brief=True))  # the crash is told above: the signal named only
         return
     if stop:
         state.phase = "stopped"
