@@ -76,11 +76,15 @@ def profile(engine: str, tmp: Path) -> dict[str, Any]:
                 "env": env, "server": {"model": str(models / "tiny-llama"), "port": port, "host": "127.0.0.1",
                                        "dtype": "bfloat16", "max-model-len": 512}}
     if engine == "sglang":
+        # SGLang's CPU engine (docs: ../shared/reference/sglang-cpu.md "The command that served")
         return {"name": "footprint", "backend": "sglang", "version": "0.5.23", "hosts": [{"ssh": "local"}],
                 "program": [str(SGLANG_VENV / "bin" / "python"), "-m", "sglang.launch_server"], "workdir": work,
-                "log": "logs/sglang.log", "env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+                "log": "logs/sglang.log",
+                "env": {"SGLANG_USE_CPU_ENGINE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                        "DO_NOT_TRACK": "1"},
                 "server": {"model-path": str(models / "tiny-llama"), "port": port, "host": "127.0.0.1",
-                           "device": "cpu", "enable-metrics": True}}
+                           "device": "cpu", "enable-metrics": True, "mem-fraction-static": 0.5,
+                           "max-total-tokens": 4096}}
     raise SystemExit(f"unknown engine {engine}")
 
 
