@@ -27,6 +27,7 @@ import fcntl
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -166,8 +167,15 @@ def main() -> int:
     ap.add_argument("--ready-timeout", type=float, default=900.0)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    async def run() -> dict[str, Any]:
+        # a SIGTERM (`timeout`) cancels the measurement: its `finally` stops the server it started
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await measure(args.engine, args.minutes, args.settle, args.ready_timeout)
+
     with engine_lock(args.engine):
-        out = asyncio.run(measure(args.engine, args.minutes, args.settle, args.ready_timeout))
+        out = asyncio.run(run())
     if args.json:
         print(json.dumps(out))
     else:
