@@ -24,6 +24,7 @@ commands in the order an operator meets them:
   cockpit stacks PROFILE            py-spy stacks of every process, the odd rank named
   cockpit down PROFILE              stop, then wait until GPU memory is released
   cockpit runs                      the journal of past runs
+  cockpit report RUN|PROFILE|LOG    a redacted Markdown report to paste into an upstream issue
   cockpit bench PROFILE             load test of the live run (tok/s, TTFT, ITL, E2E)
   cockpit tune PROFILE              launch, measure, move: the best setting without a crash
 exit codes: 0 ok, 1 a critical finding or a failed run, 2 bad input
@@ -89,8 +90,8 @@ class _RawFormatter(argparse.RawDescriptionHelpFormatter, _Formatter):
 
 
 # every subcommand, in the order of `cockpit --help` (tests/test_cli_*.py holds it to the parser's)
-COMMANDS = ("tui", "demo", "diagnose", "check", "plan", "up", "status", "logs", "down", "stacks", "runs", "bench", "tune",
-            "sim")
+COMMANDS = ("tui", "demo", "diagnose", "check", "plan", "up", "status", "logs", "down", "stacks", "runs", "report",
+            "bench", "tune", "sim")
 
 
 def build_parser(command: str | None = None, *, names_only: bool = False) -> argparse.ArgumentParser:
@@ -217,6 +218,11 @@ def build_parser(command: str | None = None, *, names_only: bool = False) -> arg
         r = rsub.add_parser("compare", help="runs side by side")
         r.add_argument("ids", nargs="+", metavar="ID", help="two or more run ids as `cockpit runs` lists them")
         r.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output (JSON)")
+
+    if s := add("report", help="one redacted Markdown report of a run, to paste into an upstream issue"):
+        s.add_argument("target", metavar="RUN|PROFILE|LOG",
+                       help="a run id as `cockpit runs` lists it, a profile (its live or newest run), or a log file")
+        s.add_argument("--output", "-o", default=None, metavar="FILE", help="write the report there (0600) instead of stdout")
 
     if s := add("bench", help="load test of a profile's live run: tok/s, req/s, TTFT/ITL/E2E"):
         s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")

@@ -58,6 +58,9 @@ if TYPE_CHECKING:
         read_profile_yaml,
     )
     from cockpit.core.ranks import rank_sort_key
+    from cockpit.core.redact import secret_values
+    from cockpit.core.reducer import apply, end_of_input
+    from cockpit.core.report import Known, ReportFacts, render_report
     from cockpit.core.sanitize import clean_text, has_control
     from cockpit.core.secrets import is_secret_name, mask_mapping, mask_value, without_masked
     from cockpit.core.serving import serving_words
@@ -184,6 +187,9 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "NAME_RE", "PD_ROLES", "Profile", "ProfileError", "load_profile", "parse_profile", "read_profile_yaml",
     ),
     "cockpit.core.ranks": ("rank_sort_key",),
+    "cockpit.core.redact": ("secret_values",),
+    "cockpit.core.reducer": ("apply", "end_of_input"),
+    "cockpit.core.report": ("Known", "ReportFacts", "render_report"),
     "cockpit.core.sanitize": ("clean_text", "has_control"),
     "cockpit.core.secrets": ("is_secret_name", "mask_mapping", "mask_value", "without_masked"),
     "cockpit.core.serving": ("serving_words",),

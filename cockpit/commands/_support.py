@@ -75,7 +75,12 @@ def open_journal() -> Any:
         from cockpit.face import Journal, load_all_secret_flags
 
         load_all_secret_flags()  # what it writes and reads is masked, abbreviations of any engine's flags too
-        return Journal.open()
+        journal = Journal.open()
+        if journal.note:  # a network filesystem: a rollback journal, not WAL (cockpit/journal/fs.py)
+            import sys
+
+            print(f"cockpit: note: {journal.note}", file=sys.stderr)
+        return journal
     except Exception as exc:
         if "read-only" in str(exc):  # a valid journal this cockpit cannot write: say so, once
             import sys

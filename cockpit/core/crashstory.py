@@ -94,7 +94,10 @@ def _where(e: ev.Event) -> str:
     return f"[{inner}] " if inner else ""
 
 
-def _describe(e: ev.Event) -> str:
+def _describe(e: ev.Event, brief: bool = False) -> str:
+    """The event as a decisive line. `brief`: the crash is already told by lines above it (a
+    traceback, an OOM): a signal is only named, not explained — its one explanation is the crash
+    dialog's exit sentence, and "no Python error before it" under a shown traceback would contradict it."""
     text = getattr(e, "text", None)
     if isinstance(e, ev.ExceptionLine):
         text = f"{e.exc_type}: {e.text}"
@@ -103,9 +106,9 @@ def _describe(e: ev.Event) -> str:
     elif isinstance(e, ev.TracebackFrame):
         text = _frame_words(f"{e.file or ''}:{e.function}")
     elif isinstance(e, ev.ExitCode):
-        text = f"Exit code: {e.exit_code}" + _signal_suffix(e.exit_code)
+        text = f"Exit code: {e.exit_code}" + _signal_suffix(e.exit_code, brief)
     elif isinstance(e, ev.ProcessExited):
-        text = f"server process exited with code {e.exit_code}" + _signal_suffix(e.exit_code)
+        text = f"server process exited with code {e.exit_code}" + _signal_suffix(e.exit_code, brief)
     elif isinstance(e, ev.TracebackStart):
         text = "Traceback (most recent call last):"  # the line itself, never the event's name
     elif text is None:
@@ -158,7 +161,10 @@ def signal_words(exit_code: int | None) -> str | None:
     return f"{name}: {words}"
 
 
-def _signal_suffix(exit_code: int | None) -> str:
+def _signal_suffix(exit_code: int | None, brief: bool = False) -> str:
+    if brief:
+        sig = signal_of(exit_code)
+        return "" if sig is None else f" ({SIGNAL_WORDS[sig][0] if sig in SIGNAL_WORDS else f'signal {sig}'})"
     words = signal_words(exit_code)
     return f" ({words})" if words else ""
 
@@ -291,7 +297,7 @@ def _crash(state: RunState, event: ev.Event, kind: str, message: str | None = No
             crash.phase, crash.phase_reason = _crash_phase(state, kind, event)
             if crash.rank is None:
                 crash.rank = _crash_rank(state, event)
-        _add_decisive(crash, _describe(event))
+        _add_decisive(crash, _describe(event, brief=not upgrade))
         _add_frame(state)
         return
     phase, reason = _crash_phase(state, kind, event)

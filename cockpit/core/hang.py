@@ -6,12 +6,18 @@ request waits). So the verdict rests on what still moves, never on a gauge alone
 
 - **movement**: the engine's generation (or prompt) token counter grew, or a batch/statistics line
   reported tokens moving (`RunState.progress_lines` grew);
-- **outstanding work**: a request is known to wait — Cockpit's own probe request (a one-token
-  completion, sent only when nothing has moved for a while) has not been answered, or the engine's
-  gauges say requests are running or waiting.
+- **outstanding work**: Cockpit's own probe requests (the smallest completion the engine takes)
+  wait unanswered. The watch sends one only when the engine's gauges say requests are running or
+  waiting and nothing has moved for a while — never to an idle server (`wants_probe`); `cockpit
+  status`, asked by the operator, sends its two whatever the gauges say.
 
-A run is `hung` when work is outstanding and nothing moved for `hang_after_s` seconds. It is
-`ready` again as soon as something moves (or the probe is answered). Per rank: when a rank's log
+A run is `hung` when nothing moved for `hang_after_s` seconds and **two** probes, sent apart, wait
+unanswered, the older for the whole window. A gauge alone is not enough, nor is one probe: a slow
+first token (a long first prefill, a compile on the first request) holds one request and the gauges
+for a while, then answers — read as a hang, the run flapped ready → hung → ready and `on-hang:
+restart` restarted a healthy server. It is `ready` again as soon as something moves (or a probe is
+answered). The evidence says how long after serving began the stillness started
+(`stuck_since_ready_s`): the unattended policy never restarts a run stuck within its first window. Per rank: when a rank's log
 has been silent for the window while another rank went on logging, the evidence names it.
 
 Pure: the caller passes the clock (seconds, monotonic) and what it observed; no I/O here.
@@ -48,7 +54,7 @@ class HangWatch:
     last_movement: float | None = None  # monotonic seconds of the last observed movement
     _tokens: float | None = None  # the last generation+prompt token counter value seen
     _progress_lines: int | None = None
-    probe_sent_at: float | None = None  # the probe request in flight (None: none is)
+    probes: list[float] = field(default_factory=list)  # when each probe in flight was sent (≤ 2)
     probe_answered_at: float | None = None
     outstanding_gauge: int | None = None  # running + waiting, as the engine's gauges last said
     rank_last_line: dict[str, float] = field(default_factory=dict)
@@ -89,27 +95,46 @@ class HangWatch:
         if rank:
             self.rank_last_line[rank] = now
 
-    def probe_sent(self, now: float) -> None:
+    @property
+    def probe_sent_at(self) -> float | None:
+        """When the oldest probe in flight was sent (None: none is)."""
+        return min(self.probes) if self.probes else None
+
+    def probe_sent(self, now: float) -> float:
+        """A probe went out; returns its mark for probe_answered/probe_failed."""
         self.begin(now)
-        self.probe_sent_at = now
+        self.probes.append(now)
+        return now
 
     def probe_answered(self, now: float) -> None:
-        """The probe completed: the engine generated its token."""
-        self.probe_sent_at = None
+        """A probe completed: the engine generated its token, so every earlier one is moot too."""
+        self.probes.clear()
         self.probe_answered_at = now
         self._moved(now)
 
-    def probe_failed(self) -> None:
-        """The probe got an error answer (not a hang: the engine said something)."""
-        self.probe_sent_at = None
+    def probe_failed(self, sent: float | None = None) -> None:
+        """A probe got an error answer (not a hang: the engine said something)."""
+        if sent is None:
+            self.probes.clear()
+        elif sent in self.probes:
+            self.probes.remove(sent)
 
     def still_for(self, now: float) -> float:
         """Seconds since anything moved (0 before watching starts)."""
         return 0.0 if self.last_movement is None else max(0.0, now - self.last_movement)
 
     def wants_probe(self, now: float, probe_after_s: float) -> bool:
-        """Send a probe when none is in flight and nothing moved for `probe_after_s`."""
-        return self.probe_sent_at is None and self.still_for(now) >= probe_after_s
+        """Send a probe when the engine's gauges say work is outstanding and nothing moved for
+        `probe_after_s` — never to an idle server (gauges at 0) nor without gauges (no /metrics:
+        the log and the readiness probe are all the watch has). A second one once the first has
+        waited `probe_after_s` more; never a third."""
+        if not self.outstanding_gauge or self.still_for(now) < probe_after_s:
+            return False
+        return self.second_probe_due(now, probe_after_s) or not self.probes
+
+    def second_probe_due(self, now: float, probe_after_s: float) -> bool:
+        """One probe waits, unanswered for `probe_after_s`: time for the second."""
+        return len(self.probes) == 1 and now - self.probes[0] >= probe_after_s
 
     def silent_ranks(self, now: float) -> list[str]:
         """Ranks whose log has been silent for the window while another rank logged within it."""
@@ -126,12 +151,11 @@ class HangWatch:
         if still < self.hang_after_s:
             return None
         probe_wait = None if self.probe_sent_at is None else now - self.probe_sent_at
-        outstanding = (probe_wait is not None and probe_wait >= self.hang_after_s) or bool(self.outstanding_gauge)
-        if not outstanding:
+        # two probes unanswered, the older for the whole window: one request stuck behind a slow
+        # first token, or gauges frozen at a busy value, are not enough
+        if len(self.probes) < 2 or probe_wait is None or probe_wait < self.hang_after_s:
             return None
-        reasons = []
-        if probe_wait is not None:
-            reasons.append(f"Cockpit's probe request unanswered for {probe_wait:.0f} s")
+        reasons = [f"Cockpit's {len(self.probes)} probe requests unanswered (the first for {probe_wait:.0f} s)"]
         if self.outstanding_gauge:
             n = self.outstanding_gauge
             reasons.append(f"the engine reports {n:g} request{'' if n == 1 else 's'} running or waiting")
@@ -145,5 +169,9 @@ class HangWatch:
             "probe_waiting_s": None if probe_wait is None else round(probe_wait, 1),
             "requests_outstanding": self.outstanding_gauge,
             "silent_ranks": silent,
+            "probes_unanswered": len(self.probes),
+            # how long after serving began nothing moved any more (None: before watching began)
+            "stuck_since_ready_s": (None if self.started_at is None or self.last_movement is None
+                                    else round(max(0.0, self.last_movement - self.started_at), 1)),
             "reason": "; ".join(reasons),
         }

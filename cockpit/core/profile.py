@@ -92,6 +92,10 @@ class Policy(BaseModel):
     # seconds with work outstanding and nothing moving before a ready run is `hung`; None: the
     # engine's default (cockpit/core/hang.py says why)
     hang_after_s: float | None = Field(None, alias="hang-after-s", gt=0, le=86400)
+    # Cockpit's requests to a ready server (docs/OPERATIONS.md "Footprint"): the engine's /metrics
+    # (serving figures, the hang watch's movement) and the hang probe (a real completion request)
+    serving_watch: bool = Field(True, alias="serving-watch")
+    hang_probe: bool = Field(True, alias="hang-probe")
 
     @model_validator(mode="after")
     def _warn_below_target(self) -> Policy:

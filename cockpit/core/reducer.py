@@ -562,7 +562,7 @@ def _exited(state: RunState, e: ev.ProcessExited) -> None:
             state.crash.exit_code = e.exit_code
         if e.oom_evidence:  # vLLM's API server exits 0 after its SIGKILLed worker: the kill was told above
             _oom_proven(state, e, e.oom_evidence)
-        _add_decisive(state.crash, _describe(e))
+        _add_decisive(state.crash, _describe(e, brief=True))  # the crash is told above: the signal named only
         return
     if stop:
         state.phase = "stopped"

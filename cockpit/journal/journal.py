@@ -7,15 +7,25 @@ a run that crashed while nobody watched is completed from its log on the next at
 (`complete_from_state`).
 
 SQLite in WAL mode with a busy timeout: several cockpits (a TUI, `cockpit up`, `cockpit runs`) may
-open the same journal at once. Each write is one short IMMEDIATE transaction.
+open the same journal at once. Each write is one short IMMEDIATE transaction. On a network
+filesystem (NFS, CIFS/SMB, Lustre, GPFS…: cockpit/journal/fs.py) WAL is unsafe: there the journal
+uses a rollback journal (`journal_mode=DELETE`) and `Journal.note` says so.
+
+Light on the jump host: what an operator looks up (phase, crash, findings, headroom, the pool, the
+outcome, a bench) is written when it changes; the running figures (throughput peak and median,
+token usage, the throughput series) at most every FIGURES_INTERVAL_S, the series in at most
+PROGRESS_SERIES_POINTS points (the full SERIES_POINTS at the run's end). A steady run's dashboard
+then writes a bounded amount an hour (bench/journal_writes.py, docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import statistics
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,10 +50,16 @@ if TYPE_CHECKING:
     from cockpit.core.state import RunState
     from cockpit.supervisor.api import RunInfo
 
+log = logging.getLogger(__name__)
+
 OUTCOMES: tuple[str, ...] = ("running", "ready", "stopped", "crashed")
 # Outcomes of a run that is over; `running` and `ready` describe a live server.
 FINAL_OUTCOMES: tuple[str, ...] = ("stopped", "crashed")
 SERIES_POINTS = 200  # gen-throughput points kept per run: enough for a plot, small enough for a row
+PROGRESS_SERIES_POINTS = 60  # while the run goes on (rewritten every FIGURES_INTERVAL_S): ~1 KB
+FIGURES_INTERVAL_S = 30.0  # the running figures are written at most this often
+# the columns that only move with the running figures (the rest are what an operator looks up)
+FIGURE_COLUMNS = ("peak_gen_throughput", "median_gen_throughput", "peak_token_usage", "gen_throughput_series")
 BUSY_TIMEOUT_MS = 10_000
 JOURNAL_FILE = "journal.sqlite3"
 
@@ -280,7 +296,7 @@ def _live_time_to_ready(state: RunState, started_at: str | None) -> float | None
     return wall
 
 
-def _state_columns(state: RunState, findings: Iterable[Finding]) -> dict[str, Any]:
+def _state_columns(state: RunState, findings: Iterable[Finding], series_points: int = SERIES_POINTS) -> dict[str, Any]:
     """What the journal keeps from a RunState, column name -> value (JSON already encoded)."""
     crash = state.crash
     headroom = {r.rank: r.avail_after_capture_gb for r in state.ranks.values() if r.avail_after_capture_gb is not None}
@@ -304,7 +320,7 @@ def _state_columns(state: RunState, findings: Iterable[Finding]) -> dict[str, An
         "peak_gen_throughput": max(gen) if gen else None,
         "median_gen_throughput": statistics.median(gen) if gen else None,
         "peak_token_usage": max(usage) if usage else None,
-        "gen_throughput_series": json.dumps(_gen_series(state)),
+        "gen_throughput_series": json.dumps(_gen_series(state, series_points)),
         "findings": json.dumps(_clean_json(mask_deep([f.to_json() for f in findings]))),
     }
 
@@ -377,12 +393,21 @@ class Journal:
     """The run journal. Thread-safe: one connection guarded by a lock (the supervisor writes from
     its event loop, the TUI reads from a worker thread)."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path):
+    def __init__(self, conn: sqlite3.Connection, path: Path, note: str | None = None):
         self._conn = conn
         self.path = path
+        self.note = note  # why the journal is not in WAL mode (a network filesystem), for the operator
         self._lock = threading.Lock()
         # Last values written per run, so a progress call that changes nothing costs no write.
         self._last_written: dict[str, dict[str, Any]] = {}
+        self._figures_at: dict[str, float] = {}  # when each run's running figures were last written
+        self._figures_written: dict[str, dict[str, Any]] = {}
+        self.figures_interval_s = FIGURES_INTERVAL_S
+
+    @property
+    def journal_mode(self) -> str:
+        rows = self._query("PRAGMA journal_mode")
+        return str(rows[0][0]) if rows else "unknown"
 
     # ---- opening ----
     @classmethod
@@ -393,13 +418,17 @@ class Journal:
         migrations: Sequence[Migration] = MIGRATIONS,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
         readonly: bool = False,
+        mountinfo: str | Path | None = None,
     ) -> Journal:
         """Open (creating if needed) the journal at `path` (default: the user data dir).
 
         `readonly=True` is for readers (`cockpit runs`, the history screen): nothing is created
         or written; a missing journal reads as empty. (An older journal is still migrated first,
         as any cockpit would.) Raises JournalError (one line for the operator) when the file was
-        written by a newer Cockpit or is not a journal; such a file is never written to."""
+        written by a newer Cockpit or is not a journal; such a file is never written to.
+        `mountinfo`: the kernel's mount table to read the filesystem type from (a test's own)."""
+        from cockpit.journal.fs import MOUNTINFO, network_fs
+
         path = Path(path) if path is not None else default_path()
         found = read_version(path)  # read-only look first: a newer journal stays untouched
         if found is not None and found > len(migrations):
@@ -425,10 +454,18 @@ class Journal:
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            # WAL: readers never block the supervisor's writes; NORMAL sync survives a killed
-            # process (only a power cut can lose the last commits).
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
+            remote = network_fs(path, mountinfo or MOUNTINFO)
+            if remote is None:
+                # WAL: readers never block the supervisor's writes; NORMAL sync survives a killed
+                # process (only a power cut can lose the last commits).
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+            else:
+                # a rollback journal: POSIX locks only, no shared memory (an older WAL journal
+                # is turned back once no other process holds it open); FULL sync, as NFS wants
+                conn.execute("PRAGMA journal_mode = DELETE")
+                conn.execute("PRAGMA synchronous = FULL")
+                log.warning("%s", remote.note)
             migrate(conn, path, migrations)
         except JournalError:
             conn.close()
@@ -436,7 +473,7 @@ class Journal:
         except sqlite3.Error as exc:
             conn.close()
             raise JournalError(f"cannot use journal {path}: {exc}") from exc
-        return cls(conn, path)
+        return cls(conn, path, remote.note if remote is not None else None)
 
     @classmethod
     def _open_readonly(cls, path: Path, exists: bool, migrations: Sequence[Migration], busy_timeout_ms: int) -> Journal:
@@ -517,21 +554,35 @@ class Journal:
         )
 
     def record_progress(self, run_id: str, state: RunState, findings: list[Finding]) -> None:
-        """What the run has shown so far. Cheap enough for once a second: no write when nothing
-        the journal keeps has changed. The outcome becomes `ready` once the server is ready (and
+        """What the run has shown so far. Cheap enough for once a second: a write only when what an
+        operator looks up changed (phase, crash, findings, headroom, the pool, the outcome), or
+        the running figures moved and `figures_interval_s` has passed since they were last written. The outcome becomes `ready` once the server is ready (and
         `crashed` when the state shows a crash, so a cockpit killed before `record_end` still
         leaves the truth behind; `record_end` adds the end time)."""
-        cols = _state_columns(state, findings)
+        cols = _state_columns(state, findings, PROGRESS_SERIES_POINTS)
         outcome = None
         if state.phase == "ready":
             outcome = "ready"
         elif state.phase == "crashed" or state.crash is not None:
             outcome = "crashed"
-        if self._last_written.get(run_id) == {**cols, "_outcome": outcome}:
-            return
+        last = self._last_written.get(run_id)
+        key = {k: v for k, v in cols.items() if k not in FIGURE_COLUMNS}
+        key["_outcome"] = outcome
+        now = time.monotonic()
+        figures_due = now - self._figures_at.get(run_id, -1e9) >= self.figures_interval_s
+        if last is not None and last == key and not figures_due:
+            return  # what an operator looks up is unchanged, and the figures are not due
+        if last is not None and last == key and all(self._figures_written.get(run_id, {}).get(k) == cols[k]
+                                                     for k in FIGURE_COLUMNS):
+            return  # nothing moved at all
+        if not figures_due:
+            cols = {k: v for k, v in cols.items() if k not in FIGURE_COLUMNS}
+        else:
+            self._figures_at[run_id] = now
+            self._figures_written[run_id] = {k: cols[k] for k in FIGURE_COLUMNS}
         self._add_time_to_ready(run_id, cols, state)
         self._update(run_id, cols, outcome=outcome, end=False)
-        self._last_written[run_id] = {**cols, "_outcome": outcome}
+        self._last_written[run_id] = key
 
     def record_end(self, run_id: str, outcome: str, state: RunState | None, findings: list[Finding]) -> None:
         """The run is over: `stopped` (the operator or a restart ended it) or `crashed`."""
@@ -542,7 +593,7 @@ class Journal:
         if state is not None:
             self._add_time_to_ready(run_id, cols, state)
         self._update(run_id, cols, outcome=outcome, end=True)
-        self._last_written.pop(run_id, None)
+        self._forget(run_id)
 
     def complete_from_state(self, run_id: str, state: RunState, findings: list[Finding], outcome: str) -> None:
         """Complete a run nobody watched to the end, from its log parsed on the next attach.
@@ -562,7 +613,12 @@ class Journal:
             # the best guess there is (hosts and jump hosts usually share one).
             ended_at = last.astimezone(UTC).isoformat(timespec="seconds") if last is not None else None
         self._update(run_id, cols, outcome=outcome, end=end, ended_at=ended_at)
+        self._forget(run_id)
+
+    def _forget(self, run_id: str) -> None:
         self._last_written.pop(run_id, None)
+        self._figures_at.pop(run_id, None)
+        self._figures_written.pop(run_id, None)
 
     def _add_time_to_ready(self, run_id: str, cols: dict[str, Any], state: RunState) -> None:
         """Measure time to ready once, the first time a live call sees the server ready."""

@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from cockpit.core.ownlines import HEADERS, own_path
 from cockpit.core.serving import metric_families
 
 # SGLANG_HEALTH_CHECK_TIMEOUT is 20 s by default: /health may legitimately take that long.
@@ -57,8 +58,10 @@ def _ssl_context() -> ssl.SSLContext:
 
 def _client(timeout: float) -> httpx.AsyncClient:
     # trust_env=False: an operator's HTTP(S)_PROXY must not swallow requests to 127.0.0.1 tunnels.
+    # every request carries Cockpit's User-Agent and its path the marker (cockpit/core/ownlines.py):
+    # recognisable in the server's access log, and left out of what Cockpit shows of it
     return httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=CONNECT_TIMEOUT_S), trust_env=False,
-                             verify=_ssl_context())
+                             verify=_ssl_context(), headers=HEADERS)
 
 
 # what a probe reads of a body at most: /server_info is a few KiB, SGLang's /metrics with
@@ -96,7 +99,7 @@ async def _exchange(url: str, timeout: float, client: httpx.AsyncClient | None,
 
 
 async def _status(base_url: str, path: str, timeout: float, client: httpx.AsyncClient | None) -> str:
-    url = base_url.rstrip("/") + path
+    url = base_url.rstrip("/") + own_path(path)
     try:
         async with asyncio.timeout(timeout + CONNECT_TIMEOUT_S):  # the whole exchange, however the server paces it
             code, _ = await _exchange(url, timeout, client, None)
@@ -142,7 +145,7 @@ async def _get(base_url: str, path: str, timeout: float, client: httpx.AsyncClie
                limit: int) -> tuple[int, bytes] | None:
     """(status, body) of GET base_url + path; None when the server cannot be reached, does not
     answer within `timeout` in all, or sends more than `limit` bytes."""
-    url = base_url.rstrip("/") + path
+    url = base_url.rstrip("/") + own_path(path)
     try:
         async with asyncio.timeout(timeout):
             return await _exchange(url, timeout, client, limit)
@@ -254,7 +257,7 @@ async def metrics_text(
 async def first_model(base_url: str, *, api_key: str | None = None, timeout: float = INFO_TIMEOUT_S) -> str | None:
     """The first model id `/v1/models` lists (what a completion must name); None when unknown."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    url = base_url.rstrip("/") + "/v1/models"
+    url = base_url.rstrip("/") + own_path("/v1/models")
     try:
         # bounded like every probe (a hostile or broken server cannot feed it without end)
         async with asyncio.timeout(timeout), _client(timeout) as c, c.stream("GET", url, headers=headers) as r:
@@ -274,7 +277,9 @@ async def first_model(base_url: str, *, api_key: str | None = None, timeout: flo
     return None
 
 
-PROBE_PROMPT = "ping"
+# the smallest request both engines accept: a one-character prompt, one token out (max_tokens 0 is
+# refused by vLLM's request validation); greedy, so it costs the same every time
+PROBE_PROMPT = "."
 
 
 async def probe_generate(base_url: str, model: str, *, api_key: str | None = None, timeout: float) -> str:
@@ -284,7 +289,7 @@ async def probe_generate(base_url: str, model: str, *, api_key: str | None = Non
     body = {"model": model, "prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0}
     try:
         async with _client(timeout) as c:
-            r = await c.post(base_url.rstrip("/") + "/v1/completions", json=body, headers=headers)
+            r = await c.post(base_url.rstrip("/") + own_path("/v1/completions"), json=body, headers=headers)
     except httpx.TimeoutException:
         return "timeout"
     except httpx.HTTPError:

@@ -46,6 +46,7 @@ class LogLine:
 class LogBatch:
     lines: tuple[LogLine, ...]
     dropped: int = 0  # lines not delivered because the consumer fell behind (counted, never silent)
+    own: int = 0  # access lines of Cockpit's own requests left out (cockpit/core/ownlines.py)
 
 
 @dataclass(frozen=True)

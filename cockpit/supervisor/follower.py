@@ -92,12 +92,14 @@ class Follow:
         return node.log
 
     def feed(self, node: Node, data: bytes) -> None:
-        events, lines = self.log_of(node).feed_lines(data)
+        nl = self.log_of(node)
+        own = nl.own_lines
+        events, lines = nl.feed_lines(data)
         fold = self.fold
         for ev in events:
             fold.apply(node, ev)
         fold.changed = True
-        self.publisher.add_lines(lines)
+        self.publisher.add_lines(lines, nl.own_lines - own)
         for listen in self.line_listeners:
             listen(lines)
 

@@ -5,6 +5,9 @@ of the current record, and the parser. A chunk of the log is split into lines on
 The supervisor (TUI, `status`) and `cockpit logs` both read a node's log through it, so line
 numbers, the rank shown next to a line and the rank filter agree everywhere.
 
+Cockpit's own requests (readiness, /metrics, the hang probe) leave access lines in the server's
+log; they are not shown (`cockpit.core.ownlines`), counted in `own_lines`.
+
 Display text: a tqdm `\\r` redraw shows its last segment (as a terminal would), escape sequences
 and control characters are dropped (`cockpit.core.sanitize.clean_text`), and a line is cut at
 DISPLAY_LINE_CAP characters. `cockpit logs` into a pipe or a file keeps the file's bytes instead
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cockpit.backends.base import Backend, LogParser
+from cockpit.core.ownlines import is_own_line
 from cockpit.core.sanitize import clean_text
 from cockpit.supervisor.api import LogLine
 
@@ -59,6 +63,9 @@ class NodeLog:
         self.rank: str | None = None  # rank of the current record (continuation lines inherit it)
         self.mid_line = False  # the last chunk ended inside a line (a giant line arrives in pieces)
         self.cursor: tuple[int, int | None] | None = None  # (offset, inode) read up to
+        # the access lines of Cockpit's own requests (cockpit/core/ownlines.py) left out of the
+        # lines to show: counted here, numbered as the file numbers them (the parser still sees them)
+        self.own_lines = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
     # ---------------------------------------------------------------- position
@@ -140,6 +147,9 @@ class NodeLog:
                 r = record_rank(clean_text(line[:DISPLAY_LINE_CAP]))
             if r is not None:  # a record start: its rank ("" = none); else the record's
                 rank = r or None
+            if is_own_line(line):  # two substring checks: every line passes here
+                self.own_lines += 1
+                continue
             out.append(LogLine(n, rank, line, host))
         self.lines, self.rank = n, rank
         self.mid_line = not ends_nl

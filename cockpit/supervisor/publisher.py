@@ -39,6 +39,7 @@ class Publisher:
         self._ring: deque[LogLine] = deque(maxlen=LOG_RING_LINES)
         self._pending: deque[LogLine] = deque()
         self._dropped = 0
+        self._own = 0  # Cockpit's own access lines left out since the last batch
         self._wake = asyncio.Event()  # set whenever there is something to publish
         self._dirty = True
         self._changed = asyncio.Condition()
@@ -64,7 +65,9 @@ class Publisher:
         if value:
             self._wake.set()
 
-    def add_lines(self, lines: Iterable[LogLine]) -> None:
+    def add_lines(self, lines: Iterable[LogLine], own: int = 0) -> None:
+        """The log's new lines; `own`: how many of Cockpit's own access lines were left out."""
+        self._own += own
         ring, pending = self._ring, self._pending
         for ll in lines:
             ring.append(ll)
@@ -84,14 +87,15 @@ class Publisher:
 
     # ---------------------------------------------------------------- output
     def flush_logs(self) -> None:
-        if not self._pending and not self._dropped:
+        if not self._pending and not self._dropped and not self._own:
             return
         lines = tuple(self._pending)
         self._pending.clear()
         dropped, self._dropped = self._dropped, 0
+        own, self._own = self._own, 0
         if self._on_logs is not None:
             try:
-                self._on_logs(LogBatch(lines, dropped))
+                self._on_logs(LogBatch(lines, dropped, own))
             except Exception:  # a listener's bug must not stop the supervisor
                 log.exception("on_logs listener failed")
 

@@ -1,5 +1,7 @@
 """The journal's view of a supervisor: it subscribes to the published snapshots and records a
-run's start, its progress (at most once a second) and its end. The journal never stops a run:
+run's start, its progress (offered at most once a second; the journal writes only what changed
+that an operator looks up, and the running figures every ~30 s: cockpit/journal/journal.py) and
+its end. The journal never stops a run:
 its failures are logged and skipped.
 """
 

@@ -6,8 +6,14 @@ cockpit/core/hang.py's. This module does the I/O and folds `HangSeen`/`HangClear
 state, so `hung` reaches the header, `status --json`, the journal and the unattended policy the
 way every other phase does.
 
-Cockpit's probe is a real request: it shows in the engine's request counters and access log
-(one every `probe_after_s` of an idle server, none while tokens move).
+Footprint (docs/OPERATIONS.md "Footprint"): every request here is one line in the server's access
+log. /metrics is read every SAMPLE_INTERVAL_S only while the server is busy (work outstanding, or
+tokens moved in the last BUSY_RECENT_S) or the operator watches the serving figures (the TUI's
+throughput panel: `watching`); an idle server's is read ever more slowly, up to every
+IDLE_SAMPLE_INTERVAL_S. While /metrics answers, the readiness probe of a ready run is not sent
+(`answered_at` vouches for the server's HTTP front end): one request where there were two. The hang
+probe is a real request (it shows in the engine's request counters) and goes out only when the
+engine's gauges say work is outstanding and nothing moves — never to an idle server.
 """
 
 from __future__ import annotations
@@ -35,7 +41,17 @@ SAMPLE_INTERVAL_S = 2.0
 # what one scrape of `status`'s look may take (a healthy /metrics answers in milliseconds); the
 # look's own deadline bounds them all together
 STATUS_SCRAPE_S = 5.0
+IDLE_SAMPLE_INTERVAL_S = 30.0  # an idle server's /metrics: twice a minute
+BUSY_RECENT_S = 10.0  # tokens moved this recently: the server is busy (full rate)
 SERVING_PHASES = ("ready", "hung")
+
+
+def next_interval(current: float, busy: bool) -> float:
+    """The pause before the next /metrics read: the full rate while busy or watched, else twice
+    the last pause, up to IDLE_SAMPLE_INTERVAL_S (an idle server settles at two reads a minute)."""
+    if busy:
+        return SAMPLE_INTERVAL_S
+    return min(IDLE_SAMPLE_INTERVAL_S, max(SAMPLE_INTERVAL_S, current * 2))
 
 
 def probe_after_s(window_s: float) -> float:
@@ -60,6 +76,8 @@ class ServingWatch:
         self.state = state  # the run's live state (the fold's)
         self.changed = changed
         self.window_s = hang_after_s(backend.name, profile.policy.hang_after_s)
+        # the operator is looking at the serving figures (the TUI's throughput panel): full rate
+        self.watching = False
         self.reset()
 
     def reset(self) -> None:
@@ -68,6 +86,15 @@ class ServingWatch:
         self.serving: dict[str, Any] | None = None
         self.timed_out = False  # the last scrape got no answer within its time
         self._model: str | None = None
+        self.answered_at: float | None = None  # when /metrics last answered (monotonic)
+        self.interval = SAMPLE_INTERVAL_S
+
+    def busy(self, now: float) -> bool:
+        """Read /metrics at the full rate: watched, work outstanding, a probe waiting, or tokens
+        moved a moment ago (a hang needs the full rate to be seen within its window)."""
+        w = self.watch
+        return (self.watching or bool(w.outstanding_gauge) or bool(w.probes)
+                or w.last_movement is None or w.still_for(now) < BUSY_RECENT_S)
 
     # ---------------------------------------------------------------- observations
     def lines(self, lines: Sequence[LogLine]) -> None:
@@ -93,6 +120,7 @@ class ServingWatch:
         if body is None:
             self._publish(note)
             return False
+        self.answered_at = now
         m = self.backend.metrics
         s = await asyncio.to_thread(parse_body, body, m.prefix(), m.serving(), now)
         self.window.add(s)
@@ -136,13 +164,13 @@ class ServingWatch:
             self._model = await first_model(base_url, api_key=key)
             if self._model is None:
                 return  # no model listed: nothing to ask (the engine is not serving the API yet)
-        self.watch.probe_sent(time.monotonic())
+        sent = self.watch.probe_sent(time.monotonic())
         # long enough to outlast any queue: the verdict comes from the window, not this timeout
         answer = await probe_generate(base_url, self._model, api_key=key, timeout=self.window_s * 10)
         if answer == "ok":
             self.watch.probe_answered(time.monotonic())
         else:
-            self.watch.probe_failed()
+            self.watch.probe_failed(sent)
             if answer.startswith("HTTP 4"):
                 self._model = None  # the served name changed (a restart): ask again
         self.judge()
@@ -150,35 +178,56 @@ class ServingWatch:
     # ---------------------------------------------------------------- drivers
     async def loop(self, base_url: Callable[[], Any], flags: Callable[[], dict[str, Any]],
                    active: Callable[[], bool]) -> None:
-        """While the run serves: scrape, probe when idle, judge."""
-        probe: asyncio.Task[None] | None = None
+        """While the run serves: scrape (at the full rate only while busy or watched), probe when
+        the gauges say work is stuck, judge."""
+        probes: set[asyncio.Task[None]] = set()
         try:
             while True:
+                serving = False
                 try:
-                    probe = await self._once(base_url, flags, active, probe)
+                    serving = await self._once(base_url, flags, active, probes)
                 except Exception:  # one bad look (a body no rule foresaw) must not end the watch for the run
                     log.warning("serving watch: one look failed; going on", exc_info=True)
-                await asyncio.sleep(SAMPLE_INTERVAL_S)
+                self.interval = next_interval(self.interval, not serving or self.busy(time.monotonic()))
+                await self._pause(self.interval)
         finally:
-            if probe is not None:
-                probe.cancel()
-                await reap(probe)
+            for p in probes:
+                p.cancel()
+            for p in probes:
+                await reap(p)
 
     async def _once(self, base_url: Callable[[], Any], flags: Callable[[], dict[str, Any]],
-                    active: Callable[[], bool], probe: asyncio.Task[None] | None) -> asyncio.Task[None] | None:
-        """One iteration of loop(): scrape, send the probe when idle, judge; the probe's task."""
-        if not active() or self.state().phase not in SERVING_PHASES:
-            return probe
+                    active: Callable[[], bool], probes: set[asyncio.Task[None]]) -> bool:
+        """One look of loop(): scrape, send a probe when the gauges say work is stuck, judge.
+        Returns whether the run serves (the pause to the next look depends on it)."""
+        serving = bool(active() and self.state().phase in SERVING_PHASES
+                       and self.profile.policy.serving_watch)  # `serving-watch: false`: no /metrics
+        if not serving:
+            return False
         try:
             url = await base_url()
         except Exception as exc:  # the tunnel is down: the readiness probe says so
             log.debug("serving watch: %s", exc)
-            return probe
+            return True
         await self.sample(url)
-        if (probe is None or probe.done()) and self.watch.wants_probe(time.monotonic(), probe_after_s(self.window_s)):
-            probe = asyncio.create_task(self._probe_logged(url, flags()))
+        for p in [p for p in probes if p.done()]:
+            probes.discard(p)
+        if self.profile.policy.hang_probe and self.watch.wants_probe(time.monotonic(), probe_after_s(self.window_s)):
+            probes.add(asyncio.create_task(self._probe_logged(url, flags())))
         self.judge()
-        return probe
+        return True
+
+    async def _pause(self, seconds: float) -> None:
+        """The wait to the next read, cut short when the operator starts watching the figures."""
+        was = self.watching
+        left = seconds
+        while left > 0:
+            step = min(left, SAMPLE_INTERVAL_S / 4)
+            await asyncio.sleep(step)
+            left -= step
+            if self.watching and not was:
+                self.interval = SAMPLE_INTERVAL_S
+                return
 
     async def _probe_logged(self, base_url: str, flags: dict[str, Any]) -> None:
         try:
@@ -189,15 +238,23 @@ class ServingWatch:
     async def check(self, base_url: str, flags: dict[str, Any]) -> None:
         """One bounded look for `cockpit status`: scrape, send the probe, and wait until it is
         answered, tokens move, or the window passes (then the run is hung)."""
-        if self.state().phase not in SERVING_PHASES:
+        if self.state().phase not in SERVING_PHASES or not self.profile.policy.serving_watch:
+            return
+        if not self.profile.policy.hang_probe:
+            await self.sample(base_url)
+            self.judge()
             return
         deadline = time.monotonic() + self.window_s + 3.0  # the one deadline of the whole look
 
         def left(cap: float) -> float:
             return max(0.1, min(cap, deadline - time.monotonic()))
 
-        # the probe and the first scrape together: a slow /metrics does not hold the probe back
+        # the operator asked: probe whatever the gauges say (the loop never probes an idle server),
+        # the probe and the first scrape together (a slow /metrics does not hold the probe back); a
+        # second probe once the first has waited a quarter window (`hung` needs two unanswered)
         probe = asyncio.create_task(self._probe_logged(base_url, flags))
+        second: asyncio.Task[None] | None = None
+        after = probe_after_s(self.window_s)
         try:
             # no /metrics (SGLang without --enable-metrics): the probe and the log decide
             await self.sample(base_url, timeout=left(STATUS_SCRAPE_S))
@@ -212,14 +269,18 @@ class ServingWatch:
                 first = False
                 if not self.timed_out:
                     await self.sample(base_url, timeout=left(STATUS_SCRAPE_S))
+                if second is None and self.watch.second_probe_due(time.monotonic(), after):
+                    second = asyncio.create_task(self._probe_logged(base_url, flags))
                 self.judge()
                 if probe.done() or self.watch.last_movement != moved_at:
                     break
             self.judge()
         finally:
-            probe.cancel()
-            with contextlib.suppress(Exception):
-                await reap(probe)
+            for task in (probe, second):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(Exception):
+                        await reap(task)
 
 
 def _int(v: float | None) -> int | None:

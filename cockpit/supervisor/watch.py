@@ -24,9 +24,12 @@ from cockpit.transport.base import TransportError
 log = logging.getLogger(__name__)
 
 HEALTH_INTERVAL_S = 2.0  # SGLang's /health costs ≥ 1 s: don't poll fast
-# once /health says 200, a slower probe: each one is a line in the server's own access log (its
-# death is seen sooner in the log and the process's exit than by the probe)
-READY_HEALTH_INTERVAL_S = 10.0
+# once /health says 200, a slow probe: each one is a line in the server's own access log (its
+# death is seen sooner in the log and the process's exit than by the probe), and SGLang's runs a
+# generation: twice a minute (docs/OPERATIONS.md "Footprint")
+READY_HEALTH_INTERVAL_S = 30.0
+# a /metrics answer this recent vouches for a ready server's front end: no /health is sent
+VOUCHED_S = 45.0
 GPU_RELEASE_TIMEOUT_S = 60.0
 
 
@@ -203,11 +206,17 @@ class ReadinessProbe:
             self.health = health
             self.changed()
 
+    def vouched(self, answered_at: float | None, now: float) -> bool:
+        """A ready server whose /metrics answered lately needs no /health as well (one request
+        where there were two): only once /health itself said 200 for this run."""
+        return self.health == "200" and answered_at is not None and now - answered_at < VOUCHED_S
+
     async def loop(self, node: Node, port: Callable[[], int], path: Callable[[], str],
-                   active: Callable[[], bool]) -> None:
+                   active: Callable[[], bool], answered_at: Callable[[], float | None] = lambda: None) -> None:
+        """`answered_at`: when the serving watch's /metrics last answered (monotonic; None: never)."""
         while True:
             try:
-                if active():
+                if active() and not self.vouched(answered_at(), time.monotonic()):
                     await self.probe(node, port(), path())
             except Exception:  # one bad look must not end the readiness watch for the run
                 log.warning("readiness probe: one look failed; going on", exc_info=True)

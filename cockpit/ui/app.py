@@ -50,7 +50,8 @@ class CockpitApp(App[int]):
     # Under 60 columns or 16 rows the screens show only "needs at least 60×16"; under 120 columns
     # the dashboard switches to its compact layout (one panel at a time, `v` cycles).
     HORIZONTAL_BREAKPOINTS = [(0, "-tiny"), (60, "-narrow"), (120, "-wide")]
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (16, "-tall")]
+    # from 48 rows the dashboard's panels take 20 rows (16 below: the log keeps ≥ 10 lines at 40)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (16, "-tall"), (48, "-roomy")]
     ENABLE_COMMAND_PALETTE = True
 
     def __init__(

@@ -165,26 +165,34 @@ LOGGED_CRASH_KINDS = frozenset({"cuda_oom", "graph_capture_oom", "kv_pool_exhaus
                                 ENGINE_WATCHDOG, "startup_error", "port_in_use"})
 
 
+# What SIGKILL (exit 137 / -9) means after each kind of ending: (short, long), one sentence for one
+# cause, never against the evidence the dialog shows above it. A kind not listed: the server's own
+# cleanup when its log told an error (LOGGED_CRASH_KINDS), else a kill from outside. A new ending kind
+# (a signal told by the waiter, say) slots in here with its own words.
+SIGKILL_WORDS: dict[str, tuple[str, str]] = {
+    "host_oom_killed": ("the kernel's OOM killer", "SIGKILL from the kernel's OOM killer (host memory)"),
+}
+_SIGKILL_OWN = ("the server's own cleanup", "SIGKILL from the server's own cleanup after the error above (SIGQUIT, "
+                "then its process group killed), not the kernel's OOM killer")
+_SIGKILL_OUTSIDE = ("killed by signal 9 (SIGKILL) from outside",
+                    f"killed by signal 9 (SIGKILL) from outside; who sent it is not known: {SIGKILL_SENDERS}")
+
+
+def sigkill_words(kind: str | None, *, short: bool = False) -> str:
+    """SIGKILL's one sentence for a crash of this kind (see SIGKILL_WORDS)."""
+    words = SIGKILL_WORDS.get(kind or "") or (_SIGKILL_OWN if kind in LOGGED_CRASH_KINDS else _SIGKILL_OUTSIDE)
+    return words[0] if short else words[1]
+
+
 def exit_words(code: int | None, kind: str | None = None, *, short: bool = False) -> str:
     """An exit code in words. 137 (SIGKILL) after a logged CUDA OOM is the server's own cleanup
     (it sends itself SIGQUIT and kills its process group), not the kernel's OOM killer. `short`:
     the header's form, the same facts in fewer words (the crash dialog has the long one)."""
     if code is None:
         return "exit code not known"
-    if short and code in (137, -9):
-        if kind == "host_oom_killed":
-            return f"exit code {code} (the kernel's OOM killer)"
-        if kind in LOGGED_CRASH_KINDS:
-            return f"exit code {code} (the server's own cleanup)"
-        return f"exit code {code} (killed by signal 9 (SIGKILL) from outside)"
     if code in (137, -9):
-        if kind == "host_oom_killed":
-            return f"exit code {code}: SIGKILL from the kernel's OOM killer (host memory)"
-        if kind in LOGGED_CRASH_KINDS:
-            return (f"exit code {code}: SIGKILL from the server's own cleanup after the error above "
-                    "(SIGQUIT, then its process group killed), not the kernel's OOM killer")
-        return (f"exit code {code}: killed by signal 9 (SIGKILL) from outside; who sent it is not known: "
-                f"{SIGKILL_SENDERS}")
+        return f"exit code {code} ({sigkill_words(kind, short=True)})" if short else \
+            f"exit code {code}: {sigkill_words(kind)}"
     if code in (143, -15):
         # with a crash kind the run crashed: nobody stopped it through Cockpit
         return f"exit code {code}: SIGTERM " + ("from outside Cockpit" if kind else "(asked to stop)")

@@ -107,6 +107,15 @@ class RunControl:
         self.on_logs = on_logs
         self.supervisor: Any = None
         self.busy: str | None = None  # "stopping" / "restarting" while such an action runs
+        self._watching_serving = False
+
+    def watch_serving(self, on: bool) -> None:
+        """The operator is (or is no longer) looking at the serving figures: /metrics at the full
+        rate while they do (docs/OPERATIONS.md "Footprint"); a flag, no I/O."""
+        self._watching_serving = on
+        serving = getattr(self.supervisor, "serving", None)
+        if serving is not None:
+            serving.watching = on
 
     @property
     def can_launch(self) -> bool:
@@ -120,7 +129,11 @@ class RunControl:
     # ---- launch / attach, then follow ----
     def _make_supervisor(self) -> Any:
         assert self.factory is not None
-        return self.factory(self.profile, on_snapshot=self.on_snapshot, on_logs=self.on_logs)
+        sup = self.factory(self.profile, on_snapshot=self.on_snapshot, on_logs=self.on_logs)
+        serving = getattr(sup, "serving", None)
+        if serving is not None:
+            serving.watching = self._watching_serving
+        return sup
 
     async def preflight(self, sup: Any) -> GateResult:
         """The launch's gate: the one call, here (FlagError raised: the flags make no argv)."""

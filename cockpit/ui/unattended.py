@@ -95,11 +95,19 @@ class Unattended:
         self.tried.add(setting)
         return self._restart(changes, "on-crash: restart-with-advice", now)
 
-    def decide_hang(self, on_hang: str, now: float) -> Decision:
+    def decide_hang(self, on_hang: str, now: float, hang: dict[str, Any] | None = None) -> Decision:
         """A hung run: `notify` (the default) rings and notifies only; `restart` restarts it as
-        is, within the hourly budget of automatic restarts."""
+        is, within the hourly budget of automatic restarts — never when it stuck within its first
+        window after READY (`hang`: the verdict's evidence, cockpit/core/hang.py): a slow first
+        token looks the same from outside, and restarting would only start the wait again."""
         if on_hang != "restart":
             return Decision("ask")
+        if hang is not None:
+            window = hang.get("hang_after_s")
+            stuck = hang.get("stuck_since_ready_s")
+            if isinstance(window, int | float) and isinstance(stuck, int | float) and stuck < window:
+                return Decision("ask", reason=f"stuck {stuck:g} s after READY, within its first {window:g} s "
+                                              "(a slow first token looks the same): not restarting")
         while self.restarts and now - self.restarts[0] >= HOUR_S:
             self.restarts.popleft()
         if len(self.restarts) >= self.max_per_hour:

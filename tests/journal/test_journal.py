@@ -74,6 +74,7 @@ def test_progress_that_changes_nothing_writes_nothing(journal: Journal, tmp_path
     journal.record_progress("r1", st, [])
     wal = tmp_path / "journal.sqlite3-wal"
     size = wal.stat().st_size
+    journal.figures_interval_s = 0.0  # the running figures are due at every call
     for _ in range(20):
         journal.record_progress("r1", st, [])
     assert wal.stat().st_size == size
@@ -82,8 +83,31 @@ def test_progress_that_changes_nothing_writes_nothing(journal: Journal, tmp_path
     assert wal.stat().st_size > size
 
 
+def test_running_figures_are_written_every_interval_what_operators_look_up_at_once(journal: Journal) -> None:
+    """Issue 39 item 2: a steady run's throughput moves every second; the journal is written when
+    the phase, crash or findings change, and the figures at most every `figures_interval_s`."""
+    journal.record_start(run_info("r1"), "p", {})
+    st = ready_state()
+    journal.record_progress("r1", st, [])
+    conn = journal._conn
+    writes = conn.total_changes
+    for i in range(50):  # a busy minute of statistics lines, the figures not due
+        st.gen_throughput.append(SeriesPoint(ts=f"2026-11-29 08:15:{i:02d}", value=3000.0 + i))
+        journal.record_progress("r1", st, [])
+    assert conn.total_changes == writes
+    assert journal.get("r1").peak_gen_throughput == 3010.0  # type: ignore[union-attr]
+    journal.record_progress("r1", st, [low_headroom_finding()])  # a finding: at once
+    assert conn.total_changes == writes + 1
+    rec = journal.get("r1")
+    assert rec is not None and rec.findings and rec.peak_gen_throughput == 3010.0  # figures still not due
+    journal.figures_interval_s = 0.0
+    journal.record_progress("r1", st, [low_headroom_finding()])
+    assert conn.total_changes == writes + 2 and journal.get("r1").peak_gen_throughput == 3049.0  # type: ignore[union-attr]
+
+
 def test_peak_survives_the_state_window_dropping_it(journal: Journal) -> None:
     journal.record_start(run_info("r1"), "p", {})
+    journal.figures_interval_s = 0.0
     journal.record_progress("r1", ready_state(throughput=(100.0, 5000.0)), [])
     journal.record_progress("r1", ready_state(throughput=(200.0, 300.0)), [])
     rec = journal.get("r1")
@@ -169,6 +193,9 @@ def test_a_long_series_is_downsampled_to_200_points(journal: Journal) -> None:
                                              value=float(i % 100)))
     journal.record_start(run_info("r1"), "p", {})
     journal.record_progress("r1", st, [])
+    rec = journal.get("r1")
+    assert rec is not None and len(rec.gen_throughput_series) == 60  # while it runs: a bounded row
+    journal.record_end("r1", "stopped", st, [])
     rec = journal.get("r1")
     assert rec is not None and len(rec.gen_throughput_series) == 200
     xs = [p[0] for p in rec.gen_throughput_series]

@@ -71,6 +71,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
+        self.path = self.path.split("?", 1)[0]  # a query string is ignored, as engines do
         if self.path == "/metrics":
             if self.opts.metrics == "slowloris":
                 return self._slowloris()

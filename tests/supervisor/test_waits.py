@@ -46,7 +46,7 @@ class Idle(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
-        if self.path == "/metrics":
+        if self.path.split("?", 1)[0] == "/metrics":
             Idle.scrapes.append(self.path)
             self._send(METRICS.encode(), "text/plain")
         else:
@@ -78,7 +78,7 @@ def test_status_answers_after_two_scrapes_once_the_probe_is_answered(idle_server
     profile = parse_profile({"name": "idle", "server": {"model-path": "/m"}})
     watch = ServingWatch(get_backend("sglang"), profile, lambda: state, lambda: None)
     asyncio.run(watch.check(idle_server, {}))
-    assert Idle.scrapes == ["/metrics", "/metrics"]
+    assert Idle.scrapes == ["/metrics?by=cockpit", "/metrics?by=cockpit"]  # marked as Cockpit's own
     assert state.phase == "ready" and state.hang is None
     assert watch.serving is not None and watch.serving.get("gen_tok_s") == 0.0  # a rate from the two
 

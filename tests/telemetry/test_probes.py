@@ -77,6 +77,7 @@ def server() -> Iterator[FakeServer]:
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            self.path = self.path.split("?", 1)[0]  # a query string is ignored, as engines do
             if self.path == "/health":
                 time.sleep(state.health_delay)
                 self._send(state.health, "text/plain", b"")

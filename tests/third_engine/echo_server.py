@@ -33,7 +33,7 @@ def log(what: str) -> None:
 
 class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        code = 200 if self.path == "/alive" else 404
+        code = 200 if self.path.split("?", 1)[0] == "/alive" else 404  # a query string is ignored, as engines do
         self.send_response(code)
         self.send_header("Content-Length", "0")
         self.end_headers()

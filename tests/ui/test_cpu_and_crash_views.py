@@ -105,25 +105,27 @@ async def test_the_header_says_the_pinned_version_until_the_log_says_one() -> No
         assert "vllm 0.32.0" in text and "vllm-unknown" not in text
 
 
-async def test_cockpits_own_health_probes_are_not_the_servers_log() -> None:
+async def test_cockpits_own_requests_are_not_the_servers_log() -> None:
+    """The log reader leaves Cockpit's own access lines out (tests/test_footprint.py); the pane
+    shows what arrives and its title says how many were left out."""
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:
         screen = await _show(pilot, cpu_snapshot())
-        lines = (LogLine(1, None, 'INFO:     127.0.0.1:52576 - "GET /health HTTP/1.1" 200 OK'),
-                 LogLine(2, None, 'INFO:     127.0.0.1:52584 - "POST /v1/completions HTTP/1.1" 200 OK'),
+        lines = (LogLine(2, None, 'INFO:     127.0.0.1:52584 - "POST /v1/completions HTTP/1.1" 200 OK'),
                  LogLine(3, None, 'INFO:     10.1.2.3:40000 - "GET /health HTTP/1.1" 200 OK'))
-        screen.post_message(LogsArrived(LogBatch(lines)))
+        screen.post_message(LogsArrived(LogBatch(lines, own=1)))
         await pilot.pause()
         shown = [ln.text for ln in screen.query_one(LogPane).all_lines]
-        assert shown == [lines[1].text, lines[2].text]  # another host's health check is the server's news
-        assert "/health probes hidden" in str(screen.query_one(LogPane).border_title)
+        assert shown == [lines[0].text, lines[1].text]  # another host's health check is the server's news
+        assert screen.probes_hidden == 1
+        assert "Cockpit's own requests hidden" in str(screen.query_one(LogPane).border_title)
 
 
 def test_the_probe_slows_down_once_ready() -> None:
-    """Each probe is a line in the server's access log: every 10 s once /health says 200."""
+    """Each probe is a line in the server's access log: every 30 s once /health says 200."""
     from cockpit.supervisor.watch import HEALTH_INTERVAL_S, probe_interval
 
-    assert probe_interval("200") == 10.0 > HEALTH_INTERVAL_S == probe_interval("503") == probe_interval(None)
+    assert probe_interval("200") == 30.0 > HEALTH_INTERVAL_S == probe_interval("503") == probe_interval(None)
     assert probe_interval("refused") == 1.0
 
 
@@ -189,9 +191,14 @@ def test_cpu_engine_ready_snapshot_120x36(snap_compare) -> None:  # type: ignore
     """The CPU engine's dashboard as the operator sees it (KV space, host RAM, the CPU timeline)."""
 
     async def run_before(pilot) -> None:  # type: ignore[no-untyped-def]
+        from cockpit.backends import get_backend
+        from cockpit.supervisor.nodelog import NodeLog
+
         screen = await _show(pilot, cpu_snapshot())
-        lines = [LogLine(i + 1, None, text) for i, text in enumerate(CPU_LOG.read_text().splitlines()[-12:])]
-        screen.post_message(LogsArrived(LogBatch(tuple(lines))))  # as the supervisor's batches arrive
+        # through the log reader the supervisor uses (it leaves Cockpit's own access lines out)
+        reader = NodeLog(get_backend("vllm"), "local", parse=False)
+        _events, lines = reader.feed_lines(CPU_LOG.read_bytes())
+        screen.post_message(LogsArrived(LogBatch(tuple(lines[-12:]), own=reader.own_lines)))
         await pilot.pause()
 
     assert snap_compare(make_app(), terminal_size=(120, 36), run_before=run_before)

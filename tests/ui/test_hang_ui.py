@@ -43,6 +43,18 @@ def test_on_hang_notifies_by_default_and_restarts_only_when_asked() -> None:
     assert u.decide_hang("restart", 10.0).action == "ask"  # the hourly budget is shared with on-crash
 
 
+def test_on_hang_never_restarts_a_run_stuck_within_its_first_window_after_ready() -> None:
+    """Issue 40 finding 15: a slow first token looks hung; `on-hang: restart` restarted a healthy
+    server. Stuck within the first window after READY: notify only."""
+    u = Unattended(max_per_hour=5)
+    early = {"hang_after_s": 60.0, "still_for_s": 75.0, "stuck_since_ready_s": 3.0}
+    d = u.decide_hang("restart", 0.0, early)
+    assert d.action == "ask" and "first 60 s" in d.reason and "slow first token" in d.reason
+    assert not u.restarts  # no budget spent
+    later = {"hang_after_s": 60.0, "still_for_s": 75.0, "stuck_since_ready_s": 600.0}
+    assert u.decide_hang("restart", 0.0, later).action == "restart"
+
+
 async def test_hung_rings_notifies_and_shows_then_ready_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     out = tmp_path / "notified.jsonl"

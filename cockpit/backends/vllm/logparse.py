@@ -244,6 +244,12 @@ def _v0_rank(rank: str | None, role: str, pid: str | None) -> str | None:
     return "TP0" if role == "other" and pid is None else None
 
 
+
+def _health_ok(text: str) -> bool:
+    """uvicorn's access line of a /health answered 200, with or without a query string (Cockpit's
+    own probe carries `?by=cockpit`: cockpit/core/ownlines.py)."""
+    return ('"GET /health HTTP/' in text or '"GET /health?' in text) and text.rstrip().endswith("200 OK")
+
 class VLLMLogParser:
     """Feed it bytes in any chunking; it returns the events of every line completed so far."""
 
@@ -437,7 +443,7 @@ class VLLMLogParser:
         if " HTTP/1." in text and "INFO:  " in text[:80]:
             # uvicorn's access lines are most of a busy log: one look for a /health 200, nothing more
             self._last_was_vllm = True
-            if not self._ready and '"GET /health HTTP/' in text and text.rstrip().endswith("200 OK"):
+            if not self._ready and _health_ok(text):
                 self._serving_evidence(line, None, out)
             return
         m = _RX_RECORD.search(text)
@@ -849,7 +855,7 @@ class VLLMLogParser:
                 out.append(ev.GraphCaptureBegin(line, ts, rank or "TP0", s.partition(":")[0][len("Capturing "):], None))
             return
         if s[:6] in ("INFO: ", "INFO:\t") or s.startswith("INFO:  "):
-            if "Application startup complete" in s or ('"GET /health HTTP/' in s and s.rstrip().endswith("200 OK")):
+            if "Application startup complete" in s or _health_ok(s):
                 self._serving_evidence(line, ts, out)
             return
 

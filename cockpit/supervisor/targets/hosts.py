@@ -172,7 +172,7 @@ class HostsTarget:
         spawn: list[Coroutine[Any, Any, None]] = [run.follow.follow(n, follow=True) for n in self.nodes if n.record]
         spawn.append(run.readiness.loop(
             n0, lambda: run.backend.launch.api_port(run.flags), run.readiness_path,
-            lambda: n0.exited is None and not run.stopping))
+            lambda: n0.exited is None and not run.stopping, lambda: run.serving.answered_at))
         spawn.append(self.telemetry.loop())
         spawn.append(run.serving.loop(run.api_base_url, lambda: run.flags,
                                       lambda: n0.exited is None and not run.stopping))

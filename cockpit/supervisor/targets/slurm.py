@@ -32,7 +32,7 @@ from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot, SlurmView
 from cockpit.supervisor.nodes import Node, transport_for
 from cockpit.supervisor.targets.base import Run, RunRefused, StopResult, new_run_id
-from cockpit.supervisor.watch import GpuWatch
+from cockpit.supervisor.watch import GpuWatch, probe_interval
 from cockpit.telemetry.samples import TelemetrySample
 from cockpit.transport.base import Transport, TransportError
 
@@ -298,8 +298,9 @@ class SlurmJobTarget:
             head = self._running_head()
             if head is not None and not run.stopping:
                 await run.readiness.probe(head, run.backend.launch.api_port(run.flags), run.readiness_path())
-            # cut short when the log says the server is ready (Supervisor nudges the probe)
-            await run.readiness.pause(2.0 if run.readiness.health != "refused" else 1.0)
+            # cut short when the log says the server is ready (Supervisor nudges the probe); slow
+            # once /health says 200 (each probe is a line in the server's log)
+            await run.readiness.pause(probe_interval(run.readiness.health))
 
     async def _telemetry_loop(self) -> None:
         while self._running_head() is None:

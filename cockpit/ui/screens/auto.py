@@ -93,7 +93,7 @@ class UnattendedActions:
             self._ring()
             why = (snap.state.hang or {}).get("reason", "nothing moves")
             summary = f"{self.profile.name}: run {run_id} HUNG: {why}"
-            decision = self.unattended.decide_hang(self.profile.on_hang, self.clock())
+            decision = self.unattended.decide_hang(self.profile.on_hang, self.clock(), snap.state.hang)
             self._notify_command("hung", run_id, summary, decision.action)
             if decision.action == "restart":
                 self._awaiting_recovery = "unchanged flags (it hung)"

@@ -142,8 +142,11 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
             title = f"CRASHED: {crash_kind_words(c.kind, self.backend)}{where} in {phase}"
         self.query_one("#crash-title", Static).update(title)
         exit_words = f" · {fmt.exit_words(c.exit_code, c.kind)}" if c.exit_code is not None else ""
-        if unexplained:
-            info = f"{c.message}{exit_words}"
+        if unexplained and c.exit_code is not None:
+            # the exit is the whole story: its one sentence (the message is the same exit, told again)
+            info = fmt.exit_words(c.exit_code, c.kind)
+        elif unexplained:
+            info = c.message
         else:
             info = f"{c.rank or 'main process'} · during {phase} · log line {c.line:,}{exit_words}"
         self.query_one("#crash-info", Static).update(info)

@@ -74,17 +74,6 @@ PANELS: tuple[str, ...] = ("advice", "plots", "timeline", "processes")
 MIN_WIDTH, MIN_HEIGHT = 60, 16
 
 
-# Cockpit's own readiness probe as the server's access log prints it (uvicorn, SGLang and vLLM
-# alike): `INFO:     127.0.0.1:52576 - "GET /health HTTP/1.1" 200 OK`. The probe reaches the server
-# from its own host (directly or through the SSH forward), so from 127.0.0.1; it is Cockpit talking,
-# not the server's news, and is not shown (the log's title counts what was hidden).
-_OWN_PROBE = re.compile(r'(?:^|\s)127\.0\.0\.1:\d+ - "GET /health HTTP/1\.[01]" \d{3}')
-
-
-def is_own_probe(text: str) -> bool:
-    return '"GET /health ' in text and _OWN_PROBE.search(text) is not None
-
-
 def too_small_words(width: int, height: int) -> str:
     return f"Cockpit needs at least {MIN_WIDTH}×{MIN_HEIGHT}\n(this terminal is {width}×{height})"
 
@@ -134,7 +123,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self._serving_kv: deque[SeriesPoint] = deque(maxlen=SERIES_MAX_POINTS)
         self._hang_seen: tuple[str | None, str | None] | None = None  # (run, phase_since) of the hang rung for
         self._awaiting_recovery: str | None = None  # the automatic restart's words, until READY
-        self.probes_hidden = 0  # Cockpit's own /health probe lines not shown in the log
+        self.probes_hidden = 0  # Cockpit's own requests' access lines left out of the log
         self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)
 
     # ---- layout ----
@@ -239,14 +228,15 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
 
     @on(LogsArrived)
     def _on_logs(self, message: LogsArrived) -> None:
-        lines = message.batch.lines
-        kept = [ln for ln in lines if not is_own_probe(ln.text)]
-        if len(kept) != len(lines):
+        # Cockpit's own requests' access lines never arrive (the log reader leaves them out, as
+        # `cockpit logs` does: cockpit/core/ownlines.py); the title says how many were left out
+        batch = message.batch
+        if batch.own:
             before = self.probes_hidden
-            self.probes_hidden += len(lines) - len(kept)
+            self.probes_hidden += batch.own
             if not before:
                 self._apply_filter()  # the title says from now on that they are hidden
-        self.query_one(LogPane).add_lines(kept, message.batch.dropped)
+        self.query_one(LogPane).add_lines(list(batch.lines), batch.dropped)
 
     @on(RunStarted)
     def _on_started(self, message: RunStarted) -> None:
@@ -675,6 +665,11 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self.remove_class(f"-panel-{self.panel}")
         self.panel = panel
         self.add_class(f"-panel-{panel}")
+        self._watch_serving()
+
+    def _watch_serving(self) -> None:
+        """The throughput panel on screen: the serving figures are read at the full rate."""
+        self.control.watch_serving(self.panel == "plots" and not self.has_class("-log-max"))
 
     # ---- log filters ----
     def action_cycle_filter(self) -> None:
@@ -760,6 +755,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
     def action_toggle_zoom(self) -> None:
         """The log alone under the header (bars and panels hidden), like k9s/lazydocker's zoom."""
         self.toggle_class("-log-max")
+        self._watch_serving()
         self.query_one(LogPane).focus()
 
     def action_toggle_wrap(self) -> None:
@@ -819,7 +815,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         name = f"[{self.filter_spec}]" if self.filter_spec in PRESET_NAMES else f"/{self.filter_spec}/"
         title = f"Log {name} · {self.rank_focus or 'all ranks'}"
         if self.probes_hidden:
-            title += " · Cockpit's /health probes hidden"
+            title += " · Cockpit's own requests hidden"
         self.query_one(LogPane).set_filter(None if matcher.is_all else matcher, None, title)
 
     # ---- for tests and the app ----

@@ -50,6 +50,9 @@ class SeriesPlot(PlotextPlot):
         self._plotted_at = time.monotonic()
         self.replot()
 
+    def on_resize(self) -> None:
+        self.replot()  # the title's form depends on the width (side by side at 120×40)
+
     def on_mount(self) -> None:
         super().on_mount()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.replot())
@@ -62,7 +65,11 @@ class SeriesPlot(PlotextPlot):
         if self._values:
             now = self._values[-1]
             peak = self._peak if self._peak is not None else now
-            plt.title(f"{self._title}: {now:,.{self._digits(now)}f} now · {peak:,.{self._digits(peak)}f} peak")
+            now_s, peak_s = f"{now:,.{self._digits(now)}f}", f"{peak:,.{self._digits(peak)}f}"
+            title = f"{self._title}: {now_s} now · {peak_s} peak"
+            if len(title) > self.size.width - 2:  # plotext drops a title wider than the plot: the figure alone
+                title = f"{self._title} {now_s}"
+            plt.title(title)
             color = hex_rgb(self.app.theme_variables.get(self._color_variable, ""))
             plt.plot(list(range(len(self._values))), self._values, marker="braille", color=color or "cyan")
             # both series are never negative: the axis starts at 0 (a usage of 0 ran it to −0.33),

@@ -18,6 +18,14 @@ from cockpit.ui.widgets.strips import RowRepaint, StripCache
 SPARK = 20  # history cells per measure
 
 
+# A GPU row is labelled ("GPU7 mem ▃▃▃ 94.2/95.0 GiB  util ▃▃▃  100%  pwr ▃▃▃ 600 W": 48 cells
+# besides its sparklines) from LABELLED_MIN cells, its sparklines sized from what FULL_FIXED leaves;
+# narrower, the units alone say which is which ("GPU7 ▃ 94.2/95.0 GiB ▃ 100% ▃ 600 W": 35 + sparklines)
+LABELLED_MIN = 48 + 3 * 3
+FULL_FIXED = 54
+COMPACT_FIXED = 38
+
+
 def rank_of_gpu(snapshot: RunSnapshot, host: str, index: int) -> str | None:
     for rank, (h, i) in snapshot.rank_gpu.items():
         if i == index and (h == host or not h or not host):
@@ -75,18 +83,25 @@ class GpuProcesses(RowRepaint, Widget):
         host, index = key
         tr = hist.traces[key]
         multi_host = len({h for h, _i in hist.traces}) > 1
-        # the three sparklines share what the numbers leave of the panel's width (3 to 20 cells)
-        spark = max(3, min(SPARK, (self.size.width - 54) // 3))
+        util = tr.util[-1] if tr.util else None
+        power = tr.power[-1] if tr.power else None
+        used = tr.used[-1] if tr.used else None
+        width = self.size.width
+        # labelled (`mem ▃ … util ▅ … pwr ▂ …`) where the panel is wide enough for three 3-cell
+        # sparklines; else the units alone say which is which (GiB, %, W): a 46-cell column at
+        # 120×40 cut the power figure to "pw…"
+        labelled = width >= LABELLED_MIN
+        # the three sparklines share what the numbers leave of the panel's width (3 to 20 cells
+        # labelled, 1 to 20 compact)
+        spark = max(3, min(SPARK, (width - FULL_FIXED) // 3)) if labelled else \
+            max(1, min(SPARK, (width - COMPACT_FIXED) // 3))
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"GPU{index}" + (f"@{host}" if multi_host else "") + " ", style=self._style("label"))
-        used = tr.used[-1] if tr.used else None
-        t.append("mem " + sparkline(tr.used, tr.total_gb, spark))
-        t.append(f" {fmt.gb(used, 1)}/{fmt.gb(tr.total_gb, 1)} GiB  ")
-        util = tr.util[-1] if tr.util else None
-        t.append("util " + sparkline(tr.util, 100.0, spark))
-        t.append(" " + ("?" if util is None else f"{util:.0f}%").rjust(4) + "  ")
-        power = tr.power[-1] if tr.power else None
-        t.append("pwr " + sparkline(tr.power, None, spark))
+        t.append(("mem " if labelled else "") + sparkline(tr.used, tr.total_gb, spark))
+        t.append(f" {fmt.gb(used, 1)}/{fmt.gb(tr.total_gb, 1)} GiB" + ("  " if labelled else " "))
+        t.append(("util " if labelled else "") + sparkline(tr.util, 100.0, spark))
+        t.append(" " + ("?" if util is None else f"{util:.0f}%").rjust(4) + ("  " if labelled else " "))
+        t.append(("pwr " if labelled else "") + sparkline(tr.power, None, spark))
         t.append(" " + ("?" if power is None else f"{power:.0f} W"))
         return t
 
