@@ -82,7 +82,7 @@ def test_restart_refused_by_the_gate_leaves_the_run_untouched_then_a_sane_change
     assert as_json.returncode == 1
     out = json.loads(as_json.stdout)
     assert out["restart"]["refused"] is True and out["restart"]["from_run"] == run_id
-    assert [f["id"] for f in out["restart"]["findings"]][0] == "hicache_host_memory"
+    assert out["restart"]["findings"][0]["id"] == "hicache_host_memory"
     assert out["run"]["pid"] == pid and out["phase"] == "ready"
 
     # bad input: exit 2, the run untouched
