@@ -221,7 +221,12 @@ def test_ctrl_c_keeps_the_best_so_far(tmp_path: Path) -> None:
         if line.startswith("launch 2/"):  # one step done, the second launching
             break
         assert line or proc.poll() is None, err
-    time.sleep(1.0)
+    # the second run launched (its run directory is there): a step walks the gate and waits for the
+    # first run's GPUs before it launches, more than a fixed second on a busy machine
+    story_runs = Path(env["COCKPIT_RUNS_ROOT"]) / "story"
+    while time.monotonic() < deadline and len([d for d in story_runs.iterdir() if d.is_dir()]) < 2:
+        time.sleep(0.05)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     out, rest = proc.communicate(timeout=120)
     r = json.loads(out)
