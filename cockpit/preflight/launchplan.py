@@ -66,7 +66,7 @@ class GatedLaunch:
         self._used = False
 
     def __repr__(self) -> str:
-        return f"GatedLaunch({self.profile_name!r}, {self.verdict}, {len(self.argvs)} node(s))"
+        return f"GatedLaunch({self.profile_name!r}, {self.verdict}, nodes={len(self.argvs)})"
 
 
 def mint(result: GateResult, *, force: bool = False) -> GatedLaunch:
