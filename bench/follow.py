@@ -10,7 +10,7 @@ Three measurements, each run several times (medians; the machine is shared and n
             write its lines reach the consumer (p50 / p99 / max), and the CPU share it costs.
   memory    (--memory) follow 10M lines at full speed and sample the cockpit process's RSS.
 
-The "server" is bench/_writer.py launched through the real launch path (`Supervisor.start()` on
+The "server" is bench/_writer.py launched through the real launch path (`Supervisor.launch()` on
 a throw-away profile: detached, stdout appended to the log, telemetry agent and readiness probe
 running as in the TUI). tail/grep follow a log the same writer appends to.
 
@@ -104,7 +104,7 @@ async def cockpit_run(tmp: Path, name: str, writer_args: list[str], *, total_fro
     seen = Seen()
     sup = Supervisor(prof, on_logs=seen.on_logs, on_snapshot=seen.on_snapshot, runs_root=str(tmp / "runs"),
                      transports=transports)
-    await sup.start(attach=False)
+    await sup.launch(attach=False)
     cpu0, t0 = self_cpu(), time.monotonic()
     task = asyncio.create_task(sup.run())
     rss: list[tuple[int, float]] = []

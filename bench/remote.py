@@ -109,7 +109,7 @@ async def ssh_connections(tmp: Path, sshd: Any, seconds: float) -> dict[str, Any
     seen = Seen()
     before = len(sshd.connections())
     sup = Supervisor(prof, on_logs=seen.on_logs, on_snapshot=seen.on_snapshot, runs_root=str(tmp / "runs"))
-    await sup.start(attach=False)
+    await sup.launch(attach=False)
     task = asyncio.create_task(sup.run())
     counts = []
     t0 = time.monotonic()

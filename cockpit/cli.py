@@ -18,6 +18,7 @@ commands in the order an operator meets them:
   cockpit check PROFILE             preflight: flags, host-cache per-rank arithmetic, host facts
   cockpit plan PROFILE              memory plan: KV tokens and headroom per memory setting
   cockpit up PROFILE --wait ready   launch detached on the profile's hosts
+  cockpit restart PROFILE --set F=V the gate on the new flags, then stop, GPUs free, launch
   cockpit status PROFILE            phase, per-rank memory, findings
   cockpit logs PROFILE -f --filter memory
   cockpit diagnose LOG              explain a log (crash, headroom, the flag to change)
@@ -90,7 +91,8 @@ class _RawFormatter(argparse.RawDescriptionHelpFormatter, _Formatter):
 
 
 # every subcommand, in the order of `cockpit --help` (tests/test_cli_*.py holds it to the parser's)
-COMMANDS = ("tui", "demo", "diagnose", "check", "plan", "up", "status", "logs", "down", "stacks", "runs", "report",
+COMMANDS = ("tui", "demo", "diagnose", "check", "plan", "up", "restart", "status", "logs", "down", "stacks", "runs",
+            "report",
             "bench", "tune", "sim")
 
 
@@ -182,6 +184,17 @@ def build_parser(command: str | None = None, *, names_only: bool = False) -> arg
                             "ready and /health answers 200 (ready)")
         s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait (default 900)")
         s.add_argument("--force", action="store_true", help="launch even when the memory plan predicts too little headroom")
+        s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
+
+    if s := add("restart", help="restart a profile's live run through the preflight gate"):
+        s.add_argument("profile", help="profile name (from the profiles folder) or path to its YAML file")
+        s.add_argument("--set", dest="overrides", action="append", default=[], metavar="FLAG=VALUE",
+                       help="change a server flag for the new run (repeatable; the run's other flags are kept)")
+        s.add_argument("--wait", choices=["started", "ready"], default="started",
+                       help="return once the new server runs (started, the default) or once it serves (ready)")
+        s.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the new run (default 900)")
+        s.add_argument("--force", action="store_true",
+                       help="restart even when the memory plan predicts too little headroom")
         s.add_argument("--json", action="store_true", help="machine-readable output (JSON)")
 
     if s := add("status", help="attach to a profile's run and report"):

@@ -104,6 +104,7 @@ if TYPE_CHECKING:
     from cockpit.model.plan import MemoryPlan, PlanUnavailable
     from cockpit.model.read import read_model_dir
     from cockpit.preflight.gate import GateResult, WhatIf, check_profile, gate
+    from cockpit.preflight.launchplan import GatedLaunch, GateRefused
     from cockpit.preflight.planning import (
         backend_plan,
         measured_facts,
@@ -159,6 +160,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "cockpit.telemetry.hostfacts": ("apply_what_if", "local_host_facts", "measure_hosts"),
     "cockpit.preflight.gate": ("GateResult", "WhatIf", "check_profile", "gate"),
+    "cockpit.preflight.launchplan": ("GateRefused", "GatedLaunch"),
     "cockpit.preflight.planning": ("backend_plan", "measured_facts", "plan_finding", "plan_for_profile"),
     "cockpit.serving.loadgen": (
         "BenchSpec", "DEFAULT_MAX_ERROR_SHARE", "finite_json", "load_dataset", "read_vocab", "run_bench",

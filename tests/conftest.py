@@ -593,6 +593,7 @@ SERIAL_PATHS = (
     "slurm/",                                  # the one Slurm cluster (and the tests beside it)
     "ui/test_tmux_e2e.py", "ui/test_tmux_e2e_vllm.py",   # tmux end-to-end stories
     "ui/test_flows.py", "ui/test_flows_vllm.py", "ui/test_flows_crashed_profile.py",  # flow stories
+    "ui/test_restart_gate.py",                 # restart-through-the-gate stories: 5 simulated runs in the TUI
     "test_tune.py", "test_tune_vllm.py", "reliability/test_tune_output.py",          # tune stories
     # fault injection with timeouts and kills under test
     "reliability/test_ssh_faults.py", "reliability/test_ssh_hardening.py",

@@ -59,9 +59,9 @@ def test_up_builds_the_argv_once_and_the_target_launches_it(tmp_path: Path, monk
     handed: list[list[list[str]] | None] = []
     real_start = Supervisor.start
 
-    async def start(self: Supervisor, *args: Any, **kwargs: Any) -> Any:
-        handed.append(kwargs.get("argvs"))
-        return await real_start(self, *args, **kwargs)
+    async def start(self: Supervisor, plan: Any, *args: Any, **kwargs: Any) -> Any:
+        handed.append(plan.argvs)
+        return await real_start(self, plan, *args, **kwargs)
 
     monkeypatch.setattr(Supervisor, "start", start)
     try:

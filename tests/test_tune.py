@@ -221,7 +221,12 @@ def test_ctrl_c_keeps_the_best_so_far(tmp_path: Path) -> None:
         if line.startswith("launch 2/"):  # one step done, the second launching
             break
         assert line or proc.poll() is None, err
-    time.sleep(1.0)
+    # the second run launched (its run directory is there): a step walks the gate and waits for the
+    # first run's GPUs before it launches, more than a fixed second on a busy machine
+    story_runs = Path(env["COCKPIT_RUNS_ROOT"]) / "story"
+    while time.monotonic() < deadline and len([d for d in story_runs.iterdir() if d.is_dir()]) < 2:
+        time.sleep(0.05)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     out, rest = proc.communicate(timeout=120)
     r = json.loads(out)
@@ -230,3 +235,27 @@ def test_ctrl_c_keeps_the_best_so_far(tmp_path: Path) -> None:
     assert Path(r["profile_written"]).exists()
     runs = json.loads(cockpit(env, tmp_path, "runs", "--json", timeout=60).stdout)
     assert len(runs) == 2 and all(x["outcome"] in ("stopped", "crashed") for x in runs), runs  # nothing left running
+
+
+def test_a_step_the_gate_refuses_is_recorded_refused_and_costs_no_launch(tmp_path: Path) -> None:
+    """Issue 40, finding 3: each step through the gate. A HiCache size beyond this machine's RAM
+    (the profile as written is the first step): recorded `refused` with the per-rank arithmetic,
+    never launched, no run in the journal or the run root, nothing written."""
+    from tests.commands.test_restart_cli import host_ram_beyond_gb
+
+    env = story_env(tmp_path, 0.88)
+    prof = tmp_path / "profiles" / "story.yaml"
+    size = host_ram_beyond_gb()
+    prof.write_text(prof.read_text().replace("  enable-metrics: true\n", "  enable-metrics: true\n"
+                                             f"  enable-hierarchical-cache: true\n  hicache-size: {size}\n"))
+    out = cockpit(env, tmp_path, "tune", "story", "--max-launches", "2", *BENCH, "--json", timeout=120)
+    assert out.returncode == 1, out.stdout + out.stderr
+    r = json.loads(out.stdout)
+    assert r["launches"] == 0 and r["profile_written"] is None and r["best"] is None
+    [step] = r["steps"]
+    assert step["outcome"] == "refused" and step["run_id"] is None
+    assert "refused by preflight: hicache_host_memory" in step["why"] and f"× {size} GB" in step["why"], step["why"]
+    assert "step 1:" in out.stderr and "→ refused" in out.stderr and "launch 1/2" not in out.stderr
+    runs_root = Path(env["COCKPIT_RUNS_ROOT"])
+    assert not runs_root.exists() or not any(runs_root.rglob("pid")), "nothing was launched"
+    assert json.loads(cockpit(env, tmp_path, "runs", "--json", timeout=60).stdout) == []

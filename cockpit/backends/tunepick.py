@@ -35,7 +35,7 @@ class BaseStep:
     adds the flags it tunes, in its own words."""
 
     flags: dict[str, Any]  # server flags as launched (profile keys)
-    outcome: str  # ready, crashed, skipped-by-prediction
+    outcome: str  # ready, crashed, skipped-by-prediction, refused (by the gate: never launched)
     headroom_gb: float | None = None  # the worst rank's free GiB after graph capture (after start-up)
     pre_load_avail_gb: float | None = None  # free memory before the weights, minimum over ranks
     graph_gb: float | None = None  # the largest graph memory of a rank

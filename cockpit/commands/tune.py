@@ -1,7 +1,9 @@
 """`cockpit tune PROFILE [--objective throughput|ttft-p99] [--slo ttft_p99=2s,itl_p99=100ms]
 [--max-launches N] [--json]`: guided tuning without a crash on the way.
 
-Each step launches the profile with the next setting (through the supervisor, as `cockpit up`),
+Each step walks the gate with the next setting and launches what it lets through (through the
+supervisor, as `cockpit up`: a step the gate refuses is recorded as `refused`, costs no launch and
+ends the session, its findings naming the fix),
 waits for READY, reads the real headroom after graph capture, runs `cockpit bench`'s load, stops
 the run and asks the backend's tuning policy for the next setting. The first setting is the memory
 plan's recommendation when a plan can be made; a setting predicted below the warn headroom is never
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cockpit.commands._support import load_profile_arg, open_journal, run_command
-from cockpit.face import BadInput, CockpitError, mask_mapping
+from cockpit.face import BadInput, CockpitError, GateRefused, mask_mapping
 
 if TYPE_CHECKING:
     from cockpit.face import Profile
@@ -187,6 +189,8 @@ class Tuner:
                     break
                 step = await self.launch(move, journal)
                 self.record(step)
+                if step.outcome == "refused":  # the gate's findings name the fix: the operator's to make
+                    break
                 if step.outcome == "crashed":
                     move = self.advice_move(step, base)
                 else:
@@ -274,10 +278,16 @@ class Tuner:
         from cockpit.face import Supervisor
 
         sup = Supervisor(self.profile, journal=journal)
+        # each step through the gate, as `cockpit up`: a refused one is recorded and costs no launch
+        try:
+            go = await sup.gated(dict(move.overrides))
+        except GateRefused as refused:
+            await sup.close()
+            return self.refused_step(move, refused)
         self.launches += 1
         t0 = time.monotonic()
         self.say(f"launch {self.launches}/{self.args.max_launches}: {move.why}")
-        info = await sup.start(dict(move.overrides), attach=False)
+        info = await sup.start(go, attach=False)
         if journal is not None:
             try:
                 journal.tag_tune_session(info.id, self.session)
@@ -328,6 +338,16 @@ class Tuner:
                 await asyncio.gather(runner, return_exceptions=True)
         step = self.step_from(snap, info.id, move, bench, crashed, was_ready)
         return replace(step, why=move.why, launch_s=round(launch_s, 2), bench_s=round(bench_s, 2))
+
+    def refused_step(self, move: Any, refused: Any) -> Any:
+        """A step the gate refused (a HiCache size the host cannot hold, …): never launched; why
+        names the finding, its arithmetic and its change."""
+        f = refused.findings[0] if refused.findings else None
+        words = f"refused by preflight: {f.id}: {f.message}" if f is not None else "refused by preflight"
+        if f is not None and f.changes:
+            words += " (change: " + ", ".join(c.as_diff() for c in f.changes) + ")"
+        return self.policy.Step({**self.profile.server, **move.overrides}, "refused",
+                                predicted_headroom_gb=move.predicted_headroom_gb, why=f"{move.why}; {words}")
 
     @staticmethod
     def _headroom(state: Any) -> float | None:

@@ -12,30 +12,16 @@ those argvs, never builds them again.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from cockpit.commands._support import (
-    load_profile_arg,
-    one_server,
-    open_journal,
-    render_findings,
-    render_report,
-    run_command,
-    status_json,
-)
-from cockpit.face import CockpitError, Profile
+from cockpit.commands._launching import follow_launch, say_verdict
+from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command
+from cockpit.face import Profile
 
 if TYPE_CHECKING:
     from cockpit.face import GateResult
-
-STARTED_GRACE_S = 1.0  # a server that dies at once (bad flag, port in use) is a failure, not "started"
-# after the hosts say the server has ended: how long the log follower may take to deliver its exit
-# and last lines (the failed launch's report); it starts over the host's transport, seconds over SSH
-EXIT_CATCH_UP_S = 15.0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -47,38 +33,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _refused(gate: GateResult, *, force: bool) -> bool:
-    """The gate's verdict said: a critical preflight finding refuses the launch; so does a memory
-    plan predicted below the warn headroom (the crash it predicts costs a whole model load), unless
-    --force. An unreadable model or unknown GPUs never block a launch: the plan is then only
-    mentioned."""
-    name = gate.profile.name
-    verdict = gate.verdict(force=force)
-    if verdict == "go":
-        return False
-    if verdict == "force":
-        assert gate.plan is not None
-        print(f"cockpit: {name}: launching anyway (--force): {gate.plan.message}", file=sys.stderr)
-        return False
-    print(f"cockpit: {name}: refused before launch:", file=sys.stderr)
-    for line in render_findings(gate.findings if gate.preflight_refuses or gate.plan is None else [gate.plan]):
-        print("  " + line, file=sys.stderr)
-    if not gate.preflight_refuses:
-        print("  hint: apply the change with --set, or launch anyway with --force", file=sys.stderr)
-    return True
-
-
-async def wait_started(sup: Any, grace: float, *, submitted: bool = False) -> bool:
-    """`--wait started`: the server is alive after its first second. The log follower that reports
-    an exit is a program started over the host's transport and may not be reading yet when that
-    second ends (a server dead at 0.3 s then read as "started"): so the hosts are asked at the end
-    of it, and a server found ended is waited for until the follower has its exit and last lines.
-    A Slurm job only submitted has no server yet: nothing to ask. True when the server has ended."""
-    if await sup.wait_until(lambda s: s.any_exited, grace):
-        return True
-    if submitted or not await sup.ended_on_hosts():
-        return False
-    await sup.wait_until(lambda s: s.any_exited, EXIT_CATCH_UP_S)
-    return True
+    """The gate's verdict, said (the words `cockpit restart` says too: _launching.say_verdict)."""
+    return say_verdict(gate, force=force, verb="launch")
 
 
 async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namespace) -> int:
@@ -88,65 +44,21 @@ async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namesp
     # one gate: the argv per node (a flag the server would refuse: FlagError → exit 2), the hosts
     # measured, the preflight rules, node 0's model path and port, the memory plan
     checked = await gate(profile, overrides, runs=journal_runs(profile.name))
-    argvs = checked.node_argvs()
+    checked.node_argvs()  # a flag the server would refuse: exit 2 before anything is said
     if _refused(checked, force=bool(getattr(args, "force", False))):
         return 1
+    go = checked.launch(force=bool(getattr(args, "force", False)))  # the only value a target launches
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)
     t0 = time.monotonic()
     try:
         # the target launches the argvs the gate built (never builds them again)
-        info = await sup.start(overrides, attach=False, argvs=argvs)
+        info = await sup.start(go, attach=False)
         say = (lambda m: print(m, file=sys.stderr)) if args.json else print
         job = getattr(sup.target.view(), "job_id", None)  # a Slurm run was submitted, not started
         what = f"submitted Slurm job {job}" if job else f"pid {info.pid}"
         say(f"{profile.name}: launched run {info.id} on {', '.join(info.hosts)} ({what}), log {info.log_path}")
-        runner = asyncio.create_task(sup.run())
-        ended = False  # `started`: the hosts say the server has ended (wait_started)
-        try:
-            if args.wait == "ready":
-                def done(s: Supervisor) -> bool:
-                    return s.is_ready() or s.state_phase in ("crashed", "stopped") or s.any_exited
-                ok = await sup.wait_until(done, args.timeout)
-            else:
-                ended = await wait_started(sup, min(STARTED_GRACE_S, args.timeout), submitted=bool(job))
-                ok = True
-            snap = sup.snapshot()
-            failed_lines: list[str] = []
-            if snap.state.phase in ("crashed", "stopped") or sup.any_exited or ended:
-                from cockpit.commands.logs import failed_launch_lines, run_log_tail
-
-                failed_lines = failed_launch_lines(snap, await run_log_tail(sup))
-        finally:
-            await sup.close()
-            runner.cancel()
-            try:
-                await runner
-            except (asyncio.CancelledError, Exception):
-                pass
+        return await follow_launch(sup, args, t0)
     finally:
         if journal is not None:
             journal.close()
-    failed = snap.state.phase in ("crashed", "stopped") or sup.any_exited or ended
-    if args.json:
-        out = status_json(snap)
-        out["waited"] = args.wait
-        out["waited_s"] = round(time.monotonic() - t0, 1)
-        print(json.dumps(out, indent=2))
-    if failed:
-        if not args.json:
-            print(render_report(snap), file=sys.stderr)
-        for line in failed_lines:
-            print(line, file=sys.stderr)
-        return 1
-    if not ok:
-        raise CockpitError(
-            f"{profile.name}: not ready after {args.timeout:g} s (phase {snap.state.phase}, health {snap.health or 'not probed'})",
-            hint=f"the server keeps running: `cockpit status {profile.name}`, `cockpit logs {profile.name} -f`",
-        )
-    if not args.json:
-        if args.wait == "ready":
-            print(f"{profile.name}: READY after {time.monotonic() - t0:.1f} s (log + {snap.readiness.split('+')[-1].strip()} {snap.health})")
-        else:
-            print(f"{profile.name}: started")
-    return 0

@@ -4,5 +4,7 @@ plan (planning.py) and the verdict. It sits above the backends, the model and th
 facts, below the Supervisor and the faces (pyproject's import-linter layers)."""
 
 from cockpit.preflight.gate import LAUNCH, SHOW, GateResult, WhatIf, check_profile, gate, merged_flags
+from cockpit.preflight.launchplan import GatedLaunch, GateRefused
 
-__all__ = ["LAUNCH", "SHOW", "GateResult", "WhatIf", "check_profile", "gate", "merged_flags"]
+__all__ = ["LAUNCH", "SHOW", "GateRefused", "GateResult", "GatedLaunch", "WhatIf", "check_profile", "gate",
+           "merged_flags"]

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from cockpit.core.profile import Profile
     from cockpit.model.plan import MemoryPlan
     from cockpit.preflight.launchcheck import HostNode
+    from cockpit.preflight.launchplan import GatedLaunch
 
 # where a multi-node argv's rendezvous address goes when no launch is made: the argv is shown, and
 # the address is said to be the head node's (a launch picks a free port on node 0, or Slurm's head)
@@ -119,6 +120,13 @@ class GateResult:
         if self.plan_refuses:
             return "force" if force else "refuse"
         return "go"
+
+    def launch(self, *, force: bool = False) -> GatedLaunch:
+        """The go a target launches (launchplan.py): GateRefused when the verdict refuses, the
+        FlagError when the flags made no argv. The only way to a launch."""
+        from cockpit.preflight.launchplan import mint
+
+        return mint(self, force=force)
 
     def node_argvs(self) -> list[list[str]]:
         """The argv per node; raises the gate's bad input (FlagError: the commands exit 2 on it)."""

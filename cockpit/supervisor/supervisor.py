@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from cockpit.aio import reap
 from cockpit.backends import get_backend
 from cockpit.core.findings import Finding, FlagChange
-from cockpit.core.profile import Profile, normalise_flag_name
+from cockpit.core.profile import Profile
 from cockpit.core.reducer import apply
 from cockpit.errors import CockpitError
 from cockpit.preflight.gate import merged_flags
@@ -51,7 +51,7 @@ from cockpit.supervisor.watch import GpuWatch, ReadinessProbe
 from cockpit.transport.base import Transport
 
 if TYPE_CHECKING:
-    from cockpit.preflight import GateResult
+    from cockpit.preflight import GatedLaunch, GateResult
 
 # the run's outcomes and refusals, importable from here as before (they live with the targets)
 __all__ = ["LaunchFailed", "LeftoversHoldGpus", "RunRefused", "StopResult", "Supervisor", "changes_to_overrides",
@@ -185,6 +185,8 @@ class Supervisor:
         RAM), node 0's model path and port; the memory plan with `plan`."""
         from cockpit.preflight import gate
 
+        # a restart walks the gate with its run alive: its lifecycle (running, failed) comes back after
+        before, said = self._lifecycle, self._progress
         self.set_lifecycle("preflight", "checking the profile against its hosts")
         try:
             # the nodes' own connections measure the hosts (and feed the telemetry they show)
@@ -192,22 +194,35 @@ class Supervisor:
             node0 = self.nodes[0] if self.profile.target is None else None
             result = await gate(self.profile, overrides, facts=facts, node0=node0, plan=plan, runs=runs)
         finally:
-            self.set_lifecycle("idle", "")
+            self.set_lifecycle(*((before, said) if self.info is not None else ("idle", "")))
         self._preflight = tuple(result.findings)
         return result
 
+    async def gated(self, overrides: dict[str, Any] | None = None, *, force: bool = False, plan: bool = False,
+                    runs: Iterable[Any] = ()) -> GatedLaunch:
+        """The gate's go for `overrides` over this run's nodes (what start() takes): GateRefused
+        when it refuses (its result carries the findings), FlagError when the flags make no argv."""
+        return (await self.gate(overrides, plan=plan, runs=runs)).launch(force=force)
+
     # ------------------------------------------------------------------ launch / attach
-    async def start(self, overrides: dict[str, Any] | None = None, *, attach: bool = True,
-                    kill_leftovers: bool = False, argvs: list[list[str]] | None = None) -> RunInfo:
-        """Launch the profile's server on its target (detached on every host, or a Slurm job). A live
-        run is attached to (never launched twice) when `attach` is true, else refused with
-        RunRefused. On hosts, processes already holding memory on the GPUs the run will use refuse
-        the launch (LeftoversHoldGpus) unless kill_leftovers. `argvs`: the gate's, one per node,
-        launched as they are (GateResult.argvs for the same overrides); else the target builds them."""
-        overrides = {normalise_flag_name(k): v for k, v in (overrides or {}).items()}
-        if argvs is not None and len(argvs) != len(self.nodes):
-            raise CockpitError(f"{self.profile.name}: {len(argvs)} argvs for {len(self.nodes)} nodes")
-        return await self.target.start(overrides, attach=attach, kill_leftovers=kill_leftovers, argvs=argvs)
+    async def start(self, plan: GatedLaunch, *, attach: bool = True, kill_leftovers: bool = False) -> RunInfo:
+        """Launch the gate's `plan` (`gated()`, GateResult.launch) on the profile's target (detached
+        on every host, or a Slurm job): its argvs as built, one per node. A live run is attached to
+        (never launched twice) when `attach` is true, else refused with RunRefused. On hosts,
+        processes already holding memory on the GPUs the run will use refuse the launch
+        (LeftoversHoldGpus) unless kill_leftovers."""
+        return await self.target.start(plan, attach=attach, kill_leftovers=kill_leftovers)
+
+    async def launch(self, overrides: dict[str, Any] | None = None, *, attach: bool = True,
+                     kill_leftovers: bool = False, force: bool = False) -> RunInfo:
+        """Attach to the live run (when `attach`), else walk the gate and start what it lets
+        through: GateRefused, nothing launched, when it refuses."""
+        if attach:
+            live = await self.attach()
+            if live is not None:
+                return live
+        go = await self.gated(overrides, force=force)
+        return await self.start(go, attach=attach, kill_leftovers=kill_leftovers)
 
     async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
         """The profile's live run on its target, resumed; with include_ended, the newest run even
@@ -452,13 +467,21 @@ class Supervisor:
         await self.telemetry.kill(procs)
 
     async def restart(self, changes: list[FlagChange] | dict[str, Any], *, kill_leftovers: bool = False,
-                      timeout: float = 30.0, debug: bool = False) -> RunInfo:
-        """Stop → wait for the GPUs to be free → launch with the change; refuses to launch on top of
-        leftovers (LeftoversHoldGpus) unless kill_leftovers. The publisher goes on throughout.
+                      timeout: float = 30.0, debug: bool = False, force: bool = False, plan: bool = False,
+                      runs: Iterable[Any] = (), accepted: Callable[[GatedLaunch], None] | None = None) -> RunInfo:
+        """Restart through the gate — the one path every restart takes (`cockpit restart`, the
+        TUI's r/e/R, the unattended policy): the gate on the new flags first, with the old run still
+        up; refused → GateRefused and nothing is stopped. Accepted (`accepted` is told) → stop →
+        wait until the old processes are gone and the GPUs free → launch the gate's argvs. Refuses
+        to launch on top of leftovers (LeftoversHoldGpus) unless kill_leftovers. The publisher goes
+        on throughout. `plan`/`force`/`runs`: the memory plan in the verdict, as `cockpit up` has it.
         `debug`: with the engine's debugging settings (Backend.launch.debug_settings), journaled as a debug run."""
         debug_env, debug_flags = self.backend.launch.debug_settings() if debug else ({}, {})
         kept = {k: v for k, v in self.overrides.items() if k not in self._debug_flags}
         overrides = {**kept, **changes_to_overrides(changes), **changes_to_overrides(debug_flags)}
+        go = await self.gated(overrides, force=force, plan=plan, runs=runs)  # GateRefused: nothing stopped
+        if accepted is not None:
+            accepted(go)
         self._debug_flags = set(changes_to_overrides(debug_flags))
         # followed by run(): the new run is followed too. Not "watchers are set": a restart refused
         # after they were cancelled (leftovers found by the launch, not by the stop) left none, and
@@ -472,7 +495,7 @@ class Supervisor:
         await self._cancel_watchers()
         self.debug_env = dict(debug_env)
         # the operator's consent covers the GPUs the new flags use too (another base GPU, a wider tp)
-        info = await self.start(overrides, attach=False, kill_leftovers=kill_leftovers)
+        info = await self.start(go, attach=False, kill_leftovers=kill_leftovers)
         if debug and self.recorder is not None:
             self.recorder.tag_debug(info.id, {"env": debug_env, "flags": debug_flags})
         if was_running and not self._closed.is_set():

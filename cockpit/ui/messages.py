@@ -34,11 +34,13 @@ class RunStarted(Message):
 
 
 class PreflightRefused(Message):
-    """Preflight found critical problems: nothing was launched."""
+    """Preflight found critical problems: nothing was launched. what: "launch", or "restart" (the
+    run was not stopped)."""
 
-    def __init__(self, findings: list[Finding]) -> None:
+    def __init__(self, findings: list[Finding], what: str = "launch") -> None:
         super().__init__()
         self.findings = findings
+        self.what = what
 
 
 class SupervisorFailed(Message):
@@ -73,7 +75,7 @@ def message_for(event: runcontrol.RunEvent) -> Message:
     if isinstance(event, runcontrol.RunStarted):
         return RunStarted(event.run, event.attached, event.ended)
     if isinstance(event, runcontrol.PreflightRefused):
-        return PreflightRefused(event.findings)
+        return PreflightRefused(event.findings, event.what)
     if isinstance(event, runcontrol.SupervisorFailed):
         return SupervisorFailed(event.error)
     if isinstance(event, runcontrol.ActionDone):

@@ -11,7 +11,8 @@ The API, each an `async` method the screen runs in a worker:
 - `launch(ask_if_crashed)`: attach to the profile's live run, else show its last run if it crashed
   (`ask_if_crashed`: nothing is launched over it), else preflight and launch; then follow the run
   until `close()`.
-- `restart(changes, kill_leftovers, debug)`: stop → GPUs free → launch with the change; leftovers
+- `restart(changes, kill_leftovers, debug)`: the gate on the new flags (refused: `PreflightRefused`
+  with what="restart", the run untouched) → stop → GPUs free → launch the gate's argvs; leftovers
   holding GPU memory come back as `LeftoversFound` for the operator to decide; follows the new run.
 - `stop(leaving)`, `kill(procs)`, `stacks()`, `close()`; `renew(profile)` before a fresh launch.
 - `journal(...)` and `notify_command(...)`: the unattended mode's record and its `notify:` command
@@ -51,9 +52,11 @@ class RunStarted:
 
 @dataclass(frozen=True)
 class PreflightRefused:
-    """Preflight found critical problems: nothing was launched."""
+    """Preflight found critical problems: nothing was launched. what: "launch", or "restart" (the
+    gate refused the new flags: the run was not stopped)."""
 
     findings: list[Finding]
+    what: str = "launch"
 
 
 @dataclass(frozen=True)
@@ -162,7 +165,8 @@ class RunControl:
                 if checked.preflight_refuses:
                     self.on_event(PreflightRefused(list(checked.findings)))
                     return
-                run = await sup.start(self.overrides, argvs=checked.argvs)
+                go = checked.launch()  # the gate's go: the only value a target launches
+                run = await sup.start(go)
                 self.on_event(RunStarted(run, attached=False))
             else:
                 self.on_event(RunStarted(run, attached=True))
@@ -195,12 +199,17 @@ class RunControl:
     async def restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False, debug: bool = False) -> None:
         self.busy = "restarting"
         # the supervisor's publisher goes on through the restart: its snapshots show the progress
+        from cockpit.face import GateRefused
+
         try:
+            # the one restart: the gate on the new flags first (refused: nothing is stopped)
             if debug:
                 await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers, debug=True)
             else:
                 await self.supervisor.restart(list(changes), kill_leftovers=kill_leftovers)
             self.on_event(ActionDone("restart"))
+        except GateRefused as refused:
+            self.on_event(PreflightRefused(refused.findings, what="restart"))
         except Exception as exc:
             leftovers = getattr(exc, "leftovers", None)
             if leftovers:

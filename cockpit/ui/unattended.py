@@ -152,7 +152,7 @@ def journal_action(profile: str, run_id: str | None, decision: Decision, crash: 
 def notify_env(event: str, profile: str, run_id: str | None, summary: str, action: str) -> dict[str, str]:
     """The environment a `notify:` command gets: the crash summary, never on its command line."""
     return {
-        "COCKPIT_EVENT": event,  # crashed | recovered | hung | unhung
+        "COCKPIT_EVENT": event,  # crashed | recovered | hung | unhung | restart_refused
         "COCKPIT_PROFILE": profile,
         "COCKPIT_RUN_ID": run_id or "",
         "COCKPIT_SUMMARY": summary,

@@ -50,7 +50,7 @@ async def _one_run(profile_path: Path, runs_root: Path, journal: Journal, mfs: f
     from cockpit.supervisor.supervisor import Supervisor
 
     sup = Supervisor(load_profile(profile_path), journal=journal, runs_root=str(runs_root))
-    info = await sup.start({"mem-fraction-static": mfs}, attach=False)
+    info = await sup.launch({"mem-fraction-static": mfs}, attach=False)
     runner = asyncio.create_task(sup.run())
     try:
         if until == "crashed":

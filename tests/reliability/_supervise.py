@@ -19,7 +19,7 @@ async def main(path: str) -> None:
     profile = load_profile(path)
     journal = Journal.open()
     sup = Supervisor(profile, journal=journal)
-    info = await sup.start(attach=True)
+    info = await sup.launch(attach=True)
     print(json.dumps({"id": info.id, "pid": info.pid}), flush=True)
     await sup.run()
 

@@ -181,7 +181,7 @@ async def test_supervisor_counts_and_shows_each_hostile_line_once(tmp_path: Path
         lines.extend((ln.number, ln.text) for ln in batch.lines)
 
     sup = Supervisor(profile, runs_root=str(tmp_path / "runs"), on_logs=on_logs)
-    info = await sup.start(attach=False)
+    info = await sup.launch(attach=False)
     runner = asyncio.create_task(sup.run())
     log = Path(info.log_path)
     try:

@@ -82,7 +82,7 @@ async def test_sigkill_every_process_in_each_phase_is_a_classified_crash_within_
             crash_snap.append(snap)
 
     sup = Supervisor(profile, runs_root=str(tmp_path / "runs"), on_snapshot=on_snapshot)
-    await sup.start(attach=False)
+    await sup.launch(attach=False)
     runner = asyncio.create_task(sup.run())
     try:
         ok = await sup.wait_until(lambda s: "seen" in marks, 60)
@@ -110,7 +110,7 @@ async def test_leftover_rank_holding_gpu_memory_blocks_the_restart(tmp_path: Pat
     sim = tmp_path / "gpus"
     runs = tmp_path / "runs"
     sup = Supervisor(profile, runs_root=str(runs))
-    first = await sup.start(attach=False)
+    first = await sup.launch(attach=False)
     runner = asyncio.create_task(sup.run())
     leftover: subprocess.Popen[bytes] | None = None
     try:
@@ -154,7 +154,7 @@ async def test_a_restart_refused_at_launch_still_follows_the_next_run(tmp_path: 
     profile = _profile("refusedlaunch", tmp_path, speed="200", traffic="none")
     sim = tmp_path / "gpus"
     sup = Supervisor(profile, runs_root=str(tmp_path / "runs"))
-    await sup.start(attach=False)
+    await sup.launch(attach=False)
     runner = asyncio.create_task(sup.run())
     leftover = subprocess.Popen([PY, "-c", "import time; time.sleep(120)"], start_new_session=True)
     # reaped as soon as it dies, as a leftover's real parent (init) would: no zombie holding the GPU
@@ -225,7 +225,7 @@ async def test_sigkill_over_ssh_is_seen_within_1s(ssh_env, tmp_path: Path, ledge
             marks["seen"] = time.monotonic()
 
     sup = Supervisor(profile, runs_root=str(tmp_path / "runs"), on_snapshot=on_snapshot)
-    await sup.start(attach=False)
+    await sup.launch(attach=False)
     runner = asyncio.create_task(sup.run())
     try:
         assert await sup.wait_until(lambda s: "seen" in marks, 60)

@@ -29,7 +29,7 @@ async def test_soak_supervisor_follow_under_killed_connections_and_sshd_restarts
         {"name": "soak", "hosts": [{"ssh": "gpu-box-1"}], "program": [PY, str(writer_script(tmp_path)), str(stop), "0.002"],
          "workdir": str(tmp_path / "work"), "log": "logs/soak.log"}, "soak.yaml")
     launcher = Supervisor(profile, runs_root=str(tmp_path / "runs"))
-    info = await launcher.start(attach=False)
+    info = await launcher.launch(attach=False)
     await launcher.close()
     got: list[str] = []
     sup = Supervisor(profile, runs_root=str(tmp_path / "runs"),
@@ -85,7 +85,7 @@ async def test_soak_kill_the_server_at_random_moments(tmp_path: Path, ledger) ->
                 marks["seen"] = time.monotonic()
 
         sup = Supervisor(_profile(f"soak{i}", root), runs_root=str(root / "runs"), on_snapshot=on_snapshot)
-        await sup.start(attach=False)
+        await sup.launch(attach=False)
         runner = asyncio.create_task(sup.run())
         try:
             def seen(_s: Supervisor, m: dict[str, float] = marks) -> bool:

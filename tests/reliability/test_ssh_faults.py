@@ -101,7 +101,7 @@ async def test_supervisor_follow_survives_20_killed_connections(ssh_env, tmp_pat
          "workdir": str(tmp_path / "work"), "log": "logs/resup.log"}, "resup.yaml")
     # launched through the host program on the real sshd, then followed by a supervisor
     launcher = Supervisor(profile, runs_root=str(runs))
-    info = await launcher.start(attach=False)
+    info = await launcher.launch(attach=False)
     await launcher.close()
     got: list[str] = []
     numbers: list[int] = []

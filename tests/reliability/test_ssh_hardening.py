@@ -135,7 +135,7 @@ async def test_host_key_changed_mid_session_reaches_the_dashboard(own_host, tmp_
                              "program": [PY, str(writer_script(tmp_path)), str(stop), "0.05"],
                              "workdir": str(tmp_path / "work"), "log": "logs/rktui.log"}, "rktui.yaml")
     sup = Supervisor(profile, runs_root=str(tmp_path / "runs"))
-    await sup.start(attach=False)
+    await sup.launch(attach=False)
     runner = asyncio.create_task(sup.run())
     try:
         assert await sup.wait_until(lambda s: s.recent_lines(), 30)

@@ -153,7 +153,7 @@ async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
 
     sup = Supervisor(prof, on_logs=on_logs)
     assert isinstance(sup.target, SlurmJobTarget)
-    await sup.start()
+    await sup.launch()
     runner = asyncio.create_task(sup.run())
     try:
         assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().target
@@ -205,7 +205,7 @@ async def test_down_while_queued_is_a_clean_stop(slurm_cluster: SlurmCluster, ss
     filler = slurm_cluster.fill()
     sup = Supervisor(prof)
     try:
-        info = await sup.start()
+        info = await sup.launch()
         assert isinstance(sup.target, SlurmJobTarget) and sup.target.job is not None and sup.target.job.outcome == "queued"
         assert sup.lifecycle == "launching" and sup.snapshot().progress.startswith("queued: ")
         res = await sup.stop(timeout=10)
@@ -230,7 +230,7 @@ async def test_node_fail_is_a_crash_with_slurms_words(slurm_cluster: SlurmCluste
             monkeypatch.setenv(k, v)
     prof = load_profile(_profile(tmp_path, "slurmnodefail", speed="20", sbatch_args=["--no-requeue"]))
     sup = Supervisor(prof)
-    await sup.start()
+    await sup.launch()
     runner = asyncio.create_task(sup.run())
     try:
         assert await sup.wait_until(lambda s: s.snapshot().state.ranks, 60), sup.snapshot().target
@@ -263,7 +263,7 @@ async def test_time_limit_reached_is_a_stop_with_slurms_words(
             monkeypatch.setenv(k, v)
     prof = load_profile(_profile(tmp_path, "slurmtimeout", speed="200"))
     sup = Supervisor(prof)
-    await sup.start()
+    await sup.launch()
     runner = asyncio.create_task(sup.run())
     try:
         assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().target

@@ -42,7 +42,7 @@ async def test_slurm_target_lists_the_jobs_processes_on_its_node(
     filler = slurm_cluster.fill()
     try:
         try:
-            await sup.start()
+            await sup.launch()
             job = sup.target.job_id
             # queued: no processes anywhere yet, and the reason is Slurm's
             [queued] = await sup.target.process_tree()

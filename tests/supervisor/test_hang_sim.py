@@ -34,7 +34,7 @@ def hang_env(env: Path) -> Path:  # noqa: F811 - the imported fixture
 
 async def test_stopped_ranks_are_hung_within_the_window_and_ready_when_tokens_move(hang_env: Path) -> None:
     sup = Supervisor(load_profile(hang_env))
-    info = await sup.start()
+    info = await sup.launch()
     runner = asyncio.create_task(sup.run())
     ranks: list[int] = []
     try:
@@ -126,7 +126,7 @@ async def test_a_debug_relaunch_carries_the_debug_settings_and_is_journaled(env:
     journal = Journal.open(tmp_path / "journal.sqlite3")
     sup = Supervisor(load_profile(env), journal=journal)
     try:
-        first = await sup.start()
+        first = await sup.launch()
         assert first.flags.get("watchdog-timeout") is None
         second = await sup.restart([], timeout=5, debug=True)
         assert second.id != first.id
@@ -154,7 +154,7 @@ async def test_status_tells_hung_from_idle_without_metrics(env: Path) -> None:  
     SGLang answers its generating /health with a timeout, which must not hide the hang."""
     env.write_text(env.read_text().replace('"steady"', '"none"') + f"policy: {{hang-after-s: {WINDOW_S}}}\n")
     sup = Supervisor(load_profile(env))
-    info = await sup.start()
+    info = await sup.launch()
     runner = asyncio.create_task(sup.run())
     ranks: list[int] = []
     try:

@@ -136,7 +136,7 @@ async def _ended(tmp_path: Path, name: str, serve_s: str, code: str, act: Any = 
     from cockpit.supervisor.supervisor import Supervisor
 
     sup = Supervisor(_profile(tmp_path, name, serve_s, code), runs_root=str(tmp_path / "runs"))
-    info = await sup.start()
+    info = await sup.launch()
     runner = asyncio.create_task(sup.run())
     try:
         if act is not None:

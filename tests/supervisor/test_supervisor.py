@@ -82,9 +82,9 @@ async def test_batches_rates_crash_detection_and_reattach(env: Path) -> None:
     batches: list[tuple[float, LogBatch]] = []
     sup = Supervisor(load_profile(env), on_snapshot=lambda s: snaps.append((time.monotonic(), s)),
                      on_logs=lambda b: batches.append((time.monotonic(), b)))
-    info = await sup.start()
+    info = await sup.launch()
     with pytest.raises(RunRefused):
-        await sup.start(attach=False)
+        await sup.launch(attach=False)
     runner = asyncio.create_task(sup.run())
     assert await sup.wait_until(lambda s: s.is_ready(), 60), sup.snapshot().state.phase
     await asyncio.sleep(2.0)  # steady traffic: batch lines keep coming
@@ -110,7 +110,7 @@ async def test_batches_rates_crash_detection_and_reattach(env: Path) -> None:
 
     # a second cockpit attaches to the same run instead of launching
     other = Supervisor(load_profile(env))
-    assert (await other.start()).id == info.id
+    assert (await other.launch()).id == info.id
     await other.close()
 
     # the server dies without a word: crashed within a second
@@ -127,7 +127,7 @@ async def test_batches_rates_crash_detection_and_reattach(env: Path) -> None:
 async def test_restart_waits_for_leftovers_and_never_launches_on_top(env: Path, tmp_path: Path) -> None:
     seen: list[tuple[str, str | None]] = []
     sup = Supervisor(load_profile(env), on_snapshot=lambda s: seen.append((s.lifecycle, s.run.id if s.run else None)))
-    first = await sup.start()
+    first = await sup.launch()
     runner = asyncio.create_task(sup.run())
     assert await sup.wait_until(lambda s: s.is_ready(), 60)
     publishing = sup._publishing
@@ -223,11 +223,11 @@ async def test_a_huge_log_is_read_as_head_and_tail_with_exact_line_numbers(
         "name: bigtest\nhosts: [{ssh: local}]\n"
         f"program: {json.dumps([PY, str(script), str(golden)])}\n"
         f"workdir: {tmp_path / 'work'}\nlog: big.log\n"
-        "server: {model-path: /models/Kimi-K2.5, tp: 8}\n"
+        "server: {model-path: moonshotai/Kimi-K2.5, tp: 8}\n"
     )
     sup = Supervisor(load_profile(p))
     try:
-        info = await sup.start()
+        info = await sup.launch()
         assert (log.parent / f"big.before-{info.id}.log").read_bytes() == b"an older run's line\n" * 1000
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and not log.read_bytes().endswith(b"the last line\n"):
@@ -253,7 +253,7 @@ async def test_a_huge_log_is_read_as_head_and_tail_with_exact_line_numbers(
 
 async def test_two_cockpits_racing_on_one_profile_launch_once(env: Path) -> None:
     a, b = Supervisor(load_profile(env)), Supervisor(load_profile(env))
-    ra, rb = await asyncio.gather(a.start(), b.start())
+    ra, rb = await asyncio.gather(a.launch(), b.launch())
     assert ra.id == rb.id and ra.pid == rb.pid
     assert ra.pid is not None and _alive(ra.pid)
     runs_dir = Path(os.environ["COCKPIT_RUNS_ROOT"]) / "suptest"
@@ -278,7 +278,7 @@ async def test_the_memory_plan_beside_what_the_run_shows(tmp_path: Path, monkeyp
     path.write_text(path.read_text().replace("/models/Kimi-K2.5", str(model)))
     sup = Supervisor(load_profile(path))
     try:
-        await sup.start()
+        await sup.launch()
         runner = asyncio.create_task(sup.run())
         assert await sup.wait_until(lambda s: s.is_ready(), 60), sup.snapshot().state.phase
         assert await sup.wait_until(lambda s: any(f.id == "memory_plan_vs_run" for f in s.snapshot().findings), 30)

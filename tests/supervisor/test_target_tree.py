@@ -42,7 +42,7 @@ async def test_hosts_target_lists_the_runs_processes_over_ssh(ssh_env: SshHome, 
     sup = Supervisor(load_profile(path))
     assert isinstance(sup.target, HostsTarget)
     try:
-        info = await sup.start()
+        info = await sup.launch()
         [tree] = await _until_ranks(sup, 8)
         assert tree.node == "gpu-box-1" and tree.error is None, tree.error
         assert info.pid is not None and tree.server_pid == info.pid

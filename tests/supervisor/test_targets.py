@@ -34,7 +34,7 @@ async def test_a_hosts_run_is_seen_as_its_hosts(tmp_path: Path, monkeypatch: pyt
     sup = Supervisor(load_profile(_profile(tmp_path, sim_dir)))
     assert isinstance(sup.target, HostsTarget) and sup.nodes is sup.target.nodes
     try:
-        info = await sup.start()
+        info = await sup.launch()
         assert info.pid is not None and sup.target.end_watch() is None
         snap = await sup.refresh_once()
         assert snap.target == HostsView(hosts=("local",))

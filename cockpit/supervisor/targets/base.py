@@ -26,6 +26,7 @@ from cockpit.supervisor.watch import GpuWatch
 
 if TYPE_CHECKING:
     from cockpit.backends.base import Backend
+    from cockpit.preflight.launchplan import GatedLaunch
     from cockpit.supervisor.follower import Follow, RunFold
     from cockpit.supervisor.publisher import Publisher
     from cockpit.supervisor.recorder import Recorder
@@ -144,11 +145,10 @@ class Target(Protocol):
         """The GPUs and hosts of the run's nodes."""
         ...
 
-    async def start(self, overrides: dict[str, Any], *, attach: bool, kill_leftovers: bool,
-                    argvs: list[list[str]] | None = None) -> RunInfo:
-        """Launch the run (overrides normalised); a live one is attached to when `attach`, else
-        refused (RunRefused). `argvs`: the gate's, one per node, launched as they are (a restart
-        passes none: the target builds them with the backend)."""
+    async def start(self, plan: GatedLaunch, *, attach: bool, kill_leftovers: bool) -> RunInfo:
+        """Launch the gate's `plan` (its argvs, one per node, as they are, and its overrides); a
+        live run is attached to when `attach`, else refused (RunRefused). The first thing it does
+        is `check_gated(plan, …)`: nothing the gate did not let through is ever launched."""
         ...
 
     async def attach(self, *, include_ended: bool = False) -> RunInfo | None:

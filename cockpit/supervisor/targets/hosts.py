@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from cockpit.preflight.gate import merged_flags
+from cockpit.preflight.launchplan import GatedLaunch, check_gated
 from cockpit.remote.host import ServerExited
 from cockpit.remote.hostresults import LaunchReply, NodeTree, RunRecord, StackRequest, StopReply, run_or_none
 from cockpit.supervisor import telemetry_feed
@@ -48,12 +49,13 @@ class HostsTarget:
                                             sim_dir=telemetry_feed.sim_dir_of(run.profile), changed=run.changed)
 
     # ------------------------------------------------------------------ launch / attach
-    async def start(self, overrides: dict[str, Any], *, attach: bool, kill_leftovers: bool,
-                    argvs: list[list[str]] | None = None) -> RunInfo:
-        """Launch the profile's server detached on every node. Processes already holding memory on
+    async def start(self, plan: GatedLaunch, *, attach: bool, kill_leftovers: bool) -> RunInfo:
+        """Launch the gate's argvs detached on every node. Processes already holding memory on
         the GPUs the run will use refuse the launch (LeftoversHoldGpus) unless kill_leftovers: a
         server started on top of them would size its KV pool from what is left and die, or starve them."""
         run, profile = self.run, self.run.profile
+        gated = check_gated(plan, profile.name, len(self.nodes))  # nothing the gate did not pass
+        overrides, argvs = gated.overrides, gated.argvs
         if profile.groups:  # two groups are never launched as one plain server (the TUI, `up`)
             name = profile.name
             raise LaunchFailed(f"{name} declares a prefill group and a decode group: launch each as its own "
@@ -75,14 +77,6 @@ class HostsTarget:
             raise LeftoversHoldGpus(busy)
         run.set_lifecycle("launching", "launching the server")
         run_id = new_run_id()
-        if argvs is None:  # the gate's (up, the dashboard's launch) are launched as built
-            dist_addr: str | None = None
-            if len(nodes) > 1:
-                dist_addr = run.backend.launch.rendezvous_addr(flags)
-                if dist_addr is None:
-                    addr, port = await nodes[0].ops.free_port()
-                    dist_addr = f"{addr}:{port}"
-            argvs = run.backend.launch.node_argvs(profile, overrides, dist_addr)
         env = {**profile.env, **run.debug_env, **run.backend.launch.secret_env(profile, overrides)}
         launched: list[tuple[Node, RunRecord]] = []
         for node, argv in zip(nodes, argvs, strict=True):

@@ -22,11 +22,12 @@ from typing import Any
 from cockpit.aio import reap
 from cockpit.core.profile import Host
 from cockpit.preflight.gate import merged_flags
+from cockpit.preflight.launchplan import GatedLaunch, check_gated
 from cockpit.remote.host import HostOps, ServerExited
 from cockpit.remote.hostresults import NodeTree, RunRecord, StackRequest
 from cockpit.remote.login import SlurmLogin, SubmitRejected
 from cockpit.slurm.jobstate import SlurmJob
-from cockpit.slurm.script import DIST_ADDR, NODE_LOG, NODE_STEP, render_batch_script, sbatch_argv
+from cockpit.slurm.script import NODE_LOG, NODE_STEP, render_batch_script, sbatch_argv
 from cockpit.slurm.steps import SrunStepTransport
 from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot, SlurmView
@@ -147,11 +148,12 @@ class SlurmJobTarget:
                        version=run.profile.version)
 
     # ------------------------------------------------------------------ launch / attach
-    async def start(self, overrides: dict[str, Any], *, attach: bool, kill_leftovers: bool,
-                    argvs: list[list[str]] | None = None) -> RunInfo:
-        """Submit the job (sbatch --parsable on the login node). A queued or running job of the
-        profile is attached to when `attach`, else refused (RunRefused)."""
+    async def start(self, plan: GatedLaunch, *, attach: bool, kill_leftovers: bool) -> RunInfo:
+        """Submit the gate's argvs as a job (sbatch --parsable on the login node). A queued or
+        running job of the profile is attached to when `attach`, else refused (RunRefused)."""
         run, profile = self.run, self.run.profile
+        gated = check_gated(plan, profile.name, len(self.nodes))  # nothing the gate did not pass
+        overrides, argvs = gated.overrides, gated.argvs
         live = await self.attach()
         if live is not None:
             if attach:
@@ -159,9 +161,6 @@ class SlurmJobTarget:
             raise RunRefused(f"{profile.name}: job {self.job_id} is "
                              f"{self.job.describe() if self.job else 'in the queue'} (run {live.id})", live)
         flags = merged_flags(profile, overrides)
-        if argvs is None:  # the gate's (up, the dashboard's launch) are submitted as built
-            dist = None if self.config.nodes == 1 else (run.backend.launch.rendezvous_addr(flags) or DIST_ADDR)
-            argvs = run.backend.launch.node_argvs(profile, overrides, dist)
         run_id = new_run_id()
         env = {**profile.env, **run.debug_env, **run.backend.launch.secret_env(profile, overrides)}
         script = render_batch_script(argvs, env=env, profile=profile.name, run_id=run_id)

@@ -25,6 +25,7 @@ class UnattendedActions:
     bells: int
     _awaiting_recovery: str | None
     _hang_seen: tuple[str | None, str | None] | None
+    restart_refusal: list[Any]
     clock: Any
     if TYPE_CHECKING:  # DashboardScreen's and Screen's, for the type checker only
 
@@ -73,6 +74,29 @@ class UnattendedActions:
         if decision.action != "ask":
             self.notify(self.note.removeprefix("auto: "), title="Automatic action", timeout=6, markup=False)
         self._refresh_header()
+
+    def _restart_refused(self, findings: list[Any]) -> None:
+        """The gate refused a restart's flags (the same preflight dialog as a launch's: the advice
+        panel with the arithmetic): the run was not stopped. An automatic restart stops there and
+        asks — the bell, the note, the notify command — and is not tried again on its own."""
+        from cockpit.face import sort_findings
+
+        critical = [f for f in sort_findings(list(findings)) if f.severity == "critical"]
+        self.restart_refusal = list(findings)
+        why = critical[0].message if critical else "a critical finding"
+        if self._awaiting_recovery is None:  # the operator's r / e / R
+            self.note = f"restart refused by preflight, the run is untouched: {why} (w shows the arithmetic)"
+            self.notify(why, title="Restart refused", severity="error", timeout=8, markup=False)
+            return
+        self._awaiting_recovery = None
+        self._ring()
+        snap = getattr(self, "snapshot", None)
+        run_id = snap.run.id if snap is not None and snap.run else None
+        self.note = f"auto: restart refused by preflight, nothing relaunched: {why} — fix the flags, then r/e/R"
+        self.notify(self.note.removeprefix("auto: "), title="Automatic restart refused", severity="error",
+                    timeout=10, markup=False)
+        self._notify_command("restart_refused", run_id, f"{self.profile.name}: automatic restart of run {run_id} "
+                             f"refused by preflight: {why}", "ask")
 
     def _deferred_restart(self, changes: Any) -> None:
         """The backed-off automatic restart, unless the operator acted meanwhile (the run is no

@@ -105,6 +105,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
                                   on_snapshot=self._post_snapshot, on_logs=self._post_logs)
         self.snapshot: RunSnapshot | None = None
         self.preflight_findings: list[Finding] = []
+        self.restart_refusal: list[Finding] = []  # why the gate refused the last restart (shown above the run's)
         self.note = ""
         self.filter_spec = "all"
         self.rank_focus: str | None = None
@@ -255,6 +256,8 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
     def _on_refused(self, message: PreflightRefused) -> None:
         self.preflight_findings = message.findings
         self.note = "launch refused by preflight: fix the profile, then l to try again (w shows the arithmetic)"
+        if message.what == "restart":  # the run was not stopped; an automatic restart stops and asks
+            self._restart_refused(message.findings)
         self.query_one(AdvicePanel).show(message.findings, None)
         self._set_panel("advice")
         self._refresh_header()
@@ -309,7 +312,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         now = self.clock()
         key = (snap.run.id if snap.run else None, fmt.phase_word(snap.state.phase, snap.lifecycle))
         if key != self._phase_key:
-            if self._phase_key is not None and not self.note.startswith(("launch refused", "supervisor:", "auto:", "the last run crashed")):
+            if self._phase_key is not None and not self.note.startswith(("launch refused", "restart refused", "supervisor:", "auto:", "the last run crashed")):
                 self.note = ""  # "restarted", "attached to …": news of the previous phase
             self._phase_key = key
             self._phase_since = now - self._phase_age_in_log(snap)
@@ -319,7 +322,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
             snap, now, self._policy(), self.rank_focus, host_cache_gb_per_rank=self._host_cache_per_rank(snap),
             host_cache_label=words_of(snap.state.backend).host_cache_label,
         )
-        findings = list(snap.findings) or self.preflight_findings
+        findings = [*self.restart_refusal, *snap.findings] or self.preflight_findings
         self.query_one(AdvicePanel).show(findings, snap.state.max_total_num_tokens)
         gen, usage = self._serving_series(snap)
         self.query_one("#plot-throughput", SeriesPlot).show(gen)
@@ -456,7 +459,8 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
             self.notify(f"already {self._busy}", severity="warning")
             return
         words = ", ".join(c.as_diff() for c in changes) or "unchanged flags"
-        self.note = f"restarting with {words}: stopping…"
+        self.restart_refusal = []
+        self.note = f"restarting with {words}: preflight, then stopping…"
         self._refresh_header()
         self._restart(changes)
 
