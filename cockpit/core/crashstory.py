@@ -45,6 +45,7 @@ class _Context:
     phase_evidence: str | None = None  # what a line proved the server was doing (PhaseEvidence)
     requests: int = 0  # request log lines (POST access lines: health, metrics and info are GETs)
     batches: int = 0  # prefill/decode batch lines
+    batch_rank: str | None = None  # the rank of the last batch line (DP groups batch apart)
     # (phase the backend read from the frame, "file:function") since that exception
     frames: list[tuple[str | None, str]] = field(default_factory=list)
     # the crash rests on a process's death told by its watcher (`Worker proc … died unexpectedly`):
@@ -176,7 +177,8 @@ def _add_decisive(crash: Crash, line: str) -> None:
 
 # When several frames name a phase, the most telling wins: graph capture beats cache init beats
 # prefill/decode (a capture runs the model's forward too).
-_FRAME_PRECEDENCE = ("graph_capture", "startup", "prefill", "decode")
+# "serving": a batch-loop frame (the least telling: any sharper frame wins)
+_FRAME_PRECEDENCE = ("graph_capture", "startup", "prefill", "decode", "serving")
 
 
 def _deciding_frame(frames: list[tuple[str | None, str]]) -> tuple[str, str] | None:
@@ -219,7 +221,13 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
     life = c.phase_before if state.phase == "crashed" else state.phase  # where the run was when it died
     before_ready = not state.ready_in_log and life in _LIFECYCLE
     if found is not None:
-        return found[0], f"traceback frame {found[1].rpartition(':')[2]}"
+        if found[0] == "serving" and before_ready:
+            # the batch loop also runs the warm-up request, before the server says ready
+            return "startup", f"traceback frame {found[1].rpartition(':')[2]} (the batch loop) while the log was at {life}"
+        if found[0] == "serving" and _batch_kind_of_crash(state) is not None:
+            pass  # the batch loop alone: the crashing rank's last batch line says more (below)
+        else:
+            return found[0], f"traceback frame {found[1].rpartition(':')[2]}"
     if kind in _STARTUP_KINDS:
         return "startup", f"{kind} only happens before the server is ready"
     if isinstance(event, ev.RankDead) and event.how in ("dead", "died_during_init"):
@@ -229,8 +237,9 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
     if life == "capturing" and not state.ready_in_log:
         return "graph_capture", "the last lifecycle line was a graph capture that never ended"
     if state.ready_in_log or c.batches:
-        if state.last_batch_kind in ("prefill", "decode"):
-            return state.last_batch_kind, f"the last batch line before it was a {state.last_batch_kind} batch"
+        kind_before = _batch_kind_of_crash(state)
+        if kind_before is not None:
+            return kind_before, f"the last batch line before it was a {kind_before} batch"
         return "serving", "after the server said ready"
     if c.phase_evidence == "serving":
         return "serving", "a failure path that only a serving server takes"
@@ -243,6 +252,21 @@ def _crash_phase(state: RunState, kind: str, event: ev.Event) -> tuple[str, str]
     if c.phase_evidence == "startup":
         return "startup", "a line that only start-up prints"
     return "unknown", "no lifecycle, batch, request or traceback line before it names the phase"
+
+
+def _dp_token(rank: str | None) -> str | None:
+    return next((t for t in rank.split() if t.startswith("DP")), None) if rank else None
+
+
+def _batch_kind_of_crash(state: RunState) -> str | None:
+    """The last batch line's kind (prefill / decode) when it can be the crashing rank's batch: with
+    DP attention each DP group runs batches of its own, so another group's batch line says nothing."""
+    kind = state.last_batch_kind
+    if kind not in ("prefill", "decode"):
+        return None
+    c = _ctx(state)
+    mine, theirs = _dp_token(c.exc_rank), _dp_token(c.batch_rank)
+    return None if mine is not None and theirs is not None and mine != theirs else kind
 
 
 def _crash_rank(state: RunState, event: ev.Event) -> str | None:

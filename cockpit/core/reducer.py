@@ -256,6 +256,7 @@ def _batch(state: RunState, kind: str, e: ev.PrefillBatch | ev.DecodeBatch, seri
     if c.pending is not None:
         _alive(state, e)
     c.batches += 1
+    c.batch_rank = e.rank
     if state.phase == "unknown":
         # the log starts mid-run (an excerpt, a rotated file): batch lines mean it serves. With the
         # startup in view, the ready line decides (the warmup request prints batch lines too).

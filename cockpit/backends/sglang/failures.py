@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cockpit.backends.framephase import frame_phase as map_frame_phase
+from cockpit.backends.sglang import barelines
 from cockpit.backends.sglang.textutil import count, host_gb_pair, lazy, sized_gib
 from cockpit.core import events as ev
 from cockpit.core.crashstory import is_oom_kill_line
@@ -55,7 +57,8 @@ _RX_EXIT_CODE = lazy(r"^Exit code: (-?\d+)")
 _RX_CHILD_FAILED = lazy(r"Child process unexpectedly failed with an exit code (-?\d+)")
 _RX_TRY_ALLOC = lazy(r"Try to allocate (\d+) tokens")
 _RX_SEQ = lazy(r"SeqNum=(\d+)|work sequence id:? (\d+)|last enqueued (?:NCCL )?work: (\d+)")
-_RX_EXC_HEADER = lazy(r"^(?:Exception in (?:ControllerSingle|ControllerMulti|ModelTpServer|thread [^:]*+)|Process [\w:-]{1,200})\s*+:\s*+$")
+# `Exception in ModelTpServer:`, 0.3's `Exception in run_tp_server:`, `Exception in thread X:`
+_RX_EXC_HEADER = lazy(r"^(?:Exception in (?:[\w.]{1,64}|thread [^:]*+)|Process [\w:-]{1,200})\s*+:\s*+$")
 _RX_ARGPARSE = lazy(r"^(?:\S{0,200}?(?:launch_server|sglang)\S{0,200}?|\S{1,200}?\.py): error: ")
 # the interpreter itself refusing to start the server: `python3: No module named sglang`,
 # `python3: Error while finding module specification for 'sglang.launch_server' (ModuleNotFoundError: …)`
@@ -114,7 +117,9 @@ def frame_phase(file: str, func: str) -> str | None:
         return "prefill"  # a disaggregated prefill server's loop runs prefill only
     if func in _DECODE_FUNCS or (func.startswith("event_loop") and "decode" in func):
         return "decode"
-    return None
+    # the engine's own names, release by release (data/frame_phases.json): the batch loop, the loader,
+    # the profile, the warm-up … (a batch-loop frame is the least telling: any sharper frame wins)
+    return map_frame_phase("sglang", file, func)
 
 
 _STARTUP_FUNCS = frozenset((
@@ -207,7 +212,9 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
                 file, func = m.group(1), m.group(2)
                 out.append(ev.TracebackFrame(line, ts, rank, func, file, frame_phase(file, func)))
                 return STRONG if "sglang" in file else (FOREIGN if "/vllm/" in file else GENERIC)
-            return NONE
+            return barelines.classify(line, rank, s, out) or NONE  # faulthandler's frames
+        if s.startswith("Capturing batches ("):
+            return barelines.classify(line, rank, s, out) or NONE
         if s.startswith("Traceback (most recent call last)"):
             out.append(ev.TracebackStart(line, ts, rank))
             return GENERIC
@@ -292,6 +299,8 @@ def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek
     """The one failure a line states, most specific first."""
     if is_oom_kill_line(msg):  # before the CUDA OOM test: the kernel's `Out of memory: Killed process`
         return ev.OomKillLine(line, ts, rank, msg.strip())
+    if ts is not None and msg.startswith("Exception in ") and _RX_EXC_HEADER.match(msg):
+        return ev.SchedulerException(line, ts, rank, msg)  # 0.3's `[… TP4] Exception in run_tp_server:`
     if "raph failed" in msg and _RX_CAPTURE_FAILED.search(msg):
         return ev.GraphCaptureFailed(line, ts, rank, msg)
     if "ut of memory. Try to lower your batch size" in msg:

@@ -32,7 +32,11 @@ MAX_PREFIX = 160
 # where an SGLang line starts inside a wrapped one: a record, an old `[gpu_id=N]` record, a header
 _START = re.compile(
     r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|\[gpu_id=\d+\] |Traceback \(most recent call last\):"
+    r'|  File "[^"]{1,300}", line \d+, in '  # a frame: wrappers that miss the header line (pm2's `3|qwen  | `)
 )
+# a record head that lost its `[` and the first digits of its year in a paste (`026-05-28 00:11:09.816
+# DP0 TP0 EP0] …`): the rest is the head as SGLang prints it
+_BROKEN_HEAD = re.compile(r"(\d{2,3})-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+\d+)*\] ")
 _TOKEN = re.compile(r"[A-Za-z0-9_]+|\s+|.", re.DOTALL)
 
 
@@ -85,9 +89,15 @@ class Unwrapper:
             m = t.match(text)
             if m and m.end() < len(text):
                 return text[m.end():]
+        if text[0].isdigit() and text[2:4].count("-") == 1:
+            b = _BROKEN_HEAD.match(text)
+            if b is not None:
+                return "[" + "2000"[: 4 - len(b.group(1))] + text
         m = _START.search(text, 0, MAX_PREFIX + 40)
         if m is None or m.start() == 0:
             return text
+        if m.group(0)[0] == " " and not text[: m.start()].strip():
+            return text  # an indented frame: a traceback's own line, not a wrapped one
         if m.group(0)[0] == "T" and "hit an exception: " in text[: m.start()]:
             return text  # SGLang's own header, pasted without its record prefix: not a wrapper
         start = m.start()

@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from cockpit.backends.vllm import bulk
+from cockpit.backends.framephase import frame_phase as map_frame_phase
+from cockpit.backends.vllm import bulk, deaths
 from cockpit.backends.vllm.sniff import MESSAGES
 from cockpit.core import events as ev
 from cockpit.core.crashstory import is_oom_kill_line
@@ -919,6 +920,11 @@ class VLLMLogParser:
             specific.append(ev.SchedulerException(line, ts, None, msg.strip()))
         elif ts is None and msg.strip() == "Killed":  # the shell's: some SIGKILL, from whom it does not say
             specific.append(ev.Killed(line, ts, rank, msg.strip()))
+        else:  # engine deaths of every generation, the iteration timeout, a peer that closed (deaths.py)
+            specific = deaths.classify(line, ts, rank, msg)
+        method = deaths.method_frame(line, ts, rank, msg)
+        if method is not None:
+            out.append(method)
         if specific:
             if not all(isinstance(e, ev.PhaseEvidence) for e in specific):
                 self._crashed = True
@@ -953,7 +959,8 @@ def _frame_phase(function: str, file: str) -> str | None:
         return "startup"
     if function == "execute_model" and "model_runner" in file:
         return None  # a forward at run time: the batch dump says prefill or decode
-    return None
+    # the engine's own names, release by release (data/frame_phases.json)
+    return map_frame_phase("vllm", file, function)
 
 
 def _batch_kind(msg: str) -> str:
