@@ -330,11 +330,12 @@ def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
         which = current_from if r is mp.current else "recommended"
         lines.append(f"  {which}: {r.label}: {r.max_total_num_tokens:,} KV tokens, {r.headroom_after_capture_gib:.2f} GiB after capture")
     lines.append("")
-    for r, which in ((mp.current, current_from), (mp.recommended, "recommended")):
-        if r is not None and r.low != r.high and (r is mp.current or r.value != getattr(mp.current, "value", None)):
-            lines += _wrap(f"KV tokens at {r.label} ({which}): {r.band_text()} — the point, then the band every "
+    banded: list[tuple[Any, str]] = [(mp.current, current_from), (mp.recommended, "recommended")]
+    for b, which in banded:
+        if b is not None and b.low != b.high and (b is mp.current or b.value != getattr(mp.current, "value", None)):
+            lines += _wrap(f"KV tokens at {b.label} ({which}): {b.band_text()} — the point, then the band every "
                            "estimated term's uncertainty spans (docs/PLAN.md)" if which != "recommended" else
-                           f"KV tokens at {r.label} ({which}): {r.band_text()}")
+                           f"KV tokens at {b.label} ({which}): {b.band_text()}")
     lines += _wrap(plan_finding(mp).message)
     if mp.recommended is None:
         lines.append(f"  no value meets the {mp.target_headroom_gib:g} GiB target headroom")
