@@ -45,7 +45,7 @@ def pre_load_term(gpu: GpuFacts, world: int, platform: Platform) -> Spread:
     dist = DIST_INIT_GIB + DIST_INIT_PER_RANK_GIB * world if world > 1 else 0.0
     p = base - CUDA_CONTEXT_GIB - dist
     if world <= 1:
-        low = high = 0.25
+        low = high = 0.4
     elif platform.rocm:
         low = high = 1.0 + 0.15 * world
     else:  # NVLS / custom all-reduce buffers on Hopper and newer, an unnamed card may be one

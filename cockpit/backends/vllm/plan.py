@@ -38,6 +38,7 @@ from cockpit.backends.vllm.flags import default_util, resolve_version, version_k
 from cockpit.backends.vllm.memory import default_max_num_seqs, floor2, large_batch_card
 from cockpit.backends.vllm.terms import (
     KvLayout,
+    Term,
     activation_term,
     graph_term,
     kv_layout,
@@ -359,7 +360,9 @@ def plan(
     platform = platform_of(gpu.name, t)
     base = gpu.free_gib if gpu.free_gib is not None else t
     f0 = base - pre_snapshot_gib(s)
-    w_t = weights_term(w, bool(getattr(weights, "estimated", False)) or weights.kind == "config", platform)
+    w_t = weights_term(w, bool(getattr(weights, "estimated", False)) or weights.kind == "config", platform, cfg.quant.method)
+    if cfg.has_vision and w_t.spread and (getattr(weights, "estimated", False) or weights.kind == "config"):
+        w_t = Term(w_t.gib, w_t.spread + 0.6)  # the tower estimated as a plain ViT (Gemma 3: −0.3 … −0.6 GiB)
     n_t = non_torch_term(s, platform)
     n = n_t.gib
     cell = cell_bytes(cfg, s) + draft_cell

@@ -34,12 +34,21 @@ def requested_gib(util: float, total_gib: float) -> float:
     return math.ceil(util * total_gib * GIB) / GIB
 
 
-def weights_term(w_gib: float, estimated: bool, platform: Platform) -> Term:
+# MXFP4 experts below Hopper go through the Marlin FP4 kernels, which repack them larger: gpt-oss-120b
+# TP4 on A100s loads 17.22 GiB per rank where the checkpoint splits to 15.21 (+13 %).
+MXFP4_REPACK_SHARE = 0.15
+
+
+def weights_term(w_gib: float, estimated: bool, platform: Platform, quant_method: str = "none") -> Term:
     """`Model loading took X GiB` / the profiling line's `weights memory`: the checkpoint split by
-    the plan's sharding rules. Residuals: within 0.03 GiB on 26 CUDA launches from config.json
-    alone; 2 GiB more where a kernel repacks (gpt-oss MXFP4 through Marlin on an A100) — hence
-    2 % from config.json, 1 % from read headers, and 3 % on ROCm."""
+    the plan's sharding rules. Residuals: within 0.03 GiB on the H100 launches from config.json
+    alone but the Gemma 3 vision checkpoints (−0.3 … −0.6); 2 GiB more where a kernel repacks
+    (gpt-oss MXFP4 through Marlin on an A100) — hence 2 % from config.json (+ 0.6 GiB for a vision
+    tower estimated as a plain ViT), 1 % from read headers, 3 % on ROCm, and MXFP4's repack below
+    Hopper."""
     share = 0.03 if platform.rocm else 0.02 if estimated else 0.01
+    if quant_method == "mxfp4" and not platform.sm90_plus:
+        share += MXFP4_REPACK_SHARE
     return Term(w_gib, share * w_gib + 0.05)
 
 
