@@ -263,3 +263,20 @@ def test_sglang_more_memory_fraction_never_means_fewer_tokens(name: str, card: G
     for r in (lo, hi):
         assert r.low <= r.max_total_num_tokens <= r.high
     assert lo.low <= hi.low and lo.max_total_num_tokens <= hi.max_total_num_tokens and lo.high <= hi.high
+
+
+def test_sglang_names_what_it_cannot_see_and_why_its_band_is_wide() -> None:
+    """A HiCache host pool is outside the device pool the plan sizes; a ROCm card says why its band
+    is wider. The pool itself (what the HiCache gate compares against) is unchanged by the flag."""
+    raw = synth.load_config("llama-3.1-70b")
+    cfg = parse_config(raw, "config.json", name="llama-3.1-70b")
+    idx = estimate_index(cfg, raw)
+    flags = {"tp_size": 8, "mem_fraction_static": 0.85}
+    plain = splan.plan(cfg, idx, GpuFacts(191.5, name="AMD Instinct MI300X"), splan.settings_from_flags(flags, "0.5.9"))
+    hic = splan.plan(cfg, idx, GpuFacts(191.5, name="AMD Instinct MI300X"),
+                     splan.settings_from_flags({**flags, "enable_hierarchical_cache": True}, "0.5.9"))
+    assert plain.current is not None and hic.current is not None
+    assert hic.current.max_total_num_tokens == plain.current.max_total_num_tokens
+    assert any("host KV pool beside this device pool" in n for n in hic.notes)
+    assert not any("HiCache" in n for n in plain.notes)
+    assert any(n.startswith("ROCM cdna3: the KV band is wider") for n in plain.notes)

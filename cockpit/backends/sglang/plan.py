@@ -122,6 +122,7 @@ class Settings:
     speculative_num_draft_tokens: int | None = None
     speculative_draft_kv_cache_dtype: str | None = None
     disaggregation_mode: str | None = None  # "prefill" / "decode" (None: one server does both)
+    hicache: bool = False  # --enable-hierarchical-cache: a host KV pool beside the device pool
 
     @property
     def parallel(self) -> Parallel:
@@ -181,6 +182,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
         speculative_num_draft_tokens=num("speculative_num_draft_tokens"),
         speculative_draft_kv_cache_dtype=num("speculative_draft_kv_cache_dtype"),
         disaggregation_mode=role,
+        hicache=bool(num("enable_hierarchical_cache", False)),
     )
 
 
@@ -529,6 +531,14 @@ def plan(
         notes.append("decode role (--disaggregation-mode decode): the pool holds the running requests' KV sent by the prefill group"
                      + ("; its request table holds 2 × max_running_requests more rows for pre-allocated requests (SGLang does so up to 32 requests)"
                         if s.max_running_requests is not None and s.max_running_requests // (s.dp if s.dp_attention else 1) <= 32 else ""))
+    if s.hicache:
+        notes.append("HiCache (--enable-hierarchical-cache) keeps a host KV pool beside this device pool: the KV tokens here are "
+                     "the GPU pool's; the host pool (--hicache-size / --hicache-ratio) lives in host RAM, outside this plan")
+    if calibration is None and (platform.rocm or platform.desktop or not platform.known):
+        why = ("the HIP context, RCCL and the AITER workspaces are less regular than CUDA's" if platform.rocm else
+               "a desktop may hold GPU memory before the server starts (0.7–1.1 GiB on two Windows logs)" if platform.desktop
+               else "the card's name is not measured, so NCCL's buffers are taken at their widest")
+        notes.append(f"{platform.words()}: the KV band is wider ({why})")
     if calibration is None:
         notes.append("estimate: P, graph memory and workspaces are not measured yet; a finished run of this setup calibrates them")
     terms = {
