@@ -280,3 +280,27 @@ def test_sglang_names_what_it_cannot_see_and_why_its_band_is_wide() -> None:
     assert any("host KV pool beside this device pool" in n for n in hic.notes)
     assert not any("HiCache" in n for n in plain.notes)
     assert any(n.startswith("ROCM cdna3: the KV band is wider") for n in plain.notes)
+
+
+def test_sglang_just_above_its_floor_is_tight_not_a_confident_zero() -> None:
+    """Llama-3.1-70B at TP2 on H100s (65.7 GiB of weights per rank): the mfs just below the point
+    estimate's floor 1 − A/P is "tight: may not start" (the band's high end still holds a pool),
+    not "cannot start"; the plan names the mfs whose low end starts, and only far below the floor
+    does it say the server refuses."""
+    raw = synth.load_config("llama-3.1-70b")
+    cfg = parse_config(raw, "config.json", name="llama-3.1-70b")
+    idx = estimate_index(cfg, raw)
+    gpu = GpuFacts(79.6, name=H100)
+
+    def at(m: float) -> MemoryPlan:
+        return splan.plan(cfg, idx, gpu, splan.settings_from_flags({"tp_size": 2, "mem_fraction_static": m}, "0.5.9"))
+
+    tight_m = next(m for m in splan.SEARCH if (c := at(m).current) is not None and c.tight and c.max_total_num_tokens == 0)
+    mp = at(tight_m)
+    assert mp.current is not None and mp.current.starts and mp.severity == "critical"
+    safe = mp.terms["low_end_safe_value"]
+    assert safe > tight_m and (s_row := at(safe).current) is not None and s_row.low > 0
+    assert mp.summary().startswith(f"tight: {tight_m:g} may not start") and f"{safe:g} makes the low end start" in mp.summary()
+    far = at(0.5)
+    assert far.current is not None and not far.current.starts
+    assert "the server refuses to start" in far.summary()
