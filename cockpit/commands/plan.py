@@ -295,7 +295,8 @@ def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
     # 80 columns, marks included: the flag and what the columns mean are said above the table, the
     # columns keep only their numbers (it was 98 wide, and an 80-column terminal folded every row)
     legend = (f"{mp.flag} settings. headroom: free GiB per GPU after CUDA graph capture (· below the "
-              f"{mp.target_headroom_gib:g} GiB target, ! below the {mp.warn_headroom_gib:g} GiB warn level)."
+              f"{mp.target_headroom_gib:g} GiB target, ! below the {mp.warn_headroom_gib:g} GiB warn level, ? the band's "
+              "low end may not start)."
               + (f" reqs: how many requests of {n_req:,} tokens fit at once." if n_req > 0 else ""))
     lines += _wrap(legend)
     lines.append(f"  {'setting':<7}  {'KV tokens':>10}  {'KV GiB':>6}  {'headroom':>11}  {'reqs' if n_req > 0 else '':>7}".rstrip())
@@ -314,7 +315,13 @@ def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
         if not r.starts:
             lines.append(f"  {_setting(r.value):<7}  {0:>10,}  {'—':>6}  {'no start':>11}  !  {' '.join(mark)}".rstrip())
             continue
+        if r.tight and r.max_total_num_tokens <= 0:
+            # the point does not start, the band's high end does: "tight: may not start", never a confident 0
+            lines.append(f"  {_setting(r.value):<7}  {'≤ ' + f'{r.high:,}':>10}  {'—':>6}  {'may not start':>11}  ?  {' '.join(mark)}".rstrip())
+            continue
         flag = " !" if h < mp.warn_headroom_gib else (" ·" if h < mp.target_headroom_gib else "  ")
+        if r.tight:
+            flag = " ?"
         conc = mp.concurrency(r)
         reqs = f"{conc:>7,}" if conc is not None else " " * 7
         lines.append(f"  {_setting(r.value):<7}  {r.max_total_num_tokens:>10,}  {r.kv_gib:>6.2f}  {h:>7.2f} GiB{flag}"
@@ -323,6 +330,12 @@ def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
         which = current_from if r is mp.current else "recommended"
         lines.append(f"  {which}: {r.label}: {r.max_total_num_tokens:,} KV tokens, {r.headroom_after_capture_gib:.2f} GiB after capture")
     lines.append("")
+    banded: list[tuple[Any, str]] = [(mp.current, current_from), (mp.recommended, "recommended")]
+    for b, which in banded:
+        if b is not None and b.low != b.high and (b is mp.current or b.value != getattr(mp.current, "value", None)):
+            lines += _wrap(f"KV tokens at {b.label} ({which}): {b.band_text()} — the point, then the band every "
+                           "estimated term's uncertainty spans (docs/PLAN.md)" if which != "recommended" else
+                           f"KV tokens at {b.label} ({which}): {b.band_text()}")
     lines += _wrap(plan_finding(mp).message)
     if mp.recommended is None:
         lines.append(f"  no value meets the {mp.target_headroom_gib:g} GiB target headroom")

@@ -234,6 +234,17 @@ class ModelConfig:
         return self.experts > 0
 
 
+# Fields a family's published config.json may omit because its transformers config class sets them
+# (transformers `Gemma3TextConfig.__init__` defaults: google/gemma-3-4b-it's text_config names only
+# hidden, intermediate and layer sizes; -12b's no head_dim or vocabulary). Only families whose
+# published checkpoints rely on them; every other missing field is still refused.
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"vocab_size": 262_208, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                    "max_position_embeddings": 131_072, "sliding_window": 4096, "sliding_window_pattern": 6,
+                    "tie_word_embeddings": True},
+}
+
+
 def _first(cfg: dict[str, Any], *keys: str) -> Any:
     for k in keys:
         v = cfg.get(k)
@@ -299,6 +310,14 @@ def parse_config(raw: dict[str, Any], where: str = "config.json", name: str | No
     text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else None
     cfg = {**raw, **text} if text else raw  # the language model's fields live in text_config
     notes: list[str] = []
+    family = str((text or {}).get("model_type") or raw.get("model_type") or "")
+    defaults = FAMILY_DEFAULTS.get(family, {})
+    filled = sorted(k for k in defaults if cfg.get(k) is None)
+    if filled:
+        # the published file leaves these to the family's config class: what transformers (and so
+        # vLLM and SGLang, which load it) fill in, not a guess
+        cfg = {**cfg, **{k: defaults[k] for k in filled}}
+        notes.append(f"{family} config.json omits {', '.join(filled)}: transformers' defaults for {family} taken")
     archs = raw.get("architectures") or cfg.get("architectures") or []
     arch = str(archs[0]) if archs else str(raw.get("model_type") or "unknown")
     prefix = f"{where}{' text_config' if text else ''}"

@@ -31,19 +31,40 @@ class GpuFacts:
 class PlanRow:
     flag: str  # "--mem-fraction-static" / "--gpu-memory-utilization"
     value: float
-    max_total_num_tokens: int
+    max_total_num_tokens: int  # the point estimate (0: the point estimate does not start)
     kv_gib: float
     headroom_after_capture_gib: float
+    # the band: KV tokens at the low and high ends of every term's uncertainty (each end 0 when the
+    # engine would refuse it); None for a calibrated row or a pinned size, whose point is measured
+    tokens_low: int | None = None
+    tokens_high: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "flag": self.flag,
             "value": self.value,
             "max_total_num_tokens": self.max_total_num_tokens,
+            "max_total_num_tokens_low": self.low,
+            "max_total_num_tokens_high": self.high,
             "kv_gib": round(self.kv_gib, 2),
             "headroom_after_capture_gib": round(self.headroom_after_capture_gib, 2),
             "starts": self.starts,
+            "may_not_start": self.tight,
         }
+
+    @property
+    def low(self) -> int:
+        return self.max_total_num_tokens if self.tokens_low is None else min(self.tokens_low, self.max_total_num_tokens)
+
+    @property
+    def high(self) -> int:
+        return self.max_total_num_tokens if self.tokens_high is None else max(self.tokens_high, self.max_total_num_tokens)
+
+    def band_text(self) -> str:
+        """`1,210,000 (1,150,000 – 1,260,000)`: the point and the band, as the plan prints it."""
+        if self.low == self.high:
+            return f"{self.max_total_num_tokens:,}"
+        return f"{self.max_total_num_tokens:,} ({self.low:,} – {self.high:,})"
 
     @property
     def label(self) -> str:
@@ -54,8 +75,14 @@ class PlanRow:
 
     @property
     def starts(self) -> bool:
-        """False: no memory is left for the KV pool and the server refuses to start."""
-        return self.max_total_num_tokens > 0
+        """False: even the high end of the band leaves no KV pool the server accepts — it refuses
+        to start. A confident "cannot start" needs every term at its most favourable to fail."""
+        return self.high > 0
+
+    @property
+    def tight(self) -> bool:
+        """Tight: the high end starts and the low end does not — "tight: may not start"."""
+        return self.starts and self.low <= 0
 
 
 @dataclass(frozen=True)
@@ -118,14 +145,25 @@ class MemoryPlan:
         """critical below the warn headroom, warning below the target, else ok."""
         if self.current is None:
             return "info"
+        if not self.current.starts:
+            return "critical"  # even the band's high end leaves no KV pool: the server refuses to start
         if self.current.max_total_num_tokens <= 0:
-            return "critical"  # the server refuses to start: no memory for the KV pool
+            return "critical"  # the point estimate does not start; only the band's high end does
         h = self.current.headroom_after_capture_gib
         if h < self.warn_headroom_gib:
             return "critical"
-        if h < self.target_headroom_gib:
+        if h < self.target_headroom_gib or self.current.tight:
             return "warning"
         return "ok"
+
+    @property
+    def safe_value(self) -> PlanRow | None:
+        """The value that makes the band's low end start (terms `low_end_safe_value`), when the
+        current one is tight; the backend found it in its own search range."""
+        v = self.terms.get("low_end_safe_value")
+        if v is None:
+            return None
+        return next((r for r in self.rows if abs(r.value - v) < 1e-9), None) or PlanRow(self.flag, v, 0, 0.0, 0.0)
 
     def to_json(self) -> dict[str, Any]:
         rec = self.recommended
@@ -178,7 +216,17 @@ class MemoryPlan:
                     f"(the most it allows is {ceiling:.2f})")
             return head + (f"; {rec.label} predicted {rec.headroom_after_capture_gib:.1f} GiB after capture, "
                            f"{rec.max_total_num_tokens:,} KV tokens" if rec else "")
-        if cur is not None and cur.max_total_num_tokens <= 0:
+        if cur is not None and cur.tight:
+            safe = self.safe_value
+            head = (f"tight: {cur.label} may not start — KV tokens {cur.band_text()}, the band's low end "
+                    "leaves no pool the server accepts")
+            if safe is not None:
+                head += f"; {safe.label} makes the low end start"
+            if verdict and cur.max_total_num_tokens > 0:
+                head += f"; {verdict}"
+            return head + (f"; {rec.label} predicted {rec.headroom_after_capture_gib:.1f} GiB after capture, "
+                           f"{rec.max_total_num_tokens:,} KV tokens" if rec and rec.value != cur.value else "")
+        if cur is not None and not cur.starts:
             floor = self.terms.get("mfs_floor", self.terms.get("util_floor", 0.0))
             # SGLang's floor is where the pool is empty; vLLM's where it or the card's free memory is too small
             what = "no memory for the KV pool" if "mfs_floor" in self.terms else "too little memory for the KV cache"

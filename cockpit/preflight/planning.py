@@ -136,15 +136,18 @@ def plan_finding(mp: MemoryPlan | None, error: str | None = None) -> Finding:
     changes: tuple[FlagChange, ...] = ()
     predicted: dict[str, Any] = {}
     if cur is not None:
-        predicted = {"headroom_gb": round(cur.headroom_after_capture_gib, 2), "max_total_num_tokens": cur.max_total_num_tokens}
+        predicted = {"headroom_gb": round(cur.headroom_after_capture_gib, 2), "max_total_num_tokens": cur.max_total_num_tokens,
+                     "max_total_num_tokens_low": cur.low, "max_total_num_tokens_high": cur.high}
     if sev in ("critical", "warning") and rec is not None and cur is not None and rec.value != cur.value:
         # below the floor the move is upwards (raise mfs), above it downwards: either way rec
         changes = (FlagChange(rec.flag, None if mp.current_is_default else cur.value, rec.value),)
-        predicted = {"headroom_gb": round(rec.headroom_after_capture_gib, 2), "max_total_num_tokens": rec.max_total_num_tokens}
-    cannot_start = cur is not None and cur.max_total_num_tokens <= 0
+        predicted = {"headroom_gb": round(rec.headroom_after_capture_gib, 2), "max_total_num_tokens": rec.max_total_num_tokens,
+                     "max_total_num_tokens_low": rec.low, "max_total_num_tokens_high": rec.high}
+    # the summary says why it cannot (or may not) start; "may run out of memory" would understate it
+    cannot_start = cur is not None and (not cur.starts or cur.max_total_num_tokens <= 0)
     verdict = ""
     if cannot_start:
-        pass  # the summary says why it cannot start; "may run out of memory" would understate it
+        pass
     elif sev == "critical":
         verdict = f"below the {mp.warn_headroom_gib:g} GiB warn level: the first large prefill may run out of memory"
     elif sev == "warning":

@@ -39,6 +39,11 @@ from cockpit.backends.sglang.memory import (
     kv_pool_gib,
     kv_tokens,
 )
+from cockpit.backends.sglang.terms import (
+    kv_band,
+    pre_load_term,
+    weights_term,
+)
 from cockpit.core.numbers import plural
 from cockpit.model.config import ModelConfig, ModelConfigError
 from cockpit.model.draft import draft_model_bytes, mtp_layer_bytes
@@ -52,6 +57,7 @@ from cockpit.model.plan import (
     pick_calibration,
     weight_notes,
 )
+from cockpit.model.platform import platform_of
 from cockpit.model.weights import Parallel, WeightIndex, split_weights
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
@@ -72,11 +78,7 @@ SETUP_FLAGS = (
 TABLE = tuple(round(0.80 + 0.01 * i, 2) for i in range(16))  # 0.80 … 0.95, the values operators use
 SEARCH = tuple(round(0.40 + 0.01 * i, 2) for i in range(60))  # where the recommendation may land
 
-# Free memory the process itself takes before `Load weight begin` (estimates; a journal run
-# replaces them): the CUDA context and torch, then NCCL / custom all-reduce buffers when ranks > 1.
-CUDA_CONTEXT_GIB = 0.5
-DIST_INIT_GIB = 0.5
-DIST_INIT_PER_RANK_GIB = 0.05
+# P's estimate (the CUDA context and the distributed group) and W's band: cockpit/backends/sglang/terms.py
 # Between `Memory pool end` and `Capture … begin` the attention backend takes its workspaces (and cuBLAS
 # its own): two real start-up logs show 0.53 GiB (Llama-3.1-8B, RTX 4090) and 0.64 GiB (QwQ-32B TP4, L4),
 # tests/data/real/plan/sglang/. An estimate; a journal run replaces it.
@@ -120,6 +122,7 @@ class Settings:
     speculative_num_draft_tokens: int | None = None
     speculative_draft_kv_cache_dtype: str | None = None
     disaggregation_mode: str | None = None  # "prefill" / "decode" (None: one server does both)
+    hicache: bool = False  # --enable-hierarchical-cache: a host KV pool beside the device pool
 
     @property
     def parallel(self) -> Parallel:
@@ -179,6 +182,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
         speculative_num_draft_tokens=num("speculative_num_draft_tokens"),
         speculative_draft_kv_cache_dtype=num("speculative_draft_kv_cache_dtype"),
         disaggregation_mode=role,
+        hicache=bool(num("enable_hierarchical_cache", False)),
     )
 
 
@@ -218,11 +222,8 @@ def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
 
 
 def pre_load_free(gpu: GpuFacts, s: Settings) -> float:
-    """P: the free memory the ranks see at `Load weight begin` (the least over ranks)."""
-    base = gpu.free_gib if gpu.free_gib is not None else gpu.total_gib
-    world = s.tp * s.pp
-    dist = DIST_INIT_GIB + DIST_INIT_PER_RANK_GIB * world if world > 1 else 0.0
-    return base - CUDA_CONTEXT_GIB - dist
+    """P: the free memory the ranks see at `Load weight begin` (the least over ranks; terms.pre_load_term)."""
+    return pre_load_term(gpu, s.tp * s.pp, platform_of(gpu.name, gpu.total_gib)).gib
 
 
 def graph_gib(cfg: ModelConfig, s: Settings, bs: int) -> float:
@@ -445,7 +446,10 @@ def plan(
     # the target never loads the checkpoint's MTP layers: a NEXTN/MTP draft worker does (draft_budget)
     split = split_weights(cfg, weights, s.parallel, load_bytes=cfg.load_dtype(s.dtype)[1])
     w = split.per_rank_gib
-    p = pre_load_free(gpu, s)
+    platform = platform_of(gpu.name, gpu.total_gib)
+    p_t = pre_load_term(gpu, s.tp * s.pp, platform)
+    w_t = weights_term(w, bool(getattr(weights, "estimated", False)) or weights.kind == "config", platform)
+    p = p_t.gib
     a = p - w
     cell = cell_bytes(cfg, s)
     ctx = int(s.context_length or cfg.context_length or 0)
@@ -495,7 +499,10 @@ def plan(
 
     def row(mfs: float) -> PlanRow:
         kv, tok, head = row_of(mfs)
-        return PlanRow(FLAG, mfs, tok, kv, head)
+        if calibration is not None:  # measured: no band
+            return PlanRow(FLAG, mfs, tok, kv, head)
+        less, more = kv_band(mfs, p_t, w_t)
+        return PlanRow(FLAG, mfs, tok, kv, head, _tokens(kv - less, pool_cell, cfg, s), _tokens(kv + more, pool_cell, cfg, s))
 
     rows = tuple(row(v) for v in TABLE)
     is_default = s.mfs is None
@@ -507,8 +514,11 @@ def plan(
     current = row(mfs_now)
     # the highest value (two decimals, as the δ·P advice rounds) whose headroom meets the target
     # and whose pool holds at least one token
-    meets = [r for r in (row(v) for v in SEARCH) if r.headroom_after_capture_gib >= target_headroom and r.max_total_num_tokens > 0]
+    searched = [row(v) for v in SEARCH]
+    # the recommendation starts at the band's low end too
+    meets = [r for r in searched if r.headroom_after_capture_gib >= target_headroom and r.low > 0]
     recommended = max(meets, key=lambda r: r.value) if meets else None
+    safe = next((r for r in searched if r.low > 0), None) if current.tight else None
     if split.unknown_bytes:
         notes.append(f"{split.unknown_bytes / GIB:.2f} GiB of checkpoint tensors matched no sharding rule: counted whole on every rank")
     if not split.exact_split:
@@ -521,6 +531,14 @@ def plan(
         notes.append("decode role (--disaggregation-mode decode): the pool holds the running requests' KV sent by the prefill group"
                      + ("; its request table holds 2 × max_running_requests more rows for pre-allocated requests (SGLang does so up to 32 requests)"
                         if s.max_running_requests is not None and s.max_running_requests // (s.dp if s.dp_attention else 1) <= 32 else ""))
+    if s.hicache:
+        notes.append("HiCache (--enable-hierarchical-cache) keeps a host KV pool beside this device pool: the KV tokens here are "
+                     "the GPU pool's; the host pool (--hicache-size / --hicache-ratio) lives in host RAM, outside this plan")
+    if calibration is None and (platform.rocm or platform.desktop or not platform.known):
+        why = ("the HIP context, RCCL and the AITER workspaces are less regular than CUDA's" if platform.rocm else
+               "a desktop may hold GPU memory before the server starts (0.7–1.1 GiB on two Windows logs)" if platform.desktop
+               else "the card's name is not measured, so NCCL's buffers are taken at their widest")
+        notes.append(f"{platform.words()}: the KV band is wider ({why})")
     if calibration is None:
         notes.append("estimate: P, graph memory and workspaces are not measured yet; a finished run of this setup calibrates them")
     terms = {
@@ -533,6 +551,13 @@ def plan(
         "context_length": float(ctx),
         "context_len": float(ctx),  # the same, in the plan's own word (MemoryPlan.request_length reads it)
         "mfs_floor": 1 - a / p if p > 0 else math.nan,
+        # each estimated term's half-widths and the KV band's at the current value (GiB): docs/PLAN.md
+        "pre_load_spread_low_gib": p_t.low if calibration is None else math.nan,
+        "pre_load_spread_high_gib": p_t.high if calibration is None else math.nan,
+        "weights_spread_gib": w_t.high if calibration is None else math.nan,
+        "kv_band_low_gib": kv_band(mfs_now, p_t, w_t)[0] if calibration is None else math.nan,
+        "kv_band_high_gib": kv_band(mfs_now, p_t, w_t)[1] if calibration is None else math.nan,
+        "low_end_safe_value": safe.value if safe is not None else math.nan,
         **(spec.terms(current.max_total_num_tokens, ctx, s) if spec is not None else {}),
     }
     terms = {k: v for k, v in terms.items() if not math.isnan(v)}

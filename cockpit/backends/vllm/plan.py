@@ -36,6 +36,16 @@ from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.vllm.flags import default_util, resolve_version, version_key
 from cockpit.backends.vllm.memory import default_max_num_seqs, floor2, large_batch_card
+from cockpit.backends.vllm.terms import (
+    KvLayout,
+    Term,
+    activation_term,
+    graph_term,
+    kv_layout,
+    non_torch_term,
+    requested_gib,
+    weights_term,
+)
 from cockpit.model.config import ModelConfig, ModelConfigError
 from cockpit.model.draft import draft_model_bytes, mtp_layer_bytes
 from cockpit.model.plan import (
@@ -48,6 +58,7 @@ from cockpit.model.plan import (
     pick_calibration,
     weight_notes,
 )
+from cockpit.model.platform import platform_of
 from cockpit.model.weights import GIB, Parallel, WeightIndex, split_weights
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
@@ -72,23 +83,11 @@ GRAPH_ESTIMATE_SINCE = "0.20.0"  # the CUDA-graph estimate inside the budget by 
 ESTIMATE_ENV = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 DEFAULT_BLOCK = 16  # CUDA's default --block-size
 
-# Estimates (a journal run replaces them). Memory gone before the start snapshot: the CUDA context,
-# then NCCL's communicators when ranks > 1; non-torch memory after it (cuBLAS workspaces, custom
-# all-reduce buffers). Real logs: `non_torch_memory takes 0.16GiB` on one GPU (two reports in
-# tests/data/real/vllm/); Qwen2-7B on A100s leaves 0.55 GiB (one GPU) and 0.67 GiB (TP2) of budget
-# for non-torch + activations (tests/data/real/plan/vllm/), i.e. ~0.1 GiB more non-torch at TP2.
+# Memory gone before the start snapshot (an estimate; a journal run replaces it): the CUDA context,
+# then NCCL's communicators when ranks > 1. The terms after the snapshot (non-torch memory, the
+# activation peak, the graph pool) are cockpit/backends/vllm/terms.py's, one function each.
 CUDA_CONTEXT_GIB = 0.6
 DIST_INIT_GIB = 0.3
-NON_TORCH_GIB = 0.16
-NON_TORCH_DIST_GIB = 0.1
-# The profile run's activations: per scheduled token, bf16 hidden states (4 × hidden), the MLP's
-# gate/up output (2 × intermediate per rank) and q/k/v per rank; the sampler keeps fp32 logits of
-# max_num_seqs rows and one working copy.
-SAMPLER_COPIES = 2
-# CUDA-graph pool: a base plus a per-layer term (the golden 64-layer TP2 pool is 0.86 GiB, real
-# 28-layer pools 0.45–0.84 GiB); none with --enforce-eager or cudagraph_mode NONE.
-GRAPH_BASE_GIB = 0.25
-GRAPH_PER_LAYER_GIB = 0.01
 KV_DTYPE_BYTES = {"auto": 0.0, "bfloat16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "fp8_inc": 1.0}
 FP8_DS_MLA_BYTES_PER_LAYER = 656  # FlashMLA's fp8 cache entry: 512 fp8 + 4 fp32 scales + 64 bf16 rope
 
@@ -287,7 +286,8 @@ def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
 
 
 def kv_tokens(kv_gib: float, cell: float, block: int) -> int:
-    """Whole blocks of `block` tokens in `kv_gib` (get_num_blocks), as tokens."""
+    """Whole blocks of `block` tokens in `kv_gib` (get_num_blocks), as tokens, for a cache whose
+    layers are all one kind (a hybrid model's groups: KvLayout.tokens)."""
     if kv_gib <= 0 or cell <= 0:
         return 0
     return int(kv_gib * GIB // (cell * block)) * block
@@ -306,26 +306,28 @@ def batch_defaults(gpu_total_gib: float, s: Settings, max_model_len: int, gpu_na
 
 
 def activation_gib(cfg: ModelConfig, s: Settings, seqs: int, batched: int) -> float:
-    """A: the profile run's transient peak (profile_run + the sampler warm-up), an estimate."""
-    inter = max(cfg.intermediate_size, cfg.experts_per_token * cfg.moe_intermediate_size) / s.tp
-    qkv = (cfg.num_attention_heads + 2 * cfg.num_kv_heads) * cfg.head_dim / s.tp
-    per_token = 2.0 * (4 * cfg.hidden_size + 2 * inter + qkv)
-    sampler = seqs * cfg.vocab_size * 4.0 * SAMPLER_COPIES
-    return (batched * per_token + sampler) / GIB
+    """A: the profile run's transient peak (terms.activation_term)."""
+    return activation_term(cfg, s, seqs, batched).gib
 
 
 def graph_gib(cfg: ModelConfig, s: Settings) -> float:
-    if not s.graphs:
-        return 0.0
-    return GRAPH_BASE_GIB + GRAPH_PER_LAYER_GIB * math.ceil(cfg.layers / max(1, s.pp))
+    return graph_term(cfg, s).gib
 
 
 def pre_snapshot_gib(s: Settings) -> float:
     return CUDA_CONTEXT_GIB + (DIST_INIT_GIB if s.tp * s.pp * s.dp > 1 else 0.0)
 
 
-def non_torch_gib(s: Settings) -> float:
-    return NON_TORCH_GIB + (NON_TORCH_DIST_GIB if s.tp * s.pp > 1 else 0.0)
+def non_torch_gib(s: Settings, gpu_name: str | None = None) -> float:
+    return non_torch_term(s, platform_of(gpu_name)).gib
+
+
+# Unknown KV connectors: vllm#21348 (Qwen3-235B-A22B-FP8 TP4 with LMCacheConnectorV1) printed
+# 8.11 GiB of KV where the same launch without a connector plans ~13.3: the connector's own GPU
+# staging buffers, not visible in any flag. The band's low end keeps that much room.
+UNKNOWN_CONNECTOR_SPREAD_GIB = 5.5
+OFFLOAD_CONNECTORS = ("LMCacheConnectorV1", "LMCacheConnector", "OffloadingConnector", "MooncakeStoreConnector",
+                      "SharedStorageConnector", "LMCacheMPConnector")
 
 
 def plan(
@@ -355,28 +357,51 @@ def plan(
     drafted = draft_terms(cfg, weights, draft, s, notes)
     draft_w, draft_cell = drafted or (0.0, 0.0)
     w = max(0.0, w_bytes / GIB - s.cpu_offload_gib) + draft_w
+    platform = platform_of(gpu.name, t)
     base = gpu.free_gib if gpu.free_gib is not None else t
     f0 = base - pre_snapshot_gib(s)
-    n = non_torch_gib(s)
+    w_t = weights_term(w, bool(getattr(weights, "estimated", False)) or weights.kind == "config", platform, cfg.quant.method)
+    if cfg.has_vision and w_t.spread and (getattr(weights, "estimated", False) or weights.kind == "config"):
+        w_t = Term(w_t.gib, w_t.spread + 0.6)  # the tower estimated as a plain ViT (Gemma 3: −0.3 … −0.6 GiB)
+    n_t = non_torch_term(s, platform)
+    n = n_t.gib
     cell = cell_bytes(cfg, s) + draft_cell
     block = int(s.block_size or DEFAULT_BLOCK)
     mml = int(s.max_model_len or cfg.context_length or 0)
     if mml <= 0:
         raise ModelConfigError(f"{cfg.name}: no max_position_embeddings in config.json and no --max-model-len")
     seqs, batched = batch_defaults(t, s, mml, gpu.name)
-    act = activation_gib(cfg, s, seqs, batched)
-    g = graph_gib(cfg, s)
+    act_t = activation_term(cfg, s, seqs, batched)
+    act = act_t.gib
+    g_t = graph_term(cfg, s)
+    g = g_t.gib
     g_hat = g if s.graphs and s.estimate_graphs else 0.0
     if gpu.name is None and t >= 70 and not (s.max_num_seqs and s.max_num_batched_tokens):
         notes.append("the card's name is not measured: vLLM's batch defaults are taken as for an H100-class card "
                      "(an A100 keeps 256 sequences / 2048 batched tokens)")
+    layout: KvLayout | None = None
+    stage_layers = math.ceil(cfg.layers / max(1, s.pp))
+    if cfg.swa_layers and not draft_cell:
+        layout = kv_layout(cfg, stage_layers, cell / stage_layers)
+        if layout.padding:
+            notes.append(f"hybrid KV cache: {cfg.swa_layers} sliding-window and {cfg.full_attention_layers} full-attention layers "
+                         f"in groups of {layout.group_size}: vLLM adds {layout.padding} padding layer(s) whose blocks hold no tokens "
+                         f"(kv_cache_utils: \"Add {layout.padding} padding layers\")")
+    # the band: each estimated term at either end of its spread (terms.py); an unknown connector
+    # may hold GPU memory beside the KV cache, so the low end keeps room for it
+    spread_low = spread_high = w_t.spread + n_t.spread + act_t.spread + (g_t.spread if g_hat else 0.0)
+    if s.kv_connector and s.kv_connector not in IN_PLACE_CONNECTORS + GPU_BUFFER_CONNECTORS:
+        spread_low += UNKNOWN_CONNECTOR_SPREAD_GIB
+
+    def tok_of(kv: float) -> int:
+        return layout.tokens(kv, block) if layout is not None else kv_tokens(kv, cell, block)
 
     def starts(u: float, tok: int) -> bool:
         return u * t <= f0 and tok >= mml
 
     def estimate(u: float) -> tuple[float, int, float]:
-        kv = math.ceil(u * t * GIB) / GIB - (w + n + act) - g_hat
-        tok = kv_tokens(kv, cell, block)
+        kv = requested_gib(u, t) - (w + n + act) - g_hat
+        tok = tok_of(kv)
         return kv, tok, f0 - (w + n) - kv - g - s.kv_buffer_gib
 
     cal_err: dict[str, float] = {}
@@ -394,21 +419,25 @@ def plan(
             # Δu·T moves between the KV cache and free memory, one for one (memory.py)
             d = (u - calibration.value) * t
             kv = kv_c + d
-            return kv, kv_tokens(kv, cell, block), calibration.headroom_after_capture_gib - d
+            return kv, tok_of(kv), calibration.headroom_after_capture_gib - d
 
         row_of = calibrated
 
     def row(u: float) -> PlanRow:
         kv, tok, head = row_of(u)
-        return PlanRow(FLAG, u, tok if starts(u, tok) else 0, kv, head)
+        if calibration is not None:  # measured: no band
+            return PlanRow(FLAG, u, tok if starts(u, tok) else 0, kv, head)
+        lo, hi = tok_of(kv - spread_low), tok_of(kv + spread_high)
+        return PlanRow(FLAG, u, tok if starts(u, tok) else 0, kv, head, lo if starts(u, lo) else 0, hi if starts(u, hi) else 0)
 
     rows = tuple(row(v) for v in TABLE)
-    meets = [r for r in (row(v) for v in SEARCH) if r.headroom_after_capture_gib >= target_headroom and r.starts]
+    # a recommendation starts at the band's low end too
+    meets = [r for r in (row(v) for v in SEARCH) if r.headroom_after_capture_gib >= target_headroom and r.low > 0]
     recommended = max(meets, key=lambda r: r.value) if meets else None
     is_default = False
     if s.kv_cache_memory_bytes is not None:
         kv = s.kv_cache_memory_bytes / GIB
-        tok = kv_tokens(kv, cell, block)
+        tok = tok_of(kv)
         if calibration is None:
             head = f0 - (w + n) - kv - g - s.kv_buffer_gib
         else:  # the run's free memory, plus what its KV cache held beyond the pin
@@ -418,7 +447,7 @@ def plan(
         room = head - target_headroom
         if room < 0 and kv + room > 0:
             k = math.floor((kv + room) * 4) / 4  # a quarter GiB below what meets the target
-            recommended = PlanRow(PIN_FLAG, float(int(k * GIB)), kv_tokens(k, cell, block), k, head + (kv - k))
+            recommended = PlanRow(PIN_FLAG, float(int(k * GIB)), tok_of(k), k, head + (kv - k))
         elif room >= 0:
             recommended = current
     else:
@@ -434,7 +463,8 @@ def plan(
         notes.append(f"the CUDA-graph estimate is outside the budget (vLLM < {GRAPH_ESTIMATE_SINCE} or {ESTIMATE_ENV}=0): "
                      "graphs come out of the (1 − util) share")
     searched = [row(v) for v in SEARCH]
-    lowest = next((r for r in searched if r.starts), None)
+    lowest = next((r for r in searched if r.max_total_num_tokens > 0), None)
+    safe = next((r for r in searched if r.low > 0), None) if current is not None and current.tight else None
     if lowest is not None and lowest.value > SEARCH[0]:
         notes.append(f"below {FLAG} {lowest.value:g} vLLM refuses to start: the KV cache holds fewer tokens than "
                      f"--max-model-len {mml:,}")
@@ -455,9 +485,15 @@ def plan(
         elif s.kv_connector in IN_PLACE_CONNECTORS:
             notes.append(f"{who}{s.kv_connector}: the connector registers the KV cache itself for transfer; "
                          "no GPU buffer of its own")
+        elif s.kv_connector in OFFLOAD_CONNECTORS:
+            notes.append(f"{who}{s.kv_connector}: a KV offload connector keeps KV in host memory or storage outside the GPU "
+                         "pool — the plan sizes the GPU pool only and cannot see the connector's capacity or its GPU staging "
+                         f"buffers; the band's low end keeps {UNKNOWN_CONNECTOR_SPREAD_GIB:g} GiB for them (vllm#21348 printed "
+                         "that much less KV with LMCacheConnectorV1)")
         else:
             notes.append(f"{who}{s.kv_connector or 'no kv_connector named'} (--kv-transfer-config): "
-                         "the connector's own GPU buffers are not known to the plan and not in it")
+                         "the connector's own GPU buffers are not known to the plan and not in it"
+                         + (f"; the band's low end keeps {UNKNOWN_CONNECTOR_SPREAD_GIB:g} GiB for them" if s.kv_connector else ""))
     if calibration is None:
         notes.append("estimate: non-torch memory, the activation peak and the graph pool are not measured yet; "
                      "a finished run of this setup calibrates them")
@@ -476,6 +512,15 @@ def plan(
         "util_floor": lowest.value if lowest is not None else math.nan,
         "util_ceiling": floor2(f0 / t) if t > 0 else math.nan,  # the most the free memory at start-up allows
         "kv_transfer_buffer_gib": s.kv_buffer_gib if s.kv_buffer_gib else math.nan,
+        # each estimated term's half-width and the KV band's (GiB): docs/PLAN.md's residuals per term
+        "weights_spread_gib": w_t.spread if calibration is None else math.nan,
+        "non_torch_spread_gib": n_t.spread if calibration is None else math.nan,
+        "activation_peak_spread_gib": act_t.spread if calibration is None else math.nan,
+        "graph_estimate_spread_gib": g_t.spread if calibration is None and g_hat else math.nan,
+        "kv_band_low_gib": spread_low if calibration is None else math.nan,
+        "kv_band_high_gib": spread_high if calibration is None else math.nan,
+        "low_end_safe_value": safe.value if safe is not None else math.nan,
+        "kv_layout_padding_layers": float(layout.padding) if layout is not None and layout.padding else math.nan,
         # the draft's share of the weights and of every token's bytes (both already inside
         # weights_gib_per_rank and kv_bytes_per_token), as SGLang's plan names them; absent without
         # --speculative-config or when the named draft could not be read
