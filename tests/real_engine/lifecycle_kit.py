@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.real_engine.conftest import RealVllm
+from tests.real_engine.conftest import RealSglang, RealVllm, engine_lock_path
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -27,11 +27,12 @@ FAST = {"optimization-level": 0}  # -O0: no torch.compile warm-up (~30 s less pe
 
 
 @contextlib.contextmanager
-def module_engine_lock(real_vllm: RealVllm) -> Iterator[None]:
-    """conftest's engine_lock for module-scoped engines (one real engine on this machine at a time)."""
+def module_engine_lock(engine: RealVllm | RealSglang) -> Iterator[None]:
+    """conftest's engine_lock for module-scoped engines (one real engine on this machine at a time,
+    vLLM or SGLang: both venvs lie in one folder, and so does the lock)."""
     import fcntl
 
-    with open(real_vllm.venv.parent / ".engine.lock", "a+") as fh:
+    with open(engine_lock_path(engine.venv), "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
