@@ -221,3 +221,41 @@ def readline_within(proc: subprocess.Popen[str], timeout: float) -> str:
     t.start()
     t.join(timeout)
     return got[0] if got else ""
+
+
+class Generating(threading.Thread):
+    """A client generating long completions one after another until `stop` is set (an engine under
+    load: a stopped process shows as no token generated, not as an idle server)."""
+
+    def __init__(self, port: int, model: str, max_tokens: int = 200) -> None:
+        super().__init__(daemon=True)
+        self.port, self.model, self.max_tokens = port, model, max_tokens
+        self.stop = threading.Event()
+        self.done = 0
+
+    def run(self) -> None:
+        body = json.dumps({"model": self.model, "prompt": "hello", "max_tokens": self.max_tokens,
+                           "ignore_eos": True}).encode()
+        while not self.stop.is_set():
+            req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+            try:
+                urllib.request.urlopen(req, timeout=600).read()
+                self.done += 1
+            except OSError:
+                time.sleep(0.5)
+
+
+def scrape_metrics(port: int, prefix: str) -> dict[str, float]:
+    """The engine's own /metrics: name -> value summed over label sets, histograms left out."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        if fam.type == "histogram":
+            continue
+        for s in fam.samples:
+            if s.name.startswith(prefix) and not s.name.endswith("_created"):
+                out[s.name] = out.get(s.name, 0.0) + float(s.value)
+    return out

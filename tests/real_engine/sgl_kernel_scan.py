@@ -15,6 +15,8 @@ sparse attention …) that the CPU engine never loads, so it is not counted.
 from __future__ import annotations
 
 import ast
+import functools
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,17 +72,34 @@ def _walk(body: list[ast.stmt], guards: list[tuple[ast.expr, bool]], out: list[t
             out.append((node, guards))
 
 
+@functools.lru_cache(maxsize=2)
+def _modules(sglang_dir: Path) -> tuple[tuple[str, ast.Module], ...]:
+    """(path inside the package, parsed module) of every file that names `sgl_kernel` at all (the
+    text is read first: parsing all ~3,000 files would cost a minute on a loaded machine)."""
+    out: list[tuple[str, ast.Module]] = []
+    for path in sorted(sglang_dir.rglob("*.py")):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if "sgl_kernel" not in text:
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SGLang's own invalid escapes (SyntaxWarning)
+            try:
+                tree = ast.parse(text)
+            except SyntaxError:
+                continue
+        out.append((path.relative_to(sglang_dir.parent).as_posix(), tree))
+    return tuple(out)
+
+
 def cpu_imports(sglang_dir: Path) -> list[KernelImport]:
     """Every `sgl_kernel` import SGLang's modules make at load time on the CPU engine without AMX."""
     found: list[KernelImport] = []
-    for path in sorted(sglang_dir.rglob("*.py")):
-        rel = path.relative_to(sglang_dir.parent).as_posix()
+    for rel, tree in _modules(sglang_dir):
         if rel.startswith(("sglang/test/", "sglang/multimodal_gen/")):
             continue  # SGLang's own tests; the diffusion runtime (another server)
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
         stmts: list[tuple[ast.stmt, list]] = []
         _walk(tree.body, [], stmts)
         for node, guards in stmts:
@@ -100,12 +119,7 @@ def cpu_imports(sglang_dir: Path) -> list[KernelImport]:
 def ops_referenced(sglang_dir: Path) -> dict[str, list[str]]:
     """`torch.ops.sgl_kernel.<op>` names and `hasattr(torch.ops.sgl_kernel, "<op>")` probes → where."""
     seen: dict[str, list[str]] = {}
-    for path in sorted(sglang_dir.rglob("*.py")):
-        rel = path.relative_to(sglang_dir.parent).as_posix()
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError):
-            continue
+    for rel, tree in _modules(sglang_dir):
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and _dotted(node.value) == OPS_PREFIX:
                 seen.setdefault(node.attr, []).append(f"{rel}:{node.lineno}")
