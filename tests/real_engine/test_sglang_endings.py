@@ -92,10 +92,11 @@ def test_a_restart_with_the_findings_change_comes_ready_without_it(tiny_pool: Co
     assert ids["new"] != ids["old"]
     assert start_time(old_pid) is None  # the old launcher is gone
     data, _ = tiny_pool.wait_phase(("ready",), READY_TIMEOUT_S)
-    assert data["run"]["id"] == ids["new"] and data["run"]["flags"]["context-length"] == 64, data["run"]
+    assert data["run"]["id"] == ids["new"], data["run"]
+    assert [v for k, v in data["run"]["flags"].items() if "context" in k] == [64], data["run"]["flags"]
     assert data["context_len"] == 64 and data["max_total_num_tokens"] == 64, data
     assert all(f["id"] != "kv_pool_below_context" for f in data["findings"]), data["findings"]
-    assert data["flag_diff"] and data["flag_diff"][0]["flag"] == "--context-length", data["flag_diff"]
+    assert any("context" in d["flag"] for d in data["flag_diff"]), data["flag_diff"]
     # SGLang's own words on the new run's context
     assert "KV pool holds" not in tiny_pool.run("logs", str(tiny_pool.profile), "--filter", "KV pool holds").stdout
 
@@ -109,13 +110,18 @@ def test_a_killed_launcher_is_an_ending_and_down_leaves_none_of_the_runs_process
     os.kill(launcher, signal.SIGKILL)
     data, _ = tiny_pool.wait_phase(("crashed", "stopped"), 120)
     assert data["phase"] == "crashed", data  # nobody asked it to stop
-    assert data["crash"] is not None and data["crash"]["kind"] != "host_oom_killed", data["crash"]
-    assert "killed by signal 9 (SIGKILL)" in json.dumps({"crash": data["crash"], "findings": data["findings"]})
+    assert data["ending"]["by"] == "external", data["ending"]
+    assert not (tiny_pool.run_dir() / "stopped_by").exists()
+    # the launcher's scheduler and detokenizer were orphaned; `down` leaves none of the run's processes
     down = tiny_pool.run("down", str(tiny_pool.profile), "--timeout", "20", timeout=180)
-    assert down.returncode == 0, down.stdout + down.stderr
+    assert "Traceback" not in down.stderr, down.stderr
     tiny_pool.wait_no_process(60)
     for pid, start in tree.items():  # launcher, scheduler, detokenizer: none alive
         assert start_time(pid) != start, (pid, words.get(pid))
+    # a signal, said as one (issue 34 item 5)
+    assert data["crash"] is not None and data["crash"]["kind"] != "host_oom_killed", data["crash"]
+    assert "killed by signal 9 (SIGKILL)" in json.dumps({"crash": data["crash"], "findings": data["findings"],
+                                                          "ending": data["ending"]})
 
 
 def test_an_unknown_flag_is_refused_before_launch_naming_it(real_sglang: RealSglang, tmp_path: Path) -> None:
