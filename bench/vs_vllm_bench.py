@@ -46,6 +46,19 @@ VENV = Path(os.environ.get("COCKPIT_REAL_ENGINE_VENV", "/root/.cache/cockpit-eng
 MODEL = VENV.parent / "models" / "tiny-llama"
 
 
+def isolated_env(root: Path) -> dict[str, str]:
+    """This process's environment with Cockpit's state, HOME and the XDG folders under `root`
+    (a throw-away profile's runs never mix with the operator's), the hubs offline."""
+    (root / "home").mkdir(exist_ok=True)
+    env = dict(os.environ)
+    env.update({"HOME": str(root / "home"), "COCKPIT_RUNS_ROOT": str(root / "runs"), "PYTHONPATH": str(REPO),
+                "XDG_CONFIG_HOME": str(root / "xc"), "XDG_DATA_HOME": str(root / "xd"),
+                "XDG_CACHE_HOME": str(root / "xk"), "XDG_STATE_HOME": str(root / "xs"),
+                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"})
+    env.pop("SSH_AUTH_SOCK", None)
+    return env
+
+
 def child_cpu() -> float:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
@@ -172,13 +185,7 @@ def main() -> int:
     m = machine()
     with tempfile.TemporaryDirectory(prefix="vs-vllm-bench-") as tmp:
         root = Path(tmp)
-        (root / "home").mkdir()
-        env = dict(os.environ)
-        env.update({"HOME": str(root / "home"), "COCKPIT_RUNS_ROOT": str(root / "runs"), "PYTHONPATH": str(REPO),
-                    "XDG_CONFIG_HOME": str(root / "xc"), "XDG_DATA_HOME": str(root / "xd"),
-                    "XDG_CACHE_HOME": str(root / "xk"), "XDG_STATE_HOME": str(root / "xs"),
-                    "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"})
-        env.pop("SSH_AUTH_SOCK", None)
+        env = isolated_env(root)
         with open(VENV.parent / ".engine.lock", "a+") as lock:  # one real engine here at a time (the tests' lock)
             fcntl.flock(lock, fcntl.LOCK_EX)
             rows = measure(a, root, env)

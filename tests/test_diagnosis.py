@@ -221,6 +221,15 @@ def test_kv_pool_below_context() -> None:
     assert f.changes[0].to_value == 246784
 
 
+def test_kv_pool_below_context_under_1024_tokens_caps_the_context_at_the_pool() -> None:
+    # SGLang's CPU engine with --max-total-tokens 64 (tests/real_engine/test_sglang_endings.py):
+    # the change must fit the pool, or the restart it proposes warns again
+    s = story_state(mfs=0.88, worst_after=5.5, others_after=5.5, pre_gap=0.0)
+    s.context_len, s.max_total_num_tokens = 2048, 64
+    f = by_id(diagnose(s), "kv_pool_below_context")
+    assert f.changes[0].flag == "--context-length" and f.changes[0].to_value == 64
+
+
 def test_sorted_most_severe_first_and_json() -> None:
     fs = diagnose(story_state(pre_gap=0.45))
     order = [f.severity for f in fs]

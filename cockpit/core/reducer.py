@@ -470,7 +470,19 @@ def _host_mem(state: RunState, e: ev.HostCacheShortOfMemory) -> None:
     _crash(state, e, HOST_CACHE_SHORT, e.text.strip())
 
 
+# a scheduler ending by SIGTERM after the server said a stop was asked (SGLang's `SIGTERM received.
+# … Draining requests and shutting down...`) is that stop, not a crash; so is the launcher's SIGQUIT
+# clean-up after it
+_STOP_SIGNAL_EXIT = -15
+
+
+def _stop_after_asked(state: RunState) -> bool:
+    return state.shutdown_asked_line is not None and state.crash is None
+
+
 def _rank_dead(state: RunState, e: ev.RankDead) -> None:
+    if e.exit_code == _STOP_SIGNAL_EXIT and _stop_after_asked(state):
+        return
     first = state.crash is None and _ctx(state).pending is None
     if e.exit_code in _OOM_KILL_EXITS:
         _sigkill_crash(state, e, e.text.strip())
@@ -521,6 +533,8 @@ def _port(state: RunState, e: ev.PortInUse) -> None:
 
 
 def _sigquit(state: RunState, e: ev.SigquitReceived) -> None:
+    if _stop_after_asked(state) and _ctx(state).pending is None:
+        return
     _crash(state, e, "unknown", e.text.strip())
 
 

@@ -1,8 +1,11 @@
-"""The real-engine tier: a real vLLM (its CPU build from PyPI) launched by Cockpit on this machine.
+"""The real-engine tier: a real vLLM (its CPU build from PyPI) and SGLang's own engine (its CPU path)
+launched by Cockpit on this machine.
 
-Every test here is marked `real_engine` (added below by folder); run the tier alone with
+Every test here is marked `real_engine` (added below by folder), and by engine: `real_sglang` for
+the files named `test_sglang_*.py`, `real_vllm` for the others. Run the tier alone with
     bash scripts/test.sh -m real_engine        (or: .venv/bin/python -m pytest -m real_engine)
-and the fast tier alone with `-m "not real_engine"`.
+one engine's tests alone with `-m real_vllm` or `-m real_sglang`, and the fast tier alone with
+`-m "not real_engine"`.
 
 Fixtures:
 
@@ -15,6 +18,13 @@ Fixtures:
     speculative-decoding draft, 512 B a token), version ("0.32.0").
     Methods: profile(tmp_path, name, **overrides) -> Path writes a profile YAML that launches
     `vllm serve` on `tiny` on a free port (workdir, log and runs under tmp_path) and returns its path.
+
+`real_sglang` (session) -> RealSglang
+    SGLang 0.5.23's venv (`bash scripts/real-engine.sh sglang`, run by this fixture when
+    COCKPIT_REAL_SGLANG_VENV is not set; fails, never skips, when it cannot be installed) and the
+    same tiny checkpoints. `profile(tmp_path, name, server=…, env=…)` writes a profile launching
+    `python -m sglang.launch_server --device cpu` on `tiny` with SGLANG_USE_CPU_ENGINE=1 (the CPU
+    engine's switch), metrics on, a 4,096-token KV pool.
 
 `engine_lock` (function): serialises real engines across concurrently running pytest processes on
     this machine (two CPU engines at once on 2 cores double every start-up). A file lock under the
@@ -46,8 +56,11 @@ ENGINE_VERSION = "0.32.0"
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
-        if here in Path(str(item.fspath)).parents:
+        path = Path(str(item.fspath))
+        if here in path.parents:
             item.add_marker(pytest.mark.real_engine)
+            item.add_marker(pytest.mark.real_sglang if path.name.startswith("test_sglang_")
+                            else pytest.mark.real_vllm)
 
 
 @dataclass(frozen=True)
@@ -145,9 +158,92 @@ def real_vllm() -> RealVllm:
     return RealVllm(venv=venv, models=models)
 
 
+SGLANG_VERSION = "0.5.23"
+
+
+@dataclass(frozen=True)
+class RealSglang:
+    venv: Path
+    models: Path
+    version: str = SGLANG_VERSION
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    @property
+    def tiny(self) -> Path:
+        return self.models / "tiny-llama"
+
+    @property
+    def sglang_dir(self) -> Path:
+        """The installed `sglang` package (its source, for the scans)."""
+        found = sorted((self.venv / "lib").glob("python3*/site-packages/sglang"))
+        assert found, f"no sglang package under {self.venv}/lib"
+        return found[0]
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """What an SGLang real-engine profile sets in the server's environment."""
+        env = {
+            # SGLang's CPU engine is chosen by this variable (srt/utils/common.py is_cpu()), with
+            # --device cpu; without it the CUDA path runs on CPU tensors and fails building the model
+            "SGLANG_USE_CPU_ENGINE": "1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "DO_NOT_TRACK": "1",
+        }
+        env.update(extra)
+        return env
+
+    def profile(self, tmp_path: Path, name: str = "real-sglang", *, server: dict[str, Any] | None = None,
+                env: dict[str, str] | None = None, **top: Any) -> Path:
+        """A profile launching SGLang's CPU engine on `tiny` (or server['model-path']) on a free port."""
+        srv: dict[str, Any] = {
+            "model-path": str(self.tiny), "port": free_port(), "host": "127.0.0.1", "device": "cpu",
+            "enable-metrics": True, "mem-fraction-static": 0.5, "max-total-tokens": 4096,
+        }
+        srv.update(server or {})
+        doc: dict[str, Any] = {
+            "name": name, "backend": "sglang", "version": self.version,
+            "hosts": [{"ssh": "local"}],
+            "python": str(self.python),
+            "workdir": str(tmp_path / "work"), "log": "logs/sglang.log",
+            "env": self.env(**(env or {})),
+            "server": {k: v for k, v in srv.items() if v is not None},
+        }
+        doc.update(top)
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return path
+
+
+@pytest.fixture(scope="session")
+def real_sglang() -> RealSglang:
+    venv_env = os.environ.get("COCKPIT_REAL_SGLANG_VENV")
+    if venv_env:
+        venv = Path(venv_env)
+    else:
+        proc = subprocess.run(["bash", str(REPO / "scripts" / "real-engine.sh"), "sglang"], capture_output=True,
+                              text=True, timeout=1800)
+        if proc.returncode != 0:
+            pytest.fail(f"SGLang could not be installed (bash scripts/real-engine.sh sglang):\n"
+                        f"{proc.stderr[-3000:]}")
+        venv = Path(proc.stdout.strip().splitlines()[-1])
+    models = venv.parent / "models"
+    for need in (venv / ".cockpit-installed", venv / "bin" / "python", models / "tiny-llama" / "config.json"):
+        if not need.exists():
+            pytest.fail(f"{need} is missing: run `bash scripts/real-engine.sh sglang`")
+    return RealSglang(venv=venv, models=models)
+
+
+def engine_lock_path(venv: Path) -> Path:
+    """The machine-wide engine lock: one file beside every engine's venv (vLLM's and SGLang's)."""
+    return venv.parent / ".engine.lock"
+
+
 @pytest.fixture
 def engine_lock(real_vllm: RealVllm) -> Iterator[None]:
-    lock = real_vllm.venv.parent / ".engine.lock"
+    lock = engine_lock_path(real_vllm.venv)
     with open(lock, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.real_engine.conftest import RealVllm
+from tests.real_engine.conftest import RealSglang, RealVllm, engine_lock_path
 
 PY = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -27,11 +27,12 @@ FAST = {"optimization-level": 0}  # -O0: no torch.compile warm-up (~30 s less pe
 
 
 @contextlib.contextmanager
-def module_engine_lock(real_vllm: RealVllm) -> Iterator[None]:
-    """conftest's engine_lock for module-scoped engines (one real engine on this machine at a time)."""
+def module_engine_lock(engine: RealVllm | RealSglang) -> Iterator[None]:
+    """conftest's engine_lock for module-scoped engines (one real engine on this machine at a time,
+    vLLM or SGLang: both venvs lie in one folder, and so does the lock)."""
     import fcntl
 
-    with open(real_vllm.venv.parent / ".engine.lock", "a+") as fh:
+    with open(engine_lock_path(engine.venv), "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -220,3 +221,41 @@ def readline_within(proc: subprocess.Popen[str], timeout: float) -> str:
     t.start()
     t.join(timeout)
     return got[0] if got else ""
+
+
+class Generating(threading.Thread):
+    """A client generating long completions one after another until `stop` is set (an engine under
+    load: a stopped process shows as no token generated, not as an idle server)."""
+
+    def __init__(self, port: int, model: str, max_tokens: int = 200) -> None:
+        super().__init__(daemon=True)
+        self.port, self.model, self.max_tokens = port, model, max_tokens
+        self.stop = threading.Event()
+        self.done = 0
+
+    def run(self) -> None:
+        body = json.dumps({"model": self.model, "prompt": "hello", "max_tokens": self.max_tokens,
+                           "ignore_eos": True}).encode()
+        while not self.stop.is_set():
+            req = urllib.request.Request(f"http://127.0.0.1:{self.port}/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+            try:
+                urllib.request.urlopen(req, timeout=600).read()
+                self.done += 1
+            except OSError:
+                time.sleep(0.5)
+
+
+def scrape_metrics(port: int, prefix: str) -> dict[str, float]:
+    """The engine's own /metrics: name -> value summed over label sets, histograms left out."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        if fam.type == "histogram":
+            continue
+        for s in fam.samples:
+            if s.name.startswith(prefix) and not s.name.endswith("_created"):
+                out[s.name] = out.get(s.name, 0.0) + float(s.value)
+    return out

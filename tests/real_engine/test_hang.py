@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from cockpit.backends import get_backend
 from tests.conftest import isolated_env
 from tests.real_engine.conftest import RealVllm
+from tests.real_engine.lifecycle_kit import Generating
 
 HANG_AFTER_S = 15
 # the first test's setup starts a TP2 engine (2-4 minutes on a busy 2-core machine) after waiting
@@ -102,28 +102,6 @@ def health(engine: Engine) -> int:
         return int(urllib.request.urlopen(engine.url("/health"), timeout=10).status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
-
-
-class Client(threading.Thread):
-    """A client generating long completions one after another until told to stop."""
-
-    def __init__(self, engine: Engine, model: str) -> None:
-        super().__init__(daemon=True)
-        self.engine, self.model = engine, model
-        self.stop = threading.Event()
-        self.done = 0
-
-    def run(self) -> None:
-        body = json.dumps({"model": self.model, "prompt": "hello", "max_tokens": 400,
-                           "ignore_eos": True}).encode()
-        while not self.stop.is_set():
-            req = urllib.request.Request(self.engine.url("/v1/completions"), data=body,
-                                         headers={"Content-Type": "application/json"})
-            try:
-                urllib.request.urlopen(req, timeout=600).read()
-                self.done += 1
-            except OSError:
-                time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +200,7 @@ def test_serving_figures_are_the_engines_own_counters(tp2: Engine) -> None:
                    "requests_finished", "ttft", "itl", "e2e", "prefix_cache_hits", "prefix_cache_queries"):
         assert sv["names"][figure] == table[figure][0], figure
 
-    client = Client(tp2, model_of(tp2))
+    client = Generating(tp2.port, model_of(tp2), max_tokens=400)
     client.start()
     try:
         time.sleep(3)
@@ -252,7 +230,7 @@ def test_a_stopped_worker_is_hung_though_health_answers_then_ready_again(tp2: En
     workers = {pid: cmd for pid, cmd in tree.items() if "Worker_TP1" in cmd}
     assert workers, tree
     (worker,) = workers
-    client = Client(tp2, model_of(tp2))
+    client = Generating(tp2.port, model_of(tp2), max_tokens=400)
     client.start()
     time.sleep(2)
     os.kill(worker, signal.SIGSTOP)

@@ -751,7 +751,9 @@ def _kv_below_context(ctx: _Ctx) -> list[Finding]:
     tokens = st.max_total_num_tokens
     if not ctx_len or not tokens or tokens >= ctx_len:
         return []
-    new_ctx = max(1024, tokens // 1024 * 1024)
+    # a whole number of KiB-tokens below the pool; a pool under 1,024 tokens (a test rig, a tiny
+    # --max-total-tokens) is capped at the pool itself: 1,024 would still not fit
+    new_ctx = tokens // 1024 * 1024 if tokens >= 1024 else tokens
     msg = (
         f"The KV pool holds {tokens:,} tokens, fewer than one request at the full context length {ctx_len:,}: "
         "a long request can never be scheduled. Give the pool more memory (higher --mem-fraction-static if the "

@@ -59,7 +59,8 @@ _RX_TRY_ALLOC = lazy(r"Try to allocate (\d+) tokens")
 _RX_SEQ = lazy(r"SeqNum=(\d+)|work sequence id:? (\d+)|last enqueued (?:NCCL )?work: (\d+)")
 # `Exception in ModelTpServer:`, 0.3's `Exception in run_tp_server:`, `Exception in thread X:`
 _RX_EXC_HEADER = lazy(r"^(?:Exception in (?:[\w.]{1,64}|thread [^:]*+)|Process [\w:-]{1,200})\s*+:\s*+$")
-_RX_ARGPARSE = lazy(r"^(?:\S{0,200}?(?:launch_server|sglang)\S{0,200}?|\S{1,200}?\.py): error: ")
+# argparse's `PROG: error: …`; 0.5.23's prog is `sglang serve` even under `python -m sglang.launch_server`
+_RX_ARGPARSE = lazy(r"^(?:\S{0,200}?(?:launch_server|sglang)\S{0,200}?(?: serve)?|\S{1,200}?\.py): error: ")
 # the interpreter itself refusing to start the server: `python3: No module named sglang`,
 # `python3: Error while finding module specification for 'sglang.launch_server' (ModuleNotFoundError: …)`
 _RX_INTERPRETER = lazy(r"^\S*python[\d.]*: (?:No module named |Error while finding module specification for "

@@ -611,6 +611,10 @@ def _classify_record(line: int, ts: str, rank: str | None, msg: str, out: list[E
             out.append(ev.SchedulerException(line, ts, rank))
         elif msg.startswith("SIGQUIT received"):
             out.append(ev.SigquitReceived(line, ts, rank, False, msg))
+        elif msg.startswith("SIGTERM received. "):
+            # tokenizer_manager.py (0.5.23): `SIGTERM received. signum=… frame=…. Draining requests
+            # and shutting down...` — a stop was asked; the scheduler's -15 and SIGQUIT after it are its
+            out.append(ev.ShutdownAsked(line, ts, rank, msg.strip()))
         elif msg.startswith("Subprocess scheduler_"):
             m = _RX_SUBPROC.search(msg)
             if m:
