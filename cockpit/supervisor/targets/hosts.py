@@ -15,7 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from cockpit.preflight.gate import merged_flags
+from cockpit.preflight.gate import head_rendezvous, merged_flags
 from cockpit.remote.host import ServerExited
 from cockpit.remote.hostresults import LaunchReply, NodeTree, RunRecord, StackRequest, StopReply, run_or_none
 from cockpit.supervisor import telemetry_feed
@@ -80,16 +80,16 @@ class HostsTarget:
             if len(nodes) > 1:
                 dist_addr = run.backend.launch.rendezvous_addr(flags)
                 if dist_addr is None:
-                    addr, port = await nodes[0].ops.free_port()
-                    dist_addr = f"{addr}:{port}"
+                    dist_addr = await head_rendezvous(profile, nodes[0].ops)
             argvs = run.backend.launch.node_argvs(profile, overrides, dist_addr)
         env = {**profile.env, **run.debug_env, **run.backend.launch.secret_env(profile, overrides)}
         launched: list[tuple[Node, RunRecord]] = []
         for node, argv in zip(nodes, argvs, strict=True):
             argv = resolve_program(list(argv), local=node.host.is_local)
             meta = {"flags": flags, "overrides": overrides, "node_rank": node.index, "hosts": [n.label for n in nodes]}
+            node_env = {**env, **run.backend.launch.node_env(profile, node.index), **node.host.env}
             res = LaunchReply.from_wire(await node.ops.launch(
-                node.key, run_id, argv, env=dict(env), cwd=profile.workdir,
+                node.key, run_id, argv, env=node_env, cwd=profile.workdir,
                 log=node.log_file, meta=meta))
             if res.refused:
                 # lost a race with another cockpit: theirs wins, we attach
