@@ -279,7 +279,7 @@ class Supervisor:
             apply(own, exited)
         crash = own.crash if own is not None else None
         if crash is not None and crash.message:
-            last = crash.message
+            last = crash.message.rstrip(". ")
         else:
             last = f"its server exited with code {exited.exit_code} and its log names no cause"
         self._dead_nodes[node.index] = Finding(
