@@ -73,7 +73,7 @@ def engine_pythons(profile: Profile) -> list[str]:
     prog = profile.program[0] if profile.program else ""
     if prog.startswith(("/", "~")) and "/" in prog:
         out.append(prog.rsplit("/", 1)[0] + "/python")
-    return out
+    return list(dict.fromkeys(out))
 
 
 def _path_like(model: str) -> bool:
