@@ -1,4 +1,4 @@
-"""One REAL vLLM server (its CPU build) across two nodes, launched, followed, benched and stopped by
+"""What the two-node tests share (test_two_node_tp.py, test_two_node_dp.py): one REAL vLLM server (its CPU build) across two nodes, launched, followed, benched and stopped by
 Cockpit over SSH: node 0 is `gpu-box-1` (the session's sshd) at 127.0.0.1, node 1 is `gpu-box-2`
 (the second sshd) at 127.0.0.2 — two loopback addresses of this machine standing in for two hosts,
 each node's engine bound to its own core (VLLM_CPU_OMP_THREADS_BIND, from the host's own `env:`).
@@ -21,11 +21,9 @@ import os
 import signal
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from tests.conftest import SshHome, free_port
@@ -36,15 +34,12 @@ from tests.real_engine.lifecycle_kit import (
     Cockpit,
     cmdline,
     cockpit,
-    module_engine_lock,
 )
-
-pytestmark = pytest.mark.timeout(1800)
 
 DEAD_NODE_WITHIN_S = 30
 
 
-def _profile(real_vllm: RealVllm, root: Path, name: str, server: dict[str, Any]) -> Path:
+def profile(real_vllm: RealVllm, root: Path, name: str, server: dict[str, Any]) -> Path:
     doc = {
         "name": name, "backend": "vllm", "version": real_vllm.version,
         "hosts": [
@@ -63,8 +58,8 @@ def _profile(real_vllm: RealVllm, root: Path, name: str, server: dict[str, Any])
     return path
 
 
-def _launch(real_vllm: RealVllm, ssh_home: SshHome, root: Path, name: str, server: dict[str, Any]) -> Cockpit:
-    ck = cockpit(root, _profile(real_vllm, root, name, server), base_env={**os.environ, **ssh_home.env})
+def launch(real_vllm: RealVllm, ssh_home: SshHome, root: Path, name: str, server: dict[str, Any]) -> Cockpit:
+    ck = cockpit(root, profile(real_vllm, root, name, server), base_env={**os.environ, **ssh_home.env})
     up = ck.run("up", str(ck.profile), "--wait", "ready", "--timeout", str(READY_TIMEOUT_S), timeout=READY_TIMEOUT_S + 90)
     assert up.returncode == 0, up.stdout + up.stderr
     return ck
@@ -158,108 +153,3 @@ def bench_ok(ck: Cockpit) -> dict[str, Any]:
     return r
 
 
-# ---------------------------------------------------------------- TP across two nodes
-
-
-@pytest.fixture(scope="module")
-def tp_run(real_vllm: RealVllm, ssh_home: SshHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cockpit]:
-    root = tmp_path_factory.mktemp("two-node-tp")
-    with module_engine_lock(real_vllm):
-        ck: Cockpit | None = None
-        try:
-            ck = _launch(real_vllm, ssh_home, root, "two-node-tp", {"tp": 2})
-            yield ck
-        finally:
-            if ck is not None:
-                reap(ck)
-
-
-def test_two_node_tp_ready_with_derived_flags_and_bench(tp_run: Cockpit) -> None:
-    data = tp_run.status()
-    assert data["phase"] == "ready" and data["health"] == "200", data
-    assert data["run"]["hosts"] == ["gpu-box-1", "gpu-box-2"]
-    head, other = argv_of(tp_run, 0), argv_of(tp_run, 1)
-    assert opt(head, "--nnodes") == opt(other, "--nnodes") == "2"
-    assert (opt(head, "--node-rank"), opt(other, "--node-rank")) == ("0", "1")
-    assert "--headless" in other and "--headless" not in head
-    # the rendezvous is node 0's address as the profile names it, one port for both
-    assert opt(head, "--master-addr") == opt(other, "--master-addr") == "127.0.0.1"
-    assert opt(head, "--master-port") == opt(other, "--master-port")
-    env1 = json.loads((node_run_dir(tp_run, 1) / "env.json").read_text())
-    assert env1["VLLM_HOST_IP"] == "127.0.0.2" and env1["VLLM_CPU_OMP_THREADS_BIND"] == "1"
-    # each node's processes are its own: the head's engine and TP0, node 1's TP1
-    node_process(tp_run, 0, "Worker_TP0")
-    node_process(tp_run, 1, "Worker_TP1")
-    bench_ok(tp_run)
-
-
-def test_two_node_tp_dead_node_named_while_head_health_200(tp_run: Cockpit) -> None:
-    port = int(yaml.safe_load(tp_run.profile.read_text())["server"]["port"])
-    worker = node_process(tp_run, 1, "Worker_TP1")
-    t_kill = time.monotonic()
-    os.kill(worker, signal.SIGKILL)
-    data, took, seen = wait_dead_node(tp_run, port, t_kill)
-    assert took <= DEAD_NODE_WITHIN_S, took
-    # the head still says it is healthy: nobody sent it a request that needs node 1
-    assert seen and seen[-1] == 200, seen
-    f = next(f for f in data["findings"] if f["id"] == "node_died")
-    assert f["severity"] == "critical"
-    assert f["message"].startswith("node 1 (gpu-box-2) died"), f["message"]
-    # its last decisive line, as node 1 printed it (vLLM prints the worker's exit code as -9, or as
-    # None when it had not reaped the worker yet: both seen here)
-    assert "Worker proc VllmWorker-1 died unexpectedly (exit code: " in f["message"], f["message"]
-    assert data["phase"] in ("crashed", "degraded"), data["phase"]
-
-
-def test_two_node_tp_down_leaves_nothing_on_either_node(tp_run: Cockpit) -> None:
-    down = tp_run.run("down", str(tp_run.profile), "--timeout", "20", timeout=180)
-    assert down.returncode == 0, down.stdout + down.stderr
-    deadline = time.monotonic() + 40
-    while alive_of_run(tp_run) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    left = alive_of_run(tp_run)
-    assert not left, [(p, cmdline(p)) for p in left]
-
-
-# ---------------------------------------------------------------- DP across two nodes
-
-
-@pytest.fixture(scope="module")
-def dp_run(real_vllm: RealVllm, ssh_home: SshHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cockpit]:
-    root = tmp_path_factory.mktemp("two-node-dp")
-    with module_engine_lock(real_vllm):
-        ck: Cockpit | None = None
-        try:
-            ck = _launch(real_vllm, ssh_home, root, "two-node-dp", {"dp": 2})
-            yield ck
-        finally:
-            if ck is not None:
-                reap(ck)
-
-
-def test_two_node_dp_ready_bench_dead_node_and_down(dp_run: Cockpit) -> None:
-    data = dp_run.status()
-    assert data["phase"] == "ready" and data["health"] == "200", data
-    head, other = argv_of(dp_run, 0), argv_of(dp_run, 1)
-    assert opt(head, "--data-parallel-size-local") == opt(other, "--data-parallel-size-local") == "1"
-    assert (opt(head, "--data-parallel-start-rank"), opt(other, "--data-parallel-start-rank")) == ("0", "1")
-    assert opt(head, "--data-parallel-address") == opt(other, "--data-parallel-address") == "127.0.0.1"
-    assert opt(head, "--data-parallel-rpc-port") == opt(other, "--data-parallel-rpc-port")
-    assert "--headless" in other and "--headless" not in head and "--nnodes" not in head
-    bench_ok(dp_run)
-    port = int(yaml.safe_load(dp_run.profile.read_text())["server"]["port"])
-    engine = node_process(dp_run, 1, "EngineCore_DP1")
-    t_kill = time.monotonic()
-    os.kill(engine, signal.SIGKILL)
-    data, took, seen = wait_dead_node(dp_run, port, t_kill)
-    assert took <= DEAD_NODE_WITHIN_S, took
-    assert seen and seen[-1] == 200, seen
-    f = next(f for f in data["findings"] if f["id"] == "node_died")
-    assert f["message"].startswith("node 1 (gpu-box-2) died"), f["message"]
-    down = dp_run.run("down", str(dp_run.profile), "--timeout", "20", timeout=180)
-    assert down.returncode == 0, down.stdout + down.stderr
-    deadline = time.monotonic() + 40
-    while alive_of_run(dp_run) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    left = alive_of_run(dp_run)
-    assert not left, [(p, cmdline(p)) for p in left]
