@@ -216,8 +216,11 @@ def _opt(argv: list[str], flag: str) -> str:
 
 def test_multi_node_dp_argv_splits_the_ranks_and_names_the_head() -> None:
     node0, node1 = get_backend("vllm").launch.node_argvs(_two_nodes({"dp": 16, "tp": 1}), None, "10.0.0.1:13345")
-    for argv, start in ((node0, "0"), (node1, "8")):
-        assert _opt(argv, "--data-parallel-size-local") == "8" and _opt(argv, "--data-parallel-start-rank") == start
+    # the head takes no start rank: vLLM would read one there as hybrid load balancing and refuse
+    # the headless node ("Remote engine 1 must not use --headless in external or hybrid dp lb mode")
+    assert "--data-parallel-start-rank" not in node0 and _opt(node1, "--data-parallel-start-rank") == "8"
+    for argv in (node0, node1):
+        assert _opt(argv, "--data-parallel-size-local") == "8"
         assert _opt(argv, "--data-parallel-address") == "10.0.0.1" and _opt(argv, "--data-parallel-rpc-port") == "13345"
         assert "--nnodes" not in argv and "--master-addr" not in argv  # DP's way, not TP's
     assert "--headless" in node1 and "--headless" not in node0

@@ -13,17 +13,16 @@ import yaml
 
 from tests.conftest import SshHome
 from tests.real_engine.conftest import RealVllm
-from tests.real_engine.lifecycle_kit import Cockpit, cmdline, module_engine_lock
+from tests.real_engine.lifecycle_kit import Cockpit, cmdline
 from tests.real_engine.two_node_kit import (
     DEAD_NODE_WITHIN_S,
     alive_of_run,
     argv_of,
     bench_ok,
-    launch,
     node_process,
     node_run_dir,
     opt,
-    reap,
+    served,
     wait_dead_node,
 )
 
@@ -35,15 +34,8 @@ pytestmark = pytest.mark.timeout(1800)
 
 @pytest.fixture(scope="module")
 def tp_run(real_vllm: RealVllm, ssh_home: SshHome, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cockpit]:
-    root = tmp_path_factory.mktemp("two-node-tp")
-    with module_engine_lock(real_vllm):
-        ck: Cockpit | None = None
-        try:
-            ck = launch(real_vllm, ssh_home, root, "two-node-tp", {"tp": 2})
-            yield ck
-        finally:
-            if ck is not None:
-                reap(ck)
+    with served(real_vllm, ssh_home, tmp_path_factory.mktemp("two-node-tp"), "two-node-tp", {"tp": 2}) as ck:
+        yield ck
 
 
 def test_two_node_tp_ready_with_derived_flags_and_bench(tp_run: Cockpit) -> None:

@@ -16,11 +16,13 @@ lock holds the machine for the module.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from tests.real_engine.lifecycle_kit import (
     Cockpit,
     cmdline,
     cockpit,
+    module_engine_lock,
 )
 
 DEAD_NODE_WITHIN_S = 30
@@ -58,11 +61,19 @@ def profile(real_vllm: RealVllm, root: Path, name: str, server: dict[str, Any]) 
     return path
 
 
-def launch(real_vllm: RealVllm, ssh_home: SshHome, root: Path, name: str, server: dict[str, Any]) -> Cockpit:
+@contextlib.contextmanager
+def served(real_vllm: RealVllm, ssh_home: SshHome, root: Path, name: str, server: dict[str, Any]) -> Iterator[Cockpit]:
+    """A two-node server of `server`'s flags up to READY, held under the engine lock, and whatever
+    either node left (a failed start-up too) stopped after."""
     ck = cockpit(root, profile(real_vllm, root, name, server), base_env={**os.environ, **ssh_home.env})
-    up = ck.run("up", str(ck.profile), "--wait", "ready", "--timeout", str(READY_TIMEOUT_S), timeout=READY_TIMEOUT_S + 90)
-    assert up.returncode == 0, up.stdout + up.stderr
-    return ck
+    with module_engine_lock(real_vllm):
+        try:
+            up = ck.run("up", str(ck.profile), "--wait", "ready", "--timeout", str(READY_TIMEOUT_S),
+                        timeout=READY_TIMEOUT_S + 90)
+            assert up.returncode == 0, up.stdout + up.stderr
+            yield ck
+        finally:
+            reap(ck)
 
 
 def node_run_dir(ck: Cockpit, node: int) -> Path:
@@ -105,12 +116,12 @@ def alive_of_run(ck: Cockpit) -> list[int]:
 
 
 def reap(ck: Cockpit) -> None:
+    """`down`, then SIGKILL to what either node's run still holds (by recorded pid and session)."""
     ck.run("down", str(ck.profile), "--timeout", "5", timeout=90)
-    for pid in alive_of_run(ck):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    with contextlib.suppress(OSError):
+        for pid in alive_of_run(ck):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def health(port: int) -> int:

@@ -166,7 +166,9 @@ def build_node_argv(
         if local * nnodes != dp:
             raise FlagError("--data-parallel-size", f"{common.where(profile, 'data-parallel-size', 'profile')}: "
                             f"{dp} DP ranks do not split evenly over {nnodes} nodes")
-        extra.update({"data-parallel-size-local": local, "data-parallel-start-rank": node_rank * local})
+        extra["data-parallel-size-local"] = local
+        if node_rank > 0:  # on the head vLLM reads a start rank as hybrid load balancing (arg_utils.py)
+            extra["data-parallel-start-rank"] = node_rank * local
         if host and "data_parallel_address" not in flags:
             extra["data-parallel-address"] = host
         if port is not None and "data_parallel_rpc_port" not in flags:
