@@ -139,3 +139,30 @@ def test_cgroup_headroom(tmp_path: Path) -> None:
     unlimited.mkdir()
     (unlimited / "memory.max").write_text("max\n")
     assert cgroup_headroom_bytes(unlimited) is None
+
+
+def test_one_server_across_nodes_needs_one_engine_release_everywhere() -> None:
+    from cockpit.preflight.launchcheck import _version_findings
+
+    same = [("a", {"engine_version": "0.32.0+cpu"}), ("b", {"engine_version": "0.32.0+cpu"})]
+    assert _version_findings("vllm", same) == []
+    differ = _version_findings("vllm", [("a", {"engine_version": "0.32.0"}), ("b", {"engine_version": "0.33.0"})])
+    assert [f.id for f in differ] == ["engine_version_differs"] and differ[0].severity == "critical"
+    assert "a 0.32.0, b 0.33.0" in differ[0].message
+    unread = _version_findings("vllm", [("a", {"engine_version": "0.32.0"}), ("b", {"engine_version": None})])
+    assert [f.id for f in unread] == ["engine_version_unknown"] and "b" in unread[0].message
+    # nothing read anywhere: nothing to compare, nothing claimed
+    assert _version_findings("vllm", [("a", {}), ("b", {})]) == []
+
+
+def test_engine_pythons_are_the_profile_python_and_the_one_beside_the_program() -> None:
+    from cockpit.core.profile import Profile
+    from cockpit.preflight.launchcheck import engine_pythons
+
+    p = Profile.model_validate({"name": "v", "backend": "vllm", "python": "/opt/v/bin/python",
+                                "program": ["/opt/v/bin/vllm", "serve"], "server": {"model": "m"}})
+    assert engine_pythons(p) == ["/opt/v/bin/python"]
+    other = p.model_copy(update={"python": "/usr/bin/python3"})
+    assert engine_pythons(other) == ["/usr/bin/python3", "/opt/v/bin/python"]
+    bare = Profile.model_validate({"name": "v", "backend": "vllm", "program": ["vllm", "serve"], "server": {"model": "m"}})
+    assert engine_pythons(bare) == []

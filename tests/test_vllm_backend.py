@@ -203,6 +203,68 @@ def test_multi_node_argv() -> None:
     assert "--headless" not in node0 and "--headless" in node1 and node1[node1.index("--node-rank") + 1] == "1"
 
 
+def _two_nodes(server: dict[str, object], **host1: object) -> Profile:
+    return Profile.model_validate({
+        "name": "v", "backend": "vllm", "version": "0.33.0",
+        "hosts": [{"ssh": "a", "address": "10.0.0.1"}, {"ssh": "b", "address": "10.0.0.2", **host1}],
+        "server": {"model": "m", **server}})
+
+
+def _opt(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_multi_node_dp_argv_splits_the_ranks_and_names_the_head() -> None:
+    node0, node1 = get_backend("vllm").launch.node_argvs(_two_nodes({"dp": 16, "tp": 1}), None, "10.0.0.1:13345")
+    # the head takes no start rank: vLLM would read one there as hybrid load balancing and refuse
+    # the headless node ("Remote engine 1 must not use --headless in external or hybrid dp lb mode")
+    assert "--data-parallel-start-rank" not in node0 and _opt(node1, "--data-parallel-start-rank") == "8"
+    for argv in (node0, node1):
+        assert _opt(argv, "--data-parallel-size-local") == "8"
+        assert _opt(argv, "--data-parallel-address") == "10.0.0.1" and _opt(argv, "--data-parallel-rpc-port") == "13345"
+        assert "--nnodes" not in argv and "--master-addr" not in argv  # DP's way, not TP's
+    assert "--headless" in node1 and "--headless" not in node0
+    # vLLM would parse every one of them as Cockpit means it
+    from cockpit.backends.vllm.flags import parse_serve_args
+
+    assert parse_serve_args(node1[2:], "0.33.0")["data_parallel_start_rank"] == 8
+
+
+def test_multi_node_dp_that_does_not_split_evenly_is_refused_naming_the_flag() -> None:
+    with pytest.raises(FlagError) as exc:
+        get_backend("vllm").launch.node_argvs(_two_nodes({"dp": 3}), None, "10.0.0.1:13345")
+    assert "3 DP ranks do not split evenly over 2 nodes" in str(exc.value)
+
+
+def test_multi_node_rendezvous_the_profile_names_wins() -> None:
+    launch = get_backend("vllm").launch
+    p = _two_nodes({"tp": 16, "master-addr": "10.9.9.9", "master-port": 29600})
+    assert launch.rendezvous_addr(p.server) == "10.9.9.9:29600"
+    node0, _ = launch.node_argvs(p, None, launch.rendezvous_addr(p.server))
+    assert _opt(node0, "--master-addr") == "10.9.9.9" and node0.count("--master-port") == 1
+    dp = _two_nodes({"dp": 2, "data-parallel-address": "10.9.9.9", "data-parallel-rpc-port": 13000})
+    assert launch.rendezvous_addr(dp.server) == "10.9.9.9:13000"
+
+
+def test_a_node_address_reaches_vllm_as_its_host_ip_and_a_host_env_stays_its_own() -> None:
+    p = _two_nodes({"tp": 16}, env={"NCCL_SOCKET_IFNAME": "eth1"})
+    launch = get_backend("vllm").launch
+    assert launch.node_env(p, 0) == {"VLLM_HOST_IP": "10.0.0.1"}
+    assert launch.node_env(p, 1) == {"VLLM_HOST_IP": "10.0.0.2"}
+    assert p.hosts[1].env == {"NCCL_SOCKET_IFNAME": "eth1"} and p.hosts[0].env == {}
+    one = Profile.model_validate({"name": "v", "backend": "vllm", "server": {"model": "m"},
+                                  "hosts": [{"ssh": "a", "address": "10.0.0.1"}]})
+    assert launch.node_env(one, 0) == {}  # one node: vLLM's own choice stands
+
+
+@pytest.mark.parametrize("bad", ["10.0.0.1; rm -rf /", "-oProxyCommand=x", "a b", ""])
+def test_a_host_address_that_is_not_one_is_refused(bad: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        Profile.model_validate({"name": "v", "backend": "vllm", "hosts": [{"ssh": "a", "address": bad}]})
+
+
 def test_escape_sequences_in_a_vllm_log_never_reach_the_state(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The one rule of core.sanitize holds inside vLLM's parser too (not only at the terminal): an
     OOM message carrying OSC 52 (clipboard), OSC 0 (title) and ESC c (reset) is read as an OOM, and

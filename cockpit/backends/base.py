@@ -173,6 +173,11 @@ class BackendLaunch(Protocol):
         a free port on node 0)."""
         ...
 
+    def node_env(self, profile: Profile, index: int) -> dict[str, str]:
+        """{variable: value} node `index` of a multi-node run adds to its environment (the engine's
+        way of being told the node's own address, when the profile names one)."""
+        ...
+
     def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
         """(environment, server flags) a debug relaunch adds (NCCL/PyTorch debugging, the engine's own)."""
         ...

@@ -103,6 +103,9 @@ class EngineLaunch(EngineGroup):
     def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:
         return None  # an engine whose flags name a rendezvous says so
 
+    def node_env(self, profile: Profile, index: int) -> dict[str, str]:
+        return {}  # an engine that must be told a node's own address says how
+
     def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
         settings: tuple[dict[str, str], dict[str, Any]] = self._module("debugging").debug_settings()
         return settings

@@ -38,6 +38,8 @@ MAX_NESTING = 16  # deepest a profile needs is 4 (policy, lists of hosts); YAML 
 MAX_ALIAS_VALUES = 10_000
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # ssh destination: alias, user@host, host:port, user@host:port, [v6]:port
+# a node's address as the engine's rendezvous flags take it: a host name, IPv4 or IPv6 (no brackets)
+ADDRESS_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})\Z|[0-9A-Fa-f:.]{2,45}\Z")
 SSH_DEST_RE = re.compile(r"(?:[A-Za-z0-9._-]+@)?(?:[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?\Z")
 
 
@@ -64,6 +66,23 @@ class Host(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     ssh: str = Field(description="an ~/.ssh/config alias, user@host or user@host:port; 'local' for this machine")
+    # one server across nodes: the address the other nodes reach this one at (the head's is the
+    # rendezvous address; unset, node 0 names the address of its outward interface), and this
+    # node's own environment over the profile's (e.g. a NIC name that differs per node)
+    address: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("address")
+    @classmethod
+    def _check_address(cls, v: str | None) -> str | None:
+        if v is not None and not ADDRESS_RE.fullmatch(v):
+            raise ValueError("an address is a host name or an IPv4/IPv6 address (letters, digits, '.', '-', ':')")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _check_host_env(cls, v: dict[str, str]) -> dict[str, str]:
+        return _valid_env(v)
 
     @field_validator("ssh")
     @classmethod

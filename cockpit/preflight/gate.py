@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from cockpit.model.plan import MemoryPlan
     from cockpit.preflight.launchcheck import HostNode
     from cockpit.preflight.launchplan import GatedLaunch
+    from cockpit.remote.host import HostOps
 
 # where a multi-node argv's rendezvous address goes when no launch is made: the argv is shown, and
 # the address is said to be the head node's (a launch picks a free port on node 0, or Slurm's head)
@@ -155,8 +156,14 @@ async def _dist_addr(profile: Profile, flags: Mapping[str, Any], node0: HostNode
         return DIST_ADDR
     if node0 is None:
         return HEAD_PLACEHOLDER
-    addr, port = await node0.ops.free_port()
-    return f"{addr}:{port}"
+    return await head_rendezvous(profile, node0.ops)
+
+
+async def head_rendezvous(profile: Profile, ops: HostOps) -> str:
+    """HOST:PORT for a multi-node launch on hosts: a port free on node 0 now, at the address the
+    profile names for node 0 (`hosts[0].address`), else the one node 0 reaches outwards from."""
+    addr, port = await ops.free_port()
+    return f"{profile.hosts[0].address or addr}:{port}"
 
 
 async def _measure(profile: Profile, unreachable: dict[str, str]) -> dict[str, HostFacts]:

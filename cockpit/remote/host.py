@@ -13,7 +13,7 @@ import asyncio
 import base64
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -114,9 +114,17 @@ class HostOps(ProgramClient):
         res = await self.call({"op": "free_port"})
         return str(res["addr"]), int(res["port"])
 
-    async def launch_check(self, paths: list[str], cwd: str, host: str | None, port: int | None) -> dict[str, Any]:
-        """{"missing": [paths not on the host], "port_bound": why, "port_unusable": why, or None} (hostside op_launch_check)."""
-        return await self.call({"op": "launch_check", "paths": paths, "cwd": cwd, "host": host, "port": port})
+    async def launch_check(self, paths: list[str], cwd: str, host: str | None, port: int | None, *,
+                           ports: Sequence[tuple[str | None, int]] = (), dist: str | None = None,
+                           pythons: Sequence[str] = ()) -> dict[str, Any]:
+        """{"missing": [paths not on the host], "port_bound"/"port_unusable": why or None, "ports_bound": [why…],
+        "engine_version"/"engine_python" when `dist` is asked} (hostside op_launch_check)."""
+        req: dict[str, Any] = {"op": "launch_check", "paths": paths, "cwd": cwd, "host": host, "port": port}
+        if ports:
+            req["ports"] = [list(p) for p in ports]
+        if dist:
+            req.update(dist=dist, pythons=list(pythons))
+        return await self.call(req)
 
     async def scan(self, path: str, offset: int, ino: int | None, *, head_bytes: int, tail_lines: int) -> dict[str, Any]:
         req = {"op": "scan", "path": path, "offset": offset, "ino": ino, "head_bytes": head_bytes,

@@ -49,6 +49,11 @@ class RunFold:
         first dump is not that: take its arguments (node 0's win) without resetting the other
         nodes' ranks.
         """
+        if self.multi_node:
+            # each node's own reading beside the run's: what node k said last when it dies
+            if node.own is None:
+                node.own = self.backend.logs.new_state()
+            apply(node.own, ev)
         if self.multi_node and self.backend.logs.is_server_args(ev):
             first_of_node = not node.args_seen
             node.args_seen = True

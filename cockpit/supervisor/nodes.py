@@ -7,6 +7,7 @@ import sys
 from dataclasses import dataclass
 
 from cockpit.core.profile import Host, Profile
+from cockpit.core.state import RunState
 from cockpit.remote.host import HostOps, LogFollower, ServerExited, program_python
 from cockpit.remote.hostresults import RunRecord
 from cockpit.supervisor.nodelog import NodeLog
@@ -27,6 +28,7 @@ class Node:
     exited: ServerExited | None = None
     link_up: bool = True
     args_seen: bool = False  # this node's server-arguments dump was applied
+    own: RunState | None = None  # a multi-node run: this node's log read alone (its own crash line)
 
     @property
     def label(self) -> str:
@@ -39,6 +41,7 @@ class Node:
         self.follower = None
         self.exited = None
         self.args_seen = False
+        self.own = None
 
 
 def node_key(profile: Profile, index: int) -> str:

@@ -51,6 +51,7 @@ from cockpit.supervisor.watch import GpuWatch, ReadinessProbe
 from cockpit.transport.base import Transport
 
 if TYPE_CHECKING:
+    from cockpit.core.events import ProcessExited
     from cockpit.preflight import GatedLaunch, GateResult
 
 # the run's outcomes and refusals, importable from here as before (they live with the targets)
@@ -82,6 +83,7 @@ class Supervisor:
         self._debug_flags: set[str] = set()  # and the flags it added (the next ordinary restart drops both)
         self.flags: dict[str, Any] = dict(profile.server)
         self._findings: tuple[Finding, ...] = ()
+        self._dead_nodes: dict[int, Finding] = {}  # node index -> node_died, for nodes k > 0
         self._preflight: tuple[Finding, ...] = ()
         self._plan: Any = None  # the memory plan for the run's flags, made once capture is over
         self._plan_task: asyncio.Task[None] | None = None
@@ -232,6 +234,7 @@ class Supervisor:
     def reset_for_run(self) -> None:
         self.fold.reset()
         self._findings = ()
+        self._dead_nodes = {}
         self._plan, self._plan_task = None, None  # a new run (restart with other flags): a new plan
         self.readiness.reset()
         self.serving.reset()
@@ -286,16 +289,36 @@ class Supervisor:
         # "stopped" only when Cockpit or the operator stopped it: an exit 0 (vLLM's API server after
         # its engine died) or 143 (an outside SIGTERM) that nobody asked for is a crash
         stopped = bool(self.stopping or (node.record is not None and node.record.stopped_by) or ex.stopped_by)
-        apply(self.fold.state, ProcessExited(line=0, ts=None, rank=None, exit_code=ex.code, stopped=stopped,
-                                             oom_evidence=ex.oom_evidence))
+        exited = ProcessExited(line=0, ts=None, rank=None, exit_code=ex.code, stopped=stopped,
+                               oom_evidence=ex.oom_evidence)
+        apply(self.fold.state, exited)
         if stopped:
             self.mark_stopped()
+        elif node.index > 0:
+            self._node_died(node, exited)
         self.fold.changed = True
         self.changed()
         if not self.stopping:
-            self.set_lifecycle("failed" if self.fold.state.phase == "crashed" else "stopped",
-                      f"the server on {node.label} exited with code {ex.code}")
+            why = self._dead_nodes[node.index].message if node.index in self._dead_nodes else \
+                f"the server on {node.label} exited with code {ex.code}"
+            self.set_lifecycle("failed" if self.fold.state.phase == "crashed" else "stopped", why)
             self.record_end()
+
+    def _node_died(self, node: Node, exited: ProcessExited) -> None:
+        """Node k > 0 of a multi-node run ended unasked. The head may say nothing for a long time
+        (vLLM's answers /health 200 until a request needs the dead node), so this is said from the
+        node's own process and log, with the last decisive line that node printed."""
+        own = node.own
+        if own is not None:
+            apply(own, exited)
+        crash = own.crash if own is not None else None
+        if crash is not None and crash.message:
+            last = crash.message.rstrip(". ")
+        else:
+            last = f"its server exited with code {exited.exit_code} and its log names no cause"
+        self._dead_nodes[node.index] = Finding(
+            "node_died", "critical", f"node {node.index} ({node.label}) died: {last}. The head may still answer "
+            "/health 200 until a request needs this node; restart the whole run.")
 
     def mark_stopped(self) -> None:
         """A stop we asked for is not a crash, whatever the exit code says (137 after SIGKILL can
@@ -326,7 +349,9 @@ class Supervisor:
                                                              self.telemetry.host_facts_now()))
             except Exception:
                 log.exception("diagnosis failed")
-        return tuple(self.follow.link_findings.values()) + self._findings + self._plan_vs_run()  # a changed host key first
+        # a changed host key first, then a dead node (the head may not know yet)
+        return (tuple(self.follow.link_findings.values()) + tuple(self._dead_nodes.values()) + self._findings
+                + self._plan_vs_run())
 
     def _plan_vs_run(self) -> tuple[Finding, ...]:
         """Prediction beside reality once the log shows the pool and the headroom (made once per run)."""

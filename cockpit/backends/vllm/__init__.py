@@ -29,11 +29,15 @@ DEFAULT_PORT = 8000
 
 class VLLMLaunch(EngineLaunch):
     def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:
-        from cockpit.backends.vllm.placement import flag_value
+        from cockpit.backends.vllm.command import rendezvous_addr
 
-        host = flag_value(flags, "master-addr")
-        port = flag_value(flags, "master-port")
-        return f"{host}:{port}" if host and port else None
+        return rendezvous_addr(dict(flags))
+
+    def node_env(self, profile: Profile, index: int) -> dict[str, str]:
+        """vLLM finds the address its other nodes reach it at by itself (the outward interface);
+        a profile that names a node's `address` has it used instead (VLLM_HOST_IP, vllm/envs.py)."""
+        host = profile.hosts[index]
+        return {"VLLM_HOST_IP": host.address} if len(profile.hosts) > 1 and host.address else {}
 
     def readiness_path(self, version: str | None = None) -> str:
         """vLLM answers /health 200 once it serves (the port refuses connections before)."""

@@ -149,19 +149,64 @@ def build_node_argv(
     profile: Profile, node_rank: int, dist_init_addr: str | None = None,
     overrides: dict[str, Any] | None = None, version: str | None = None, secrets_in_env: bool = False,
 ) -> list[str]:
-    """One node of a multi-node run (0.11.1+ `--nnodes/--node-rank/--master-addr/--master-port`)."""
+    """One node of a multi-node run. vLLM has two ways across nodes (docs, "Across nodes"):
+    - DP (`--data-parallel-size` > 1): each node runs its share of the DP ranks with
+      `--data-parallel-size-local`, `--data-parallel-start-rank`, the head's `--data-parallel-address`
+      and `--data-parallel-rpc-port`; the other nodes are `--headless` (no API server);
+    - otherwise TP/PP across nodes (0.11.1+, mp executor): `--nnodes/--node-rank/--master-addr/
+      --master-port`, `--headless` on node rank > 0.
+    `dist_init_addr` is the head's HOST:PORT (the rendezvous); flags the profile sets win."""
     v = resolve_version(version or profile.version)
     nnodes = len(profile.hosts)
+    flags = effective_flags(profile, overrides, version=v)
     extra: dict[str, Any] = dict(overrides or {})
-    extra.update({"nnodes": nnodes, "node-rank": node_rank})
+    host, port = _split_addr(dist_init_addr)
+    dp = _int_flag(flags, "data_parallel_size", 1)
+    if dp > 1:
+        local = _int_flag(flags, "data_parallel_size_local", 0) or dp // nnodes
+        if local * nnodes != dp:
+            raise FlagError("--data-parallel-size", f"{common.where(profile, 'data-parallel-size', 'profile')}: "
+                            f"{dp} DP ranks do not split evenly over {nnodes} nodes")
+        extra["data-parallel-size-local"] = local
+        if node_rank > 0:  # on the head vLLM reads a start rank as hybrid load balancing (arg_utils.py)
+            extra["data-parallel-start-rank"] = node_rank * local
+        if host and "data_parallel_address" not in flags:
+            extra["data-parallel-address"] = host
+        if port is not None and "data_parallel_rpc_port" not in flags:
+            extra["data-parallel-rpc-port"] = port
+    else:
+        extra.update({"nnodes": nnodes, "node-rank": node_rank})
+        if host and "master_addr" not in flags:
+            extra["master-addr"] = host
+        if port is not None and "master_port" not in flags:
+            extra["master-port"] = port
     if node_rank > 0:
         extra["headless"] = True  # only node 0 serves the API
-    if dist_init_addr is not None:
-        host, _, port = dist_init_addr.rpartition(":")
-        extra["master-addr"] = host or dist_init_addr
-        if port.isdigit():
-            extra["master-port"] = int(port)
     return build_argv(profile, extra, version=v, secrets_in_env=secrets_in_env)
+
+
+def _split_addr(addr: str | None) -> tuple[str | None, int | None]:
+    if not addr:
+        return None, None
+    host, _, port = addr.rpartition(":")
+    return (host or addr), (int(port) if port.isdigit() else None)
+
+
+def _int_flag(flags: dict[str, tuple[FlagSpec, Any]], dest: str, default: int) -> int:
+    value = flags.get(dest, (None, None))[1]
+    return default if value is None or isinstance(value, bool) else int(value)
+
+
+def rendezvous_addr(flags: dict[str, Any]) -> str | None:
+    """The head's HOST:PORT the profile's own flags name (DP's address and RPC port, or TP's master
+    address and port), else None (the launch picks a free port on the head)."""
+    value = common.flag_value
+    dp = value(flags, "data-parallel-size", "dp")
+    if dp is not None and not isinstance(dp, bool) and int(dp) > 1:
+        host, port = value(flags, "data-parallel-address", "dpa"), value(flags, "data-parallel-rpc-port", "dpp")
+    else:
+        host, port = value(flags, "master-addr"), value(flags, "master-port")
+    return f"{host}:{port}" if host and port else None
 
 
 def flag_diff(profile: Profile, flags_as_launched: dict[str, Any], *, version: str | None = None) -> list[FlagChange]:

@@ -109,6 +109,10 @@ _ROWS: list[tuple[tuple[str, ...], FlagType, Any, dict[str, Any]]] = [
     (("--pipeline-parallel-size", "-pp"), "int", 1, {}),
     (("--data-parallel-size", "-dp"), "int", 1, {}),
     (("--data-parallel-size-local", "-dpl"), "int", None, {}),
+    # DP across nodes: the head's address and RPC port, and where this node's DP ranks start
+    (("--data-parallel-address", "-dpa"), "str", None, {}),
+    (("--data-parallel-rpc-port", "-dpp"), "int", None, {}),
+    (("--data-parallel-start-rank", "-dpr"), "int", None, {}),
     (("--enable-expert-parallel",), "bool", False, {"negatable": True, "help": "Use expert parallelism for MoE layers."}),
     (("--distributed-executor-backend",), "str", None, {"choices": ("mp", "ray", "uni", "external_launcher")}),
     (("--nnodes", "-n"), "int", 1, {"since": "0.11.1"}),

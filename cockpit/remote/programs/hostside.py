@@ -545,11 +545,14 @@ def op_free_port(req):
 
 
 def op_launch_check(req):
-    """What would kill a launch at once, checked on the host before it: {paths, cwd, host, port} ->
-    {"missing": [paths that do not exist, relative ones from cwd], "port_bound": why or None,
-    "port_unusable": why or None}. `port_bound`: a listener holds the port; `port_unusable`: the
-    address cannot be bound for another reason (not this host's address, a privileged port, a name
-    that does not resolve): the server would die at bind either way, but "in use" would mislead."""
+    """What would kill a launch at once, checked on the host before it: {paths, cwd, host, port,
+    ports, dist, pythons} -> {"missing": [paths that do not exist, relative ones from cwd],
+    "port_bound": why or None, "port_unusable": why or None, "ports_bound": [why, for each of
+    `ports` ([host, port]) bound or unusable], "engine_version": the distribution `dist`'s version
+    under the first of `pythons` that runs (None: none answered), "engine_python": that python}.
+    `port_bound`: a listener holds the port; `port_unusable`: the address cannot be bound for another
+    reason (not this host's address, a privileged port, a name that does not resolve): the server
+    would die at bind either way, but "in use" would mislead."""
 
     cwd = _expand(req.get("cwd") or "~")
     missing = []
@@ -559,31 +562,58 @@ def op_launch_check(req):
             full = os.path.join(cwd, full)
         if not os.path.exists(full):
             missing.append(p)
-    bound = unusable = None
     port = req.get("port")
-    if port:
-        host = req.get("host") or "0.0.0.0"
+    bound, unusable = _bindable(req.get("host"), port) if port else (None, None)
+    others = [_bindable(h, p) for h, p in req.get("ports") or []]
+    out = {"missing": missing, "port_bound": bound, "port_unusable": unusable,
+           "ports_bound": [b or u for b, u in others if b or u]}
+    if req.get("dist"):
+        out["engine_version"], out["engine_python"] = _dist_version(req["dist"], req.get("pythons") or [])
+    return out
+
+
+def _bindable(host, port):
+    """(why `host:port` is bound by a listener, why it cannot be bound for another reason); (None,
+    None) when a server could bind it now."""
+    host = host or "0.0.0.0"
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except (OSError, OverflowError) as exc:
+        return None, f"{host}:{port} cannot be resolved to an address to listen on ({exc})"
+    for family, kind, proto, _name, addr in infos[:1]:
+        s = socket.socket(family, kind, proto)
         try:
-            infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
-        except (OSError, OverflowError) as exc:
-            infos = []
-            unusable = f"{host}:{port} cannot be resolved to an address to listen on ({exc})"
-        for family, kind, proto, _name, addr in infos[:1]:
-            s = socket.socket(family, kind, proto)
-            try:
-                # as uvicorn binds (SO_REUSEADDR): a socket in TIME_WAIT is no conflict, a listener is
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.bind(addr)
-            except OverflowError as exc:
-                unusable = f"{host}:{port} cannot be bound ({exc})"
-            except OSError as exc:
-                if exc.errno == errno.EADDRINUSE:
-                    bound = f"{host}:{port} is already bound ({exc.strerror})"
-                else:
-                    unusable = f"{host}:{port} cannot be bound on this host ({exc.strerror})"
-            finally:
-                s.close()
-    return {"missing": missing, "port_bound": bound, "port_unusable": unusable}
+            # as uvicorn binds (SO_REUSEADDR): a socket in TIME_WAIT is no conflict, a listener is
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(addr)
+        except OverflowError as exc:
+            return None, f"{host}:{port} cannot be bound ({exc})"
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return f"{host}:{port} is already bound ({exc.strerror})", None
+            return None, f"{host}:{port} cannot be bound on this host ({exc.strerror})"
+        finally:
+            s.close()
+    return None, None
+
+
+def _dist_version(dist, pythons):
+    """(version, python) of the installed distribution `dist` as the engine's own python sees it:
+    the first of `pythons` that exists and answers (importlib.metadata only: nothing of the engine
+    is imported or run); (None, None) when none does."""
+    code = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
+    for py in pythons:
+        full = _expand(py)
+        if not (os.path.isfile(full) and os.access(full, os.X_OK)):
+            continue
+        try:
+            res = subprocess.run([full, "-c", code, dist], capture_output=True, text=True, timeout=60,
+                                 stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if res.returncode == 0 and res.stdout.strip():
+            return res.stdout.strip().splitlines()[-1][:100], py
+    return None, None
 
 
 OPS = {

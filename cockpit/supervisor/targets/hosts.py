@@ -82,8 +82,9 @@ class HostsTarget:
         for node, argv in zip(nodes, argvs, strict=True):
             argv = resolve_program(list(argv), local=node.host.is_local)
             meta = {"flags": flags, "overrides": overrides, "node_rank": node.index, "hosts": [n.label for n in nodes]}
+            node_env = {**env, **run.backend.launch.node_env(profile, node.index), **node.host.env}
             res = LaunchReply.from_wire(await node.ops.launch(
-                node.key, run_id, argv, env=dict(env), cwd=profile.workdir,
+                node.key, run_id, argv, env=node_env, cwd=profile.workdir,
                 log=node.log_file, meta=meta))
             if res.refused:
                 # lost a race with another cockpit: theirs wins, we attach
@@ -122,15 +123,18 @@ class HostsTarget:
         first = run_or_none(await nodes[0].ops.find(nodes[0].key))
         if first is None:
             return None
-        alive = first.has_processes
+        # a multi-node run lives while any node's processes do: node 1 left waiting for a head that
+        # died at start-up is still the run's, for `down` to stop
+        others = [run_or_none(await node.ops.find(node.key, first.run_id)) for node in nodes[1:]]
+        alive = first.has_processes or any(o is not None and o.has_processes for o in others)
         if not alive and not include_ended:
             return None
         if run.info is not None and run.info.id == first.run_id:
             return run.info
         run.reset_for_run()
         nodes[0].record = first
-        for node in nodes[1:]:
-            node.record = run_or_none(await node.ops.find(node.key, first.run_id))
+        for node, record in zip(nodes[1:], others, strict=True):
+            node.record = record
         run.flags = dict(first.flags or run.profile.server)
         run.overrides = dict(first.overrides)
         run.info = self._run_info()
