@@ -102,7 +102,7 @@ def scan(buf: bytes, s: int, e: int, classify_cap: int, each: Callable[[list[byt
             if spoilt_run >= SPOILT_RUN and clean is not None:
                 # line after line spoilt (a byte on every line): no more proofs by piece, each
                 # line re-proved by itself
-                by_line(buf[a:b].split(b"\n")[:-1])
+                by_line(a, b)
                 return
             n, bad = proved(a, b)
             if n >= 0:
@@ -142,20 +142,29 @@ def scan(buf: bytes, s: int, e: int, classify_cap: int, each: Callable[[list[byt
         """A line of plain ASCII that `_classify`'s own test takes for an access line."""
         return _ACCESS_MARK in raw and b"INFO:  " in raw[:80] and b"[" not in raw and raw[:1] != b"{"
 
-    def is_access(raw: bytes) -> bool:
-        """Any line `_classify` takes for an access line: plain ones by their bytes, spoilt ones by
-        their clean text (as spoilt() does)."""
-        if len(raw) > classify_cap or raw[:1] == b"{":
-            return False
-        if raw.isascii() and len(raw.translate(None, _NOT_PLAIN)) == len(raw):
-            return is_plain_access(raw)
+    def by_line(a: int, b: int) -> None:
+        """Each line of buf[a:b] re-proved by itself, counted in runs; the others classified in
+        order. A plain line by its bytes (as lines() tells them); a spoilt one by its text: the
+        piece is decoded at once (a newline never sits inside a UTF-8 sequence, so each line's
+        text is its own decoding), and a line whose text needs no cleaning (printable, no `\r`,
+        no `[`) is its clean text as it is; the rest go through `clean`."""
+        raws = buf[a:b].split(b"\n")[:-1]
+        texts = buf[a:b].decode("utf-8", "replace").split("\n")
         assert clean is not None
-        text = clean(raw)
-        return " HTTP/1." in text and "INFO:  " in text[:80] and text[:1] != "{"
+        at = iter(range(len(raws)))
 
-    def by_line(raw_lines: list[bytes]) -> None:
-        """Each line re-proved by itself (is_access), counted in runs; the others classified in order."""
-        runs(raw_lines, is_access)
+        def is_access(raw: bytes) -> bool:
+            i = next(at)
+            if len(raw) > classify_cap or raw[:1] == b"{":
+                return False
+            if raw.isascii() and len(raw.translate(None, _NOT_PLAIN)) == len(raw):
+                return is_plain_access(raw)
+            text = texts[i]
+            if b"\r" in raw or "[" in text or not text.isprintable():
+                text = clean(raw)
+            return " HTTP/1." in text and "INFO:  " in text[:80] and text[:1] != "{"
+
+        runs(raws, is_access)
 
     def lines(raw_lines: list[bytes]) -> None:
         """A small piece of plain ASCII: its access lines told apart one by one (`_classify`'s own
