@@ -23,6 +23,7 @@ run() {
 run startup bench/startup.py --importtime
 run log_pipeline_1m bench/log_pipeline.py
 run log_pipeline_10m bench/log_pipeline.py --lines 10000000 --runs 3
+run hostile_lines bench/hostile_lines.py
 run follow bench/follow.py --memory
 run remote bench/remote.py
 run ui bench/ui.py

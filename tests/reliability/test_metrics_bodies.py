@@ -115,7 +115,7 @@ def test_a_large_body_is_parsed_off_the_event_loop(engine: str) -> None:
     assert watch.serving is not None and watch.serving["running"] == 1  # the serving families were kept
     assert "note" not in watch.serving
     # not blocked: the loop ran its ticker all along (a loose bound; a parse on the loop was seconds)
-    assert max(gaps) < 1.0, f"the event loop stalled {max(gaps):.2f} s"
+    assert max(gaps) < 1.5, f"the event loop stalled {max(gaps):.2f} s"
 
 
 def test_a_body_over_the_cap_says_metrics_too_large(engine: str) -> None:

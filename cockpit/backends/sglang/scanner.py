@@ -22,7 +22,7 @@ and nothing in the input makes the parser raise.
 
 from __future__ import annotations
 
-from cockpit.backends.sglang.grammar import FOREIGN, GENERIC, STRONG, Peek, _no_peek, classify_line
+from cockpit.backends.sglang.grammar import FOREIGN, GENERIC, NONE, STRONG, Peek, _no_peek, classify_line
 from cockpit.backends.sglang.wrappers import Unwrapper
 from cockpit.core import bytecount
 from cockpit.core import events as ev
@@ -54,6 +54,11 @@ _C0_DEL = bytes([*range(0x20), 0x7f])
 _ASCII_CONTROLS = _C0_DEL.replace(b"\n", b"")
 
 TRACEBACK_SOURCE_LINES = 3  # after a frame: its source line and, on Python 3.11+, a caret line
+# bytes `_clean` removes whole (C0 controls but tab, DEL; `\r` as a redraw of nothing): a line of
+# only these is empty text, which nothing classifies
+_BLANK = bytes([*range(0x09), *range(0x0A, 0x20), 0x7F])
+SHORT_LINE = 64  # lines up to this long are remembered when they read as nothing
+MEMO_LINES = 4096  # at most so many of them
 
 def _fast_count() -> bytecount.Count | None:
     """The SIMD count when there is one (then the halves are counted in place, no tricks needed)."""
@@ -114,6 +119,7 @@ class SGLangLogParser:
         self._tally = [0, 0, 0, 0]  # lines per recognition class (failures.NONE … FOREIGN)
         self.lines_cut = 0  # lines longer than CLASSIFY_CAP, classified on their head
         self._looked_at = 0  # lines of windows classified one by one (the rest are routine)
+        self._nothing: dict[bytes, tuple[int, int, int, str]] = {}  # short lines read as nothing, in which context
 
     @property
     def lines_seen(self) -> int:
@@ -389,12 +395,23 @@ class SGLangLogParser:
         self._emit(self._lines - buf.count(b"\n", ls, pos) + 1, buf[ls:le], out)
 
     def _dirty(self, lines: list[bytes], out: list[Event]) -> None:
-        """Classify the lines that are not routine, each after the batch line just before it."""
+        """Classify the lines that are not routine, each after the batch line just before it.
+
+        Hostile short lines (a megabyte of empty or one-byte lines: every one is "news") would each
+        pay the whole classifier: lines that clean to nothing (empty, `\r`, control bytes) are
+        passed over as the classifier would pass them, and a line the classifier has just read as
+        nothing (no event, unrecognised, no look at the next line, no parser state changed) is not
+        read again while that state holds (`_nothing`); a piece that is one such line repeated, or
+        only blank lines, is passed over whole."""
         base = self._lines
-        bm, am = _BATCH_MARK, _ACCESS_MARK
         count = len(lines)
+        if count and (lines.count(lines[0]) == count or not b"".join(lines).translate(None, _BLANK)) \
+                and self._pass_over(lines[0], base + 1, count):
+            return
+        bm, am = _BATCH_MARK, _ACCESS_MARK
         done = -1
         ok = _ACCESS_OK[:-1]  # the usual access line's ending holds the access mark: no search for it
+        nothing = self._nothing
         # the piece's ~60 lines tested in one comprehension; a piece holds one or two lines with news
         for i in [i for i, raw in enumerate(lines) if not (raw.endswith(ok) or bm in raw or am in raw)]:
             raw = lines[i]
@@ -404,13 +421,45 @@ class SGLangLogParser:
                     break
                 if am not in lines[j]:
                     break
+            done = i
+            self._looked_at += 1
+            lineno = base + i + 1
+            if not raw.translate(None, _BLANK) or (nothing.get(raw) == self._context()
+                                                   and lineno - self._frame_line > TRACEBACK_SOURCE_LINES):
+                self._last_line = max(self._last_line, lineno)
+                self._tally[NONE] += 1 if raw.translate(None, _BLANK) else 0
+                continue
+            asked = [False]
 
-            def peek(i: int = i) -> str | None:
+            def peek(i: int = i, asked: list[bool] = asked) -> str | None:
+                asked[0] = True
                 return _clean(lines[i + 1]) if i + 1 < count else None
 
-            self._looked_at += 1
-            self._emit(base + i + 1, raw, out, peek, True)
-            done = i
+            before, unrecognised, emitted = self._context(), self._tally[NONE], len(out)
+            self._emit(lineno, raw, out, peek, True)
+            if (len(raw) <= SHORT_LINE and not asked[0] and len(out) == emitted and self._tally[NONE] > unrecognised
+                    and self._context() == before and lineno - self._frame_line > TRACEBACK_SOURCE_LINES):
+                if len(nothing) >= MEMO_LINES:
+                    nothing.clear()
+                nothing[raw] = before
+
+    def _context(self) -> tuple[int, int, int, str]:
+        """What besides a line's text its classification depends on and may change: the wrappers
+        learnt so far, the last traceback frame."""
+        learnt, left = self._unwrapper.learning()
+        return learnt, left, self._frame_line, self._frame_func
+
+    def _pass_over(self, raw: bytes, first: int, n: int) -> bool:
+        """Lines first … first+n-1 are all `raw` repeated, or all blank: passed over when the
+        classifier would read each as nothing (see _dirty). False: read them one by one."""
+        blank = not raw.translate(None, _BLANK)
+        if not blank and (self._nothing.get(raw) != self._context() or first - self._frame_line <= TRACEBACK_SOURCE_LINES):
+            return False
+        self._looked_at += n
+        self._last_line = max(self._last_line, first + n - 1)
+        if not blank:
+            self._tally[NONE] += n
+        return True
 
     def _classify_lines(self, texts: list[str], base: int, out: list[Event]) -> int:
         """Classify every line (their clean texts); returns how many there were."""

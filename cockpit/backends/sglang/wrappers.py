@@ -82,6 +82,10 @@ class Unwrapper:
     def templates(self) -> list[str]:
         return [t.pattern for t in self._templates]
 
+    def learning(self) -> tuple[int, int]:
+        """(templates learnt, lines left to learn from): what unwrap's answers depend on."""
+        return len(self._templates), self._learn_left
+
     def unwrap(self, text: str) -> str:
         if not text or _looks_like_record(text) or (text[0] == "[" and split_record(text)[0] is not None):
             return text  # already a record (`[TP0] …` with its time trimmed, `[gpu_id=0] …`)

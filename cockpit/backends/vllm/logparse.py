@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from cockpit.backends.framephase import frame_phase as map_frame_phase
-from cockpit.backends.vllm import bulk, deaths
+from cockpit.backends.vllm import bulk, deaths, shortlines
 from cockpit.backends.vllm.sniff import MESSAGES
 from cockpit.core import events as ev
 from cockpit.core.crashstory import is_oom_kill_line
@@ -257,6 +257,8 @@ class VLLMLogParser:
     def __init__(self, *, reference_time: float | None = None) -> None:
         self._pending = b""
         self._lines = 0
+        self._nothing: dict[bytes, int] = {}  # short lines read as nothing, at which epoch (shortlines.py)
+        self._epoch = 0  # lines classified so far (not counted only)
         ref = time.gmtime(reference_time if reference_time is not None else time.time())
         self._ref_year, self._ref_month = ref.tm_year, ref.tm_mon
         self._year: int | None = None
@@ -316,23 +318,13 @@ class VLLMLogParser:
             return out
         # a file's chunk: line by line until the server is ready (a file's first chunk), then the
         # rest in bulk (bulk.py)
-        pos = 0
-        if not self._ready:
-            for raw in buf.split(b"\n")[:-1]:
-                self._each([raw], out)
-                pos += len(raw) + 1
-                if self._ready:
-                    break
+        pos = 0 if self._ready else shortlines.until_ready(self, buf, end, out, _clean, CLASSIFY_CAP)
         if pos < end:
-            bulk.scan(buf, pos, end, CLASSIFY_CAP, self._each, self._access_lines, out)
+            bulk.scan(buf, pos, end, CLASSIFY_CAP, self._each, self._access_lines, out, _clean)
         return out
 
     def _each(self, lines: list[bytes], out: list[Event]) -> None:
-        for raw in lines:
-            self._lines += 1
-            if len(raw) > CLASSIFY_CAP:
-                self._count_cut(raw)
-            self.classify(self._lines, _clean(raw), out)
+        shortlines.each(self, lines, out, _clean, CLASSIFY_CAP)  # a repeated short line read as nothing: counted
 
     def _access_lines(self, n: int) -> bool:
         """n uvicorn access lines went by (bulk.py proved them): what `classify` does with each once

@@ -182,9 +182,17 @@ class HostsTarget:
         await asyncio.gather(*(run.follow.follow(node, follow=False) for node in self.nodes if node.record))
         if any(n.exited is None for n in self.nodes if n.record) and run.lifecycle == "running":
 
+            try:  # the tunnel once, before the two looks that share it
+                url: str | None = await run.api_base_url()
+            except (TransportError, OSError) as exc:
+                log.debug("serving check: %s", exc)
+                url = None
+
             async def serving_look() -> None:
+                if url is None:
+                    return
                 try:
-                    await run.serving.check(await run.api_base_url(), run.flags)
+                    await run.serving.check(url, run.flags)
                 except (TransportError, OSError) as exc:
                     log.debug("serving check: %s", exc)
 
