@@ -36,7 +36,7 @@ from cockpit.core.crashstory import (  # the crash story and the shared context
     _where,
     end_of_input,
 )
-from cockpit.core.state import ENGINE_WATCHDOG, HOST_CACHE_SHORT, RunState, SeriesPoint
+from cockpit.core.state import ENGINE_WATCHDOG, HOST_CACHE_SHORT, HOST_CACHE_SMALL, RunState, SeriesPoint
 
 __all__ = ["apply", "apply_all", "end_of_input"]
 
@@ -462,6 +462,10 @@ def _host_mem(state: RunState, e: ev.HostCacheShortOfMemory) -> None:
     _crash(state, e, HOST_CACHE_SHORT, e.text.strip())
 
 
+def _host_cache_small(state: RunState, e: ev.HostCacheSmallerThanDevice) -> None:
+    _crash(state, e, HOST_CACHE_SMALL, e.text.strip())
+
+
 def _rank_dead(state: RunState, e: ev.RankDead) -> None:
     first = state.crash is None and _ctx(state).pending is None
     if e.exit_code in _OOM_KILL_EXITS:
@@ -616,6 +620,7 @@ _HANDLERS: dict[type, object] = {
     ev.KvPoolExhausted: _kv_exhausted,
     ev.NotEnoughMemory: _not_enough,
     ev.HostCacheShortOfMemory: _host_mem,
+    ev.HostCacheSmallerThanDevice: _host_cache_small,
     ev.RankDead: _rank_dead,
     ev.ExitCode: _exit_code,
     ev.NcclTimeout: _nccl,

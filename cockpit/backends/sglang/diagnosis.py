@@ -12,6 +12,7 @@ Finding ids (stable; scripts and the journal key on them):
 | `init_not_enough_memory` | critical | "Not enough memory … increase --mem-fraction-static": RAISE mfs past 1 − A/P |
 | `kv_pool_exhausted` | critical | the KV pool ran out of tokens at run time |
 | `hicache_host_memory` | critical | the HiCache host pool did not fit in host RAM (per-rank size with the arithmetic) |
+| `hicache_smaller_than_device` | critical | SGLang refused a HiCache host pool no larger than the device KV pool (hicache.py) |
 | `host_oom_killed` | critical | the kernel OOM killer SIGKILLed a scheduler (host RAM, often HiCache) |
 | `nccl_timeout` | critical | a collective timed out (a peer died, hung or the network stalled) |
 | `port_in_use` | critical | the HTTP port was already taken |
@@ -36,7 +37,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.base import FlagError, HostFacts
-from cockpit.backends.sglang import memory
+from cockpit.backends.sglang import hicache, memory
 from cockpit.backends.sglang.flags import DEFAULT_VERSION, canonical, graph_max_bs_flag, version_key
 from cockpit.backends.sglang.memory import (
     SGLANG_HICACHE_RESERVE_GB,
@@ -52,7 +53,7 @@ from cockpit.backends.sglang.memory import (
 from cockpit.backends.sglang.textutil import lazy
 from cockpit.core.findings import Finding, FlagChange, quoted, sort_findings
 from cockpit.core.numbers import plural
-from cockpit.core.state import RunState
+from cockpit.core.state import HOST_CACHE_SMALL, RunState
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
     from cockpit.core.profile import Profile
@@ -330,6 +331,8 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
         return [_kv_exhausted(ctx, ranks, where, crash.line)]
     if kind in ("hicache_host_memory", "host_oom_killed"):
         return [_hicache_crash(ctx, kind, ranks, where, crash.message)]
+    if kind == HOST_CACHE_SMALL:
+        return [hicache.crash_finding(ctx.flag, ctx.tokens, ctx.cell, ctx.version, f"{where} (line {crash.line})", ranks)]
     if kind == "nccl_timeout":
         msg = (
             f"A NCCL collective timed out{where} (line {crash.line}): a peer rank died or hung first, or the "
