@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from cockpit.core.state import (
         ENGINE_WATCHDOG,
         HOST_CACHE_SHORT,
+        HOST_CACHE_SMALL,
         KILLED_BY_SIGNAL,
         SERIES_MAX_POINTS,
         Crash,
@@ -196,7 +197,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "cockpit.core.secrets": ("is_secret_name", "mask_mapping", "mask_value", "without_masked"),
     "cockpit.core.serving": ("serving_words",),
     "cockpit.core.state": (
-        "Crash", "ENGINE_WATCHDOG", "HOST_CACHE_SHORT", "KILLED_BY_SIGNAL", "RankMemory", "RunState", "SERIES_MAX_POINTS", "SeriesPoint",
+        "Crash", "ENGINE_WATCHDOG", "HOST_CACHE_SHORT", "HOST_CACHE_SMALL", "KILLED_BY_SIGNAL", "RankMemory", "RunState", "SERIES_MAX_POINTS", "SeriesPoint",
     ),
     "cockpit.errors": ("BadInput", "CockpitError", "close_words"),
     "cockpit.locations": (

@@ -201,6 +201,12 @@ class EngineDoctor(EngineGroup):
     def preflight(self, profile: Profile, hosts: Iterable[HostFacts], *, version: str | None = None) -> list[Finding]:
         return cast("PreflightModule", self._module("preflight")).preflight(profile, list(hosts), version=version)
 
+    def after_plan(self, profile: Profile, plan: Any) -> list[Finding]:
+        """The engine's rules that need the memory plan (its preflight module's `after_plan`, if it
+        has one): the gate runs them once the plan is made."""
+        rule = getattr(self._module("preflight"), "after_plan", None)
+        return list(rule(profile, plan)) if rule is not None else []
+
 
 class EnginePlanner(EngineGroup):
     def memory_plan(

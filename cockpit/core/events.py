@@ -462,6 +462,14 @@ class HostCacheShortOfMemory(Event):
 
 
 @_event
+class HostCacheSmallerThanDevice(Event):
+    """The engine refused a host cache no larger than its device KV pool (SGLang 0.5.9:
+    `The host memory should be larger than the device memory with the current protocol`)."""
+
+    text: str
+
+
+@_event
 class RankDead(Event):
     """A scheduler process died: `Rank i scheduler is dead`, `… died during initialization (exit code: c)`,
     `Subprocess scheduler_i (pid=…) crashed with exit code c`, `Scheduler or DataParallelController … terminated with c`."""

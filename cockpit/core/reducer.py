@@ -40,7 +40,14 @@ from cockpit.core.crashstory import (  # the crash story and the shared context
     _where,
     end_of_input,
 )
-from cockpit.core.state import ENGINE_WATCHDOG, HOST_CACHE_SHORT, KILLED_BY_SIGNAL, RunState, SeriesPoint
+from cockpit.core.state import (
+    ENGINE_WATCHDOG,
+    HOST_CACHE_SHORT,
+    HOST_CACHE_SMALL,
+    KILLED_BY_SIGNAL,
+    RunState,
+    SeriesPoint,
+)
 
 __all__ = ["apply", "apply_all", "end_of_input"]
 
@@ -480,6 +487,10 @@ def _stop_after_asked(state: RunState) -> bool:
     return state.shutdown_asked_line is not None and state.crash is None
 
 
+def _host_cache_small(state: RunState, e: ev.HostCacheSmallerThanDevice) -> None:
+    _crash(state, e, HOST_CACHE_SMALL, e.text.strip())
+
+
 def _rank_dead(state: RunState, e: ev.RankDead) -> None:
     if e.exit_code == _STOP_SIGNAL_EXIT and _stop_after_asked(state):
         return
@@ -657,6 +668,7 @@ _HANDLERS: dict[type, object] = {
     ev.KvPoolExhausted: _kv_exhausted,
     ev.NotEnoughMemory: _not_enough,
     ev.HostCacheShortOfMemory: _host_mem,
+    ev.HostCacheSmallerThanDevice: _host_cache_small,
     ev.RankDead: _rank_dead,
     ev.ExitCode: _exit_code,
     ev.NcclTimeout: _nccl,

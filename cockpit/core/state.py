@@ -25,6 +25,7 @@ PHASES: tuple[str, ...] = get_args(Phase)
 
 # the two kinds whose names (fixed by DESIGN.md's JSON) are one engine's words: named once here
 HOST_CACHE_SHORT: Final = "hicache_host_memory"  # the host cache could not get its host memory
+HOST_CACHE_SMALL: Final = "host_cache_smaller_than_device"  # the engine refused a host cache no larger than its device pool
 ENGINE_WATCHDOG: Final = "watchdog_timeout"  # the engine's own watchdog fired (a forward pass hung)
 # a process of the server was SIGKILLed and nothing shows memory pressure: the sender is not known
 # (an operator, a job scheduler at its time limit, a supervisor, or the OOM killer, unproven)
@@ -35,6 +36,7 @@ CRASH_KINDS: tuple[str, ...] = (
     "kv_pool_exhausted",
     "init_not_enough_memory",
     HOST_CACHE_SHORT,
+    HOST_CACHE_SMALL,
     "host_oom_killed",  # SIGKILL with evidence of the OOM killer (Crash.oom_evidence says which)
     KILLED_BY_SIGNAL,
     "nccl_timeout",  # a collective timed out

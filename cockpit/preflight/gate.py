@@ -251,6 +251,10 @@ async def gate(
     result.findings = sort_findings([*findings, *lost, *(await launch_findings(profile, ov, node0) if asked else [])])
     if plan:
         result.plan, result.memory_plan = await _plan(profile, ov, result, runs)
+        # the engine's rules that need the plan's device pool (SGLang: HiCache's host pool against it)
+        after = getattr(backend.doctor, "after_plan", None)
+        if result.memory_plan is not None and after is not None:
+            result.findings = sort_findings([*result.findings, *after(checked, result.memory_plan)])
     return result
 
 

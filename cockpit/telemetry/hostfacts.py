@@ -3,7 +3,7 @@
 - GPUs: through the telemetry agent's own readers, so a local check and a remote one use the same
   code. On this machine that is the one NVML gateway (cockpit/telemetry/nvml.py) when NVML works,
   else `nvidia-smi` (the agent's SmiSource, with its timeout); on a remote host, the agent itself.
-- Host RAM available = min(/proc/meminfo MemAvailable, cgroup memory.max − memory.current):
+- Host RAM available = min(/proc/meminfo MemAvailable, cgroup memory.max − memory.current at the tightest level of the cgroup path):
   inside a container the cgroup limit is what the kernel OOM-killer enforces.
 
 Anything unreadable stays None (unknown), never 0. The gate (cockpit/preflight/gate.py) runs the
@@ -56,25 +56,14 @@ def _read_int(path: Path) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def cgroup_headroom_bytes(root: Path = CGROUP_ROOT) -> int | None:
-    """memory.max − memory.current of this process's cgroup (v2, or v1 limit − usage); None if unlimited."""
-    rel = ""
-    try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            if line.startswith("0::"):
-                rel = line[3:].strip().lstrip("/")
-    except OSError:
-        pass
-    for base in ([root / rel] if rel else []) + [root]:
-        limit = _read_int(base / "memory.max")
-        if limit is not None:
-            used = _read_int(base / "memory.current") or 0
-            return max(0, limit - used)
-    limit = _read_int(root / "memory" / "memory.limit_in_bytes")
-    if limit is not None and limit < 1 << 60:  # v1 writes a huge number for "no limit"
-        used = _read_int(root / "memory" / "memory.usage_in_bytes") or 0
-        return max(0, limit - used)
-    return None
+def cgroup_headroom_bytes(root: Path = CGROUP_ROOT, self_cgroup: Path = Path("/proc/self/cgroup")) -> int | None:
+    """limit − usage of the memory cgroup level with the least headroom, over every level of this
+    process's cgroup path (v2, or v1 limit − usage); None if unlimited. The host agent's reader
+    (agent.cgroup_memory): remote hosts and this machine are measured alike."""
+    from cockpit.remote.programs import agent
+
+    limit, usage = agent.cgroup_memory(str(root), str(self_cgroup))
+    return None if limit is None else max(0, limit - (usage or 0))
 
 
 # ---------------------------------------------------------------------------- GPUs

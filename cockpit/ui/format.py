@@ -6,7 +6,14 @@ import functools
 import re
 from datetime import UTC, datetime
 
-from cockpit.face import ENGINE_WATCHDOG, HOST_CACHE_SHORT, SIGKILL_SENDERS, FlagChange, value_text
+from cockpit.face import (
+    ENGINE_WATCHDOG,
+    HOST_CACHE_SHORT,
+    HOST_CACHE_SMALL,
+    SIGKILL_SENDERS,
+    FlagChange,
+    value_text,
+)
 
 UNKNOWN = "?"
 
@@ -161,7 +168,7 @@ def seconds_between(a: str | None, b: str | None) -> float | None:
 
 # crashes the server's own log explains: after them it kills its process group itself
 LOGGED_CRASH_KINDS = frozenset({"cuda_oom", "graph_capture_oom", "kv_pool_exhausted", "init_not_enough_memory",
-                                HOST_CACHE_SHORT, "warmup_failed", "nccl_timeout", "nccl_error",
+                                HOST_CACHE_SHORT, HOST_CACHE_SMALL, "warmup_failed", "nccl_timeout", "nccl_error",
                                 ENGINE_WATCHDOG, "startup_error", "port_in_use"})
 
 

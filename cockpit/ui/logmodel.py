@@ -21,6 +21,18 @@ from typing import Protocol
 
 from cockpit.face import LogLine, clean_text, has_control
 
+
+def line_cells(text: str) -> int:
+    """Terminal cells of a log line for the sideways extent: a CJK character or an emoji (East
+    Asian Wide or Fullwidth) takes two. The model runs without the terminal libraries, so this is
+    the standard library's reading; the pane wraps and paints by Rich's own cell widths."""
+    if text.isascii():
+        return len(text)
+    import unicodedata
+
+    return len(text) + sum(1 for ch in text if unicodedata.east_asian_width(ch) in "WF")
+
+
 DEFAULT_CAPACITY = 20_000
 # A new filter selects from the ring newest-first: the lines for the screen at once (the key's
 # answer), the older ones in slices between other events. A slice of the presets costs ~1.5 µs
@@ -67,7 +79,7 @@ class LogModel:
             if self.accepts(line):
                 self.shown.append(line)
                 added += 1
-                self.width = max(self.width, len(line.text) + 8)
+                self.width = max(self.width, line_cells(line.text) + 8)
         if self.unselected:
             # lines that fell off the top of the ring were never selected: nothing left to do there
             fell = ring_before + (self.total_seen - seen_before) - len(self.lines)

@@ -485,6 +485,32 @@ def hicache_value_error() -> None:
         log.write(f"sglang-{version}-llama70b-hicache-host-memory.log")
 
 
+def hicache_smaller_than_device() -> None:
+    """0.5.9 asserts the host pool is larger than the device pool (memory_pool_host.py
+    HostKVCache.__init__); `--hicache-ratio 0.5` makes it half as large, on every rank."""
+    log = Log("2026-02-24", (16, 40, 0))
+    log.rec(None, args_09(enable_hierarchical_cache=True, hicache_ratio=0.5))
+    startup(log, V9, TP8, pre=LLAMA_PRE, weights=16.49, kv_tokens=1244811, kv_line=LLAMA_KV09,
+            pool_end={r: 14.20 for r in TP8}, graph=1.71, upto="captured")
+    log.tick(1)
+    log.rec("TP0", "max_total_num_tokens=1244811, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=4096, "
+                   "context_len=131072, available_gpu_mem=12.20 GB")
+    log.rec("TP0", "Scheduler hit an exception: Traceback (most recent call last):")
+    log.raw('  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 702, in init_cache_with_memory_pool')
+    log.raw("    self.tree_cache = HiRadixCache(params=params, server_args=server_args)")
+    log.raw('  File "/opt/sglang/python/sglang/srt/mem_cache/hiradix_cache.py", line 70, in __init__')
+    log.raw("    self.token_to_kv_pool_host = MHATokenToKVPoolHost(")
+    log.raw('  File "/opt/sglang/python/sglang/srt/mem_cache/memory_pool_host.py", line 288, in __init__')
+    log.raw("    super().__init__(")
+    log.raw('  File "/opt/sglang/python/sglang/srt/mem_cache/memory_pool_host.py", line 168, in __init__')
+    log.raw("    assert (")
+    log.raw("AssertionError: The host memory should be larger than the device memory with the current protocol")
+    log.raw("")
+    log.rec(None, "Received sigquit from a child process. It usually means the child failed.")
+    log.raw("Killed")
+    log.write("sglang-0.5.9-llama70b-hicache-smaller-than-device.log")
+
+
 def host_oom_kill() -> None:
     for version in (V9, V23):
         log = Log("2026-02-24", (17, 0, 0))
@@ -614,6 +640,7 @@ def main() -> None:
     kv_exhausted()
     init_not_enough()
     hicache_value_error()
+    hicache_smaller_than_device()
     host_oom_kill()
     nccl_timeout()
     warmup_failed()

@@ -176,6 +176,7 @@ class SGLangBackend(EngineBackend):
             host_cache_label="HiCache",
             host_cache_flags=("enable-hierarchical-cache", "hicache-size"),
             crash_labels={"hicache_host_memory": "HiCache: not enough host memory",
+                          "host_cache_smaller_than_device": "HiCache: host pool not larger than the device pool",
                           "watchdog_timeout": "scheduler watchdog timeout"},
             predicted_words={"hicache_size": "--hicache-size {:g} GB per rank"},
             metrics_switch="--enable-metrics",

@@ -12,6 +12,7 @@ Finding ids (stable; scripts and the journal key on them):
 | `init_not_enough_memory` | critical | "Not enough memory … increase --mem-fraction-static": RAISE mfs past 1 − A/P |
 | `kv_pool_exhausted` | critical | the KV pool ran out of tokens at run time |
 | `hicache_host_memory` | critical | the HiCache host pool did not fit in host RAM (per-rank size with the arithmetic) |
+| `hicache_smaller_than_device` | critical | SGLang refused a HiCache host pool no larger than the device KV pool (hicache.py) |
 | `host_oom_killed` | critical | the kernel OOM killer SIGKILLed a scheduler, with evidence (a kernel/Slurm OOM line, the cgroup's oom_kill counter) |
 | `killed_by_signal` | critical | a process of the server was killed by signal 9 (SIGKILL) and nothing shows memory pressure: who sent it is named as unknown, no memory advice |
 | `nccl_timeout` | critical | a collective timed out (a peer died, hung or the network stalled) |
@@ -37,7 +38,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.base import FlagError, HostFacts
-from cockpit.backends.sglang import memory
+from cockpit.backends.sglang import hicache, memory
 from cockpit.backends.sglang.flags import DEFAULT_VERSION, canonical, graph_max_bs_flag, version_key
 from cockpit.backends.sglang.memory import (
     SGLANG_HICACHE_RESERVE_GB,
@@ -54,7 +55,7 @@ from cockpit.backends.sglang.textutil import lazy
 from cockpit.core.crashstory import killed_finding_words
 from cockpit.core.findings import Finding, FlagChange, quoted, sort_findings
 from cockpit.core.numbers import plural
-from cockpit.core.state import RunState
+from cockpit.core.state import HOST_CACHE_SMALL, RunState
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
     from cockpit.core.profile import Profile
@@ -334,6 +335,8 @@ def _crash_findings(ctx: _Ctx) -> list[Finding]:
         return [Finding(kind, "critical", killed_finding_words(crash, _killed_who(crash.message), where), ranks)]
     if kind in ("hicache_host_memory", "host_oom_killed"):
         return [_hicache_crash(ctx, kind, ranks, where, crash.message)]
+    if kind == HOST_CACHE_SMALL:
+        return [hicache.crash_finding(ctx.flag, ctx.tokens, ctx.cell, ctx.version, f"{where} (line {crash.line})", ranks)]
     if kind == "nccl_timeout":
         msg = (
             f"A NCCL collective timed out{where} (line {crash.line}): a peer rank died or hung first, or the "

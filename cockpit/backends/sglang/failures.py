@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from cockpit.backends.framephase import frame_phase as map_frame_phase
 from cockpit.backends.sglang import barelines
+from cockpit.backends.sglang.hicache import HOST_POOL_ASSERTION
 from cockpit.backends.sglang.textutil import count, host_gb_pair, lazy, sized_gib
 from cockpit.core import events as ev
 from cockpit.core.crashstory import is_oom_kill_line
@@ -329,6 +330,8 @@ def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek
         return ev.HostCacheShortOfMemory(line, ts, rank, req, free, msg)
     if "No host memory is left for HiCache" in msg:
         return ev.HostCacheShortOfMemory(line, ts, rank, None, None, msg)
+    if HOST_POOL_ASSERTION in msg:  # 0.5.9's assertion: the host pool no larger than the device pool
+        return ev.HostCacheSmallerThanDevice(line, ts, rank, msg)
     nccl = _nccl(line, ts, rank, msg)
     if nccl is not None:
         return nccl

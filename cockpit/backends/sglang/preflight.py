@@ -12,7 +12,8 @@ Finding ids:
 |---|---|---|
 | `hicache_host_memory` | critical | ranks_per_node × --hicache-size + reserves > host RAM available |
 | `hicache_fits` | ok | the HiCache host pools fit, with the arithmetic |
-| `hicache_ratio_unchecked` | info | HiCache sized by ratio: it depends on the KV pool, checked after launch |
+| `hicache_ratio_unchecked` | info | HiCache sized by ratio: its host RAM depends on the KV pool, checked after launch |
+| `hicache_smaller_than_device` | critical (0.5.9) / warning (0.5.23) | after the memory plan (`after_plan`): the host pool per rank is no larger than the device KV pool (hicache.py) |
 | `gpu_count` | critical | the node has fewer GPUs than ranks per node |
 | `gpus_idle` | info | the node has more GPUs than the run uses |
 | `parallel_layout` | critical | tp·pp·dp does not split evenly over the nodes, nnodes ≠ hosts, ep/attn-dp do not divide tp |
@@ -27,6 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cockpit.backends.base import HostFacts
+from cockpit.backends.sglang import hicache
 from cockpit.backends.sglang.command import effective_flags
 from cockpit.backends.sglang.diagnosis import ranks_per_node
 from cockpit.backends.sglang.flags import resolve_version
@@ -61,6 +63,16 @@ def preflight(profile: Profile, hosts: Iterable[HostFacts], *, version: str | No
         findings += _gpus(h, n_per_node)
         findings += _hicache(profile, flags, h, n_per_node)
     return sort_findings(findings)
+
+
+def after_plan(profile: Profile, plan: Any) -> list[Finding]:
+    """The rules that need the memory plan's device KV pool per rank (run by the gate once the plan
+    is made): a HiCache host pool no larger than it (hicache.py)."""
+    v = resolve_version(getattr(plan, "version", None) or profile.version)
+    flags = {dest: val for dest, (_spec, val) in effective_flags(profile, version=v).items()}
+    cur = getattr(plan, "current", None)
+    return hicache.after_plan(flags, cur.max_total_num_tokens if cur is not None else None,
+                              getattr(plan, "kv_bytes_per_token", None), v)
 
 
 def _layout(profile: Profile, flags: dict[str, Any], nnodes: int) -> list[Finding]:

@@ -103,7 +103,7 @@ def read_host():
                     host["mem_total_kb" if key == "MemTotal" else "mem_available_kb"] = val
     except OSError as exc:
         errors.append(f"host memory: cannot read /proc/meminfo: {exc}")
-    limit, usage = _cgroup_memory()
+    limit, usage = cgroup_memory()
     host["cgroup_limit_bytes"] = limit
     host["cgroup_usage_bytes"] = usage
     return host, errors
@@ -123,43 +123,50 @@ def _read_int(path):
         return None
 
 
-def _cgroup_memory():
-    """(limit, usage) of the tightest memory cgroup this process lives in; None when unlimited."""
+V1_NO_LIMIT = 1 << 60  # cgroup v1 writes a huge number (9223372036854771712) for "no limit"
+
+
+def _cgroup_levels(lines, root):
+    """(limit file, usage file) of every level of this process's memory cgroup path, its own
+    group first and the hierarchy's root last: v2 (`0::/path`) and v1 (the `memory` controller)."""
+    levels = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":
+            base, names = root, ("memory.max", "memory.current")
+        elif "memory" in parts[1].split(","):
+            base, names = os.path.join(root, "memory"), ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        segs = [s for s in parts[2].strip().split("/") if s]
+        for i in range(len(segs), -1, -1):
+            d = os.path.join(base, *segs[:i])
+            levels.append((os.path.join(d, names[0]), os.path.join(d, names[1])))
+    return levels
+
+
+def cgroup_memory(root="/sys/fs/cgroup", self_cgroup="/proc/self/cgroup"):
+    """(limit, usage) in bytes of the memory cgroup level with the least headroom (limit − usage)
+    over every level of this process's cgroup path, v2 and v1: a limit set on a parent group (a
+    container's, a Slurm job's above its step) binds as the kernel enforces it, with that level's
+    own usage (its other members count). (None, None) when no level is limited. This machine's
+    facts use it too (cockpit/telemetry/hostfacts.py): one reader for local and remote hosts."""
     try:
-        with open("/proc/self/cgroup") as f:
+        with open(self_cgroup) as f:
             lines = f.read().splitlines()
     except OSError:
         return None, None
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) == 3 and parts[0] == "0" and parts[1] == "":
-            # cgroup v2: walk from our group up to the root; the smallest limit binds.
-            rel = parts[2].strip("/")
-            best_limit, usage = None, None
-            base = "/sys/fs/cgroup"
-            segs = rel.split("/") if rel else []
-            first = True
-            for i in range(len(segs), -1, -1):
-                d = os.path.join(base, *segs[:i]) if i else base
-                lim = _read_int(os.path.join(d, "memory.max"))
-                if first:
-                    usage = _read_int(os.path.join(d, "memory.current"))
-                    first = usage is None
-                if lim is not None and (best_limit is None or lim < best_limit):
-                    best_limit = lim
-            return best_limit, usage
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) == 3 and "memory" in parts[1].split(","):
-            base = "/sys/fs/cgroup/memory"
-            for d in (os.path.join(base, parts[2].strip("/")), base):
-                lim = _read_int(os.path.join(d, "memory.limit_in_bytes"))
-                if lim is not None:
-                    # v1 writes a huge number for "no limit".
-                    return (lim if lim < (1 << 60) else None), _read_int(
-                        os.path.join(d, "memory.usage_in_bytes")
-                    )
-    return None, None
+    best = None
+    for limit_file, usage_file in _cgroup_levels(lines, root):
+        lim = _read_int(limit_file)
+        if lim is None or lim >= V1_NO_LIMIT:  # v2 writes "max", which reads as None
+            continue
+        use = _read_int(usage_file) or 0
+        if best is None or lim - use < best[0] - best[1]:
+            best = (lim, use)
+    return best if best is not None else (None, None)
 
 
 # ----------------------------------------------------------------------------- GPU sources

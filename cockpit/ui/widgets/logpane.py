@@ -12,10 +12,12 @@ jumps to matching lines in their context, unlike a filter, which hides the other
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable
 
+from rich.cells import get_character_cell_size
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
@@ -29,6 +31,30 @@ from cockpit.ui.logmodel import DEFAULT_CAPACITY, SELECT_SLICE, LogModel, Matche
 # What the "errors" preset looks for is also what the pane paints as an error line: the screen sets
 # the server's own words (`error_words`, from the backend); these serve until it does.
 ERROR_WORDS = GENERIC_ERROR_WORDS
+
+
+def rank_column(line: LogLine) -> int:
+    """Cells the pane adds before a line: a rank column when the text does not name its rank."""
+    return 5 if line.rank and line.text.find(line.rank, 0, 48) < 0 else 0
+
+
+def row_spans(line: LogLine, width: int) -> list[tuple[int, int]]:
+    """The rows of one line wrapped at `width` cells, as (first cell, end cell) of what the pane
+    paints (the rank column included): every row at most `width` cells, and a wide character is
+    never cut in two (it starts the next row instead)."""
+    prefix = rank_column(line)
+    if line.text.isascii():  # one cell per character: cut every `width`
+        total = prefix + len(line.text)
+        return [(k * width, min(total, (k + 1) * width)) for k in range(max(1, math.ceil(total / width)))]
+    spans: list[tuple[int, int]] = []
+    start = used = 0
+    for w in itertools.chain(itertools.repeat(1, prefix), map(get_character_cell_size, line.text)):
+        if used + w > width and used > 0:
+            spans.append((start, start + used))
+            start, used = start + used, 0
+        used += w
+    spans.append((start, start + used))
+    return spans
 
 
 class LogPane(ScrollView, can_focus=True):
@@ -60,7 +86,7 @@ class LogPane(ScrollView, can_focus=True):
         self._title = "Log"
         self.wrap = False
         self._rows_key: tuple[object, ...] = ()
-        self._rows: list[tuple[int, int]] = []  # wrapped: (index into _shown, first column)
+        self._rows: list[tuple[int, int, int]] = []  # wrapped: (index into _shown, first cell, end cell)
 
     @property
     def dropped(self) -> int:
@@ -187,30 +213,25 @@ class LogPane(ScrollView, can_focus=True):
         self.virtual_size = new
 
     # ---- wrapping ----
-    def _wrapped_rows(self) -> list[tuple[int, int]]:
-        """Each shown line as screen rows of the pane's width (rebuilt when the lines or the width
-        change: at 20,000 lines ~10 ms, once per batch, only while wrapping)."""
+    def _wrapped_rows(self) -> list[tuple[int, int, int]]:
+        """Each shown line as screen rows of the pane's width, (line index, first cell, end cell)
+        (rebuilt when the lines or the width change: at 20,000 lines ~10 ms, once per batch, only
+        while wrapping)."""
         width = max(1, self.scrollable_content_region.width)
         shown = self._shown
         key = (len(shown), id(shown[0]) if shown else None, id(shown[-1]) if shown else None, width)
         if key != self._rows_key:
-            rows: list[tuple[int, int]] = []
+            rows: list[tuple[int, int, int]] = []
             for i, line in enumerate(shown):
-                n = max(1, math.ceil(self._cells(line) / width))
-                rows.extend((i, k * width) for k in range(n))
+                rows.extend((i, a, b) for a, b in row_spans(line, width))
             self._rows, self._rows_key = rows, key
         return self._rows
-
-    @staticmethod
-    def _cells(line: LogLine) -> int:
-        extra = 5 if line.rank and line.text.find(line.rank, 0, 48) < 0 else 0
-        return len(line.text) + extra
 
     def _row_of(self, index: int) -> int:
         """The first screen row of shown line `index`."""
         if not self.wrap:
             return index
-        for row, (i, _start) in enumerate(self._wrapped_rows()):
+        for row, (i, _start, _end) in enumerate(self._wrapped_rows()):
             if i == index:
                 return row
         return 0
@@ -352,9 +373,9 @@ class LogPane(ScrollView, can_focus=True):
             rows = self._wrapped_rows()
             if not 0 <= scroll_y + y < len(rows):
                 return Strip.blank(width, base)
-            index, scroll_x = rows[scroll_y + y]
+            index, scroll_x, row_end = rows[scroll_y + y]
         else:
-            index = scroll_y + y
+            index, row_end = scroll_y + y, scroll_x + width
         if index >= len(self._shown) or index < 0:
             return Strip.blank(width, base)
         line = self._shown[index]
@@ -379,5 +400,5 @@ class LogPane(ScrollView, can_focus=True):
                     body.stylize(self._style("marker" if current else "match"), m.start(), m.end())
         text.append_text(body)
         segments = list(text.render(self.app.console))
-        strip = Strip(segments).crop(scroll_x, scroll_x + width)
+        strip = Strip(segments).crop(scroll_x, row_end)  # wrapped: the row's cells, never half a wide character
         return strip.extend_cell_length(width, base).apply_style(base)
