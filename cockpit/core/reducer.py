@@ -130,6 +130,9 @@ def _pool_end(state: RunState, e: ev.MemoryPoolEnd) -> None:
 
 
 def _capture_begin(state: RunState, e: ev.GraphCaptureBegin) -> None:
+    if e.rank is None and e.avail_gb is None and e.ts is None:
+        _advance(state, "capturing", None)  # a progress bar (no rank, no figure): the lifecycle only
+        return
     rm = state.rank(_rank_label(e))
     if rm.avail_before_capture_gb is None and e.avail_gb is not None:
         rm.avail_before_capture_gb = e.avail_gb

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cockpit.backends import peers
 from cockpit.backends.framephase import frame_phase as map_frame_phase
 from cockpit.backends.sglang import barelines
 from cockpit.backends.sglang.textutil import count, host_gb_pair, lazy, sized_gib
@@ -325,6 +326,10 @@ def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek
         return ev.HostCacheShortOfMemory(line, ts, rank, req, free, msg)
     if "No host memory is left for HiCache" in msg:
         return ev.HostCacheShortOfMemory(line, ts, rank, None, None, msg)
+    if "by peer" in msg and ("gloo" in msg or "pair.cc" in msg):
+        peer = peers.peer_closed(line, ts, rank, msg)  # a peer died: the address names its node
+        if peer is not None:
+            return peer
     nccl = _nccl(line, ts, rank, msg)
     if nccl is not None:
         return nccl
