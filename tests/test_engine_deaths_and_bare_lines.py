@@ -118,3 +118,20 @@ def test_a_batch_loop_frame_while_starting_is_the_warmup(tmp_path: Path) -> None
                         "    self.run_batch(batch)\n"
                         "RuntimeError: boom\n")
     assert out["crash"]["phase"] == "startup"
+
+
+def test_torch_words_alone_are_no_engines_log(tmp_path: Path) -> None:
+    import pytest
+
+    from cockpit.errors import BadInput
+
+    # a training script's PyTorch OOM: CUDA and torch words, no line or frame of either engine
+    p = tmp_path / "train.log"
+    p.write_text('Traceback (most recent call last):\n  File "/app/train.py", line 42, in <module>\n    out = model(x)\n'
+                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity "
+                 "of 79.10 GiB of which 1.00 GiB is free.\n")
+    with pytest.raises(BadInput, match="no SGLang or vLLM log lines recognised"):
+        diagnose_logs([str(p)])
+    # SGLang's own words for the same kind of failure are SGLang's
+    out = run(tmp_path, "RuntimeError: Prefill out of memory. Try to lower your batch size.\nTry to allocate 8192 tokens.\n")
+    assert out["crash"]["kind"] == "kv_pool_exhausted"
