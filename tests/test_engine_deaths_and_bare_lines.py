@@ -20,6 +20,12 @@ def run(tmp_path: Path, text: str) -> dict[str, Any]:
     return out
 
 
+def sched_trace(exc: str, func: str = "event_loop_normal", call: str = "self.run_batch(batch)") -> str:
+    """TP0's scheduler trace through one frame of scheduler.py, ending with `exc`."""
+    return ("[2026-01-02 10:00:05 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+            f'  File "/x/sglang/srt/managers/scheduler.py", line 977, in {func}\n    {call}\n{exc}\n')
+
+
 V0_SERVING = ("INFO 11-05 12:03:00 engine.py:290] Added request chat-1.\n"
               "INFO 11-05 12:03:01 metrics.py:349] Avg prompt throughput: 6.5 tokens/s, Avg generation throughput: 0.0 "
               "tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 5.0%, CPU KV cache usage: 0.0%.\n")
@@ -112,11 +118,7 @@ def test_a_pm2_prefix_learnt_from_frame_lines(tmp_path: Path) -> None:
 
 
 def test_a_batch_loop_frame_while_starting_is_the_warmup(tmp_path: Path) -> None:
-    out = run(tmp_path, "[2025-06-01 12:00:00 TP0] Load weight begin. avail mem=70.00 GB\n"
-                        "[2025-06-01 12:00:09 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
-                        '  File "/x/sglang/srt/managers/scheduler.py", line 977, in event_loop_normal\n'
-                        "    self.run_batch(batch)\n"
-                        "RuntimeError: boom\n")
+    out = run(tmp_path, "[2025-06-01 12:00:00 TP0] Load weight begin. avail mem=70.00 GB\n" + sched_trace("RuntimeError: boom"))
     assert out["crash"]["phase"] == "startup"
 
 
@@ -135,3 +137,19 @@ def test_torch_words_alone_are_no_engines_log(tmp_path: Path) -> None:
     # SGLang's own words for the same kind of failure are SGLang's
     out = run(tmp_path, "RuntimeError: Prefill out of memory. Try to lower your batch size.\nTry to allocate 8192 tokens.\n")
     assert out["crash"]["kind"] == "kv_pool_exhausted"
+
+
+def test_an_oom_after_a_capture_began_is_the_captures(tmp_path: Path) -> None:
+    # the frames are the scheduler's constructor only (it runs the capture); the capture began, never ended
+    out = run(tmp_path, "[2025-06-01 12:00:00 TP0] Load weight begin. avail mem=70.00 GB\n"
+                        "[2025-06-01 12:00:05 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=3.00 GB\n"
+                        + sched_trace("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+                                      "total capacity of 79.10 GiB of which 1.00 GiB is free.", "run_scheduler_process",
+                                      "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)"))
+    assert out["crash"]["kind"] == "graph_capture_oom" and out["crash"]["phase"] == "graph_capture"
+
+
+def test_a_remote_worker_that_crashed_is_a_peer_that_died(tmp_path: Path) -> None:
+    out = run(tmp_path, sched_trace("RuntimeError: Connection closed by peer [10.0.0.9]:29500. This is typically "
+                                    "caused by a remote worker crashing."))
+    assert out["crash"]["kind"] == "nccl_error" and "the node at 10.0.0.9" in out["crash"]["message"]

@@ -333,7 +333,7 @@ def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek
         return ev.HostCacheShortOfMemory(line, ts, rank, req, free, msg)
     if "No host memory is left for HiCache" in msg:
         return ev.HostCacheShortOfMemory(line, ts, rank, None, None, msg)
-    if "by peer" in msg and ("gloo" in msg or "pair.cc" in msg):
+    if "by peer" in msg and ("gloo" in msg or "pair.cc" in msg or "remote worker" in msg):
         peer = peers.peer_closed(line, ts, rank, msg)  # a peer died: the address names its node
         if peer is not None:
             return peer

@@ -41,7 +41,7 @@ def classify(line: int, ts: str | None, rank: str | None, msg: str) -> list[Even
                 ev.PhaseEvidence(line, ts, None, "serving")]
     if any(w in msg for w in _DEATHS):
         return [ev.SchedulerException(line, ts, None, msg.strip()), ev.PhaseEvidence(line, ts, None, "serving")]
-    if "by peer" in msg and ("gloo" in msg or "pair.cc" in msg or "Worker failed" in msg):
+    if "by peer" in msg and ("gloo" in msg or "pair.cc" in msg or "Worker failed" in msg or "remote worker" in msg):
         peer = peers.peer_closed(line, ts, rank, msg)
         if peer is not None:
             return [peer]
