@@ -121,3 +121,31 @@ def test_a_wrapped_message_reads_as_the_bare_one(case: tuple[dict[str, Any], lis
     want, got = _read(bare), _read("\n".join(wrapped) + "\n")
     assert want[0] not in (None, "refused"), (entry["text"], want)
     assert got == want, (" inside ".join(n for n, _ in wraps), entry["engine"], entry["text"][:90], "\n".join(wrapped[:4]))
+
+
+# The engine's own record head replaced by a Python logging format its operator configured (vLLM's
+# VLLM_LOGGING_CONFIG_PATH, an embedding program's basicConfig): the logger name is what remains of
+# the engine. The format drops the rank prefix, so the kind and phase must be the bare log's. (A
+# format without a date reads the message bare: what only the engine's record says is then missed.)
+_HEAD = {"sglang": __import__("re").compile(r"^\[[^\]]*\] "),
+         "vllm": __import__("re").compile(r"^(?:\([^)]*\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d [\d:.]+ \[?[\w.]+:\d+\] ")}
+_FORMATS = (
+    lambda logger, lvl, msg: f"2025-11-02 13:17:04,315 - {logger} - {lvl} - {msg}",
+    lambda logger, lvl, msg: f"2025-11-02 13:17:04 [{lvl}] {logger}: {msg}",
+    lambda logger, lvl, msg: f"2025-11-02T13:17:04.315Z {lvl:<8} {logger} | {msg}",
+)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(DECISIVE), st.sampled_from(range(len(_FORMATS))), st.data())
+def test_the_engines_message_under_its_loggers_own_format(entry: dict[str, Any], fmt: int, data: st.DataObject) -> None:
+    bare = _bare(entry)
+    logger = data.draw(st.sampled_from(_LOGGERS[entry["engine"]][:2]))
+    head = _HEAD[entry["engine"]]
+    lines = []
+    for s in bare.splitlines():
+        m = head.match(s)
+        lvl = "ERROR" if " ERROR " in s[:60] or "exception" in s else "INFO"
+        lines.append(_FORMATS[fmt](logger, lvl, s[m.end():]) if m else s)
+    want, got = _read(bare), _read("\n".join(lines) + "\n")
+    assert got[:2] == want[:2], (entry["engine"], entry["text"][:90], "\n".join(lines[:4]))

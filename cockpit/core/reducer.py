@@ -141,6 +141,9 @@ def _pool_end(state: RunState, e: ev.MemoryPoolEnd) -> None:
 
 
 def _capture_begin(state: RunState, e: ev.GraphCaptureBegin) -> None:
+    if e.rank is None and e.avail_gb is None and e.ts is None:
+        _advance(state, "capturing", None)  # a progress bar (no rank, no figure): the lifecycle only
+        return
     rm = state.rank(_rank_label(e))
     if rm.avail_before_capture_gb is None and e.avail_gb is not None:
         rm.avail_before_capture_gb = e.avail_gb
@@ -451,7 +454,9 @@ def _cuda_oom(state: RunState, e: ev.CudaOom) -> None:
     c = _ctx(state)
     phase = _phase_from_frames(c.frames) if c.exc_seen or c.frames else None
     life = c.phase_before if state.phase == "crashed" else state.phase  # a crash's later lines still need it
-    if phase is None and life == "capturing" and not state.ready_in_log:
+    if phase in (None, "startup") and life == "capturing" and not state.ready_in_log:
+        # after a capture began and before it ended: the start-up frames above (the scheduler's
+        # constructor runs the capture) do not make it another start-up OOM (issue 35)
         phase = "graph_capture"
     kind = "graph_capture_oom" if phase == "graph_capture" else "cuda_oom"
     _crash(state, e, kind, e.text.strip())

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from cockpit.backends import peers
 from cockpit.backends.framephase import frame_phase as map_frame_phase
 from cockpit.backends.sglang import barelines
 from cockpit.backends.sglang.hicache import HOST_POOL_ASSERTION
@@ -92,6 +93,10 @@ _RX_TORCH_LOG = lazy(r"^\[rank\d+\]:\[[EWIF]\d{4} ")
 # when stream is capturing`, `cudaStreamCaptureStatusActive`, `cudaErrorStreamCaptureInvalidated`)
 _RX_CAPTURING = lazy(r"during (?:CUDA )?graph capture|stream is capturing|StreamCaptureStatusActive"
                      r"|StreamCapture(?:Unsupported|Invalidated)")
+
+# failures only SGLang words this way (its KV / request pools, its memory budget, its host cache, its
+# graph runner): a line saying one is SGLang's own, where a device OOM or NCCL's words are any server's
+_OWN_WORDS = (ev.KvPoolExhausted, ev.NotEnoughMemory, ev.HostCacheShortOfMemory, ev.GraphCaptureFailed)
 
 # Recognition of a line (SGLangLogParser.lines_recognised sums them): SGLang's own text, structure any Python
 # / torch server prints (tracebacks, NCCL), or another engine's log.
@@ -252,6 +257,7 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
             return GENERIC
     else:
         exc = None
+    n_before = len(out)
     specific = _signature(line, ts, rank, msg, peek, out)
     if specific is not None:
         out.append(specific)
@@ -259,6 +265,8 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
         # only a line shaped like the failure's own output says this is a server's log
         if ts is not None or exc is not None or _error_shaped(msg):
             recog = GENERIC
+    # SGLang's own failure words (its pools, its host cache, its capture), not torch's
+    own = any(type(e) in _OWN_WORDS for e in out[n_before:]) and (ts is not None or exc is not None)
     if "--" in msg and (exc is not None or ts is not None):
         adv = _RX_ADVICE.search(msg)
         if adv and not any(isinstance(e, ev.EngineAdvice) for e in out):
@@ -287,7 +295,7 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
                 out.append(ev.CollectiveSeq(line, ts, rank, int(seq)))
     if ts is None and recog == NONE and (_RX_TORCH_LOG.match(msg) or " NCCL INFO " in msg or " NCCL WARN " in msg):
         recog = GENERIC  # torch's C++ log and NCCL's debug lines: any distributed server prints them
-    return recog
+    return STRONG if own else recog
 
 
 def _error_shaped(msg: str) -> bool:
@@ -332,6 +340,10 @@ def _signature(line: int, ts: str | None, rank: str | None, msg: str, peek: Peek
         return ev.HostCacheShortOfMemory(line, ts, rank, None, None, msg)
     if HOST_POOL_ASSERTION in msg:  # 0.5.9's assertion: the host pool no larger than the device pool
         return ev.HostCacheSmallerThanDevice(line, ts, rank, msg)
+    if "by peer" in msg and ("gloo" in msg or "pair.cc" in msg or "remote worker" in msg):
+        peer = peers.peer_closed(line, ts, rank, msg)  # a peer died: the address names its node
+        if peer is not None:
+            return peer
     nccl = _nccl(line, ts, rank, msg)
     if nccl is not None:
         return nccl

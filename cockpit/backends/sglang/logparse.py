@@ -58,8 +58,8 @@ def _tally(parser: SGLangLogParser) -> Counts:
 
 
 def _recognised(strong: int, generic: int, foreign: int) -> int:
-    """SGLangLogParser.lines_recognised over several parsers' tallies."""
-    return 0 if strong == 0 and foreign > 0 else strong + generic
+    """SGLangLogParser.lines_recognised over several parsers' tallies (none without a line of SGLang's own)."""
+    return 0 if strong == 0 else strong + generic
 
 
 def _parse_range(fd: int, start: int, end: int) -> tuple[int, list[Event], Counts]:

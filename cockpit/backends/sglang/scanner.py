@@ -141,7 +141,9 @@ class SGLangLogParser:
     def lines_recognised(self) -> int:
         """Lines read as this server's log: SGLang's own text, plus Python/torch structure
         (tracebacks, NCCL) unless another engine's lines say the log is not SGLang's."""
-        if self.strong == 0 and self.foreign > 0:
+        if self.strong == 0:
+            # torch's and CUDA's words, tracebacks and NCCL lines alone are any Python server's:
+            # evidence for SGLang is one of its own lines or frames (issue 35)
             return 0
         return self.strong + self.generic
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from cockpit.backends import pylogging
 from cockpit.backends.sglang.grammar import split_record
 
 MAX_TEMPLATES = 8
@@ -98,7 +99,9 @@ class Unwrapper:
             if b is not None:
                 return "[" + "2000"[: 4 - len(b.group(1))] + text
         m = _START.search(text, 0, MAX_PREFIX + 40)
-        if m is None or m.start() == 0:
+        if m is None:
+            return pylogging.peel("sglang", text) or text  # the logger's own format around a bare message
+        if m.start() == 0:
             return text
         if m.group(0)[0] == " " and not text[: m.start()].strip():
             return text  # an indented frame: a traceback's own line, not a wrapped one

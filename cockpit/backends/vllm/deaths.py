@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 
+from cockpit.backends import peers
 from cockpit.backends.framephase import frame_phase
 from cockpit.core import events as ev
 from cockpit.core.events import Event
@@ -30,7 +31,6 @@ _DEATHS = ("Engine loop has died", "MQLLMEngine is already dead", "Engine backgr
            "AsyncEngineDeadError", "MQEngineDeadError", "Background loop has errored already",
            "Engine loop is not running")
 _ITERATION_TIMEOUT = "Engine iteration timed out"
-_RX_PEER = re.compile(r"Connection (?:closed|reset) by peer(?: \[([^\]]{1,64})\]:\d+)?")
 _RX_METHOD = re.compile(r"while processing method (\w+)|collective_rpc\(\s*[\"'](\w+)[\"']")
 
 
@@ -41,11 +41,10 @@ def classify(line: int, ts: str | None, rank: str | None, msg: str) -> list[Even
                 ev.PhaseEvidence(line, ts, None, "serving")]
     if any(w in msg for w in _DEATHS):
         return [ev.SchedulerException(line, ts, None, msg.strip()), ev.PhaseEvidence(line, ts, None, "serving")]
-    if "by peer" in msg and ("gloo" in msg or "pair.cc" in msg or "Worker failed" in msg):
-        m = _RX_PEER.search(msg)
-        if m is not None:
-            where = f"the node at {m[1]}" if m[1] else "a peer node"
-            return [ev.NcclError(line, ts, rank, f"a peer died: {where} closed its connection ({msg.strip()})")]
+    if "by peer" in msg and ("gloo" in msg or "pair.cc" in msg or "Worker failed" in msg or "remote worker" in msg):
+        peer = peers.peer_closed(line, ts, rank, msg)
+        if peer is not None:
+            return [peer]
     return []
 
 

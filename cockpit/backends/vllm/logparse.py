@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from cockpit.backends import pylogging
 from cockpit.backends.framephase import frame_phase as map_frame_phase
 from cockpit.backends.vllm import bulk, deaths, shortlines
 from cockpit.backends.vllm.sniff import MESSAGES
@@ -463,6 +464,11 @@ class VLLMLogParser:
             if self.fmt != self._fmt_sent:  # the first record proves the format; an era may sharpen it
                 self._send_fmt(line, ts, out)
         else:
+            peeled = pylogging.peel("vllm", text) if "vllm." in text else None
+            if peeled is not None:  # vLLM's logger under a format of its operator's (pylogging.py)
+                self._classify(line, peeled, out)
+                self._last_was_vllm = True
+                return
             g = _RX_GROUPS_ONLY.match(text)
             if g is None and "pid=" in text:
                 unwrapped = self._learn_from_group_line(text)
