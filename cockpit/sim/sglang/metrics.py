@@ -34,6 +34,10 @@ COUNTERS = (
 )
 
 
+# counters 0.5.23 creates with labels only at their first event (aborts, retractions)
+LAZY_COUNTERS = ("num_aborted_requests_total", "num_retracted_requests_total")
+
+
 def _labels(d: dict[str, str]) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in d.items()) + "}"
 
@@ -68,6 +72,7 @@ def render_metrics(cfg: SimConfig, stats: dict[str, Any], startup: dict[str, Any
             ("context_len", cfg.context_len),
             ("page_size", cfg.page_size),
             ("startup_time_seconds", startup.get("startup_time", 0.0)),
+            ("spec_accept_length", 0.0),  # 0.5.23 exports it, 0.0, without speculative decoding too
         )
         for name, v in extra:
             lines += [f"# HELP sglang:{name} {name.replace('_', ' ')}", f"# TYPE sglang:{name} gauge"]
@@ -82,13 +87,21 @@ def render_metrics(cfg: SimConfig, stats: dict[str, Any], startup: dict[str, Any
     for name, help_ in COUNTERS:
         base = name[: -len("_total")]
         lines += [f"# HELP sglang:{name} {help_}", f"# TYPE sglang:{name} counter"]
+        if cfg.new_format and name in LAZY_COUNTERS and not values.get(name):
+            continue  # 0.5.23: a labelled counter has no sample before its first event (prometheus_client)
         lines.append(f"sglang:{name}{_labels(tok if base in ('prompt_tokens', 'generation_tokens', 'num_requests') else sched)} "
                      f"{float(values.get(name, 0) or 0)}")
         lines.append(f"sglang:{base}_created{_labels(tok if base in ('prompt_tokens', 'generation_tokens', 'num_requests') else sched)} {started_wall:.3f}")
     lines += _hist("time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                    values.get("ttft"), TTFT_BUCKETS, tok)
-    lines += _hist("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-                   values.get("itl"), ITL_BUCKETS, tok)
+    itl = values.get("itl") or {}
+    if cfg.new_format and not itl.get("count"):
+        # 0.5.23 observes it from a request's second output on (tokenizer_manager.py): none yet, no sample
+        lines += ["# HELP sglang:inter_token_latency_seconds Histogram of inter-token latency in seconds.",
+                  "# TYPE sglang:inter_token_latency_seconds histogram"]
+    else:
+        lines += _hist("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl,
+                       ITL_BUCKETS, tok)
     lines += _hist("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
                    values.get("e2e"), E2E_BUCKETS, tok)
     return "\n".join(lines) + "\n"
