@@ -58,7 +58,10 @@ def profile(engine: str, tmp: Path) -> dict[str, Any]:
     work = str(tmp / "work")
     if engine in ("sim-vllm", "sim-sglang"):
         backend = engine.removeprefix("sim-")
-        program = [sys.executable, "-m", "cockpit", "sim", "--sim-backend", backend, "--sim-gpu", "h100",
+        gpu = "h100" if backend == "vllm" else "rtx-pro-6000"  # the Kimi story's GPUs (at 0.88 it serves)
+        # `cockpit sim` is SGLang's simulator unless --sim-backend names another (SGLang's refuses it)
+        program = [sys.executable, "-m", "cockpit", "sim", *(["--sim-backend", "vllm"] if backend == "vllm" else []),
+                   "--sim-gpu", gpu,
                    "--sim-traffic", "none", "--sim-speed", "20", "--sim-startup-speed", "200",
                    "--sim-dir", str(tmp / "gpus")] + (["serve"] if backend == "vllm" else [])
         server: dict[str, Any] = ({"model": "Qwen/Qwen3-32B", "tensor-parallel-size": 2, "max-model-len": 32768,

@@ -90,7 +90,8 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     multi = len(nodes) > 1
     out = sys.stdout
     # Into a pipe or a file the output is the log, byte for byte (grep, less -R and diff see what
-    # the server wrote); on a terminal, log text is cleaned of escape sequences first.
+    # the server wrote), less the access lines of Cockpit's own requests (core/ownlines.py, as the
+    # TUI); on a terminal, log text is cleaned of escape sequences first.
     raw = not out.isatty()
 
     cursors: dict[int, tuple[int, int | None]] = {}  # node index -> where its log was read up to
