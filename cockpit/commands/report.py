@@ -159,14 +159,14 @@ def _excerpt_local(facts: ReportFacts, hosts: Any, log_path: str | None, run_dir
 
 def _excerpt_from(facts: ReportFacts, fh: Any, offset: int) -> None:
     """Lines around the crash's decisive line, numbered as the run's log (from `offset`)."""
-    from cockpit.face import NodeLog, get_backend
+    from cockpit.face import DEFAULT_BACKEND, NodeLog, get_backend
 
     crash_line = (facts.crash or {}).get("line")
     if not crash_line:
         facts.excerpt_why = "no crash line to centre on"
         return
     fh.seek(offset)
-    reader = NodeLog(get_backend(facts.backend or "sglang"), "local", parse=False, catch_up=None)
+    reader = NodeLog(get_backend(facts.backend or DEFAULT_BACKEND), "local", parse=False, catch_up=None)
     kept: deque[tuple[int, str]] = deque(maxlen=RING_LINES)
     read = 0
     while read < MAX_LOG_READ:
@@ -238,10 +238,10 @@ def _from_journal(target: str) -> ReportFacts:
 
 
 def _state_from_run_log(facts: ReportFacts, log_path: str, run_dir: str | None) -> None:
-    from cockpit.face import NodeLog, apply, end_of_input, get_backend
+    from cockpit.face import DEFAULT_BACKEND, NodeLog, apply, end_of_input, get_backend
 
     offset = _log_offset(run_dir)
-    backend = get_backend(facts.backend or "sglang")
+    backend = get_backend(facts.backend or DEFAULT_BACKEND)
     reader = NodeLog(backend, "local", parse=True, catch_up=None)
     state = backend.logs.new_state()
     read = 0

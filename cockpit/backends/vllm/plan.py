@@ -46,6 +46,7 @@ from cockpit.backends.vllm.terms import (
     requested_gib,
     weights_term,
 )
+from cockpit.core.numbers import plural
 from cockpit.model.config import ModelConfig, ModelConfigError
 from cockpit.model.draft import draft_model_bytes, mtp_layer_bytes
 from cockpit.model.plan import (
@@ -385,7 +386,7 @@ def plan(
         layout = kv_layout(cfg, stage_layers, cell / stage_layers)
         if layout.padding:
             notes.append(f"hybrid KV cache: {cfg.swa_layers} sliding-window and {cfg.full_attention_layers} full-attention layers "
-                         f"in groups of {layout.group_size}: vLLM adds {layout.padding} padding layer(s) whose blocks hold no tokens "
+                         f"in groups of {layout.group_size}: vLLM adds {plural(layout.padding, 'padding layer')} whose blocks hold no tokens "
                          f"(kv_cache_utils: \"Add {layout.padding} padding layers\")")
     # the band: each estimated term at either end of its spread (terms.py); an unknown connector
     # may hold GPU memory beside the KV cache, so the low end keeps room for it
