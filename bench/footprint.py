@@ -140,6 +140,9 @@ async def measure(engine: str, minutes: float, settle: float, ready_timeout: flo
         await sup.stop(timeout=20)
         await sup.close()
         await runner
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)  # the server is stopped: its files go with it
     per_min = 60.0 / elapsed
     endpoints: Counter[str] = Counter()
     marked = 0

@@ -86,6 +86,9 @@ async def measure(minutes: float, settle: float) -> dict[str, Any]:
         await sup.close()
         await runner
         journal.close()
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)  # the server is stopped: its files go with it
     per_hour = 3600.0 / elapsed
     wchar = (io1["wchar"] - io0["wchar"]) * per_hour
     return {
