@@ -535,9 +535,11 @@ class RankProcess:
                     # the arrival is when the API received it (the main process stamps it), as
                     # SGLang's tokenizer manager does, not when this loop got round to reading it
                     arrival = min(float(msg[6]), clock.now()) if len(msg) > 6 else clock.now()
-                    req = Req(rid, arrival, int(prompt), int(max_new), int(cached), external=True)
+                    streamed = bool(len(msg) > 5 and msg[5])
+                    req = Req(rid, arrival, int(prompt), int(max_new), int(cached), external=True,
+                              itl=streamed or not cfg.new_format)
                     externals += 1
-                    if len(msg) > 5 and msg[5]:
+                    if streamed:
                         streams[rid] = [req, 0]
                     sched.add(req)
                 elif kind == "traffic":

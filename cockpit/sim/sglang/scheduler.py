@@ -36,6 +36,9 @@ class Req:
     max_new_tokens: int
     cached_tokens: int = 0
     external: bool = False
+    # observed in inter_token_latency_seconds: 0.5.23 observes it per output chunk, which a
+    # non-streaming request never has (measured against the real engine, issue 34)
+    itl: bool = True
     prefilled: int = 0  # prompt tokens already in the KV pool (cached ones count)
     generated: int = 0
     first_token_at: float | None = None
@@ -372,6 +375,6 @@ class Scheduler:
         r.finished_at = self.t
         self.stats.e2e.observe(self.t - r.arrival)
         gaps = r.generated - 1
-        if r.first_token_at is not None and gaps > 0:
+        if r.first_token_at is not None and gaps > 0 and r.itl:
             self.stats.itl.observe((self.t - r.first_token_at) / gaps, gaps)
         self.on_finish(r)
