@@ -95,7 +95,9 @@ def shape(line: str) -> str:
     for real, sim in DIFFERENCES["device_words"].items():
         text = text.replace(real, sim)
     text = re.sub(r"torch\.\w+", "torch.DTYPE", text)
-    return re.sub(r"\d+(?:\.\d+)?", "N", text)
+    # the CPU engine's `mem usage` is the host's available memory before minus after: other processes
+    # on the host freeing memory meanwhile make it negative (seen: `mem usage=-0.01 GB`)
+    return re.sub(r"-?\d+(?:\.\d+)?", "N", text).replace("exit code N", "exit code -N")
 
 
 def _get(port: int, path: str, timeout: float = 30.0) -> tuple[int, bytes]:
@@ -205,6 +207,8 @@ def test_cockpit_reads_the_same_facts_from_both_logs(both: tuple[Served, Served]
         assert st.context_len == 2048 and list(st.ranks) == ["TP0"]
     known = ("pre_load_avail_gb", "weights_gb", "after_weights_avail_gb", "kv_tokens", "kv_gb", "avail_before_capture_gb")
     ra, rb = a.ranks["TP0"], b.ranks["TP0"]
+    if "mem usage=-" in real.log[:real.mark]:
+        known = tuple(k for k in known if k != "weights_gb")  # a negative host figure is not a weight size
     assert {k: getattr(ra, k) is not None for k in known} == {k: getattr(rb, k) is not None for k in known}
     assert ra.kv_tokens == rb.kv_tokens == 4096
     assert a.available_gpu_mem_gb is not None and b.available_gpu_mem_gb is not None
