@@ -20,12 +20,8 @@ from typing import Any
 import pytest
 
 from cockpit.backends.sglang.flags import VERSIONS, FlagSpec, flag_table
+from tests.real_engine.conftest import RealSglang
 from tests.test_flags_sglang_wheel import Argument, disagreement
-
-try:  # the sgl-tier branch's session fixture; this branch's stand-in until it is merged
-    from tests.real_engine.conftest import RealSglang  # type: ignore[attr-defined]
-except ImportError:
-    from tests.real_engine.sglang_shim import RealSglang, real_sglang  # noqa: F401
 
 pytestmark = pytest.mark.timeout(900)  # SGLang's imports take ~30 s, minutes on a loaded machine
 HERE = Path(__file__).parent

@@ -33,12 +33,8 @@ from cockpit.backends.sglang.metricnames import SERVING_METRICS
 from cockpit.core.reducer import apply, end_of_input
 from cockpit.core.state import RunState
 from tests.conftest import free_port
+from tests.real_engine.conftest import RealSglang
 from tests.real_engine.lifecycle_kit import READY_TIMEOUT_S, module_engine_lock
-
-try:  # the sgl-tier branch's session fixture; this branch's stand-in until it is merged
-    from tests.real_engine.conftest import RealSglang  # type: ignore[attr-defined]
-except ImportError:
-    from tests.real_engine.sglang_shim import RealSglang, real_sglang  # noqa: F401
 
 pytestmark = pytest.mark.timeout(1500)  # waits for the machine-wide engine lock, then ~1–3 min
 
