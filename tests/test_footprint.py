@@ -94,7 +94,7 @@ async def test_an_idle_simulated_server_sees_only_marked_metrics_reads_and_none_
         own_counted[0] += batch.own  # type: ignore[attr-defined]
 
     sup = Supervisor(load_profile(path), on_logs=on_logs)
-    info = await sup.start()
+    info = await sup.launch()
     runner = asyncio.create_task(sup.run())
     try:
         assert await sup.wait_until(lambda s: s.is_ready(), 90), sup.snapshot().state.phase

@@ -181,11 +181,11 @@ def test_the_supervisor_never_launches_both_groups_as_one_server() -> None:
 
     from cockpit.supervisor.supervisor import LaunchFailed, Supervisor
 
-    prof = parse_profile({"name": "pd", "server": {"model-path": "/m"},
+    prof = parse_profile({"name": "pd", "server": {"model-path": "org/m"},
                           "groups": {"prefill": {"server": {"disaggregation-mode": "prefill"}},
                                      "decode": {"server": {"disaggregation-mode": "decode"}}}})
     with pytest.raises(LaunchFailed, match=r"pd\.prefill and pd\.decode"):
-        asyncio.run(Supervisor(prof).start())
+        asyncio.run(Supervisor(prof).launch())
 
 
 def test_check_takes_one_group_and_refuses_the_whole(tmp_path: Path, model: Path) -> None:

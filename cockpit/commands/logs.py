@@ -106,14 +106,18 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     # --tail N with a filter or a rank: the last N *matching* lines, so the run's whole log is read
     # first (cutting N raw lines before filtering printed nothing for `--tail 20 --filter memory`)
     filtered_tail = args.tail is not None and (bool(args.rank) or (args.filter or "all") != "all")
+    # a plain --tail N leaves out Cockpit's own access lines too (core/ownlines.py): a window wider
+    # than N raw lines is read, and its last N shown lines printed
+    window = None if filtered_tail or args.tail is None else args.tail * 4 + 200
 
     async def last_matches(node: Node, filt: LineFilter, prefix: str, following: bool) -> tuple[int, int | None]:
-        """Print the last args.tail lines of the run's log that pass `filt`; return the cursor
-        (offset, inode) right after the last complete line read."""
+        """Print the last args.tail lines of the run's log (of its last `window` lines, when set)
+        that pass `filt`; return the cursor (offset, inode) right after the last complete line read."""
         record = node.record
         assert record is not None
         nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
-        fol = LogFollower(node.ops, record.log_path, offset=record.log_offset, ino=record.log_inode, follow=False)
+        fol = LogFollower(node.ops, record.log_path, offset=record.log_offset, ino=record.log_inode, follow=False,
+                          tail=window)
         kept: deque[str] = deque(maxlen=args.tail)
         try:
             async for item in fol.items():
@@ -142,7 +146,7 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
         filt = _make_filter(args.filter, args.rank, sup.backend.logs.filter_presets())
         nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
         follow = follow and bool(args.follow and record.alive)
-        if filtered_tail and node.index not in cursors:
+        if (filtered_tail or window is not None) and node.index not in cursors:
             cursors[node.index] = await last_matches(node, filt, f"{node.label} | " if multi else "", follow)
             if not follow:
                 return

@@ -229,7 +229,7 @@ async def metrics_body(
     """(the metrics endpoint's body, None), or (None, why in the operator's words) when it was too
     large or did not answer in time; (None, None) when unreachable or not enabled (404), which
     the readiness probe and the engine's flags already tell."""
-    url = base_url.rstrip("/") + path
+    url = base_url.rstrip("/") + own_path(path)
     try:
         async with asyncio.timeout(timeout):
             code, body = await _exchange(url, timeout, client, limit)

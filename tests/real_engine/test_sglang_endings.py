@@ -45,7 +45,7 @@ RESTART = textwrap.dedent("""
 
     async def main() -> None:
         sup = Supervisor(load_profile(sys.argv[1]))
-        old = await sup.start()  # attaches to the live run
+        old = await sup.launch()  # attaches to the live run
         change = FlagChange(**json.loads(sys.argv[2]))
         new = await sup.restart([change], timeout=60)
         await sup.close()  # detach: the new run goes on

@@ -80,7 +80,7 @@ async def test_a_slow_first_token_is_not_read_as_a_hang(env: Path) -> None:  # n
                                                                         '"--sim-speed", "20", "--sim-startup-speed", "200"')
                    + "  enable-metrics: true\n" + f"policy: {{hang-after-s: {window}}}\n")
     sup = Supervisor(load_profile(env))
-    info = await sup.start()
+    info = await sup.launch()
     phases: list[str] = []
     sup.publisher.subscribe(lambda snap: phases.append(snap.state.phase))
     runner = asyncio.create_task(sup.run())

@@ -116,7 +116,7 @@ async def _scheduler_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bef
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     sup = Supervisor(load_profile(_sim_profile(tmp_path)))
     try:
-        info = await sup.start()
+        info = await sup.launch()
         import asyncio
 
         runner = asyncio.create_task(sup.run())

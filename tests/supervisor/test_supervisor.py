@@ -99,9 +99,13 @@ async def test_batches_rates_crash_detection_and_reattach(env: Path) -> None:
     assert lines > len(batches)
     bgaps = [b - a for (a, _), (b, _) in itertools.pairwise(batches)]
     assert min(bgaps) >= 0.045
-    # every line of the run arrives once, in order, numbered from 1
+    # every line of the run arrives once, in order, numbered from 1 — but Cockpit's own requests'
+    # access lines (marked `?by=cockpit`), which the log reader leaves out (core/ownlines.py)
     numbers = [ln.number for _, b in batches for ln in b.lines]
-    assert numbers == list(range(1, len(numbers) + 1))
+    assert numbers[0] == 1 and numbers == sorted(set(numbers))
+    missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
+    own = Path(info.log_path).read_text(errors="replace").count("by=cockpit")
+    assert len(missing) <= own, (missing[:5], own)
     snap = sup.snapshot()
     assert snap.run is not None and snap.run.id == info.id
     assert len(snap.state.ranks) == 8

@@ -192,6 +192,8 @@ BOUNDS: dict[str, flagtable.Bound] = {
     "pipeline_parallel_size": _B(1, why="vLLM's ParallelConfig: ge=1"),
     "data_parallel_size": _B(1, why="vLLM's ParallelConfig: ge=1"),
     "data_parallel_size_local": _B(0, why="vLLM's ParallelConfig: ge=0"),
+    "data_parallel_rpc_port": _PORT,
+    "data_parallel_start_rank": _B(0, why="a DP rank: 0 or more"),
     "nnodes": _B(1, why="vLLM's ParallelConfig: ge=1"),
     "node_rank": _B(0, why="vLLM's ParallelConfig: ge=0"),
     "gpu_memory_utilization": _B(0, 1, low_open=True, why="vLLM's CacheConfig: gt=0, le=1"),
