@@ -72,7 +72,7 @@ def step(line: int, text: str, alone: list[Any], held: Held, classify: Classify)
     reads a joined text as the first piece's line."""
     # (a piece that decides on its own is still joined to an exception's text held above it: the
     # message's head and rank are there)
-    if held is not None and (held[4] or not decisive(alone)) and held[0] == line - 1:
+    if held is not None and held[0] == line - 1 and continues(text) and (held[4] or not decisive(alone)):
         shared = _shared_prefix(text, held[1])
         if shared:
             # the pieces under a collector's prefix the parser has not learnt (or two lines of one
@@ -82,7 +82,7 @@ def step(line: int, text: str, alone: list[Any], held: Held, classify: Classify)
                 joined = classify(held[2], held[1] + piece)
                 if decisive(joined):
                     return joined, None
-        elif continues(text):
+        else:
             joined = classify(held[2], held[1] + text)
             if decisive(joined):
                 return joined, None  # the message put back together says what it is

@@ -23,6 +23,7 @@ and nothing in the input makes the parser raise.
 from __future__ import annotations
 
 from cockpit.backends import rejoin
+from cockpit.backends.rejoin import MIN_WIDTH
 from cockpit.backends.sglang.grammar import FOREIGN, GENERIC, NONE, STRONG, Peek, _no_peek, classify_line
 from cockpit.backends.sglang.wrappers import Unwrapper
 from cockpit.core import bytecount
@@ -162,7 +163,7 @@ class SGLangLogParser:
             text = self._unwrapper.unwrap(text)
         near = lineno - self._frame_line <= TRACEBACK_SOURCE_LINES
         events, recog = classify_line(lineno, text, peek, self._frame_func if near else None)
-        if not events or self._held is not None or type(events[-1]) in _WAITS:
+        if self._held is not None or (len(text) >= MIN_WIDTH and (not events or type(events[-1]) in _WAITS)):
             events = self._rejoin(lineno, text, events)
         if events:
             last = events[-1]
@@ -506,7 +507,7 @@ class SGLangLogParser:
                 t = unwrap(t)
             evs, recog = classify_line(lineno, t, peek, self._frame_func if lineno - frame_line <= TRACEBACK_SOURCE_LINES else None)
             tally[recog] += 1
-            if not evs or self._held is not None or type(evs[-1]) in waits:
+            if self._held is not None or (len(t) >= MIN_WIDTH and (not evs or type(evs[-1]) in waits)):
                 evs = self._rejoin(lineno, t, evs)
             if evs:
                 last = evs[-1]

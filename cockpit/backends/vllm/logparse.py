@@ -430,7 +430,7 @@ class VLLMLogParser:
         self._classify(line, text, out)
         if len(out) > before or self._last_was_vllm:
             self.recognised += 1
-        if len(out) == before or self._held is not None or type(out[-1]) in _WAITS:
+        if self._held is not None or (len(text) >= rejoin.MIN_WIDTH and (len(out) == before or type(out[-1]) in _WAITS)):
             self._rejoin(line, text, out, before)
 
     def _rejoin(self, line: int, text: str, out: list[Event], before: int) -> None:
