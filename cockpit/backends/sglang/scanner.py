@@ -22,6 +22,8 @@ and nothing in the input makes the parser raise.
 
 from __future__ import annotations
 
+from cockpit.backends import rejoin
+from cockpit.backends.rejoin import MIN_WIDTH
 from cockpit.backends.sglang.grammar import FOREIGN, GENERIC, NONE, STRONG, Peek, _no_peek, classify_line
 from cockpit.backends.sglang.wrappers import Unwrapper
 from cockpit.core import bytecount
@@ -59,6 +61,13 @@ TRACEBACK_SOURCE_LINES = 3  # after a frame: its source line and, on Python 3.11
 _BLANK = bytes([*range(0x09), *range(0x0A, 0x20), 0x7F])
 SHORT_LINE = 64  # lines up to this long are remembered when they read as nothing
 MEMO_LINES = 4096  # at most so many of them
+
+_WAITS = (ev.ExceptionLine, ev.PhaseEvidence, ev.EngineAdvice)  # what a line that may be a first piece can say (rejoin.py)
+
+
+def _read_joined(lineno: int, text: str) -> list[Event]:
+    return classify_line(lineno, text)[0]
+
 
 def _fast_count() -> bytecount.Count | None:
     """The SIMD count when there is one (then the halves are counted in place, no tricks needed)."""
@@ -119,7 +128,8 @@ class SGLangLogParser:
         self._tally = [0, 0, 0, 0]  # lines per recognition class (failures.NONE … FOREIGN)
         self.lines_cut = 0  # lines longer than CLASSIFY_CAP, classified on their head
         self._looked_at = 0  # lines of windows classified one by one (the rest are routine)
-        self._nothing: dict[bytes, tuple[int, int, int, str]] = {}  # short lines read as nothing, in which context
+        self._nothing: dict[bytes, tuple[int, int, int, str, int]] = {}  # short lines read as nothing, in which context
+        self._held: rejoin.Held = None  # a line that may be the first piece of a re-wrapped one (rejoin.py)
 
     @property
     def lines_seen(self) -> int:
@@ -153,6 +163,8 @@ class SGLangLogParser:
             text = self._unwrapper.unwrap(text)
         near = lineno - self._frame_line <= TRACEBACK_SOURCE_LINES
         events, recog = classify_line(lineno, text, peek, self._frame_func if near else None)
+        if self._held is not None or (len(text) >= MIN_WIDTH and (not events or type(events[-1]) in _WAITS)):
+            events = self._rejoin(lineno, text, events)
         if events:
             last = events[-1]
             if type(last) is ev.TracebackFrame and last.file is not None:
@@ -161,6 +173,12 @@ class SGLangLogParser:
         if tally:
             self._tally[recog] += 1
         return events
+
+    def _rejoin(self, lineno: int, text: str, events: list[Event]) -> list[Event]:
+        """A line after one that may have been cut by a terminal's wrap: the two joined and read
+        again as the first one's line (rejoin.py)."""
+        out, self._held = rejoin.step(lineno, text, events, self._held, _read_joined)
+        return out
 
     def skip_lines(self, n: int) -> None:
         """n whole lines went by unread (the middle of a huge log): keep numbering as the file does.
@@ -250,6 +268,8 @@ class SGLangLogParser:
             self.lines_cut += _cut(self._pending)
             out.extend(self._classify(self._lines, _clean(self._pending)))
         self._pending = b""
+        out.extend(rejoin.flush(self._held))  # a re-wrapped exception's text that ran to the end
+        self._held = None
         return out
 
     # -- internals --
@@ -445,11 +465,11 @@ class SGLangLogParser:
                     nothing.clear()
                 nothing[raw] = before
 
-    def _context(self) -> tuple[int, int, int, str]:
+    def _context(self) -> tuple[int, int, int, str, int]:
         """What besides a line's text its classification depends on and may change: the wrappers
-        learnt so far, the last traceback frame."""
+        learnt so far, the last traceback frame, the piece held for a rejoin."""
         learnt, left = self._unwrapper.learning()
-        return learnt, left, self._frame_line, self._frame_func
+        return learnt, left, self._frame_line, self._frame_func, (self._held or (0,))[0]
 
     def _pass_over(self, raw: bytes, first: int, n: int) -> bool:
         """Lines first … first+n-1 are all `raw` repeated, or all blank: passed over when the
@@ -476,6 +496,7 @@ class SGLangLogParser:
         tally = self._tally
         frame_line = self._frame_line
         frame = ev.TracebackFrame
+        waits = _WAITS
         for i in range(count):
             t = texts[i]
             if not t:
@@ -486,6 +507,8 @@ class SGLangLogParser:
                 t = unwrap(t)
             evs, recog = classify_line(lineno, t, peek, self._frame_func if lineno - frame_line <= TRACEBACK_SOURCE_LINES else None)
             tally[recog] += 1
+            if self._held is not None or (len(t) >= MIN_WIDTH and (not evs or type(evs[-1]) in waits)):
+                evs = self._rejoin(lineno, t, evs)
             if evs:
                 last = evs[-1]
                 if type(last) is frame and last.file is not None:

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from cockpit.backends import pylogging
+from cockpit.backends import pylogging, rejoin
 from cockpit.backends.framephase import frame_phase as map_frame_phase
 from cockpit.backends.vllm import bulk, deaths, shortlines
 from cockpit.backends.vllm.sniff import MESSAGES
@@ -291,6 +291,7 @@ class VLLMLogParser:
         self._cpu = False  # the log proved vLLM's CPU build
         self._last_ts: str | None = None  # the newest record's time (uvicorn's lines carry none)
         self._frame_at: tuple[int, str] = (-10, "")  # the last `File "…"` frame: its line and file
+        self._held: rejoin.Held = None  # a line that may be the first piece of a re-wrapped one (rejoin.py)
 
     @property
     def lines_seen(self) -> int:
@@ -349,6 +350,8 @@ class VLLMLogParser:
             self._count_cut(self._pending)
             self.classify(self._lines, _clean(self._pending), out)
             self._pending = b""
+        out.extend(rejoin.flush(self._held))  # a re-wrapped exception's text that ran to the end
+        self._held = None
         self._flush_tokens(out, self._lines, None, before_capture=not self._crashed)
         if self._fmt_sent is None and (self._crashed or self._kv_tokens is not None or self._ready):
             self._send_fmt(self._lines, None, out)  # vLLM's messages without any of its heads
@@ -427,6 +430,21 @@ class VLLMLogParser:
         self._classify(line, text, out)
         if len(out) > before or self._last_was_vllm:
             self.recognised += 1
+        if self._held is not None or (len(text) >= rejoin.MIN_WIDTH and (len(out) == before or type(out[-1]) in _WAITS)):
+            self._rejoin(line, text, out, before)
+
+    def _rejoin(self, line: int, text: str, out: list[Event], before: int) -> None:
+        """A line after one that may have been cut by a terminal's wrap: the two joined and read
+        again as the first one's line (rejoin.py). The pieces after the first carry no record
+        head: only a learnt wrapper comes off them."""
+        piece = self._unwrap(text) if self._wrappers else text
+        told, self._held = rejoin.step(line, piece, out[before:], self._held, self._read_joined)
+        out[before:] = told
+
+    def _read_joined(self, line: int, text: str) -> list[Event]:
+        joined: list[Event] = []
+        self._classify(line, text, joined)
+        return joined
 
     def _classify(self, line: int, text: str, out: list[Event]) -> None:
         self._last_was_vllm = False
@@ -947,6 +965,11 @@ _STARTUP_FUNCS = ("load_model", "load_weights", "init_device", "initialize_model
                   "process_weights_after_loading", "ncclCommInitRank", "wait_for_ready", "_init_executor",
                   "_init_workers_ray", "init_worker", "make_async_mp_client", "wait_for_engine_startup",
                   "_wait_for_engine_startup", "launch_core_engines", "build_async_engine_client", "gptq_marlin_repack")
+
+
+
+
+_WAITS = (ev.ExceptionLine, ev.PhaseEvidence, ev.FormatSeen, ev.EngineAdvice)  # what a line that may be a first piece can say (rejoin.py)
 
 
 def _frame_phase(function: str, file: str) -> str | None:
