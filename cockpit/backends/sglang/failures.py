@@ -251,7 +251,11 @@ def classify_failure(line: int, ts: str | None, rank: str | None, msg: str, out:
             return FOREIGN
         if _RX_ARGPARSE.match(s) or _RX_INTERPRETER.match(s):
             out.append(ev.StartupError(line, ts, rank, s))
-            return GENERIC
+            # argparse names its program: `sglang serve: error:` / `launch_server.py: error:` is
+            # SGLang refusing its own flags (0.5.23 prints no stamped line before it), any other
+            # program's is only a Python program's
+            prog = s.partition(": error: ")[0] if ": error: " in s else ""
+            return STRONG if ("sglang" in prog or "launch_server" in prog) else GENERIC
         if line == 1 and exc is not None and exc.group(1).rpartition(".")[2] in _IMPORT_EXC:
             out.append(ev.StartupError(line, ts, rank, s))
             return GENERIC
