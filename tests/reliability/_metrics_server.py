@@ -74,7 +74,8 @@ class Engine(Idle):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
-        prefix, _, rest = self.path.lstrip("/").partition("/")
+        path = self.path.split("?", 1)[0]  # a query string (Cockpit's `?by=cockpit`) is ignored, as engines do
+        prefix, _, rest = path.lstrip("/").partition("/")
         if prefix == "count":
             with _lock:
                 self._send(json.dumps({"scrapes": SCRAPES[rest]}).encode(), "application/json")

@@ -123,6 +123,9 @@ class EchoLaunch:
     def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:
         return None
 
+    def node_env(self, profile: Profile, index: int) -> dict[str, str]:
+        return {}  # one node only: nothing to tell a node about its address
+
     def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
         return {}, {}
 
