@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
+import os
 
-_MAP = Path(__file__).with_name("data") / "frame_phases.json"
+# os.path, not pathlib: `cockpit diagnose` never imports pathlib (tests/test_startup_imports.py)
+_MAP = os.path.join(os.path.dirname(__file__), "data", "frame_phases.json")
 _FOLD = {"startup": "startup", "load": "startup", "kv_profile": "startup", "warmup": "startup",
          "capture": "graph_capture", "batch_loop": "serving", "prefill": "prefill", "decode": "decode"}
 # names too common to mean one thing without their file
@@ -31,7 +32,8 @@ _AMBIGUOUS = frozenset(("__init__", "__call__", "forward", "step", "execute_mode
 def _tables(engine: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
     """({package file: {function: phase}}, {function: phase} for names every file agrees on)."""
     try:
-        doc = json.loads(_MAP.read_text())
+        with open(_MAP, encoding="utf-8") as fh:
+            doc = json.load(fh)
     except (OSError, ValueError):
         return {}, {}
     by_file: dict[str, dict[str, str]] = doc.get("phases", {}).get(engine, {})
