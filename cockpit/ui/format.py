@@ -10,6 +10,7 @@ from cockpit.face import (
     ENGINE_WATCHDOG,
     HOST_CACHE_SHORT,
     HOST_CACHE_SMALL,
+    KILLED_BY_SIGNAL,
     SIGKILL_SENDERS,
     FlagChange,
     value_text,
@@ -178,6 +179,8 @@ LOGGED_CRASH_KINDS = frozenset({"cuda_oom", "graph_capture_oom", "kv_pool_exhaus
 # (a signal told by the waiter, say) slots in here with its own words.
 SIGKILL_WORDS: dict[str, tuple[str, str]] = {
     "host_oom_killed": ("the kernel's OOM killer", "SIGKILL from the kernel's OOM killer (host memory)"),
+    # the crash's own line already names who could have sent it: the exit words only say the signal
+    KILLED_BY_SIGNAL: ("killed by signal 9 (SIGKILL) from outside", "killed by signal 9 (SIGKILL) from outside"),
 }
 _SIGKILL_OWN = ("the server's own cleanup", "SIGKILL from the server's own cleanup after the error above (SIGQUIT, "
                 "then its process group killed), not the kernel's OOM killer")
