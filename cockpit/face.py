@@ -128,6 +128,7 @@ if TYPE_CHECKING:
         HostSample,
         LogBatch,
         LogLine,
+        NodeView,
         RunInfo,
         RunSnapshot,
         SlurmView,
@@ -147,7 +148,8 @@ if TYPE_CHECKING:
 # module → the names the faces use from it
 EXPORTS: dict[str, tuple[str, ...]] = {
     "cockpit.supervisor.api": (
-        "GpuProcess", "GpuSample", "HostSample", "LogBatch", "LogLine", "RunInfo", "RunSnapshot", "SlurmView",
+        "GpuProcess", "GpuSample", "HostSample", "LogBatch", "LogLine", "NodeView", "RunInfo", "RunSnapshot",
+        "SlurmView",
     ),
     "cockpit.remote.host": ("LinkState", "LogChunk", "LogFollower", "LogReset", "ServerExited"),
     "cockpit.supervisor.nodelog": ("NodeLog",),

@@ -13,8 +13,8 @@ from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
 from cockpit.telemetry.samples import GpuProcess, GpuSample, HostSample
 
-__all__ = ["LIFECYCLES", "GpuProcess", "GpuSample", "HostSample", "HostsView", "LogBatch", "LogLine", "RunInfo",
-           "RunSnapshot", "SlurmView", "TargetView"]
+__all__ = ["LIFECYCLES", "NODE_STATES", "GpuProcess", "GpuSample", "HostSample", "HostsView", "LogBatch", "LogLine",
+           "NodeView", "RunInfo", "RunSnapshot", "SlurmView", "TargetView"]
 
 # Lifecycle of the run as the supervisor drives it (distinct from the server's phase in RunState).
 LIFECYCLES = ("idle", "preflight", "launching", "running", "stopping", "waiting_gpu_release", "stopped", "failed")
@@ -32,6 +32,23 @@ class RunInfo:
     log_path: str  # on node 0
     flags: dict[str, Any] = field(default_factory=dict)  # server flags as launched (profile keys)
     version: str | None = None
+
+
+# a node's server as the supervisor knows it: running; ended unasked on node k > 0 (the node_died
+# finding); ended by a stop; ended otherwise (node 0: the run's crash says how); no run there yet
+NODE_STATES = ("alive", "died", "stopped", "exited", "not running")
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One node of the run, for the ranks view's heading above that node's ranks: which host it is,
+    the address the other nodes reach it at (the profile's `address`, None when it names none) and
+    whether its server lives. Its ranks are the ones `RunSnapshot.rank_gpu` places on `host`."""
+
+    index: int
+    host: str  # the node's label, as rank_gpu, the GPU samples and the processes name it
+    address: str | None = None
+    state: str = "not running"  # one of NODE_STATES
 
 
 @dataclass(frozen=True)
@@ -115,3 +132,5 @@ class RunSnapshot:
     # how node 0's server ended, once it has: {"exit_code", "signal" (SIGKILL…, or None), "by":
     # "cockpit" | "operator" | "external" | "engine"}; "stopped" only when by is cockpit or operator
     ending: dict[str, Any] | None = None
+    # every node of the run in node-rank order (one for a single-node run); () when not known
+    nodes: tuple[NodeView, ...] = ()

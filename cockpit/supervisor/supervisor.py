@@ -31,7 +31,7 @@ from cockpit.core.reducer import apply
 from cockpit.errors import CockpitError
 from cockpit.preflight.gate import merged_flags
 from cockpit.remote.host import ServerExited
-from cockpit.supervisor.api import GpuProcess, LogBatch, LogLine, RunInfo, RunSnapshot
+from cockpit.supervisor.api import GpuProcess, LogBatch, LogLine, NodeView, RunInfo, RunSnapshot
 from cockpit.supervisor.follower import Follow, RunFold
 from cockpit.supervisor.nodes import Node
 from cockpit.supervisor.publisher import Publisher
@@ -416,7 +416,23 @@ class Supervisor:
             target=self.target.view(),
             serving=self.serving.serving,
             ending=self._ending(),
+            nodes=tuple(self._node_view(n) for n in self.nodes),
         )
+
+    def _node_view(self, node: Node) -> NodeView:
+        """A node as the ranks view heads it: its host and whether its server lives, from what the
+        supervisor already holds (its run record, the exit its follower or a stop saw, node_died)."""
+        if node.record is None:
+            state = "not running"
+        elif node.index in self._dead_nodes:
+            state = "died"
+        elif node.exited is None:
+            state = "alive"
+        elif node.exited.stopped_by or node.record.stopped_by or self.stopping:
+            state = "stopped"
+        else:
+            state = "exited"
+        return NodeView(index=node.index, host=node.label, address=node.host.address, state=state)
 
     # signals another process sends (an operator's kill, the OOM killer); the others (SIGILL,
     # SIGSEGV, SIGBUS, SIGABRT, SIGFPE) the engine's own code raises
