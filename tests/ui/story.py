@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import Crash, RankMemory, RunState, SeriesPoint
-from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample, LogLine, RunInfo, RunSnapshot
+from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample, LogLine, NodeView, RunInfo, RunSnapshot
 
 T0 = 1_795_953_720.0  # frozen clock for deterministic screenshots: 2026-11-29T12:02:00Z, after the story's runs began
 TOTAL_GIB = 95.0
@@ -43,11 +43,16 @@ def _rank(i: int, mfs: float, phase: str) -> RankMemory:
     return r
 
 
-def two_node_snapshot() -> RunSnapshot:
-    """TP16 over two hosts (gpu-box-1 logs TP0-7, gpu-box-2 TP8-15), READY at 0.88."""
+def two_node_snapshot(*, node1: str = "alive", processes: bool = False) -> RunSnapshot:
+    """TP16 over two hosts (gpu-box-1 logs TP0-7, gpu-box-2 TP8-15), READY at 0.88, with the nodes
+    as the supervisor reports them (gpu-box-1's profile names its address). `node1`: node 1's state
+    (`died`: its server ended unasked, its GPUs released, the node_died finding on top and the run
+    crashed — the dashboard as it stands behind the crash dialog, once that is closed);
+    `processes`: the run's 16 processes as telemetry lists them."""
     base = story_snapshot(0.88, "ready")
     state = base.state.copy()
     gpus = []
+    procs = []
     rank_gpu = {}
     for i in range(16):
         host = "gpu-box-1" if i < 8 else "gpu-box-2"
@@ -56,6 +61,10 @@ def two_node_snapshot() -> RunSnapshot:
         state.ranks[rm.rank] = rm
         rank_gpu[rm.rank] = (host, i % 8)
         used = round(TOTAL_GIB - (rm.avail_after_capture_gb or 0.0), 2)
+        if host == "gpu-box-2" and node1 == "died":
+            used = 0.45  # the processes are gone; a CUDA context's worth is all a sample shows
+        elif processes:
+            procs.append(GpuProcess(host=host, pid=5100 + i, gpu_index=i % 8, used_gb=used, belongs_to_run=True))
         gpus.append(GpuSample(host=host, index=i % 8, uuid=None, name=None, used_gb=used, total_gb=TOTAL_GIB,
                               util_pct=90.0, temp_c=None, power_w=None, sampled_at=T0 - 0.5, source="agent"))
     hosts = tuple(
@@ -66,8 +75,17 @@ def two_node_snapshot() -> RunSnapshot:
                   pgid=5100, started_at="2026-11-29T12:00:00Z", run_dir="/r", log_path="/l",
                   flags={"mem-fraction-static": 0.88, "tp": 16, "enable-hierarchical-cache": True, "hicache-size": 48})
     state.host_cache_gb_per_rank = 48.0
-    return RunSnapshot(taken_at=T0, profile="two-node-tp16", lifecycle="running", state=state, findings=base.findings,
-                       run=run, gpus=tuple(gpus), hosts=hosts, readiness="log + /health", health="200", rank_gpu=rank_gpu)
+    findings = base.findings
+    lifecycle = "running"
+    if node1 == "died":
+        state.phase, lifecycle = "crashed", "failed"
+        findings = (Finding("node_died", "critical", "node 1 (gpu-box-2) died: its server exited with code 137 and "
+                            "its log names no cause. The head may still answer /health 200 until a request needs "
+                            "this node; restart the whole run."), *findings)
+    nodes = (NodeView(0, "gpu-box-1", "10.0.0.1", "alive"), NodeView(1, "gpu-box-2", None, node1))
+    return RunSnapshot(taken_at=T0, profile="two-node-tp16", lifecycle=lifecycle, state=state, findings=findings,
+                       run=run, gpus=tuple(gpus), gpu_processes=tuple(procs), hosts=hosts, readiness="log + /health",
+                       health="200", rank_gpu=rank_gpu, nodes=nodes)
 
 
 def story_snapshot(mfs: float = 0.93, phase: str = "ready", *, crashed: bool = False, restarted: bool = False) -> RunSnapshot:

@@ -133,7 +133,7 @@ async def test_a_sample_repaints_only_the_rank_rows_that_read_differently(monkey
         await pilot.pause(0.2)
         bars = screen.query_one(RankBars)
         first, end = bars._rows_on_screen(bars._row_count()) or (0, 0)
-        assert first == 0 and 2 < end <= 16  # the heading and some ranks on screen; TP15 (row 16) is not
+        assert first == 0 and 3 < end <= 18  # the headings and some ranks on screen; TP15 (row 18) is not
         rows: list[tuple[int, int]] = []
         real = bars.refresh
 
@@ -145,16 +145,16 @@ async def test_a_sample_repaints_only_the_rank_rows_that_read_differently(monkey
 
         monkeypatch.setattr(bars, "refresh", refresh)
         screen.apply_snapshot(snap)
-        assert rows == [(end, 19 - end)]  # nothing on screen repainted; the rest marked
+        assert rows == [(end, 21 - end)]  # nothing on screen repainted; the rest marked
         rows.clear()
-        screen.apply_snapshot(moved(snap, 1, 60.0))  # TP1 is row 2
-        assert rows == [(2, 1), (end, 19 - end)]
+        screen.apply_snapshot(moved(snap, 1, 60.0))  # TP1 is row 3, under node 0's line
+        assert rows == [(3, 1), (end, 21 - end)]
         await pilot.pause(0.1)
         assert "60.0/" in screen_text(app)
         rows.clear()
-        last = 15  # TP15, row 16: off screen
+        last = 15  # TP15, row 18: off screen
         screen.apply_snapshot(moved(moved(snap, 1, 60.0), last, 33.3))
-        assert rows == [(end, 19 - end)]
+        assert rows == [(end, 21 - end)]
         screen.query_one("#bars-box", VerticalScroll).scroll_end(animate=False)
         await pilot.pause(0.2)
         assert "33.3/" in screen_text(app)
@@ -271,5 +271,6 @@ async def test_a_hosts_ram_moving_by_kilobytes_rebuilds_no_row(monkeypatch: Any)
         hosts = tuple(dataclasses.replace(h, mem_available_gb=h.mem_available_gb - 30) for h in snap.hosts)
         bars.show(dataclasses.replace(snap, hosts=hosts), T0, bars._policy)  # 30 GB more used: shown
         assert built
+        app.screen.query_one("#bars-box").scroll_end(animate=False)  # the host rows end the box
         await pilot.pause()
         assert "79/449 GB RAM used" in screen_text(app)

@@ -28,8 +28,8 @@ async def test_only_the_visible_rank_rows_are_built() -> None:
         screen.apply_snapshot(two_node_snapshot())
         await pilot.pause()
         box = screen.query_one("#bars-box", VerticalScroll)
-        rows = bars._row_count()  # heading + 16 ranks + 2 hosts
-        assert rows == 19
+        rows = bars._row_count()  # heading + 2 node lines + 16 ranks + 2 hosts
+        assert rows == 21
         visible = box.scrollable_content_region.height
         assert 0 < visible < rows
         assert set(built) == set(range(visible))  # the rows below the box were never built
@@ -38,4 +38,5 @@ async def test_only_the_visible_rank_rows_are_built() -> None:
         await pilot.pause()
         assert max(built) == rows - 1 and min(built) >= rows - visible  # scrolled to: built then
         lines = [bars.render_line(y).text for y in range(rows)]
-        assert lines[0].startswith("RANK") and lines[16].startswith("TP15") and lines[18].startswith("HOST")
+        assert lines[0].startswith("RANK") and lines[1].startswith("node 0") and lines[10].startswith("node 1")
+        assert lines[18].startswith("TP15") and lines[20].startswith("HOST")

@@ -66,7 +66,7 @@ from cockpit.ui.widgets.keyhints import KeyHints
 from cockpit.ui.widgets.logpane import LogPane
 from cockpit.ui.widgets.plots import SeriesPlot
 from cockpit.ui.widgets.processes import GpuProcesses, rank_of_gpu
-from cockpit.ui.widgets.rankbars import Policy, RankBars, rank_names
+from cockpit.ui.widgets.rankbars import Policy, RankBars, ranks_in_view_order
 from cockpit.ui.widgets.serving import ServingFigures
 from cockpit.ui.widgets.timeline import StartupTimeline
 
@@ -689,7 +689,8 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         if n == 0:
             self.rank_focus = None
         else:
-            names = rank_names(self.snapshot) if self.snapshot else []
+            # counted as the rows show them: across nodes, node by node
+            names = ranks_in_view_order(self.snapshot) if self.snapshot else []
             if n > len(names):
                 self.notify(f"no rank {n}: {len(names)} ranks known", severity="warning")
                 return

@@ -10,7 +10,12 @@ requests run. After the run ended it is greyed: it describes the run that ended.
 
 A CPU engine (the log proved it: RunState.device == "cpu") has no GPU to draw: its rank rows show
 the KV cache the engine printed against its NUMA node's memory, and the host row the host's RAM in
-GiB, as vLLM prints it; never a `?/? GiB` GPU row."""
+GiB, as vLLM prints it; never a `?/? GiB` GPU row.
+
+A run across several nodes (RunSnapshot.nodes) shows each node's ranks under a line that names the
+node: its index, host and address, head (serves the API) or headless, and its server's state with
+the run's processes telemetry sees on its GPUs (`node 1 · gpu-box-2 · headless · died`). A
+single-node run has no such line: its rows are as they always were."""
 
 from __future__ import annotations
 
@@ -22,7 +27,16 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
-from cockpit.face import GpuProcess, GpuSample, HostSample, RankMemory, RunSnapshot, rank_sort_key
+from cockpit.face import (
+    GpuProcess,
+    GpuSample,
+    HostSample,
+    NodeView,
+    RankMemory,
+    RunSnapshot,
+    plural,
+    rank_sort_key,
+)
 from cockpit.ui import format as fmt
 from cockpit.ui.widgets.strips import RowRepaint, StripCache
 
@@ -69,6 +83,55 @@ def rank_names(snapshot: RunSnapshot) -> list[str]:
     return sorted(names, key=rank_sort_key)
 
 
+@dataclass(frozen=True)
+class NodeHeading:
+    """The line above one node's ranks. `node` None: ranks the rank → GPU map places on no node of
+    the run yet (they are shown, under their own line, rather than under a node they may not be on)."""
+
+    node: NodeView | None
+    processes: int  # the run's processes telemetry sees on this node's GPUs
+
+
+def rank_rows(snapshot: RunSnapshot) -> list[str | NodeHeading]:
+    """The rank rows in screen order: the rank names alone for a single node; across nodes, each
+    node's heading then its ranks (by the supervisor's rank → host map), in node-rank order. A node
+    whose log has named no rank yet still has its heading: its state is news (a node that died at
+    start-up)."""
+    names = rank_names(snapshot)
+    if len(snapshot.nodes) <= 1:
+        return list(names)
+    rows: list[str | NodeHeading] = []
+    placed: set[str] = set()
+    for node in snapshot.nodes:
+        mine = [n for n in names if n in snapshot.rank_gpu and snapshot.rank_gpu[n][0] == node.host]
+        procs = sum(1 for p in snapshot.gpu_processes if p.belongs_to_run and p.host == node.host)
+        rows.append(NodeHeading(node, procs))
+        rows += mine
+        placed.update(mine)
+    if unplaced := [n for n in names if n not in placed]:
+        rows.append(NodeHeading(None, 0))
+        rows += unplaced
+    return rows
+
+
+def ranks_in_view_order(snapshot: RunSnapshot) -> list[str]:
+    """The ranks as the rows show them, top to bottom: what the number keys 1-8 count."""
+    return [r for r in rank_rows(snapshot) if isinstance(r, str)]
+
+
+def node_heading_parts(heading: NodeHeading) -> list[str]:
+    """`node 0`, `gpu-box-1 (10.0.0.1)`, `head`, `alive`, `8 GPU processes`: the heading's words,
+    which the line joins with ` · `. The state is the fourth."""
+    node = heading.node
+    if node is None:
+        return ["ranks not placed on a node yet"]
+    where = f"{node.host} ({node.address})" if node.address and node.address != node.host else node.host
+    parts = [f"node {node.index}", where, "head" if node.index == 0 else "headless", node.state]
+    if heading.processes and node.state == "alive":
+        parts.append(plural(heading.processes, "GPU process", "GPU processes"))
+    return parts
+
+
 class RankBars(RowRepaint, Widget):
     """One row per rank across all nodes, then one row per host for RAM and the host cache's share
     (KV pages the engine keeps in host RAM, by its own name: SGLang's HiCache)."""
@@ -79,6 +142,7 @@ class RankBars(RowRepaint, Widget):
 
     COMPONENT_CLASSES = {
         "rankbars--heading",
+        "rankbars--node",
         "rankbars--label",
         "rankbars--focused",
         "rankbars--weights",
@@ -103,8 +167,10 @@ class RankBars(RowRepaint, Widget):
         self._focus_rank: str | None = None
         self._host_cache_gb_per_rank: float | None = None
         self._host_cache_label: str | None = None
-        self._names_of: RunSnapshot | None = None
+        self._rows_of: RunSnapshot | None = None
+        self._rows: list[str | NodeHeading] = []  # rank names, and the node headings between them
         self._names: list[str] = []
+        self._position: dict[str, int] = {}  # a rank's place among the ranks (the GPUs' order before a map)
         self._strips = StripCache()  # rows that read as a second ago are not converted again
         self._tail = 0  # characters at the end of the row just built that change every second
         self._init_rows()
@@ -176,13 +242,20 @@ class RankBars(RowRepaint, Widget):
         return (
             self.size.width, self._focus_rank, self._policy, self._host_cache_gb_per_rank, self._host_cache_label,
             snap.state.device, snap.state.phase, snap.lifecycle, snap.state.host_cache_gb_per_rank,
-            snap.state.ranks, snap.rank_gpu, snap.gpu_processes, gpus, hosts,
+            snap.state.ranks, snap.rank_gpu, snap.gpu_processes, gpus, hosts, snap.nodes,
         )
 
     def _row_count(self) -> int:
         if self._snapshot is None:
             return 2
-        return 1 + max(1, len(rank_names(self._snapshot))) + max(1, len(self._snapshot.hosts))
+        return 1 + max(1, len(self._rows_for(self._snapshot))) + max(1, len(self._snapshot.hosts))
+
+    def _rows_for(self, snap: RunSnapshot) -> list[str | NodeHeading]:
+        if self._rows_of is not snap:  # once per snapshot, not once per row
+            self._rows_of, self._rows = snap, rank_rows(snap)
+            self._names = [r for r in self._rows if isinstance(r, str)]
+            self._position = {n: i for i, n in enumerate(self._names)}
+        return self._rows
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return self._row_count()
@@ -212,30 +285,41 @@ class RankBars(RowRepaint, Widget):
         snap = self._snapshot
         if snap is None:
             return Text("waiting for the first sample…", style=self._style("unknown")) if y == 0 else None
-        if self._names_of is not snap:  # once per snapshot, not once per row
-            self._names_of, self._names = snap, rank_names(snap)
+        rows = self._rows_for(snap)
         names = self._names
         if y == 0:
             if snap.state.device == "cpu":
                 return self._cpu_heading(*self._columns(names))
             return self._heading(*self._columns(names))
         label_w, bar_w, used_w, head_w, util_w, age_w = self._columns(names)
-        if not names:
+        if not rows:
             if y == 1:
                 return Text("no ranks yet: the log has not named any", style=self._style("unknown"))
             first_host = 2
         else:
-            if y <= len(names):
-                name = names[y - 1]
-                rank = snap.state.ranks.get(name) or RankMemory(rank=name)
+            if y <= len(rows):
+                row = rows[y - 1]
+                if isinstance(row, NodeHeading):
+                    return self._node_heading(row)
+                rank = snap.state.ranks.get(row) or RankMemory(rank=row)
                 if snap.state.device == "cpu":
                     return self._cpu_rank_row(rank, label_w, bar_w, used_w, head_w)
-                return self._rank_row(snap, rank, y - 1, label_w, bar_w, used_w, head_w, util_w, age_w)
-            first_host = 1 + len(names)
+                return self._rank_row(snap, rank, self._position[row], label_w, bar_w, used_w, head_w, util_w, age_w)
+            first_host = 1 + len(rows)
         hosts = snap.hosts or ()
         if 0 <= y - first_host < len(hosts):
             return self._host_row(snap, hosts[y - first_host], label_w, bar_w)
         return None
+
+    def _node_heading(self, heading: NodeHeading) -> Text:
+        """A node's line: its state in the severity's colour when its server ended unasked."""
+        t = Text(no_wrap=True)
+        for i, part in enumerate(node_heading_parts(heading)):
+            if i:
+                t.append(" · ", style=self._style("node"))
+            ended = i == 3 and part in ("died", "exited")
+            t.append(part, style=self._style("bad" if ended else "node"))
+        return t
 
     def _columns(self, names: list[str]) -> tuple[int, int, int, int, int, int]:
         width = max(20, self.size.width)
