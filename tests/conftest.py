@@ -639,15 +639,43 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
+def _dispatch_rank(group: str | None) -> int:
+    """Where a test's unit stands in the queue xdist hands out, first to last. xdist dispatches
+    units in collection order: the long serial chain is the suite's critical path, so it must start
+    on the first free worker, not once every light unit collected before it has been handed out."""
+    if group is None:
+        return 2
+    return 0 if not group.startswith("module:") else 1
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # tryfirst: xdist reads the mark in its own hook of the same name
     if not config.pluginmanager.hasplugin("xdist"):
         return
+    groups: dict[int, str | None] = {}
     for item in items:
         group = xdist_group_of(item)
+        groups[id(item)] = group
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    # stable: within a rank the collection order (a module's tests in their order) is kept
+    items.sort(key=lambda it: _dispatch_rank(groups[id(it)]))
+
+
+# COCKPIT_TEST_TIMELINE=FILE: every test's start, end, worker and id appended to FILE (one line a
+# test, tab-separated), to see the suite's critical path (docs/TESTING.md, "Workers")
+_TIMELINE = os.environ.get("COCKPIT_TEST_TIMELINE")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    t0 = time.time()
+    yield
+    if _TIMELINE:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(_TIMELINE, "a", encoding="utf-8") as f:
+            f.write(f"{t0:.3f}\t{time.time():.3f}\t{worker}\t{xdist_group_of(item) or '-'}\t{item.nodeid}\n")
 
 
 # ---------------------------------------------------------------- the reliability ledger across workers
