@@ -40,6 +40,7 @@ from cockpit.backends.vllm.terms import (
     KvLayout,
     Term,
     activation_term,
+    capture_plan,
     graph_term,
     kv_layout,
     non_torch_term,
@@ -111,6 +112,10 @@ class Settings:
     max_num_batched_tokens: int | None = None
     block_size: int | None = None
     graphs: bool = True  # False: --enforce-eager or cudagraph_mode NONE
+    cudagraph_mode: str | None = None  # compilation_config's cudagraph_mode (None: the version's default)
+    optimization_level: int | None = None  # -O: 0 no graphs, 1 PIECEWISE, 2/3 FULL_AND_PIECEWISE
+    capture_sizes: tuple[int, ...] | None = None  # --cudagraph-capture-sizes / compilation_config's / 0.10's list
+    max_capture_size: int | None = None  # --max-cudagraph-capture-size / compilation_config's / 0.10's one value
     estimate_graphs: bool = True  # Ĝ inside the budget (0.20+, unless the env var says 0)
     cpu_offload_gib: float = 0.0
     speculative: dict[str, Any] | None = None  # --speculative-config
@@ -147,6 +152,9 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         if not (math.isfinite(util) and 0 < util <= 1):
             raise ModelConfigError(f"--gpu-memory-utilization {util:g}: expected a fraction in (0, 1]")
     kvb = get("kv_cache_memory_bytes")
+    level = get("optimization_level")
+    sizes, largest = _capture_flags(get("cudagraph_capture_sizes"), get("max_cudagraph_capture_size"),
+                                    get("cuda_graph_sizes"), cc if isinstance(cc, dict) else {})
     return Settings(
         version=v,
         util=float(util) if util is not None else None,
@@ -161,13 +169,47 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         max_num_seqs=get("max_num_seqs"),
         max_num_batched_tokens=get("max_num_batched_tokens"),
         block_size=get("block_size"),
-        graphs=not bool(get("enforce_eager", False)) and mode != "NONE",
+        graphs=not bool(get("enforce_eager", False)) and mode != "NONE" and level != 0,
+        cudagraph_mode=mode or None,
+        optimization_level=int(level) if level is not None else None,
+        capture_sizes=sizes,
+        max_capture_size=largest,
         estimate_graphs=estimate,
         cpu_offload_gib=float(get("cpu_offload_gb", 0) or 0),
         speculative=_speculative(get("speculative_config")),
         role=_kv_role(get("kv_transfer_config")),
         **_kv_transfer(get("kv_transfer_config")),
     )
+
+
+def _ints(value: Any, flag: str) -> tuple[int, ...] | None:
+    if value is None or value == "" or value == []:
+        return None
+    if isinstance(value, str):
+        value = [v for v in value.replace(",", " ").split() if v]
+    if not isinstance(value, (list, tuple)):
+        value = [value]
+    try:
+        out = tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        raise ModelConfigError(f"{flag} {value!r}: expected whole batch sizes") from None
+    if any(v < 0 for v in out):
+        raise ModelConfigError(f"{flag} {value!r}: expected whole batch sizes")
+    return out
+
+
+def _capture_flags(sizes: Any, largest: Any, old: Any, cc: Mapping[str, Any]) -> tuple[tuple[int, ...] | None, int | None]:
+    """(the capture list, the largest size) the operator named: the flags win over
+    --compilation-config's keys (vLLM's EngineArgs copies them into it); 0.10's --cuda-graph-sizes is
+    the largest size when it holds one value, the list itself when several (SchedulerConfig.cuda_graph_sizes)."""
+    lst = _ints(sizes, "--cudagraph-capture-sizes") or _ints(cc.get("cudagraph_capture_sizes"), "cudagraph_capture_sizes")
+    top = _ints(largest, "--max-cudagraph-capture-size") or _ints(cc.get("max_cudagraph_capture_size"), "max_cudagraph_capture_size")
+    legacy = _ints(old, "--cuda-graph-sizes")
+    if lst is None and legacy is not None and len(legacy) > 1:
+        lst = legacy
+    if top is None and legacy is not None and len(legacy) == 1:
+        top = legacy
+    return lst, (top[0] if top else None)
 
 
 _KV_ROLES = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "prefill+decode"}
@@ -311,8 +353,8 @@ def activation_gib(cfg: ModelConfig, s: Settings, seqs: int, batched: int) -> fl
     return activation_term(cfg, s, seqs, batched).gib
 
 
-def graph_gib(cfg: ModelConfig, s: Settings) -> float:
-    return graph_term(cfg, s).gib
+def graph_gib(cfg: ModelConfig, s: Settings, seqs: int = 256, batched: int = 2048) -> float:
+    return graph_term(cfg, s, seqs, batched).gib
 
 
 def pre_snapshot_gib(s: Settings) -> float:
@@ -374,9 +416,10 @@ def plan(
     seqs, batched = batch_defaults(t, s, mml, gpu.name)
     act_t = activation_term(cfg, s, seqs, batched)
     act = act_t.gib
-    g_t = graph_term(cfg, s)
+    g_t = graph_term(cfg, s, seqs, batched)
+    cap = capture_plan(s, seqs, batched)
     g = g_t.gib
-    g_hat = g if s.graphs and s.estimate_graphs else 0.0
+    g_hat = g if cap.graphs and s.estimate_graphs else 0.0
     if gpu.name is None and t >= 70 and not (s.max_num_seqs and s.max_num_batched_tokens):
         notes.append("the card's name is not measured: vLLM's batch defaults are taken as for an H100-class card "
                      "(an A100 keeps 256 sequences / 2048 batched tokens)")
@@ -390,7 +433,8 @@ def plan(
                          f"(kv_cache_utils: \"Add {layout.padding} padding layers\")")
     # the band: each estimated term at either end of its spread (terms.py); an unknown connector
     # may hold GPU memory beside the KV cache, so the low end keeps room for it
-    spread_low = spread_high = w_t.spread + n_t.spread + act_t.spread + (g_t.spread if g_hat else 0.0)
+    spread_low = w_t.spread + n_t.spread + act_t.spread + (g_t.spread if g_hat else 0.0)
+    spread_high = w_t.spread + n_t.spread + act_t.spread + (g_t.lower if g_hat else 0.0)
     if s.kv_connector and s.kv_connector not in IN_PLACE_CONNECTORS + GPU_BUFFER_CONNECTORS:
         spread_low += UNKNOWN_CONNECTOR_SPREAD_GIB
 
@@ -458,8 +502,12 @@ def plan(
             is_default = True
             notes.append(f"{FLAG} unset: vLLM {s.version} uses {u_now:g}")
         current = row(u_now)
-    if not s.graphs:
-        notes.append("no CUDA graphs (--enforce-eager or cudagraph_mode NONE): no graph pool")
+    if not cap.graphs:
+        notes.append("no CUDA graphs (--enforce-eager, -O0 or cudagraph_mode NONE): no graph pool")
+    elif calibration is None and g_t.spread > (g_t.spread_high or 0.0) + 1e-9:
+        notes.append(f"CUDA graphs: {cap.full} FULL + {cap.piecewise} PIECEWISE up to batch "
+                     f"{max(cap.largest_full, cap.largest_piecewise)}, outside the range the graph estimate was fitted to "
+                     "(up to 83 graphs per mode, largest 1024): the band's low end allows twice the graph error")
     elif not s.estimate_graphs:
         notes.append(f"the CUDA-graph estimate is outside the budget (vLLM < {GRAPH_ESTIMATE_SINCE} or {ESTIMATE_ENV}=0): "
                      "graphs come out of the (1 − util) share")
@@ -518,6 +566,11 @@ def plan(
         "non_torch_spread_gib": n_t.spread if calibration is None else math.nan,
         "activation_peak_spread_gib": act_t.spread if calibration is None else math.nan,
         "graph_estimate_spread_gib": g_t.spread if calibration is None and g_hat else math.nan,
+        # the graphs the launch captures (terms.capture_plan): FULL and PIECEWISE counts, the largest size
+        "graph_spread_gib": g_t.spread if calibration is None and cap.graphs else math.nan,
+        "cuda_graphs_full": float(cap.full) if cap.graphs else math.nan,
+        "cuda_graphs_piecewise": float(cap.piecewise) if cap.graphs else math.nan,
+        "cuda_graph_largest": float(max(cap.largest_full, cap.largest_piecewise)) if cap.graphs else math.nan,
         "kv_band_low_gib": spread_low if calibration is None else math.nan,
         "kv_band_high_gib": spread_high if calibration is None else math.nan,
         "low_end_safe_value": safe.value if safe is not None else math.nan,

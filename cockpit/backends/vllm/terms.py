@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 class Term:
     gib: float
     spread: float = 0.0  # ± GiB: the band this estimate is known to within
+    spread_high: float | None = None  # how much lower it may be, when not `spread` (a pool is never below 0)
+
+    @property
+    def lower(self) -> float:
+        """How much lower than the point the term may be (the KV band's high end)."""
+        return min(self.spread if self.spread_high is None else self.spread_high, self.gib)
 
 
 def requested_gib(util: float, total_gib: float) -> float:
@@ -111,20 +117,132 @@ def non_torch_term(s: Settings, platform: Platform) -> Term:
     return Term(NON_TORCH_MULTI_OTHER if not platform.rocm else 0.5, 0.6 if platform.rocm else 0.3)
 
 
-# CUDA-graph pool: a base plus a per-layer term (the golden 64-layer TP2 pool is 0.86 GiB; the
-# sweep's `Estimated CUDA graph memory` 0.52–1.60 GiB for 26–62 layers at 51 capture sizes).
-GRAPH_BASE_GIB = 0.25
-GRAPH_PER_LAYER_GIB = 0.01
+# ---- CUDA graphs ------------------------------------------------------------------------------
+# The capture sizes vLLM picks when the operator names none (vllm/config/vllm.py
+# `VllmConfig._set_cudagraph_sizes`): the largest is --max-cudagraph-capture-size, else
+# min(max_num_seqs × decode query length × 2, 512) (the query length is 1 + the speculative tokens),
+# never above --max-num-batched-tokens; the list is 1, 2, 4, then every 8 below 256 and every 16 from
+# 256 to the largest (51 sizes at 512). Before 0.11.1 (`--cuda-graph-sizes`) the list was every 8 up
+# to the largest (67 at 512; SemiAnalysisAI/InferenceX#117 quotes 0.11.0's "from 67 to 81").
+DEFAULT_CAPTURE_MAX = 512
+CAPTURE_STEP16_SINCE = "0.11.1"
+# cudagraph_mode's default (vllm/config/compilation.py; -O2, the default level, sets it too) is
+# FULL_AND_PIECEWISE from 0.11.0 (vllm-project/vllm#25444), PIECEWISE before; -O1 is PIECEWISE, -O0 NONE.
+FULL_AND_PIECEWISE_SINCE = "0.11.0"
+CG_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+
+# vLLM's V1 estimate (gpu_model_runner.py `profile_cudagraph_memory`) captures the two largest sizes
+# of each mode into a throw-away pool: the first capture's growth, then the second's as the cost of
+# every further graph; estimate = the larger first capture + Σ modes per-graph × (graphs − 1). The
+# plan writes each of those from the model's shape, fitted to the DEBUG lines of the 26 sweep launches
+# (tests/data/real/plan/vllm-graphs.yaml: all at 51 + 51 graphs, largest 512):
+# - a FULL graph's first capture is the attention backend's split-KV accumulator at the largest
+#   decode size: 130 B per query element (heads × head_dim / TP) per token (Llama-8B 260 MiB at TP1,
+#   132 at TP2, 70 at TP4; Qwen2.5-7B 228; Phi-4 328), MLA's latent per head in place of head_dim;
+# - a PIECEWISE graph's first capture is the largest batch's MLP activations, 8 B per intermediate
+#   element per rank per token, over an 80 MiB base (Llama-8B 138 MiB; Mistral-Small 212; granite-2b 100);
+# - every further graph, in each mode, 1 MiB + 0.15 MiB per layer on the rank's stage (piece graphs
+#   and their kept outputs: Llama-8B 6 + 6 MiB, 70B TP2 12 + 20, PP4's 8 layers 4 + 1).
+FULL_FIRST_BYTES_PER_Q_TOKEN = 130.0
+PIECEWISE_FIRST_BASE_MIB = 80.0
+PIECEWISE_FIRST_BYTES_PER_INTER_TOKEN = 8.0
+PER_GRAPH_BASE_MIB = 1.0
+PER_GRAPH_PER_LAYER_MIB = 0.15
+# The calibrated range: the sweep's graphs (51 + 51 at largest 512; gpt-oss's 83 + 83 at 1024 in the
+# sweep's other logs). Above it the band's low end widens: many graphs multiply the per-graph cost's
+# ±50 %, and a larger first capture is extrapolated. Below it (few, small graphs) the term is small in
+# GiB and its absolute band stays as fitted.
+CALIBRATED_GRAPHS = (35, 83)
+CALIBRATED_LARGEST = (256, 1024)
 
 
-def graph_term(cfg: ModelConfig, s: Settings) -> Term:
-    """The captured pool (`gpu_model_runner.capture_model`) and, from 0.20 (or with
-    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), its estimate inside the KV budget
-    (`profile_cudagraph_memory`). None with --enforce-eager or cudagraph_mode NONE."""
-    if not s.graphs:
+@dataclass(frozen=True)
+class Capture:
+    """The CUDA graphs a launch captures: FULL graphs (decode batches, or every size in FULL mode)
+    and PIECEWISE graphs (every size), and the largest size of each."""
+
+    mode: str
+    sizes: tuple[int, ...]
+    full: int = 0
+    piecewise: int = 0
+    largest_full: int = 0
+    largest_piecewise: int = 0
+
+    @property
+    def graphs(self) -> int:
+        return self.full + self.piecewise
+
+
+def default_capture_sizes(largest: int, version: str) -> tuple[int, ...]:
+    """vLLM's own list up to `largest` (`_set_cudagraph_sizes`)."""
+    sizes = [i for i in (1, 2, 4) if i <= largest]
+    if version_key(version) >= version_key(CAPTURE_STEP16_SINCE):
+        sizes += range(8, min(largest + 1, 256), 8)
+        if largest >= 256:
+            sizes += range(256, largest + 1, 16)
+    else:
+        sizes += range(8, largest + 1, 8)
+    return tuple(sizes)
+
+
+def capture_plan(s: Settings, seqs: int, batched: int) -> Capture:
+    """The graphs vLLM captures for these flags (`_set_cudagraph_sizes`; the FULL decode graphs are
+    the sizes between the decode query length and max_num_seqs × it, gpu_model_runner `capture_model`)."""
+    mode = (s.cudagraph_mode or "").upper()
+    if not mode:
+        level = s.optimization_level
+        mode = ("NONE" if level == 0 else "PIECEWISE" if level == 1 else
+                "FULL_AND_PIECEWISE" if version_key(s.version) >= version_key(FULL_AND_PIECEWISE_SINCE) else "PIECEWISE")
+    if not s.graphs or mode == "NONE":
+        return Capture("NONE", ())
+    q = 1 + int((s.speculative or {}).get("num_speculative_tokens") or 0)
+    if s.capture_sizes:
+        sizes = tuple(sorted({int(x) for x in s.capture_sizes if 0 < int(x) <= batched}))
+    else:
+        largest = s.max_capture_size or min(seqs * q * 2, DEFAULT_CAPTURE_MAX)
+        sizes = default_capture_sizes(min(int(largest), batched), s.version)
+    if not sizes:
+        return Capture(mode, ())
+    decode = tuple(x for x in sizes if q <= x <= seqs * q)
+    if mode == "FULL":
+        return Capture(mode, sizes, full=len(sizes), largest_full=sizes[-1])
+    if mode == "FULL_DECODE_ONLY":
+        return Capture(mode, sizes, full=len(decode), largest_full=decode[-1] if decode else 0)
+    if mode == "PIECEWISE":
+        return Capture(mode, sizes, piecewise=len(sizes), largest_piecewise=sizes[-1])
+    return Capture(mode, sizes, full=len(decode), piecewise=len(sizes), largest_full=decode[-1] if decode else 0,
+                   largest_piecewise=sizes[-1])
+
+
+def graph_term(cfg: ModelConfig, s: Settings, seqs: int = 256, batched: int = 2048) -> Term:
+    """vLLM's graph estimate Ĝ (`profile_cudagraph_memory`, inside the KV budget from 0.20 or with
+    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), also taken for the captured pool G
+    (`capture_model`; the sweep's pools lie 0.45–1.3 × the estimate): the larger first capture + the
+    per-graph cost × every further graph (constants above). None with --enforce-eager, -O0 or
+    cudagraph_mode NONE."""
+    cap = capture_plan(s, seqs, batched)
+    if not cap.graphs:
         return Term(0.0)
-    g = GRAPH_BASE_GIB + GRAPH_PER_LAYER_GIB * math.ceil(cfg.layers / max(1, s.pp))
-    return Term(g, 0.5 * g)
+    tp = max(1, s.tp)
+    mib = 2.0**20
+    if cfg.attention == "mla":
+        q = cfg.num_attention_heads * ((cfg.kv_lora_rank or 0) + (cfg.qk_rope_head_dim or 0)) / tp
+    else:
+        q = cfg.num_attention_heads * cfg.head_dim / tp
+    inter = max(cfg.intermediate_size, cfg.experts_per_token * cfg.moe_intermediate_size) / tp
+    first_full = FULL_FIRST_BYTES_PER_Q_TOKEN * q * cap.largest_full / mib if cap.full else 0.0
+    first_pw = (PIECEWISE_FIRST_BASE_MIB + PIECEWISE_FIRST_BYTES_PER_INTER_TOKEN * inter * cap.largest_piecewise / mib
+                if cap.piecewise else 0.0)
+    per_graph = PER_GRAPH_BASE_MIB + PER_GRAPH_PER_LAYER_MIB * math.ceil(cfg.layers / max(1, s.pp))
+    g = (max(first_full, first_pw) + per_graph * (max(0, cap.full - 1) + max(0, cap.piecewise - 1))) / 1024
+    # residuals on the 26 sweep launches (bench/plan_graphs.py): −1.00 … +0.21 GiB against vLLM's own
+    # estimate (Llama-8B TP2 and granite-2b, whose second piecewise capture cost 26 MiB; their pools
+    # were 0.8–0.9 GiB smaller than that estimate), −0.52 … +0.12 against the captured pool: ±(30 % + 0.1 GiB).
+    # Beyond the fitted range (more graphs or a larger largest size) the term may be higher by twice
+    # that; it never shrinks the other way by more than inside it, so the band keeps its direction.
+    above = (max(cap.full, cap.piecewise) > CALIBRATED_GRAPHS[1]
+             or max(cap.largest_full, cap.largest_piecewise) > CALIBRATED_LARGEST[1])
+    return Term(g, (0.6 if above else 0.3) * g + 0.1, 0.3 * g + 0.1)
 
 
 @dataclass(frozen=True)
