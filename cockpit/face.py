@@ -113,15 +113,9 @@ if TYPE_CHECKING:
         plan_for_profile,
     )
     from cockpit.remote.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
-    from cockpit.serving.loadgen import (
-        DEFAULT_MAX_ERROR_SHARE,
-        BenchSpec,
-        finite_json,
-        load_dataset,
-        read_vocab,
-        run_bench,
-        served_model,
-    )
+    from cockpit.serving.answers import served_model
+    from cockpit.serving.loadgen import finite_json, run_bench
+    from cockpit.serving.workload import DEFAULT_MAX_ERROR_SHARE, BenchSpec, load_dataset, read_vocab
     from cockpit.supervisor.api import (
         GpuProcess,
         GpuSample,
@@ -163,10 +157,9 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "cockpit.preflight.gate": ("GateResult", "WhatIf", "check_profile", "gate"),
     "cockpit.preflight.launchplan": ("GateRefused", "GatedLaunch"),
     "cockpit.preflight.planning": ("backend_plan", "measured_facts", "plan_finding", "plan_for_profile"),
-    "cockpit.serving.loadgen": (
-        "BenchSpec", "DEFAULT_MAX_ERROR_SHARE", "finite_json", "load_dataset", "read_vocab", "run_bench",
-        "served_model",
-    ),
+    "cockpit.serving.answers": ("served_model",),
+    "cockpit.serving.loadgen": ("finite_json", "run_bench"),
+    "cockpit.serving.workload": ("BenchSpec", "DEFAULT_MAX_ERROR_SHARE", "load_dataset", "read_vocab"),
     "cockpit.transport": ("close_all",),
     "cockpit.transport.base": ("TransportError",),
     "cockpit.aio": ("reap",),
