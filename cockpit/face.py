@@ -104,8 +104,8 @@ if TYPE_CHECKING:
     from cockpit.model.config import ModelConfigError
     from cockpit.model.plan import MemoryPlan, PlanUnavailable
     from cockpit.model.read import read_model_dir
-    from cockpit.preflight.gate import GateResult, WhatIf, check_profile, gate
-    from cockpit.preflight.launchplan import GatedLaunch, GateRefused
+    from cockpit.preflight.gate import GateRefused, GateResult, WhatIf, check_profile, gate
+    from cockpit.preflight.launchplan import GatedLaunch
     from cockpit.preflight.planning import (
         backend_plan,
         measured_facts,
@@ -154,8 +154,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "fmt_gb", "fmt_int", "fmt_outcome", "fmt_secs", "fmt_time", "fmt_tps", "run_rows", "table",
     ),
     "cockpit.telemetry.hostfacts": ("apply_what_if", "local_host_facts", "measure_hosts"),
-    "cockpit.preflight.gate": ("GateResult", "WhatIf", "check_profile", "gate"),
-    "cockpit.preflight.launchplan": ("GateRefused", "GatedLaunch"),
+    "cockpit.preflight.gate": ("GateRefused", "GateResult", "WhatIf", "check_profile", "gate"),
+    "cockpit.preflight.launchplan": ("GatedLaunch",),
     "cockpit.preflight.planning": ("backend_plan", "measured_facts", "plan_finding", "plan_for_profile"),
     "cockpit.serving.answers": ("served_model",),
     "cockpit.serving.loadgen": ("finite_json", "run_bench"),
