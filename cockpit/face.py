@@ -104,8 +104,8 @@ if TYPE_CHECKING:
     from cockpit.model.config import ModelConfigError
     from cockpit.model.plan import MemoryPlan, PlanUnavailable
     from cockpit.model.read import read_model_dir
-    from cockpit.preflight.gate import GateResult, WhatIf, check_profile, gate
-    from cockpit.preflight.launchplan import GatedLaunch, GateRefused
+    from cockpit.preflight.gate import GateRefused, GateResult, WhatIf, check_profile, gate
+    from cockpit.preflight.launchplan import GatedLaunch
     from cockpit.preflight.planning import (
         backend_plan,
         measured_facts,
@@ -113,15 +113,9 @@ if TYPE_CHECKING:
         plan_for_profile,
     )
     from cockpit.remote.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
-    from cockpit.serving.loadgen import (
-        DEFAULT_MAX_ERROR_SHARE,
-        BenchSpec,
-        finite_json,
-        load_dataset,
-        read_vocab,
-        run_bench,
-        served_model,
-    )
+    from cockpit.serving.answers import served_model
+    from cockpit.serving.loadgen import finite_json, run_bench
+    from cockpit.serving.workload import DEFAULT_MAX_ERROR_SHARE, BenchSpec, load_dataset, read_vocab
     from cockpit.supervisor.api import (
         GpuProcess,
         GpuSample,
@@ -162,13 +156,12 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "fmt_gb", "fmt_int", "fmt_outcome", "fmt_secs", "fmt_time", "fmt_tps", "run_rows", "table",
     ),
     "cockpit.telemetry.hostfacts": ("apply_what_if", "local_host_facts", "measure_hosts"),
-    "cockpit.preflight.gate": ("GateResult", "WhatIf", "check_profile", "gate"),
-    "cockpit.preflight.launchplan": ("GateRefused", "GatedLaunch"),
+    "cockpit.preflight.gate": ("GateRefused", "GateResult", "WhatIf", "check_profile", "gate"),
+    "cockpit.preflight.launchplan": ("GatedLaunch",),
     "cockpit.preflight.planning": ("backend_plan", "measured_facts", "plan_finding", "plan_for_profile"),
-    "cockpit.serving.loadgen": (
-        "BenchSpec", "DEFAULT_MAX_ERROR_SHARE", "finite_json", "load_dataset", "read_vocab", "run_bench",
-        "served_model",
-    ),
+    "cockpit.serving.answers": ("served_model",),
+    "cockpit.serving.loadgen": ("finite_json", "run_bench"),
+    "cockpit.serving.workload": ("BenchSpec", "DEFAULT_MAX_ERROR_SHARE", "load_dataset", "read_vocab"),
     "cockpit.transport": ("close_all",),
     "cockpit.transport.base": ("TransportError",),
     "cockpit.aio": ("reap",),

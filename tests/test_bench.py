@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.serving.loadgen import load_dataset, percentiles
+from cockpit.serving.loadgen import percentiles
+from cockpit.serving.workload import load_dataset
 from tests.conftest import free_port, isolated_env
 
 PY = sys.executable
@@ -167,7 +168,7 @@ def test_synthetic_prompts_are_drawn_when_sent() -> None:
     one by one in order, they are the same prompts as drawing them all at once."""
     import random
 
-    from cockpit.serving.loadgen import BenchSpec, Prompt, Vocab
+    from cockpit.serving.workload import BenchSpec, Prompt, Vocab
 
     draws: list[int] = []
 
@@ -232,7 +233,8 @@ def test_a_server_that_answers_whole_is_measured_as_such() -> None:
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from cockpit.serving.loadgen import BenchSpec, Prompt, _client, one_request
+    from cockpit.serving.answers import http_client, one_request
+    from cockpit.serving.workload import BenchSpec, Prompt
 
     class Whole(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:
@@ -252,7 +254,7 @@ def test_a_server_that_answers_whole_is_measured_as_such() -> None:
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         async def go():  # type: ignore[no-untyped-def]
-            async with _client() as c:
+            async with http_client() as c:
                 return await one_request(c, f"http://127.0.0.1:{httpd.server_address[1]}", BenchSpec(model="m"),
                                          Prompt(None, "hello", 64), lambda k: None)
 
@@ -293,7 +295,7 @@ def test_error_kinds_group_by_message_shape() -> None:
 def test_server_histogram_quantiles_over_the_run() -> None:
     import math
 
-    from cockpit.serving.loadgen import hist_quantiles, parse_scrape
+    from cockpit.serving.servermetrics import hist_quantiles, parse_scrape
 
     def body(n_fast: int, n_slow: int) -> str:
         return "\n".join([
@@ -319,7 +321,7 @@ def test_the_vocabulary_is_read_on_the_host(tmp_path: Path) -> None:
     ids without its special tokens; config.json's vocab_size when there is no tokenizer.json."""
     import asyncio
 
-    from cockpit.serving.loadgen import Vocab, read_vocab
+    from cockpit.serving.workload import Vocab, read_vocab
     from cockpit.transport.local import LocalTransport
 
     model = tmp_path / "m"

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from cockpit.backends.base import HostFacts
-from cockpit.backends.sglang.diagnosis import diagnose, ranks_per_node, run_version
+from cockpit.backends.sglang.diagnosis import diagnose
+from cockpit.backends.sglang.rulecontext import ranks_per_node, run_version
 from cockpit.core.findings import FlagChange, exit_code_for
 from cockpit.core.profile import parse_profile
 from cockpit.core.state import Crash, RunState

@@ -8,7 +8,7 @@ from cockpit.backends import get_backend, host_cache_gb_per_rank, words_of
 from cockpit.core.findings import predicted_phrases
 from cockpit.core.state import ENGINE_WATCHDOG, HOST_CACHE_SHORT
 from cockpit.journal import RunRecord
-from cockpit.serving.loadgen import _server_summary
+from cockpit.serving.servermetrics import server_summary
 from cockpit.ui.screens.crash import crash_kind_words
 from cockpit.ui.screens.tune import memory_setting, setting_words
 
@@ -74,7 +74,7 @@ def test_a_roles_hint_and_the_plans_own_terms_are_the_engines() -> None:
 
 
 def test_the_metrics_hint_names_the_engines_switch_or_nothing() -> None:
-    said = _server_summary(None, None, {}, [], 10.0, words_of("sglang").metrics_switch)
+    said = server_summary(None, None, {}, [], 10.0, words_of("sglang").metrics_switch)
     assert said == {"available": False, "reason": "/metrics did not answer (start the server with --enable-metrics)"}
     # vLLM always serves /metrics: no switch to name
-    assert _server_summary(None, None, {}, [], 10.0, words_of("vllm").metrics_switch)["reason"] == "/metrics did not answer"
+    assert server_summary(None, None, {}, [], 10.0, words_of("vllm").metrics_switch)["reason"] == "/metrics did not answer"

@@ -3,8 +3,17 @@ facts, the backend's preflight rules, the launch checks on node 0 (launchcheck.p
 plan (planning.py) and the verdict. It sits above the backends, the model and the telemetry's host
 facts, below the Supervisor and the faces (pyproject's import-linter layers)."""
 
-from cockpit.preflight.gate import LAUNCH, SHOW, GateResult, WhatIf, check_profile, gate, merged_flags
-from cockpit.preflight.launchplan import GatedLaunch, GateRefused
+from cockpit.preflight.gate import (
+    LAUNCH,
+    SHOW,
+    GateRefused,
+    GateResult,
+    WhatIf,
+    check_profile,
+    gate,
+    merged_flags,
+)
+from cockpit.preflight.launchplan import GatedLaunch
 
 __all__ = ["LAUNCH", "SHOW", "GateRefused", "GateResult", "GatedLaunch", "WhatIf", "check_profile", "gate",
            "merged_flags"]

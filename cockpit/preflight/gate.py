@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from cockpit.core.findings import Finding, exit_code_for, sort_findings
 from cockpit.core.profile import normalise_flag_name
+from cockpit.errors import CockpitError
 
 if TYPE_CHECKING:
     from cockpit.backends.base import HostFacts
@@ -83,6 +84,28 @@ class WhatIf:
         return any(v is not None for v in (self.host_mem_gb, self.gpu_mem_gb, self.gpus))
 
 
+class GateRefused(CockpitError):
+    """The gate refused the launch (a critical preflight finding, or a critical memory plan without
+    --force): nothing was launched, and on a restart nothing was stopped. `result` is the gate's
+    whole answer (its findings carry the arithmetic)."""
+
+    def __init__(self, result: GateResult):
+        self.result = result
+        name = result.profile.name
+        shown = result.findings if result.preflight_refuses or result.plan is None else [result.plan]
+        critical = [f for f in sort_findings(list(shown)) if f.severity == "critical"]
+        first = critical[0].message if critical else "a critical finding"
+        more = f" (+{len(critical) - 1} more)" if len(critical) > 1 else ""
+        super().__init__(f"{name}: refused before launch: {first}{more}",
+                         hint=None if result.preflight_refuses else "apply the change with --set, or launch anyway with --force")
+
+    @property
+    def findings(self) -> list[Any]:
+        """The findings that refused it, most severe first (the plan's when only the plan did)."""
+        r = self.result
+        return list(r.findings) if r.preflight_refuses or r.plan is None else [r.plan]
+
+
 @dataclasses.dataclass
 class GateResult:
     """What the gate found for one profile and its overrides."""
@@ -127,7 +150,13 @@ class GateResult:
         FlagError when the flags made no argv. The only way to a launch."""
         from cockpit.preflight.launchplan import mint
 
-        return mint(self, force=force)
+        verdict = self.verdict(force=force)
+        argvs = self.node_argvs()  # bad input: raises the gate's FlagError (exit 2)
+        if verdict == "refuse":
+            raise GateRefused(self)
+        note = self.plan.message if verdict == "force" and self.plan is not None else None
+        return mint(profile_name=self.profile.name, overrides=self.overrides, argvs=argvs, verdict=verdict,
+                    plan_note=note)
 
     def node_argvs(self) -> list[list[str]]:
         """The argv per node; raises the gate's bad input (FlagError: the commands exit 2 on it)."""

@@ -12,7 +12,8 @@ import resource
 import sys
 import time
 
-from cockpit.serving.loadgen import BenchSpec, run_bench
+from cockpit.serving.loadgen import run_bench
+from cockpit.serving.workload import BenchSpec
 
 
 def _peak_rss_kib() -> int:

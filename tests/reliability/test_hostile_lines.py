@@ -38,8 +38,9 @@ from tests.reliability._hostile_lines import build, recipes
 # Every module whose patterns meet text from a log (lines, or messages taken from lines).
 MODULES = (
     "cockpit.backends.sglang.grammar", "cockpit.backends.sglang.failures", "cockpit.backends.sglang.wrappers",
-    "cockpit.backends.sglang.records", "cockpit.backends.sglang.diagnosis", "cockpit.backends.sglang.scanner",
-    "cockpit.backends.sglang.logparse", "cockpit.backends.vllm.logparse", "cockpit.backends.vllm.sniff",
+    "cockpit.backends.sglang.records", "cockpit.backends.sglang.diagnosis", "cockpit.backends.sglang.crashrules",
+    "cockpit.backends.sglang.scanner", "cockpit.backends.sglang.logparse", "cockpit.backends.vllm.logparse",
+    "cockpit.backends.vllm.records", "cockpit.backends.vllm.sniff",
     "cockpit.backends.vllm.diagnosis", "cockpit.backends.foreign", "cockpit.core.sanitize", "cockpit.core.ranks",
     "cockpit.core.crashstory",
 )

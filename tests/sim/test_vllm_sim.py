@@ -173,13 +173,14 @@ def test_bench_request_measures_a_streamed_answer(sim) -> None:  # type: ignore[
     the end and every later token has its own gap (it used to be one JSON answer: TTFT = E2E)."""
     import asyncio
 
-    from cockpit.serving.loadgen import BenchSpec, Prompt, _client, one_request
+    from cockpit.serving.answers import http_client, one_request
+    from cockpit.serving.workload import BenchSpec, Prompt
 
     run = sim([*QWEN, "--gpu-memory-utilization", "0.92"], speed=40)
     run.wait_for(r"^INFO:     Application startup complete\.", timeout=60)
 
     async def go():  # type: ignore[no-untyped-def]
-        async with _client() as c:
+        async with http_client() as c:
             return await one_request(c, f"http://127.0.0.1:{run.port}", BenchSpec(model="Qwen/Qwen3-32B"),
                                      Prompt(None, "hello vllm", 350), lambda k: None)
 

@@ -30,9 +30,9 @@ from typing import Any
 from cockpit.backends.base import HostFacts
 from cockpit.backends.sglang import hicache
 from cockpit.backends.sglang.command import effective_flags
-from cockpit.backends.sglang.diagnosis import ranks_per_node
 from cockpit.backends.sglang.flags import resolve_version
 from cockpit.backends.sglang.memory import default_mfs, hicache_budget
+from cockpit.backends.sglang.rulecontext import ranks_per_node
 from cockpit.core.findings import Finding, FlagChange, sort_findings
 from cockpit.core.numbers import as_int, plural
 from cockpit.core.profile import Profile

@@ -31,13 +31,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.vllm.flags import default_util, resolve_version, version_key
 from cockpit.backends.vllm.memory import default_max_num_seqs, floor2, large_batch_card
 from cockpit.backends.vllm.terms import (
     KvLayout,
+    Settings,
     Term,
     activation_term,
     capture_plan,
@@ -92,40 +92,6 @@ CUDA_CONTEXT_GIB = 0.6
 DIST_INIT_GIB = 0.3
 KV_DTYPE_BYTES = {"auto": 0.0, "bfloat16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "fp8_inc": 1.0}
 FP8_DS_MLA_BYTES_PER_LAYER = 656  # FlashMLA's fp8 cache entry: 512 fp8 + 4 fp32 scales + 64 bf16 rope
-
-
-@dataclass(frozen=True)
-class Settings:
-    """The `vllm serve` flags that move the budget (dest names as vLLM's EngineArgs)."""
-
-    version: str
-    util: float | None  # None: vLLM's default for the version
-    kv_cache_memory_bytes: int | None = None
-    tp: int = 1
-    pp: int = 1
-    dp: int = 1
-    expert_parallel: bool = False
-    kv_cache_dtype: str = "auto"
-    dtype: str = "auto"  # --dtype: unquantized weights and the auto KV cache are held in it
-    max_model_len: int | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    block_size: int | None = None
-    graphs: bool = True  # False: --enforce-eager or cudagraph_mode NONE
-    cudagraph_mode: str | None = None  # compilation_config's cudagraph_mode (None: the version's default)
-    optimization_level: int | None = None  # -O: 0 no graphs, 1 PIECEWISE, 2/3 FULL_AND_PIECEWISE
-    capture_sizes: tuple[int, ...] | None = None  # --cudagraph-capture-sizes / compilation_config's / 0.10's list
-    max_capture_size: int | None = None  # --max-cudagraph-capture-size / compilation_config's / 0.10's one value
-    estimate_graphs: bool = True  # Ĝ inside the budget (0.20+, unless the env var says 0)
-    cpu_offload_gib: float = 0.0
-    speculative: dict[str, Any] | None = None  # --speculative-config
-    role: str | None = None  # prefill / decode / prefill+decode from --kv-transfer-config's kv_role
-    kv_connector: str | None = None  # --kv-transfer-config's kv_connector
-    kv_buffer_gib: float = 0.0  # GPU memory the connector holds outside the KV cache (P2pNcclConnector)
-
-    @property
-    def ep(self) -> int:
-        return self.tp * self.dp if self.expert_parallel else 1
 
 
 def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapping[str, str] | None = None) -> Settings:

@@ -6,21 +6,57 @@ The uncertainties come from the residuals of the plan's terms on real launches (
 `Memory profiling takes … Total non KV cache memory … torch peak memory increase … non-torch
 forward increase memory … weights memory` line measured. A term the engine fixes exactly (the
 requested memory, the KV bytes per token) carries none.
+
+The `vllm serve` flags the terms read (`Settings`) are defined here, below the plan that builds
+them from a profile (plan.py), so that the plan imports the terms and the terms never the plan.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.vllm.flags import version_key
 from cockpit.model.weights import GIB
 
 if TYPE_CHECKING:
-    from cockpit.backends.vllm.plan import Settings
     from cockpit.model.config import ModelConfig
     from cockpit.model.platform import Platform
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The `vllm serve` flags that move the budget (dest names as vLLM's EngineArgs)."""
+
+    version: str
+    util: float | None  # None: vLLM's default for the version
+    kv_cache_memory_bytes: int | None = None
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    expert_parallel: bool = False
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"  # --dtype: unquantized weights and the auto KV cache are held in it
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    graphs: bool = True  # False: --enforce-eager or cudagraph_mode NONE
+    cudagraph_mode: str | None = None  # compilation_config's cudagraph_mode (None: the version's default)
+    optimization_level: int | None = None  # -O: 0 no graphs, 1 PIECEWISE, 2/3 FULL_AND_PIECEWISE
+    capture_sizes: tuple[int, ...] | None = None  # --cudagraph-capture-sizes / compilation_config's / 0.10's list
+    max_capture_size: int | None = None  # --max-cudagraph-capture-size / compilation_config's / 0.10's one value
+    estimate_graphs: bool = True  # Ĝ inside the budget (0.20+, unless the env var says 0)
+    cpu_offload_gib: float = 0.0
+    speculative: dict[str, Any] | None = None  # --speculative-config
+    role: str | None = None  # prefill / decode / prefill+decode from --kv-transfer-config's kv_role
+    kv_connector: str | None = None  # --kv-transfer-config's kv_connector
+    kv_buffer_gib: float = 0.0  # GPU memory the connector holds outside the KV cache (P2pNcclConnector)
+
+    @property
+    def ep(self) -> int:
+        return self.tp * self.dp if self.expert_parallel else 1
 
 
 @dataclass(frozen=True)

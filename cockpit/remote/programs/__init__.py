@@ -19,7 +19,7 @@ the names it uses from the modules sent before it.
   the telemetry agent (client: cockpit/telemetry/client.py):
     procfs.py    the same /proc readers as the host program's
     agent.py     GPU and host samples
-  vocab_probe.py the model's token ids for `cockpit bench`; client: cockpit/serving/loadgen.py
+  vocab_probe.py the model's token ids for `cockpit bench`; client: cockpit/serving/workload.py
 """
 
 from __future__ import annotations

@@ -18,14 +18,26 @@ import json
 import os
 import time
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from cockpit.sim.clock import Clock
 from cockpit.sim.histogram import exposition
 from cockpit.sim.uvicorn import UvicornHandler, status_text
+from cockpit.sim.vllm.config import VllmSimConfig
 from cockpit.sim.vllm.engine import DECODE_TOKENS_PER_S, E2E_BUCKETS, ITL_BUCKETS, TTFT_BUCKETS, Engine, Req
 
-if TYPE_CHECKING:
-    from cockpit.sim.vllm.server import VllmSim
+
+class VllmSim(Protocol):
+    """What the routes read of the simulated server (server.py's VllmSim, which starts them): named
+    here as a protocol so that the server imports its routes and the routes never the server."""
+
+    cfg: VllmSimConfig
+    clock: Clock
+    engine: Engine | None
+    dead: bool
+    started_wall: float
+
+    def access(self, client: str, method: str, path: str, status: str) -> None: ...
 
 WORDS = (" the", " cockpit", " reads", " every", " log", " line", " and", " keeps", " the", " GPUs", " honest", ".")
 STREAM_WAIT_S = 0.5  # real seconds a stream waits for the next engine step before it looks at the engine again
