@@ -13,6 +13,7 @@ from cockpit.face import (
     KILLED_BY_SIGNAL,
     SIGKILL_SENDERS,
     FlagChange,
+    RunSnapshot,
     value_text,
 )
 
@@ -239,3 +240,22 @@ def signed_int(n: int) -> str:
     return f"+{n:,}" if n > 0 else f"−{abs(n):,}" if n < 0 else "±0"
 
 
+def phase_age_in_log(snap: RunSnapshot, now: float) -> float:
+    """How long the log says the run has been in its phase (attaching to a run READY for
+    hours shows hours, not the seconds since we attached). The log's newest time says it when
+    the server keeps logging; an idle server logs nothing (vLLM once READY), so the phase's
+    logged time is also read on the wall clock (format.log_age: the server's zone learnt from
+    its first start-up milestone against the launch time)."""
+    if snap.lifecycle != "running":
+        return 0.0
+    state = snap.state
+    age = seconds_between(state.phase_since, state.last_ts)
+    firsts = [t for r in state.ranks.values() for t in (r.timeline.get("init"),) if t]
+    if snap.run is not None and firsts:
+        wall = log_age(state.phase_since, snap.run.started_at, min(firsts), now)
+        if wall is not None and (age is None or wall > age):
+            age = wall
+        up = iso_age(snap.run.started_at, now)
+        if age is not None and up is not None:
+            age = min(age, up)  # never in a phase longer than the run has been up
+    return age if age is not None and age > 0 else 0.0

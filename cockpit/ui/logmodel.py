@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from itertools import islice
 from typing import Protocol
 
-from cockpit.face import LogLine, clean_text, has_control
+from cockpit.face import PRESET_NAMES, LineFilter, LogLine, clean_text, has_control
 
 
 def line_cells(text: str) -> int:
@@ -187,3 +188,30 @@ class LogModel:
 
     def clear_search(self) -> None:
         self.search_rx, self.hit = None, None
+
+
+@dataclass(frozen=True)
+class LogView:
+    """What the log pane shows after a filter change: the matcher (None: every line), the filter
+    actually in force, the pane's title, and why the asked one was refused (None: it was not)."""
+
+    matcher: LineFilter | None
+    spec: str
+    title: str
+    error: str | None = None
+
+
+def log_view(spec: str, rank: str | None, presets: Mapping[str, tuple[str, ...]], probes_hidden: bool) -> LogView:
+    """A preset name or a regex, for one rank or all; a regex that does not compile falls back to
+    every line, with the compiler's words for the operator."""
+    error = None
+    try:
+        matcher = LineFilter(spec, rank, presets)
+    except ValueError as exc:
+        error, spec = str(exc), "all"
+        matcher = LineFilter("all", rank)
+    name = f"[{spec}]" if spec in PRESET_NAMES else f"/{spec}/"
+    title = f"Log {name} · {rank or 'all ranks'}"
+    if probes_hidden:
+        title += " · Cockpit's own requests hidden"
+    return LogView(None if matcher.is_all else matcher, spec, title, error)

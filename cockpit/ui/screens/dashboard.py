@@ -42,6 +42,7 @@ from cockpit.ui import format as fmt
 from cockpit.ui.advice import headroom_finding, other_advice
 from cockpit.ui.gpuhistory import GpuHistory
 from cockpit.ui.keys import DASHBOARD_BINDINGS
+from cockpit.ui.logmodel import log_view
 from cockpit.ui.messages import (
     ActionDone,
     LeftoversFound,
@@ -55,9 +56,10 @@ from cockpit.ui.messages import (
 from cockpit.ui.runcontrol import RunControl, RunEvent
 from cockpit.ui.screens.auto import UnattendedActions
 from cockpit.ui.screens.crash import CrashScreen, RestartChoice
-from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, PickScreen, QuitScreen
+from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, QuitScreen
 from cockpit.ui.screens.export import ExportActions
 from cockpit.ui.screens.groups import GroupActions
+from cockpit.ui.screens.killprocess import ask_to_kill_a_gpu_process
 from cockpit.ui.screens.stacks import StacksActions
 from cockpit.ui.unattended import Unattended
 from cockpit.ui.widgets.advice import AdvicePanel
@@ -65,7 +67,7 @@ from cockpit.ui.widgets.header import RunHeader
 from cockpit.ui.widgets.keyhints import KeyHints
 from cockpit.ui.widgets.logpane import LogPane
 from cockpit.ui.widgets.plots import SeriesPlot
-from cockpit.ui.widgets.processes import GpuProcesses, rank_of_gpu
+from cockpit.ui.widgets.processes import GpuProcesses
 from cockpit.ui.widgets.rankbars import Policy, RankBars, ranks_in_view_order
 from cockpit.ui.widgets.serving import ServingFigures
 from cockpit.ui.widgets.timeline import StartupTimeline
@@ -315,7 +317,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
             if self._phase_key is not None and not self.note.startswith(("launch refused", "restart refused", "supervisor:", "auto:", "the last run crashed")):
                 self.note = ""  # "restarted", "attached to …": news of the previous phase
             self._phase_key = key
-            self._phase_since = now - self._phase_age_in_log(snap)
+            self._phase_since = now - fmt.phase_age_in_log(snap, now)
         self._refresh_header()
         self.show_own_group(snap)
         self.query_one(RankBars).show(
@@ -365,26 +367,6 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
                 # short and brief: the advice panel keeps the whole text
                 first = f.message.split(": ", 1)[0].split(". ", 1)[0]
                 self.notify(first[:120] + change, title="Critical", severity="error", timeout=6, markup=False)
-
-    def _phase_age_in_log(self, snap: RunSnapshot) -> float:
-        """How long the log says the run has been in its phase (attaching to a run READY for
-        hours shows hours, not the seconds since we attached). The log's newest time says it when
-        the server keeps logging; an idle server logs nothing (vLLM once READY), so the phase's
-        logged time is also read on the wall clock (format.log_age: the server's zone learnt from
-        its first start-up milestone against the launch time)."""
-        if snap.lifecycle != "running":
-            return 0.0
-        state = snap.state
-        age = fmt.seconds_between(state.phase_since, state.last_ts)
-        firsts = [t for r in state.ranks.values() for t in (r.timeline.get("init"),) if t]
-        if snap.run is not None and firsts:
-            wall = fmt.log_age(state.phase_since, snap.run.started_at, min(firsts), self.clock())
-            if wall is not None and (age is None or wall > age):
-                age = wall
-            up = fmt.iso_age(snap.run.started_at, self.clock())
-            if age is not None and up is not None:
-                age = min(age, up)  # never in a phase longer than the run has been up
-        return age if age is not None and age > 0 else 0.0
 
     def _refresh_header(self) -> None:
         self.query_one(RunHeader).show(self.snapshot, self._phase_since, self.clock(), self.note)
@@ -730,32 +712,13 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
 
     def action_kill_process(self) -> None:
         """`K`: pick a GPU process (the GPU panel's list), confirm, SIGKILL it on its host."""
-        snap = self.snapshot
-        procs = sorted(snap.gpu_processes, key=lambda p: (p.belongs_to_run, p.host, p.gpu_index, p.pid)) if snap else []
-        if not procs:
-            self.notify("no GPU process to kill", timeout=3)
-            return
-        assert snap is not None
+        ask_to_kill_a_gpu_process(self, self.snapshot, self._kill)
 
-        def words(p: Any) -> str:
-            rank = rank_of_gpu(snap, p.host, p.gpu_index) or "—"
-            owner = "a rank of this run: killing it crashes the run" if p.belongs_to_run else "not this run"
-            return f"pid {p.pid} on GPU {p.gpu_index} of {p.host or 'local'} ({rank}), {fmt.gb(p.used_gb, 1)} GiB, {owner}"
-
-        def chosen(index: int | None) -> None:
-            if index is None:
-                return
-            proc = procs[index]
-
-            def answered(yes: bool | None) -> None:
-                if yes and self.supervisor is None:
-                    self.notify("no supervisor: nothing can be killed from here", severity="warning", timeout=4)
-                elif yes:
-                    self.run_worker(self.control.kill((proc,)), name="kill", group="supervisor", exit_on_error=False)
-
-            self.app.push_screen(ConfirmScreen("Kill a GPU process", f"SIGKILL {words(proc)}?"), answered)
-
-        self.app.push_screen(PickScreen("GPU processes", [words(p) for p in procs]), chosen)
+    def _kill(self, proc: Any) -> None:
+        if self.supervisor is None:
+            self.notify("no supervisor: nothing can be killed from here", severity="warning", timeout=4)
+        else:
+            self.run_worker(self.control.kill((proc,)), name="kill", group="supervisor", exit_on_error=False)
 
     def action_toggle_zoom(self) -> None:
         """The log alone under the header (bars and panels hidden), like k9s/lazydocker's zoom."""
@@ -811,17 +774,11 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         presets = self._filter_presets()
         pane = self.query_one(LogPane)
         pane.error_words = tuple(presets.get("errors") or GENERIC_ERROR_WORDS)
-        try:
-            matcher = LineFilter(self.filter_spec, self.rank_focus, presets)
-        except ValueError as exc:
-            self.notify(str(exc), severity="error")
-            self.filter_spec = "all"
-            matcher = LineFilter("all", self.rank_focus)
-        name = f"[{self.filter_spec}]" if self.filter_spec in PRESET_NAMES else f"/{self.filter_spec}/"
-        title = f"Log {name} · {self.rank_focus or 'all ranks'}"
-        if self.probes_hidden:
-            title += " · Cockpit's own requests hidden"
-        self.query_one(LogPane).set_filter(None if matcher.is_all else matcher, None, title)
+        view = log_view(self.filter_spec, self.rank_focus, presets, self.probes_hidden > 0)
+        if view.error:
+            self.notify(view.error, severity="error")
+        self.filter_spec = view.spec
+        pane.set_filter(view.matcher, None, view.title)
 
     # ---- for tests and the app ----
     def worker_states(self) -> dict[str, WorkerState]:
