@@ -16,7 +16,7 @@ import pytest
 from cockpit.core.profile import load_profile
 from cockpit.supervisor.supervisor import Supervisor
 from tests.supervisor.test_supervisor import env  # noqa: F401 - the fixture hang_env builds on
-from tests.test_stacks_cli import _schedulers
+from tests.commands.test_stacks_cli import _schedulers
 
 WINDOW_S = 3
 
