@@ -11,7 +11,7 @@ the pieces) or only on the first (a terminal that wrapped the collector's line).
 phase and rank must be the unwrapped log's.
 
 Frame lines (`  File "…", line N, in f`) are kept whole: a frame cut inside its function name is
-not rejoined (docs/ARCHITECTURE.md, "Re-wrapped lines and the engines' other log formats").
+not rejoined (docs/DECISIONS.md, "Re-wrapped lines and the engines' other log formats").
 """
 
 from __future__ import annotations
