@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from cockpit.backends.sglang.flags import VERSIONS, FlagSpec, flag_table
-from tests.real_engine.conftest import RealSglang
 from tests.backends.test_flags_sglang_wheel import Argument, disagreement
+from tests.real_engine.conftest import RealSglang
 
 pytestmark = pytest.mark.timeout(900)  # SGLang's imports take ~30 s, minutes on a loaded machine
 HERE = Path(__file__).parent
