@@ -46,3 +46,16 @@ def test_every_folder_names_a_package_or_a_tier() -> None:
 def test_the_rule_sees_the_packages() -> None:
     # a rule that found no packages would pass every folder; these are the ones the suite has
     assert {"backends", "core", "supervisor", "ui", "slurm"} <= _packages()
+
+
+def test_every_serial_entry_names_a_test_that_exists() -> None:
+    # tests/conftest.py places heavy modules in one xdist group by their path under tests/: a path
+    # left behind by a move matches nothing and silently lets a heavy test run beside another
+    from tests.conftest import SERIAL_PATHS, SERIAL_TESTS
+
+    missing = [p for p in SERIAL_PATHS if not ((TESTS / p).is_dir() if p.endswith("/") else (TESTS / p).is_file())]
+    for entry in SERIAL_TESTS:
+        path, name = entry.split("::", 1)
+        if not (TESTS / path).is_file() or f"def {name}(" not in (TESTS / path).read_text():
+            missing.append(entry)
+    assert not missing, f"SERIAL_PATHS / SERIAL_TESTS name no test: {missing}"
