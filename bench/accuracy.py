@@ -10,7 +10,7 @@ share of files fully right, per corpus directory.
     python bench/accuracy.py --json
     python bench/accuracy.py --batch issue23-2 -v   # one collection batch alone (the yaml's `batch:`)
 
-tests/test_real_corpus.py asserts the same comparisons file by file.
+tests/backends/test_real_corpus.py asserts the same comparisons file by file.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ the KV pool, graphs) alone under its release's rank prefix and counts those that
 figure (a second table; some of them only count in context — a V1 `Graph capturing finished … took
 X GiB` before the KV is sized is the memory-profiling pass — so its misses are read, not asserted).
 
-tests/test_catalogue_render.py asserts the failure checks (the floor per family, and every message
+tests/backends/test_catalogue_render.py asserts the failure checks (the floor per family, and every message
 classified now stays so).
 """
 

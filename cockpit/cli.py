@@ -90,7 +90,7 @@ class _RawFormatter(argparse.RawDescriptionHelpFormatter, _Formatter):
     """The top-level help: its epilog is laid out by hand."""
 
 
-# every subcommand, in the order of `cockpit --help` (tests/test_cli_*.py holds it to the parser's)
+# every subcommand, in the order of `cockpit --help` (tests/commands/test_cli_*.py holds it to the parser's)
 COMMANDS = ("tui", "demo", "diagnose", "check", "plan", "up", "restart", "status", "logs", "down", "stacks", "runs",
             "report",
             "bench", "tune", "sim")

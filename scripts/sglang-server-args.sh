@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetches SGLang's server arguments of one release, as text, for the flag-table check
-# (tests/test_flags_sglang_wheel.py): `pip download sglang==VERSION --no-deps` (the wheel only, none
+# (tests/backends/test_flags_sglang_wheel.py): `pip download sglang==VERSION --no-deps` (the wheel only, none
 # of its CUDA dependencies; nothing is installed or run) into a cache, then out of the wheel
 # `sglang/srt/server_args.py` and, where the release declares its flags as annotated fields (0.5.2x),
 # `sglang/srt/arg_groups/fields/*.py`. Prints the folder holding them. Cached: a second run

@@ -594,7 +594,7 @@ SERIAL_PATHS = (
     "ui/test_tmux_e2e.py", "ui/test_tmux_e2e_vllm.py",   # tmux end-to-end stories
     "ui/test_flows.py", "ui/test_flows_vllm.py", "ui/test_flows_crashed_profile.py",  # flow stories
     "ui/test_restart_gate.py",                 # restart-through-the-gate stories: 5 simulated runs in the TUI
-    "test_tune.py", "test_tune_vllm.py", "reliability/test_tune_output.py",          # tune stories
+    "commands/test_tune.py", "commands/test_tune_vllm.py", "reliability/test_tune_output.py",  # tune stories
     # fault injection with timeouts and kills under test
     "reliability/test_ssh_faults.py", "reliability/test_ssh_hardening.py",
     "reliability/test_cockpit_killed.py", "reliability/test_server_faults.py",
@@ -603,7 +603,7 @@ SERIAL_PATHS = (
     # measured under xdist (docs/TESTING.md, "Workers"): the bench's agreement with the server's
     # own counters at speed 1 missed its 5 % beside the serial group (3,041 vs 2,874); the argv
     # audit reads every process of the machine and found the other parametrization's server
-    "test_bench.py", "reliability/test_argv_audit.py",
+    "commands/test_bench.py", "reliability/test_argv_audit.py",
     # reads every process of the machine for the key as well: its [local] and [ssh] runs saw each
     # other's writer on two workers (the integrator's run of 21e6000)
     "reliability/test_secrets_private.py",

@@ -19,7 +19,7 @@ whitespace: "--context-length" names SGLang's flag, the prose "context length" d
 parts) are. Each identifier or literal counts once however many words it holds.
 
 The count per file is printed (`pytest -s tests/test_vocabulary.py`); the test fails above the
-ceiling. docs/ARCHITECTURE.md ("Words by engine") records the count before the renovation.
+ceiling. docs/DECISIONS.md ("Words by engine") records the count before the renovation.
 """
 
 from __future__ import annotations

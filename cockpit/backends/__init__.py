@@ -1,7 +1,7 @@
 """Server backends. `get_backend(profile.backend)` is the one way the layers above obtain one.
 
 A new engine adds its package under `cockpit/backends/<name>/` and one entry in `_REGISTRY`
-(docs/ARCHITECTURE.md, "Adding a backend"). Only this module and the simulator import a backend
+(docs/ARCHITECTURE.md, "Adding an engine"). Only this module and the simulator import a backend
 package directly (`lint-imports` enforces it).
 
 An engine that lives outside this package (a site's own, the tests' third engine) joins with

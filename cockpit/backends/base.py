@@ -2,8 +2,8 @@
 
 The supervisor, the commands and the UI talk to an engine only through a `Backend`, obtained with
 `cockpit.backends.get_backend(profile.backend)`. SGLang implements it first (`cockpit/backends/<engine>/`);
-a second engine adds a package of its own that implements the same methods (see the "Adding a
-backend" section of docs/ARCHITECTURE.md) and one line in `get_backend`.
+a second engine adds a package of its own that implements the same methods (see the "Adding an
+engine" section of docs/ARCHITECTURE.md) and one line in `get_backend`.
 
 What crosses the interface is the core's vocabulary only: `Profile`, `RunState`, core events,
 `Finding`/`FlagChange`, `HostFacts`, rank labels ("DP1 TP3") and plain dicts of flag values keyed

@@ -90,7 +90,7 @@ def scalar(text: str) -> Any:
 def parse_overrides(items: list[str] | tuple[str, ...], *, example: str) -> dict[str, Any]:
     """`--set` items -> {flag name: typed value}; `example` is the engine's FLAG=VALUE shown in
     the error. A value with a newline or NUL is refused for every engine, as a profile's values are
-    (docs/ARCHITECTURE.md, "Profiles"): `--set` must not let in what the profile keeps out."""
+    (docs/DECISIONS.md, "Profiles and the CLI"): `--set` must not let in what the profile keeps out."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")

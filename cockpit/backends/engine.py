@@ -259,7 +259,7 @@ class EngineBackend:
     default_port: int  # the engine's HTTP port when the profile sets none
     # The options of every version's flag table that read as secret (`--api-key`), declared so that
     # get_backend need not import the tables to register them (~3 ms of each `diagnose`, which asks
-    # every engine for its log score); None: read from the tables. tests/test_backends.py holds the
+    # every engine for its log score); None: read from the tables. tests/backends/test_backends.py holds the
     # declaration equal to the tables.
     secret_flags: tuple[str, ...] | None = None
     # the group classes: an engine names its subclass of the group whose calls differ

@@ -7,7 +7,7 @@ three cost ~125 ms, as much as the operator's whole `grep -E` over the file. Str
 (SIMD, a binary wheel on PyPI for every platform CPython ships wheels for) counts each in ~15 ms and
 takes the range without a copy of it. Where it cannot be imported (no wheel for the platform), the
 same counts come from `bytes`, at the old speed; the scanners' results do not depend on which
-(tests/test_bytecount.py holds the two to the same answers, and the scanner tests run on both).
+(tests/core/test_bytecount.py holds the two to the same answers, and the scanner tests run on both).
 
 Non-overlapping occurrences, as `bytes.count` counts them (the scanners' needles cannot overlap
 themselves anyway).

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli_ops import Env, _alive, _make_env
+from tests.commands.test_cli_ops import Env, _alive, _make_env
 
 
 def host_ram_beyond_gb() -> int:

@@ -2,7 +2,7 @@
 
 Run `python tests/data/make_golden_vllm.py` after changing a scenario; the .log files are committed
 so a reader can open them. The strings are vLLM's own (shared/reference/vllm.md §2, §3, §7, §8,
-checked against vLLM's source); the numbers tell the story tests/test_vllm_golden.py asserts.
+checked against vLLM's source); the numbers tell the story tests/backends/test_vllm_golden.py asserts.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from cockpit.model.plan import GpuFacts
 from cockpit.model.read import read_model_dir
 from cockpit.model.weights import GIB, Parallel, Tensor, index_from_headers, split_weights
 from tests.data.models import synth
-from tests.test_plan import cockpit
+from tests.model.test_plan import cockpit
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 SIZES = DATA / "real" / "plan" / "sizes.yaml"

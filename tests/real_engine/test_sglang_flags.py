@@ -1,6 +1,6 @@
 """Cockpit's SGLang flag table against the INSTALLED SGLang's own argument parser (issue 34, item 3).
 
-tests/test_flags_sglang_wheel.py reads the wheel's source as text; this asks the engine itself:
+tests/backends/test_flags_sglang_wheel.py reads the wheel's source as text; this asks the engine itself:
 SGLang's python (the real-engine venv) builds `ServerArgs.add_cli_args(argparse.ArgumentParser())`
 and dumps every option (tests/real_engine/sglang_server_args.py). Every row of
 cockpit/backends/sglang/flags.py for the installed version must be an option of that parser under
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from cockpit.backends.sglang.flags import VERSIONS, FlagSpec, flag_table
+from tests.backends.test_flags_sglang_wheel import Argument, disagreement
 from tests.real_engine.conftest import RealSglang
-from tests.test_flags_sglang_wheel import Argument, disagreement
 
 pytestmark = pytest.mark.timeout(900)  # SGLang's imports take ~30 s, minutes on a loaded machine
 HERE = Path(__file__).parent

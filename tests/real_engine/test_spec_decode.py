@@ -10,7 +10,7 @@ and sizes no KV cache from free memory. What its text proves, and what is checke
 tokens the 1 GiB holds with the draft's layer beside the target's two (the draft's bytes per
 token), and the draft checkpoint's size on disk (float32) against the plan's draft weights (loaded
 in bfloat16: half). The recorded start-up of this launch is
-tests/data/real-engine/vllm-0.32.0-cpu-spec-draft-model.log (tests/test_vllm_spec_log.py)."""
+tests/data/real-engine/vllm-0.32.0-cpu-spec-draft-model.log (tests/backends/test_vllm_spec_log.py)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ import pytest
 from cockpit.preflight.planning import read_model_on_host
 from cockpit.transport.local import LocalTransport
 from tests.data.models import synth
-from tests.test_plan import cockpit
+from tests.model.test_plan import cockpit
 
 TOKEN = "hf_pr0be_t0ken_n0t_in_argv_7731"
 LIMIT_S = 20.0  # a hang would run into the subprocess timeout; a refusal takes a second

@@ -23,7 +23,7 @@ from cockpit.backends.vllm import bulk, logparse, shortlines
 from cockpit.core import events as ev
 from cockpit.core.reducer import apply, end_of_input
 from cockpit.core.state import RunState
-from tests.test_fast_path_equivalence import _parse  # the SGLang parser fed as diagnose feeds it
+from tests.backends.test_fast_path_equivalence import _parse  # the SGLang parser fed as diagnose feeds it
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SHAPES = [b"", b"\r", b"\x00", b"\x1b", b"a", b" ", b"[", b"\xff", b"0", b"\t", b"}", b")", b"^"]

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import yaml
 
+from tests.commands.test_tune import BENCH, cockpit, story_env
 from tests.conftest import isolated_env
 from tests.reliability._planted import as_other, shared_dir
-from tests.test_tune import BENCH, cockpit, story_env
 
 TOKEN = "hf_tune_t0ken_d0_not_leak_3391"
 KEY = "sk-tune-k3y-d0-not-leak-2207"

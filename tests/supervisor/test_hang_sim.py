@@ -15,8 +15,8 @@ import pytest
 
 from cockpit.core.profile import load_profile
 from cockpit.supervisor.supervisor import Supervisor
+from tests.commands.test_stacks_cli import _schedulers
 from tests.supervisor.test_supervisor import env  # noqa: F401 - the fixture hang_env builds on
-from tests.test_stacks_cli import _schedulers
 
 WINDOW_S = 3
 

@@ -14,8 +14,8 @@ from cockpit.remote.hostresults import NodeTree, StackRequest
 from cockpit.supervisor.stacks import collect
 from cockpit.supervisor.supervisor import Supervisor
 from cockpit.supervisor.targets.hosts import HostsTarget
+from tests.commands.test_cli_ops import _pids_of_session, _profile_text
 from tests.conftest import SshHome, free_port
-from tests.test_cli_ops import _pids_of_session, _profile_text
 
 
 async def _until_ranks(sup: Supervisor, n: int, timeout: float = 90) -> list[NodeTree]:

@@ -106,7 +106,7 @@ async def test_the_header_says_the_pinned_version_until_the_log_says_one() -> No
 
 
 async def test_cockpits_own_requests_are_not_the_servers_log() -> None:
-    """The log reader leaves Cockpit's own access lines out (tests/test_footprint.py); the pane
+    """The log reader leaves Cockpit's own access lines out (tests/supervisor/test_footprint.py); the pane
     shows what arrives and its title says how many were left out."""
     app = make_app()
     async with app.run_test(size=(120, 36)) as pilot:

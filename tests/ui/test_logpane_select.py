@@ -6,7 +6,7 @@ from __future__ import annotations
 from cockpit.backends import get_backend
 from cockpit.core.logfilter import LineFilter
 from cockpit.ui.widgets.logpane import DEFAULT_CAPACITY, LogPane
-from tests.logflood import flood
+from tests.ui.logflood import flood
 from tests.ui.test_dashboard_snapshots import make_app
 
 SGLANG = get_backend("sglang").logs.filter_presets()  # the flood is SGLang's log

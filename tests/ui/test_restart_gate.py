@@ -31,10 +31,10 @@ from cockpit.ui.app import CockpitApp
 from cockpit.ui.screens.crash import CrashScreen
 from cockpit.ui.screens.dashboard import DashboardScreen
 from cockpit.ui.screens.dialogs import ConfirmScreen
+from tests.commands.test_cli_ops import Env, _alive, _make_env
 from tests.commands.test_restart_cli import host_ram_beyond_gb
-from tests.test_cli_ops import Env, _alive, _make_env
-from tests.test_gate import _in_process
-from tests.test_stacks_cli import _schedulers
+from tests.commands.test_stacks_cli import _schedulers
+from tests.preflight.test_gate import _in_process
 
 
 def _unsafe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, mfs: float = 0.88, speed: str | None = None,

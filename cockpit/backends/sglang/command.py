@@ -72,7 +72,7 @@ def launcher(profile: Profile) -> list[str]:
     return [profile.python, "-m", LAUNCH_MODULE]
 
 
-# SGLang reads no flag from its environment: `--api-key` stays on its command line (docs/ARCHITECTURE.md).
+# SGLang reads no flag from its environment: `--api-key` stays on its command line (docs/DECISIONS.md, "Hardening": secrets).
 SECRET_ENV: dict[str, str] = {}
 
 

@@ -1,7 +1,7 @@
 """Failure signatures: the lines that say a server died, and why, in whatever form they come.
 
 They are looked for in any line, record or not: tracebacks, torch's C++ log lines, NCCL and the
-shell print no SGLang prefix. What counts (the decision list in docs/ARCHITECTURE.md, "Diagnosis
+shell print no SGLang prefix. What counts (the decision list in docs/DECISIONS.md, "Diagnosis
 grammar"):
 
 - headers that name the failing process: `Scheduler hit an exception`, `TpModelWorkerClient hit an

@@ -65,7 +65,7 @@ def resolve_version(version: str | None) -> str:
 _KV_DTYPES_059 = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
 _KV_DTYPES_0523 = ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16")
 # 0.5.9's server_args.py already lists page_first_kv_split and page_head (checked against the wheel
-# by tests/test_flags_sglang_wheel.py)
+# by tests/backends/test_flags_sglang_wheel.py)
 _HICACHE_LAYOUTS_059 = ("layer_first", "page_first", "page_first_direct", "page_first_kv_split", "page_head")
 _HICACHE_LAYOUTS_0523 = _HICACHE_LAYOUTS_059
 _HICACHE_STORAGE_059 = ("file", "mooncake", "hf3fs", "nixl", "aibrix", "dynamic", "eic")

@@ -18,7 +18,7 @@ eight and each part asked again; below 1 KiB its lines are told apart one by one
 What the counts cannot see: a piece whose lines all start with `INFO:     ` but where one holds
 two ` HTTP/1.` marks and another none (uvicorn's own lines without a request, such as `Shutting
 down`, beside a line with two request lines in it). uvicorn prints one request per line and quotes
-its path, so the case needs a line no server of this kind writes; docs/ARCHITECTURE.md says so.
+its path, so the case needs a line no server of this kind writes; docs/DECISIONS.md ("Reading a log") says so.
 
 Access lines of several API servers interleaved (`--api-server-count`) are proved in the smaller
 pieces where one pid runs, or told apart line by line.
