@@ -14,8 +14,8 @@ import os
 import time
 from pathlib import Path
 
+from tests.commands.test_cli_ops import Env, _alive, _make_env
 from tests.commands.test_restart_cli import host_ram_beyond_gb
-from tests.test_cli_ops import Env, _alive, _make_env
 
 NODE_DIRS = ("simtest", "simtest.node1")  # node k > 0 keeps its runs under <profile>.node<k>
 

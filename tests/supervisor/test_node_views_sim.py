@@ -16,7 +16,7 @@ from cockpit.core.profile import load_profile
 from cockpit.supervisor.supervisor import Supervisor
 from cockpit.transport import close_all
 from cockpit.ui.widgets.rankbars import NodeHeading, node_heading_parts, rank_rows
-from tests.test_cli_ops import _make_env
+from tests.commands.test_cli_ops import _make_env
 
 
 async def test_a_two_node_run_names_its_nodes_and_the_one_that_died(ssh_env, tmp_path: Path,  # type: ignore[no-untyped-def]
