@@ -70,3 +70,91 @@ def weights_term(w_gib: float, estimated: bool, platform: Platform) -> Spread:
 def kv_band(mfs: float, p: Spread, w: Spread) -> tuple[float, float]:
     """(how much less, how much more) KV the pool may get than its point: KV = P·mfs − W."""
     return mfs * p.low + w.high, mfs * p.high + w.low
+
+
+# ---- CUDA graphs ------------------------------------------------------------------------------
+# Where SGLang's graphs sit in its budget: the KV pool is P·mfs − W whatever is captured
+# (`profile_max_num_token` never looks at the graphs), and the graphs are captured afterwards
+# (`ModelRunner.init_device_graphs`) out of what mfs left, P·(1 − mfs). So the capture sizes move
+# the pool only through SGLang's automatic mfs (server_args `_handle_gpu_memory_settings` reserves
+# 2 MiB per unit of the largest batch size: memory.default_mfs), and otherwise the term is the
+# check that the reserve covers the graphs: the headroom after capture, and a note when the
+# graphs' high end does not fit (a capture OOM: "Capture cuda graph failed").
+#
+# The decode capture list (server_args `_generate_cuda_graph_batch_sizes` in 0.5.9,
+# arg_groups/cuda_graph_hook `generate_decode_cuda_graph_batch_sizes` in 0.5.23): 1, 2, 4, 8, 12,
+# every 8 from 16 to 256, every 16 from 272 below 512, every 32 from 512 — with speculative
+# decoding 1…8, every 2 from 10 to 32, every 4 from 40 to 64, every 8 from 72 to 256, every 16
+# from 272 — cut at the largest size; 0.5.23 appends the largest when the list misses it.
+# `--cuda-graph-bs` (`--cuda-graph-bs-decode`) replaces the list and its largest becomes the
+# max bs; cuda_graph_runner `get_batch_sizes_to_capture` then drops sizes above the request
+# table's rows and adds the row count itself.
+CAPTURE_APPENDS_MAX_SINCE = "0.5.23"
+# What a capture costs, from the code that allocates it:
+# - the float32 logits every graph writes into, one buffer of max_bs × tokens per request × vocab
+#   (0.5.9 input_buffers.GraphInputBuffers `next_token_logits_buffer`; 0.5.23 GraphSharedOutput);
+# - the attention backend's graph state, a token-index table of max_bs × tokens per request ×
+#   context int32 (`init_cuda_graph_state`: flashinfer's `cuda_graph_kv_indices`, FA3's page table);
+# - then each graph's own cost in the shared graph pool (captured largest first so the smaller reuse
+#   its activations): what is left per graph per layer once the two buffers are taken out of the
+#   logs' `Capture cuda graph end … mem usage`, fitted — Llama-3.1-8B on a 4090 (4 graphs, 32 layers)
+#   0.82 MiB, QwQ-32B TP4 on L4s (13, 64) 1.04, DeepSeek-R1 TP16 decode (20, 61) 0.58.
+GRAPH_LOGITS_BYTES = 4
+GRAPH_INDEX_BYTES = 4
+GRAPH_MIB_PER_GRAPH_LAYER = 0.8
+GRAPH_MIB_PER_GRAPH_LAYER_SPREAD = 0.25  # ± MiB: the three logs lie within 0.58 … 1.04
+# The fitted range (graphs per capture, largest batch size). Beyond it (SGLang's default at 512
+# captures 52 graphs: none of the three logs did) the band widens both ways: toward less, because
+# the two many-graph figures the project has are lower per graph (sgl-project/sglang#7873: Llama-3-8B
+# TP2 on an H200, 36 graphs, "cuda graph 0.6 GB" — 0.42 MiB per graph per layer once the two buffers
+# are out; the reference's Llama-3.1-70B TP8 at 512, 1.7 GiB — 0.30), and toward more, twice the fitted
+# spread (the story's Kimi-K2.5 golden, 36 graphs of an MoE model, is written at 1.56).
+GRAPH_CALIBRATED = (20, 160)
+GRAPH_BEYOND_LOW_SHARE = 0.65  # the per-graph part may be this much lower beyond the fitted range
+# 0.5.23's prefill graphs (breakable, by token count): not re-derived here, an estimate.
+PREFILL_GRAPH_GIB = 0.5
+PREFILL_GRAPH_SPREAD = 0.3
+
+
+def decode_capture_sizes(max_bs: int, version: str, speculative: bool = False, given: tuple[int, ...] | None = None,
+                         table_rows: int | None = None) -> tuple[int, ...]:
+    """The decode batch sizes SGLang captures (see the comment above for the engine's rules)."""
+    from cockpit.backends.sglang.flags import resolve_version, version_key
+
+    if given:
+        sizes = sorted({int(b) for b in given if int(b) > 0})
+    else:
+        if speculative:
+            base = [*range(1, 9), *range(10, 33, 2), *range(40, 65, 4), *range(72, 257, 8), *range(272, max_bs + 1, 16)]
+        else:
+            base = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, max_bs + 1, 32)]
+        sizes = [b for b in base if b <= max_bs]
+        if version_key(resolve_version(version)) >= version_key(CAPTURE_APPENDS_MAX_SINCE) and max_bs not in sizes:
+            sizes.append(max_bs)
+    if table_rows is not None and sizes and max(sizes) > table_rows:
+        sizes = [b for b in sizes if b <= table_rows] + [table_rows]
+    return tuple(sorted(set(b for b in sizes if b > 0)))
+
+
+def graph_term(sizes: tuple[int, ...], *, vocab: int, context: int, layers: int, tokens_per_req: int = 1,
+               prefill: bool = False) -> Spread:
+    """Graph memory (`Capture … end … mem usage`, summed over the captures) for these decode sizes:
+    the logits buffer and the attention index table at the largest size, exact from the code, and
+    the fitted per-graph cost × graphs × the rank's layers. No sizes: no decode graphs."""
+    mib = 2.0**20
+    g = low = high = 0.0
+    if sizes:
+        rows = max(sizes) * max(1, tokens_per_req)
+        fixed = rows * (vocab * GRAPH_LOGITS_BYTES + context * GRAPH_INDEX_BYTES) / mib
+        n = len(sizes) * max(1, layers)
+        g = (fixed + GRAPH_MIB_PER_GRAPH_LAYER * n) / 1024
+        spread = GRAPH_MIB_PER_GRAPH_LAYER_SPREAD * n / 1024
+        beyond = len(sizes) > GRAPH_CALIBRATED[0] or max(sizes) > GRAPH_CALIBRATED[1]
+        per_graph = GRAPH_MIB_PER_GRAPH_LAYER * n / 1024
+        low = (max(spread, GRAPH_BEYOND_LOW_SHARE * per_graph) if beyond else spread) + 0.1 * fixed / 1024 + 0.05
+        high = (2 if beyond else 1) * spread + 0.1 * fixed / 1024 + 0.05
+    if prefill:
+        g += PREFILL_GRAPH_GIB
+        low += PREFILL_GRAPH_SPREAD
+        high += PREFILL_GRAPH_SPREAD
+    return Spread(g, min(low, g), high)
