@@ -142,3 +142,69 @@ def test_graphs_that_do_not_fit_the_reserve_are_named() -> None:
     p = splan.plan(cfg, idx, H100, s)
     assert p.current is not None
     assert any("CUDA graphs:" in n and "do not fit" in n for n in p.notes) or p.current.headroom_after_capture_gib < 0
+
+
+# ---- the ROCm reserve (issue 36) ---------------------------------------------------------------
+
+MI355X = "AMD Instinct MI355X"
+
+
+def test_rocm_quick_reduce_buffer_is_twice_its_largest_problem() -> None:
+    """Off unless the environment names a quantization; then 2 × 2048 MB per rank, or twice the max set."""
+    from cockpit.model.platform import quick_reduce_gib
+
+    assert quick_reduce_gib({}, "vllm") == quick_reduce_gib({"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "NONE"}, "vllm") == 0.0
+    assert quick_reduce_gib({"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "INT4"}, "vllm") == 4.0
+    assert quick_reduce_gib({"ROCM_QUICK_REDUCE_QUANTIZATION": "fp", "ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB": "512"}, "sglang") == 1.0
+    assert quick_reduce_gib({"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "INT4"}, "sglang") == 0.0  # SGLang reads its own name
+
+
+def test_the_mi355x_log_lies_inside_the_rocm_band() -> None:
+    """Kimi-K2.5 TP8 on MI355X (bench/plan_accuracy.py): P 283.53 on a 288 GiB card. The point (the CUDA
+    estimate + HIP's custom all-reduce buffers) misses it by about 3 GiB — recorded, not fitted — and
+    the band's low end reaches it."""
+    from cockpit.backends.sglang.terms import pre_load_term
+    from cockpit.model.platform import platform_of
+
+    p = pre_load_term(GpuFacts(288.0, name=MI355X), 8, platform_of(MI355X, 288.0))
+    assert 2.5 < p.gib - 283.53 < 3.5
+    assert p.gib - p.low <= 283.53 <= p.gib + p.high
+
+
+@pytest.mark.parametrize("tp", [1, 2, 8])
+def test_sglang_quick_reduce_only_ever_takes_from_the_pool(tp: int) -> None:
+    """ROCm's quick all-reduce is allocated before the weights: P falls by its buffer at TP 2/4/8, so
+    the pool never grows; at TP1 (and on NVIDIA cards) nothing changes."""
+    raw = synth.load_config("llama-3.1-8b")
+    cfg = parse_config(raw, "llama-3.1-8b", name="llama-3.1-8b")
+    idx = index_from_headers([Tensor(t[0], synth.nbytes(t)) for t in synth.tensors_for(raw)], 1)
+    s = splan.settings_from_flags({"tp_size": tp, "mem_fraction_static": 0.85}, "0.5.9")
+    on = splan.dataclasses.replace(s, env=(("ROCM_QUICK_REDUCE_QUANTIZATION", "INT4"),))
+    for gpu, moves in ((GpuFacts(192.0, name="AMD Instinct MI300X"), tp > 1), (H100, False)):
+        a, b = splan.plan(cfg, idx, gpu, s), splan.plan(cfg, idx, gpu, on)
+        assert a.current and b.current
+        assert b.current.max_total_num_tokens <= a.current.max_total_num_tokens
+        assert (b.terms["pre_load_avail_gib"] < a.terms["pre_load_avail_gib"] - 3.9) is moves
+        assert any("quick all-reduce" in n for n in b.notes) is moves
+
+
+def test_vllm_quick_reduce_leaves_the_budget_and_takes_the_headroom() -> None:
+    """vLLM allocates it at distributed init, before its start snapshot: u × total and the KV tokens
+    do not move, the free memory after start-up is 4 GiB less (TP2 on an MI300X)."""
+    import json
+
+    import bench.plan_tight as tight
+    from cockpit.backends.vllm import plan as vplan
+    from cockpit.model.estimate import estimate_index
+
+    raw = json.loads((tight.PLAN / "configs/llama-3.2-3b/config.json").read_text())
+    cfg = parse_config(raw, "config.json", name="llama")
+    gpu = GpuFacts(191.5, name="AMD Instinct MI300X")
+    flags = {"tensor_parallel_size": 2, "max_model_len": 8192, "gpu_memory_utilization": 0.9}
+    off = vplan.plan(cfg, estimate_index(cfg, raw), gpu, vplan.settings_from_flags(flags, "0.19.0"))
+    on = vplan.plan(cfg, estimate_index(cfg, raw), gpu,
+                    vplan.settings_from_flags(flags, "0.19.0", {"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "INT4"}))
+    assert off.current and on.current
+    assert on.current.max_total_num_tokens == off.current.max_total_num_tokens
+    assert on.current.headroom_after_capture_gib == pytest.approx(off.current.headroom_after_capture_gib - 4.0, abs=1e-6)
+    assert any("quick all-reduce" in n for n in on.notes)

@@ -60,7 +60,7 @@ from cockpit.model.plan import (
     pick_calibration,
     weight_notes,
 )
-from cockpit.model.platform import platform_of
+from cockpit.model.platform import QUICK_REDUCE_WORLD_SIZES, Platform, platform_of, quick_reduce_gib
 from cockpit.model.weights import Parallel, WeightIndex, split_weights
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
@@ -125,6 +125,7 @@ class Settings:
     speculative_draft_kv_cache_dtype: str | None = None
     disaggregation_mode: str | None = None  # "prefill" / "decode" (None: one server does both)
     hicache: bool = False  # --enable-hierarchical-cache: a host KV pool beside the device pool
+    env: tuple[tuple[str, str], ...] = ()  # the launch's environment (ROCm's quick all-reduce reads it)
 
     @property
     def parallel(self) -> Parallel:
@@ -209,7 +210,8 @@ def profile_settings(profile: Profile, overrides: dict[str, Any] | None = None) 
 
     version = resolve_version(profile.version)
     flags = {dest: val for dest, (_spec, val) in effective_flags(profile, overrides, version=version).items()}
-    return settings_from_flags(flags, version)
+    env = tuple(sorted((str(k), str(v)) for k, v in (profile.env or {}).items()))
+    return dataclasses.replace(settings_from_flags(flags, version), env=env)
 
 
 def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
@@ -238,9 +240,18 @@ def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
     return c
 
 
+def quick_reduce(s: Settings, platform: Platform) -> float:
+    """ROCm's quick all-reduce buffer (GiB per rank) when the launch's environment turns it on
+    (sglang quick_all_reduce.py: MI300-class cards, TP 2, 4 or 8; cockpit.model.platform)."""
+    if not platform.rocm or s.tp not in QUICK_REDUCE_WORLD_SIZES:
+        return 0.0
+    return quick_reduce_gib(dict(s.env), "sglang")
+
+
 def pre_load_free(gpu: GpuFacts, s: Settings) -> float:
     """P: the free memory the ranks see at `Load weight begin` (the least over ranks; terms.pre_load_term)."""
-    return pre_load_term(gpu, s.tp * s.pp, platform_of(gpu.name, gpu.total_gib)).gib
+    platform = platform_of(gpu.name, gpu.total_gib)
+    return pre_load_term(gpu, s.tp * s.pp, platform, quick_reduce(s, platform)).gib
 
 
 def graph_max_bs(gpu: GpuFacts, s: Settings) -> int:
@@ -478,7 +489,8 @@ def plan(
     split = split_weights(cfg, weights, s.parallel, load_bytes=cfg.load_dtype(s.dtype)[1])
     w = split.per_rank_gib
     platform = platform_of(gpu.name, gpu.total_gib)
-    p_t = pre_load_term(gpu, s.tp * s.pp, platform)
+    qr = quick_reduce(s, platform)
+    p_t = pre_load_term(gpu, s.tp * s.pp, platform, qr)
     w_t = weights_term(w, bool(getattr(weights, "estimated", False)) or weights.kind == "config", platform)
     p = p_t.gib
     a = p - w
@@ -563,6 +575,9 @@ def plan(
     if s.hicache:
         notes.append("HiCache (--enable-hierarchical-cache) keeps a host KV pool beside this device pool: the KV tokens here are "
                      "the GPU pool's; the host pool (--hicache-size / --hicache-ratio) lives in host RAM, outside this plan")
+    if qr:
+        notes.append(f"ROCm quick all-reduce on (ROCM_QUICK_REDUCE_QUANTIZATION): {qr:.1f} GiB per rank of communication "
+                     "buffer before the weights (twice its largest problem), out of P")
     if calibration is None and (platform.rocm or platform.desktop or not platform.known):
         why = ("the HIP context, RCCL and the AITER workspaces are less regular than CUDA's" if platform.rocm else
                "a desktop may hold GPU memory before the server starts (0.7–1.1 GiB on two Windows logs)" if platform.desktop

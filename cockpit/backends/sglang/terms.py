@@ -33,21 +33,39 @@ class Spread:
     high: float = 0.0  # how much higher
 
 
-def pre_load_term(gpu: GpuFacts, world: int, platform: Platform) -> Spread:
+# ROCm (MI300X, MI325X, MI350X/MI355X), what SGLang itself allocates before `Load weight begin`
+# (parallel_state `GroupCoordinator`): the custom all-reduce's buffer and its rank data, 16 MiB each
+# on HIP where CUDA takes 8 (custom_all_reduce.py `_MAX_CAR_SIZE`, "crossover is at 16MB buffer size
+# for ROCm"), and the quick all-reduce's buffer only when the operator turns it on
+# (cockpit.model.platform.quick_reduce_gib: 4 GiB per rank at its default). The HIP context and
+# RCCL's own channels are not stated by any source read here; the one ROCm log with the figures
+# (Kimi-K2.5 TP8 on MI355X, SGLang 0.5.8: 288 GiB card, P 283.53) holds 4.47 GiB before the weights
+# where the CUDA estimate takes 1.4 (residual +3.07 GiB, recorded, not fitted): the point stays the
+# CUDA estimate plus the buffers the source names, and the band's low end reaches that log.
+ROCM_CUSTOM_AR_GIB = 2 * 16 / 1024
+ROCM_LOW_BASE_GIB = 1.0
+ROCM_LOW_PER_RANK_GIB = 0.3
+ROCM_HIGH_PER_RANK_GIB = 0.15
+
+
+def pre_load_term(gpu: GpuFacts, world: int, platform: Platform, quick_reduce_gib: float = 0.0) -> Spread:
     """P: the free memory the ranks see at `Load weight begin` (`ModelRunner.init_torch_distributed`
     then `get_available_gpu_memory`, the least over ranks): the card's free memory less the CUDA /
     HIP context and the distributed group's buffers. Residuals (plan − log): H100 TP8 +0.59,
     L4 TP4 +0.34, H200 TP8 −1.7 (2 GiB of custom all-reduce buffers), 2×8 H100 TP16 −0.37; one
     GPU within 0.1. A desktop card (Windows, WSL2) held 0.7–1.1 GiB before the server started.
-    ROCm: the HIP context and RCCL are larger and less regular (the MI355X log's P is not printed),
-    so its band is wider."""
+    ROCm: the buffers above, and a band whose low end covers the MI355X log (+3.07 GiB at the point).
+    `quick_reduce_gib`: ROCm's quick all-reduce buffer when the launch's environment turns it on."""
     base = gpu.free_gib if gpu.free_gib is not None else gpu.total_gib
     dist = DIST_INIT_GIB + DIST_INIT_PER_RANK_GIB * world if world > 1 else 0.0
+    if platform.rocm and world > 1:
+        dist += ROCM_CUSTOM_AR_GIB + quick_reduce_gib
     p = base - CUDA_CONTEXT_GIB - dist
     if world <= 1:
         low = high = 0.4
     elif platform.rocm:
-        low = high = 1.0 + 0.15 * world
+        low = ROCM_LOW_BASE_GIB + ROCM_LOW_PER_RANK_GIB * world
+        high = ROCM_LOW_BASE_GIB + ROCM_HIGH_PER_RANK_GIB * world
     else:  # NVLS / custom all-reduce buffers on Hopper and newer, an unnamed card may be one
         low = 0.4 + (0.15 if platform.sm90_plus or not platform.known else 0.05) * world
         high = 0.7 if world <= 8 else 0.7 + 0.02 * world
