@@ -15,8 +15,9 @@ diagnosis already has (pool, tokens, the default mfs and GPU-size buckets):
         max_running_requests = clamp(⌊tokens / context_len × 512⌋, 2048, 4096) unless set
     headroom after capture = free before capture − graph memory
 
-Graph memory is the one term SGLang's source does not fix: it is estimated (see GRAPH_* below,
-docs/PLAN.md) until a journal run of the same setup replaces the estimate by what was measured.
+Graph memory comes out of P·(1 − mfs), after the pool is sized: terms.graph_term, from the decode
+batch sizes SGLang captures (its logits buffer and attention index table from the code, a per-graph
+cost fitted to real logs; docs/PLAN.md) until a journal run of the same setup replaces it.
 """
 
 from __future__ import annotations

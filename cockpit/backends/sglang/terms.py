@@ -18,7 +18,11 @@ if TYPE_CHECKING:
     from cockpit.model.platform import Platform
 
 # Free memory the process itself takes before `Load weight begin` (estimates; a journal run
-# replaces them): the CUDA context and torch, then NCCL / custom all-reduce buffers when ranks > 1.
+# replaces them): the CUDA context and torch, then the distributed group when ranks > 1. Of that
+# group SGLang's own buffers are small on CUDA — the custom all-reduce's buffer and rank data, 8 MiB
+# each (distributed/device_communicators/custom_all_reduce.py `_MAX_CAR_SIZE`; peers' buffers are
+# IPC-mapped, not allocated here) — so the GiB the logs show at TP8 (H100 0.81, H200 ~3.1) are NCCL's
+# own channels and NVLS buffers, which no SGLang source sizes: the point and band come from the logs.
 CUDA_CONTEXT_GIB = 0.5
 DIST_INIT_GIB = 0.5
 DIST_INIT_PER_RANK_GIB = 0.05
@@ -52,7 +56,7 @@ def pre_load_term(gpu: GpuFacts, world: int, platform: Platform, quick_reduce_gi
     """P: the free memory the ranks see at `Load weight begin` (`ModelRunner.init_torch_distributed`
     then `get_available_gpu_memory`, the least over ranks): the card's free memory less the CUDA /
     HIP context and the distributed group's buffers. Residuals (plan − log): H100 TP8 +0.59,
-    L4 TP4 +0.34, H200 TP8 −1.7 (2 GiB of custom all-reduce buffers), 2×8 H100 TP16 −0.37; one
+    L4 TP4 +0.34, H200 TP8 −1.7, 2×8 H100 TP16 −0.37; one
     GPU within 0.1. A desktop card (Windows, WSL2) held 0.7–1.1 GiB before the server started.
     ROCm: the buffers above, and a band whose low end covers the MI355X log (+3.07 GiB at the point).
     `quick_reduce_gib`: ROCm's quick all-reduce buffer when the launch's environment turns it on."""
