@@ -161,7 +161,7 @@ def table2() -> list[list[str]]:
     m = MI355X
     cfg, idx = model_facts("kimi-k2.5")
     s = settings_from_flags(m["flags"], "0.5.9")
-    mp = plan(cfg, idx, GpuFacts(m["gpu_gib"]), s)
+    mp = plan(cfg, idx, GpuFacts(m["gpu_gib"], name="AMD Instinct MI355X"), s)
     cur = mp.current
     assert cur is not None
     rows.append(["REAL kimi-k2.5 tp8 MI355X", f"{mp.weights_gib_per_rank:.2f}/{m['W']:.2f}", f"{cur.max_total_num_tokens:,}",

@@ -15,8 +15,9 @@ diagnosis already has (pool, tokens, the default mfs and GPU-size buckets):
         max_running_requests = clamp(⌊tokens / context_len × 512⌋, 2048, 4096) unless set
     headroom after capture = free before capture − graph memory
 
-Graph memory is the one term SGLang's source does not fix: it is estimated (see GRAPH_* below,
-docs/PLAN.md) until a journal run of the same setup replaces the estimate by what was measured.
+Graph memory comes out of P·(1 − mfs), after the pool is sized: terms.graph_term, from the decode
+batch sizes SGLang captures (its logits buffer and attention index table from the code, a per-graph
+cost fitted to real logs; docs/PLAN.md) until a journal run of the same setup replaces it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ from cockpit.backends.sglang.memory import (
     kv_tokens,
 )
 from cockpit.backends.sglang.terms import (
+    Spread,
+    decode_capture_sizes,
+    graph_term,
     kv_band,
     pre_load_term,
     weights_term,
@@ -57,7 +61,7 @@ from cockpit.model.plan import (
     pick_calibration,
     weight_notes,
 )
-from cockpit.model.platform import platform_of
+from cockpit.model.platform import QUICK_REDUCE_WORLD_SIZES, Platform, platform_of, quick_reduce_gib
 from cockpit.model.weights import Parallel, WeightIndex, split_weights
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
@@ -83,13 +87,11 @@ SEARCH = tuple(round(0.40 + 0.01 * i, 2) for i in range(60))  # where the recomm
 # its own): two real start-up logs show 0.53 GiB (Llama-3.1-8B, RTX 4090) and 0.64 GiB (QwQ-32B TP4, L4),
 # tests/data/real/plan/sglang/. An estimate; a journal run replaces it.
 ATTN_WORKSPACE_GIB = 0.55
-# CUDA-graph memory: SGLang's own reserve coefficient (2 MiB per decode batch size at hidden 8192)
-# plus a per-layer term (larger for MoE layers, whose kernels keep per-graph buffers); 0.5.23's
-# prefill graphs add about half a GiB. Fitted to the logs in docs/PLAN.md, not derived.
+# The target's CUDA-graph memory: terms.graph_term, by the batch sizes captured. The draft model's
+# graphs (draft_budget) keep the earlier estimate: SGLang's reserve coefficient (2 MiB per decode
+# batch size at hidden 8192) plus 8 MiB per layer, twice (draft decode and draft extend).
 GRAPH_MIB_PER_BS = 2.0
 GRAPH_MIB_PER_DENSE_LAYER = 8.0
-GRAPH_MIB_PER_MOE_LAYER = 50.0
-PREFILL_GRAPH_GIB = 0.5
 KV_DTYPE_BYTES = {"fp8_e5m2": 1.0, "fp8_e4m3": 1.0, "mxfp8": 1.0, "bf16": 2.0, "bfloat16": 2.0,
                   "fp4_e2m1": 0.5, "nvfp4": 0.5, "fp4_mx_block16": 0.5}
 
@@ -110,6 +112,7 @@ class Settings:
     context_length: int | None = None
     chunked_prefill_size: int | None = None
     cuda_graph_max_bs: int | None = None
+    cuda_graph_bs: tuple[int, ...] | None = None  # --cuda-graph-bs (0.5.23: --cuda-graph-bs-decode)
     max_running_requests: int | None = None
     max_total_tokens: int | None = None
     page_size: int = 1
@@ -123,6 +126,7 @@ class Settings:
     speculative_draft_kv_cache_dtype: str | None = None
     disaggregation_mode: str | None = None  # "prefill" / "decode" (None: one server does both)
     hicache: bool = False  # --enable-hierarchical-cache: a host KV pool beside the device pool
+    env: tuple[tuple[str, str], ...] = ()  # the launch's environment (ROCm's quick all-reduce reads it)
 
     @property
     def parallel(self) -> Parallel:
@@ -170,6 +174,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
         context_length=num("context_length"),
         chunked_prefill_size=num("chunked_prefill_size"),
         cuda_graph_max_bs=num("cuda_graph_max_bs_decode" if new else "cuda_graph_max_bs"),
+        cuda_graph_bs=_int_tuple(num("cuda_graph_bs_decode" if new else "cuda_graph_bs")),
         max_running_requests=num("max_running_requests"),
         max_total_tokens=num("max_total_tokens"),
         page_size=int(num("page_size", 1) or 1),
@@ -186,13 +191,28 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None) -> Settin
     )
 
 
+def _int_tuple(val: Any) -> tuple[int, ...] | None:
+    if val is None:
+        return None
+    if isinstance(val, (int, str)):
+        val = [val]
+    try:
+        out = tuple(int(x) for x in val)
+    except (TypeError, ValueError):
+        raise ModelConfigError(f"--cuda-graph-bs {val!r}: expected batch sizes (integers)") from None
+    if not out or min(out) < 1:
+        raise ModelConfigError(f"--cuda-graph-bs {val!r}: expected positive batch sizes")
+    return out
+
+
 def profile_settings(profile: Profile, overrides: dict[str, Any] | None = None) -> Settings:
     """Settings of a profile's server flags with `--set` overrides (FlagError for a bad flag)."""
     from cockpit.backends.sglang.command import effective_flags
 
     version = resolve_version(profile.version)
     flags = {dest: val for dest, (_spec, val) in effective_flags(profile, overrides, version=version).items()}
-    return settings_from_flags(flags, version)
+    env = tuple(sorted((str(k), str(v)) for k, v in (profile.env or {}).items()))
+    return dataclasses.replace(settings_from_flags(flags, version), env=env)
 
 
 def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
@@ -221,21 +241,42 @@ def cell_bytes(cfg: ModelConfig, s: Settings) -> float:
     return c
 
 
+def quick_reduce(s: Settings, platform: Platform) -> float:
+    """ROCm's quick all-reduce buffer (GiB per rank) when the launch's environment turns it on
+    (sglang quick_all_reduce.py: MI300-class cards, TP 2, 4 or 8; cockpit.model.platform)."""
+    if not platform.rocm or s.tp not in QUICK_REDUCE_WORLD_SIZES:
+        return 0.0
+    return quick_reduce_gib(dict(s.env), "sglang")
+
+
 def pre_load_free(gpu: GpuFacts, s: Settings) -> float:
     """P: the free memory the ranks see at `Load weight begin` (the least over ranks; terms.pre_load_term)."""
-    return pre_load_term(gpu, s.tp * s.pp, platform_of(gpu.name, gpu.total_gib)).gib
+    platform = platform_of(gpu.name, gpu.total_gib)
+    return pre_load_term(gpu, s.tp * s.pp, platform, quick_reduce(s, platform)).gib
 
 
-def graph_gib(cfg: ModelConfig, s: Settings, bs: int) -> float:
+def graph_max_bs(gpu: GpuFacts, s: Settings) -> int:
+    """The largest decode batch size SGLang's flags ask for: `--cuda-graph-bs`'s largest (server_args
+    sets cuda_graph_max_bs to it), else `--cuda-graph-max-bs`, else the GPU-size bucket's default."""
+    if s.cuda_graph_bs:
+        return max(s.cuda_graph_bs)
+    return int(s.cuda_graph_max_bs or gpu_bucket(gpu.total_gib * 1024, s.tp, s.version)[1])
+
+
+def capture_sizes(gpu: GpuFacts, s: Settings) -> tuple[int, ...]:
+    """The decode batch sizes the target captures (terms.decode_capture_sizes); none without decode graphs."""
     if not s.decode_graph:
-        g = 0.0
-    else:
-        dense = cfg.layers - cfg.moe_layers
-        per_layer = dense * GRAPH_MIB_PER_DENSE_LAYER + cfg.moe_layers * GRAPH_MIB_PER_MOE_LAYER
-        g = (GRAPH_MIB_PER_BS * bs * cfg.hidden_size / 8192 + per_layer / max(1, s.pp)) / 1024
-    if s.prefill_graph:
-        g += PREFILL_GRAPH_GIB
-    return g
+        return ()
+    return decode_capture_sizes(graph_max_bs(gpu, s), s.version, speculative=s.speculative_algorithm is not None,
+                                given=s.cuda_graph_bs, table_rows=request_table_rows(s))
+
+
+def target_graph_term(cfg: ModelConfig, gpu: GpuFacts, s: Settings, ctx: int) -> Spread:
+    """The target's graph memory for its capture sizes (terms.graph_term): with speculative decoding
+    the target captures verify graphs of `--speculative-num-draft-tokens` per request."""
+    q = int(s.speculative_num_draft_tokens or SPEC_DEFAULTS[2]) if s.speculative_algorithm else 1
+    return graph_term(capture_sizes(gpu, s), vocab=cfg.vocab_size, context=ctx,
+                      layers=math.ceil(cfg.layers / max(1, s.pp)), tokens_per_req=q, prefill=s.prefill_graph)
 
 
 def _table_rows(reqs: int, s: Settings) -> int:
@@ -275,8 +316,10 @@ def _tokens(kv: float, cell: float, cfg: ModelConfig, s: Settings) -> int:
 
 def _default_mfs(cfg: ModelConfig, gpu: GpuFacts, s: Settings) -> DefaultMfs:
     """The mfs SGLang picks itself for these flags on this GPU (memory.default_mfs)."""
+    # a --cuda-graph-bs list sets cuda_graph_max_bs to its largest before the reserve is taken (server_args)
+    max_bs = max(s.cuda_graph_bs) if s.cuda_graph_bs else s.cuda_graph_max_bs
     return default_mfs(gpu.total_gib * 1024, version=s.version, tp=s.tp, pp=s.pp, attn_dp=s.dp if s.dp_attention else 1,
-                       chunked_prefill_size=s.chunked_prefill_size, cuda_graph_max_bs=s.cuda_graph_max_bs,
+                       chunked_prefill_size=s.chunked_prefill_size, cuda_graph_max_bs=max_bs,
                        max_running_requests=s.max_running_requests, speculative_algorithm=s.speculative_algorithm,
                        mla=cfg.attention == "mla", decode_graph=s.decode_graph, prefill_graph=s.prefill_graph)
 
@@ -447,7 +490,8 @@ def plan(
     split = split_weights(cfg, weights, s.parallel, load_bytes=cfg.load_dtype(s.dtype)[1])
     w = split.per_rank_gib
     platform = platform_of(gpu.name, gpu.total_gib)
-    p_t = pre_load_term(gpu, s.tp * s.pp, platform)
+    qr = quick_reduce(s, platform)
+    p_t = pre_load_term(gpu, s.tp * s.pp, platform, qr)
     w_t = weights_term(w, bool(getattr(weights, "estimated", False)) or weights.kind == "config", platform)
     p = p_t.gib
     a = p - w
@@ -455,14 +499,12 @@ def plan(
     ctx = int(s.context_length or cfg.context_length or 0)
     if ctx <= 0:
         raise ModelConfigError(f"{cfg.name}: no max_position_embeddings in config.json and no --context-length")
-    bs_default = gpu_bucket(gpu.total_gib * 1024, s.tp, s.version)[1]
-    bs = int(s.cuda_graph_max_bs or bs_default)
-    table_rows = request_table_rows(s)
-    if table_rows is not None:
-        # cuda_graph_runner.get_batch_sizes_to_capture keeps only batch sizes up to the request
-        # table's rows (and adds that size): --max-running-requests 128 captures up to 128
-        bs = min(bs, table_rows)
-    graphs = graph_gib(cfg, s, bs)
+    # cuda_graph_runner.get_batch_sizes_to_capture keeps only batch sizes up to the request table's
+    # rows (and adds that size): --max-running-requests 128 captures up to 128
+    sizes = capture_sizes(gpu, s)
+    bs = max(sizes) if sizes else graph_max_bs(gpu, s)
+    g_t = target_graph_term(cfg, gpu, s, ctx)
+    graphs = g_t.gib
     notes = list(cfg.notes)
     spec = draft_budget(cfg, weights, draft, s, bs, notes)
     pool_cell = cell  # bytes per token of the target's pool as SGLang sizes it
@@ -534,11 +576,20 @@ def plan(
     if s.hicache:
         notes.append("HiCache (--enable-hierarchical-cache) keeps a host KV pool beside this device pool: the KV tokens here are "
                      "the GPU pool's; the host pool (--hicache-size / --hicache-ratio) lives in host RAM, outside this plan")
+    if qr:
+        notes.append(f"ROCm quick all-reduce on (ROCM_QUICK_REDUCE_QUANTIZATION): {qr:.1f} GiB per rank of communication "
+                     "buffer before the weights (twice its largest problem), out of P")
     if calibration is None and (platform.rocm or platform.desktop or not platform.known):
         why = ("the HIP context, RCCL and the AITER workspaces are less regular than CUDA's" if platform.rocm else
                "a desktop may hold GPU memory before the server starts (0.7–1.1 GiB on two Windows logs)" if platform.desktop
                else "the card's name is not measured, so NCCL's buffers are taken at their widest")
         notes.append(f"{platform.words()}: the KV band is wider ({why})")
+    if calibration is None and sizes and current.headroom_after_capture_gib >= 0 > current.headroom_after_capture_gib - g_t.high:
+        # the pool does not depend on the graphs (KV = P·mfs − W): they come out of what mfs leaves
+        notes.append(f"CUDA graphs: {len(sizes)} decode batch sizes up to {max(sizes)} take {graphs:.2f} GiB "
+                     f"({graphs - g_t.low:.2f} – {graphs + g_t.high:.2f}); at the high end they do not fit in what "
+                     f"--mem-fraction-static {mfs_now:g} leaves after the pool (graph capture would fail): a lower value "
+                     f"or a smaller {'--cuda-graph-max-bs-decode' if version_key(s.version) >= version_key('0.5.23') else '--cuda-graph-max-bs'} makes room")
     if calibration is None:
         notes.append("estimate: P, graph memory and workspaces are not measured yet; a finished run of this setup calibrates them")
     terms = {
@@ -548,6 +599,9 @@ def plan(
         "req_to_token_gib": req_to_token_gib(current.max_total_num_tokens, ctx, s),
         "attention_workspace_gib": ATTN_WORKSPACE_GIB,
         "cuda_graph_max_bs": float(bs),
+        "cuda_graph_sizes": float(len(sizes)),
+        "graph_spread_low_gib": g_t.low if calibration is None else math.nan,
+        "graph_spread_high_gib": g_t.high if calibration is None else math.nan,
         "context_length": float(ctx),
         "context_len": float(ctx),  # the same, in the plan's own word (MemoryPlan.request_length reads it)
         "mfs_floor": 1 - a / p if p > 0 else math.nan,
@@ -614,6 +668,8 @@ def term_lines(terms: Mapping[str, float]) -> list[str]:
     lines = []
     if "graph_gib" in terms:
         bs = f", max bs {terms['cuda_graph_max_bs']:.0f}" if "cuda_graph_max_bs" in terms else ""
+        if "cuda_graph_sizes" in terms:
+            bs = f", {terms['cuda_graph_sizes']:.0f} batch sizes{bs}"
         lines.append(f"  CUDA graphs             {terms['graph_gib']:8.2f} GiB (estimated{bs})")
     if "req_to_token_gib" in terms:
         lines.append(f"  req_to_token pool       {terms['req_to_token_gib']:8.2f} GiB "

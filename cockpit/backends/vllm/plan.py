@@ -60,7 +60,7 @@ from cockpit.model.plan import (
     pick_calibration,
     weight_notes,
 )
-from cockpit.model.platform import platform_of
+from cockpit.model.platform import QUICK_REDUCE_WORLD_SIZES, platform_of, quick_reduce_gib
 from cockpit.model.weights import GIB, Parallel, WeightIndex, split_weights
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
@@ -145,6 +145,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         speculative=_speculative(get("speculative_config")),
         role=_kv_role(get("kv_transfer_config")),
         **_kv_transfer(get("kv_transfer_config")),
+        quick_reduce_gib=quick_reduce_gib(dict(env or {}), "vllm"),
     )
 
 
@@ -363,12 +364,19 @@ def plan(
         # EP spans the DP replicas: the experts split over tp × dp ranks, not tp
         w_bytes -= split.by_category.get("expert", 0.0) * (1 - 1 / s.dp)
     notes = list(cfg.notes)
+    if s.quick_reduce_gib and platform_of(gpu.name, t).rocm and s.tp in QUICK_REDUCE_WORLD_SIZES:
+        notes.append(f"ROCm quick all-reduce on (VLLM_ROCM_QUICK_REDUCE_QUANTIZATION): {s.quick_reduce_gib:.1f} GiB per rank "
+                     "held before vLLM's start snapshot — the KV budget (u × total) does not move; the free memory at start "
+                     "and after start-up is that much less")
     drafted = draft_terms(cfg, weights, draft, s, notes)
     draft_w, draft_cell = drafted or (0.0, 0.0)
     w = max(0.0, w_bytes / GIB - s.cpu_offload_gib) + draft_w
     platform = platform_of(gpu.name, t)
     base = gpu.free_gib if gpu.free_gib is not None else t
-    f0 = base - pre_snapshot_gib(s)
+    # ROCm's quick all-reduce buffer, when the environment turns it on, is allocated at distributed init,
+    # before vLLM's start snapshot: less free memory at start, the budget u·T unchanged (terms.NON_TORCH_MULTI_ROCM)
+    qr = s.quick_reduce_gib if platform.rocm and s.tp in QUICK_REDUCE_WORLD_SIZES else 0.0
+    f0 = base - pre_snapshot_gib(s) - qr
     w_t = weights_term(w, bool(getattr(weights, "estimated", False)) or weights.kind == "config", platform, cfg.quant.method)
     if cfg.has_vision and w_t.spread and (getattr(weights, "estimated", False) or weights.kind == "config"):
         w_t = Term(w_t.gib, w_t.spread + 0.6)  # the tower estimated as a plain ViT (Gemma 3: −0.3 … −0.6 GiB)
