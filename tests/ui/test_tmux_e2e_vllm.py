@@ -71,7 +71,10 @@ def test_vllm_demo_in_tmux_crash_then_restart_with_the_change(pane: Pane) -> Non
     screen = pane.wait(r"READY .*0\.95 \(profile 0\.97\)", 180)
 
     def filled_rows(text: str) -> list[str]:
-        return [line for line in text.splitlines() if re.match(r"\s*TP\d ", line) and "█" in line]
+        # the rank bars' rows only: a rank label then its bar (the timeline's and the log's lines
+        # start with a rank label too, and a log line may carry a progress bar's █)
+        return [line for line in text.splitlines()
+                if (m := re.match(r"\s*TP\d\s+([█▓▒▚▞░]+)", line)) and "█" in m.group(1)]
 
     # READY comes from the log and /health; the bars wait for the next telemetry sample (≤ 1 s)
     deadline = time.monotonic() + 30
