@@ -43,10 +43,11 @@ if COCKPIT_REAL_SGLANG_VENV=$(bash scripts/real-engine.sh sglang); then
 else
   failed+=("scripts/real-engine.sh sglang (SGLang did not install)")
 fi
-# pytest-xdist workers (docs/TESTING.md, "Workers"): the heavy real-stack tests in one group run by
-# one worker, the light ones spread over the rest. COCKPIT_TEST_WORKERS sets the count; `-n N` or
-# `-p no:xdist` among the arguments replaces this choice.
-workers=(-n "${COCKPIT_TEST_WORKERS:-3}" --dist loadgroup)
+# pytest-xdist workers (docs/TESTING.md, "Workers"): the real engines in one group and the other
+# heavy real-stack tests in another, each run by one worker from the start (the queue's order is
+# tests/conftest.py's, hence --no-loadscope-reorder), the light ones spread over what is left.
+# COCKPIT_TEST_WORKERS sets the count; `-n N` or `-p no:xdist` among the arguments replaces this.
+workers=(-n "${COCKPIT_TEST_WORKERS:-3}" --dist loadgroup --no-loadscope-reorder)
 for a in "$@"; do
   case "$a" in -n|-n[0-9]*|--numprocesses|--numprocesses=*|no:xdist|-pno:xdist) workers=() ;; esac
 done

@@ -586,10 +586,14 @@ def _reap_servers_left_by_the_test(request: pytest.FixtureRequest) -> Iterator[N
 # to ONE group, "serial", that one worker runs from start to end while the others take the light
 # tests. docs/TESTING.md ("Workers") has the rule and the measurements it rests on.
 SERIAL_GROUP = "serial"
+# the real engines are a chain of their own on another worker (docs/TESTING.md, "Workers"): one
+# engine at a time is the machine-wide engine lock's job, and the serial stories beside them cost
+# less than the 20-odd minutes the two chains took end to end
+ENGINE_GROUP = "engines"
+ENGINE_PATHS = ("real_engine/",)
 # by path under tests/ (a folder ends in "/"): what the junit times of a whole run and the fixtures
 # show to be heavy real-stack stories
 SERIAL_PATHS = (
-    "real_engine/",                            # a real vLLM on the CPU; a machine-wide engine lock
     "slurm/",                                  # the one Slurm cluster (and the tests beside it)
     "ui/test_tmux_e2e.py", "ui/test_tmux_e2e_vllm.py",   # tmux end-to-end stories
     "ui/test_flows.py", "ui/test_flows_vllm.py", "ui/test_flows_crashed_profile.py",  # flow stories
@@ -622,10 +626,13 @@ _TESTS = Path(__file__).resolve().parent
 
 
 def xdist_group_of(item: pytest.Item) -> str | None:
-    """The xdist group of a test: "serial" for the heavy real-stack ones, "module:<path>" for a
+    """The xdist group of a test: "engines" for the real engines, "serial" for the other heavy
+    real-stack ones, "module:<path>" for a
     light test whose module shares a module- or class-scoped fixture (a server started once per
     module must not start again on every worker), None (any worker) for the rest."""
     rel = Path(str(item.fspath)).resolve().relative_to(_TESTS).as_posix()
+    if any(rel.startswith(p) for p in ENGINE_PATHS):
+        return ENGINE_GROUP
     if any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in SERIAL_PATHS):
         return SERIAL_GROUP
     if f"{rel}::{item.name}" in SERIAL_TESTS:
@@ -639,13 +646,23 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
-def _dispatch_rank(group: str | None) -> int:
-    """Where a test's unit stands in the queue xdist hands out, first to last. xdist dispatches
-    units in collection order: the long serial chain is the suite's critical path, so it must start
-    on the first free worker, not once every light unit collected before it has been handed out."""
-    if group is None:
-        return 2
-    return 0 if not group.startswith("module:") else 1
+def _dispatch_order(groups: list[str | None]) -> list[tuple[int, int]]:
+    """Each test's place in the queue xdist hands out (scripts/test.sh passes
+    `--no-loadscope-reorder`, so the queue is the collection order this sets): the two long chains
+    first, the real engines (the longest) then the serial stories, each on a worker of its own from
+    the start; then the module groups, largest first; the single tests last, which pack the
+    workers' ends. (xdist's own reorder, by test count, put the ~50-test engine chain behind every
+    larger module group: minutes late on the suite's critical path.)"""
+    size: dict[str | None, int] = {}
+    for g in groups:
+        size[g] = size.get(g, 0) + 1
+
+    def rank(g: str | None) -> int:
+        if g is None:
+            return 3
+        return {ENGINE_GROUP: 0, SERIAL_GROUP: 1}.get(g, 2)
+
+    return [(rank(g), -size[g] if g is not None else 0) for g in groups]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -653,14 +670,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # tryfirst: xdist reads the mark in its own hook of the same name
     if not config.pluginmanager.hasplugin("xdist"):
         return
-    groups: dict[int, str | None] = {}
-    for item in items:
-        group = xdist_group_of(item)
-        groups[id(item)] = group
+    groups = [xdist_group_of(item) for item in items]
+    for item, group in zip(items, groups, strict=True):
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    # stable: within a rank the collection order (a module's tests in their order) is kept
-    items.sort(key=lambda it: _dispatch_rank(groups[id(it)]))
+    # stable: within a group the collection order (a module's tests in their order) is kept
+    order = dict(zip(map(id, items), _dispatch_order(groups), strict=True))
+    items.sort(key=lambda it: order[id(it)])
 
 
 # COCKPIT_TEST_TIMELINE=FILE: every test's start, end, worker and id appended to FILE (one line a
