@@ -5,7 +5,7 @@ concurrency — and the figures side by side.
 
     COCKPIT_REAL_SGLANG_VENV=/root/.cache/cockpit-engines/sglang-0.5.23 \\
         .venv/bin/python bench/vs_sglang_bench.py [--input-len 128] [--output-len 32] [--concurrency 2]
-        [--requests 16] [--rounds 2] [--engine-cpus 0] [--client-cpus 1] [--json] [--markdown FILE]
+        [--requests 64] [--rounds 4] [--engine-cpus 0] [--client-cpus 1] [--json] [--markdown FILE]
 
 On a shared 2-core machine CPU contention swings either tool's figures by 2×, so the engine and
 the load generator are pinned to separate cores (`taskset -c`; the engine's whole tree inherits
@@ -158,8 +158,10 @@ def main() -> int:
     p.add_argument("--input-len", type=int, default=128)
     p.add_argument("--output-len", type=int, default=32)
     p.add_argument("--concurrency", type=int, default=2)
-    p.add_argument("--requests", type=int, default=16)
-    p.add_argument("--rounds", type=int, default=2)
+    # 64 × 4: at 16 requests a run lasts ~4 s and one tool's runs alone spread 180–262 tok/s on a
+    # quiet machine (docs/PERFORMANCE.md); at 64 the two tools' means agree within the noise
+    p.add_argument("--requests", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--engine-cpus", default="0")
     p.add_argument("--client-cpus", default="1")
     p.add_argument("--json", action="store_true")
