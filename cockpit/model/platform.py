@@ -62,27 +62,24 @@ def platform_of(name: str | None, total_gib: float | None = None) -> Platform:
 
 
 # ROCm's quick all-reduce (both engines, MI300-class cards and newer, TP 2, 4 or 8): off unless the
-# operator names a quantization (vLLM `VLLM_ROCM_QUICK_REDUCE_QUANTIZATION`, SGLang the upstream name
-# `ROCM_QUICK_REDUCE_QUANTIZATION`; default "NONE": vllm/envs.py, sglang quick_all_reduce.py). When on,
-# each rank allocates a communication buffer of twice the largest problem (quickreduce
-# `DeviceComms::init`: the two-shot kernel's two stages), the largest problem 2048 MB unless
-# `…_QUICK_REDUCE_MAX_SIZE_BYTES_MB` says otherwise — 4 GiB per rank at the default. AMD's own Kimi-K2.5
-# recipe for vLLM sets INT4.
-QUICK_REDUCE_ENV = ("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "ROCM_QUICK_REDUCE_QUANTIZATION")
-QUICK_REDUCE_MAX_ENV = ("VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB", "ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB")
+# operator names a quantization in the engine's environment variable (each backend names its own:
+# vllm/plan.py, sglang/plan.py; default "NONE"). When on, each rank allocates a communication buffer
+# of twice the largest problem (quickreduce `DeviceComms::init`: the two-shot kernel's two stages),
+# the largest problem 2048 MB unless the engine's max-size variable says otherwise — 4 GiB per rank
+# at the default.
 QUICK_REDUCE_DEFAULT_MAX_MB = 2048
 QUICK_REDUCE_WORLD_SIZES = (2, 4, 8)
 
 
-def quick_reduce_gib(env: dict[str, str] | None, engine: str) -> float:
-    """GiB per rank of ROCm's quick all-reduce buffer that `env` turns on for `engine` ("vllm" or
-    "sglang"); 0 when it is off. The caller checks the card is ROCm and TP is 2, 4 or 8."""
-    i = 0 if engine == "vllm" else 1
-    regime = str((env or {}).get(QUICK_REDUCE_ENV[i], "NONE")).strip().upper()
+def quick_reduce_gib(env: dict[str, str] | None, regime_var: str, max_mb_var: str) -> float:
+    """GiB per rank of ROCm's quick all-reduce buffer that `env` turns on (`regime_var` names a
+    quantization, `max_mb_var` the largest problem in MB); 0 when it is off. The caller checks the
+    card is ROCm and TP is 2, 4 or 8."""
+    regime = str((env or {}).get(regime_var, "NONE")).strip().upper()
     if regime in ("", "NONE"):
         return 0.0
     try:
-        mb = int(str((env or {}).get(QUICK_REDUCE_MAX_ENV[i], "0")).strip() or 0)
+        mb = int(str((env or {}).get(max_mb_var, "0")).strip() or 0)
     except ValueError:
         mb = 0
     return 2 * (mb if mb > 0 else QUICK_REDUCE_DEFAULT_MAX_MB) / 1024

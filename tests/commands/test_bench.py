@@ -217,7 +217,9 @@ def test_bench_a_vllm_server_streams_its_tokens(tmp_path: Path) -> None:
         assert r["requests"] == 8 and r["not_streamed"] == 0 and r["output_tokens"] == 8 * 64
         assert "sekrit-bench-key" not in out.stdout + out.stderr
         assert r["itl_ms"]["p50"] is not None and r["itl_ms"]["p50"] > 0  # tokens arrived apart
-        assert r["ttft_ms"]["p50"] < 0.5 * r["e2e_ms"]["p50"]  # 64 tokens of decode follow the first
+        # 63 token gaps of decode follow the first token: a request's end-to-end time is its TTFT plus
+        # them (a ratio of TTFT to E2E moves with the machine's load; this decomposition does not)
+        assert r["e2e_ms"]["p50"] - r["ttft_ms"]["p50"] >= 32 * r["itl_ms"]["p50"], r
         assert r["server"]["delta_generation_tokens_total"] == 8 * 64  # vLLM's counter, under SGLang's name
         # vLLM has a tuning policy now (tests/commands/test_tune_vllm.py); a live run still refuses a session
         tune = e.cockpit("tune", "vb")

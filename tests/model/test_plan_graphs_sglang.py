@@ -151,12 +151,19 @@ MI355X = "AMD Instinct MI355X"
 
 def test_rocm_quick_reduce_buffer_is_twice_its_largest_problem() -> None:
     """Off unless the environment names a quantization; then 2 × 2048 MB per rank, or twice the max set."""
+    from cockpit.backends.vllm import plan as vplan
     from cockpit.model.platform import quick_reduce_gib
 
-    assert quick_reduce_gib({}, "vllm") == quick_reduce_gib({"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "NONE"}, "vllm") == 0.0
-    assert quick_reduce_gib({"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "INT4"}, "vllm") == 4.0
-    assert quick_reduce_gib({"ROCM_QUICK_REDUCE_QUANTIZATION": "fp", "ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB": "512"}, "sglang") == 1.0
-    assert quick_reduce_gib({"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "INT4"}, "sglang") == 0.0  # SGLang reads its own name
+    def vllm(env: dict[str, str]) -> float:
+        return quick_reduce_gib(env, vplan.QUICK_REDUCE_ENV, vplan.QUICK_REDUCE_MAX_ENV)
+
+    def sglang(env: dict[str, str]) -> float:
+        return quick_reduce_gib(env, splan.QUICK_REDUCE_ENV, splan.QUICK_REDUCE_MAX_ENV)
+
+    assert vllm({}) == vllm({"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "NONE"}) == 0.0
+    assert vllm({"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "INT4"}) == 4.0
+    assert sglang({"ROCM_QUICK_REDUCE_QUANTIZATION": "fp", "ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB": "512"}) == 1.0
+    assert sglang({"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "INT4"}) == 0.0  # SGLang reads its own name
 
 
 def test_the_mi355x_log_lies_inside_the_rocm_band() -> None:

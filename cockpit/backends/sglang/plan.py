@@ -64,6 +64,10 @@ from cockpit.model.plan import (
 from cockpit.model.platform import QUICK_REDUCE_WORLD_SIZES, Platform, platform_of, quick_reduce_gib
 from cockpit.model.weights import Parallel, WeightIndex, split_weights
 
+# ROCm's quick all-reduce as SGLang names it (the upstream names: sglang quick_all_reduce.py)
+QUICK_REDUCE_ENV = "ROCM_QUICK_REDUCE_QUANTIZATION"
+QUICK_REDUCE_MAX_ENV = "ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB"
+
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
     from collections.abc import Iterable
 
@@ -246,7 +250,7 @@ def quick_reduce(s: Settings, platform: Platform) -> float:
     (sglang quick_all_reduce.py: MI300-class cards, TP 2, 4 or 8; cockpit.model.platform)."""
     if not platform.rocm or s.tp not in QUICK_REDUCE_WORLD_SIZES:
         return 0.0
-    return quick_reduce_gib(dict(s.env), "sglang")
+    return quick_reduce_gib(dict(s.env), QUICK_REDUCE_ENV, QUICK_REDUCE_MAX_ENV)
 
 
 def pre_load_free(gpu: GpuFacts, s: Settings) -> float:

@@ -63,6 +63,10 @@ from cockpit.model.plan import (
 from cockpit.model.platform import QUICK_REDUCE_WORLD_SIZES, platform_of, quick_reduce_gib
 from cockpit.model.weights import GIB, Parallel, WeightIndex, split_weights
 
+# ROCm's quick all-reduce as vLLM names it (vllm/envs.py; AMD's Kimi-K2.5 recipe sets INT4)
+QUICK_REDUCE_ENV = "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION"
+QUICK_REDUCE_MAX_ENV = "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB"
+
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
     from collections.abc import Iterable
 
@@ -145,7 +149,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         speculative=_speculative(get("speculative_config")),
         role=_kv_role(get("kv_transfer_config")),
         **_kv_transfer(get("kv_transfer_config")),
-        quick_reduce_gib=quick_reduce_gib(dict(env or {}), "vllm"),
+        quick_reduce_gib=quick_reduce_gib(dict(env or {}), QUICK_REDUCE_ENV, QUICK_REDUCE_MAX_ENV),
     )
 
 
