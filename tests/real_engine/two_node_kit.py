@@ -145,14 +145,19 @@ def wait_dead_node(ck: Cockpit, port: int, t_kill: float) -> tuple[dict[str, Any
     """Poll `status --json` until it names node 1 dead; the head's /health each time beside it."""
     seen: list[int] = []
     data: dict[str, Any] = {}
+    calls: list[str] = []  # each status call: when it started after the kill, how long it took, what it said
     while time.monotonic() - t_kill < DEAD_NODE_WITHIN_S + 30:
+        t0 = time.monotonic()
         data = ck.status()
+        calls.append(f"+{t0 - t_kill:.1f}s {time.monotonic() - t0:.1f}s {data.get('phase')}/{data.get('lifecycle')}")
         seen.append(health(port))
         if any(f["id"] == "node_died" for f in data["findings"]):
             return data, time.monotonic() - t_kill, seen
         time.sleep(1)
     raise AssertionError(f"node 1's death not named: phase {data.get('phase')}, "
-                         f"{[(f['id'], f['message'][:100]) for f in data.get('findings', [])]}")
+                         f"{[(f['id'], f['message'][:100]) for f in data.get('findings', [])]}; "
+                         f"status calls {calls}; /health {seen}; node 1's record: "
+                         f"{sorted(p.name for p in node_run_dir(ck, 1).iterdir())}")
 
 
 def bench_ok(ck: Cockpit) -> dict[str, Any]:
