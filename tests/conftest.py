@@ -591,6 +591,10 @@ SERIAL_GROUP = "serial"
 # less than the 20-odd minutes the two chains took end to end
 ENGINE_GROUP = "engines"
 ENGINE_PATHS = ("real_engine/",)
+# real-engine modules that start no server (they read the installed engines' argument parsers and
+# kernels, under no engine lock): off the engines' chain, the suite's critical path, onto the serial one
+ENGINE_FREE = ("real_engine/test_flags_vllm.py", "real_engine/test_sglang_flags.py",
+               "real_engine/test_sglang_kernel_stand_in.py")
 # by path under tests/ (a folder ends in "/"): what the junit times of a whole run and the fixtures
 # show to be heavy real-stack stories
 SERIAL_PATHS = (
@@ -631,6 +635,8 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     light test whose module shares a module- or class-scoped fixture (a server started once per
     module must not start again on every worker), None (any worker) for the rest."""
     rel = Path(str(item.fspath)).resolve().relative_to(_TESTS).as_posix()
+    if rel in ENGINE_FREE:
+        return SERIAL_GROUP
     if any(rel.startswith(p) for p in ENGINE_PATHS):
         return ENGINE_GROUP
     if any(rel == p or (p.endswith("/") and rel.startswith(p)) for p in SERIAL_PATHS):

@@ -51,9 +51,9 @@ def test_the_rule_sees_the_packages() -> None:
 def test_every_serial_entry_names_a_test_that_exists() -> None:
     # tests/conftest.py places heavy modules in one xdist group by their path under tests/: a path
     # left behind by a move matches nothing and silently lets a heavy test run beside another
-    from tests.conftest import SERIAL_PATHS, SERIAL_TESTS
+    from tests.conftest import ENGINE_FREE, SERIAL_PATHS, SERIAL_TESTS
 
-    missing = [p for p in SERIAL_PATHS if not ((TESTS / p).is_dir() if p.endswith("/") else (TESTS / p).is_file())]
+    missing = [p for p in (*SERIAL_PATHS, *ENGINE_FREE) if not ((TESTS / p).is_dir() if p.endswith("/") else (TESTS / p).is_file())]
     for entry in SERIAL_TESTS:
         path, name = entry.split("::", 1)
         if not (TESTS / path).is_file() or f"def {name}(" not in (TESTS / path).read_text():
