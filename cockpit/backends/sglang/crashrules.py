@@ -26,6 +26,7 @@ from cockpit.backends.sglang.rulecontext import Context, as_int, mfs_finding, ra
 from cockpit.backends.sglang.textutil import lazy
 from cockpit.core.crashstory import killed_finding_words
 from cockpit.core.findings import Finding, FlagChange, quoted
+from cockpit.core.numbers import as_float
 from cockpit.core.state import HOST_CACHE_SMALL
 
 # When a crash happened mid-capture the graphs' size is unknown; Kimi-K2.5 TP8 captured 3.75 GiB.
@@ -274,7 +275,7 @@ def _kv_exhausted(ctx: Context, ranks: tuple[str, ...], where: str, line: int) -
 
 def _hicache_crash(ctx: Context, kind: str, ranks: tuple[str, ...], where: str, message: str) -> Finding:
     flags = {**ctx.profile_flags, **ctx.state.server_args}
-    size = ctx.state.host_cache_gb_per_rank or _as_float(flags.get("hicache_size"))
+    size = ctx.state.host_cache_gb_per_rank or as_float(flags.get("hicache_size"))
     hicache_on = bool(flags.get("enable_hierarchical_cache")) or bool(size)
     n = ranks_per_node(flags)
     gpus = next((h.gpu_count for h in ctx.hosts if h.gpu_count), None)
@@ -367,15 +368,6 @@ def _host_available_from_log(ctx: Context, message: str, size: float, n: int) ->
         f"{free:g} GB free + {SGLANG_HICACHE_RESERVE_GB:.1f} GB SGLang reserve + {len(pinned)} ranks × "
         f"{size:g} GB already pinned = {avail:.1f} GB"
     )
-
-
-def _as_float(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return None
 
 
 def _host_available(hosts: list[HostFacts]) -> float | None:
