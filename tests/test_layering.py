@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import cockpit
+from tests.test_import_cycles import cycles  # one cycle finder: Tarjan, self-imports too
 
 HEADLESS = ["cockpit.core", "cockpit.backends", "cockpit.model"]
 FORBIDDEN = ["textual", "asyncssh", "httpx"]
@@ -164,49 +165,6 @@ def _edges(graph) -> dict[str, set[str]]:  # type: ignore[no-untyped-def]
     return {m: set(graph.find_modules_directly_imported_by(m)) & mods for m in sorted(mods)}
 
 
-def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one node (Tarjan, iterative): each is an
-    import circle."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    found: list[list[str]] = []
-    for root in edges:
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges.get(root, ()))))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on.add(root)
-        while work:
-            v, it = work[-1]
-            w = next(it, None)
-            if w is not None:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(sorted(edges.get(w, ())))))
-                elif w in on:
-                    low[v] = min(low[v], index[w])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp = []
-                while True:
-                    x = stack.pop()
-                    on.discard(x)
-                    comp.append(x)
-                    if x == v:
-                        break
-                if len(comp) > 1:
-                    found.append(sorted(comp))
-    return found
-
-
 def _top(module: str) -> str:
     return ".".join(module.split(".")[:2])
 
@@ -227,19 +185,19 @@ def _layers() -> list[list[tuple[str, bool]]]:
 
 
 def test_cycle_finder_finds_a_circle() -> None:
-    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert _cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
 
 
 def test_no_import_circles_between_modules_or_packages() -> None:
     """0 import circles, from the code's own imports (function-level imports count)."""
     edges = _edges(_graph())
     assert len(edges) > 150  # the whole package was read
-    assert _cycles(edges) == [], "modules importing each other in a circle"
+    assert cycles(edges) == [], "modules importing each other in a circle"
     packages: dict[str, set[str]] = {}
     for mod, targets in edges.items():
         packages.setdefault(_top(mod), set()).update(_top(t) for t in targets if _top(t) != _top(mod))
-    assert _cycles(packages) == [], "top-level packages importing each other in a circle"
+    assert cycles(packages) == [], "top-level packages importing each other in a circle"
 
 
 def test_every_package_is_in_a_layer_and_no_import_runs_back_up() -> None:
