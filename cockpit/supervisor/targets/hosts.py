@@ -36,6 +36,11 @@ from cockpit.transport.base import Transport, TransportError
 log = logging.getLogger(__name__)
 
 
+# how often `status` reads node k > 0's record while it looks at the head (a dead node named
+# within a few seconds of its exit, whatever the head's look waits for)
+NODE_LOOK_S = 2.0
+
+
 class HostsTarget:
     """The run's nodes are the profile's hosts."""
 
@@ -199,9 +204,10 @@ class HostsTarget:
             # together, not one after the other: SGLang's /health runs a generation (a hung SGLang
             # answers it with a timeout, not 200) and a slow /metrics must not add to it; the look
             # ends at once when the log does not say the server serves
-            await asyncio.gather(
+            look = asyncio.ensure_future(asyncio.gather(
                 run.readiness.probe(self.nodes[0], run.backend.launch.api_port(run.flags), run.readiness_path()),
-                serving_look())
+                serving_look()))
+            await self._look_unless_a_node_ends(look)
         await self.telemetry.once()
         snap = run.snapshot()
         if run.recorder is not None and run.info is not None:
@@ -212,6 +218,42 @@ class HostsTarget:
                 run.recorder.on_snapshot(snap)
                 run.recorder.tick(force=True)
         return snap
+
+    async def _look_unless_a_node_ends(self, look: asyncio.Future[Any]) -> None:
+        """The head's look (its probe, the hang window) while node k > 0's record is read every few
+        seconds: when node 1 dies the head can leave the probe unanswered for the whole hang window
+        (vLLM's DP head routes it to the dead engine; 67 s seen), and the answer `status` owes is
+        that the node died, not that the head looks hung a minute later. A node that ended ends the
+        look: its log read to its end and its exit taken, the node_died the supervisor makes of it."""
+        watched = [n for n in self.nodes[1:] if n.record is not None and n.exited is None]
+        if not watched:
+            await look
+            return
+
+        async def a_node_ended() -> None:
+            while True:
+                await asyncio.sleep(NODE_LOOK_S)
+                for node in watched:
+                    assert node.record is not None
+                    try:
+                        rec = run_or_none(await node.ops.find(node.key, node.record.run_id))
+                    except TransportError as exc:
+                        log.debug("node %s: %s", node.label, exc)
+                        continue
+                    if rec is not None and not rec.alive and (rec.exit_code is not None or rec.lost):
+                        node.record = rec
+                        await self.run.follow.follow(node, follow=False)
+                        return
+
+        watch = asyncio.ensure_future(a_node_ended())
+        try:
+            await asyncio.wait({look, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (look, watch):
+                if not task.done():
+                    task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     def ready(self) -> bool:
         return True  # the log and node 0's probe say it all
