@@ -124,7 +124,8 @@ def test_world_writable_log_directory_is_refused(tmp_path: Path, shared: Path, l
 
 def test_a_private_log_directory_still_launches(tmp_path: Path, shared: Path, ledger) -> None:
     env, log = _setup(tmp_path, shared, 0o755)
-    up = env.cockpit("up", "shared", "--wait", "started")
+    # seconds alone; once, beside the real engines' chain and the serial stories, past 120 s
+    up = env.cockpit("up", "shared", "--wait", "started", timeout=300)
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         # the profile's path is Cockpit's own link to the run's file: a regular file of ours, 0600

@@ -112,8 +112,10 @@ async def test_picker_and_dashboard_show_both_groups_and_g_switches(pd_env: tupl
                        and picker.preview.group is None and picker.preview.path.stem == "pd"
                        # the list refills when the live marks arrive, and a refill highlights again
                        # ("checking pd.yaml…") while the last preview is still held: wait for the text
-                       and "prefill/decode deployment" in str(picker.query_one("#preview-text").render()),
-                       20, "the deployment's preview")
+                       and "prefill/decode deployment" in str(picker.query_one("#preview-text").render())
+                       # and read after the live marks (one preview read before them said "no live run")
+                       and "● live" in str(picker.query_one("#preview-text").render()),
+                       30, "the deployment's preview with the prefill group live")
         text = str(picker.query_one("#preview-text").render())
         assert "prefill/decode deployment" in text and f"prefill group pd.prefill: local · ● live ({prefill_run['id']})" in text
         assert "decode group pd.decode: local · no live run" in text
