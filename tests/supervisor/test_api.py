@@ -61,8 +61,12 @@ def test_status_json_carries_the_raw_fields_only() -> None:
     out = status_json(snap)
     assert out["serving"] is READ and out["ending"] is None
     assert not {"serving_point", "end", "ended", "host_cache_label"} & set(out)
-    assert "host_cache_gb_per_rank" not in out or out["host_cache_gb_per_rank"] == snap.state.to_json().get(
-        "host_cache_gb_per_rank")
+    # the host cache `status --json` writes is the log's figure, never the one derived from the flags
+    cached = two_node_snapshot()
+    state = cached.state.copy()
+    state.host_cache_gb_per_rank = None
+    quiet_log = dataclasses.replace(cached, state=state)
+    assert quiet_log.host_cache_gb_per_rank == 48.0 and status_json(quiet_log)["host_cache_gb_per_rank"] is None
 
 
 def test_derived_values_are_never_given() -> None:
