@@ -98,8 +98,8 @@ DIAGNOSE_MODULES = (HELP_MODULES - {"textwrap"}) | frozenset({
     "linecache", "collections.abc", "importlib", "importlib._bootstrap", "importlib._bootstrap_external",
     "importlib.machinery", "copy", "weakref", "_weakrefset", "typing", "_typing", "typing.io", "typing.re",
     "json", "json.decoder", "json.encoder", "json.scanner", "_json", "math", "gc",
-    # the command, the face, the core's state and findings
-    "cockpit.commands", "cockpit.commands.diagnose", "cockpit.face", "cockpit.errors", "cockpit.core.numbers",
+    # the command, the face's light half, the core's state and findings
+    "cockpit.commands", "cockpit.commands.diagnose", "cockpit.face_light", "cockpit.errors", "cockpit.core.numbers",
     "cockpit.core.findings", "cockpit.core.state", "cockpit.core.ranks", "cockpit.core.secrets",
     "cockpit.core.bytecount", "cockpit.core.events", "cockpit.core.reducer", "cockpit.core.crashstory", "cockpit.core.safe_output",
     "cockpit.core.sanitize",

@@ -10,13 +10,14 @@ import asyncio
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cockpit.commands._support import render_findings, render_report, status_json
-from cockpit.face import CockpitError
-
-if TYPE_CHECKING:
-    from cockpit.face import GateResult, Supervisor
+from cockpit.face import (
+    CockpitError,
+    GateResult,
+    Supervisor,
+)
 
 STARTED_GRACE_S = 1.0  # a server that dies at once (bad flag, port in use) is a failure, not "started"
 # after the hosts say the server has ended: how long the log follower may take to deliver its exit

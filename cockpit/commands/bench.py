@@ -15,20 +15,32 @@ import math
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cockpit.commands._support import load_profile_arg, open_journal, run_command
-from cockpit.face import BadInput, CockpitError, mask_mapping
-
-if TYPE_CHECKING:
-    from cockpit.face import Profile
+from cockpit.face import (
+    DEFAULT_MAX_ERROR_SHARE,
+    BadInput,
+    BenchSpec,
+    CockpitError,
+    Profile,
+    Supervisor,
+    api_key_of,
+    engine_name,
+    engine_words,
+    finite_json,
+    get_backend,
+    load_dataset,
+    mask_mapping,
+    read_vocab,
+    run_bench,
+    served_model,
+)
 
 DEFAULTS: dict[str, Any] = {"concurrency": [8], "input_len": 1024, "output_len": 256}
 
 
 def spec_from_args(args: argparse.Namespace, backend: str) -> tuple[Any, list[int]]:
-    from cockpit.face import DEFAULT_MAX_ERROR_SHARE, BenchSpec, load_dataset
-
     lengths = {}
     for name in ("requests", "input_len", "output_len"):
         v = getattr(args, name, None)
@@ -48,8 +60,6 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> tuple[Any, list[in
                        hint="0.5 stops a level once half its requests failed; 1 only when all of them did")
     native = None
     if args.api != "openai":
-        from cockpit.face import engine_name, engine_words, get_backend
-
         own = engine_words(backend).native_api
         if own == args.api:
             native = get_backend(backend).metrics.native_api()
@@ -130,7 +140,6 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
     """Bench the supervisor's current run, which must be READY; the result is recorded on the run.
     Before any load: the served model and its max-model-len (`/v1/models`), the model's tokenizer on
     node 0 (synthetic prompts are its own token ids), the lengths fitted to the run."""
-    from cockpit.face import run_bench, served_model
 
     info = sup.run_info
     if info is None:
@@ -142,7 +151,6 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
             f"{sup.profile.name}: run {info.id} is not ready (phase {snap.state.phase}, health {snap.health or 'not probed'})",
             hint=f"`cockpit up {sup.profile.name} --wait ready`, or wait for READY",
         )
-    from cockpit.face import api_key_of
 
     base = await sup.api_base_url()
     spec.metrics_prefix = sup.backend.metrics.prefix()
@@ -189,7 +197,6 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
 async def _vocab(sup: Any, info: Any) -> tuple[Any, str]:
     """The token ids of the run's model, read on node 0 over its transport (vocab_probe.py on the
     host's Python): (Vocab, "") or (None, why not)."""
-    from cockpit.face import read_vocab
 
     try:
         path = sup.backend.planner.model_location(sup.profile, info.flags)
@@ -203,8 +210,6 @@ async def _vocab(sup: Any, info: Any) -> tuple[Any, str]:
 
 
 async def _bench(profile: Profile, spec: Any, levels: list[int], as_json: bool) -> int:
-    from cockpit.face import Supervisor, finite_json
-
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)
     try:

@@ -22,7 +22,7 @@ import math
 import sys
 from typing import Any, BinaryIO
 
-from cockpit.face import (
+from cockpit.face_light import (
     DEFAULT_BACKEND,
     BadInput,
     Finding,

@@ -17,7 +17,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from cockpit.commands._support import load_profile_arg, one_server, run_command
-from cockpit.face import BadInput, CockpitError, LineFilter, Profile, engine_words, reap
+from cockpit.face import (
+    BadInput,
+    CockpitError,
+    LineFilter,
+    LinkState,
+    LogChunk,
+    LogFollower,
+    LogReset,
+    Node,
+    NodeLog,
+    Profile,
+    ServerExited,
+    Supervisor,
+    decisive_tail,
+    engine_words,
+    reap,
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,17 +86,6 @@ def _check_rank(rank: str, flags: dict[str, Any], axes: tuple[tuple[str, tuple[s
 
 
 async def _logs(profile: Profile, args: argparse.Namespace) -> int:
-    from cockpit.face import (
-        LinkState,
-        LogChunk,
-        LogFollower,
-        LogReset,
-        Node,
-        NodeLog,
-        ServerExited,
-        Supervisor,
-    )
-
     sup = Supervisor(profile)
     info = await sup.attach(include_ended=True)
     if info is None:
@@ -232,7 +237,6 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
 async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
     """The last `n` lines of the run's log on each node (prefixed with the host on a multi-node
     run), for a failed launch's decisive lines. Errors reading it give []: it is a courtesy."""
-    from cockpit.face import LogChunk, LogFollower
 
     nodes = [nd for nd in sup.nodes if nd.record is not None and nd.record.log_path]
     out: list[str] = []
@@ -256,7 +260,6 @@ async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
 def failed_launch_lines(snap: Any, tail: list[str]) -> list[str]:
     """What to print under a failed run's report: the log's decisive lines when no log line decided
     the crash (an unknown crash said only "exited with code 1", line 0)."""
-    from cockpit.face import decisive_tail
 
     crash = snap.state.crash
     if crash is not None and crash.kind != "unknown" and crash.line > 0:

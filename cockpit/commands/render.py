@@ -8,7 +8,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 
-from cockpit.face import Finding, HostFacts, RunState, engine_name, predicted_phrases, rank_sort_key
+from cockpit.face_light import (
+    Finding,
+    HostFacts,
+    RunState,
+    engine_name,
+    predicted_phrases,
+    rank_sort_key,
+)
 
 MARK = {"critical": "✖", "warning": "▲", "info": "·", "ok": "●"}
 

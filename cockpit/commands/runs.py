@@ -22,6 +22,7 @@ from cockpit.face import (
     fmt_secs,
     fmt_time,
     fmt_tps,
+    load_all_secret_flags,
     rank_sort_key,
     run_rows,
     table,
@@ -30,8 +31,6 @@ from cockpit.face import (
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.face import load_all_secret_flags
-
     load_all_secret_flags()  # rows are masked as read: `api-k` of any engine's run too
     journal = Journal.open(readonly=True)  # listing runs never creates or writes anything
     try:

@@ -17,7 +17,10 @@ from cockpit.commands._support import (
     status_exit_code,
     status_json,
 )
-from cockpit.face import Profile
+from cockpit.face import (
+    Profile,
+    Supervisor,
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +49,6 @@ async def _group_status(profile: Profile, as_json: bool) -> int:
 
 async def _status(profile: Profile, as_json: bool, group: str | None = None, emit: bool = True) -> Any:
     from cockpit.commands._support import open_journal
-    from cockpit.face import Supervisor
 
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)

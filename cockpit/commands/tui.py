@@ -6,6 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cockpit.face import (
+    PD_ROLES,
+    BadInput,
+    load_profile,
+    resolve_profile,
+)
+
 
 def resolve_theme(requested: str | None) -> str:
     """--theme wins, then `theme:` in the config file, then dark."""
@@ -15,8 +22,6 @@ def resolve_theme(requested: str | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.face import load_profile, resolve_profile
-
     theme = resolve_theme(getattr(args, "theme", None))
     profile = None
     group: str | None = None
@@ -25,7 +30,6 @@ def run(args: argparse.Namespace) -> int:
         path = resolve_profile(args.profile)
         if not path.exists() and "/" not in args.profile and not args.profile.endswith((".yaml", ".yml")):
             from cockpit.commands._support import missing_profile
-            from cockpit.face import PD_ROLES
 
             base, _, role = args.profile.rpartition(".")
             if role not in PD_ROLES or not base or not resolve_profile(base).exists():
@@ -33,8 +37,6 @@ def run(args: argparse.Namespace) -> int:
             path, group = resolve_profile(base), role  # NAME.prefill / NAME.decode: that group's dashboard
         profile = load_profile(path)  # ProfileError → one line, exit 2 (cockpit/errors.py)
         if group is not None and not profile.groups:
-            from cockpit.face import BadInput
-
             raise BadInput(f"{profile.name} declares no prefill/decode groups, so there is no {args.profile!r}")
         extra.append(path)
 
