@@ -1,7 +1,7 @@
 """The face's light half: what reading a log costs and nothing more — the findings, the run's state
 and its reducer, the crash story, the engines' registry — for a command whose start-up is measured.
 
-`cockpit diagnose` (and `commands/render.py`, which it shows its state with) import the domain from
+`cockpit diagnose` (and `commands/_render.py`, which it shows its state with) import the domain from
 here: every module below is one `cockpit diagnose` of an SGLang log loads anyway, no third-party
 package and no `pathlib` (tests/test_startup_imports.py holds the list). `cockpit.face` offers these
 same names beside the heavy ones (the Supervisor, the journal, profiles, SSH, HTTP: ~0.7 s of

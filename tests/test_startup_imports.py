@@ -99,7 +99,7 @@ DIAGNOSE_MODULES = (HELP_MODULES - {"textwrap"}) | frozenset({
     "importlib.machinery", "copy", "weakref", "_weakrefset", "typing", "_typing", "typing.io", "typing.re",
     "json", "json.decoder", "json.encoder", "json.scanner", "_json", "math", "gc",
     # the command, the face's light half, the core's state and findings
-    "cockpit.commands", "cockpit.commands.diagnose", "cockpit.face_light", "cockpit.errors", "cockpit.core.numbers",
+    "cockpit.commands", "cockpit.commands.diagnose", "cockpit.commands._reading", "cockpit.face_light", "cockpit.errors", "cockpit.core.numbers",
     "cockpit.core.findings", "cockpit.core.state", "cockpit.core.ranks", "cockpit.core.secrets",
     "cockpit.core.bytecount", "cockpit.core.events", "cockpit.core.reducer", "cockpit.core.crashstory", "cockpit.core.safe_output",
     "cockpit.core.sanitize",
@@ -118,7 +118,7 @@ DIAGNOSE_MODULES = (HELP_MODULES - {"textwrap"}) | frozenset({
     "cockpit.backends.framephase", "cockpit.backends.peers", "cockpit.backends.pylogging",
     "cockpit.backends.rejoin", "cockpit.backends.sglang.barelines", "cockpit.backends.sglang.hicache",
 })
-DIAGNOSE_MODULE_BUDGET = len(DIAGNOSE_MODULES)  # 99
+DIAGNOSE_MODULE_BUDGET = len(DIAGNOSE_MODULES)  # 100: the log reading report shares is its own module (issue 37)
 
 
 def test_diagnose_of_an_sglang_log_imports_only_its_path() -> None:

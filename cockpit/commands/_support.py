@@ -11,7 +11,10 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from cockpit.commands.render import gb_text
+from cockpit.commands._render import (
+    gb_text,
+    render_state,
+)
 from cockpit.face import (
     PD_ROLES,
     BadInput,
@@ -236,7 +239,6 @@ def render_status(snap: RunSnapshot, group: str | None = None) -> str:
 
 def render_report(snap: RunSnapshot) -> str:
     """The diagnosis as `cockpit diagnose` renders it (cockpit/report.py), with the run's header."""
-    from cockpit.commands.render import render_state
 
     head = render_status(snap).splitlines()[0]
     return head + "\n" + render_state(snap.state, list(snap.findings))
@@ -245,3 +247,15 @@ def render_report(snap: RunSnapshot) -> str:
 def elapsed(since: float) -> str:
     s = int(time.monotonic() - since)
     return f"{s // 60:02d}:{s % 60:02d}"
+
+def journal_runs(profile_name: str | None = None) -> list[Any]:
+    """Runs from the journal for calibration (read-only; an unusable journal calibrates nothing)."""
+
+    try:
+        j = Journal.open(readonly=True)
+    except CockpitError:
+        return []
+    try:
+        return j.list_runs(profile_name)
+    finally:
+        j.close()

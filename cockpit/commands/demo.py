@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from cockpit.commands._theme import resolve_theme
 from cockpit.face import (
     DEFAULT_BACKEND,
     BadInput,
@@ -14,6 +15,9 @@ from cockpit.face import (
     engine_name,
     engine_words,
     load_profile,
+)
+from cockpit.ui.app import (
+    CockpitApp,
 )
 
 
@@ -64,13 +68,11 @@ def with_sim_speed(profile: Profile, speed: float, option: str = "--sim-speed") 
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.commands.tui import resolve_theme
 
     theme = resolve_theme(getattr(args, "theme", None))
     profile = demo_profile(getattr(args, "sim_speed", None), getattr(args, "backend", None),
                            getattr(args, "port", None), getattr(args, "sim_startup_speed", None))
 
-    from cockpit.ui.app import CockpitApp
 
     app = CockpitApp(profile=profile, theme=theme)
     app.run()

@@ -13,7 +13,12 @@ import shlex
 import sys
 from typing import Any
 
-from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command
+from cockpit.commands._support import (
+    load_profile_arg,
+    one_server,
+    open_journal,
+    run_command,
+)
 from cockpit.face import (
     Profile,
     SlurmView,

@@ -21,12 +21,16 @@ import math
 import sys
 from typing import Any
 
+from cockpit.commands._support import (
+    journal_runs,
+    load_profile_arg,
+    run_command,
+)
 from cockpit.face import (
     DEFAULT_BACKEND,
     BadInput,
     CockpitError,
     HostFacts,
-    Journal,
     MemoryPlan,
     ModelConfigError,
     PlanUnavailable,
@@ -52,17 +56,6 @@ def _setting(value: float) -> str:
     return f"{value:.2f}" if abs(value * 100 - round(value * 100)) < 1e-9 else f"{value:g}"
 
 
-def journal_runs(profile_name: str | None = None) -> list[Any]:
-    """Runs from the journal for calibration (read-only; an unusable journal calibrates nothing)."""
-
-    try:
-        j = Journal.open(readonly=True)
-    except CockpitError:
-        return []
-    try:
-        return j.list_runs(profile_name)
-    finally:
-        j.close()
 
 
 def _what_if_gpu(facts: list[HostFacts], gpu_mem_gb: float | None, gpus: int | None) -> list[HostFacts]:
@@ -104,7 +97,6 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
 def _profile_plans(args: argparse.Namespace, name: str) -> tuple[list[tuple[str, MemoryPlan]], dict[str, Any] | None]:
     """(label, plan) per group — one for a plain profile, prefill and decode for a profile that
     declares `groups:` (each with its own hosts, flags, GPUs and budget) — and its router."""
-    from cockpit.commands._support import load_profile_arg
 
     profile = load_profile_arg(name)
     if not profile.groups:
@@ -149,7 +141,6 @@ def router_json(profile: Profile) -> dict[str, Any] | None:
 
 
 def _profile_plan(args: argparse.Namespace, profile: Profile, gpus: int | None = None) -> MemoryPlan:
-    from cockpit.commands._support import run_command
 
     overrides = _overrides(profile.backend, list(args.overrides or []))
     gpus = args.gpus if args.gpus is not None else gpus

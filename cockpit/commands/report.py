@@ -18,6 +18,11 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from cockpit.commands._reading import diagnose_logs
+from cockpit.commands._support import (
+    load_profile_arg,
+    run_command,
+)
 from cockpit.face import (
     DEFAULT_BACKEND,
     BadInput,
@@ -44,7 +49,6 @@ MAX_LOG_READ = 256 << 20  # a bigger log is not re-read here (its memory table t
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.commands._support import run_command
 
     target = str(args.target)
     if not target.strip():
@@ -75,7 +79,6 @@ def _cockpit_version() -> str:
 
 
 def _facts(target: str, run_command: Any) -> ReportFacts:
-    from cockpit.commands._support import load_profile_arg
 
     path = Path(target).expanduser()
     if path.is_file() and path.suffix not in (".yaml", ".yml"):
@@ -101,7 +104,6 @@ def _facts(target: str, run_command: Any) -> ReportFacts:
 
 # ---------------------------------------------------------------- a log file alone
 def _from_log(path: str) -> ReportFacts:
-    from cockpit.commands.diagnose import diagnose_logs
 
     state, findings, _reads = diagnose_logs([path])
     facts = ReportFacts(source=f"the log file {path} alone", cockpit=_cockpit_version(), backend=state.backend,

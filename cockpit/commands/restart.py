@@ -22,7 +22,14 @@ import time
 from typing import Any
 
 from cockpit.commands._launching import follow_launch, say_verdict
-from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command, status_json
+from cockpit.commands._support import (
+    journal_runs,
+    load_profile_arg,
+    one_server,
+    open_journal,
+    run_command,
+    status_json,
+)
 from cockpit.face import (
     BadInput,
     GatedLaunch,
@@ -45,7 +52,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _restart(profile: Profile, overrides: dict[str, Any], args: argparse.Namespace) -> int:
-    from cockpit.commands.plan import journal_runs
 
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
     name = profile.name

@@ -10,7 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from cockpit.commands._support import load_profile_arg, run_command
+from cockpit.commands._support import (
+    load_profile_arg,
+    run_command,
+)
 from cockpit.face import (
     Profile,
     Supervisor,

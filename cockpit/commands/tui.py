@@ -6,19 +6,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from cockpit.commands._support import (
+    missing_profile,
+)
+from cockpit.commands._theme import resolve_theme
 from cockpit.face import (
     PD_ROLES,
     BadInput,
     load_profile,
     resolve_profile,
 )
-
-
-def resolve_theme(requested: str | None) -> str:
-    """--theme wins, then `theme:` in the config file, then dark."""
-    from cockpit.ui.themes import DEFAULT_THEME, configured_theme, validate_theme_name
-
-    return validate_theme_name(requested) or configured_theme() or DEFAULT_THEME
+from cockpit.ui.app import (
+    CockpitApp,
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,7 +29,6 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "profile", None):
         path = resolve_profile(args.profile)
         if not path.exists() and "/" not in args.profile and not args.profile.endswith((".yaml", ".yml")):
-            from cockpit.commands._support import missing_profile
 
             base, _, role = args.profile.rpartition(".")
             if role not in PD_ROLES or not base or not resolve_profile(base).exists():
@@ -40,7 +39,6 @@ def run(args: argparse.Namespace) -> int:
             raise BadInput(f"{profile.name} declares no prefill/decode groups, so there is no {args.profile!r}")
         extra.append(path)
 
-    from cockpit.ui.app import CockpitApp
 
     app = CockpitApp(profile=profile, theme=theme, extra_profiles=extra, start_group=group)
     app.run()

@@ -27,7 +27,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from cockpit.commands._support import load_profile_arg, open_journal, run_command
+from cockpit.commands._benching import bench_live, spec_from_args
+from cockpit.commands._support import (
+    load_profile_arg,
+    open_journal,
+    run_command,
+)
 from cockpit.face import (
     NAME_RE,
     BadInput,
@@ -78,7 +83,6 @@ def parse_slo(text: str | None) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.commands.bench import spec_from_args
 
     profile = load_profile_arg(args.profile)
     if args.objective not in OBJECTIVES:
@@ -276,7 +280,6 @@ class Tuner:
             f"--{k} {step.flags.get(k)} → {v}" for k, v in step.advice.items()), pred)
 
     async def launch(self, move: Any, journal: Any) -> Any:
-        from cockpit.commands.bench import bench_live
 
         sup = Supervisor(self.profile, journal=journal)
         # each step through the gate, as `cockpit up`: a refused one is recorded and costs no launch

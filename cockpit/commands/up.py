@@ -17,7 +17,13 @@ import time
 from typing import Any
 
 from cockpit.commands._launching import follow_launch, say_verdict
-from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command
+from cockpit.commands._support import (
+    journal_runs,
+    load_profile_arg,
+    one_server,
+    open_journal,
+    run_command,
+)
 from cockpit.face import (
     GateResult,
     Profile,
@@ -39,7 +45,6 @@ def _refused(gate: GateResult, *, force: bool) -> bool:
 
 
 async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namespace) -> int:
-    from cockpit.commands.plan import journal_runs
 
     # one gate: the argv per node (a flag the server would refuse: FlagError → exit 2), the hosts
     # measured, the preflight rules, node 0's model path and port, the memory plan
