@@ -226,3 +226,12 @@ def test_the_cli_s_line_splitter_is_argparse_s(text: str, width: int) -> None:
 
     ours = _Formatter("cockpit", width=80)._split_lines(text, width)
     assert ours == argparse.HelpFormatter("cockpit", width=80)._split_lines(text, width)
+
+
+def test_the_face_loads_no_ssh_library() -> None:
+    """Every command but diagnose, and the TUI, import `cockpit.face`: a local profile or the demo
+    never pays for asyncssh (~0.3 s CPU here): `cockpit.transport` imports it when a remote host is
+    used, the one function-level import the transport keeps for that."""
+    code = "import sys, cockpit.face; print(repr(sorted(m for m in sys.modules if m.split('.')[0] == 'asyncssh')))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert ast.literal_eval(r.stdout.strip()) == []
