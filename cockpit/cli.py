@@ -356,9 +356,7 @@ def _main(args_list: list[str]) -> int:
 
     module = importlib.import_module(f"cockpit.commands.{command}")
     if command not in ("tui", "demo"):  # log text never drives the terminal (issue 18, item 1)
-        from cockpit.core.safe_output import (
-            guard_terminal,  # `--help` start-up: tests/test_startup_imports.py
-        )
+        from cockpit.core.safe_output import guard_terminal  # `--help` start-up: test_startup_imports.py
 
         guard_terminal(pipe_stays_raw=command == "logs")
     try:
