@@ -235,3 +235,16 @@ def test_the_face_loads_no_ssh_library() -> None:
     code = "import sys, cockpit.face; print(repr(sorted(m for m in sys.modules if m.split('.')[0] == 'asyncssh')))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert ast.literal_eval(r.stdout.strip()) == []
+
+
+def test_runs_reads_the_journal_without_the_live_stack(tmp_path: Path) -> None:
+    """`cockpit runs` imports the journal's half of the face: no pydantic, yaml, asyncssh or httpx
+    (~0.1 s of start-up, against ~0.7 s through the whole `cockpit.face`: docs/PERFORMANCE.md)."""
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", _PROBE, "runs", "--json"], capture_output=True, text=True, timeout=60,
+                       check=True, env=env)
+    mods = ast.literal_eval(r.stdout.strip().splitlines()[-1])
+    assert "cockpit.commands.runs" in mods and "cockpit.journal" in mods  # the probe saw the run
+    assert "cockpit.face" not in mods
+    for heavy in ("pydantic", "yaml", "asyncssh", "httpx", "textual"):
+        assert heavy not in {m.split(".")[0] for m in mods}, heavy

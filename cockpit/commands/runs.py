@@ -7,10 +7,9 @@ import json
 import sys
 from typing import Any
 
-from cockpit.face import (
+from cockpit.face_journal import (
     RUN_ROW_HEADER,
     UNKNOWN,
-    BadInput,
     Journal,
     RunRecord,
     backend_words,
@@ -22,12 +21,10 @@ from cockpit.face import (
     fmt_secs,
     fmt_time,
     fmt_tps,
-    load_all_secret_flags,
-    rank_sort_key,
     run_rows,
     table,
-    value_text,
 )
+from cockpit.face_light import BadInput, load_all_secret_flags, rank_sort_key, value_text
 
 
 def run(args: argparse.Namespace) -> int:
