@@ -104,7 +104,6 @@ def build_parser(command: str | None = None, *, names_only: bool = False) -> arg
     With `names_only`, every subcommand's name and line of help but none of their arguments: what
     `cockpit --help` prints, and the same parse of a command line that names no subcommand (argparse
     then never enters one: `cockpit`, `cockpit --version`, a mistyped command), ~3 ms sooner."""
-
     engines = backend_names()
     p = _Parser(
         prog="cockpit",

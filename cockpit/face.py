@@ -101,12 +101,7 @@ from cockpit.model.plan import MemoryPlan, PlanUnavailable
 from cockpit.model.read import read_model_dir
 from cockpit.preflight.gate import GateRefused, GateResult, WhatIf, check_profile, gate
 from cockpit.preflight.launchplan import GatedLaunch
-from cockpit.preflight.planning import (
-    backend_plan,
-    measured_facts,
-    plan_finding,
-    plan_for_profile,
-)
+from cockpit.preflight.planning import backend_plan, measured_facts, plan_finding, plan_for_profile
 from cockpit.remote.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
 from cockpit.serving.answers import served_model
 from cockpit.serving.loadgen import finite_json, run_bench

@@ -125,7 +125,6 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
     """Bench the supervisor's current run, which must be READY; the result is recorded on the run.
     Before any load: the served model and its max-model-len (`/v1/models`), the model's tokenizer on
     node 0 (synthetic prompts are its own token ids), the lengths fitted to the run."""
-
     info = sup.run_info
     if info is None:
         raise CockpitError(f"{sup.profile.name}: no live run to bench",
@@ -182,7 +181,6 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
 async def _vocab(sup: Any, info: Any) -> tuple[Any, str]:
     """The token ids of the run's model, read on node 0 over its transport (vocab_probe.py on the
     host's Python): (Vocab, "") or (None, why not)."""
-
     try:
         path = sup.backend.planner.model_location(sup.profile, info.flags)
     except ValueError as exc:

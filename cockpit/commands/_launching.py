@@ -12,19 +12,8 @@ import sys
 import time
 from typing import Any
 
-from cockpit.commands._support import (
-    render_findings,
-    render_report,
-    status_json,
-)
-from cockpit.face import (
-    CockpitError,
-    GateResult,
-    LogChunk,
-    LogFollower,
-    Supervisor,
-    decisive_tail,
-)
+from cockpit.commands._support import render_findings, render_report, status_json
+from cockpit.face import CockpitError, GateResult, LogChunk, LogFollower, Supervisor, decisive_tail
 
 STARTED_GRACE_S = 1.0  # a server that dies at once (bad flag, port in use) is a failure, not "started"
 # after the hosts say the server has ended: how long the log follower may take to deliver its exit
@@ -127,7 +116,6 @@ async def follow_launch(sup: Supervisor, args: argparse.Namespace, t0: float,
 async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
     """The last `n` lines of the run's log on each node (prefixed with the host on a multi-node
     run), for a failed launch's decisive lines. Errors reading it give []: it is a courtesy."""
-
     nodes = [nd for nd in sup.nodes if nd.record is not None and nd.record.log_path]
     out: list[str] = []
     for nd in nodes:
@@ -150,7 +138,6 @@ async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
 def failed_launch_lines(snap: Any, tail: list[str]) -> list[str]:
     """What to print under a failed run's report: the log's decisive lines when no log line decided
     the crash (an unknown crash said only "exited with code 1", line 0)."""
-
     crash = snap.state.crash
     if crash is not None and crash.kind != "unknown" and crash.line > 0:
         return []  # a known signature: the diagnosis already quotes its decisive lines

@@ -11,10 +11,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from cockpit.commands._render import (
-    gb_text,
-    render_state,
-)
+from cockpit.commands._render import gb_text, render_state
 from cockpit.face import (
     PD_ROLES,
     BadInput,
@@ -70,7 +67,6 @@ def one_server(profile: Profile, verb: str) -> Profile:
 
 def missing_profile(name: str) -> Exception:
     """No profile of that name: the directories searched, the profiles found, the close ones."""
-
     found = sorted({p.stem for p in list_profile_files()})
     near = close_words(name, found)
     hint = (f"did you mean {' or '.join(near)}? " if near else "") + (
@@ -98,7 +94,6 @@ def open_journal() -> Any:
 
 def run_command(coro: Awaitable[T]) -> T:
     """asyncio.run, closing every pooled transport (SSH connections) before returning."""
-
     async def main() -> T:
         try:
             return await coro
@@ -239,7 +234,6 @@ def render_status(snap: RunSnapshot, group: str | None = None) -> str:
 
 def render_report(snap: RunSnapshot) -> str:
     """The diagnosis as `cockpit diagnose` renders it (cockpit/report.py), with the run's header."""
-
     head = render_status(snap).splitlines()[0]
     return head + "\n" + render_state(snap.state, list(snap.findings))
 
@@ -250,7 +244,6 @@ def elapsed(since: float) -> str:
 
 def journal_runs(profile_name: str | None = None) -> list[Any]:
     """Runs from the journal for calibration (read-only; an unusable journal calibrates nothing)."""
-
     try:
         j = Journal.open(readonly=True)
     except CockpitError:

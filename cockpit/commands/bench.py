@@ -14,17 +14,8 @@ import json
 from typing import Any
 
 from cockpit.commands._benching import ProgressLine, bench_live, spec_from_args
-from cockpit.commands._support import (
-    load_profile_arg,
-    open_journal,
-    run_command,
-)
-from cockpit.face import (
-    CockpitError,
-    Profile,
-    Supervisor,
-    finite_json,
-)
+from cockpit.commands._support import load_profile_arg, open_journal, run_command
+from cockpit.face import CockpitError, Profile, Supervisor, finite_json
 
 
 def run(args: argparse.Namespace) -> int:

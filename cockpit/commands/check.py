@@ -18,15 +18,8 @@ import dataclasses
 import json
 import sys
 
-from cockpit.commands._render import (
-    render_check,
-)
-from cockpit.commands._support import (
-    journal_runs,
-    load_profile_arg,
-    one_server,
-    run_command,
-)
+from cockpit.commands._render import render_check
+from cockpit.commands._support import journal_runs, load_profile_arg, one_server, run_command
 from cockpit.face import (
     PD_ROLES,
     BadInput,

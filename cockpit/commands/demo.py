@@ -16,9 +16,7 @@ from cockpit.face import (
     engine_words,
     load_profile,
 )
-from cockpit.ui.app import (
-    CockpitApp,
-)
+from cockpit.ui.app import CockpitApp
 
 
 def demo_profile(sim_speed: float | None = None, backend: str | None = None, port: int | None = None,

@@ -13,17 +13,8 @@ import shlex
 import sys
 from typing import Any
 
-from cockpit.commands._support import (
-    load_profile_arg,
-    one_server,
-    open_journal,
-    run_command,
-)
-from cockpit.face import (
-    Profile,
-    SlurmView,
-    Supervisor,
-)
+from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command
+from cockpit.face import Profile, SlurmView, Supervisor
 
 
 def run(args: argparse.Namespace) -> int:
@@ -85,6 +76,5 @@ async def _down(profile: Profile, args: argparse.Namespace) -> int:
 
 def _slurm_json(sup: Supervisor) -> dict[str, Any] | None:
     """What Slurm says about the stopped job (`status --json`'s `slurm` object)."""
-
     view = sup.snapshot().target
     return view.job_json() if isinstance(view, SlurmView) else None

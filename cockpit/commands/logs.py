@@ -16,11 +16,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from cockpit.commands._support import (
-    load_profile_arg,
-    one_server,
-    run_command,
-)
+from cockpit.commands._support import load_profile_arg, one_server, run_command
 from cockpit.face import (
     BadInput,
     CockpitError,

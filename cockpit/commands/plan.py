@@ -21,11 +21,7 @@ import math
 import sys
 from typing import Any
 
-from cockpit.commands._support import (
-    journal_runs,
-    load_profile_arg,
-    run_command,
-)
+from cockpit.commands._support import journal_runs, load_profile_arg, run_command
 from cockpit.face import (
     DEFAULT_BACKEND,
     BadInput,
@@ -72,7 +68,6 @@ def _overrides(backend_name: str, items: list[str]) -> dict[str, Any]:
 
 def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
     """The profile-less form: a profile made of the options (local host, the model directory)."""
-
     if args.gpu_mem_gb is None or args.tp is None:
         raise BadInput("--model-config needs --gpu-mem-gb and --tp")
 
@@ -97,7 +92,6 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
 def _profile_plans(args: argparse.Namespace, name: str) -> tuple[list[tuple[str, MemoryPlan]], dict[str, Any] | None]:
     """(label, plan) per group — one for a plain profile, prefill and decode for a profile that
     declares `groups:` (each with its own hosts, flags, GPUs and budget) — and its router."""
-
     profile = load_profile_arg(name)
     if not profile.groups:
         return [(name, _profile_plan(args, profile))], None
@@ -165,7 +159,6 @@ def _offline_hint(hint: str | None, profile: Any, overrides: dict[str, Any], gpu
     """The host could not be reached: say the command that plans without it (the model's
     config.json and safetensors index copied here, the GPU memory given), with what the profile
     already knows filled in."""
-
     backend = get_backend(profile.backend)
     try:
         tp = backend.flags.value(backend.flags.effective(profile, overrides), "tp")
@@ -245,14 +238,12 @@ def _current_from(mp: MemoryPlan, items: list[str]) -> str:
 
 def _engine_term_lines(mp: MemoryPlan) -> list[str]:
     """The lines of the terms only the plan's engine has, as its backend words them."""
-
     return get_backend(mp.backend).planner.term_lines(mp.terms) if mp.backend in backend_names() else []
 
 
 def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
     """The plan as text: facts, the table, the current value (the profile's, or `--set`'s) and the
     recommendation."""
-
     t = mp.terms
     lines = [
         f"memory plan · {clean_text(mp.model)} · {mp.backend} {mp.version} · TP{mp.tp}"

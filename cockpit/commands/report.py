@@ -19,10 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.commands._reading import diagnose_logs
-from cockpit.commands._support import (
-    load_profile_arg,
-    run_command,
-)
+from cockpit.commands._support import load_profile_arg, run_command
 from cockpit.face import (
     DEFAULT_BACKEND,
     BadInput,
@@ -177,7 +174,6 @@ def _excerpt_local(facts: ReportFacts, hosts: Any, log_path: str | None, run_dir
 
 def _excerpt_from(facts: ReportFacts, fh: Any, offset: int) -> None:
     """Lines around the crash's decisive line, numbered as the run's log (from `offset`)."""
-
     crash_line = (facts.crash or {}).get("line")
     if not crash_line:
         facts.excerpt_why = "no crash line to centre on"

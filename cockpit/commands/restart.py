@@ -30,15 +30,7 @@ from cockpit.commands._support import (
     run_command,
     status_json,
 )
-from cockpit.face import (
-    BadInput,
-    GatedLaunch,
-    GateRefused,
-    Profile,
-    RunInfo,
-    Supervisor,
-    get_backend,
-)
+from cockpit.face import BadInput, GatedLaunch, GateRefused, Profile, RunInfo, Supervisor, get_backend
 
 STOP_TIMEOUT_S = 30.0  # SIGTERM → SIGKILL for the old run, as `cockpit down`'s default
 

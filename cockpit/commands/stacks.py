@@ -10,18 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from cockpit.commands._support import (
-    load_profile_arg,
-    run_command,
-)
-from cockpit.face import (
-    Profile,
-    Supervisor,
-    collect_stacks,
-    render_stacks,
-    save_stacks,
-    saved_stacks,
-)
+from cockpit.commands._support import load_profile_arg, run_command
+from cockpit.face import Profile, Supervisor, collect_stacks, render_stacks, save_stacks, saved_stacks
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,10 +19,7 @@ from cockpit.commands._support import (
     status_exit_code,
     status_json,
 )
-from cockpit.face import (
-    Profile,
-    Supervisor,
-)
+from cockpit.face import Profile, Supervisor
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,19 +6,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from cockpit.commands._support import (
-    missing_profile,
-)
+from cockpit.commands._support import missing_profile
 from cockpit.commands._theme import resolve_theme
-from cockpit.face import (
-    PD_ROLES,
-    BadInput,
-    load_profile,
-    resolve_profile,
-)
-from cockpit.ui.app import (
-    CockpitApp,
-)
+from cockpit.face import PD_ROLES, BadInput, load_profile, resolve_profile
+from cockpit.ui.app import CockpitApp
 
 
 def run(args: argparse.Namespace) -> int:

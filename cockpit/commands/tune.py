@@ -28,11 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.commands._benching import bench_live, spec_from_args
-from cockpit.commands._support import (
-    load_profile_arg,
-    open_journal,
-    run_command,
-)
+from cockpit.commands._support import load_profile_arg, open_journal, run_command
 from cockpit.face import (
     NAME_RE,
     BadInput,
@@ -102,7 +98,6 @@ TUNED_SUFFIX = "-tuned"
 
 def tuned_name(name: str) -> str:
     """The tuned profile's name: NAME-tuned, cut so that it still loads (a name is at most 100)."""
-
     full = name + TUNED_SUFFIX
     if NAME_RE.fullmatch(full):
         return full
@@ -111,7 +106,6 @@ def tuned_name(name: str) -> str:
 
 def holds_secrets(data: dict[str, Any]) -> bool:
     """True when the profile text has a value Cockpit masks (env HF_TOKEN, server api-key, …)."""
-
     sections = [data.get("env"), data.get("server")]
     return any(isinstance(sec, dict) and any(is_secret_name(k) and v not in (None, "", False) for k, v in sec.items())
                for sec in sections)

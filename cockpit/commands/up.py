@@ -17,20 +17,8 @@ import time
 from typing import Any
 
 from cockpit.commands._launching import follow_launch, say_verdict
-from cockpit.commands._support import (
-    journal_runs,
-    load_profile_arg,
-    one_server,
-    open_journal,
-    run_command,
-)
-from cockpit.face import (
-    GateResult,
-    Profile,
-    Supervisor,
-    gate,
-    get_backend,
-)
+from cockpit.commands._support import journal_runs, load_profile_arg, one_server, open_journal, run_command
+from cockpit.face import GateResult, Profile, Supervisor, gate, get_backend
 
 
 def run(args: argparse.Namespace) -> int:

@@ -428,7 +428,6 @@ class Journal:
         as any cockpit would.) Raises JournalError (one line for the operator) when the file was
         written by a newer Cockpit or is not a journal; such a file is never written to.
         `mountinfo`: the kernel's mount table to read the filesystem type from (a test's own)."""
-
         path = Path(path) if path is not None else default_path()
         found = read_version(path)  # read-only look first: a newer journal stays untouched
         if found is not None and found > len(migrations):
