@@ -7,6 +7,8 @@ import argparse
 import os
 import sys
 
+from cockpit.backends import DEFAULT_BACKEND, backend_names, engine_names  # the registry's names only
+
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs `--help` ~3 ms (mypy reads this name as typing's)
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -33,7 +35,7 @@ exit codes: 0 ok, 1 a critical finding or a failed run, 2 bad input
 
 
 def _did_you_mean(word: str, choices: Sequence[str]) -> str:
-    from cockpit.errors import close_words
+    from cockpit.errors import close_words  # `--help` start-up: tests/test_startup_imports.py
 
     near = close_words(word, list(choices))
     return f"; did you mean {' or '.join(near)}?" if near else ""
@@ -102,8 +104,6 @@ def build_parser(command: str | None = None, *, names_only: bool = False) -> arg
     With `names_only`, every subcommand's name and line of help but none of their arguments: what
     `cockpit --help` prints, and the same parse of a command line that names no subcommand (argparse
     then never enters one: `cockpit`, `cockpit --version`, a mistyped command), ~3 ms sooner."""
-    from cockpit.backends import DEFAULT_BACKEND, backend_names, engine_names  # the registry only: cheap
-
     engines = backend_names()
     p = _Parser(
         prog="cockpit",
@@ -323,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(args_list: list[str]) -> int:
     if args_list and args_list[0] == "sim":
-        from cockpit.sim.main import main as sim_main
+        from cockpit.sim.main import main as sim_main  # `--help` start-up: tests/test_startup_imports.py
 
         return sim_main(args_list[1:])
     try:
@@ -334,7 +334,7 @@ def _main(args_list: list[str]) -> int:
         else:  # a command line that names no subcommand anywhere never enters one's parser
             parser = build_parser(names_only=not set(args_list) & set(COMMANDS))
     except Exception as exc:
-        from cockpit.errors import CockpitError
+        from cockpit.errors import CockpitError  # `--help` start-up: tests/test_startup_imports.py
 
         if not isinstance(exc, CockpitError):
             raise
@@ -355,7 +355,7 @@ def _main(args_list: list[str]) -> int:
 
     module = importlib.import_module(f"cockpit.commands.{command}")
     if command not in ("tui", "demo"):  # log text never drives the terminal (issue 18, item 1)
-        from cockpit.core.safe_output import guard_terminal
+        from cockpit.core.safe_output import guard_terminal  # `--help` start-up: test_startup_imports.py
 
         guard_terminal(pipe_stays_raw=command == "logs")
     try:
@@ -381,6 +381,7 @@ def explain_error(exc: BaseException) -> int:
     import os
     import traceback
 
+    # what a failed command raised: imported once it has (`--help` start-up: tests/test_startup_imports.py)
     from cockpit.backends.base import FlagError
     from cockpit.core.profile import ProfileError
     from cockpit.errors import CockpitError
@@ -391,7 +392,7 @@ def explain_error(exc: BaseException) -> int:
     if isinstance(exc, FlagError):
         print(f"cockpit: error: {exc}", file=sys.stderr)
         return 2
-    from cockpit.transport.base import TransportError
+    from cockpit.transport.base import TransportError  # `--help` start-up: tests/test_startup_imports.py
 
     if isinstance(exc, TransportError):
         print(f"cockpit: error: {exc}", file=sys.stderr)

@@ -111,10 +111,13 @@ def _cockpit_imports(py: Path) -> list[tuple[int, str]]:
     return [(n, m) for n, m in out if m == "cockpit" or m.startswith("cockpit.")]
 
 
+FACES = ("cockpit.face", "cockpit.face_light", "cockpit.face_journal")  # the whole surface, and its light halves
+
+
 def test_ui_and_commands_reach_the_rest_only_through_the_face() -> None:
-    """ui/ and commands/ import each other and cockpit.face, nothing else of the package (a package
-    added later is covered too: the rule names what is allowed, not what is banned)."""
-    allowed = ("cockpit.face", "cockpit.ui", "cockpit.commands")
+    """ui/ and commands/ import each other and the face (or a light half of it), nothing else of the
+    package (a package added later is covered too: the rule names what is allowed, not what is banned)."""
+    allowed = (*FACES, "cockpit.ui", "cockpit.commands")
     offenders = []
     for face_dir in ("ui", "commands"):
         for py in (ROOT / face_dir).rglob("*.py"):
@@ -124,32 +127,65 @@ def test_ui_and_commands_reach_the_rest_only_through_the_face() -> None:
     assert offenders == [], offenders
 
 
-def test_the_face_offers_every_name_it_types_and_nothing_above_it() -> None:
-    """cockpit.face's typed names (its TYPE_CHECKING block) are the names it loads, each loads from
-    the module it names, and none comes from ui, commands or the CLI."""
-    from cockpit import face
+def _offered(module: str) -> dict[str, tuple[str, str]]:
+    """A face's names → (defining module, name there), from its source: every statement after the
+    docstring is a plain module-level `from cockpit.X import name [as other]` (no `__getattr__`, no
+    `TYPE_CHECKING` block: an editor follows each name to its definition)."""
+    tree = ast.parse((ROOT / f"{module.split('.')[-1]}.py").read_text(encoding="utf-8"))
+    out: dict[str, tuple[str, str]] = {}
+    for node in tree.body[1:]:
+        assert isinstance(node, ast.ImportFrom) and node.module and node.level == 0, (module, node.lineno)
+        if node.module == "__future__":
+            continue
+        for a in node.names:
+            out[a.asname or a.name] = (node.module, a.name)
+    return out
 
-    typed: set[str] = set()
-    tree = ast.parse((ROOT / "face.py").read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            for imp in node.body:
-                assert isinstance(imp, ast.ImportFrom) and imp.module
-                for a in imp.names:
-                    name = a.asname or a.name
-                    typed.add(name)
-                    assert face.SOURCES[name] == (imp.module, a.name), name
-    assert typed == set(face.SOURCES)
-    assert len(typed) >= 100
-    for name, (module, _attr) in face.SOURCES.items():
-        assert not module.startswith(("cockpit.ui", "cockpit.commands", "cockpit.cli")), name
-        assert getattr(face, name) is not None
-    try:
-        face.NotAName  # noqa: B018
-    except AttributeError as exc:
-        assert "NotAName" in str(exc)
-    else:
-        raise AssertionError("an unknown name must raise AttributeError")
+
+def _used_by_the_faces() -> set[str]:
+    used: set[str] = set()
+    for face_dir in ("ui", "commands"):
+        for py in (ROOT / face_dir).rglob("*.py"):
+            for node in ast.walk(ast.parse(py.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module in FACES:
+                    used.update(a.name for a in node.names)
+    return used
+
+
+def test_the_face_is_plain_imports_of_the_domain_the_faces_use() -> None:
+    """The face offers what ui/ and commands/ use and nothing more (a name no face imports is
+    dropped), each from the module that defines it and none from a face itself; each light half
+    offers a subset, the same objects; each face is plain imports, so importing it runs them."""
+    import importlib
+
+    whole = _offered("cockpit.face")
+    halves = {m: _offered(m) for m in FACES[1:]}
+    assert len(whole) >= 100 and len(halves["cockpit.face_light"]) >= 30
+    for half, offered in halves.items():
+        assert offered.items() <= whole.items(), (half, sorted(set(offered.items()) - set(whole.items())))
+    assert sorted(set(whole) - _used_by_the_faces()) == [], "names no face uses"
+    for name, (module, attr) in whole.items():
+        assert not module.startswith((*FACES, "cockpit.ui", "cockpit.commands", "cockpit.cli")), name
+        defined = getattr(importlib.import_module(module), attr)
+        assert getattr(importlib.import_module("cockpit.face"), name) is defined, name
+        for half, offered in halves.items():
+            if name in offered:
+                assert getattr(importlib.import_module(half), name) is defined, (half, name)
+
+
+def test_ruff_bans_in_the_editor_what_import_linter_forbids_the_faces() -> None:
+    """The two tools hold one list: ruff's banned API (TID251, on in cockpit/ui and cockpit/commands
+    by their ruff.toml) is import-linter's forbidden_modules for the faces, and the rule is on there."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = next(c for c in conf["tool"]["importlinter"]["contracts"]
+                    if c["type"] == "forbidden" and c["source_modules"] == ["cockpit.ui", "cockpit.commands"])
+    banned = conf["tool"]["ruff"]["lint"]["flake8-tidy-imports"]["banned-api"]
+    assert sorted(banned) == sorted(contract["forbidden_modules"])
+    for face_dir in ("ui", "commands"):
+        local = tomllib.loads((ROOT / face_dir / "ruff.toml").read_text(encoding="utf-8"))
+        assert local["extend"] == "../../pyproject.toml" and "TID251" in local["lint"]["extend-select"], face_dir
 
 
 # ---------------------------------------------------------------- the import graph, measured
@@ -250,3 +286,19 @@ def test_every_module_is_small_enough_to_read() -> None:
     long = {str(p.relative_to(ROOT.parent)): n for p in sorted(ROOT.rglob("*.py"))
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MODULE_LINES_MAX}
     assert long == {}, f"modules over {MODULE_LINES_MAX} lines: {long}"
+
+
+def test_ruff_flags_a_face_reaching_past_the_face_and_nothing_below_it() -> None:
+    """What an editor shows: the same line is TID251 in cockpit/commands and cockpit/ui, and fine
+    in the supervisor (ruff reads the source from stdin under the name it would have)."""
+    reach = "from cockpit.supervisor.api import RunInfo\n\nprint(RunInfo)\n"
+
+    def codes(name: str) -> str:
+        r = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise",
+                            "--stdin-filename", name, "-"], input=reach, capture_output=True, text=True,
+                           cwd=ROOT.parent, timeout=60)
+        return r.stdout
+
+    assert "TID251" in codes("cockpit/commands/probe.py")
+    assert "TID251" in codes("cockpit/ui/probe.py")
+    assert "TID251" not in codes("cockpit/supervisor/probe.py")

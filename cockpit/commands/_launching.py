@@ -10,13 +10,10 @@ import asyncio
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cockpit.commands._support import render_findings, render_report, status_json
-from cockpit.face import CockpitError
-
-if TYPE_CHECKING:
-    from cockpit.face import GateResult, Supervisor
+from cockpit.face import CockpitError, GateResult, LogChunk, LogFollower, Supervisor, decisive_tail
 
 STARTED_GRACE_S = 1.0  # a server that dies at once (bad flag, port in use) is a failure, not "started"
 # after the hosts say the server has ended: how long the log follower may take to deliver its exit
@@ -81,7 +78,6 @@ async def follow_launch(sup: Supervisor, args: argparse.Namespace, t0: float,
         snap = sup.snapshot()
         failed_lines: list[str] = []
         if snap.state.phase in ("crashed", "stopped") or sup.any_exited or ended:
-            from cockpit.commands.logs import failed_launch_lines, run_log_tail
 
             failed_lines = failed_launch_lines(snap, await run_log_tail(sup))
     finally:
@@ -115,3 +111,37 @@ async def follow_launch(sup: Supervisor, args: argparse.Namespace, t0: float,
         else:
             print(f"{name}: started")
     return 0
+
+
+async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
+    """The last `n` lines of the run's log on each node (prefixed with the host on a multi-node
+    run), for a failed launch's decisive lines. Errors reading it give []: it is a courtesy."""
+    nodes = [nd for nd in sup.nodes if nd.record is not None and nd.record.log_path]
+    out: list[str] = []
+    for nd in nodes:
+        rec = nd.record
+        fol = LogFollower(nd.ops, rec.log_path, offset=rec.log_offset, ino=rec.log_inode, tail=n, follow=False)
+        data = b""
+        try:
+            async for item in fol.items():
+                if isinstance(item, LogChunk):
+                    data += item.data
+        except Exception:  # the report goes on without the lines
+            continue
+        finally:
+            await fol.close()
+        prefix = f"{nd.label} | " if len(nodes) > 1 else ""
+        out += [prefix + ln for ln in data.decode("utf-8", "replace").splitlines()]
+    return out
+
+
+def failed_launch_lines(snap: Any, tail: list[str]) -> list[str]:
+    """What to print under a failed run's report: the log's decisive lines when no log line decided
+    the crash (an unknown crash said only "exited with code 1", line 0)."""
+    crash = snap.state.crash
+    if crash is not None and crash.kind != "unknown" and crash.line > 0:
+        return []  # a known signature: the diagnosis already quotes its decisive lines
+    lines = decisive_tail(tail)
+    if not lines:
+        return ["the log is empty: the server printed nothing before it ended"]
+    return ["last lines of the log:", *(f"    | {ln[:300]}" for ln in lines)]

@@ -11,18 +11,29 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from cockpit.commands.render import gb_text
+from cockpit.commands._render import gb_text, render_state
 from cockpit.face import (
     PD_ROLES,
+    BadInput,
+    CockpitError,
     Finding,
+    Journal,
     Profile,
     RunSnapshot,
     SlurmView,
+    TransportError,
+    close_all,
+    close_words,
     exit_code_for,
+    list_profile_files,
+    load_all_secret_flags,
     load_profile,
     mask_mapping,
     predicted_phrases,
+    profile_dirs,
     rank_sort_key,
+    resolve_profile,
+    serving_words,
     sort_findings,
 )
 
@@ -30,8 +41,6 @@ T = TypeVar("T")
 
 
 def load_profile_arg(arg: str) -> Profile:
-    from cockpit.face import BadInput, resolve_profile
-
     path = resolve_profile(arg)
     if not path.exists() and "/" not in arg and not arg.endswith((".yaml", ".yml")):
         base, _, role = arg.rpartition(".")
@@ -49,8 +58,6 @@ def one_server(profile: Profile, verb: str) -> Profile:
     """`up`/`down`/`logs` act on one group of a prefill/decode profile, named NAME.prefill or
     NAME.decode: the whole profile is refused (exit 2) rather than run as one plain server."""
     if profile.groups:
-        from cockpit.face import BadInput
-
         raise BadInput(f"{profile.name} declares a prefill group and a decode group: cockpit {verb} one of them, "
                        f"{profile.name}.prefill or {profile.name}.decode",
                        hint=f"cockpit plan {profile.name} plans both and shows the router's command; "
@@ -60,8 +67,6 @@ def one_server(profile: Profile, verb: str) -> Profile:
 
 def missing_profile(name: str) -> Exception:
     """No profile of that name: the directories searched, the profiles found, the close ones."""
-    from cockpit.face import BadInput, close_words, list_profile_files, profile_dirs
-
     found = sorted({p.stem for p in list_profile_files()})
     near = close_words(name, found)
     hint = (f"did you mean {' or '.join(near)}? " if near else "") + (
@@ -72,8 +77,6 @@ def missing_profile(name: str) -> Exception:
 def open_journal() -> Any:
     """The journal, or None when it cannot be opened (a run is never refused for that)."""
     try:
-        from cockpit.face import Journal, load_all_secret_flags
-
         load_all_secret_flags()  # what it writes and reads is masked, abbreviations of any engine's flags too
         journal = Journal.open()
         if journal.note:  # a network filesystem: a rollback journal, not WAL (cockpit/journal/fs.py)
@@ -91,17 +94,13 @@ def open_journal() -> Any:
 
 def run_command(coro: Awaitable[T]) -> T:
     """asyncio.run, closing every pooled transport (SSH connections) before returning."""
-
     async def main() -> T:
-        from cockpit.face import CockpitError, TransportError
-
         try:
             return await coro
         except TransportError as exc:
             # an unreachable host or a refused key: one line and the transport's hint, exit 1
             raise CockpitError(str(exc), hint=exc.hint) from None
         finally:
-            from cockpit.face import close_all
 
             await close_all()
 
@@ -203,8 +202,6 @@ def render_status(snap: RunSnapshot, group: str | None = None) -> str:
         lines.append(f"HUNG: {st.hang.get('reason', '')} (window {st.hang.get('hang_after_s')} s); "
                      f"`cockpit stacks {snap.profile}` shows where every process is")
     if snap.serving:
-        from cockpit.face import serving_words
-
         lines.append("serving " + serving_words(snap.serving))
     if snap.flag_diff:
         lines.append("flags changed from the profile: " + "; ".join(c.as_diff() for c in snap.flag_diff))
@@ -237,8 +234,6 @@ def render_status(snap: RunSnapshot, group: str | None = None) -> str:
 
 def render_report(snap: RunSnapshot) -> str:
     """The diagnosis as `cockpit diagnose` renders it (cockpit/report.py), with the run's header."""
-    from cockpit.commands.render import render_state
-
     head = render_status(snap).splitlines()[0]
     return head + "\n" + render_state(snap.state, list(snap.findings))
 
@@ -246,3 +241,14 @@ def render_report(snap: RunSnapshot) -> str:
 def elapsed(since: float) -> str:
     s = int(time.monotonic() - since)
     return f"{s // 60:02d}:{s % 60:02d}"
+
+def journal_runs(profile_name: str | None = None) -> list[Any]:
+    """Runs from the journal for calibration (read-only; an unusable journal calibrates nothing)."""
+    try:
+        j = Journal.open(readonly=True)
+    except CockpitError:
+        return []
+    try:
+        return j.list_runs(profile_name)
+    finally:
+        j.close()

@@ -18,35 +18,34 @@ import dataclasses
 import json
 import sys
 
+from cockpit.commands._render import render_check
+from cockpit.commands._support import journal_runs, load_profile_arg, one_server, run_command
 from cockpit.face import (
+    PD_ROLES,
     BadInput,
+    WhatIf,
     check_profile,
     exit_code_for,
+    gate,
     get_backend,
     load_profile,
+    resolve_profile,
 )
 
 __all__ = ["check_profile", "run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.face import resolve_profile
-
     # host RAM in decimal GB (the unit of --hicache-size), GPU memory in GiB (nvidia-smi's, SGLang's)
     for name, val, unit in (("--host-mem-gb", args.host_mem_gb, "GB"), ("--gpu-mem-gb", args.gpu_mem_gb, "GiB")):
         if val is not None and val <= 0:
             raise BadInput(f"{name} {val:g}: expected a positive number of {unit}")
     if args.gpus is not None and args.gpus <= 0:
         raise BadInput(f"--gpus {args.gpus}: expected a positive number of GPUs")
-    from cockpit.commands._support import load_profile_arg, one_server
-    from cockpit.face import PD_ROLES
 
     path = resolve_profile(args.profile)
     group = not path.exists() and args.profile.rpartition(".")[2] in PD_ROLES  # NAME.prefill / NAME.decode
     profile = one_server(load_profile_arg(args.profile) if group else load_profile(path), "check")
-    from cockpit.commands._support import run_command
-    from cockpit.commands.plan import journal_runs
-    from cockpit.face import WhatIf, gate
 
     # the gate `up` walks: the hosts measured by the agent (a host that cannot be reached is a
     # critical host_unreachable finding, with the reason), the preflight rules, node 0's model path
@@ -77,7 +76,6 @@ def run(args: argparse.Namespace) -> int:
         )
         print(json.dumps(out, indent=2))
     else:
-        from cockpit.commands.render import render_check
 
         sys.stdout.write(render_check(profile.name, facts, findings, node_argvs))
     return exit_code_for(findings)

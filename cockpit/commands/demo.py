@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import argparse
 
-from cockpit.face import Profile
+from cockpit.commands._theme import resolve_theme
+from cockpit.face import (
+    DEFAULT_BACKEND,
+    BadInput,
+    Profile,
+    bundled_dir,
+    engine_name,
+    engine_words,
+    load_profile,
+)
+from cockpit.ui.app import CockpitApp
 
 
 def demo_profile(sim_speed: float | None = None, backend: str | None = None, port: int | None = None,
                  sim_startup_speed: float | None = None) -> Profile:
-    from cockpit.face import DEFAULT_BACKEND, bundled_dir, engine_name, engine_words, load_profile
 
     name = engine_words(backend or DEFAULT_BACKEND).demo_profile
     if name is None:
-        from cockpit.face import BadInput
-
         raise BadInput(f"{engine_name(backend or DEFAULT_BACKEND)} has no demo profile")
     profile = load_profile(bundled_dir("profiles") / name)
     if sim_speed is not None:
@@ -31,8 +38,6 @@ def demo_profile(sim_speed: float | None = None, backend: str | None = None, por
 def with_port(profile: Profile, port: int) -> Profile:
     """The same profile serving on `port` (tests and a second demo must not fight over 30123)."""
     if not 1 <= port <= 65535:
-        from cockpit.face import BadInput
-
         raise BadInput(f"--port must be 1–65535, not {port}")
     new = profile.model_copy(update={"server": {**profile.server, "port": port}})
     new.source = profile.source
@@ -43,8 +48,6 @@ def with_sim_speed(profile: Profile, speed: float, option: str = "--sim-speed") 
     """The same profile with the simulator's --sim-speed (or `option`: --sim-startup-speed, the
     speed until the server is ready) replaced (or added)."""
     if speed <= 0:
-        from cockpit.face import BadInput
-
         raise BadInput(f"{option} must be positive, not {speed:g}")
     program = list(profile.program or ["cockpit", "sim"])
     value = f"{speed:g}"
@@ -63,13 +66,11 @@ def with_sim_speed(profile: Profile, speed: float, option: str = "--sim-speed") 
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.commands.tui import resolve_theme
 
     theme = resolve_theme(getattr(args, "theme", None))
     profile = demo_profile(getattr(args, "sim_speed", None), getattr(args, "backend", None),
                            getattr(args, "port", None), getattr(args, "sim_startup_speed", None))
 
-    from cockpit.ui.app import CockpitApp
 
     app = CockpitApp(profile=profile, theme=theme)
     app.run()

@@ -11,13 +11,10 @@ import argparse
 import json
 import shlex
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command
-from cockpit.face import Profile
-
-if TYPE_CHECKING:
-    from cockpit.face import Supervisor
+from cockpit.face import Profile, SlurmView, Supervisor
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,8 +23,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _down(profile: Profile, args: argparse.Namespace) -> int:
-    from cockpit.face import Supervisor
-
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)
     try:
@@ -81,7 +76,5 @@ async def _down(profile: Profile, args: argparse.Namespace) -> int:
 
 def _slurm_json(sup: Supervisor) -> dict[str, Any] | None:
     """What Slurm says about the stopped job (`status --json`'s `slurm` object)."""
-    from cockpit.face import SlurmView
-
     view = sup.snapshot().target
     return view.job_json() if isinstance(view, SlurmView) else None

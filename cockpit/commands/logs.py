@@ -17,7 +17,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from cockpit.commands._support import load_profile_arg, one_server, run_command
-from cockpit.face import BadInput, CockpitError, LineFilter, Profile, engine_words, reap
+from cockpit.face import (
+    BadInput,
+    CockpitError,
+    LineFilter,
+    LinkState,
+    LogChunk,
+    LogFollower,
+    LogReset,
+    Node,
+    NodeLog,
+    Profile,
+    ServerExited,
+    Supervisor,
+    engine_words,
+    reap,
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,17 +85,6 @@ def _check_rank(rank: str, flags: dict[str, Any], axes: tuple[tuple[str, tuple[s
 
 
 async def _logs(profile: Profile, args: argparse.Namespace) -> int:
-    from cockpit.face import (
-        LinkState,
-        LogChunk,
-        LogFollower,
-        LogReset,
-        Node,
-        NodeLog,
-        ServerExited,
-        Supervisor,
-    )
-
     sup = Supervisor(profile)
     info = await sup.attach(include_ended=True)
     if info is None:
@@ -227,41 +231,3 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
     finally:
         await sup.close()
     return 1 if failed else 0
-
-
-async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
-    """The last `n` lines of the run's log on each node (prefixed with the host on a multi-node
-    run), for a failed launch's decisive lines. Errors reading it give []: it is a courtesy."""
-    from cockpit.face import LogChunk, LogFollower
-
-    nodes = [nd for nd in sup.nodes if nd.record is not None and nd.record.log_path]
-    out: list[str] = []
-    for nd in nodes:
-        rec = nd.record
-        fol = LogFollower(nd.ops, rec.log_path, offset=rec.log_offset, ino=rec.log_inode, tail=n, follow=False)
-        data = b""
-        try:
-            async for item in fol.items():
-                if isinstance(item, LogChunk):
-                    data += item.data
-        except Exception:  # the report goes on without the lines
-            continue
-        finally:
-            await fol.close()
-        prefix = f"{nd.label} | " if len(nodes) > 1 else ""
-        out += [prefix + ln for ln in data.decode("utf-8", "replace").splitlines()]
-    return out
-
-
-def failed_launch_lines(snap: Any, tail: list[str]) -> list[str]:
-    """What to print under a failed run's report: the log's decisive lines when no log line decided
-    the crash (an unknown crash said only "exited with code 1", line 0)."""
-    from cockpit.face import decisive_tail
-
-    crash = snap.state.crash
-    if crash is not None and crash.kind != "unknown" and crash.line > 0:
-        return []  # a known signature: the diagnosis already quotes its decisive lines
-    lines = decisive_tail(tail)
-    if not lines:
-        return ["the log is empty: the server printed nothing before it ended"]
-    return ["last lines of the log:", *(f"    | {ln[:300]}" for ln in lines)]

@@ -19,20 +19,30 @@ import dataclasses
 import json
 import math
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from cockpit.commands._support import journal_runs, load_profile_arg, run_command
 from cockpit.face import (
     DEFAULT_BACKEND,
     BadInput,
+    CockpitError,
+    HostFacts,
+    MemoryPlan,
+    ModelConfigError,
+    PlanUnavailable,
+    Profile,
+    TransportError,
+    apply_what_if,
+    backend_names,
     backend_plan,
+    clean_text,
+    get_backend,
     measured_facts,
+    parse_profile,
     plan_finding,
     plan_for_profile,
+    read_model_dir,
 )
-
-if TYPE_CHECKING:
-    from cockpit.face import HostFacts, MemoryPlan, Profile
-
 
 # ---- the command -------------------------------------------------------------------------------
 
@@ -42,29 +52,13 @@ def _setting(value: float) -> str:
     return f"{value:.2f}" if abs(value * 100 - round(value * 100)) < 1e-9 else f"{value:g}"
 
 
-def journal_runs(profile_name: str | None = None) -> list[Any]:
-    """Runs from the journal for calibration (read-only; an unusable journal calibrates nothing)."""
-    from cockpit.face import CockpitError, Journal
-
-    try:
-        j = Journal.open(readonly=True)
-    except CockpitError:
-        return []
-    try:
-        return j.list_runs(profile_name)
-    finally:
-        j.close()
 
 
 def _what_if_gpu(facts: list[HostFacts], gpu_mem_gb: float | None, gpus: int | None) -> list[HostFacts]:
-    from cockpit.face import apply_what_if
-
     return apply_what_if(facts, None, gpu_mem_gb, gpus)
 
 
 def _overrides(backend_name: str, items: list[str]) -> dict[str, Any]:
-    from cockpit.face import get_backend
-
     try:
         backend = get_backend(backend_name)
     except ValueError as exc:
@@ -74,11 +68,8 @@ def _overrides(backend_name: str, items: list[str]) -> dict[str, Any]:
 
 def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
     """The profile-less form: a profile made of the options (local host, the model directory)."""
-    from cockpit.face import HostFacts, parse_profile, read_model_dir
-
     if args.gpu_mem_gb is None or args.tp is None:
         raise BadInput("--model-config needs --gpu-mem-gb and --tp")
-    from cockpit.face import get_backend
 
     overrides = _overrides(args.backend, list(args.overrides or []))
     try:
@@ -101,12 +92,9 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
 def _profile_plans(args: argparse.Namespace, name: str) -> tuple[list[tuple[str, MemoryPlan]], dict[str, Any] | None]:
     """(label, plan) per group — one for a plain profile, prefill and decode for a profile that
     declares `groups:` (each with its own hosts, flags, GPUs and budget) — and its router."""
-    from cockpit.commands._support import load_profile_arg
-
     profile = load_profile_arg(name)
     if not profile.groups:
         return [(name, _profile_plan(args, profile))], None
-    from cockpit.face import get_backend
 
     backend = get_backend(profile.backend)
     groups = profile.group_profiles()
@@ -138,7 +126,6 @@ def router_json(profile: Profile) -> dict[str, Any] | None:
     """The router of a prefill/decode profile: where, which port, its argv (no GPU memory: not planned)."""
     if profile.router is None:
         return None
-    from cockpit.face import get_backend
 
     try:
         argv = get_backend(profile.backend).launch.router_argv(profile)
@@ -148,8 +135,6 @@ def router_json(profile: Profile) -> dict[str, Any] | None:
 
 
 def _profile_plan(args: argparse.Namespace, profile: Profile, gpus: int | None = None) -> MemoryPlan:
-    from cockpit.commands._support import run_command
-    from cockpit.face import HostFacts
 
     overrides = _overrides(profile.backend, list(args.overrides or []))
     gpus = args.gpus if args.gpus is not None else gpus
@@ -166,7 +151,6 @@ def _profile_plan(args: argparse.Namespace, profile: Profile, gpus: int | None =
         except TransportError as exc:
             raise TransportError(str(exc), _offline_hint(exc.hint, profile, overrides, args.gpu_mem_gb)) from None
 
-    from cockpit.face import TransportError
 
     return run_command(go())
 
@@ -175,8 +159,6 @@ def _offline_hint(hint: str | None, profile: Any, overrides: dict[str, Any], gpu
     """The host could not be reached: say the command that plans without it (the model's
     config.json and safetensors index copied here, the GPU memory given), with what the profile
     already knows filled in."""
-    from cockpit.face import get_backend
-
     backend = get_backend(profile.backend)
     try:
         tp = backend.flags.value(backend.flags.effective(profile, overrides), "tp")
@@ -192,8 +174,6 @@ def _offline_hint(hint: str | None, profile: Any, overrides: dict[str, Any], gpu
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.face import CockpitError, ModelConfigError, PlanUnavailable
-
     if args.gpu_mem_gb is not None and not (math.isfinite(args.gpu_mem_gb) and 0 < args.gpu_mem_gb < 1e6):
         raise BadInput(f"--gpu-mem-gb {args.gpu_mem_gb:g}: expected a positive number of GiB")
     for name, fval in (("--target-headroom-gb", args.target_headroom_gb), ("--warn-headroom-gb", args.warn_headroom_gb)):
@@ -241,8 +221,6 @@ def run(args: argparse.Namespace) -> int:
                 sys.stdout.write(("\n" if i else "") + f"group {i + 1} of {len(plans)}: {labels[i]}\n")
             sys.stdout.write(render_plan(mp, current_from=_current_from(mp, list(args.overrides or []))))
         for r in routers:
-            from cockpit.face import clean_text
-
             sys.stdout.write(f"\nrouter on {r['host']} port {r['port']} (no GPU memory: not planned): "
                              + clean_text(" ".join(r["argv"])) + "\n")
     return 1 if any(mp.severity == "critical" for mp in plans) else 0
@@ -260,16 +238,12 @@ def _current_from(mp: MemoryPlan, items: list[str]) -> str:
 
 def _engine_term_lines(mp: MemoryPlan) -> list[str]:
     """The lines of the terms only the plan's engine has, as its backend words them."""
-    from cockpit.face import backend_names, get_backend
-
     return get_backend(mp.backend).planner.term_lines(mp.terms) if mp.backend in backend_names() else []
 
 
 def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:
     """The plan as text: facts, the table, the current value (the profile's, or `--set`'s) and the
     recommendation."""
-    from cockpit.face import clean_text
-
     t = mp.terms
     lines = [
         f"memory plan · {clean_text(mp.model)} · {mp.backend} {mp.version} · TP{mp.tp}"

@@ -18,7 +18,27 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from cockpit.face import BadInput, Known, Profile, ReportFacts, render_report, secret_values
+from cockpit.commands._reading import diagnose_logs
+from cockpit.commands._support import load_profile_arg, run_command
+from cockpit.face import (
+    DEFAULT_BACKEND,
+    BadInput,
+    Journal,
+    Known,
+    NodeLog,
+    Profile,
+    ReportFacts,
+    Supervisor,
+    apply,
+    end_of_input,
+    get_backend,
+    load_all_secret_flags,
+    load_profile,
+    render_report,
+    resolve_profile,
+    secret_values,
+    sort_findings,
+)
 
 EXCERPT_CONTEXT = 6
 RING_LINES = 4000  # lines of a run's log kept while re-reading it (the excerpt's lines are near the crash)
@@ -26,7 +46,6 @@ MAX_LOG_READ = 256 << 20  # a bigger log is not re-read here (its memory table t
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.commands._support import run_command
 
     target = str(args.target)
     if not target.strip():
@@ -57,7 +76,6 @@ def _cockpit_version() -> str:
 
 
 def _facts(target: str, run_command: Any) -> ReportFacts:
-    from cockpit.commands._support import load_profile_arg
 
     path = Path(target).expanduser()
     if path.is_file() and path.suffix not in (".yaml", ".yml"):
@@ -83,7 +101,6 @@ def _facts(target: str, run_command: Any) -> ReportFacts:
 
 # ---------------------------------------------------------------- a log file alone
 def _from_log(path: str) -> ReportFacts:
-    from cockpit.commands.diagnose import diagnose_logs
 
     state, findings, _reads = diagnose_logs([path])
     facts = ReportFacts(source=f"the log file {path} alone", cockpit=_cockpit_version(), backend=state.backend,
@@ -103,8 +120,6 @@ def _from_log(path: str) -> ReportFacts:
 
 # ---------------------------------------------------------------- a profile's run (live or ended)
 async def _from_profile(profile: Profile) -> ReportFacts | None:
-    from cockpit.face import Supervisor, load_all_secret_flags, sort_findings
-
     load_all_secret_flags()
     sup = Supervisor(profile)
     try:
@@ -159,8 +174,6 @@ def _excerpt_local(facts: ReportFacts, hosts: Any, log_path: str | None, run_dir
 
 def _excerpt_from(facts: ReportFacts, fh: Any, offset: int) -> None:
     """Lines around the crash's decisive line, numbered as the run's log (from `offset`)."""
-    from cockpit.face import DEFAULT_BACKEND, NodeLog, get_backend
-
     crash_line = (facts.crash or {}).get("line")
     if not crash_line:
         facts.excerpt_why = "no crash line to centre on"
@@ -187,8 +200,6 @@ def _excerpt_from(facts: ReportFacts, fh: Any, offset: int) -> None:
 
 # ---------------------------------------------------------------- a run id of the journal
 def _from_journal(target: str) -> ReportFacts:
-    from cockpit.face import Journal, load_all_secret_flags, resolve_profile
-
     load_all_secret_flags()
     journal = Journal.open(readonly=True)
     try:
@@ -205,8 +216,6 @@ def _from_journal(target: str) -> ReportFacts:
                         phase=rec.outcome if rec.outcome in ("stopped", "crashed") else (rec.phase or rec.outcome))
     profile: Profile | None = None
     try:
-        from cockpit.face import load_profile
-
         p = resolve_profile(rec.profile)
         profile = load_profile(p) if p.exists() else None
     except Exception:
@@ -218,7 +227,6 @@ def _from_journal(target: str) -> ReportFacts:
     if profile is not None:
         from types import SimpleNamespace
 
-        from cockpit.face import get_backend
 
         # the backend is all _command_of needs
         _command_of(facts, SimpleNamespace(backend=get_backend(profile.backend)), profile, dict(rec.flags))
@@ -238,8 +246,6 @@ def _from_journal(target: str) -> ReportFacts:
 
 
 def _state_from_run_log(facts: ReportFacts, log_path: str, run_dir: str | None) -> None:
-    from cockpit.face import DEFAULT_BACKEND, NodeLog, apply, end_of_input, get_backend
-
     offset = _log_offset(run_dir)
     backend = get_backend(facts.backend or DEFAULT_BACKEND)
     reader = NodeLog(backend, "local", parse=True, catch_up=None)

@@ -19,21 +19,23 @@ import argparse
 import json
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cockpit.commands._launching import follow_launch, say_verdict
-from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command, status_json
-from cockpit.face import BadInput, Profile
-
-if TYPE_CHECKING:
-    from cockpit.face import GatedLaunch, RunInfo, Supervisor
+from cockpit.commands._support import (
+    journal_runs,
+    load_profile_arg,
+    one_server,
+    open_journal,
+    run_command,
+    status_json,
+)
+from cockpit.face import BadInput, GatedLaunch, GateRefused, Profile, RunInfo, Supervisor, get_backend
 
 STOP_TIMEOUT_S = 30.0  # SIGTERM → SIGKILL for the old run, as `cockpit down`'s default
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.face import get_backend
-
     profile = one_server(load_profile_arg(args.profile), "restart")
     overrides = get_backend(profile.backend).flags.parse_overrides(args.overrides or [])
     if not args.timeout > 0:
@@ -42,8 +44,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _restart(profile: Profile, overrides: dict[str, Any], args: argparse.Namespace) -> int:
-    from cockpit.commands.plan import journal_runs
-    from cockpit.face import GateRefused, Supervisor
 
     say = (lambda m: print(m, file=sys.stderr)) if args.json else print
     name = profile.name

@@ -7,10 +7,9 @@ import json
 import sys
 from typing import Any
 
-from cockpit.face import (
+from cockpit.face_journal import (
     RUN_ROW_HEADER,
     UNKNOWN,
-    BadInput,
     Journal,
     RunRecord,
     backend_words,
@@ -22,16 +21,13 @@ from cockpit.face import (
     fmt_secs,
     fmt_time,
     fmt_tps,
-    rank_sort_key,
     run_rows,
     table,
-    value_text,
 )
+from cockpit.face_light import BadInput, load_all_secret_flags, rank_sort_key, value_text
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.face import load_all_secret_flags
-
     load_all_secret_flags()  # rows are masked as read: `api-k` of any engine's run too
     journal = Journal.open(readonly=True)  # listing runs never creates or writes anything
     try:

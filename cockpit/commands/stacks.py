@@ -11,7 +11,7 @@ import argparse
 import json
 
 from cockpit.commands._support import load_profile_arg, run_command
-from cockpit.face import Profile
+from cockpit.face import Profile, Supervisor, collect_stacks, render_stacks, save_stacks, saved_stacks
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,8 +22,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(dump: dict[str, object], as_json: bool, path: object = None) -> None:
-    from cockpit.face import render_stacks
-
     if as_json:
         print(json.dumps(dump, indent=2))
         return
@@ -34,8 +32,6 @@ def _print(dump: dict[str, object], as_json: bool, path: object = None) -> None:
 
 
 def _show_saved(profile: Profile, as_json: bool) -> int:
-    from cockpit.face import saved_stacks
-
     paths = saved_stacks(profile.name)
     if not paths:
         print(f"{profile.name}: no saved stacks")
@@ -45,8 +41,6 @@ def _show_saved(profile: Profile, as_json: bool) -> int:
 
 
 async def _stacks(profile: Profile, native: bool, as_json: bool) -> int:
-    from cockpit.face import Supervisor, collect_stacks, save_stacks
-
     sup = Supervisor(profile)
     try:
         info = await sup.attach()

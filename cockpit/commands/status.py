@@ -10,14 +10,16 @@ import argparse
 import json
 from typing import Any
 
+from cockpit.commands._launching import failed_launch_lines, run_log_tail
 from cockpit.commands._support import (
     load_profile_arg,
+    open_journal,
     render_status,
     run_command,
     status_exit_code,
     status_json,
 )
-from cockpit.face import Profile
+from cockpit.face import Profile, Supervisor
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,8 +47,6 @@ async def _group_status(profile: Profile, as_json: bool) -> int:
 
 
 async def _status(profile: Profile, as_json: bool, group: str | None = None, emit: bool = True) -> Any:
-    from cockpit.commands._support import open_journal
-    from cockpit.face import Supervisor
 
     journal = open_journal()
     sup = Supervisor(profile, journal=journal)
@@ -65,7 +65,6 @@ async def _status(profile: Profile, as_json: bool, group: str | None = None, emi
         snap = await sup.refresh_once()
         extra: list[str] = []
         if snap.state.phase == "crashed" or sup.any_exited:
-            from cockpit.commands.logs import failed_launch_lines, run_log_tail
 
             extra = failed_launch_lines(snap, await run_log_tail(sup))
     finally:

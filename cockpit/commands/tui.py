@@ -6,17 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-
-def resolve_theme(requested: str | None) -> str:
-    """--theme wins, then `theme:` in the config file, then dark."""
-    from cockpit.ui.themes import DEFAULT_THEME, configured_theme, validate_theme_name
-
-    return validate_theme_name(requested) or configured_theme() or DEFAULT_THEME
+from cockpit.commands._support import missing_profile
+from cockpit.commands._theme import resolve_theme
+from cockpit.face import PD_ROLES, BadInput, load_profile, resolve_profile
+from cockpit.ui.app import CockpitApp
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.face import load_profile, resolve_profile
-
     theme = resolve_theme(getattr(args, "theme", None))
     profile = None
     group: str | None = None
@@ -24,8 +20,6 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "profile", None):
         path = resolve_profile(args.profile)
         if not path.exists() and "/" not in args.profile and not args.profile.endswith((".yaml", ".yml")):
-            from cockpit.commands._support import missing_profile
-            from cockpit.face import PD_ROLES
 
             base, _, role = args.profile.rpartition(".")
             if role not in PD_ROLES or not base or not resolve_profile(base).exists():
@@ -33,12 +27,9 @@ def run(args: argparse.Namespace) -> int:
             path, group = resolve_profile(base), role  # NAME.prefill / NAME.decode: that group's dashboard
         profile = load_profile(path)  # ProfileError → one line, exit 2 (cockpit/errors.py)
         if group is not None and not profile.groups:
-            from cockpit.face import BadInput
-
             raise BadInput(f"{profile.name} declares no prefill/decode groups, so there is no {args.profile!r}")
         extra.append(path)
 
-    from cockpit.ui.app import CockpitApp
 
     app = CockpitApp(profile=profile, theme=theme, extra_profiles=extra, start_group=group)
     app.run()

@@ -25,13 +25,26 @@ import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from cockpit.commands._benching import bench_live, spec_from_args
 from cockpit.commands._support import load_profile_arg, open_journal, run_command
-from cockpit.face import BadInput, CockpitError, GateRefused, mask_mapping
-
-if TYPE_CHECKING:
-    from cockpit.face import Profile
+from cockpit.face import (
+    NAME_RE,
+    BadInput,
+    CockpitError,
+    GateRefused,
+    Profile,
+    ProfileError,
+    Supervisor,
+    get_backend,
+    is_secret_name,
+    mask_mapping,
+    plan_for_profile,
+    read_profile_yaml,
+    resolve_profile,
+    sort_findings,
+)
 
 OBJECTIVES = ("throughput", "ttft-p99")
 SLO_KEYS = ("ttft_p99", "itl_p99")
@@ -66,8 +79,6 @@ def parse_slo(text: str | None) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.commands.bench import spec_from_args
-    from cockpit.face import get_backend
 
     profile = load_profile_arg(args.profile)
     if args.objective not in OBJECTIVES:
@@ -87,8 +98,6 @@ TUNED_SUFFIX = "-tuned"
 
 def tuned_name(name: str) -> str:
     """The tuned profile's name: NAME-tuned, cut so that it still loads (a name is at most 100)."""
-    from cockpit.face import NAME_RE
-
     full = name + TUNED_SUFFIX
     if NAME_RE.fullmatch(full):
         return full
@@ -97,8 +106,6 @@ def tuned_name(name: str) -> str:
 
 def holds_secrets(data: dict[str, Any]) -> bool:
     """True when the profile text has a value Cockpit masks (env HF_TOKEN, server api-key, …)."""
-    from cockpit.face import is_secret_name
-
     sections = [data.get("env"), data.get("server")]
     return any(isinstance(sec, dict) and any(is_secret_name(k) and v not in (None, "", False) for k, v in sec.items())
                for sec in sections)
@@ -166,8 +173,6 @@ class Tuner:
 
     # ---- the loop ----
     async def tune(self) -> int:
-        from cockpit.face import Supervisor
-
         probe = Supervisor(self.profile)
         try:
             live = await probe.attach()
@@ -243,11 +248,6 @@ class Tuner:
         """The memory plan's recommendation when a plan can be made, else the profile as it is (a
         measurement launch: not benched if its headroom turns out below the warn level)."""
         try:
-            from cockpit.face import plan_for_profile  # the memory plan (cockpit plan)
-        except ImportError:
-            self.prior = {"source": "profile", "reason": "no memory plan in this Cockpit"}
-            return self.policy.Move({}, "the profile as written (no memory plan available)", None)
-        try:
             mp = await plan_for_profile(self.profile)
         except Exception as exc:  # an unreadable model or unknown GPUs: the plan is advice, not a gate
             self.prior = {"source": "profile", "reason": f"memory plan not made: {exc}"}
@@ -274,8 +274,6 @@ class Tuner:
             f"--{k} {step.flags.get(k)} → {v}" for k, v in step.advice.items()), pred)
 
     async def launch(self, move: Any, journal: Any) -> Any:
-        from cockpit.commands.bench import bench_live
-        from cockpit.face import Supervisor
 
         sup = Supervisor(self.profile, journal=journal)
         # each step through the gate, as `cockpit up`: a refused one is recorded and costs no launch
@@ -356,7 +354,6 @@ class Tuner:
 
     def step_from(self, snap: Any, run_id: str, move: Any, bench: dict[str, Any] | None, crashed: bool,
                   was_ready: bool) -> Any:
-        from cockpit.face import sort_findings
 
         st = snap.state
         ranks = list(st.ranks.values())
@@ -456,8 +453,6 @@ class Tuner:
         return "\n".join(lines)
 
     def output_path(self) -> Path:
-        from cockpit.face import resolve_profile
-
         if self.args.output:
             return Path(self.args.output)
         out = resolve_profile(self.args.profile).with_name(f"{self.profile.name}.tuned.yaml")
@@ -476,7 +471,6 @@ class Tuner:
     def write_profile(self, best: Any) -> str | None:
         import yaml
 
-        from cockpit.face import Profile, ProfileError, read_profile_yaml, resolve_profile
 
         src = resolve_profile(self.args.profile)
         try:

@@ -14,19 +14,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cockpit.commands._launching import follow_launch, say_verdict
-from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command
-from cockpit.face import Profile
-
-if TYPE_CHECKING:
-    from cockpit.face import GateResult
+from cockpit.commands._support import journal_runs, load_profile_arg, one_server, open_journal, run_command
+from cockpit.face import GateResult, Profile, Supervisor, gate, get_backend
 
 
 def run(args: argparse.Namespace) -> int:
-    from cockpit.face import get_backend
-
     profile = one_server(load_profile_arg(args.profile), "up")
     overrides = get_backend(profile.backend).flags.parse_overrides(args.overrides or [])
     return run_command(_up(profile, overrides, args))
@@ -38,8 +33,6 @@ def _refused(gate: GateResult, *, force: bool) -> bool:
 
 
 async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namespace) -> int:
-    from cockpit.commands.plan import journal_runs
-    from cockpit.face import Supervisor, gate
 
     # one gate: the argv per node (a flag the server would refuse: FlagError → exit 2), the hosts
     # measured, the preflight rules, node 0's model path and port, the memory plan

@@ -35,15 +35,18 @@ from typing import TYPE_CHECKING, Any
 from cockpit.core.sanitize import clean_text
 from cockpit.core.secrets import mask_deep, mask_mapping, mask_text
 from cockpit.errors import BadInput
+from cockpit.journal.fs import MOUNTINFO, network_fs
 from cockpit.journal.schema import (
     MIGRATIONS,
     JournalError,
+    JournalTooNew,
     Migration,
     is_read_only,
     migrate,
     read_version,
     ro_uri,
 )
+from cockpit.locations import data_dir
 
 if TYPE_CHECKING:
     from cockpit.core.findings import Finding
@@ -69,8 +72,6 @@ class AmbiguousRunId(BadInput):
 
 
 def default_path() -> Path:
-    from cockpit.locations import data_dir
-
     return data_dir() / JOURNAL_FILE
 
 
@@ -427,13 +428,9 @@ class Journal:
         as any cockpit would.) Raises JournalError (one line for the operator) when the file was
         written by a newer Cockpit or is not a journal; such a file is never written to.
         `mountinfo`: the kernel's mount table to read the filesystem type from (a test's own)."""
-        from cockpit.journal.fs import MOUNTINFO, network_fs
-
         path = Path(path) if path is not None else default_path()
         found = read_version(path)  # read-only look first: a newer journal stays untouched
         if found is not None and found > len(migrations):
-            from cockpit.journal.schema import JournalTooNew
-
             raise JournalTooNew(path, found, len(migrations))
         if readonly and (found is None or found == len(migrations)):
             return cls._open_readonly(path, found is not None, migrations, busy_timeout_ms)

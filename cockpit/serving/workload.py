@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, overload
 
 from cockpit.errors import BadInput
 from cockpit.remote import programs
+from cockpit.transport.base import Transport, TransportError
 
 if TYPE_CHECKING:
     from cockpit.backends.base import GenerateApi
-    from cockpit.transport.base import Transport
 
 DEFAULT_MAX_ERROR_SHARE = 0.5
 # words for text prompts when the model's tokenizer cannot be read (most are one token each)
@@ -92,8 +92,6 @@ async def read_vocab(transport: Transport, model: str, python: str | None,
     """The model's token ids as its host sees them: vocab_probe.py runs on the host's Python (given
     on stdin; argv holds the path and the HF cache dirs, never a token). (Vocab, "") or (None, why)."""
     import sys
-
-    from cockpit.transport.base import TransportError
 
     hf = {k: v for k, v in (env or {}).items() if k in ("HF_HOME", "HF_HUB_CACHE")}
     req = json.dumps({"path": model, "hf": hf}, separators=(",", ":"))

@@ -21,6 +21,7 @@ from functools import cache
 
 from cockpit.core.backoff import exponential
 from cockpit.remote import programs
+from cockpit.telemetry import nvml
 from cockpit.telemetry.samples import TelemetrySample, sample_from_agent
 from cockpit.transport.base import HostKeyError, Transport, TransportError
 from cockpit.transport.local import LocalTransport
@@ -70,7 +71,6 @@ def _sim_requested(env: Mapping[str, str] | None) -> bool:
 def _use_local_nvml(transport: Transport, env: Mapping[str, str] | None) -> bool:
     if not isinstance(transport, LocalTransport) or _sim_requested(env):
         return False
-    from cockpit.telemetry import nvml
 
     return nvml.available()
 
@@ -97,8 +97,6 @@ async def stream_telemetry(
     label = transport.label
     pid_list = [int(p) for p in pids]
     if _use_local_nvml(transport, env):
-        from cockpit.telemetry import nvml
-
         while True:
             started = time.monotonic()
             yield await asyncio.to_thread(nvml.read_sample, label, pid_list)
@@ -157,8 +155,6 @@ async def sample_once(
     """One sample now (preflight, "are the GPUs free yet?"). Raises TransportError when it can't."""
     pid_list = [int(p) for p in pids]
     if _use_local_nvml(transport, env):
-        from cockpit.telemetry import nvml
-
         return await asyncio.to_thread(nvml.read_sample, transport.label, pid_list)
     res = await transport.run(
         _agent_argv(python, 1.0, pid_list, once=True), stdin=agent_source(), env=env, timeout=timeout

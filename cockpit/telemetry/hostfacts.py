@@ -19,12 +19,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cockpit.backends import engine_words
 from cockpit.backends.base import HostFacts
+from cockpit.remote.programs import agent
+from cockpit.telemetry import nvml
+from cockpit.telemetry.client import sample_once
 from cockpit.telemetry.samples import TelemetrySample, sample_from_agent
+from cockpit.transport import transport_for
+from cockpit.transport.base import HostKeyError, Transport, TransportError, Unreachable
 
 if TYPE_CHECKING:
     from cockpit.core.profile import Profile
-    from cockpit.transport.base import Transport
 
 GB = 1e9
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -60,8 +65,6 @@ def cgroup_headroom_bytes(root: Path = CGROUP_ROOT, self_cgroup: Path = Path("/p
     """limit − usage of the memory cgroup level with the least headroom, over every level of this
     process's cgroup path (v2, or v1 limit − usage); None if unlimited. The host agent's reader
     (agent.cgroup_memory): remote hosts and this machine are measured alike."""
-    from cockpit.remote.programs import agent
-
     limit, usage = agent.cgroup_memory(str(root), str(self_cgroup))
     return None if limit is None else max(0, limit - (usage or 0))
 
@@ -70,8 +73,6 @@ def cgroup_headroom_bytes(root: Path = CGROUP_ROOT, self_cgroup: Path = Path("/p
 def smi_raw(env: Mapping[str, str] | None = None, pids: tuple[int, ...] = ()) -> dict[str, Any] | None:
     """One agent sample (its JSON shape) read through `nvidia-smi` on this machine; None when
     nvidia-smi is not on PATH (`env`'s PATH when given)."""
-    from cockpit.remote.programs import agent
-
     exe = shutil.which("nvidia-smi", path=(env or os.environ).get("PATH"))
     if exe is None:
         return None
@@ -83,8 +84,6 @@ def smi_raw(env: Mapping[str, str] | None = None, pids: tuple[int, ...] = ()) ->
 def local_gpu_sample(*, use_nvml: bool = True, env: Mapping[str, str] | None = None,
                      pids: tuple[int, ...] = ()) -> TelemetrySample | None:
     """This machine's GPUs: NVML (the one gateway) when it works, else nvidia-smi, else None."""
-    from cockpit.telemetry import nvml
-
     if use_nvml and nvml.available():
         return sample_from_agent(nvml.read_raw(pids), "local")
     raw = smi_raw(env, pids)
@@ -184,7 +183,6 @@ def sim_dir_of(profile: Profile) -> str | None:
         return os.environ["COCKPIT_SIM_GPU_DIR"]
     # the simulator's own default port when the profile names none (each stand-in uses its
     # server's, as the backend declares it)
-    from cockpit.backends import engine_words
 
     default = engine_words(profile.backend).default_port or 0
     try:
@@ -201,8 +199,6 @@ def sim_env(sim_dir: str | None) -> dict[str, str] | None:
 async def measure(transport: Transport, python: str = "python3", *,
                   env: Mapping[str, str] | None = None) -> HostFacts:
     """What preflight needs about one host, from one agent sample through its transport."""
-    from cockpit.telemetry.client import sample_once
-
     return facts_from_sample(await sample_once(transport, python, env=env))
 
 
@@ -212,9 +208,6 @@ async def measure_hosts(profile: Profile, unreachable: dict[str, str] | None = N
     simulator's GPUs count, as a launch's preflight sees them), measured by the agent. A host that
     cannot be reached is left out (it stays unknown in the preflight); when `unreachable` is given,
     it gets host label → why, in words (`unreachable_words`)."""
-    from cockpit.transport import transport_for
-    from cockpit.transport.base import TransportError
-
     out: dict[str, HostFacts] = {}
     for host in profile.hosts:
         if host.is_local and not include_local:
@@ -231,8 +224,6 @@ async def measure_hosts(profile: Profile, unreachable: dict[str, str] | None = N
 def unreachable_words(exc: BaseException) -> str:
     """Why a host could not be reached, the kind first: DNS, refused, timeout, no route,
     authentication, host key (the transport's own message follows, then its hint)."""
-    from cockpit.transport.base import HostKeyError, Unreachable
-
     text = str(exc)
     low = text.lower()
     if isinstance(exc, HostKeyError) or "host key" in low:

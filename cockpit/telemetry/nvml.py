@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cockpit.remote.programs import agent
-
-if TYPE_CHECKING:
-    from cockpit.telemetry.samples import TelemetrySample
+from cockpit.telemetry.samples import TelemetrySample, sample_from_agent
 
 _lock = threading.Lock()
 _source: Any = None
@@ -57,6 +55,4 @@ def read_raw(pids: list[int] | tuple[int, ...] = ()) -> dict[str, Any]:
 
 
 def read_sample(host_label: str = "local", pids: list[int] | tuple[int, ...] = ()) -> TelemetrySample:
-    from cockpit.telemetry.samples import sample_from_agent
-
     return sample_from_agent(read_raw(pids), host_label)

@@ -38,7 +38,8 @@ def transport_for(host: Host | str) -> Transport:
         if dest == "local":
             t = LocalTransport()
         else:
-            from cockpit.transport.ssh import SSHTransport  # asyncssh only when a remote host is used
+            # asyncssh (~0.3 s) only when a remote host is used: tests/test_startup_imports.py (the face)
+            from cockpit.transport.ssh import SSHTransport
 
             t = SSHTransport(dest)
         _pool[dest] = t

@@ -274,7 +274,7 @@ def test_a_server_that_answers_whole_is_measured_as_such() -> None:
 
 
 def test_lengths_fit_the_runs_max_model_len() -> None:
-    from cockpit.commands.bench import fit_lengths
+    from cockpit.commands._benching import fit_lengths
     from cockpit.errors import BadInput
 
     assert fit_lengths(1024, 256, 4096) == (1024, 256, None)

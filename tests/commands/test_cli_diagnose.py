@@ -195,7 +195,7 @@ def test_an_unrecognised_second_log_names_the_engine_the_first_proved(tmp_path: 
 
 
 def test_the_engines_own_advice_is_quoted_in_its_name() -> None:
-    from cockpit.commands.render import render_state
+    from cockpit.commands._render import render_state
     from cockpit.core.state import RunState
 
     for backend, engine in (("sglang", "SGLang"), ("vllm", "vLLM")):

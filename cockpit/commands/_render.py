@@ -8,7 +8,15 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Sequence
 
-from cockpit.face import Finding, HostFacts, RunState, engine_name, predicted_phrases, rank_sort_key
+from cockpit.face_light import (
+    Finding,
+    HostFacts,
+    RunState,
+    engine_name,
+    flag_labels,
+    predicted_phrases,
+    rank_sort_key,
+)
 
 MARK = {"critical": "✖", "warning": "▲", "info": "·", "ok": "●"}
 
@@ -66,7 +74,6 @@ def render_state(state: RunState, findings: Sequence[Finding], *, title: str | N
     setting = state.memory_setting
     head = f"{state.format or 'format unknown'} · phase {state.phase.upper()}"
     if setting is not None:
-        from cockpit.face import flag_labels
 
         flag = setting[0].replace("_", "-")
         head += f" · {flag_labels().get(flag, flag)} {setting[1]:g}"
