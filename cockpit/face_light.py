@@ -19,7 +19,6 @@ from cockpit.backends import (
     engine_words,
     flag_labels,
     get_backend,
-    host_cache_gb_per_rank,
     load_all_secret_flags,
     words_of,
 )

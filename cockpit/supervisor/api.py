@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from cockpit.backends import host_cache_gb_per_rank, words_of
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
 from cockpit.telemetry.samples import GpuProcess, GpuSample, HostSample
@@ -159,8 +160,6 @@ def _host_cache_gb_per_rank(backend: str | None, run: RunInfo | None) -> float |
     """The host cache per rank the run's flags set (the log's own figure is `state`'s)."""
     if run is None or not run.flags:
         return None
-    from cockpit.backends import host_cache_gb_per_rank
-
     try:
         return host_cache_gb_per_rank(backend, run.flags)
     except ValueError:  # an engine this installation does not know: nothing to say
@@ -200,8 +199,6 @@ class RunSnapshot:
     host_cache_label: str | None = field(init=False, compare=False, repr=False)  # the engine's word for it
 
     def __post_init__(self) -> None:
-        from cockpit.backends import words_of
-
         # the views compute nothing from the raw fields: each derived value has this one owner,
         # and a snapshot built anywhere (the Supervisor, `dataclasses.replace`, a test) carries them
         derived = {

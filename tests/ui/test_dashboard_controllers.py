@@ -5,14 +5,12 @@ it owns are plain Python (importing them in a fresh interpreter loads neither te
 from __future__ import annotations
 
 import ast
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 from textual.screen import Screen
 
 from cockpit.ui.screens.dashboard import DashboardScreen
+from tests.ui.plainpython import run_without_textual
 
 SCREENS = Path(__file__).resolve().parents[2] / "cockpit" / "ui" / "screens"
 CONTROLLERS = ("runcontrol", "autocontrol", "groupcontrol", "logexport", "servingseries", "unattended")
@@ -36,13 +34,7 @@ def test_nothing_in_the_screens_reaches_into_self_by_getattr() -> None:
 
 
 def test_the_dashboards_controllers_load_no_textual() -> None:
-    code = (
-        "import json, sys\n"
-        + "".join(f"import cockpit.ui.{name}\n" for name in CONTROLLERS)
-        + "print(json.dumps(sorted({n.split('.')[0] for n in sys.modules} & {'textual', 'rich'})))\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == []
+    run_without_textual("".join(f"import cockpit.ui.{name}\n" for name in CONTROLLERS))
 
 
 def test_the_screen_owns_one_of_each() -> None:

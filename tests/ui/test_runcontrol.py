@@ -35,6 +35,7 @@ from cockpit.ui.runcontrol import (
     SupervisorFailed,
 )
 from tests.reliability.helpers import sim_profile
+from tests.ui.plainpython import run_without_textual
 
 MFS = "--mem-fraction-static"
 
@@ -111,14 +112,8 @@ async def sim_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncItera
 
 def test_the_run_control_loads_no_textual() -> None:
     """Like the log model, the run control is plain Python: importing it (and the dashboard's
-    policy it serves) in a fresh interpreter loads neither textual nor rich."""
-    code = (
-        "import json, sys\n"
-        "import cockpit.ui.runcontrol, cockpit.ui.unattended\n"
-        "print(json.dumps(sorted({n.split('.')[0] for n in sys.modules} & {'textual', 'rich'})))\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == []
+    policy it serves) imports in a fresh interpreter where textual and rich cannot be imported."""
+    run_without_textual("import cockpit.ui.runcontrol, cockpit.ui.unattended\n")
 
 
 async def test_launch_to_ready_restart_with_a_change_and_stop(sim_env: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from textual.screen import Screen
 
-from cockpit.face import FlagChange, RunSnapshot, plural
+from cockpit.face import FlagChange, RunSnapshot, get_backend, plural
 from cockpit.ui.advice import headroom_finding, other_advice
 from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen
 
@@ -67,7 +67,6 @@ def ask_restart_unchanged(screen: Screen[Any], restart: Restart) -> None:
 def ask_debug_relaunch(screen: Screen[Any], backend: str, relaunch: Callable[[], None]) -> None:
     """`D`: relaunch with the engine's debugging settings, listed and asked first; the journal
     records the run as a debug run."""
-    from cockpit.face import get_backend
 
     env, flags = get_backend(backend).launch.debug_settings()
     body = "\n".join([*(f"  {k}={v}" for k, v in env.items()), *(f"  --{k} {v}" for k, v in flags.items())])
