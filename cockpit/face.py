@@ -34,7 +34,7 @@ if TYPE_CHECKING:
         load_all_secret_flags,
         words_of,
     )
-    from cockpit.backends.base import HostFacts
+    from cockpit.backends.base import HostFacts, unavailable
     from cockpit.backends.foreign import foreign_lines, refusal
     from cockpit.core.crashstory import SIGKILL_SENDERS, signal_words
     from cockpit.core.findings import (
@@ -169,7 +169,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "DEFAULT_BACKEND", "backend_names", "detect_backend", "engine_name", "engine_names", "engine_words", "flag_labels",
         "get_backend", "host_cache_gb_per_rank", "load_all_secret_flags", "words_of",
     ),
-    "cockpit.backends.base": ("HostFacts",),
+    "cockpit.backends.base": ("HostFacts", "unavailable"),
     "cockpit.backends.foreign": ("foreign_lines", "refusal"),
     "cockpit.model.config": ("ModelConfigError",),
     "cockpit.model.plan": ("MemoryPlan", "PlanUnavailable"),

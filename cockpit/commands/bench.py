@@ -52,7 +52,8 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> tuple[Any, list[in
 
         own = engine_words(backend).native_api
         if own == args.api:
-            native = get_backend(backend).metrics.native_api()
+            metrics = get_backend(backend).metrics
+            native = metrics.native_api() if metrics is not None else None
         if native is None:
             raise BadInput(f"--api {args.api}: {engine_name(backend)} (this profile's backend) has no generate API "
                            "of that name", hint="use --api openai" + (f" or --api {own}" if own else ""))
@@ -145,7 +146,11 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
     from cockpit.face import api_key_of
 
     base = await sup.api_base_url()
-    spec.metrics_prefix = sup.backend.metrics.prefix()
+    metrics = sup.backend.metrics
+    if metrics is None:  # the load runs all the same; the server's side is said unavailable, not zero
+        spec.metrics_absent = f"serving metrics unavailable for this engine ({sup.backend.words().display})"
+    else:
+        spec.metrics_path, spec.metrics_prefix, spec.metric_names = metrics.path(), metrics.prefix(), metrics.serving()
     spec.metrics_switch = sup.backend.words().metrics_switch
     spec.api_key = api_key_of(sup.profile, info.flags)  # a server started with --api-key refuses requests without it
     served = await served_model(base, spec.api_key)
@@ -192,7 +197,10 @@ async def _vocab(sup: Any, info: Any) -> tuple[Any, str]:
     from cockpit.face import read_vocab
 
     try:
-        path = sup.backend.planner.model_location(sup.profile, info.flags)
+        planner = sup.backend.planner
+        if planner is None:
+            return None, f"plan unavailable for this engine ({sup.backend.words().display}): no model named"
+        path = planner.model_location(sup.profile, info.flags)
     except ValueError as exc:
         return None, str(exc)
     if not path:
@@ -270,10 +278,10 @@ def render(name: str, r: dict[str, Any]) -> str:
             lines.append(f"  error ×{n}: {kind}")
         srv = lv["server"]
         if srv.get("available"):
-            gen = srv.get("delta_generation_tokens_total")
+            gen = srv.get("delta_generation_tokens")
             lines.append(
-                f"  server: peak running {srv.get('peak_num_running_reqs') or 0:.0f}, peak queue "
-                f"{srv.get('peak_num_queue_reqs') or 0:.0f}, peak KV usage {srv.get('peak_token_usage') or 0:.2f}; "
+                f"  server: peak running {srv.get('peak_running') or 0:.0f}, peak queue "
+                f"{srv.get('peak_waiting') or 0:.0f}, peak KV usage {srv.get('peak_kv_usage') or 0:.2f}; "
                 f"generated {'—' if gen is None else f'{gen:,.0f}'} tokens (client counted {lv['output_tokens']:,})")
             lines.append(f"  server TTFT: {_server_hist(srv, 'ttft')}"
                          + (f" (mean {_ms(srv['mean_ttft_ms'])} ms; client mean {_ms(lv.get('mean_ttft_ms'))} ms)"

@@ -64,12 +64,16 @@ async def read_profile_model(profile: Profile) -> ModelFacts:
     """The profile's model (the backend says which flag names it) read on its first host (node 0),
     over that host's transport."""
     from cockpit.backends import get_backend
+    from cockpit.backends.base import unavailable
     from cockpit.model.config import ModelConfigError
     from cockpit.transport import transport_for
 
     try:
         backend = get_backend(profile.backend)
-        path = backend.planner.model_location(profile)
+        planner = backend.planner
+        if planner is None:  # an engine without a plan reads no model for one
+            raise unavailable(backend, "planner")
+        path = planner.model_location(profile)
     except ValueError as exc:  # an unknown backend, a flag the server refuses
         raise BadInput(str(exc)) from None
     if not path:
@@ -78,7 +82,7 @@ async def read_profile_model(profile: Profile) -> ModelFacts:
     python = None if host.is_local else profile.python
     facts = await read_model_on_host(transport_for(host), str(path), python=python, env=profile.env)
     # a speculative draft model the flags name is read the same way, beside it (docs/PLAN.md)
-    draft_path = backend.planner.draft_model_location(profile)
+    draft_path = planner.draft_model_location(profile)
     if draft_path:
         draft = await read_model_on_host(transport_for(host), str(draft_path), python=python, env=profile.env)
         facts = dataclasses.replace(facts, draft=draft)
@@ -92,11 +96,14 @@ def backend_plan(
     """The backend's budget (Backend.planner.memory_plan) for facts already gathered; `runs` are the
     journal's records (the caller reads the journal: it sits above this layer)."""
     from cockpit.backends import get_backend
+    from cockpit.backends.base import unavailable
 
     try:
         backend = get_backend(profile.backend)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    if backend.planner is None:
+        raise unavailable(backend, "planner")
     mp = backend.planner.memory_plan(profile, facts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
     if mp is None:
         raise BadInput(f"no memory plan for backend {profile.backend!r} yet (see docs/PLAN.md)")
@@ -115,11 +122,15 @@ async def plan_for_profile(
     """The profile's memory plan. Raises ModelConfigError (bad or unreadable model), PlanUnavailable
     (GPU memory unknown), BadInput (a flag the server refuses, a backend without a plan)."""
     from cockpit.backends import get_backend
+    from cockpit.backends.base import unavailable
 
     try:
-        get_backend(profile.backend).flags.effective(profile, overrides)  # a refused flag: exit 2 before any I/O
+        backend = get_backend(profile.backend)
+        backend.flags.effective(profile, overrides)  # a refused flag: exit 2 before any I/O
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    if backend.planner is None:  # said before the model is read or a host asked
+        raise unavailable(backend, "planner")
     if model is None:
         model = await read_profile_model(profile)
     if facts is None:
