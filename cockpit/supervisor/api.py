@@ -14,7 +14,7 @@ from cockpit.core.state import RunState
 from cockpit.telemetry.samples import GpuProcess, GpuSample, HostSample
 
 __all__ = ["LIFECYCLES", "NODE_STATES", "GpuProcess", "GpuSample", "HostSample", "HostsView", "LogBatch", "LogLine",
-           "NodeView", "RunInfo", "RunSnapshot", "SlurmView", "TargetView"]
+           "NodeView", "RunEnd", "RunInfo", "RunSnapshot", "ServingPoint", "SlurmView", "TargetView"]
 
 # Lifecycle of the run as the supervisor drives it (distinct from the server's phase in RunState).
 LIFECYCLES = ("idle", "preflight", "launching", "running", "stopping", "waiting_gpu_release", "stopped", "failed")
@@ -107,6 +107,65 @@ class SlurmView:
 # the target a run is on, as the snapshot carries it; a third target adds its view here
 TargetView = HostsView | SlurmView
 
+# a run is over once its server's log says it crashed or stopped, or once the supervisor stopped
+# following it (stopped by a stop, failed on its own)
+ENDED_PHASES = ("crashed", "stopped")
+ENDED_LIFECYCLES = ("stopped", "failed")
+
+
+@dataclass(frozen=True)
+class ServingPoint:
+    """One read of the engine's /metrics as the throughput and token-usage plots take it: typed,
+    None where the engine does not report the figure. `figures` is the read itself (the snapshot's
+    `serving`): consecutive snapshots carry the same read until the next one, and a plot takes
+    each read once."""
+
+    at: str  # the snapshot's time, as the plots label their points
+    gen_tok_s: float | None
+    kv_usage: float | None  # the share of the KV pool in use, 0..1 (the engine reports a percent)
+    figures: dict[str, Any] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How the run ended, once it has (`RunSnapshot.end`; None while it lives)."""
+
+    outcome: Literal["crashed", "stopped", "failed"]
+    crash_kind: str | None = None  # the log's diagnosis (cockpit/core/crashstory.py), when it crashed
+    by: str | None = None  # who ended node 0's server (`ending`'s "by"), once its exit was seen
+    exit_code: int | None = None
+
+
+def _serving_point(taken_at: float, serving: dict[str, Any] | None) -> ServingPoint | None:
+    if serving is None:
+        return None
+    gen, kv = serving.get("gen_tok_s"), serving.get("kv_usage_pct")
+    return ServingPoint(f"{taken_at:.1f}", None if gen is None else float(gen),
+                        None if kv is None else float(kv) / 100, serving)
+
+
+def _run_end(state: RunState, lifecycle: str, ending: dict[str, Any] | None) -> RunEnd | None:
+    if state.phase not in ENDED_PHASES and lifecycle not in ENDED_LIFECYCLES:
+        return None
+    crash = state.crash
+    outcome: Literal["crashed", "stopped", "failed"] = (
+        "crashed" if state.phase == "crashed" else "failed" if lifecycle == "failed" else "stopped")
+    code = (ending or {}).get("exit_code")
+    return RunEnd(outcome, crash.kind if crash is not None else None, (ending or {}).get("by"),
+                  code if isinstance(code, int) else None)
+
+
+def _host_cache_gb_per_rank(backend: str | None, run: RunInfo | None) -> float | None:
+    """The host cache per rank the run's flags set (the log's own figure is `state`'s)."""
+    if run is None or not run.flags:
+        return None
+    from cockpit.backends import host_cache_gb_per_rank
+
+    try:
+        return host_cache_gb_per_rank(backend, run.flags)
+    except ValueError:  # an engine this installation does not know: nothing to say
+        return None
+
 
 @dataclass(frozen=True)
 class RunSnapshot:
@@ -134,3 +193,26 @@ class RunSnapshot:
     ending: dict[str, Any] | None = None
     # every node of the run in node-rank order (one for a single-node run); () when not known
     nodes: tuple[NodeView, ...] = ()
+    # ---- what the views show, typed, derived here from the fields above (never given) ----
+    serving_point: ServingPoint | None = field(init=False, compare=False, repr=False)  # None: /metrics not read
+    end: RunEnd | None = field(init=False, compare=False, repr=False)  # None: the run lives (or none yet)
+    host_cache_gb_per_rank: float | None = field(init=False, compare=False, repr=False)  # per the run's flags
+    host_cache_label: str | None = field(init=False, compare=False, repr=False)  # the engine's word for it
+
+    def __post_init__(self) -> None:
+        from cockpit.backends import words_of
+
+        # the views compute nothing from the raw fields: each derived value has this one owner,
+        # and a snapshot built anywhere (the Supervisor, `dataclasses.replace`, a test) carries them
+        derived = {
+            "serving_point": _serving_point(self.taken_at, self.serving),
+            "end": _run_end(self.state, self.lifecycle, self.ending),
+            "host_cache_gb_per_rank": _host_cache_gb_per_rank(self.state.backend, self.run),
+            "host_cache_label": words_of(self.state.backend).host_cache_label,
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def ended(self) -> bool:
+        return self.end is not None

@@ -10,6 +10,18 @@ from cockpit.face import Finding, FlagChange, GpuProcess, LogBatch, Profile, Run
 from cockpit.ui import runcontrol
 
 
+class GroupRead(Message):
+    """A prefill/decode deployment's other group's run as its supervisor last read it (None: no
+    run, or `error`), from the group controller's watch (`ui/groupcontrol.py`)."""
+
+    def __init__(self, role: str, profile: str, snapshot: RunSnapshot | None, error: str | None = None) -> None:
+        super().__init__()
+        self.role = role
+        self.profile = profile
+        self.snapshot = snapshot
+        self.error = error
+
+
 class SnapshotArrived(Message):
     def __init__(self, snapshot: RunSnapshot) -> None:
         super().__init__()

@@ -100,7 +100,12 @@ def test_bench_agrees_with_the_simulators_own_counters(ready_env: Env) -> None:
     assert within(r["output_tok_s"], srv["delta_generation_tokens"] / r["duration_s"])
     # latencies on the client's clock agree with the server's histograms (speed 1: same seconds)
     assert r["mean_ttft_ms"] > 1000, r["mean_ttft_ms"]
-    assert within(r["mean_ttft_ms"], srv["mean_ttft_ms"]), (r["mean_ttft_ms"], srv["mean_ttft_ms"])
+    # The client's clock starts before the request is sent and the server's at its receipt, so the
+    # client's TTFT is never the shorter; the excess is the HTTP exchange of a 16,000-token body and
+    # the client's own event-loop turns: 1-2 % on a quiet machine, 5.8-6.1 % seen while the engines'
+    # chain starts a real vLLM on the other core. 10 % still catches a clock or unit error (ms vs s)
+    ttft = (r["mean_ttft_ms"], srv["mean_ttft_ms"])
+    assert srv["mean_ttft_ms"] - 1 <= r["mean_ttft_ms"] <= 1.10 * srv["mean_ttft_ms"], ttft
     assert within(r["mean_e2e_ms"], srv["mean_e2e_ms"]), (r["mean_e2e_ms"], srv["mean_e2e_ms"])
     # four in flight: the server saw them running at once
     assert srv["peak_running"] >= 2

@@ -44,6 +44,7 @@ from cockpit.backends.vllm.terms import (
     graph_term,
     kv_layout,
     non_torch_term,
+    online_fp8_bytes,
     requested_gib,
     weights_term,
 )
@@ -150,6 +151,7 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         role=_kv_role(get("kv_transfer_config")),
         **_kv_transfer(get("kv_transfer_config")),
         quick_reduce_gib=quick_reduce_gib(dict(env or {}), QUICK_REDUCE_ENV, QUICK_REDUCE_MAX_ENV),
+        quantization=str(get("quantization")) if get("quantization") else None,
     )
 
 
@@ -321,7 +323,7 @@ def batch_defaults(gpu_total_gib: float, s: Settings, max_model_len: int, gpu_na
 
 def activation_gib(cfg: ModelConfig, s: Settings, seqs: int, batched: int) -> float:
     """A: the profile run's transient peak (terms.activation_term)."""
-    return activation_term(cfg, s, seqs, batched).gib
+    return activation_term(cfg, s, seqs, batched, cfg.load_dtype(s.dtype)[1]).gib
 
 
 def graph_gib(cfg: ModelConfig, s: Settings, seqs: int = 256, batched: int = 2048) -> float:
@@ -362,8 +364,9 @@ def plan(
     if s.tp < 1 or s.dp < 1 or s.pp < 1:
         raise ModelConfigError("tensor, data and pipeline parallel sizes must be positive")
     t = gpu.total_gib
-    split = split_weights(cfg, weights, Parallel(s.tp, 1, 1, s.pp), load_bytes=cfg.load_dtype(s.dtype)[1])
-    w_bytes = split.per_rank_bytes
+    load_bytes = cfg.load_dtype(s.dtype)[1]
+    split = split_weights(cfg, weights, Parallel(s.tp, 1, 1, s.pp), load_bytes=load_bytes)
+    w_bytes = split.per_rank_bytes - online_fp8_bytes(split.by_category, load_bytes, s, cfg.quant.method)
     if s.expert_parallel and s.dp > 1:
         # EP spans the DP replicas: the experts split over tp × dp ranks, not tp
         w_bytes -= split.by_category.get("expert", 0.0) * (1 - 1 / s.dp)
@@ -392,7 +395,7 @@ def plan(
     if mml <= 0:
         raise ModelConfigError(f"{cfg.name}: no max_position_embeddings in config.json and no --max-model-len")
     seqs, batched = batch_defaults(t, s, mml, gpu.name)
-    act_t = activation_term(cfg, s, seqs, batched)
+    act_t = activation_term(cfg, s, seqs, batched, load_bytes)
     act = act_t.gib
     g_t = graph_term(cfg, s, seqs, batched)
     cap = capture_plan(s, seqs, batched)

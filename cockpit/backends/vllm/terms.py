@@ -54,6 +54,7 @@ class Settings:
     kv_connector: str | None = None  # --kv-transfer-config's kv_connector
     kv_buffer_gib: float = 0.0  # GPU memory the connector holds outside the KV cache (P2pNcclConnector)
     quick_reduce_gib: float = 0.0  # ROCm's quick all-reduce buffer the environment turns on (non_torch_term)
+    quantization: str | None = None  # --quantization (online FP8 over an unquantized checkpoint: online_fp8_bytes)
 
     @property
     def ep(self) -> int:
@@ -95,6 +96,25 @@ def weights_term(w_gib: float, estimated: bool, platform: Platform, quant_method
     return Term(w_gib, share * w_gib + 0.05)
 
 
+# Online FP8: `--quantization fp8` over a checkpoint that is not FP8 (vLLM before 0.32: fp8.py
+# `Fp8LinearMethod` with is_checkpoint_fp8_serialized False quantizes each weight after loading;
+# 0.32 names it `fp8_per_tensor` / `fp8_per_block`, quantization/online/fp8.py) stores every
+# LinearBase weight and the RoutedExperts' w13/w2 in float8 — 1 byte per element, per-tensor or
+# per-block scales negligible. Embeddings and the LM head are not LinearBase and stay in the load
+# dtype, as do norms and routers. Llama-3.1-8B: 8.46 GiB planned, 8.49 loaded (llm-d-planner's qfp8 log).
+ONLINE_FP8 = ("fp8", "fp8_per_tensor", "fp8_per_block")
+ONLINE_FP8_CATEGORIES = ("attn", "kv_proj", "mlp", "expert")
+
+
+def online_fp8_bytes(by_category: dict[str, float], load_bytes: int, s: Settings, checkpoint_quant: str) -> float:
+    """Bytes per rank the online FP8 quantization saves (0 when the launch does not ask for it or the
+    checkpoint is already quantized — then vLLM reads the stored format, no online pass)."""
+    if (s.quantization or "").lower() not in ONLINE_FP8 or checkpoint_quant != "none" or load_bytes <= 1:
+        return 0.0
+    linear = sum(by_category.get(c, 0.0) for c in ONLINE_FP8_CATEGORIES)
+    return linear * (1 - 1 / load_bytes)
+
+
 # Bytes per sampler row per vocabulary entry at the profile run's peak: the logits in the model's
 # dtype (2), their fp32 copy (4) and the top-k/top-p sort's fp32 values and indices over them
 # (`_dummy_sampler_run` → `Sampler` → `topk_topp_sampler`), less what is freed between. Measured
@@ -106,18 +126,25 @@ SAMPLER_BYTES_PER_ROW_VOCAB = 15.0
 FORWARD_HIDDEN_COPIES = 4
 
 
-def activation_term(cfg: ModelConfig, s: Settings, seqs: int, batched: int) -> Term:
+def activation_term(cfg: ModelConfig, s: Settings, seqs: int, batched: int, dtype_bytes: int = 2) -> Term:
     """The profile run's torch peak (vllm/v1/worker/gpu_model_runner.py `profile_run`: a dummy
     forward of `max_num_batched_tokens`, then `_dummy_sampler_run` over `max_num_seqs` rows).
     The two happen one after the other, so the peak is the larger of them, not their sum; the
     fused-MoE kernels keep their workspace (two buffers of tokens × top-k × 2·moe_intermediate per
     rank) across both. The sampler's logits are gathered over the whole vocabulary on every rank
-    (not split by TP); a pipeline stage without the head has no sampler."""
+    (not split by TP); a pipeline stage without the head has no sampler.
+
+    Under the sampler the dummy forward's output is still held: `profile_run` keeps `hidden_states`
+    (max_num_batched_tokens × hidden in the model's dtype) until after `_dummy_sampler_run` and
+    deletes it then (vllm/v1/worker/gpu_model_runner.py, 0.19 – 0.32) — 0.125 GiB at hidden 8192,
+    what the 72B logs' 2.29 GiB holds over the 7B's 2.21 at the same vocabulary. The logits come
+    out of the LM head in the model's dtype: 2 B of the per-entry bytes at bf16, 4 at float32."""
     tp = max(1, s.tp)
     inter = max(cfg.intermediate_size, cfg.experts_per_token * cfg.moe_intermediate_size) / tp
     qkv = (cfg.num_attention_heads + 2 * cfg.num_kv_heads) * cfg.head_dim / tp
     forward = batched * 2.0 * (FORWARD_HIDDEN_COPIES * cfg.hidden_size + 2 * inter + qkv)
-    sampler = seqs * cfg.vocab_size * SAMPLER_BYTES_PER_ROW_VOCAB
+    logits_extra = max(0, dtype_bytes - 2)  # SAMPLER_BYTES_PER_ROW_VOCAB counts 16-bit logits
+    sampler = seqs * cfg.vocab_size * (SAMPLER_BYTES_PER_ROW_VOCAB + logits_extra) + batched * cfg.hidden_size * dtype_bytes
     moe = 0.0
     if cfg.experts:
         moe = 2 * batched * cfg.experts_per_token * 2 * cfg.moe_intermediate_size / tp * 2.0

@@ -8,11 +8,12 @@ snapshot and hand each widget what it draws. Nothing here reads files, sockets o
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
 from typing import Any
 
 from textual import on
@@ -26,25 +27,24 @@ from textual.worker import Worker, WorkerState
 from cockpit.face import (
     GENERIC_ERROR_WORDS,
     PRESET_NAMES,
-    SERIES_MAX_POINTS,
     Finding,
     FlagChange,
     LineFilter,
     LogBatch,
     Profile,
     RunSnapshot,
-    SeriesPoint,
-    host_cache_gb_per_rank,
     plural,
-    words_of,
 )
 from cockpit.ui import format as fmt
-from cockpit.ui.advice import headroom_finding, other_advice
+from cockpit.ui.autocontrol import AutoControl, AutoHooks
 from cockpit.ui.gpuhistory import GpuHistory
+from cockpit.ui.groupcontrol import GroupControl
 from cockpit.ui.keys import DASHBOARD_BINDINGS
+from cockpit.ui.logexport import LogExport
 from cockpit.ui.logmodel import log_view
 from cockpit.ui.messages import (
     ActionDone,
+    GroupRead,
     LeftoversFound,
     LogsArrived,
     PreflightRefused,
@@ -54,15 +54,22 @@ from cockpit.ui.messages import (
     message_for,
 )
 from cockpit.ui.runcontrol import RunControl, RunEvent
-from cockpit.ui.screens.auto import UnattendedActions
 from cockpit.ui.screens.crash import CrashScreen, RestartChoice
-from cockpit.ui.screens.dialogs import AdviceChoiceScreen, ConfirmScreen, QuitScreen
-from cockpit.ui.screens.export import ExportActions
-from cockpit.ui.screens.groups import GroupActions
-from cockpit.ui.screens.killprocess import ask_to_kill_a_gpu_process
-from cockpit.ui.screens.stacks import StacksActions
-from cockpit.ui.unattended import Unattended
+from cockpit.ui.screens.dialogs import ConfirmScreen, QuitScreen
+from cockpit.ui.screens.export import save_lines
+from cockpit.ui.screens.groups import ask_to_open_other_group
+from cockpit.ui.screens.killprocess import ask_to_kill_a_gpu_process, ask_to_kill_leftovers
+from cockpit.ui.screens.restarts import (
+    ask_debug_relaunch,
+    ask_other_advice,
+    ask_relaunch_with,
+    ask_restart_advised,
+    ask_restart_unchanged,
+)
+from cockpit.ui.screens.stacks import StacksScreen, StacksTaken
+from cockpit.ui.servingseries import ServingSeries
 from cockpit.ui.widgets.advice import AdvicePanel
+from cockpit.ui.widgets.groups import GroupsStrip, GroupSummary, summarise
 from cockpit.ui.widgets.header import RunHeader
 from cockpit.ui.widgets.keyhints import KeyHints
 from cockpit.ui.widgets.logpane import LogPane
@@ -80,7 +87,11 @@ def too_small_words(width: int, height: int) -> str:
     return f"Cockpit needs at least {MIN_WIDTH}×{MIN_HEIGHT}\n(this terminal is {width}×{height})"
 
 
-class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActions, Screen[None]):
+class DashboardScreen(Screen[None]):
+    """The screen owns its controllers (no Textual in them): `control` the run's life, `auto` the
+    unattended mode, `groups` a prefill/decode deployment's other group, `export` what `y`/`E`/`o`
+    get out, `serving` the plots' series. Its actions are thin: they ask a controller and draw."""
+
     BINDINGS = DASHBOARD_BINDINGS
 
     def __init__(
@@ -119,13 +130,16 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self._announced: set[tuple[str | None, str]] = set()
         self._run_started = False
         self.gpu_history = GpuHistory()
-        self.unattended = Unattended(profile.on_crash, profile.on_crash_max_per_hour)
+        self.serving = ServingSeries()
         self.bells = 0  # terminal bells rung (tmux marks the window)
-        self._serving_seen: dict[str, Any] | None = None  # the /metrics figures last plotted
-        self._serving_gen: deque[SeriesPoint] = deque(maxlen=SERIES_MAX_POINTS)
-        self._serving_kv: deque[SeriesPoint] = deque(maxlen=SERIES_MAX_POINTS)
-        self._hang_seen: tuple[str | None, str | None] | None = None  # (run, phase_since) of the hang rung for
-        self._awaiting_recovery: str | None = None  # the automatic restart's words, until READY
+        self.auto = AutoControl(lambda: self.profile, profile.on_crash, profile.on_crash_max_per_hour, AutoHooks(
+            ring=self._ring, say=self._say, toast=self._toast, restart=lambda changes: self._start_restart(changes),
+            stop=self._stop_now, ask=self._open_crash_modal, later=self._later,
+            spawn=lambda work: self._spawn(work, "unattended"), run_flags=self._run_flags,
+            snapshot=lambda: self.snapshot, journal=self.control.journal,
+            notify_command=self.control.notify_command, clock=clock))
+        self.groups = GroupControl(deployment, group)
+        self.export = LogExport(lambda: self.profile)
         self.probes_hidden = 0  # Cockpit's own requests' access lines left out of the log
         self._input_mode = "filter"  # what the one input box is doing: "filter" (&) or "search" (/)
 
@@ -136,8 +150,9 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
             hosts = tuple(h.label for h in self.profile.hosts)
             engine = f"{self.profile.backend} {self.profile.version}" if self.profile.version else ""
             yield RunHeader(self.profile.name, hosts, engine=engine, id="header")
-            if (strip := self.groups_strip()) is not None:
-                yield strip
+            if self.groups.active:
+                yield GroupsStrip(self.group or "", [summarise(r, name, None) for r, name in self.groups.groups()],
+                                  id="groups")
             with VerticalScroll(id="bars-box") as bars_box:
                 bars_box.can_focus = False  # 16+ ranks scroll here; the keys stay with the log
                 yield RankBars(id="bars")
@@ -170,7 +185,8 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self.set_interval(1.0, self._tick)  # ages and time-in-phase only; data repaints on arrival
         if self.control.can_launch:
             self._launch()
-        self.start_group_watch()
+        if self.groups.other() is not None and self.supervisor_factory is not None:
+            self.run_worker(self.groups.watch(self._post_group), name="groups", group="groups", exit_on_error=False)
 
     def on_resize(self, event: Resize) -> None:
         self.query_one("#too-small", Static).update(too_small_words(event.size.width, event.size.height))
@@ -185,6 +201,36 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
     def _post_logs(self, batch: LogBatch) -> None:
         self.post_message(LogsArrived(batch))
 
+    def _post_group(self, role: str, profile: str, snapshot: RunSnapshot | None, error: str | None) -> None:
+        self.post_message(GroupRead(role, profile, snapshot, error))
+
+    def _spawn(self, work: Coroutine[Any, Any, None], group: str) -> None:
+        self.run_worker(work, group=group, exit_on_error=False)
+
+    # ---- what the controllers do to the screen ----
+    def _ring(self) -> None:
+        self.bells += 1
+        self.app.bell()
+
+    def _say(self, note: str) -> None:
+        self.note = note
+        self._refresh_header()
+
+    def _toast(self, words: str, title: str, severity: Any, timeout: float) -> None:
+        self.notify(words, title=title, severity=severity, timeout=timeout, markup=False)
+
+    def _later(self, seconds: float, then: Callable[[], None]) -> None:
+        self.set_timer(seconds, then)
+
+    def _stop_now(self) -> None:
+        if self.supervisor is not None:
+            self.run_worker(self._stop(False), name="stop", group="supervisor", exit_on_error=False)
+
+    @property
+    def cockpit_app(self) -> Any:
+        """The app as Cockpit's (its history, its dashboards): screens never import the app."""
+        return self.app
+
     @property
     def supervisor(self) -> Any:
         """The run control's Supervisor (None until a launch made one)."""
@@ -193,14 +239,6 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
     @supervisor.setter
     def supervisor(self, value: Any) -> None:
         self.control.supervisor = value
-
-    @property
-    def _busy(self) -> str | None:
-        return self.control.busy
-
-    @property
-    def _following(self) -> bool:
-        return self.control.following
 
     def _launch(self) -> None:
         self.run_worker(self.control.launch(ask_if_crashed=not self._run_started), name="supervise",
@@ -259,7 +297,8 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self.preflight_findings = message.findings
         self.note = "launch refused by preflight: fix the profile, then l to try again (w shows the arithmetic)"
         if message.what == "restart":  # the run was not stopped; an automatic restart stops and asks
-            self._restart_refused(message.findings)
+            self.restart_refusal = list(message.findings)
+            self.auto.restart_refused(message.findings)
         self.query_one(AdvicePanel).show(message.findings, None)
         self._set_panel("advice")
         self._refresh_header()
@@ -285,28 +324,12 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
 
     @on(LeftoversFound)
     def _on_leftovers(self, message: LeftoversFound) -> None:
-        procs = ", ".join(f"pid {p.pid} on GPU {p.gpu_index}" + (f" ({p.used_gb:.1f} GiB)" if p.used_gb else "") for p in message.leftovers)
-        self.note = f"GPU memory still held: {procs}"
+        def kill(procs: tuple[Any, ...]) -> None:
+            self.run_worker(self.control.kill(procs), name="kill", group="supervisor", exit_on_error=False)
+
+        self.note = ask_to_kill_leftovers(self, message.leftovers, message.changes,
+                                          lambda changes: self._restart(changes, kill_leftovers=True), kill)
         self._refresh_header()
-        changes = message.changes
-        if changes is None:
-            then = "free the GPUs"
-        elif changes:
-            then = "launch with " + ", ".join(c.as_diff() for c in changes)
-        else:
-            then = "launch again unchanged"
-
-        def answered(yes: bool | None) -> None:
-            if not yes:
-                return
-            if changes is not None:
-                self._restart(changes, kill_leftovers=True)
-            else:
-                self.run_worker(self.control.kill(message.leftovers), name="kill", group="supervisor", exit_on_error=False)
-
-        self.app.push_screen(
-            ConfirmScreen("GPU memory still held", f"{procs} still hold GPU memory. Kill them and {then}?"), answered
-        )
 
     # ---- rendering ----
     def apply_snapshot(self, snap: RunSnapshot) -> None:
@@ -319,14 +342,16 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
             self._phase_key = key
             self._phase_since = now - fmt.phase_age_in_log(snap, now)
         self._refresh_header()
-        self.show_own_group(snap)
+        if self.groups.active and self.group is not None:  # this dashboard's own group, on its line
+            self._show_group(summarise(self.group, snap.profile, snap))
         self.query_one(RankBars).show(
-            snap, now, self._policy(), self.rank_focus, host_cache_gb_per_rank=self._host_cache_per_rank(snap),
-            host_cache_label=words_of(snap.state.backend).host_cache_label,
+            snap, now, self._policy(), self.rank_focus, host_cache_gb_per_rank=snap.host_cache_gb_per_rank,
+            host_cache_label=snap.host_cache_label,
         )
         findings = [*self.restart_refusal, *snap.findings] or self.preflight_findings
         self.query_one(AdvicePanel).show(findings, snap.state.max_total_num_tokens)
-        gen, usage = self._serving_series(snap)
+        self.query_one(ServingFigures).show(snap.serving)
+        gen, usage = self.serving.add(snap)
         self.query_one("#plot-throughput", SeriesPlot).show(gen)
         self.query_one("#plot-usage", SeriesPlot).show(usage)
         self.query_one(StartupTimeline).show(snap.state)
@@ -334,24 +359,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self.query_one(GpuProcesses).show(snap, self.gpu_history, changed)
         self._announce_new_critical(snap)
         self._maybe_show_crash(snap)
-        self._maybe_recovered(snap)
-        self._maybe_hung(snap)
-
-    def _serving_series(self, snap: RunSnapshot) -> tuple[Sequence[SeriesPoint], Sequence[SeriesPoint]]:
-        """The plots' series: the engine's own /metrics figures once the supervisor reads them
-        (every 2 s), else the log's batch/statistics lines."""
-        sv = snap.serving
-        self.query_one(ServingFigures).show(sv)
-        if sv is not None and sv is not self._serving_seen:
-            self._serving_seen = sv
-            at = f"{snap.taken_at:.1f}"
-            if sv.get("gen_tok_s") is not None:
-                self._serving_gen.append(SeriesPoint(at, float(sv["gen_tok_s"])))
-            if sv.get("kv_usage_pct") is not None:
-                self._serving_kv.append(SeriesPoint(at, float(sv["kv_usage_pct"]) / 100))
-        if self._serving_gen or self._serving_kv:
-            return self._serving_gen, self._serving_kv
-        return snap.state.gen_throughput, snap.state.token_usage
+        self.auto.seen(snap)
 
     def _announce_new_critical(self, snap: RunSnapshot) -> None:
         """A critical finding the operator has not seen yet (e.g. low headroom as capture ends)
@@ -386,15 +394,12 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
             return dict(self.snapshot.run.flags)
         return dict(self.profile.server)
 
-    def _host_cache_per_rank(self, snap: RunSnapshot) -> float | None:
-        return host_cache_gb_per_rank(snap.state.backend, self._run_flags())
-
     # ---- crash flow ----
     def _maybe_show_crash(self, snap: RunSnapshot) -> None:
         """One crash, one dialog: the crash is judged again as its lines arrive (the exception,
         then the process's death), and the dialog already open shows the newer judgement."""
         crash = snap.state.crash
-        if crash is None or snap.lifecycle in ("stopping", "waiting_gpu_release", "launching") or self._busy:
+        if crash is None or snap.lifecycle in ("stopping", "waiting_gpu_release", "launching") or self.control.busy:
             return
         key = snap.run.id if snap.run else None
         if key in self._crashes_seen:
@@ -402,7 +407,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
                 self._open_crash_modal()  # updates the open dialog in place
             return
         self._crashes_seen.add(key)
-        self._on_crash(snap)
+        self.auto.crashed(snap)
 
     def _crash_tail(self) -> list[str]:
         return [ln.text for ln in list(self.query_one(LogPane).all_lines[-80:])]
@@ -437,8 +442,8 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         if self.supervisor is None:
             self.notify("no supervisor: nothing to restart", severity="warning")
             return
-        if self._busy:
-            self.notify(f"already {self._busy}", severity="warning")
+        if self.control.busy:
+            self.notify(f"already {self.control.busy}", severity="warning")
             return
         words = ", ".join(c.as_diff() for c in changes) or "unchanged flags"
         self.restart_refusal = []
@@ -447,24 +452,17 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self._restart(changes)
 
     def action_debug_relaunch(self) -> None:
-        """`D`: relaunch with the engine's debugging settings, listed and asked first; the journal
-        records the run as a debug run."""
-        from cockpit.face import get_backend
-
         if self.supervisor is None:
             self.notify("no supervisor: nothing to relaunch", severity="warning")
             return
-        env, flags = get_backend(self.profile.backend).launch.debug_settings()
-        body = "\n".join([*(f"  {k}={v}" for k, v in env.items()), *(f"  --{k} {v}" for k, v in flags.items())])
 
-        def answered(yes: bool | None) -> None:
-            if yes and not self._busy:
+        def relaunch() -> None:
+            if not self.control.busy:
                 self.note = "debug relaunch: stopping…"
                 self._refresh_header()
                 self._restart((), debug=True)
 
-        self.app.push_screen(ConfirmScreen("Debug relaunch", f"Stop the run and launch it again with:\n{body}\n"
-                                           "(journaled as a debug run). Go ahead?"), answered)
+        ask_debug_relaunch(self, self.profile.backend, relaunch)
 
     def _validate_overrides(self, overrides: dict[str, Any]) -> None:
         """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""
@@ -473,19 +471,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         get_backend(self.profile.backend).flags.effective(self.profile, overrides)
 
     def relaunch_with(self, flags: dict[str, Any], source: str | None = None) -> None:
-        """Restart with another run's flags: only the ones that differ become changes."""
-        current = self._run_flags()
-        changes = tuple(
-            FlagChange(f"--{k.lstrip('-')}", current.get(k), v) for k, v in flags.items() if current.get(k) != v
-        )
-        words = ", ".join(c.as_diff() for c in changes) or "the same flags"
-        origin = f" of run {source}" if source else ""
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._start_restart(changes)
-
-        self.app.push_screen(ConfirmScreen("Relaunch", f"Restart with the flags{origin}: {words}?"), answered)
+        ask_relaunch_with(self, self._run_flags(), flags, source, self._start_restart)
 
     # ---- actions ----
     def action_show_crash(self) -> None:
@@ -503,55 +489,13 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self.notify(lines, title=f"{plural(len(diff), 'flag')} changed from the profile", timeout=10, markup=False)
 
     def action_restart_advised(self) -> None:
-        """`r`: the headroom advice only, never every finding's change at once."""
-        snap = self.snapshot
-        proposal = headroom_finding(snap.findings) if snap else None
-        others = other_advice(snap.findings) if snap else []
-        if proposal is None:
-            more = " · A offers the other advice" if others else ""
-            self.notify(f"no headroom advice: R restarts unchanged{more}", severity="warning", timeout=4)
-            return
-        changes = tuple(proposal.changes)
-        body = "Restart with " + ", ".join(c.as_diff() for c in changes) + "?\n" + proposal.message
-        if others:
-            body += (f"\n\nNot included: {plural(len(others), 'other change')}; A lists "
-                     f"{'it with its reason' if len(others) == 1 else 'them with their reasons'}.")
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._start_restart(changes)
-
-        self.app.push_screen(ConfirmScreen("Restart with the headroom advice", body), answered)
+        ask_restart_advised(self, self.snapshot, self._start_restart)
 
     def action_other_advice(self) -> None:
-        """`A`: the advice `r` leaves out, one change at a time, each with its reason."""
-        snap = self.snapshot
-        others = other_advice(snap.findings) if snap else []
-        if not others:
-            self.notify("no other advice with a change", timeout=3)
-            return
-
-        def chosen(index: int | None) -> None:
-            if index is None:
-                return
-            f = others[index]
-            changes = tuple(f.changes)
-
-            def answered(yes: bool | None) -> None:
-                if yes:
-                    self._start_restart(changes)
-
-            body = f"Restart with {', '.join(c.as_diff() for c in changes)}?\n{f.message}"
-            self.app.push_screen(ConfirmScreen("Restart with this advice", body), answered)
-
-        self.app.push_screen(AdviceChoiceScreen(others), chosen)
+        ask_other_advice(self, self.snapshot, self._start_restart)
 
     def action_restart_unchanged(self) -> None:
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._start_restart(())
-
-        self.app.push_screen(ConfirmScreen("Restart", "Restart with the same flags?"), answered)
+        ask_restart_unchanged(self, self._start_restart)
 
     def action_stop_run(self) -> None:
         if self.supervisor is None:
@@ -572,11 +516,11 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
     def action_launch(self) -> None:
         if not self.control.can_launch:
             return
-        if self._busy:
-            self.notify(f"already {self._busy}", severity="warning")
+        if self.control.busy:
+            self.notify(f"already {self.control.busy}", severity="warning")
             return
-        if self._following:
-            if self._run_ended():
+        if self.control.following:
+            if self.snapshot is not None and self.snapshot.ended:
                 self._start_restart(())  # launch again with this run's flags
             else:
                 self.notify("the run is live: s stops it, r restarts it", severity="warning")
@@ -619,14 +563,8 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
     def release_words(self) -> str:
         return "its processes have exited" if self.on_cpu() else "its GPU memory is released"
 
-    def _run_ended(self) -> bool:
-        snap = self.snapshot
-        if snap is None:
-            return False
-        return snap.state.phase in ("crashed", "stopped") or snap.lifecycle in ("stopped", "failed")
-
     def _ask_quit(self, back: bool) -> None:
-        running = self.supervisor is not None and self._run_started and not self._run_ended()
+        running = self.supervisor is not None and self._run_started and not (self.snapshot and self.snapshot.ended)
 
         def answered(choice: str | None) -> None:
             if choice == "leave":
@@ -639,7 +577,7 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
         self.app.push_screen(QuitScreen(self.profile.name, running), answered)
 
     def action_history(self) -> None:
-        self.app.action_history()
+        self.cockpit_app.action_history()
 
     def action_why(self) -> None:
         self.query_one(AdvicePanel).toggle_arithmetic()
@@ -779,6 +717,80 @@ class DashboardScreen(UnattendedActions, ExportActions, StacksActions, GroupActi
             self.notify(view.error, severity="error")
         self.filter_spec = view.spec
         pane.set_filter(view.matcher, None, view.title)
+
+    # ---- getting things out (the export controller builds, the screen copies and hands over) ----
+    def action_copy_command(self) -> None:
+        """`y`: the advised command line to the clipboard (OSC 52: tmux passes it on with
+        `set-clipboard on`), and in the toast, so it can be read off the screen as well."""
+        try:
+            line = self.export.advised_command(self.snapshot)
+        except Exception as exc:  # the flag table refused it: say why
+            self.notify(f"cannot build the command: {exc}", severity="error", timeout=6)
+            return
+        if line is None:
+            self.notify("no headroom advice to copy", severity="warning", timeout=3)
+            return
+        self.app.copy_to_clipboard(line)
+        self.notify(line, title="Copied the advised command", timeout=6, markup=False)
+
+    def action_save_log(self) -> None:
+        """`E`: the log lines the pane shows (this filter, this rank) to a file in the current
+        directory; the toast names it."""
+        lines = [ln.text for ln in self.query_one(LogPane).shown_lines]
+        path = Path.cwd() / self.export.file_name("visible", self.snapshot)
+        self._spawn(save_lines(self, self.export, path, lines, page=False), "files")
+
+    def action_open_pager(self) -> None:
+        """`o`: the run's log as this pane holds it (the last 20,000 lines, unfiltered) in $PAGER."""
+        import tempfile
+
+        lines = [ln.text for ln in self.query_one(LogPane).all_lines]
+        path = Path(tempfile.gettempdir()) / self.export.file_name("all", self.snapshot)
+        self._spawn(save_lines(self, self.export, path, lines, page=True), "files")
+
+    # ---- S: py-spy stacks, taken by the run control in a worker ----
+    def action_take_stacks(self) -> None:
+        if self.control.run_info is None:
+            self.notify("no run to take stacks of", severity="warning", timeout=3)
+            return
+        self.notify("taking stacks of every process (py-spy)…", timeout=3)
+        self.run_worker(self._take_stacks(), name="stacks", group="stacks", exclusive=True, exit_on_error=False)
+
+    async def _take_stacks(self) -> None:
+        try:
+            lines = await self.control.stacks()
+        except Exception as exc:
+            self.post_message(StacksTaken([], str(exc) or type(exc).__name__))
+            return
+        self.post_message(StacksTaken(lines))
+
+    def on_stacks_taken(self, message: StacksTaken) -> None:
+        if message.error is not None:
+            self.notify(f"stacks failed: {message.error}", severity="error", timeout=6, markup=False)
+            return
+        self.app.push_screen(StacksScreen(message.lines))
+
+    # ---- a prefill/decode deployment's groups (the group controller reads the other one) ----
+    def on_group_read(self, message: GroupRead) -> None:
+        self._show_group(summarise(message.role, message.profile, message.snapshot, message.error))
+
+    def _show_group(self, summary: GroupSummary) -> None:
+        with contextlib.suppress(Exception):  # the strip is gone while the screen closes
+            self.query_one(GroupsStrip).show(summary)
+
+    def action_other_group(self) -> None:
+        """`g`: the other group's dashboard, asked first when opening it launches its server."""
+        summaries = dict(self.query_one(GroupsStrip).summaries) if self.groups.active else {}
+        ask_to_open_other_group(self, self.groups, summaries, lambda role: self._spawn(self._switch_group(role),
+                                                                                      "leaving"))
+
+    async def _switch_group(self, role: str) -> None:
+        """Leave this group's server running (as `q` → leave does) and open the other's dashboard."""
+        await self.control.close()
+        self.workers.cancel_group(self, "supervisor")
+        self.workers.cancel_group(self, "groups")
+        assert self.deployment is not None
+        self.app.switch_screen(self.cockpit_app.dashboard_for(self.deployment, from_picker=self.from_picker, group=role))
 
     # ---- for tests and the app ----
     def worker_states(self) -> dict[str, WorkerState]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from textual.screen import Screen
 
-from cockpit.face import RunSnapshot
+from cockpit.face import FlagChange, GpuProcess, RunSnapshot
 from cockpit.ui import format as fmt
 from cockpit.ui.screens.dialogs import ConfirmScreen, PickScreen
 from cockpit.ui.widgets.processes import rank_of_gpu
@@ -42,3 +42,31 @@ def ask_to_kill_a_gpu_process(screen: Screen[Any], snap: RunSnapshot | None, kil
         screen.app.push_screen(ConfirmScreen("Kill a GPU process", f"SIGKILL {words(proc)}?"), answered)
 
     screen.app.push_screen(PickScreen("GPU processes", [words(p) for p in procs]), chosen)
+
+
+def ask_to_kill_leftovers(screen: Screen[Any], leftovers: tuple[GpuProcess, ...], changes: tuple[FlagChange, ...] | None,
+                          restart: Callable[[tuple[FlagChange, ...]], None],
+                          kill: Callable[[tuple[GpuProcess, ...]], None]) -> str:
+    """Processes outside the run still hold GPU memory after a stop: kill them, then `restart`
+    with `changes` (None: only free the GPUs, `kill`)? Returns the header's words for them."""
+    procs = ", ".join(f"pid {p.pid} on GPU {p.gpu_index}" + (f" ({p.used_gb:.1f} GiB)" if p.used_gb else "")
+                      for p in leftovers)
+    if changes is None:
+        then = "free the GPUs"
+    elif changes:
+        then = "launch with " + ", ".join(c.as_diff() for c in changes)
+    else:
+        then = "launch again unchanged"
+
+    def answered(yes: bool | None) -> None:
+        if not yes:
+            return
+        if changes is not None:
+            restart(changes)
+        else:
+            kill(leftovers)
+
+    screen.app.push_screen(
+        ConfirmScreen("GPU memory still held", f"{procs} still hold GPU memory. Kill them and {then}?"), answered
+    )
+    return f"GPU memory still held: {procs}"

@@ -417,8 +417,7 @@ class RankBars(RowRepaint, Widget):
         num_style = self._style("stale") if stale else Style()
         t.append(" " + f"{fmt.gb(used, 1)}/{fmt.gb(total, 1)} GiB".rjust(used_w), style=num_style)
         t.append(" ")
-        ended = snap.state.phase in ("crashed", "stopped") or snap.lifecycle in ("stopped", "failed")
-        t.append_text(self._headroom(rank.avail_after_capture_gb, head_w, ended))
+        t.append_text(self._headroom(rank.avail_after_capture_gb, head_w, snap.ended))
         if util_w:
             util = "?" if gpu is None or gpu.util_pct is None else f"{gpu.util_pct:.0f}%"
             t.append(" " + util.rjust(util_w - 1), style=num_style)
