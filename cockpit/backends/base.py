@@ -306,7 +306,7 @@ class BackendPlanner(Protocol):
         """The memory plan before launch (cockpit.model.plan.MemoryPlan): weights per rank, KV
         tokens and headroom after capture per memory setting, for the GPUs in `hosts` and the model
         facts `model` (cockpit.model.read.ModelFacts, read by the caller: no I/O here); `runs` are
-        journal records that may calibrate it. None when the backend has no plan or no model."""
+        journal records that may calibrate it. None when no model is given."""
         ...
 
     def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
