@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     reads: list[d.FileRead] = []
     st = d.read_logs([str(path)], reads, name)
     t5 = time.process_time()
-    findings = get_backend(name).doctor.diagnose(st, hosts=(), target_headroom_gb=None)
+    doctor = get_backend(name).doctor
+    findings = doctor.diagnose(st, hosts=(), target_headroom_gb=None) if doctor else []
     t6 = time.process_time()
     import json
 

@@ -63,9 +63,14 @@ def profile(root: Path, port: int, engine_cpus: str) -> Path:
 
 
 def prompt_tokens(port: int) -> float:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
-    return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
-               if ln.startswith("sglang:prompt_tokens_total"))
+    """The server's prompt-token counter, read by the backend's own metric names."""
+    from cockpit.backends import get_backend
+    from cockpit.serving.servermetrics import parse_scrape
+
+    m = get_backend("sglang").metrics
+    assert m is not None
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}{m.path()}", timeout=30).read().decode()
+    return float(parse_scrape(text, m.prefix(), m.serving()).get("prompt_tokens", 0.0))
 
 
 def run_cockpit(a: argparse.Namespace, prof: Path, env: dict[str, str]) -> dict[str, Any]:

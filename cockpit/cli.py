@@ -7,8 +7,6 @@ import argparse
 import os
 import sys
 
-from cockpit.backends import DEFAULT_BACKEND, backend_names, engine_names  # the registry's names only
-
 TYPE_CHECKING = False  # not `typing`'s: importing typing costs `--help` ~3 ms (mypy reads this name as typing's)
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -104,6 +102,10 @@ def build_parser(command: str | None = None, *, names_only: bool = False) -> arg
     With `names_only`, every subcommand's name and line of help but none of their arguments: what
     `cockpit --help` prints, and the same parse of a command line that names no subcommand (argparse
     then never enters one: `cockpit`, `cockpit --version`, a mistyped command), ~3 ms sooner."""
+    # here, not at the head: importing the registry reads COCKPIT_EXTRA_BACKENDS, and a malformed
+    # entry must reach _main's handler as bad input (exit 2, no traceback: tests/third_engine/test_lifecycle.py)
+    from cockpit.backends import DEFAULT_BACKEND, backend_names, engine_names
+
     engines = backend_names()
     p = _Parser(
         prog="cockpit",

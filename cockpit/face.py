@@ -28,7 +28,7 @@ from cockpit.backends import (
     load_all_secret_flags,
     words_of,
 )
-from cockpit.backends.base import HostFacts
+from cockpit.backends.base import HostFacts, unavailable
 from cockpit.backends.foreign import foreign_lines, refusal
 from cockpit.core.crashstory import SIGKILL_SENDERS, signal_words
 from cockpit.core.findings import (

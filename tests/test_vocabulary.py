@@ -20,19 +20,28 @@ parts) are. Each identifier or literal counts once however many words it holds.
 
 The count per file is printed (`pytest -s tests/test_vocabulary.py`); the test fails above the
 ceiling. docs/DECISIONS.md ("Words by engine") records the count before the renovation.
+
+Metric names (issue 37) are counted the same way, and must be none: every name of every engine's
+metrics table (`Backend.metrics.serving()`, cockpit/backends/<engine>/metricnames.py), found inside
+an identifier or a string's token (`delta_generation_tokens_total`, `sglang:num_queue_reqs`). A
+name that is also the core's own word (a RunState field, a serving figure: `max_total_num_tokens`,
+`token_usage`) is the core's, not the engine's, and not counted.
 """
 
 from __future__ import annotations
 
 import ast
 import collections
+import dataclasses
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import cockpit
-from cockpit.backends import backend_names, engine_name
+from cockpit.backends import backend_names, engine_name, get_backend
+from cockpit.core.serving import COUNTERS, GAUGES, HISTOGRAMS
+from cockpit.core.state import RunState
 
 ROOT = Path(cockpit.__file__).resolve().parent
 EXEMPT = ("backends", "sim")  # the engines' own folders (the simulators speak their engine's words)
@@ -146,22 +155,65 @@ def _texts(tree: ast.AST) -> Iterator[tuple[int, str]]:
             yield line, node.value
 
 
-def count_file(path: Path) -> list[tuple[int, str]]:
-    """(line, text) of every identifier or string literal in `path` that names an engine word."""
+def count_file(path: Path, names: Callable[[str], bool] = names_engine_word) -> list[tuple[int, str]]:
+    """(line, text) of every identifier or string literal in `path` that `names` (an engine word)."""
     tree = ast.parse(path.read_text(), str(path))
-    return [(line, text) for line, text in _texts(tree) if names_engine_word(text)]
+    return [(line, text) for line, text in _texts(tree) if names(text)]
 
 
-def count_tree(root: Path = ROOT) -> dict[str, list[tuple[int, str]]]:
+def count_tree(root: Path = ROOT, names: Callable[[str], bool] = names_engine_word) -> dict[str, list[tuple[int, str]]]:
     out = {}
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
         if rel.parts[0] in EXEMPT:
             continue
-        hits = count_file(path)
+        hits = count_file(path, names)
         if hits:
             out[str(rel)] = hits
     return out
+
+
+@functools.cache
+def core_words() -> frozenset[str]:
+    """The core's own names a metric may share: RunState's fields, the serving figures."""
+    return frozenset({f.name for f in dataclasses.fields(RunState)} | {*COUNTERS, *GAUGES, *HISTOGRAMS})
+
+
+@functools.cache
+def metric_names() -> frozenset[str]:
+    """Every engine's metric names (its table's, without the prefix), less the core's words."""
+    names: set[str] = set()
+    for name in backend_names():
+        metrics = get_backend(name).metrics
+        if metrics is None or not _has_flags(name):  # a test's engine elsewhere has no folder here
+            continue
+        for table_names in metrics.serving().values():
+            names.update(n.lower() for n in table_names)
+    return frozenset(names - core_words())
+
+
+_IDENT = re.compile(r"[A-Za-z0-9_]+")
+
+
+def names_metric(text: str) -> bool:
+    """True when an identifier inside `text` holds a metric name as whole `_`-separated pieces."""
+    for ident in _IDENT.findall(text):
+        low = ident.lower()
+        if low in core_words():
+            continue
+        padded = f"_{low}_"
+        if any(f"_{m}_" in padded for m in metric_names()):
+            return True
+    return False
+
+
+def _report(what: str, found: dict[str, list[tuple[int, str]]], note: str = "") -> int:
+    """Print the count per file (`pytest -s`) and return the total."""
+    total = sum(len(v) for v in found.values())
+    print(f"\n{what} outside backends/ and sim/: {total} in {len(found)} files{note}")
+    for rel, hits in sorted(found.items(), key=lambda kv: -len(kv[1])):
+        print(f"{len(hits):5d}  {rel}  " + ", ".join(f"{line}:{text[:40]!r}" for line, text in hits[:6]))
+    return total
 
 
 def test_word_list_is_derived_from_the_flag_tables() -> None:
@@ -186,12 +238,27 @@ def test_matching_reads_identifiers_strings_and_camel_case() -> None:
 
 
 def test_engine_words_outside_the_engines_folders_stay_under_the_ceiling() -> None:
-    found = count_tree()
-    total = sum(len(v) for v in found.values())
-    print(f"\nengine words outside backends/ and sim/: {total} in {len(found)} files (ceiling {CEILING})")
-    for rel, hits in sorted(found.items(), key=lambda kv: -len(kv[1])):
-        print(f"{len(hits):5d}  {rel}  " + ", ".join(f"{line}:{text[:40]!r}" for line, text in hits[:6]))
+    total = _report("engine words", count_tree(), f" (ceiling {CEILING})")
     assert RATCHET <= CEILING
     assert total <= RATCHET, (
         f"{total} engine words outside backends/ and sim/ (at most {RATCHET}): name the concept in "
         "the core's own words and let the backend say its engine's")
+
+
+def test_metric_names_are_derived_from_the_engines_tables() -> None:
+    names = metric_names()
+    for n in ("num_running_reqs", "num_queue_reqs", "generation_tokens_total", "num_requests_waiting",
+              "kv_cache_usage_perc", "time_to_first_token_seconds", "request_time_per_output_token_seconds"):
+        assert n in names, n
+    for n in ("max_total_num_tokens", "token_usage", "spec_accept_length"):  # the core's words too
+        assert n not in names, n
+    assert names_metric("delta_generation_tokens_total") and names_metric("sglang:num_queue_reqs{tp_rank=0}")
+    assert names_metric("inter_token_latency_seconds_bucket")
+    assert not names_metric("generation_tokens") and not names_metric("prefix_cache_hit_rate")
+    assert not names_metric("peak_running") and not names_metric("max_total_num_tokens")
+
+
+def test_no_metric_name_outside_the_engines_folders() -> None:
+    total = _report("engine metric names", count_tree(names=names_metric))
+    assert total == 0, (f"{total} engine metric names outside backends/ and sim/: read the figure through "
+                        "`Backend.metrics.serving()` (the engine's table) and name it in the core's words")

@@ -123,11 +123,7 @@ def _register_predicted_words(backend: Backend) -> None:
     view that prints a finding of this engine says them with their unit."""
     from cockpit.core.findings import register_predicted_words
 
-    try:
-        words = backend.words()
-    except NotImplementedError:  # an engine that declares no words has no keys of its own
-        return
-    register_predicted_words(words.predicted_words)
+    register_predicted_words(backend.words().predicted_words)
 
 
 def engine_words(name: str) -> EngineWords:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, runtime_checkable
 
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.state import RunState
+from cockpit.errors import BadInput
 
 if TYPE_CHECKING:  # pydantic + yaml cost ~0.2 s to import; only annotations need Profile here
     from pathlib import Path
@@ -165,7 +166,8 @@ class BackendLaunch(Protocol):
 
     def secret_env(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> dict[str, str]:
         """{variable: value} for the launch's environment: the secret flags `node_argvs` left
-        out of argv (vLLM's `--api-key` as VLLM_API_KEY), so no other user's `ps` shows them."""
+        out of argv (vLLM's `--api-key` as VLLM_API_KEY), so no other user's `ps` shows them; {}
+        when none is set."""
         ...
 
     def rendezvous_addr(self, flags: Mapping[str, Any]) -> str | None:
@@ -175,21 +177,24 @@ class BackendLaunch(Protocol):
 
     def node_env(self, profile: Profile, index: int) -> dict[str, str]:
         """{variable: value} node `index` of a multi-node run adds to its environment (the engine's
-        way of being told the node's own address, when the profile names one)."""
+        way of being told the node's own address, when the profile names one); {} when its flags
+        tell it all."""
         ...
 
     def debug_settings(self) -> tuple[dict[str, str], dict[str, Any]]:
-        """(environment, server flags) a debug relaunch adds (NCCL/PyTorch debugging, the engine's own)."""
+        """(environment, server flags) a debug relaunch adds (NCCL/PyTorch debugging, the engine's
+        own); ({}, {}) for an engine with no debug settings."""
         ...
 
     def rank_gpus(
         self, ranks: Iterable[str], hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]
     ) -> dict[str, tuple[str, int]]:
-        """Rank label → (host, GPU index) for the ranks a log showed."""
+        """Rank label → (host, GPU index) for the ranks a log showed; {} for an engine that uses no GPU."""
         ...
 
     def gpus(self, hosts: list[str], flags: Mapping[str, Any], env: Mapping[str, str]) -> set[tuple[str, int]]:
-        """(host, GPU index) pairs a run with these flags will use (before its log names a rank)."""
+        """(host, GPU index) pairs a run with these flags will use (before its log names a rank);
+        set() for an engine that uses no GPU."""
         ...
 
     def process_role(self, name: str, is_server: bool) -> tuple[str, str | None]:
@@ -280,6 +285,11 @@ class BackendDoctor(Protocol):
         """Findings about a profile before it launches, from the flags and the hosts' facts."""
         ...
 
+    def after_plan(self, profile: Profile, plan: Any) -> list[Finding]:
+        """Findings that need the memory plan (`plan`, cockpit.model.plan.MemoryPlan): the gate asks
+        once the plan is made; [] when no rule of the engine reads it."""
+        ...
+
 
 class BackendPlanner(Protocol):
     """`backend.planner`: the memory plan before launch and what it reads (`cockpit plan`)."""
@@ -297,7 +307,7 @@ class BackendPlanner(Protocol):
         """The memory plan before launch (cockpit.model.plan.MemoryPlan): weights per rank, KV
         tokens and headroom after capture per memory setting, for the GPUs in `hosts` and the model
         facts `model` (cockpit.model.read.ModelFacts, read by the caller: no I/O here); `runs` are
-        journal records that may calibrate it. None when the backend has no plan or no model."""
+        journal records that may calibrate it. None when no model is given."""
         ...
 
     def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
@@ -326,7 +336,7 @@ class BackendTuner(Protocol):
 
     def policy(self) -> Any:
         """The pure tuning policy: a module with `Step`, `Move`, `next_move`, `best_step` (and
-        optionally `step_facts`, `MEMORY_FLAG`); None for an engine Cockpit cannot tune."""
+        optionally `step_facts`, `MEMORY_FLAG`)."""
         ...
 
 
@@ -351,11 +361,18 @@ class BackendMetrics(Protocol):
         ...
 
 
-# the capability groups, by the attribute a Backend holds each in (tests check every backend has all)
+# the capability groups, by the attribute a Backend holds each in
 GROUPS: dict[str, type] = {
     "flags": BackendFlags, "launch": BackendLaunch, "logs": BackendLogs, "doctor": BackendDoctor,
     "planner": BackendPlanner, "tuner": BackendTuner, "metrics": BackendMetrics,
 }
+# Every engine has these: no run without its flags, its launch and its log.
+REQUIRED = ("flags", "launch", "logs")
+# An engine may lack these; its Backend then holds None there, and each caller asks and says what
+# it cannot do ("plan unavailable for this engine (Echo)", `unavailable`) instead of calling a stub.
+OPTIONAL = ("doctor", "planner", "tuner", "metrics")
+# what the operator asked for that needs each optional group, in the refusal's words
+NEEDED_FOR = {"doctor": "advice", "planner": "plan", "tuner": "tune", "metrics": "serving metrics"}
 
 
 @runtime_checkable
@@ -364,7 +381,10 @@ class Backend(Protocol):
     `backend.launch.node_argvs(…)`, `backend.logs.new_parser()`, `backend.doctor.diagnose(…)`,
     `backend.planner.memory_plan(…)`, `backend.tuner.policy()`, `backend.metrics.serving()`), and
     who it is at the top (name, words, versions). Every method is pure (no I/O besides reading a
-    log file in `logs.read`) and cheap to call; the implementation imports its heavy parts on first use."""
+    log file in `logs.read`) and cheap to call; the implementation imports its heavy parts on first use.
+
+    `flags`, `launch` and `logs` are required; `doctor`, `planner`, `tuner` and `metrics` are
+    capabilities an engine may not have (None): the caller asks before it calls."""
 
     name: str  # "sglang": the profile's `backend:` value and the RunState.format prefix
 
@@ -379,16 +399,16 @@ class Backend(Protocol):
     def logs(self) -> BackendLogs: ...
 
     @property
-    def doctor(self) -> BackendDoctor: ...
+    def doctor(self) -> BackendDoctor | None: ...
 
     @property
-    def planner(self) -> BackendPlanner: ...
+    def planner(self) -> BackendPlanner | None: ...
 
     @property
-    def tuner(self) -> BackendTuner: ...
+    def tuner(self) -> BackendTuner | None: ...
 
     @property
-    def metrics(self) -> BackendMetrics: ...
+    def metrics(self) -> BackendMetrics | None: ...
 
     def words(self) -> EngineWords:
         """What the UI and the CLI say about this engine (labels, memory flag, port, demo, ranks)."""
@@ -405,3 +425,11 @@ class Backend(Protocol):
     def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
         """The version a run speaks: the profile's, else what its log showed, else None."""
         ...
+
+
+def unavailable(backend: Backend, group: str) -> Exception:
+    """The refusal of a command that needs an optional group `backend` lacks: bad input (exit 2),
+    one line naming what and the engine, no traceback. The caller raises it."""
+    what = NEEDED_FOR[group]
+    return BadInput(f"{what} unavailable for this engine ({backend.words().display})",
+                    hint=f"the {backend.name} backend has no {group}")

@@ -2,9 +2,13 @@
 engine's modules.
 
 Each engine's `Backend` class (cockpit/backends/<engine>/__init__.py) subclasses `EngineBackend`,
-names its package and default port, and writes only what its engine does differently: a group
-whose calls differ is a subclass of the group here (`class SGLangLaunch(EngineLaunch)`), named in
-the backend's class attribute of that group's capitalised name (`Launch = SGLangLaunch`). The
+names its package, default port and words (`words()`), and writes what its engine does differently:
+a group whose calls differ is a subclass of the group here (`class SGLangLaunch(EngineLaunch)`), named
+in the backend's class attribute of that group's capitalised name (`Launch = SGLangLaunch`). What
+only the engine can say has no default here: its Launch writes `readiness_path`, its Logs
+`new_parser`, `score`, `record_rank` and `filter_presets`, its Planner `model_location` and
+`server_flags` (abstract here: an engine that leaves one out does not instantiate).
+Each call is described once, in base.py; a method here says only why it answers as it does. The
 engine's modules (`flags`, `command`, `placement`, `logparse`, `diagnosis`, `preflight`, `plan`,
 `tuning`) are found by name inside the engine's package and imported on first use, so importing a
 backend stays cheap and this module imports no engine package (import-linter enforces it).
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
@@ -80,7 +85,7 @@ class EngineFlags(EngineGroup):
         return flag_value(flags, *spec.option_strings, spec.dest, default=default)
 
 
-class EngineLaunch(EngineGroup):
+class EngineLaunch(EngineGroup, ABC):
     def argv(
         self, profile: Profile, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
     ) -> list[str]:
@@ -124,15 +129,15 @@ class EngineLaunch(EngineGroup):
         return role
 
     # ---------------------------------------------------------------- where it serves
+    @abstractmethod
+    def readiness_path(self, version: str | None) -> str: ...
+
     def api_port(self, flags: Mapping[str, Any]) -> int:
         default_port = self.backend.default_port
         try:
             return int(self._placement().flag_value(flags, "port", default=default_port))
         except (TypeError, ValueError):
             return default_port
-
-    def readiness_path(self, version: str | None) -> str:
-        raise NotImplementedError(f"{type(self).__name__} names no readiness endpoint")
 
     # ---------------------------------------------------------------- prefill/decode
     def pd_role(self, flags: Mapping[str, Any]) -> str | None:
@@ -159,9 +164,18 @@ class EngineLaunch(EngineGroup):
         return [*router.program, *router.args]
 
 
-class EngineLogs(EngineGroup):
-    def new_parser(self) -> LogParser:
-        raise NotImplementedError(f"{type(self).__name__} names no log parser")
+class EngineLogs(EngineGroup, ABC):
+    @abstractmethod
+    def new_parser(self) -> LogParser: ...
+
+    @abstractmethod
+    def score(self, sample: bytes) -> float: ...
+
+    @abstractmethod
+    def record_rank(self, line: str) -> str | None: ...
+
+    @abstractmethod
+    def filter_presets(self) -> Mapping[str, tuple[str, ...]]: ...
 
     def new_state(self) -> RunState:
         return RunState(backend=self.backend.name, memory_flag=self.backend.words().memory_flag)
@@ -170,9 +184,6 @@ class EngineLogs(EngineGroup):
              stats: dict[str, int] | None = None) -> RunState:
         return cast("LogparseModule", self._module("logparse")).read_log(source, state, stats)
 
-    def score(self, sample: bytes) -> float:
-        raise NotImplementedError(f"{type(self).__name__} scores no log")
-
     # What only this engine's start-up prints (its arguments dump, its version banner): found in a
     # log's opening, it outweighs any share of lines that merely look like another engine's.
     STARTUP_MARKS: re.Pattern[bytes] | None = None
@@ -180,14 +191,8 @@ class EngineLogs(EngineGroup):
     def startup_marked(self, sample: bytes) -> bool:
         return self.STARTUP_MARKS is not None and self.STARTUP_MARKS.search(sample) is not None
 
-    def record_rank(self, line: str) -> str | None:
-        raise NotImplementedError(f"{type(self).__name__} reads no rank")
-
     def is_server_args(self, event: Any) -> bool:
         return isinstance(event, ServerArgs)
-
-    def filter_presets(self) -> Mapping[str, tuple[str, ...]]:
-        raise NotImplementedError(f"{type(self).__name__} names no log filter presets")
 
 
 class EngineDoctor(EngineGroup):
@@ -202,13 +207,11 @@ class EngineDoctor(EngineGroup):
         return cast("PreflightModule", self._module("preflight")).preflight(profile, list(hosts), version=version)
 
     def after_plan(self, profile: Profile, plan: Any) -> list[Finding]:
-        """The engine's rules that need the memory plan (its preflight module's `after_plan`, if it
-        has one): the gate runs them once the plan is made."""
         rule = getattr(self._module("preflight"), "after_plan", None)
         return list(rule(profile, plan)) if rule is not None else []
 
 
-class EnginePlanner(EngineGroup):
+class EnginePlanner(EngineGroup, ABC):
     def memory_plan(
         self, profile: Profile, hosts: Iterable[HostFacts], *, model: Any = None,
         overrides: Mapping[str, Any] | None = None, runs: Iterable[Any] = (), calibrate_from: str | None = None,
@@ -218,8 +221,11 @@ class EnginePlanner(EngineGroup):
         return cast("PlanModule", self._module("plan")).memory_plan(
             profile, hosts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
 
-    def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
-        raise NotImplementedError(f"{type(self).__name__} names no model flag")  # each engine says its own
+    @abstractmethod
+    def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None: ...
+
+    @abstractmethod
+    def server_flags(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]: ...
 
     def draft_model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
         return None  # an engine with speculative decoding names its draft model's flag
@@ -228,13 +234,9 @@ class EnginePlanner(EngineGroup):
         term_lines = getattr(self._module("plan"), "term_lines", None)
         return list(term_lines(terms)) if term_lines is not None else []
 
-    def server_flags(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
-        raise NotImplementedError(f"{type(self).__name__} names no model or parallelism flags")
-
 
 class EngineTuner(EngineGroup):
     def policy(self) -> Any:
-        """The tuning policy `cockpit tune` asks for its next launch (`<engine package>.tuning`)."""
         return self._module("tuning")
 
 
@@ -253,7 +255,7 @@ class EngineMetrics(EngineGroup):
         return None  # an engine with its own generate API says so (SGLang's /generate)
 
 
-class EngineBackend:
+class EngineBackend(ABC):
     name: str  # "sglang": the key of get_backend and the prefix of its metrics
     package: str  # the engine's package: "cockpit.backends.sglang"
     default_port: int  # the engine's HTTP port when the profile sets none
@@ -262,30 +264,30 @@ class EngineBackend:
     # every engine for its log score); None: read from the tables. tests/backends/test_backends.py holds the
     # declaration equal to the tables.
     secret_flags: tuple[str, ...] | None = None
-    # the group classes: an engine names its subclass of the group whose calls differ
+    # the group classes: an engine names its subclass of the group whose calls differ, and None for
+    # an optional group it lacks (base.OPTIONAL: the caller then says what it cannot do)
     Flags: type[EngineFlags] = EngineFlags
-    Launch: type[EngineLaunch] = EngineLaunch
-    Logs: type[EngineLogs] = EngineLogs
-    Doctor: type[EngineDoctor] = EngineDoctor
-    Planner: type[EnginePlanner] = EnginePlanner
-    Tuner: type[EngineTuner] = EngineTuner
-    Metrics: type[EngineMetrics] = EngineMetrics
+    Launch: type[EngineLaunch]  # abstract here: each engine names its own
+    Logs: type[EngineLogs]
+    Doctor: type[EngineDoctor] | None = EngineDoctor
+    Planner: type[EnginePlanner] | None
+    Tuner: type[EngineTuner] | None = EngineTuner
+    Metrics: type[EngineMetrics] | None = EngineMetrics
 
     def __init__(self) -> None:
         self.flags = self.Flags(self)
         self.launch = self.Launch(self)
         self.logs = self.Logs(self)
-        self.doctor = self.Doctor(self)
-        self.planner = self.Planner(self)
-        self.tuner = self.Tuner(self)
-        self.metrics = self.Metrics(self)
+        self.doctor = self.Doctor(self) if self.Doctor is not None else None
+        self.planner = self.Planner(self) if self.Planner is not None else None
+        self.tuner = self.Tuner(self) if self.Tuner is not None else None
+        self.metrics = self.Metrics(self) if self.Metrics is not None else None
 
     def _module(self, leaf: str) -> ModuleType:
         return importlib.import_module(f"{self.package}.{leaf}")
 
-    def words(self) -> EngineWords:
-        """What the UI and the CLI say about this engine: each engine's class declares its own."""
-        raise NotImplementedError(f"{type(self).__name__} declares no EngineWords")
+    @abstractmethod
+    def words(self) -> EngineWords: ...
 
     def versions(self) -> tuple[str, ...]:
         return cast("FlagsModule", self._module("flags")).VERSIONS
@@ -294,7 +296,7 @@ class EngineBackend:
         return cast("FlagsModule", self._module("flags")).resolve_version(version)
 
     def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
-        """The profile's version, else the one the log's format names ("sglang-0.5.9")."""
+        # the profile's, else the one the log's format names ("sglang-0.5.9")
         if profile is not None and profile.version:
             return profile.version
         fmt = state.format or ""

@@ -53,7 +53,8 @@ def spec_from_args(args: argparse.Namespace, backend: str) -> tuple[Any, list[in
     if args.api != "openai":
         own = engine_words(backend).native_api
         if own == args.api:
-            native = get_backend(backend).metrics.native_api()
+            metrics = get_backend(backend).metrics
+            native = metrics.native_api() if metrics is not None else None
         if native is None:
             raise BadInput(f"--api {args.api}: {engine_name(backend)} (this profile's backend) has no generate API "
                            "of that name", hint="use --api openai" + (f" or --api {own}" if own else ""))
@@ -137,7 +138,11 @@ async def bench_live(sup: Any, spec: Any, levels: list[int], *, journal: Any = N
         )
 
     base = await sup.api_base_url()
-    spec.metrics_prefix = sup.backend.metrics.prefix()
+    metrics = sup.backend.metrics
+    if metrics is None:  # the load runs all the same; the server's side is said unavailable, not zero
+        spec.metrics_absent = f"serving metrics unavailable for this engine ({sup.backend.words().display})"
+    else:
+        spec.metrics_path, spec.metrics_prefix, spec.metric_names = metrics.path(), metrics.prefix(), metrics.serving()
     spec.metrics_switch = sup.backend.words().metrics_switch
     spec.api_key = api_key_of(sup.profile, info.flags)  # a server started with --api-key refuses requests without it
     served = await served_model(base, spec.api_key)
@@ -182,7 +187,10 @@ async def _vocab(sup: Any, info: Any) -> tuple[Any, str]:
     """The token ids of the run's model, read on node 0 over its transport (vocab_probe.py on the
     host's Python): (Vocab, "") or (None, why not)."""
     try:
-        path = sup.backend.planner.model_location(sup.profile, info.flags)
+        planner = sup.backend.planner
+        if planner is None:
+            return None, f"plan unavailable for this engine ({sup.backend.words().display}): no model named"
+        path = planner.model_location(sup.profile, info.flags)
     except ValueError as exc:
         return None, str(exc)
     if not path:

@@ -162,5 +162,10 @@ def diagnose_logs(
             # binary or prose first file) the default one was only a fallback: say that none matched.
             engines = engine_name(name) if detected or any(x.recognised for x in reads) else engine_names()
             raise BadInput(f"no {engines} log lines recognised in {r.path} ({r.lines:,} lines read)")
-    findings = get_backend(name).doctor.diagnose(state, hosts=hosts or (), target_headroom_gb=target_headroom_gb)
+    backend = get_backend(name)
+    doctor = backend.doctor
+    if doctor is None:  # an engine without advice: its log is still read and shown, and this said
+        return state, [Finding("advice_unavailable", "info", f"advice unavailable for this engine "
+                               f"({backend.words().display}): the log is read, no rule of the engine judges it")], reads
+    findings = doctor.diagnose(state, hosts=hosts or (), target_headroom_gb=target_headroom_gb)
     return state, findings, reads

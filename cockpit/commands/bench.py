@@ -90,10 +90,10 @@ def render(name: str, r: dict[str, Any]) -> str:
             lines.append(f"  error ×{n}: {kind}")
         srv = lv["server"]
         if srv.get("available"):
-            gen = srv.get("delta_generation_tokens_total")
+            gen = srv.get("delta_generation_tokens")
             lines.append(
-                f"  server: peak running {srv.get('peak_num_running_reqs') or 0:.0f}, peak queue "
-                f"{srv.get('peak_num_queue_reqs') or 0:.0f}, peak KV usage {srv.get('peak_token_usage') or 0:.2f}; "
+                f"  server: peak running {srv.get('peak_running') or 0:.0f}, peak queue "
+                f"{srv.get('peak_waiting') or 0:.0f}, peak KV usage {srv.get('peak_kv_usage') or 0:.2f}; "
                 f"generated {'—' if gen is None else f'{gen:,.0f}'} tokens (client counted {lv['output_tokens']:,})")
             lines.append(f"  server TTFT: {_server_hist(srv, 'ttft')}"
                          + (f" (mean {_ms(srv['mean_ttft_ms'])} ms; client mean {_ms(lv.get('mean_ttft_ms'))} ms)"

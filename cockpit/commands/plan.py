@@ -42,6 +42,7 @@ from cockpit.face import (
     plan_finding,
     plan_for_profile,
     read_model_dir,
+    unavailable,
 )
 
 # ---- the command -------------------------------------------------------------------------------
@@ -72,8 +73,11 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
         raise BadInput("--model-config needs --gpu-mem-gb and --tp")
 
     overrides = _overrides(args.backend, list(args.overrides or []))
+    planner = get_backend(args.backend).planner
+    if planner is None:
+        raise unavailable(get_backend(args.backend), "planner")
     try:
-        server = get_backend(args.backend).planner.server_flags(args.model_config, args.tp, args.dp, args.ep)
+        server = planner.server_flags(args.model_config, args.tp, args.dp, args.ep)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     profile = parse_profile({
@@ -81,7 +85,7 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
         "policy": {"target-headroom-gb": args.target_headroom_gb, "warn-headroom-gb": args.warn_headroom_gb},
     }, "--model-config")
     model = read_model_dir(args.model_config)
-    draft_path = get_backend(args.backend).planner.draft_model_location(profile, overrides)
+    draft_path = planner.draft_model_location(profile, overrides)
     if draft_path:  # --set speculative-draft-model-path=DIR (SGLang) / speculative-config's "model" (vLLM)
         model = dataclasses.replace(model, draft=read_model_dir(draft_path))
     facts = [HostFacts(host="local", gpu_mem_total_gib=args.gpu_mem_gb, gpu_count=args.gpus, source="override")]
@@ -164,7 +168,7 @@ def _offline_hint(hint: str | None, profile: Any, overrides: dict[str, Any], gpu
         tp = backend.flags.value(backend.flags.effective(profile, overrides), "tp")
     except Exception:  # a flag the server refuses was said before any I/O; here it only loses N
         tp = None
-    model = backend.planner.model_location(profile, overrides)
+    model = backend.planner.model_location(profile, overrides) if backend.planner is not None else None
     gib = f"{gpu_mem_gb:g}" if gpu_mem_gb is not None else "GiB"
     line = (f"to plan without the host: cockpit plan --model-config DIR --gpu-mem-gb {gib} --tp {tp or 'N'}"
             + (f" --backend {profile.backend}" if profile.backend != DEFAULT_BACKEND else "")
@@ -238,7 +242,8 @@ def _current_from(mp: MemoryPlan, items: list[str]) -> str:
 
 def _engine_term_lines(mp: MemoryPlan) -> list[str]:
     """The lines of the terms only the plan's engine has, as its backend words them."""
-    return get_backend(mp.backend).planner.term_lines(mp.terms) if mp.backend in backend_names() else []
+    planner = get_backend(mp.backend).planner if mp.backend in backend_names() else None
+    return planner.term_lines(mp.terms) if planner is not None else []
 
 
 def render_plan(mp: MemoryPlan, current_from: str = "profile") -> str:

@@ -44,6 +44,7 @@ from cockpit.face import (
     read_profile_yaml,
     resolve_profile,
     sort_findings,
+    unavailable,
 )
 
 OBJECTIVES = ("throughput", "ttft-p99")
@@ -86,7 +87,10 @@ def run(args: argparse.Namespace) -> int:
     slo = parse_slo(args.slo)
     if args.max_launches < 1:
         raise BadInput(f"--max-launches must be at least 1 (got {args.max_launches})")
-    policy = get_backend(profile.backend).tuner.policy()
+    tuner_of = get_backend(profile.backend).tuner
+    if tuner_of is None:  # said before any launch or check
+        raise unavailable(get_backend(profile.backend), "tuner")
+    policy = tuner_of.policy()
     spec, levels = spec_from_args(args, profile.backend)
     tuner = Tuner(profile, policy, spec, levels[-1], args, slo)
     tuner.check_output()  # before the first launch: a session's result must have somewhere to go
@@ -387,9 +391,9 @@ class Tuner:
             ttft_p99_ms=_num(((bench or {}).get("ttft_ms") or {}).get("p99")),
             itl_p99_ms=_num(((bench or {}).get("itl_ms") or {}).get("p99")),
             # the second half's means: the first seconds' burst of prefills queues every request
-            peak_running=_num(srv.get("steady_num_running_reqs", srv.get("peak_num_running_reqs"))),
-            peak_queue=_num(srv.get("steady_num_queue_reqs", srv.get("peak_num_queue_reqs"))),
-            peak_token_usage=_num(srv.get("steady_token_usage", srv.get("peak_token_usage"))),
+            peak_running=_num(srv.get("steady_running", srv.get("peak_running"))),
+            peak_queue=_num(srv.get("steady_waiting", srv.get("peak_waiting"))),
+            peak_token_usage=_num(srv.get("steady_kv_usage", srv.get("peak_kv_usage"))),
             crash_kind=crash_kind,
             advice=advice,
             predicted_headroom_gb=predicted if crashed else move.predicted_headroom_gb,

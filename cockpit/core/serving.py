@@ -22,11 +22,11 @@ from prometheus_client.parser import text_string_to_metric_families
 WINDOW_S = 60.0  # the latency window
 RATE_WINDOW_S = 10.0  # tok/s over the last ten seconds (vLLM's own stats interval)
 
-# the figures every engine's table fills (cockpit/backends/*/metricnames.py)
+# the figures an engine's table may fill (cockpit/backends/*/metricnames.py)
 COUNTERS = ("generation_tokens", "prompt_tokens", "preemptions", "requests_finished",
             "prefix_cache_hits", "prefix_cache_queries", "spec_accepted_tokens", "spec_draft_tokens")
 GAUGES = ("running", "waiting", "kv_usage", "prefix_cache_hit_rate", "spec_accept_length")
-HISTOGRAMS = ("ttft", "itl", "e2e")
+HISTOGRAMS = ("ttft", "itl", "e2e", "tpot")
 
 
 @dataclass

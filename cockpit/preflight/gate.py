@@ -68,7 +68,12 @@ def check_profile(
     from cockpit.telemetry.hostfacts import apply_what_if, host_facts_for
 
     facts = apply_what_if(host_facts_for(profile, facts_overrides), host_mem_gb, gpu_mem_gb, gpus)
-    return get_backend(profile.backend).doctor.preflight(profile, facts, version=version), facts
+    backend = get_backend(profile.backend)
+    if backend.doctor is None:  # an engine without preflight rules: said, not passed over in silence
+        return [Finding("preflight_rules_unavailable", "info",
+                        f"preflight rules unavailable for this engine ({backend.words().display}): "
+                        "only the hosts and the launch are checked")], facts
+    return backend.doctor.preflight(profile, facts, version=version), facts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,9 +286,8 @@ async def gate(
     if plan:
         result.plan, result.memory_plan = await _plan(profile, ov, result, runs)
         # the engine's rules that need the plan's device pool (SGLang: HiCache's host pool against it)
-        after = getattr(backend.doctor, "after_plan", None)
-        if result.memory_plan is not None and after is not None:
-            result.findings = sort_findings([*result.findings, *after(checked, result.memory_plan)])
+        if result.memory_plan is not None and backend.doctor is not None:
+            result.findings = sort_findings([*result.findings, *backend.doctor.after_plan(checked, result.memory_plan)])
     return result
 
 

@@ -103,7 +103,8 @@ async def launch_findings(profile: Profile, overrides: Mapping[str, Any] | None 
         live = run_or_none(await n0.ops.find(n0.key))
         if live is not None and live.has_processes:
             return []  # the launch refuses a live run itself, naming it
-        model = backend.planner.model_location(profile, overrides)
+        # an engine without a planner names no model flag: no path to look for
+        model = backend.planner.model_location(profile, overrides) if backend.planner is not None else None
         paths = [model] if model and _path_like(model) and not runs_simulator(profile) else []
         port = backend.launch.api_port(flags)
         host = backend.flags.value(flags, "host")

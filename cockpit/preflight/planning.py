@@ -14,8 +14,17 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from cockpit.backends import get_backend
+from cockpit.backends.base import unavailable
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.errors import BadInput, CockpitError
+from cockpit.model.config import ModelConfigError
+from cockpit.model.plan import PlanUnavailable
+from cockpit.model.read import facts_from_probe, probe_program
+from cockpit.telemetry.hostfacts import host_facts_for, measure_hosts
+from cockpit.transport import transport_for
+from cockpit.transport.base import TransportError
+from cockpit.transport.local import LocalTransport
 
 if TYPE_CHECKING:
     from cockpit.backends.base import HostFacts
@@ -30,7 +39,6 @@ FINDING_ID = "memory_plan"
 async def measured_facts(profile: Profile) -> list[HostFacts]:
     """Every host measured by the telemetry agent (as a launch's preflight does: the simulator's GPUs
     count too); a host that cannot be measured keeps what this machine knows, or stays unknown."""
-    from cockpit.telemetry.hostfacts import host_facts_for, measure_hosts
 
     return host_facts_for(profile, await measure_hosts(profile, include_local=True))
 
@@ -41,9 +49,6 @@ async def read_model_on_host(
 ) -> ModelFacts:
     """Facts of `model_path` as the GPU host sees it: cockpit/model/probe.py runs on the host's Python,
     reads a few KB of metadata (never tensor data) and answers in one JSON line."""
-    from cockpit.model.config import ModelConfigError
-    from cockpit.model.read import facts_from_probe, probe_program
-    from cockpit.transport.local import LocalTransport
 
     py = python or (sys.executable if isinstance(transport, LocalTransport) else "python3")
     # the request (HF_TOKEN among the env) travels inside the program on stdin, never in argv
@@ -63,13 +68,13 @@ async def read_model_on_host(
 async def read_profile_model(profile: Profile) -> ModelFacts:
     """The profile's model (the backend says which flag names it) read on its first host (node 0),
     over that host's transport."""
-    from cockpit.backends import get_backend
-    from cockpit.model.config import ModelConfigError
-    from cockpit.transport import transport_for
 
     try:
         backend = get_backend(profile.backend)
-        path = backend.planner.model_location(profile)
+        planner = backend.planner
+        if planner is None:  # an engine without a plan reads no model for one
+            raise unavailable(backend, "planner")
+        path = planner.model_location(profile)
     except ValueError as exc:  # an unknown backend, a flag the server refuses
         raise BadInput(str(exc)) from None
     if not path:
@@ -78,7 +83,7 @@ async def read_profile_model(profile: Profile) -> ModelFacts:
     python = None if host.is_local else profile.python
     facts = await read_model_on_host(transport_for(host), str(path), python=python, env=profile.env)
     # a speculative draft model the flags name is read the same way, beside it (docs/PLAN.md)
-    draft_path = backend.planner.draft_model_location(profile)
+    draft_path = planner.draft_model_location(profile)
     if draft_path:
         draft = await read_model_on_host(transport_for(host), str(draft_path), python=python, env=profile.env)
         facts = dataclasses.replace(facts, draft=draft)
@@ -91,12 +96,13 @@ def backend_plan(
 ) -> MemoryPlan:
     """The backend's budget (Backend.planner.memory_plan) for facts already gathered; `runs` are the
     journal's records (the caller reads the journal: it sits above this layer)."""
-    from cockpit.backends import get_backend
 
     try:
         backend = get_backend(profile.backend)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    if backend.planner is None:
+        raise unavailable(backend, "planner")
     mp = backend.planner.memory_plan(profile, facts, model=model, overrides=overrides, runs=runs, calibrate_from=calibrate_from)
     if mp is None:
         raise BadInput(f"no memory plan for backend {profile.backend!r} yet (see docs/PLAN.md)")
@@ -114,12 +120,14 @@ async def plan_for_profile(
 ) -> MemoryPlan:
     """The profile's memory plan. Raises ModelConfigError (bad or unreadable model), PlanUnavailable
     (GPU memory unknown), BadInput (a flag the server refuses, a backend without a plan)."""
-    from cockpit.backends import get_backend
 
     try:
-        get_backend(profile.backend).flags.effective(profile, overrides)  # a refused flag: exit 2 before any I/O
+        backend = get_backend(profile.backend)
+        backend.flags.effective(profile, overrides)  # a refused flag: exit 2 before any I/O
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    if backend.planner is None:  # said before the model is read or a host asked
+        raise unavailable(backend, "planner")
     if model is None:
         model = await read_profile_model(profile)
     if facts is None:
@@ -172,9 +180,6 @@ async def profile_plan_finding(
 ) -> tuple[Finding, MemoryPlan | None]:
     """plan_finding for a profile, never raising for an unreadable model or unknown GPUs (that is an
     info finding: the plan is advice, the launch is the operator's)."""
-    from cockpit.model.config import ModelConfigError
-    from cockpit.model.plan import PlanUnavailable
-    from cockpit.transport.base import TransportError
 
     try:
         mp = await plan_for_profile(profile, overrides, facts=facts, runs=runs)
@@ -208,9 +213,6 @@ async def plan_for_run(profile: Profile, flags: Mapping[str, Any]) -> MemoryPlan
     own by now). None when the model cannot be read or the GPUs are unknown."""
     import dataclasses
 
-    from cockpit.model.config import ModelConfigError
-    from cockpit.model.plan import PlanUnavailable
-    from cockpit.transport.base import TransportError
 
     try:
         model = await read_profile_model(profile)

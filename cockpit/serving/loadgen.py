@@ -106,15 +106,22 @@ class Progress:
         tps = self.output_tokens / self.elapsed_s if self.elapsed_s > 0 else 0.0
         srv = ""
         if self.server:
-            srv = (f" · server running {self.server.get('num_running_reqs', 0):.0f}"
-                   f" queue {self.server.get('num_queue_reqs', 0):.0f}"
-                   f" KV {self.server.get('token_usage', 0):.2f}")
+            srv = (f" · server running {self.server.get('running', 0):.0f}"
+                   f" queue {self.server.get('waiting', 0):.0f}"
+                   f" KV {self.server.get('kv_usage', 0):.2f}")
         return (f"c={self.concurrency} {self.done}/{self.total} done · {self.errors} errors · "
                 f"{tps:,.0f} tok/s · {self.elapsed_s:.0f} s{srv}")
 
 
 def _cpu_s() -> float:
     return time.process_time()
+
+
+async def server_figures(client: httpx.AsyncClient, base_url: str, spec: BenchSpec) -> dict[str, Any] | None:
+    """One scrape of the engine's metrics as the figures bench reads; None when the engine has none."""
+    if spec.metrics_path is None:
+        return None
+    return await scrape(client, base_url, spec.metrics_path, spec.metrics_prefix, spec.metric_names)
 
 
 async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progress], None] | None = None,
@@ -143,7 +150,7 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
 
     cpu0 = _cpu_s()
     async with http_client() as client:
-        before = await scrape(client, base_url, spec.metrics_prefix)
+        before = await server_figures(client, base_url, spec)
         t0 = time.perf_counter()
         deadline = t0 + spec.duration_s
 
@@ -168,7 +175,7 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
                     await asyncio.sleep(min(progress_every_s, METRICS_INTERVAL_S))
 
         async def watch_once(mc: httpx.AsyncClient, scrape_now: bool) -> None:
-            m = await scrape(mc, base_url, spec.metrics_prefix) if before is not None and scrape_now else None
+            m = await server_figures(mc, base_url, spec) if before is not None and scrape_now else None
             if m is not None:
                 sample = {k: m[k] for k in SERVER_PEAKS if k in m}
                 series.append((time.perf_counter() - t0, sample))
@@ -203,7 +210,7 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
             watcher.cancel()
             await asyncio.gather(watcher, all_done, stop_wait, return_exceptions=True)
         duration = time.perf_counter() - t0
-        after = await scrape(client, base_url, spec.metrics_prefix) if before is not None else None
+        after = await server_figures(client, base_url, spec) if before is not None else None
     cpu = _cpu_s() - cpu0
     ok = [r for r in results if r.ok]
     errors = [r for r in results if not r.ok]
@@ -230,7 +237,7 @@ async def run_level(base_url: str, spec: BenchSpec, on_progress: Callable[[Progr
         "mean_ttft_ms": round(sum(r.ttft_s or 0 for r in ok) / len(ok) * 1000, 2) if ok else None,
         "mean_e2e_ms": round(sum(r.e2e_s or 0 for r in ok) / len(ok) * 1000, 2) if ok else None,
         "client_cpu_s": round(cpu, 3),
-        "server": server_summary(before, after, peaks, series, duration, spec.metrics_switch),
+        "server": server_summary(before, after, peaks, series, duration, spec.metrics_switch, spec.metrics_absent),
     }
     return finite_json(out)
 

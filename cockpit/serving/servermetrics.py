@@ -1,6 +1,7 @@
 """The server's own figures during a bench: its `/metrics` scraped and parsed (the counters, gauges
-and latency histograms bench uses, in SGLang's names whichever engine), and their change over a level
-(peaks, steady state, counter deltas, histogram quantiles), held beside the client's figures.
+and latency histograms bench uses, named by the core's figures: the engine's own names come from its
+backend's table, `Backend.metrics.serving()`), and their change over a level (peaks, steady state,
+counter deltas, histogram quantiles), held beside the client's figures.
 
 Why a module of its own: the Prometheus text and its arithmetic are read apart from the requests
 (answers.py) and the level scheduling (loadgen.py) that calls `scrape` once a second.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -20,37 +22,40 @@ from cockpit.serving.answers import get_capped
 METRICS_CAP = 4 << 20  # /metrics (vLLM's on a busy server: ~100 KB)
 SCRAPE_TIMEOUT_S = 5.0  # one /metrics scrape, whole (a server dribbling a byte a second is cut)
 
-# Server counters whose change over the run is reported (names without the `sglang:` prefix).
-SERVER_COUNTERS = ("generation_tokens_total", "prompt_tokens_total", "num_requests_total",
-                   "num_retracted_requests_total", "time_to_first_token_seconds_sum",
-                   "time_to_first_token_seconds_count", "e2e_request_latency_seconds_sum",
-                   "e2e_request_latency_seconds_count")
-SERVER_PEAKS = ("num_running_reqs", "num_queue_reqs", "token_usage")
-# vLLM's names for the same figures (its prefix is `vllm:`)
-ALIASES = {"num_running_reqs": ("num_requests_running",), "num_queue_reqs": ("num_requests_waiting",),
-           "token_usage": ("kv_cache_usage_perc", "gpu_cache_usage_perc"),
-           "num_requests_total": ("request_success_total",), "num_retracted_requests_total": ("num_preemptions_total",),
-           "max_total_num_tokens": ()}
-# The servers' latency histograms (both engines' names): quantiles of their change over the run.
-# `inter_token_latency`: one observation per decode step of a request; `request_time_per_output_token`
-# (vLLM): one per request, (E2E − TTFT) / (tokens − 1), the client's `itl_ms` definition.
-SERVER_HISTOGRAMS = {"itl": "inter_token_latency_seconds", "tpot": "request_time_per_output_token_seconds",
-                     "ttft": "time_to_first_token_seconds"}
-_WANTED = frozenset((*SERVER_COUNTERS, *SERVER_PEAKS, *(a for al in ALIASES.values() for a in al),
-                     "max_total_num_tokens"))
-_FRACTIONS = frozenset(("token_usage", "kv_cache_usage_perc", "gpu_cache_usage_perc"))
+# The figures bench reads (cockpit/core/serving.py's words; each engine's table names them its way).
+SERVER_COUNTERS = ("generation_tokens", "prompt_tokens", "requests_finished", "preemptions")  # change over the run
+SERVER_PEAKS = ("running", "waiting", "kv_usage")  # peak and steady state
+CAPACITY = "max_total_num_tokens"  # the KV pool's size in tokens, where the engine exports it
+# Latency histograms: quantiles of their change over the run. `itl`: one observation per decode step
+# of a request; `tpot` (where exported): one per request, (E2E − TTFT) / (tokens − 1), the client's
+# `itl_ms` definition.
+SERVER_HISTOGRAMS = ("itl", "tpot", "ttft")
+MEANS = ("ttft", "e2e")  # histograms whose _sum / _count give a mean
+_FRACTIONS = frozenset(("kv_usage",))
 _LE = re.compile(r'\ble="([^"]{0,40})"')
 
 
-def parse_scrape(text: str, prefix: str) -> dict[str, Any]:
-    """The figures bench uses from a /metrics body: {name without prefix: value} for the counters and
-    gauges it knows (label sets folded: counts summed, fractions the maximum), and
-    {"buckets": {histogram: {le: cumulative count}}} for SERVER_HISTOGRAMS. Only lines that start with
-    the prefix and name a wanted metric are looked at; a value that is not a finite number ≥ 0 (a
-    fraction above 1) is left out, as if the server had not sent it."""
-    out: dict[str, Any] = {}
+def _lookup(names: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, str]]:
+    """The engine's metric names (histograms with their suffixes) -> (figure, part)."""
+    out: dict[str, tuple[str, str]] = {}
+    for figure in (*SERVER_COUNTERS, *SERVER_PEAKS, CAPACITY):
+        out.update((n, (figure, "value")) for n in names.get(figure, ()))
+    for figure in {*SERVER_HISTOGRAMS, *MEANS}:
+        for n in names.get(figure, ()):
+            out.update({n + "_bucket": (figure, "bucket"), n + "_sum": (figure, "sum"), n + "_count": (figure, "count")})
+    return out
+
+
+def parse_scrape(text: str, prefix: str, names: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """The figures bench uses from a /metrics body, `names` being the engine's table (figure -> its
+    metric names without the prefix, newest first): {figure: value} for the counters and gauges
+    (label sets folded: counts summed, fractions and the capacity the maximum), `{figure}_sum` and
+    `{figure}_count` of MEANS, and {"buckets": {histogram: {le: cumulative count}}}. Only lines that
+    start with the prefix and name a wanted metric are looked at; a value that is not a finite number
+    ≥ 0 (a fraction above 1) is left out, as if the server had not sent it."""
+    wanted = _lookup(names)
+    raw: dict[str, float] = {}
     buckets: dict[str, dict[float, float]] = {}
-    hists = {h + "_bucket": h for h in SERVER_HISTOGRAMS.values()}
     n = len(prefix)
     for line in text.splitlines():
         if not line.startswith(prefix):
@@ -66,9 +71,10 @@ def parse_scrape(text: str, prefix: str) -> dict[str, Any]:
             if space < 0:
                 continue
             name, labels, rest = line[n:space], "", line[space:]
-        hist = hists.get(name)
-        if name not in _WANTED and hist is None:
+        what = wanted.get(name)
+        if what is None:
             continue
+        figure, part = what
         parts = rest.split(None, 2)
         if not parts:
             continue
@@ -76,40 +82,46 @@ def parse_scrape(text: str, prefix: str) -> dict[str, Any]:
             value = float(parts[0])
         except ValueError:
             continue
-        if not (math.isfinite(value) and value >= 0) or (name in _FRACTIONS and value > 1.0):
+        if not (math.isfinite(value) and value >= 0) or (figure in _FRACTIONS and value > 1.0):
             continue
-        if hist is not None:
+        if part == "bucket":
             m = _LE.search(labels)
             try:
                 le = float(m.group(1)) if m else math.nan
             except ValueError:
                 continue
             if le == le and le >= 0:  # +Inf is a bound here
-                b = buckets.setdefault(hist, {})
+                b = buckets.setdefault(name, {})
                 b[le] = b.get(le, 0.0) + value
             continue
-        if name not in out:
-            out[name] = value
-        elif name in _FRACTIONS or name == "max_total_num_tokens":
-            out[name] = max(out[name], value)
+        if name not in raw:
+            raw[name] = value
+        elif figure in _FRACTIONS or figure == CAPACITY:
+            raw[name] = max(raw[name], value)
         else:
-            out[name] += value
-    for name, others in ALIASES.items():
-        for other in others:
-            if name not in out and other in out:
-                out[name] = out[other]
-    out["buckets"] = buckets
+            raw[name] += value
+    out: dict[str, Any] = {}
+    hists: dict[str, dict[float, float]] = {}
+    for name, (figure, part) in wanted.items():  # the table's order: the newest name the server sent wins
+        key = figure if part in ("value", "bucket") else f"{figure}_{part}"
+        if part == "bucket":
+            if name in buckets and figure not in hists:
+                hists[figure] = buckets[name]
+        elif name in raw and key not in out:
+            out[key] = raw[name]
+    out["buckets"] = hists
     return out
 
 
-async def scrape(client: httpx.AsyncClient, base_url: str, prefix: str) -> dict[str, Any] | None:
-    """The server's /metrics, names without the prefix and in SGLang's words; None when it does not
+async def scrape(client: httpx.AsyncClient, base_url: str, path: str, prefix: str,
+                 names: Mapping[str, tuple[str, ...]]) -> dict[str, Any] | None:
+    """The server's metrics endpoint (`path`) as parse_scrape's figures; None when it does not
     answer within SCRAPE_TIMEOUT_S and METRICS_CAP bytes. Parsed in a thread: a large body must not
     hold the event loop the requests are timed on."""
-    got = await get_capped(client, base_url.rstrip("/") + "/metrics", METRICS_CAP, SCRAPE_TIMEOUT_S)
+    got = await get_capped(client, base_url.rstrip("/") + path, METRICS_CAP, SCRAPE_TIMEOUT_S)
     if got is None or got[0] != 200:
         return None
-    return await asyncio.to_thread(lambda: parse_scrape(got[1].decode("utf-8", "replace"), prefix))
+    return await asyncio.to_thread(lambda: parse_scrape(got[1].decode("utf-8", "replace"), prefix, names))
 
 
 def hist_quantiles(before: dict[float, float], after: dict[float, float], scale: float = 1000.0) -> dict[str, Any] | None:
@@ -141,11 +153,14 @@ def hist_quantiles(before: dict[float, float], after: dict[float, float], scale:
 
 
 def server_summary(before: dict[str, Any] | None, after: dict[str, Any] | None,
-                    peaks: dict[str, float], series: list[tuple[float, dict[str, float]]], duration: float,
-                    switch: str | None = None) -> dict[str, Any]:
+                   peaks: dict[str, float], series: list[tuple[float, dict[str, float]]], duration: float,
+                   switch: str | None = None, absent: str | None = None) -> dict[str, Any]:
+    """The `server` object of a level: its figures' peaks and steady state, the counters' change,
+    the histograms' quantiles; `{"available": false, "reason"}` when no scrape answered (`absent`:
+    why none was tried, an engine without metrics)."""
     if before is None or after is None:
         how = f" (start the server with {switch})" if switch else ""
-        return {"available": False, "reason": f"/metrics did not answer{how}"}
+        return {"available": False, "reason": absent or f"/metrics did not answer{how}"}
     out: dict[str, Any] = {"available": True, "samples": len(series)}
     # steady state: the samples of the second half (the start's burst of prefills queues everything)
     late = [m for t, m in series if t >= duration / 2]
@@ -156,15 +171,13 @@ def server_summary(before: dict[str, Any] | None, after: dict[str, Any] | None,
     for k in SERVER_COUNTERS:
         if k in after and k in before and after[k] >= before[k]:
             out[f"delta_{k}"] = round(after[k] - before[k], 6)
-    n = out.get("delta_time_to_first_token_seconds_count")
-    if n:
-        out["mean_ttft_ms"] = round(out["delta_time_to_first_token_seconds_sum"] / n * 1000, 2)
-    n = out.get("delta_e2e_request_latency_seconds_count")
-    if n:
-        out["mean_e2e_ms"] = round(out["delta_e2e_request_latency_seconds_sum"] / n * 1000, 2)
-    for key, hist in SERVER_HISTOGRAMS.items():
-        if hist in after["buckets"]:
-            out[f"{key}_ms"] = hist_quantiles(before["buckets"].get(hist, {}), after["buckets"][hist])
-    if "max_total_num_tokens" in after and after["max_total_num_tokens"] < 2**53:
-        out["max_total_num_tokens"] = int(after["max_total_num_tokens"])
+    for k in MEANS:
+        s, c = f"{k}_sum", f"{k}_count"
+        if all(x in before and x in after for x in (s, c)) and after[c] - before[c] > 0 and after[s] >= before[s]:
+            out[f"mean_{k}_ms"] = round((after[s] - before[s]) / (after[c] - before[c]) * 1000, 2)
+    for key in SERVER_HISTOGRAMS:
+        if key in after["buckets"]:
+            out[f"{key}_ms"] = hist_quantiles(before["buckets"].get(key, {}), after["buckets"][key])
+    if CAPACITY in after and after[CAPACITY] < 2**53:
+        out[CAPACITY] = int(after[CAPACITY])
     return out

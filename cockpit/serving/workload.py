@@ -123,7 +123,12 @@ class BenchSpec:
     dataset: list[Prompt] | None = None  # None: synthetic
     seed: int = 0
     model: str | None = None  # the OpenAI `model` field; None asks /v1/models
-    metrics_prefix: str = ""  # the backend's (`Backend.metrics.prefix`), set by the caller
+    # the engine's metrics (`Backend.metrics`: its endpoint, prefix and table of names), set by the
+    # caller; metrics_path None: the engine has none (`metrics_absent` says so in the result)
+    metrics_path: str | None = None
+    metrics_prefix: str = ""
+    metric_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    metrics_absent: str | None = None
     metrics_switch: str | None = None  # the flag that turns /metrics on (`EngineWords.metrics_switch`), set by the caller
     # the engine's own generate API when `api` names it (`Backend.metrics.native_api`); None: OpenAI's
     native: GenerateApi | None = field(default=None, repr=False)

@@ -111,8 +111,13 @@ class ServingWatch:
         seconds of parsing, and the event loop (the TUI, the other watches) must not wait on it."""
         from cockpit.serving.probes import INFO_TIMEOUT_S, metrics_body
 
-        body, note = await metrics_body(base_url, self.backend.metrics.path(),
-                                        timeout=INFO_TIMEOUT_S if timeout is None else timeout)
+        m = self.backend.metrics
+        now = time.monotonic()
+        if m is None:  # an engine without metrics: the log and the probe decide; status says why no figures
+            self.watch.progress_lines(now, self.state().progress_lines)
+            self._publish(f"serving metrics unavailable for this engine ({self.backend.words().display})")
+            return False
+        body, note = await metrics_body(base_url, m.path(), timeout=INFO_TIMEOUT_S if timeout is None else timeout)
         now = time.monotonic()
         st = self.state()
         self.watch.progress_lines(now, st.progress_lines)
@@ -121,7 +126,6 @@ class ServingWatch:
             self._publish(note)
             return False
         self.answered_at = now
-        m = self.backend.metrics
         s = await asyncio.to_thread(parse_body, body, m.prefix(), m.serving(), now)
         self.window.add(s)
         v = s.values
@@ -138,7 +142,8 @@ class ServingWatch:
         nothing when it did not (too large, no answer in time): never silently stale."""
         figures = self.window.figures()
         if note is not None:
-            figures = {**(figures or {"source": self.backend.metrics.path()}), "note": note}
+            m = self.backend.metrics
+            figures = {**(figures or {"source": m.path() if m is not None else None}), "note": note}
         self.serving = figures
         self.changed()
 

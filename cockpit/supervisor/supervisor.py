@@ -344,9 +344,11 @@ class Supervisor:
     def _current_findings(self) -> tuple[Finding, ...]:
         if self.fold.changed:
             self.fold.changed = False
+            doctor = self.backend.doctor  # an engine without advice: no findings of its own
             try:
-                self._findings = tuple(self.backend.doctor.diagnose(self.fold.state, self.profile,
-                                                             self.telemetry.host_facts_now()))
+                if doctor is not None:
+                    self._findings = tuple(doctor.diagnose(self.fold.state, self.profile,
+                                                           self.telemetry.host_facts_now()))
             except Exception:
                 log.exception("diagnosis failed")
         # a changed host key first, then a dead node (the head may not know yet)

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from cockpit.backends import get_backend
+
 HERE = Path(__file__).parent
 PY = sys.executable
 RSS_LIMIT_MB = 200  # the client alone is ~40 MB
@@ -58,9 +60,12 @@ def stub() -> Iterator[Any]:
 
 def bench(url: str, timeout: float = 90, **spec: Any) -> tuple[dict[str, Any], dict[str, float]]:
     """The result (parsed strictly: no NaN, no Infinity) and {peak_rss_mb, wall_s}."""
-    # the stub's metric names carry its PREFIX (BenchSpec has no engine's prefix of its own)
+    # the stub's metric names are SGLang's (BenchSpec has no engine's names of its own: the backend's)
+    metrics = get_backend("sglang").metrics
+    assert metrics is not None
     spec = {"requests": 12, "input_len": 8, "output_len": 16, "duration_s": 5.0, "model": "stub",
-            "metrics_prefix": "sglang:", **spec}
+            "metrics_path": metrics.path(), "metrics_prefix": metrics.prefix(),
+            "metric_names": {k: list(v) for k, v in metrics.serving().items()}, **spec}
     proc = subprocess.run([PY, str(HERE / "_bench_client.py"), url, json.dumps(spec)], capture_output=True,
                           text=True, timeout=timeout, cwd=HERE.parents[1])
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -107,8 +112,8 @@ def test_infinity_in_metrics_is_unknown_not_a_crash(stub, ledger) -> None:  # ty
     srv = r["server"]
     assert srv["available"] is True and r["requests"] > 0
     # the finite samples are kept, the infinite ones are unknown (absent), never a number
-    assert srv["peak_num_running_reqs"] == 1.0 and srv["max_total_num_tokens"] == 100000
-    assert "mean_ttft_ms" not in srv and "mean_e2e_ms" not in srv and srv["peak_num_queue_reqs"] is None
+    assert srv["peak_running"] == 1.0 and srv["max_total_num_tokens"] == 100000
+    assert "mean_ttft_ms" not in srv and "mean_e2e_ms" not in srv and srv["peak_waiting"] is None
     ledger.survive("bench")
 
 
@@ -138,3 +143,15 @@ def test_an_endless_body_is_cut_at_its_cap(stub, ledger, mode: tuple[str, str]) 
     assert "over N,N,N bytes" in kind or "over N,N bytes" in kind, kind
     ledger.survive("bench")
     ledger.note(f"bench vs {mode[1]} ({mode[0][2:]}): peak RSS {cost['peak_rss_mb']} MB, {cost['wall_s']} s")
+
+
+def test_an_engine_without_metrics_is_benched_without_asking_for_them(stub, ledger) -> None:  # type: ignore[no-untyped-def]
+    # an engine whose backend has no metrics capability (the tests' echo engine): bench never asks the
+    # endpoint (here one that would hold each scrape for its whole 5 s) and says why the server side is missing
+    s = stub("--metrics", "slowloris")
+    ledger.fault("bench")
+    said = "serving metrics unavailable for this engine (Echo)"
+    r, cost = bench(s.url, timeout=60, duration_s=3.0, metrics_path=None, metrics_absent=said)
+    assert r["requests"] > 0 and r["server"] == {"available": False, "reason": said}, r
+    assert cost["wall_s"] < 10, cost  # no scrape before or after the level (5 s each on this endpoint)
+    ledger.survive("bench")

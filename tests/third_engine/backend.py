@@ -2,8 +2,9 @@
 
 Everything the core needs from an engine and nothing more: its flags (`port`, `greeting`), the
 launch argv, its log grammar (echo_server.py's `ECHO|time|what` records) read into core events,
-its readiness path. It owns no memory plan, tuner, metrics or advice, and says so (None / empty).
-Its capability groups are plain classes: nothing of cockpit.backends.engine is needed to join.
+its readiness path: the required groups (`flags`, `launch`, `logs`). It has no advice, memory plan,
+tuner or metrics: those groups are None, and nothing here stands in for them. Its groups are plain
+classes: nothing of cockpit.backends.engine is needed to join.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from cockpit.backends.base import CONTINUATION, EngineWords, FlagError, GenerateApi, HostFacts, LogParser
+from cockpit.backends.base import CONTINUATION, EngineWords, FlagError, LogParser
 from cockpit.core import events as ev
-from cockpit.core.findings import Finding, FlagChange
+from cockpit.core.findings import FlagChange
 from cockpit.core.reducer import apply
 from cockpit.core.state import RunState
 
@@ -97,7 +98,10 @@ class EchoFlags:
         return out
 
     def diff(self, profile: Profile, flags: Mapping[str, Any]) -> list[FlagChange]:
-        return []
+        mine = _effective(profile)
+        given = {k.lstrip("-").replace("-", "_"): v for k, v in flags.items()}
+        return [FlagChange(f"--{dest}", mine.get(dest), given.get(dest)) for dest in sorted({*mine, *given})
+                if mine.get(dest) != given.get(dest)]
 
     def value(self, flags: Mapping[str, Any], flag: str, default: Any = None) -> Any:
         return flags.get(flag.lstrip("-").replace("-", "_"), default)
@@ -189,53 +193,6 @@ class EchoLogs:
         return {"errors": ("PANIC",)}
 
 
-class EchoDoctor:  # advice: none of its own
-    def diagnose(self, state: RunState, profile: Profile | None = None, hosts: Iterable[HostFacts] = (), *,
-                 target_headroom_gb: float | None = None) -> list[Finding]:
-        return []
-
-    def preflight(self, profile: Profile, hosts: Iterable[HostFacts], *, version: str | None = None) -> list[Finding]:
-        return []
-
-
-class EchoPlanner:  # no memory plan: it serves no model
-    def memory_plan(self, profile: Profile, hosts: Iterable[HostFacts], *, model: Any = None,
-                    overrides: Mapping[str, Any] | None = None, runs: Iterable[Any] = (),
-                    calibrate_from: str | None = None) -> Any:
-        return None
-
-    def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
-        return None
-
-    def draft_model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
-        return None
-
-    def term_lines(self, terms: Mapping[str, float]) -> list[str]:
-        return []
-
-    def server_flags(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
-        raise FlagError("--model-config", "the echo engine serves no model")
-
-
-class EchoTuner:
-    def policy(self) -> Any:
-        return None
-
-
-class EchoMetrics:
-    def path(self) -> str:
-        return "/metrics"
-
-    def prefix(self) -> str:
-        return "echo:"
-
-    def serving(self) -> Mapping[str, tuple[str, ...]]:
-        return {}
-
-    def native_api(self) -> GenerateApi | None:
-        return None  # OpenAI's API only (and the echo engine has not even that)
-
-
 class EchoBackend:
     name = NAME
 
@@ -243,10 +200,11 @@ class EchoBackend:
         self.flags = EchoFlags()
         self.launch = EchoLaunch()
         self.logs = EchoLogs()
-        self.doctor = EchoDoctor()
-        self.planner = EchoPlanner()
-        self.tuner = EchoTuner()
-        self.metrics = EchoMetrics()
+        # the optional capabilities it lacks (base.OPTIONAL): each caller says what it cannot do
+        self.doctor = None
+        self.planner = None
+        self.tuner = None
+        self.metrics = None
 
     def words(self) -> EngineWords:
         return EngineWords(display="Echo", flag_labels={"greeting": "greet"}, default_port=8080)

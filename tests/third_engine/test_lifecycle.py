@@ -9,7 +9,6 @@ import json
 import os
 import re
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,37 +17,9 @@ import pytest
 
 from cockpit.backends import backend_names, get_backend
 from cockpit.backends.base import Backend
-from tests.conftest import free_port, isolated_env
-from tests.third_engine.backend import SERVER
-from tests.third_engine.conftest import ENTRY
+from tests.third_engine.conftest import cockpit as _cockpit
 
 PY = sys.executable
-
-
-def _cockpit(env: dict[str, str], root: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "cockpit", *args], env=env, cwd=root, capture_output=True, text=True,
-                          timeout=timeout)
-
-
-@pytest.fixture
-def echo_env(tmp_path: Path) -> tuple[dict[str, str], Path, int]:
-    (tmp_path / "gpus").mkdir()
-    (tmp_path / "profiles").mkdir()
-    port = free_port()
-    (tmp_path / "profiles" / "echo1.yaml").write_text(
-        "name: echo1\n"
-        "backend: echo\n"
-        "hosts:\n  - ssh: local\n"
-        f"program: {json.dumps([PY, SERVER])}\n"
-        f"workdir: {tmp_path / 'work'}\n"
-        "log: logs/echo.log\n"
-        "server:\n"
-        f"  port: {port}\n"
-        "  greeting: hi\n"
-    )
-    env = isolated_env(tmp_path, tmp_path / "gpus")
-    env["COCKPIT_EXTRA_BACKENDS"] = ENTRY
-    return env, tmp_path, port
 
 
 def test_the_echo_engine_is_a_backend_reached_through_the_registry() -> None:
@@ -102,6 +73,8 @@ def test_headless_lifecycle_through_the_cli(echo_env: tuple[dict[str, str], Path
         assert status["phase"] == "ready" and status["ready"] is True
         assert status["backend"] == "echo" and status["format"] == "echo-1"
         assert status["server_args"] == {"greeting": "hi", "port": port}
+        # no metrics capability: the serving figures say why there are none, never zeros
+        assert status["serving"]["note"] == "serving metrics unavailable for this engine (Echo)", status["serving"]
 
         logs = _cockpit(env, root, "logs", "echo1")
         assert logs.returncode == 0, logs.stderr

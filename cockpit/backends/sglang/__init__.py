@@ -33,7 +33,7 @@ class SGLangLaunch(EngineLaunch):
         return str(given) if given else None
 
     def readiness_path(self, version: str | None) -> str:
-        """/ready from 0.5.23 (it reports the scheduler's state), else /health."""
+        # /ready from 0.5.23 (it reports the scheduler's state), else /health
         from cockpit.backends.sglang.flags import FlagError, version_key
 
         if version:
@@ -45,7 +45,7 @@ class SGLangLaunch(EngineLaunch):
         return "/health"
 
     def pd_role(self, flags: Mapping[str, Any]) -> str | None:
-        """`--disaggregation-mode prefill|decode` (SGLang's default "null" is no role)."""
+        # `--disaggregation-mode prefill|decode` (SGLang's default "null" is no role)
         mode = self.backend.flags.value(flags, "disaggregation-mode")
         return str(mode) if mode in ("prefill", "decode") else None
 
@@ -53,10 +53,10 @@ class SGLangLaunch(EngineLaunch):
         return f"disaggregation-mode: {role}"
 
     def router_argv(self, profile: Profile) -> list[str]:
-        """SGLang's router in PD mode (docs/advanced_features/pd_disaggregation.md):
-        `python -m sglang_router.launch_router --pd-disaggregation --prefill URL [BOOTSTRAP_PORT]
-        --decode URL --host 0.0.0.0 --port P`; the bootstrap port only when the prefill group sets
-        `disaggregation-bootstrap-port` (the router's default is SGLang's 8998)."""
+        # SGLang's router in PD mode (docs/advanced_features/pd_disaggregation.md):
+        # `python -m sglang_router.launch_router --pd-disaggregation --prefill URL [BOOTSTRAP_PORT]
+        # --decode URL --host 0.0.0.0 --port P`; the bootstrap port only when the prefill group sets
+        # `disaggregation-bootstrap-port` (the router's default is SGLang's 8998)
         router = profile.router
         if router is None:
             return []
@@ -85,8 +85,6 @@ class SGLangLogs(EngineLogs):
         return parser
 
     def score(self, sample: bytes) -> float:
-        """0..1: the share of a log's opening lines that are SGLang records (`cockpit diagnose`
-        picks the backend whose score is highest)."""
         import re
 
         from cockpit.backends.sglang.logparse import split_record
@@ -107,7 +105,6 @@ class SGLangLogs(EngineLogs):
         return record_rank(line)
 
     def filter_presets(self) -> dict[str, tuple[str, ...]]:
-        """The words of the log view's presets as SGLang prints them."""
         return {
             "memory": ("avail mem", "max_total_num", "KV Cache", "Allocating", "Capture"),
             "errors": ("Traceback", "Error", "CUDA out of memory", "OutOfMemoryError", "RuntimeError", "SIGQUIT",
@@ -118,19 +115,16 @@ class SGLangLogs(EngineLogs):
 
 class SGLangPlanner(EnginePlanner):
     def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
-        """The profile's `model-path` (with `--set model-path=…` applied)."""
         flags = self.backend.flags
         path = flags.value(flags.effective(profile, overrides), "model-path")
         return str(path) if path else None
 
     def draft_model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
-        """The speculative draft model the memory plan reads beside the model (--speculative-draft-model-path)."""
         flags = self.backend.flags
         path = flags.value(flags.effective(profile, overrides), "speculative-draft-model-path")
         return str(path) if path else None
 
     def server_flags(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
-        """The server flags of `cockpit plan --model-config` (no profile): the model and parallelism."""
         server: dict[str, Any] = {"model-path": model_dir, "tp": tp}
         if dp:
             server["dp"] = dp

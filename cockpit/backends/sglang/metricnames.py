@@ -24,4 +24,5 @@ SERVING_METRICS: dict[str, tuple[str, ...]] = {
     "e2e": ("e2e_request_latency_seconds",),
     "prefix_cache_hit_rate": ("cache_hit_rate",),
     "spec_accept_length": ("spec_accept_length",),
+    "max_total_num_tokens": ("max_total_num_tokens",),  # the KV pool's size in tokens (a gauge)
 }

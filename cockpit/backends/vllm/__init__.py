@@ -34,17 +34,17 @@ class VLLMLaunch(EngineLaunch):
         return rendezvous_addr(dict(flags))
 
     def node_env(self, profile: Profile, index: int) -> dict[str, str]:
-        """vLLM finds the address its other nodes reach it at by itself (the outward interface);
-        a profile that names a node's `address` has it used instead (VLLM_HOST_IP, vllm/envs.py)."""
+        # vLLM finds the address its other nodes reach it at by itself (the outward interface);
+        # a profile that names a node's `address` has it used instead (VLLM_HOST_IP, vllm/envs.py)
         host = profile.hosts[index]
         return {"VLLM_HOST_IP": host.address} if len(profile.hosts) > 1 and host.address else {}
 
     def readiness_path(self, version: str | None = None) -> str:
-        """vLLM answers /health 200 once it serves (the port refuses connections before)."""
+        # vLLM answers /health 200 once it serves (the port refuses connections before)
         return "/health"
 
     def pd_role(self, flags: Mapping[str, Any]) -> str | None:
-        """`--kv-transfer-config`'s kv_role: kv_producer → prefill, kv_consumer → decode, kv_both."""
+        # `--kv-transfer-config`'s kv_role: kv_producer → prefill, kv_consumer → decode, kv_both
         from cockpit.backends.vllm.plan import _kv_role
 
         try:
@@ -57,9 +57,9 @@ class VLLMLaunch(EngineLaunch):
         return f"kv-transfer-config with kv_role {kv_role} (or kv_both)"
 
     def router_argv(self, profile: Profile) -> list[str]:
-        """vLLM ships no router of its own for P/D (its disaggregated examples run a proxy script,
-        e.g. tests/v1/kv_connector/nixl_integration/toy_proxy_server.py), so `router.program`
-        names the one the operator runs."""
+        # vLLM ships no router of its own for P/D (its disaggregated examples run a proxy script,
+        # e.g. tests/v1/kv_connector/nixl_integration/toy_proxy_server.py), so `router.program`
+        # names the one the operator runs
         router = profile.router
         if router is None:
             return []
@@ -82,7 +82,6 @@ class VLLMLogs(EngineLogs):
         return parser
 
     def score(self, sample: bytes) -> float:
-        """0..1: how much the opening of a log looks like vLLM's (`cockpit diagnose` routing)."""
         from cockpit.backends.vllm.sniff import may_be_vllm
 
         if not may_be_vllm(sample):  # most logs are SGLang's: spare them importing the grammar
@@ -97,8 +96,8 @@ class VLLMLogs(EngineLogs):
         return record_rank(line)
 
     def filter_presets(self) -> dict[str, tuple[str, ...]]:
-        """The words of the log view's presets as vLLM prints them (shared/reference/vllm.md §3, §7,
-        §8): the memory lifecycle lines, the failure chain, the periodic stats line."""
+        # as vLLM prints them (shared/reference/vllm.md §3, §7, §8): the memory lifecycle lines, the
+        # failure chain, the periodic stats line
         return {
             "memory": ("Model loading took", "KV cache memory", "KV cache size", "Maximum concurrency", "Graph capturing",
                        "CUDA graph", "Free memory on device", "gpu-memory-utilization", "No available memory",
@@ -112,12 +111,11 @@ class VLLMLogs(EngineLogs):
 
 class VLLMPlanner(EnginePlanner):
     def model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
-        """The `serve MODEL` positional (the profile's `model`), with `--set model=…` applied."""
+        # the `serve MODEL` positional (the profile's `model`)
         model = self.backend.flags.effective(profile, overrides).get("model")
         return str(model) if model else None
 
     def draft_model_location(self, profile: Profile, overrides: Mapping[str, Any] | None = None) -> str | None:
-        """The speculative draft model the memory plan reads beside the model (--speculative-config's "model")."""
         from cockpit.backends.vllm.plan import _speculative
 
         flags = self.backend.flags
@@ -126,8 +124,7 @@ class VLLMPlanner(EnginePlanner):
         return str(path) if path else None
 
     def server_flags(self, model_dir: str, tp: int, dp: int | None = None, ep: int | None = None) -> dict[str, Any]:
-        """The server flags of `cockpit plan --model-config`: vLLM's EP spans TP × DP, so `--ep` is
-        `--enable-expert-parallel` and must equal that product."""
+        # vLLM's EP spans TP × DP, so `--ep` is `--enable-expert-parallel` and must equal that product
         server: dict[str, Any] = {"model": model_dir, "tensor-parallel-size": tp}
         if dp:
             server["data-parallel-size"] = dp
@@ -167,7 +164,7 @@ class VLLMBackend(EngineBackend):
         )
 
     def run_version(self, state: RunState, profile: Profile | None = None) -> str | None:
-        """The profile's version, else the log's when it names a release (not "vllm-0.x+")."""
+        # the log's version only when it names a release (not "vllm-0.x+")
         v = super().run_version(state, profile)
         if profile is not None and profile.version:
             return v

@@ -21,6 +21,8 @@ SERVING_METRICS: dict[str, tuple[str, ...]] = {
     "ttft": ("time_to_first_token_seconds",),
     "itl": ("inter_token_latency_seconds", "time_per_output_token_seconds"),
     "e2e": ("e2e_request_latency_seconds",),
+    # one observation per request, (E2E − TTFT) / (tokens − 1): the time per output token bench compares
+    "tpot": ("request_time_per_output_token_seconds",),
     "prefix_cache_hits": ("prefix_cache_hits_total", "gpu_prefix_cache_hits_total"),
     "prefix_cache_queries": ("prefix_cache_queries_total", "gpu_prefix_cache_queries_total"),
     "spec_accepted_tokens": ("spec_decode_num_accepted_tokens_total",),
