@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
     from cockpit.core.logtail import decisive_tail
     from cockpit.core.numbers import plural
+    from cockpit.core.overrides import Overrides
     from cockpit.core.profile import (
         NAME_RE,
         PD_ROLES,
@@ -104,7 +105,7 @@ if TYPE_CHECKING:
     from cockpit.model.config import ModelConfigError
     from cockpit.model.plan import MemoryPlan, PlanUnavailable
     from cockpit.model.read import read_model_dir
-    from cockpit.preflight.gate import GateRefused, GateResult, WhatIf, check_profile, gate
+    from cockpit.preflight.gate import GateRefused, GateResult, WhatIf, build_argvs, check_profile, gate
     from cockpit.preflight.launchplan import GatedLaunch
     from cockpit.preflight.planning import (
         backend_plan,
@@ -156,7 +157,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "fmt_gb", "fmt_int", "fmt_outcome", "fmt_secs", "fmt_time", "fmt_tps", "run_rows", "table",
     ),
     "cockpit.telemetry.hostfacts": ("apply_what_if", "local_host_facts", "measure_hosts"),
-    "cockpit.preflight.gate": ("GateRefused", "GateResult", "WhatIf", "check_profile", "gate"),
+    "cockpit.preflight.gate": ("GateRefused", "GateResult", "WhatIf", "build_argvs", "check_profile", "gate"),
+    "cockpit.core.overrides": ("Overrides",),
     "cockpit.preflight.launchplan": ("GatedLaunch",),
     "cockpit.preflight.planning": ("backend_plan", "measured_facts", "plan_finding", "plan_for_profile"),
     "cockpit.serving.answers": ("served_model",),

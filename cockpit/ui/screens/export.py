@@ -29,16 +29,14 @@ class ExportActions:
         changes to the profile kept), as one shell-quoted line; None without advice."""
         import shlex
 
-        from cockpit.face import get_backend
+        from cockpit.face import Overrides, build_argvs
 
         snap = self.snapshot
         proposal = headroom_finding(snap.findings) if snap else None
         if proposal is None:
             return None
-        overrides: dict[str, Any] = {c.flag.lstrip("-"): c.to_value for c in (snap.flag_diff if snap else ())}
-        overrides.update({c.flag.lstrip("-"): c.to_value for c in proposal.changes})
-        argv = get_backend(self.profile.backend).launch.argv(self.profile, overrides)
-        return shlex.join(argv)
+        overrides = Overrides(snap.flag_diff if snap else ()) | Overrides(proposal.changes)
+        return shlex.join(build_argvs(self.profile, overrides)[0])
 
     def action_copy_command(self) -> None:
         """`y`: the advised command line to the clipboard (OSC 52: tmux passes it on with
