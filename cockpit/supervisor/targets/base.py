@@ -1,9 +1,10 @@
 """What a target is: where a run's server processes live and how they are launched, found,
 followed, stopped and listed (the Supervisor holds one; `hosts.py` and `slurm.py` are the two).
 
-`Target` is what the Supervisor asks of its target; `Run` is what a target may use of the
-Supervisor (the run's state, its watchers and its lifecycle words), so neither reaches into the
-other's private members. The run's outcomes and refusals every target reports live here too.
+`Target` is what the Supervisor asks of its target; a target answers (`RunFound`, `StopResult`)
+and the Supervisor applies the answer. `Run` is what a target may use of the Supervisor: the run
+read, never written, the watchers it drives and a few callbacks. The run's outcomes and refusals
+every target reports live here too.
 """
 
 from __future__ import annotations
