@@ -555,6 +555,9 @@ class Supervisor:
         self.stopping = True
         self.stop_by = by
         res = await self.target.stop(timeout, kill_leftovers, by)
+        if not res.reached:
+            self.set_lifecycle(res.lifecycle, res.words)
+            return res
         self.mark_stopped()
         self.set_lifecycle(res.lifecycle, res.words)
         self.record_end()

@@ -69,6 +69,7 @@ class StopResult:
     exit_codes: dict[str, int | None] = field(default_factory=dict)  # host -> server exit code
     lifecycle: str = "stopped"  # the run's lifecycle after it (Slurm: "stopping" while the job lingers)
     words: str = "stopped"  # and its words
+    reached: bool = True  # False: the stop never reached the target (scancel failed), nothing ended
 
 
 def new_run_id() -> str:

@@ -367,8 +367,8 @@ class SlurmJobTarget:
         try:
             ans = await self.login.cancel(self.job_id, timeout=max(timeout, 5.0) + 30)
         except TransportError as exc:
-            run.set_lifecycle("failed", f"scancel {self.job_id} failed: {exc}")
-            return StopResult(False, False, [])
+            return StopResult(False, False, [], lifecycle="failed", words=f"scancel {self.job_id} failed: {exc}",
+                              reached=False)
         job = await self._poll_state()
         if job is not None and job.ended:
             await self._job_ended(job)
