@@ -42,6 +42,7 @@ from cockpit.core.findings import (
 from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
 from cockpit.core.logtail import decisive_tail
 from cockpit.core.numbers import plural
+from cockpit.core.overrides import Overrides
 from cockpit.core.profile import (
     NAME_RE,
     PD_ROLES,
@@ -98,7 +99,7 @@ from cockpit.locations import (
 from cockpit.model.config import ModelConfigError
 from cockpit.model.plan import MemoryPlan, PlanUnavailable
 from cockpit.model.read import read_model_dir
-from cockpit.preflight.gate import GateRefused, GateResult, WhatIf, check_profile, gate
+from cockpit.preflight.gate import GateRefused, GateResult, WhatIf, build_argvs, check_profile, gate
 from cockpit.preflight.launchplan import GatedLaunch
 from cockpit.preflight.planning import backend_plan, measured_facts, plan_finding, plan_for_profile
 from cockpit.remote.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited

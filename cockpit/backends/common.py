@@ -39,6 +39,19 @@ def flag_value(flags: Mapping[str, Any], *names: str, default: Any = None) -> An
     return default
 
 
+def flags_by_dest(profile: Profile | None, canonical: Callable[[str, str | None], FlagLike],
+                  version: str | None) -> dict[str, Any]:
+    """The profile's server flags by the engine's dest, whatever spelling the profile used (`tp: 8`
+    → tp_size); a key the engine's table (`canonical`, for `version`) does not know is left out."""
+    out: dict[str, Any] = {}
+    for k, v in (profile.server if profile is not None else {}).items():
+        try:
+            out[canonical(k, version).dest] = v
+        except FlagError:
+            continue
+    return out
+
+
 def check_value(
     spec: SpecT,
     value: Any,

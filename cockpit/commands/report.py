@@ -153,7 +153,9 @@ async def _from_profile(profile: Profile) -> ReportFacts | None:
 
 def _command_of(facts: ReportFacts, sup: Any, profile: Profile, flags: dict[str, Any]) -> None:
     try:
-        argvs = sup.backend.launch.node_argvs(profile, flags)
+        from cockpit.face import build_argvs
+
+        argvs = build_argvs(profile, flags)
         facts.command = list(argvs[0])
     except Exception as exc:  # the flags make no argv (a flag error): say why
         facts.command_why = f"the run's flags do not make a command line: {exc}"

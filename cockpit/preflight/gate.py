@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cockpit.core.findings import Finding, exit_code_for, sort_findings
-from cockpit.core.profile import normalise_flag_name
+from cockpit.core.overrides import Overrides
 from cockpit.errors import CockpitError
 
 if TYPE_CHECKING:
@@ -39,16 +39,21 @@ LAUNCH = "launch"  # dist_addr=LAUNCH: the address the launch itself uses (gate(
 SHOW = "show"  # dist_addr=SHOW: HEAD_PLACEHOLDER, nothing asked (an argv shown, not launched)
 
 
-def merged_flags(profile: Profile, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The server flags of a run: the profile's, with the run's overrides (any spelling) on top."""
-    flags = dict(profile.server)
-    for k, v in (overrides or {}).items():
-        want = normalise_flag_name(k)
-        for existing in list(flags):
-            if normalise_flag_name(existing) == want:
-                del flags[existing]
-        flags[want] = v
-    return flags
+def merged_flags(profile: Profile, overrides: Overrides | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The server flags of a run: the profile's, with the run's overrides on top."""
+    return Overrides.of(overrides).applied_to(profile.server)
+
+
+def build_argvs(profile: Profile, overrides: Overrides | Mapping[str, Any] | None,
+                dist_addr: str | None = HEAD_PLACEHOLDER) -> list[list[str]]:
+    """The argv per node of `profile` with `overrides`, the rendezvous address `dist_addr` in a
+    multi-node one: the one place cockpit builds a server's command line (the gate for a launch;
+    `check`, `report` and the TUI's copied command for one shown). A secret flag the engine reads
+    from its environment is left out (Backend.launch.secret_env). Raises FlagError."""
+    from cockpit.backends import get_backend
+
+    argvs = get_backend(profile.backend).launch.node_argvs(profile, Overrides.of(overrides), dist_addr)
+    return [list(a) for a in argvs]
 
 
 def check_profile(
@@ -116,7 +121,7 @@ class GateResult:
     """What the gate found for one profile and its overrides."""
 
     profile: Profile
-    overrides: dict[str, Any]
+    overrides: Overrides
     argvs: list[list[str]] | None  # one per node, as the target launches them (None: bad input)
     bad_input: Exception | None = None  # why no argv (FlagError): exit 2
     dist_addr: str | None = None  # the rendezvous address inside a multi-node argv
@@ -126,6 +131,14 @@ class GateResult:
     findings: list[Finding] = dataclasses.field(default_factory=list)  # rules, unreachable, launch checks
     plan: Finding | None = None  # the memory plan as one finding (None: not asked)
     memory_plan: MemoryPlan | None = None
+
+    def __post_init__(self) -> None:
+        self.overrides = Overrides.of(self.overrides)
+
+    @property
+    def flags(self) -> dict[str, Any]:
+        """The run's server flags: the profile's with the overrides on top."""
+        return self.overrides.applied_to(self.profile.server)
 
     @property
     def all_findings(self) -> list[Finding]:
@@ -160,7 +173,8 @@ class GateResult:
         if verdict == "refuse":
             raise GateRefused(self)
         note = self.plan.message if verdict == "force" and self.plan is not None else None
-        return mint(profile_name=self.profile.name, overrides=self.overrides, argvs=argvs, verdict=verdict,
+        return mint(profile_name=self.profile.name, overrides=self.overrides, flags=self.flags, argvs=argvs,
+                    verdict=verdict,
                     plan_note=note)
 
     def node_argvs(self) -> list[list[str]]:
@@ -254,20 +268,20 @@ async def gate(
     from cockpit.backends import get_backend
     from cockpit.preflight.launchcheck import launch_findings, node_zero
 
-    ov = {normalise_flag_name(k): v for k, v in (overrides or {}).items()}
+    ov = Overrides.of(overrides)  # any spelling: from here on, the one the profile uses
     backend = get_backend(profile.backend)
     what_if = what_if or WhatIf()
-    flags = merged_flags(profile, ov)
+    flags = ov.applied_to(profile.server)
     launching = dist_addr in (LAUNCH, SHOW)
     if profile.target is None and measure and not what_if:  # node 0 is asked: its port, its model path
         node0 = node0 or node_zero(profile)
     # the argv first: a flag the server would refuse is refused before any I/O
     try:
         dist = await _dist_addr(profile, flags, node0, measure and dist_addr == LAUNCH) if launching else dist_addr
-        argvs = backend.launch.node_argvs(profile, ov, dist)
+        argvs = build_argvs(profile, ov, dist)
     except ValueError as exc:  # FlagError, a backend that does not know the profile
         return GateResult(profile, ov, None, bad_input=exc)
-    result = GateResult(profile, ov, [list(a) for a in argvs], dist_addr=dist)
+    result = GateResult(profile, ov, argvs, dist_addr=dist)
     measured: Mapping[str, HostFacts] | None = facts
     if measured is None and measure and profile.target is None:  # a Slurm job's nodes are unknown yet
         measured = await _measure(profile, result.unreachable)
@@ -282,7 +296,10 @@ async def gate(
     # what-if facts: the host they describe is not the one that could be asked)
     n0 = profile.hosts[0].label
     asked = launch_check and measure and not what_if and n0 not in result.unreachable
-    result.findings = sort_findings([*findings, *lost, *(await launch_findings(profile, ov, node0) if asked else [])])
+    # the rendezvous port checked free on node 0 is the flags' own (one the gate picked is free)
+    own_rdv = backend.launch.rendezvous_addr(flags) if dist is not None else None
+    result.findings = sort_findings([*findings, *lost, *(await launch_findings(profile, ov, node0, own_rdv)
+                                                         if asked else [])])
     if plan:
         result.plan, result.memory_plan = await _plan(profile, ov, result, runs)
         # the engine's rules that need the plan's device pool (SGLang: HiCache's host pool against it)
@@ -291,7 +308,7 @@ async def gate(
     return result
 
 
-async def _plan(profile: Profile, overrides: dict[str, Any], result: GateResult,
+async def _plan(profile: Profile, overrides: Overrides, result: GateResult,
                 runs: Iterable[Any]) -> tuple[Finding, MemoryPlan | None]:
     """The memory plan from the gate's facts; the model's metadata is read on node 0, which is not
     tried again when the agent could not reach it."""
@@ -300,4 +317,4 @@ async def _plan(profile: Profile, overrides: dict[str, Any], result: GateResult,
     node0 = profile.hosts[0]
     if node0.label in result.unreachable:
         return plan_finding(None, f"{node0.label} could not be reached to read the model's config.json"), None
-    return await profile_plan_finding(profile, overrides, facts=result.facts, runs=runs)
+    return await profile_plan_finding(profile, overrides.as_dict(), facts=result.facts, runs=runs)

@@ -19,11 +19,11 @@ profile is no conflict: the launch itself refuses it (RunRefused) and says so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cockpit.core.findings import Finding, FlagChange
+from cockpit.core.overrides import Overrides
 
 if TYPE_CHECKING:
     from cockpit.core.profile import Profile
@@ -81,11 +81,12 @@ def _path_like(model: str) -> bool:
     return model.startswith(("/", "~", "./", "../"))
 
 
-async def launch_findings(profile: Profile, overrides: Mapping[str, Any] | None = None,
-                          node: HostNode | None = None) -> list[Finding]:
+async def launch_findings(profile: Profile, overrides: Overrides | None = None,
+                          node: HostNode | None = None, rendezvous: str | None = None) -> list[Finding]:
     """Critical findings for a launch of `profile` (none for a Slurm job: its nodes are not
     allocated yet). The checks run on the hosts, over each node's transport: on node 0 the model
-    path, the API port and the rendezvous port the profile names; on every other node of a
+    path, the API port and the rendezvous port the flags name (`rendezvous`, the gate's: one it
+    picked on node 0 is free already); on every other node of a
     multi-node profile the model path, and on all of them the engine's version (one server across
     nodes needs the same release everywhere)."""
     from cockpit.backends import get_backend
@@ -98,7 +99,7 @@ async def launch_findings(profile: Profile, overrides: Mapping[str, Any] | None 
     backend = get_backend(profile.backend)
     n0 = node or node_zero(profile)
     multi = len(profile.hosts) > 1
-    flags = {**profile.server, **dict(overrides or {})}
+    flags = Overrides.of(overrides).applied_to(profile.server)
     try:
         live = run_or_none(await n0.ops.find(n0.key))
         if live is not None and live.has_processes:
@@ -108,7 +109,7 @@ async def launch_findings(profile: Profile, overrides: Mapping[str, Any] | None 
         paths = [model] if model and _path_like(model) and not runs_simulator(profile) else []
         port = backend.launch.api_port(flags)
         host = backend.flags.value(flags, "host")
-        rdv = backend.launch.rendezvous_addr(flags) if multi else None
+        rdv = rendezvous if multi else None
         rdv_port = rdv.rpartition(":")[2] if rdv else ""
         ask: dict[str, Any] = {"dist": backend.name, "pythons": engine_pythons(profile)} if multi else {}
         replies = [(n0.label, await n0.ops.launch_check(

@@ -13,9 +13,9 @@ each to this.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
+from cockpit.core.overrides import Overrides
 from cockpit.errors import CockpitError
 
 _MINT = object()  # the gate's key: GateResult.launch passes it, nothing else in cockpit/ names it
@@ -25,14 +25,15 @@ class GatedLaunch:
     """What the gate let through: the argv per node it built, for these overrides of this profile.
     Made only by `GateResult.launch`; launched once."""
 
-    __slots__ = ("_used", "argvs", "overrides", "plan_note", "profile_name", "verdict")
+    __slots__ = ("_used", "argvs", "flags", "overrides", "plan_note", "profile_name", "verdict")
 
-    def __init__(self, key: object, *, profile_name: str, overrides: Mapping[str, Any],
+    def __init__(self, key: object, *, profile_name: str, overrides: Overrides, flags: dict[str, Any],
                  argvs: list[list[str]], verdict: str, plan_note: str | None = None):
         if key is not _MINT:
             raise TypeError("a GatedLaunch is made only by the gate (GateResult.launch): walk the gate first")
         self.profile_name = profile_name
-        self.overrides = dict(overrides)
+        self.overrides = Overrides.of(overrides)
+        self.flags = dict(flags)  # the run's server flags: the profile's with the overrides on top
         self.argvs = [list(a) for a in argvs]
         self.verdict = verdict  # "go", or "force" (a critical memory plan launched anyway)
         self.plan_note = plan_note  # the plan's words when it was forced
@@ -42,11 +43,11 @@ class GatedLaunch:
         return f"GatedLaunch({self.profile_name!r}, {self.verdict}, nodes={len(self.argvs)})"
 
 
-def mint(*, profile_name: str, overrides: Mapping[str, Any], argvs: list[list[str]], verdict: str,
+def mint(*, profile_name: str, overrides: Overrides, flags: dict[str, Any], argvs: list[list[str]], verdict: str,
          plan_note: str | None) -> GatedLaunch:
     """The gate's go (GateResult.launch calls this, once its verdict let the launch through): the
     pieces, not the GateResult, so that this module sits below the gate and never reads it."""
-    return GatedLaunch(_MINT, profile_name=profile_name, overrides=overrides, argvs=argvs, verdict=verdict,
+    return GatedLaunch(_MINT, profile_name=profile_name, overrides=overrides, flags=flags, argvs=argvs, verdict=verdict,
                        plan_note=plan_note)
 
 

@@ -36,7 +36,7 @@ async def collect(sup: Any, *, native: bool = False) -> dict[str, Any]:
     info = sup.run_info
     if info is None:
         raise ValueError("no run")
-    trees: list[NodeTree] = await sup.target.process_tree(StackRequest(native=native, timeout=PER_PROCESS_TIMEOUT_S))
+    trees: list[NodeTree] = await sup.process_tree(StackRequest(native=native, timeout=PER_PROCESS_TIMEOUT_S))
     multi = len(trees) > 1
     processes: list[dict[str, Any]] = []
     hints: list[str] = []

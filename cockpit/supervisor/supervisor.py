@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any
 from cockpit.aio import reap
 from cockpit.backends import get_backend
 from cockpit.core.findings import Finding, FlagChange
+from cockpit.core.overrides import Overrides
 from cockpit.core.profile import Profile
 from cockpit.core.reducer import apply
 from cockpit.errors import CockpitError
-from cockpit.preflight.gate import merged_flags
 from cockpit.remote.host import ServerExited
+from cockpit.remote.hostresults import NodeTree, StackRequest
 from cockpit.supervisor.api import GpuProcess, LogBatch, LogLine, NodeView, RunInfo, RunSnapshot
 from cockpit.supervisor.follower import Follow, RunFold
 from cockpit.supervisor.nodes import Node
@@ -41,10 +42,10 @@ from cockpit.supervisor.targets import make_target
 from cockpit.supervisor.targets.base import (
     LaunchFailed,
     LeftoversHoldGpus,
+    RunFound,
     RunRefused,
     StopResult,
     Target,
-    changes_to_overrides,
     new_run_id,
 )
 from cockpit.supervisor.watch import GpuWatch, ReadinessProbe
@@ -55,8 +56,7 @@ if TYPE_CHECKING:
     from cockpit.preflight import GatedLaunch, GateResult
 
 # the run's outcomes and refusals, importable from here as before (they live with the targets)
-__all__ = ["LaunchFailed", "LeftoversHoldGpus", "RunRefused", "StopResult", "Supervisor", "changes_to_overrides",
-           "merged_flags", "new_run_id"]
+__all__ = ["LaunchFailed", "LeftoversHoldGpus", "RunRefused", "StopResult", "Supervisor", "new_run_id"]
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class Supervisor:
         self._lifecycle = "idle"
         self._progress = ""
         self.info: RunInfo | None = None
-        self.overrides: dict[str, Any] = {}
+        self.overrides: Overrides = Overrides()
         self.debug_env: dict[str, str] = {}  # a debug relaunch's environment (restart(debug=True))
         self._debug_flags: set[str] = set()  # and the flags it added (the next ordinary restart drops both)
         self.flags: dict[str, Any] = dict(profile.server)
@@ -180,7 +180,7 @@ class Supervisor:
         self._changed_and_notify()
 
     # ------------------------------------------------------------------ preflight
-    async def gate(self, overrides: dict[str, Any] | None = None, *, plan: bool = False,
+    async def gate(self, overrides: Overrides | dict[str, Any] | None = None, *, plan: bool = False,
                    runs: Iterable[Any] = ()) -> GateResult:
         """The gate (cockpit/preflight/gate.py) over this run's own nodes: the argv per node (hand
         it to start(argvs=…)), flags and host facts checked (HiCache per-rank arithmetic, GPUs,
@@ -200,7 +200,7 @@ class Supervisor:
         self._preflight = tuple(result.findings)
         return result
 
-    async def gated(self, overrides: dict[str, Any] | None = None, *, force: bool = False, plan: bool = False,
+    async def gated(self, overrides: Overrides | dict[str, Any] | None = None, *, force: bool = False, plan: bool = False,
                     runs: Iterable[Any] = ()) -> GatedLaunch:
         """The gate's go for `overrides` over this run's nodes (what start() takes): GateRefused
         when it refuses (its result carries the findings), FlagError when the flags make no argv."""
@@ -210,12 +210,30 @@ class Supervisor:
     async def start(self, plan: GatedLaunch, *, attach: bool = True, kill_leftovers: bool = False) -> RunInfo:
         """Launch the gate's `plan` (`gated()`, GateResult.launch) on the profile's target (detached
         on every host, or a Slurm job): its argvs as built, one per node. A live run is attached to
-        (never launched twice) when `attach` is true, else refused with RunRefused. On hosts,
-        processes already holding memory on the GPUs the run will use refuse the launch
-        (LeftoversHoldGpus) unless kill_leftovers."""
-        return await self.target.start(plan, attach=attach, kill_leftovers=kill_leftovers)
+        (never launched twice) when `attach` is true, else refused with RunRefused (the run it
+        names is followed from then on). On hosts, processes already holding memory on the GPUs the
+        run will use refuse the launch (LeftoversHoldGpus) unless kill_leftovers."""
+        try:
+            found = await self.target.start(plan, attach=attach, kill_leftovers=kill_leftovers, env=self.debug_env)
+        except RunRefused as exc:
+            if exc.found is not None:
+                self._take(exc.found)
+            raise
+        return self._take(found)
 
-    async def launch(self, overrides: dict[str, Any] | None = None, *, attach: bool = True,
+    def _take(self, found: RunFound) -> RunInfo:
+        """The run the target found or launched is the one followed: its state, flags, lifecycle
+        and journal entry are this Supervisor's to set (the target only answers)."""
+        if found.new:
+            self.reset_for_run()
+        self.info, self.flags, self.overrides = found.info, dict(found.flags), found.overrides
+        if found.lifecycle is not None or found.progress is not None:
+            self.set_lifecycle(found.lifecycle, found.progress)
+        if found.journal and self.recorder is not None:
+            self.recorder.started(found.info)
+        return found.info
+
+    async def launch(self, overrides: Overrides | dict[str, Any] | None = None, *, attach: bool = True,
                      kill_leftovers: bool = False, force: bool = False) -> RunInfo:
         """Attach to the live run (when `attach`), else walk the gate and start what it lets
         through: GateRefused, nothing launched, when it refuses."""
@@ -229,9 +247,11 @@ class Supervisor:
     async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
         """The profile's live run on its target, resumed; with include_ended, the newest run even
         if it has ended (status of a crashed run)."""
-        return await self.target.attach(include_ended=include_ended)
+        found = await self.target.attach(include_ended=include_ended)
+        return self._take(found) if found is not None else None
 
     def reset_for_run(self) -> None:
+        """A new run is followed: its state starts afresh (the target has reset its nodes)."""
         self.fold.reset()
         self._findings = ()
         self._dead_nodes = {}
@@ -241,8 +261,6 @@ class Supervisor:
         self.publisher.clear_lines()
         self.stopping = False
         self.crash_before_stop = False
-        for node in self.nodes:
-            node.reset()
         self.changed()
 
     # ------------------------------------------------------------------ monitoring
@@ -274,7 +292,21 @@ class Supervisor:
 
     async def refresh_once(self) -> RunSnapshot:
         """Read each node's log of the run to its current end, one probe: a snapshot for `status`."""
-        return await self.target.refresh_once()
+        ended = await self.target.refresh_once()
+        snap = self.snapshot()
+        if self.recorder is not None and self.info is not None:
+            if ended:  # a run nobody watched to its end: complete it from its log
+                self.recorder.completed(snap, self.outcome())
+            else:
+                self.recorder.on_snapshot(snap)
+                self.recorder.tick(force=True)
+        return snap
+
+    async def process_tree(self, stacks: StackRequest | None = None) -> list[NodeTree]:
+        """The run's processes on each of its nodes now (Target.process_tree), the run found first."""
+        if self.info is None:
+            await self.attach()
+        return await self.target.process_tree(stacks)
 
     def outcome(self) -> str:
         return "crashed" if self.fold.state.phase == "crashed" else "stopped"
@@ -319,6 +351,22 @@ class Supervisor:
         self._dead_nodes[node.index] = Finding(
             "node_died", "critical", f"node {node.index} ({node.label}) died: {last}. The head may still answer "
             "/health 200 until a request needs this node; restart the whole run.")
+
+    def ended_with(self, words: str, exit_code: int | None, stop: bool) -> None:
+        """The target's words on how the run ended (Slurm's), each node's exit taken already: a
+        crash keeps them as its decisive line (and as its message when the log named no cause)."""
+        crash = self.fold.state.crash
+        if crash is not None and not stop:
+            if crash.exit_code is None:
+                crash.exit_code = exit_code
+            if words not in crash.decisive_lines:
+                crash.decisive_lines.append(words)
+            if crash.kind == "unknown":
+                crash.message = words
+        if not self.stopping:
+            self.set_lifecycle("stopped" if stop or crash is None else "failed", words)
+        self.fold.changed = True
+        self.changed()
 
     def mark_stopped(self) -> None:
         """A stop we asked for is not a crash, whatever the exit code says (137 after SIGKILL can
@@ -499,8 +547,24 @@ class Supervisor:
         """Stop the run on its target (hosts: SIGTERM the run's process groups, SIGKILL after
         `timeout`, then wait until its GPU memory is released, leftovers reported and killed on
         request; Slurm: scancel, then wait until the job has left the queue).
-        `by`: who asked — the operator (`down`, the TUI's stop) or Cockpit itself (a restart)."""
-        return await self.target.stop(timeout, kill_leftovers, by)
+        `by`: who asked — the operator (`down`, the TUI's stop) or Cockpit itself (a restart): each
+        node's exit says so (RunSnapshot.ending), whatever the target."""
+        if self.info is None:
+            await self.attach()
+        if self.info is None:
+            return StopResult(True, False, [])
+        self.crash_before_stop = self.fold.state.crash is not None
+        self.stopping = True
+        self.stop_by = by
+        res = await self.target.stop(timeout, kill_leftovers, by)
+        if not res.reached:
+            self.set_lifecycle(res.lifecycle, res.words)
+            return res
+        self.mark_stopped()
+        self.set_lifecycle(res.lifecycle, res.words)
+        self.record_end()
+        self.publisher.publish(force=True)
+        return res
 
     async def gpu_processes_now(self) -> list[GpuProcess] | None:
         """Processes on the GPUs of every node now (None when telemetry cannot tell)."""
@@ -520,12 +584,11 @@ class Supervisor:
         on throughout. `plan`/`force`/`runs`: the memory plan in the verdict, as `cockpit up` has it.
         `debug`: with the engine's debugging settings (Backend.launch.debug_settings), journaled as a debug run."""
         debug_env, debug_flags = self.backend.launch.debug_settings() if debug else ({}, {})
-        kept = {k: v for k, v in self.overrides.items() if k not in self._debug_flags}
-        overrides = {**kept, **changes_to_overrides(changes), **changes_to_overrides(debug_flags)}
+        overrides = self.overrides.without(self._debug_flags) | Overrides.of(changes) | Overrides.of(debug_flags)
         go = await self.gated(overrides, force=force, plan=plan, runs=runs)  # GateRefused: nothing stopped
         if accepted is not None:
             accepted(go)
-        self._debug_flags = set(changes_to_overrides(debug_flags))
+        self._debug_flags = set(Overrides.of(debug_flags))
         # followed by run(): the new run is followed too. Not "watchers are set": a restart refused
         # after they were cancelled (leftovers found by the launch, not by the stop) left none, and
         # the operator's next restart launched a run nobody followed (phase unknown for ever)

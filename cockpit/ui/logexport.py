@@ -11,9 +11,8 @@ import shlex
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from cockpit.face import Profile, RunSnapshot, get_backend
+from cockpit.face import Overrides, Profile, RunSnapshot, build_argvs
 from cockpit.ui.advice import headroom_finding
 
 
@@ -29,10 +28,9 @@ class LogExport:
         proposal = headroom_finding(snap.findings) if snap else None
         if snap is None or proposal is None:
             return None
-        overrides: dict[str, Any] = {c.flag.lstrip("-"): c.to_value for c in snap.flag_diff}
-        overrides.update({c.flag.lstrip("-"): c.to_value for c in proposal.changes})
-        profile = self.profile()
-        return shlex.join(get_backend(profile.backend).launch.argv(profile, overrides))
+        # the gate's own builder: the line shows what a launch would run (node 0's argv)
+        overrides = Overrides(snap.flag_diff) | Overrides(proposal.changes)
+        return shlex.join(build_argvs(self.profile(), overrides)[0])
 
     def file_name(self, what: str, snap: RunSnapshot | None) -> str:
         run = snap.run.id if snap and snap.run else "no-run"

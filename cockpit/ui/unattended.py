@@ -54,9 +54,9 @@ class Decision:
 
 def _setting(flags: dict[str, Any], changes: tuple[FlagChange, ...] = ()) -> tuple[tuple[str, str], ...]:
     """A run's flags (with `changes` applied) as a comparable key."""
-    merged = {k.lstrip("-"): v for k, v in flags.items()}
-    for c in changes:
-        merged[c.flag.lstrip("-")] = c.to_value
+    from cockpit.face import Overrides
+
+    merged = Overrides(changes).applied_to(flags)
     return tuple(sorted((k, repr(v)) for k, v in merged.items()))
 
 

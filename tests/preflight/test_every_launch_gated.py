@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from cockpit.core.overrides import Overrides
+
 ROOT = Path(__file__).resolve().parents[2] / "cockpit"
 GATE_CALLS = {"launch", "gated"}  # GateResult.launch(force=…), Supervisor.gated(overrides, …)
 
@@ -176,7 +178,7 @@ def test_a_launch_without_the_gates_value_never_reaches_a_host(tmp_path: Path, m
 
     monkeypatch.setattr(type(sup.nodes[0].ops), "find", no_io)
     with pytest.raises(TypeError, match="only by the gate"):
-        GatedLaunch(object(), profile_name="gatedtest", overrides={}, argvs=[["python3"]], verdict="go")
+        GatedLaunch(object(), profile_name="gatedtest", overrides=Overrides(), flags={}, argvs=[["python3"]], verdict="go")
     with pytest.raises(TypeError, match="gate"):
         asyncio.run(sup.start([["python3", "-c", "pass"]]))  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="gate"):

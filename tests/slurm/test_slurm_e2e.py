@@ -198,8 +198,11 @@ async def test_link_drop_loses_no_line_and_an_outside_scancel_is_a_stop(
     assert os.path.exists(tmp_path / "runs" / "slurmdrop")
 
 
+@pytest.mark.parametrize("by", ["operator", "cockpit"])
 async def test_down_while_queued_is_a_clean_stop(slurm_cluster: SlurmCluster, ssh_env: SshHome, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+                                                 monkeypatch: pytest.MonkeyPatch, by: str) -> None:
+    """A stop of a queued job: a clean stop, said to be by whoever asked (the operator's `down`,
+    cockpit's restart), as on hosts; not Slurm's."""
     for k, v in _env(ssh_env, tmp_path).items():
         if k.startswith(("COCKPIT_", "XDG_")):
             monkeypatch.setenv(k, v)
@@ -210,10 +213,12 @@ async def test_down_while_queued_is_a_clean_stop(slurm_cluster: SlurmCluster, ss
         info = await sup.launch()
         assert isinstance(sup.target, SlurmJobTarget) and sup.target.job is not None and sup.target.job.outcome == "queued"
         assert sup.lifecycle == "launching" and sup.snapshot().progress.startswith("queued: ")
-        res = await sup.stop(timeout=10)
+        res = await sup.stop(timeout=10, by=by)
         assert res.stopped and res.leftovers == []
         snap = sup.snapshot()
         assert snap.lifecycle == "stopped" and snap.state.phase == "stopped" and snap.state.crash is None
+        assert snap.ending is not None and snap.ending["by"] == by, snap.ending
+        assert all(n.exited is not None and n.exited.stopped_by == by for n in sup.nodes)
         assert snap.target is not None and snap.target.state == "CANCELLED" and snap.target.nodes == ()
         assert not (Path(info.run_dir) / "node0.log").exists()  # it never ran
         assert await Supervisor(prof).attach() is None  # nothing left to attach to

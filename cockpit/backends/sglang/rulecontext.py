@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cockpit.backends.base import FlagError, HostFacts
+from cockpit.backends.common import flags_by_dest
 from cockpit.backends.sglang import memory
 from cockpit.backends.sglang.flags import DEFAULT_VERSION, canonical, graph_max_bs_flag, version_key
 from cockpit.backends.sglang.memory import (
@@ -40,13 +41,7 @@ class Context:
         self.warn = warn
         self.version = run_version(state, profile)
         # the profile's flags by dest, whatever spelling it used (`tp: 8` -> tp_size)
-        self.profile_flags: dict[str, Any] = {}
-        if profile is not None:
-            for k, v in profile.server.items():
-                try:
-                    self.profile_flags[canonical(k, self.version).dest] = v
-                except FlagError:
-                    continue
+        self.profile_flags: dict[str, Any] = flags_by_dest(profile, canonical, self.version)
         self.mfs = _mem_fraction_static(state)
         if self.mfs is None:
             pv = self.profile_flags.get("mem_fraction_static")

@@ -33,7 +33,8 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from cockpit.backends.base import FlagError, HostFacts
+from cockpit.backends.base import HostFacts
+from cockpit.backends.common import flags_by_dest
 from cockpit.backends.vllm.flags import DEFAULT_VERSION, canonical, default_util, version_key
 from cockpit.backends.vllm.memory import (
     GIB,
@@ -97,13 +98,7 @@ class _Ctx:
         self.target = target
         self.warn = warn
         self.version = run_version(state, profile)
-        self.profile_flags: dict[str, Any] = {}
-        if profile is not None:
-            for k, v in profile.server.items():
-                try:
-                    self.profile_flags[canonical(k, self.version).dest] = v
-                except FlagError:
-                    continue
+        self.profile_flags: dict[str, Any] = flags_by_dest(profile, canonical, self.version)
         ranks = list(state.ranks.values())
         self.util_source = "the log"
         util = as_float(state.server_args.get("gpu_memory_utilization"))

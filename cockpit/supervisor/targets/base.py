@@ -1,9 +1,10 @@
 """What a target is: where a run's server processes live and how they are launched, found,
 followed, stopped and listed (the Supervisor holds one; `hosts.py` and `slurm.py` are the two).
 
-`Target` is what the Supervisor asks of its target; `Run` is what a target may use of the
-Supervisor (the run's state, its watchers and its lifecycle words), so neither reaches into the
-other's private members. The run's outcomes and refusals every target reports live here too.
+`Target` is what the Supervisor asks of its target; a target answers (`RunFound`, `StopResult`)
+and the Supervisor applies the answer. `Run` is what a target may use of the Supervisor: the run
+read, never written, the watchers it drives and a few callbacks. The run's outcomes and refusals
+every target reports live here too.
 """
 
 from __future__ import annotations
@@ -11,25 +12,23 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cockpit.core.findings import FlagChange
-from cockpit.core.profile import Profile, normalise_flag_name
+from cockpit.core.overrides import Overrides
+from cockpit.core.profile import Profile
 from cockpit.errors import CockpitError
 from cockpit.remote.host import ServerExited
 from cockpit.remote.hostresults import NodeTree, StackRequest
-from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot, TargetView
+from cockpit.supervisor.api import GpuProcess, RunInfo, TargetView
 from cockpit.supervisor.nodes import Node
 from cockpit.supervisor.watch import GpuWatch
 
 if TYPE_CHECKING:
     from cockpit.backends.base import Backend
     from cockpit.preflight.launchplan import GatedLaunch
-    from cockpit.supervisor.follower import Follow, RunFold
-    from cockpit.supervisor.publisher import Publisher
-    from cockpit.supervisor.recorder import Recorder
+    from cockpit.supervisor.follower import Follow
     from cockpit.supervisor.servingwatch import ServingWatch
     from cockpit.supervisor.watch import ReadinessProbe
 
@@ -37,12 +36,13 @@ if TYPE_CHECKING:
 class RunRefused(CockpitError):
     """A run of this profile is already alive on its host (a second launch is never made)."""
 
-    def __init__(self, message: str, run: RunInfo | None):
+    def __init__(self, message: str, run: RunInfo | None, found: RunFound | None = None):
         # every message starts with the profile's name ("NAME is already running…", "NAME: …")
         name = message.split(" ", 1)[0].rstrip(":")
         super().__init__(message, hint=f"`cockpit tui {name}` attaches to it, `cockpit status {name}` reports on it, "
                          f"`cockpit down {name}` stops it")
         self.run = run
+        self.found = found  # the live run the target found (the Supervisor follows it from then on)
 
 
 class LaunchFailed(CockpitError):
@@ -67,6 +67,9 @@ class StopResult:
     left: list[int]  # pids of the run that survived even SIGKILL
     leftovers: list[GpuProcess] = field(default_factory=list)  # still holding GPU memory after the stop
     exit_codes: dict[str, int | None] = field(default_factory=dict)  # host -> server exit code
+    lifecycle: str = "stopped"  # the run's lifecycle after it (Slurm: "stopping" while the job lingers)
+    words: str = "stopped"  # and its words
+    reached: bool = True  # False: the stop never reached the target (scancel failed), nothing ended
 
 
 def new_run_id() -> str:
@@ -75,31 +78,45 @@ def new_run_id() -> str:
 
 
 
-def changes_to_overrides(changes: Iterable[FlagChange] | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(changes, dict):
-        return {normalise_flag_name(k): v for k, v in changes.items()}
-    return {normalise_flag_name(c.flag): c.to_value for c in changes}
+@dataclass(frozen=True)
+class RunFound:
+    """What a target's start and attach answer: the run it now follows there, for the Supervisor to
+    take (its state, flags and lifecycle are the Supervisor's; the target never writes them).
+    The target has put the run's records on its nodes already."""
+
+    info: RunInfo
+    flags: dict[str, Any]  # its server flags (the profile's with the overrides), as launched
+    overrides: Overrides
+    new: bool = True  # another run than the one followed: the run's state starts afresh
+    lifecycle: str | None = None  # what the run's lifecycle is now (None: as it is)
+    progress: str | None = None
+    journal: bool = False  # a live run the journal records the start of
 
 
 class Run(Protocol):
-    """What a target may use of the Supervisor that holds it."""
+    """What a target may use of the Supervisor that holds it: the run as it is (read, never
+    written), the watchers it drives, and a few callbacks. What a target finds it answers
+    (RunFound, StopResult, refresh_once's end), and the Supervisor applies it.
+    tests/supervisor/test_target_answers.py holds the targets to this list."""
 
-    profile: Profile
-    backend: Backend
-    fold: RunFold
-    follow: Follow
-    publisher: Publisher
-    readiness: ReadinessProbe
-    serving: ServingWatch
-    recorder: Recorder | None
-    info: RunInfo | None  # the run being followed
-    flags: dict[str, Any]  # its server flags (the profile's with the overrides)
-    overrides: dict[str, Any]
-    debug_env: dict[str, str]  # a debug relaunch's environment
-    stopping: bool  # a stop is under way (its exits are not crashes)
-    stop_by: str  # who asked for it: "operator" or "cockpit"
-    crash_before_stop: bool  # the log showed a crash before the stop (it stays one)
-
+    @property
+    def profile(self) -> Profile: ...
+    @property
+    def backend(self) -> Backend: ...
+    @property
+    def follow(self) -> Follow: ...
+    @property
+    def readiness(self) -> ReadinessProbe: ...
+    @property
+    def serving(self) -> ServingWatch: ...
+    @property
+    def info(self) -> RunInfo | None: ...  # the run being followed
+    @property
+    def flags(self) -> dict[str, Any]: ...  # its server flags
+    @property
+    def overrides(self) -> Overrides: ...
+    @property
+    def stopping(self) -> bool: ...  # a stop is under way (its exits are not crashes)
     @property
     def lifecycle(self) -> str: ...
 
@@ -109,25 +126,17 @@ class Run(Protocol):
 
     def changed(self) -> None: ...
 
-    def reset_for_run(self) -> None: ...
-
     def server_exited(self, node: Node, ex: ServerExited) -> None: ...
 
-    def mark_stopped(self) -> None: ...
-
-    def record_end(self) -> None: ...
-
-    def outcome(self) -> str: ...
+    def ended_with(self, words: str, exit_code: int | None, stop: bool) -> None:
+        """The target's own words on how the run ended (Slurm's), after each node's exit."""
+        ...
 
     def readiness_path(self) -> str: ...
 
     def api_base_url(self) -> Awaitable[str]: ...
 
-    def gpus_for_flags(self, flags: dict[str, Any]) -> set[tuple[str, int]]: ...
-
     def run_gpus(self) -> set[tuple[str, int]]: ...
-
-    def snapshot(self) -> RunSnapshot: ...
 
 
 class Target(Protocol):
@@ -145,17 +154,22 @@ class Target(Protocol):
         """The GPUs and hosts of the run's nodes."""
         ...
 
-    async def start(self, plan: GatedLaunch, *, attach: bool, kill_leftovers: bool) -> RunInfo:
-        """Launch the gate's `plan` (its argvs, one per node, as they are, and its overrides); a
-        live run is attached to when `attach`, else refused (RunRefused). The first thing it does
-        is `check_gated(plan, …)`: nothing the gate did not let through is ever launched."""
+    async def start(self, plan: GatedLaunch, *, attach: bool, kill_leftovers: bool,
+                    env: Mapping[str, str]) -> RunFound:
+        """Launch the gate's `plan` (its argvs, one per node, as they are, and its overrides), with
+        `env` added (a debug relaunch's); a live run is attached to when `attach`, else refused
+        (RunRefused, carrying what it found). The first thing it does is `check_gated(plan, …)`:
+        nothing the gate did not let through is ever launched."""
         ...
 
-    async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
-        """The profile's live run here, resumed (with include_ended: its newest, even ended)."""
+    async def attach(self, *, include_ended: bool = False) -> RunFound | None:
+        """The profile's live run here, found (with include_ended: its newest, even ended)."""
         ...
 
-    async def stop(self, timeout: float, kill_leftovers: bool, by: str) -> StopResult: ...
+    async def stop(self, timeout: float, kill_leftovers: bool, by: str) -> StopResult:
+        """Stop the run the Supervisor follows (it has one: the Supervisor attaches first, and has
+        marked the stop as under way); `by` is who asked, and each node's exit says so."""
+        ...
 
     def stop_failed(self, res: StopResult) -> str:
         """Why a restart cannot launch after this stop (its processes or its job are still there)."""
@@ -165,8 +179,9 @@ class Target(Protocol):
         """The tasks that watch the run (logs, readiness, telemetry, the target's own state)."""
         ...
 
-    async def refresh_once(self) -> RunSnapshot:
-        """Every node's log read to its end, one probe, one look at the target: `status`."""
+    async def refresh_once(self) -> bool:
+        """Every node's log read to its end, one probe, one look at the target (`status`): whether
+        the run has ended (the journal completes its record)."""
         ...
 
     def ready(self) -> bool:

@@ -12,20 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
-from cockpit.preflight.gate import merged_flags
+from cockpit.core.overrides import Overrides
 from cockpit.preflight.launchplan import GatedLaunch, check_gated
 from cockpit.remote.host import ServerExited
 from cockpit.remote.hostresults import LaunchReply, NodeTree, RunRecord, StackRequest, StopReply, run_or_none
 from cockpit.supervisor import telemetry_feed
-from cockpit.supervisor.api import GpuProcess, HostsView, RunInfo, RunSnapshot
+from cockpit.supervisor.api import GpuProcess, HostsView, RunInfo
 from cockpit.supervisor.nodes import Node, make_nodes, resolve_program
 from cockpit.supervisor.targets.base import (
     LaunchFailed,
     LeftoversHoldGpus,
     Run,
+    RunFound,
     RunRefused,
     StopResult,
     new_run_id,
@@ -54,13 +55,14 @@ class HostsTarget:
                                             sim_dir=telemetry_feed.sim_dir_of(run.profile), changed=run.changed)
 
     # ------------------------------------------------------------------ launch / attach
-    async def start(self, plan: GatedLaunch, *, attach: bool, kill_leftovers: bool) -> RunInfo:
+    async def start(self, plan: GatedLaunch, *, attach: bool, kill_leftovers: bool,
+                    env: Mapping[str, str]) -> RunFound:
         """Launch the gate's argvs detached on every node. Processes already holding memory on
         the GPUs the run will use refuse the launch (LeftoversHoldGpus) unless kill_leftovers: a
         server started on top of them would size its KV pool from what is left and die, or starve them."""
         run, profile = self.run, self.run.profile
         gated = check_gated(plan, profile.name, len(self.nodes))  # nothing the gate did not pass
-        overrides, argvs = gated.overrides, gated.argvs
+        overrides, argvs, flags = gated.overrides, gated.argvs, gated.flags
         if profile.groups:  # two groups are never launched as one plain server (the TUI, `up`)
             name = profile.name
             raise LaunchFailed(f"{name} declares a prefill group and a decode group: launch each as its own "
@@ -70,23 +72,24 @@ class HostsTarget:
         if live is not None:
             if attach:
                 return live
-            n0 = nodes[0].record
+            n0, info = nodes[0].record, live.info
             if n0 is not None and not n0.alive and n0.members:
                 raise RunRefused(
-                    f"{profile.name}: the server of run {live.id} has exited but its processes "
-                    f"{list(n0.members)} are still alive on {live.hosts[0]} (and may hold GPU memory)", live)
-            raise RunRefused(f"{profile.name} is already running on {live.hosts[0]} (run {live.id}, pid {live.pid})", live)
-        flags = merged_flags(profile, overrides)
-        busy = await self.telemetry.wait_release(run.gpus_for_flags(flags), kill_leftovers, run.say)
+                    f"{profile.name}: the server of run {info.id} has exited but its processes "
+                    f"{list(n0.members)} are still alive on {info.hosts[0]} (and may hold GPU memory)", info, live)
+            raise RunRefused(f"{profile.name} is already running on {info.hosts[0]} (run {info.id}, pid {info.pid})",
+                             info, live)
+        gpus = run.backend.launch.gpus([n.label for n in nodes], flags, profile.env)
+        busy = await self.telemetry.wait_release(gpus, kill_leftovers, run.say)
         if busy:
             raise LeftoversHoldGpus(busy)
         run.set_lifecycle("launching", "launching the server")
         run_id = new_run_id()
-        env = {**profile.env, **run.debug_env, **run.backend.launch.secret_env(profile, overrides)}
+        env = {**profile.env, **env, **run.backend.launch.secret_env(profile, overrides)}
         launched: list[tuple[Node, RunRecord]] = []
         for node, argv in zip(nodes, argvs, strict=True):
             argv = resolve_program(list(argv), local=node.host.is_local)
-            meta = {"flags": flags, "overrides": overrides, "node_rank": node.index, "hosts": [n.label for n in nodes]}
+            meta = {"flags": flags, "overrides": overrides.as_dict(), "node_rank": node.index, "hosts": [n.label for n in nodes]}
             node_env = {**env, **run.backend.launch.node_env(profile, node.index), **node.host.env}
             res = LaunchReply.from_wire(await node.ops.launch(
                 node.key, run_id, argv, env=node_env, cwd=profile.workdir,
@@ -98,30 +101,26 @@ class HostsTarget:
                 found = await self.attach()
                 if found is not None and attach:
                     return found
-                raise RunRefused(f"{profile.name} is already running on {node.label}", found)
+                raise RunRefused(f"{profile.name} is already running on {node.label}",
+                                 found.info if found is not None else None, found)
             if res.error is not None or res.record is None:
                 await self._stop_nodes(launched, timeout=10)
                 run.set_lifecycle("failed", f"launch failed on {node.label}: {res.error}")
                 raise LaunchFailed(f"{node.label}: the server did not start: {res.error}",
                                    hint="check the profile's python/program and workdir")
             launched.append((node, res.record))
-        run.reset_for_run()
+        for node in nodes:
+            node.reset()
         for node, record in launched:
             node.record = record
-        run.overrides = overrides
-        run.flags = flags
-        run.info = self._run_info()
-        run.set_lifecycle("running", "starting")
-        if run.recorder is not None:
-            run.recorder.started(run.info)
-        return run.info
+        return RunFound(self._run_info(flags), flags, overrides, lifecycle="running", progress="starting", journal=True)
 
     async def _stop_nodes(self, launched: list[tuple[Node, RunRecord]], timeout: float) -> None:
         for node, record in launched:
             with contextlib.suppress(TransportError):
                 await node.ops.stop(node.key, record.run_id, timeout)
 
-    async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
+    async def attach(self, *, include_ended: bool = False) -> RunFound | None:
         """The profile's live run (pid alive, still our process) on its hosts, resumed; with
         include_ended, the newest run even if it has ended (status of a crashed run)."""
         run, nodes = self.run, self.nodes
@@ -135,24 +134,21 @@ class HostsTarget:
         if not alive and not include_ended:
             return None
         if run.info is not None and run.info.id == first.run_id:
-            return run.info
-        run.reset_for_run()
+            return RunFound(run.info, run.flags, run.overrides, new=False)  # the run followed already
+        for node in nodes:
+            node.reset()
         nodes[0].record = first
         for node, record in zip(nodes[1:], others, strict=True):
             node.record = record
-        run.flags = dict(first.flags or run.profile.server)
-        run.overrides = dict(first.overrides)
-        run.info = self._run_info()
+        flags = dict(first.flags or run.profile.server)
+        info = self._run_info(flags)
         if alive:
-            run.set_lifecycle("running", "")
-            if run.recorder is not None:
-                run.recorder.started(run.info)
-        else:
-            # the exit is applied to the state once the log has been read (refresh_once / run)
-            run.set_lifecycle("stopped" if first.stopped_by else "failed", "the run has ended")
-        return run.info
+            return RunFound(info, flags, Overrides.of(first.overrides), lifecycle="running", progress="", journal=True)
+        # the exit is applied to the state once the log has been read (refresh_once / run)
+        return RunFound(info, flags, Overrides.of(first.overrides),
+                        lifecycle="stopped" if first.stopped_by else "failed", progress="the run has ended")
 
-    def _run_info(self) -> RunInfo:
+    def _run_info(self, flags: dict[str, Any]) -> RunInfo:
         n0 = self.nodes[0].record or RunRecord(run_id="None")
         run = self.run
         return RunInfo(
@@ -164,7 +160,7 @@ class HostsTarget:
             started_at=n0.started_at,
             run_dir=n0.run_dir,
             log_path=n0.log_path,
-            flags=dict(run.flags),
+            flags=dict(flags),
             version=run.profile.version,
         )
 
@@ -181,8 +177,9 @@ class HostsTarget:
                                       lambda: n0.exited is None and not run.stopping))
         return [asyncio.create_task(c) for c in spawn]
 
-    async def refresh_once(self) -> RunSnapshot:
-        """Read each node's log of the run to its current end, one probe: a snapshot for `status`."""
+    async def refresh_once(self) -> bool:
+        """Read each node's log of the run to its current end, one probe (`status`): whether every
+        node's server has ended."""
         run = self.run
         await asyncio.gather(*(run.follow.follow(node, follow=False) for node in self.nodes if node.record))
         if any(n.exited is None for n in self.nodes if n.record) and run.lifecycle == "running":
@@ -209,15 +206,7 @@ class HostsTarget:
                 serving_look()))
             await self._look_unless_a_node_ends(look)
         await self.telemetry.once()
-        snap = run.snapshot()
-        if run.recorder is not None and run.info is not None:
-            if all(n.exited is not None for n in self.nodes if n.record):
-                # a run nobody watched to its end: complete it from its log
-                run.recorder.completed(snap, run.outcome())
-            else:
-                run.recorder.on_snapshot(snap)
-                run.recorder.tick(force=True)
-        return snap
+        return all(n.exited is not None for n in self.nodes if n.record)
 
     async def _look_unless_a_node_ends(self, look: asyncio.Future[Any]) -> None:
         """The head's look (its probe, the hang window) while node k > 0's record is read every few
@@ -269,13 +258,6 @@ class HostsTarget:
         """SIGTERM the run's process groups, SIGKILL after `timeout`, then wait until its GPU
         memory is released; leftovers still holding memory are reported (and killed on request)."""
         run = self.run
-        if run.info is None:
-            await self.attach()
-        if run.info is None:
-            return StopResult(True, False, [])
-        run.crash_before_stop = run.fold.state.crash is not None
-        run.stopping = True
-        run.stop_by = by
         run.set_lifecycle("stopping", f"stopping {run.profile.name} (SIGTERM, SIGKILL after {timeout:g} s)")
         gpus_of_run = run.run_gpus()
         running = [n for n in self.nodes if n.record]
@@ -300,13 +282,10 @@ class HostsTarget:
                 run.server_exited(node, ServerExited(pid or 0, exit_code,
                                                      (reply.record.stopped_by if reply.record is not None else None) or by,
                                                      reply.record.oom_evidence if reply.record is not None else None))
-        run.mark_stopped()
         run.set_lifecycle("waiting_gpu_release", "waiting for the run's GPU memory to be released")
         res.leftovers = await self.telemetry.wait_release(gpus_of_run, kill_leftovers, run.say)
-        run.set_lifecycle("stopped", "stopped" if not res.leftovers else
-                "GPU memory still held by pid " + ", ".join(str(p.pid) for p in res.leftovers))
-        run.record_end()
-        run.publisher.publish(force=True)
+        if res.leftovers:
+            res.words = "GPU memory still held by pid " + ", ".join(str(p.pid) for p in res.leftovers)
         return res
 
     def stop_failed(self, res: StopResult) -> str:
@@ -318,11 +297,9 @@ class HostsTarget:
 
     # ------------------------------------------------------------------ processes
     async def process_tree(self, stacks: StackRequest | None = None) -> list[NodeTree]:
-        """Each host's processes of the run: its recorded process group, session and tree
-        (proctree.py), read by the host program."""
+        """Each host's processes of the run the Supervisor follows (Supervisor.process_tree finds it
+        first): its recorded process group, session and tree (proctree.py), read by the host program."""
         run = self.run
-        if run.info is None:
-            await self.attach()
         info = run.info
         if info is None:
             return [NodeTree(n.label, error=f"no run of {run.profile.name} on {n.label}") for n in self.nodes]

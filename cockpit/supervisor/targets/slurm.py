@@ -15,13 +15,13 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import replace
 from typing import Any
 
 from cockpit.aio import reap
+from cockpit.core.overrides import Overrides
 from cockpit.core.profile import Host
-from cockpit.preflight.gate import merged_flags
 from cockpit.preflight.launchplan import GatedLaunch, check_gated
 from cockpit.remote.host import HostOps, ServerExited
 from cockpit.remote.hostresults import NodeTree, RunRecord, StackRequest
@@ -30,9 +30,9 @@ from cockpit.slurm.jobstate import SlurmJob
 from cockpit.slurm.script import NODE_LOG, NODE_STEP, render_batch_script, sbatch_argv
 from cockpit.slurm.steps import SrunStepTransport
 from cockpit.supervisor import telemetry_feed
-from cockpit.supervisor.api import GpuProcess, RunInfo, RunSnapshot, SlurmView
+from cockpit.supervisor.api import GpuProcess, RunInfo, SlurmView
 from cockpit.supervisor.nodes import Node, transport_for
-from cockpit.supervisor.targets.base import Run, RunRefused, StopResult, new_run_id
+from cockpit.supervisor.targets.base import Run, RunFound, RunRefused, StopResult, new_run_id
 from cockpit.supervisor.watch import GpuWatch, probe_interval
 from cockpit.telemetry.samples import TelemetrySample
 from cockpit.transport.base import Transport, TransportError
@@ -97,6 +97,7 @@ class SlurmJobTarget:
         self._facts: dict[str, Any] = {}
         self._job_at: float | None = None  # time.time() of the last answer
         self._follows: list[asyncio.Task[Any]] = []
+        self._stop_by: str | None = None  # who asked for the stop of this job (None: nobody here)
         self.poll_s = float(os.environ.get(POLL_ENV) or DEFAULT_POLL_S)
 
     # ------------------------------------------------------------------ nodes
@@ -122,49 +123,52 @@ class SlurmJobTarget:
                          flags=dict((f.get("meta") or {}).get("flags") or {}),
                          overrides=dict((f.get("meta") or {}).get("overrides") or {}))
 
-    def _adopt(self, facts: dict[str, Any]) -> RunInfo:
+    def _adopt(self, facts: dict[str, Any], journal: bool) -> RunFound:
+        """The job of `facts` (its run directory's) is the run from now on: its nodes' records."""
         run = self.run
-        run.reset_for_run()
         self._steps[:] = []
         self._facts = facts
+        self._stop_by = None
         self.job_id = str(facts.get("job_id") or "") or None
         for node in self.nodes:
+            node.reset()
             node.host = Host.model_construct(ssh=f"node{node.index}")
             node.record = self._record(node.index)
         meta = facts.get("meta") or {}
-        run.flags = dict(meta.get("flags") or run.profile.server)
-        run.overrides = dict(meta.get("overrides") or {})
-        run.info = self._run_info()
+        flags = dict(meta.get("flags") or run.profile.server)
+        found = RunFound(self._run_info(flags), flags, Overrides.of(meta.get("overrides")), journal=journal)
         if facts.get("nodes"):
             self._name_nodes(facts["nodes"])
-        return run.info
+        return found
 
-    def _run_info(self) -> RunInfo:
+    def _run_info(self, flags: dict[str, Any]) -> RunInfo:
         run = self.run
         n0 = self.nodes[0].record or RunRecord(run_id="None")
         hosts = (self.config.login, f"{JOB_PREFIX}{self.job_id}") if self.job_id else (self.config.login,)
         return RunInfo(id=n0.run_id, profile=run.profile.name, hosts=hosts, pid=None, pgid=None,
-                       started_at=n0.started_at, run_dir=n0.run_dir, log_path=n0.log_path, flags=dict(run.flags),
+                       started_at=n0.started_at, run_dir=n0.run_dir, log_path=n0.log_path, flags=dict(flags),
                        version=run.profile.version)
 
     # ------------------------------------------------------------------ launch / attach
-    async def start(self, plan: GatedLaunch, *, attach: bool, kill_leftovers: bool) -> RunInfo:
-        """Submit the gate's argvs as a job (sbatch --parsable on the login node). A queued or
-        running job of the profile is attached to when `attach`, else refused (RunRefused)."""
+    async def start(self, plan: GatedLaunch, *, attach: bool, kill_leftovers: bool,
+                    env: Mapping[str, str]) -> RunFound:
+        """Submit the gate's argvs as a job (sbatch --parsable on the login node): the script runs
+        them as the gate built them, its placeholders for the head node filled in on the allocation.
+        A queued or running job of the profile is attached to when `attach`, else refused (RunRefused)."""
         run, profile = self.run, self.run.profile
         gated = check_gated(plan, profile.name, len(self.nodes))  # nothing the gate did not pass
-        overrides, argvs = gated.overrides, gated.argvs
+        overrides, argvs, flags = gated.overrides, gated.argvs, gated.flags
         live = await self.attach()
         if live is not None:
             if attach:
                 return live
             raise RunRefused(f"{profile.name}: job {self.job_id} is "
-                             f"{self.job.describe() if self.job else 'in the queue'} (run {live.id})", live)
-        flags = merged_flags(profile, overrides)
+                             f"{self.job.describe() if self.job else 'in the queue'} (run {live.info.id})",
+                             live.info, live)
         run_id = new_run_id()
-        env = {**profile.env, **run.debug_env, **run.backend.launch.secret_env(profile, overrides)}
+        env = {**profile.env, **env, **run.backend.launch.secret_env(profile, overrides)}
         script = render_batch_script(argvs, env=env, profile=profile.name, run_id=run_id)
-        meta = {"flags": flags, "overrides": overrides, "nodes": self.config.nodes, "target": "slurm"}
+        meta = {"flags": flags, "overrides": overrides.as_dict(), "nodes": self.config.nodes, "target": "slurm"}
         run.set_lifecycle("launching", f"submitting to Slurm on {self.config.login}")
         try:
             ans = await self.login.submit(profile.name, run_id, workdir=profile.workdir, script=script,
@@ -179,17 +183,13 @@ class SlurmJobTarget:
             if found is not None and attach:
                 return found
             raise RunRefused(f"{profile.name} has a job in the queue already "
-                             f"(job {(ans.get('run') or {}).get('job_id')})", found)
+                             f"(job {(ans.get('run') or {}).get('job_id')})", found.info if found else None, found)
         self.job = None
-        self._adopt(ans["run"])
-        run.overrides, run.flags = overrides, flags
-        run.info = info = self._run_info()
+        self._adopt(ans["run"], journal=True)
         await self._poll_state()
-        if run.recorder is not None:
-            run.recorder.started(info)
-        return info
+        return RunFound(self._run_info(flags), flags, overrides, journal=True)
 
-    async def attach(self, *, include_ended: bool = False) -> RunInfo | None:
+    async def attach(self, *, include_ended: bool = False) -> RunFound | None:
         """The profile's current job when it is queued or running (with include_ended: also
         when it has ended), resumed from its run directory."""
         run = self.run
@@ -202,13 +202,11 @@ class SlurmJobTarget:
             return None
         if run.info is not None and run.info.id == facts["run_id"]:
             self._take_job(job)
-            return run.info
+            return RunFound(run.info, run.flags, run.overrides, new=False)  # the run followed already
         self.job = job
-        info = self._adopt(facts)
+        found = self._adopt(facts, journal=not job.ended)
         self._take_job(job)
-        if not job.ended and run.recorder is not None:
-            run.recorder.started(info)
-        return info
+        return found
 
     # ------------------------------------------------------------------ Slurm state
     async def _poll_state(self) -> SlurmJob | None:
@@ -267,22 +265,13 @@ class SlurmJobTarget:
         # a failed job is a crash even when Slurm records a clean exit code (NODE_FAIL 0:0): an
         # unknown code makes the reducer record one, with the phase the log had reached
         as_seen = code if stop or code not in (None, 0, 130, 143) else None
+        # a stop asked here is the asker's (the operator's `down`, cockpit's restart), as on hosts;
+        # one nobody here asked for (a time limit, someone's scancel) is Slurm's
+        by = (self._stop_by or "slurm") if stop else None
         for node in self.nodes:
             if node.record is not None and node.exited is None:
-                run.server_exited(node, ServerExited(0, as_seen, "slurm" if stop else None))
-        crash = run.fold.state.crash
-        words = job.describe()
-        if crash is not None and not stop:
-            if crash.exit_code is None:
-                crash.exit_code = code
-            if words not in crash.decisive_lines:
-                crash.decisive_lines.append(words)
-            if crash.kind == "unknown":
-                crash.message = words
-        if not run.stopping:
-            run.set_lifecycle("stopped" if stop or crash is None else "failed", words)
-        run.fold.changed = True
-        run.changed()
+                run.server_exited(node, ServerExited(0, as_seen, by))
+        run.ended_with(job.describe(), code, stop)
 
     # ------------------------------------------------------------------ monitoring
     def _running_head(self) -> Node | None:
@@ -319,7 +308,7 @@ class SlurmJobTarget:
         spawn: list[Coroutine[Any, Any, None]] = [self._readiness_loop(), self._telemetry_loop(), self._state_loop()]
         return [*self._follows, *(asyncio.create_task(c) for c in spawn)]
 
-    async def refresh_once(self) -> RunSnapshot:
+    async def refresh_once(self) -> bool:
         run = self.run
         job = await self._poll_state()
         await asyncio.gather(*(run.follow.follow(n, follow=False) for n in self.nodes if n.record),
@@ -330,14 +319,7 @@ class SlurmJobTarget:
         if head is not None:
             await run.readiness.probe(head, run.backend.launch.api_port(run.flags), run.readiness_path())
             await self.telemetry.once()
-        snap = run.snapshot()
-        if run.recorder is not None and run.info is not None:
-            if job is not None and job.ended:
-                run.recorder.completed(snap, run.outcome())
-            else:
-                run.recorder.on_snapshot(snap)
-                run.recorder.tick(force=True)
-        return snap
+        return job is not None and job.ended
 
     async def wait_ended(self) -> str:
         """Until Slurm says the job has ended (`cockpit logs -f`: there is no pid to watch)."""
@@ -378,30 +360,24 @@ class SlurmJobTarget:
         """`scancel`, then wait until the job has left the queue (reached an end state). The
         allocation goes back to Slurm: its epilog, not cockpit, owns the GPUs from then on."""
         run = self.run
-        if run.info is None:
-            await self.attach()
-        if run.info is None or not self.job_id:
+        if not self.job_id:
             return StopResult(True, False, [])
-        run.crash_before_stop = run.fold.state.crash is not None
-        run.stopping = True
+        self._stop_by = by
         run.set_lifecycle("stopping", f"scancel {self.job_id}; waiting until it has left the queue")
         try:
             ans = await self.login.cancel(self.job_id, timeout=max(timeout, 5.0) + 30)
         except TransportError as exc:
-            run.set_lifecycle("failed", f"scancel {self.job_id} failed: {exc}")
-            return StopResult(False, False, [])
+            return StopResult(False, False, [], lifecycle="failed", words=f"scancel {self.job_id} failed: {exc}",
+                              reached=False)
         job = await self._poll_state()
         if job is not None and job.ended:
             await self._job_ended(job)
-        run.mark_stopped()
         left = bool(ans.get("left_queue"))
         words = job.describe() if job is not None else f"job {self.job_id} cancelled"
-        run.set_lifecycle("stopped" if left else "stopping", words if left else f"job {self.job_id} still {ans.get('state')}")
-        res = StopResult(left, False, [], exit_codes={n.label: (job.exit_status if job else None)
-                                                      for n in self.nodes if n.record})
-        run.record_end()
-        run.publisher.publish(force=True)
-        return res
+        return StopResult(left, False, [], exit_codes={n.label: (job.exit_status if job else None)
+                                                       for n in self.nodes if n.record},
+                          lifecycle="stopped" if left else "stopping",
+                          words=words if left else f"job {self.job_id} still {ans.get('state')}")
 
     def stop_failed(self, res: StopResult) -> str:
         return f"Slurm job {self.job_id} did not leave the queue after scancel"
@@ -416,8 +392,6 @@ class SlurmJobTarget:
         server step there (named node<k>) and their descendants. Only while the job runs: queued,
         it has no processes; ended, they are gone (and the nodes are no longer the run's)."""
         run = self.run
-        if run.info is None:
-            await self.attach()
         if not self.job_id:
             return [NodeTree(n.label, error=f"no Slurm job of {run.profile.name}") for n in self.nodes]
         job = await self._poll_state()
