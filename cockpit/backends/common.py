@@ -10,13 +10,16 @@ resolver and parser, its type words, its example flag). Nothing here may import 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cockpit.backends.base import FlagError
 from cockpit.backends.flagtable import Bound, FlagLike, check_bounds
 from cockpit.core.findings import FlagChange
 from cockpit.core.numbers import is_number
-from cockpit.core.profile import Profile, normalise_flag_name
+from cockpit.core.overrides import normalise_flag_name
+
+if TYPE_CHECKING:  # pydantic (~0.2 s): diagnose's start-up loads this module for flags_by_dest
+    from cockpit.core.profile import Profile
 
 SpecT = TypeVar("SpecT", bound=FlagLike)
 

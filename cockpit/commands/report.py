@@ -30,6 +30,7 @@ from cockpit.face import (
     ReportFacts,
     Supervisor,
     apply,
+    build_argvs,
     end_of_input,
     get_backend,
     load_all_secret_flags,
@@ -153,7 +154,6 @@ async def _from_profile(profile: Profile) -> ReportFacts | None:
 
 def _command_of(facts: ReportFacts, sup: Any, profile: Profile, flags: dict[str, Any]) -> None:
     try:
-        from cockpit.face import build_argvs
 
         argvs = build_argvs(profile, flags)
         facts.command = list(argvs[0])

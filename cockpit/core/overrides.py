@@ -14,7 +14,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from cockpit.core.findings import FlagChange
-from cockpit.core.profile import normalise_flag_name
+
+
+def normalise_flag_name(name: str) -> str:
+    """`--mem_fraction_static`, `mem-fraction-static` → `mem-fraction-static`: the one spelling
+    (this module owns it; the profile and the backends ask here, and it loads no pydantic)."""
+    return name.lstrip("-").replace("_", "-")
 
 
 class Overrides(Mapping[str, Any]):

@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cockpit.core.engines import DEFAULT_ENGINE
+from cockpit.core.overrides import normalise_flag_name
 
 # A flag name as it appears in a profile: kebab or snake case, no dashes in front required.
 FLAG_NAME_RE = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_-]*\Z")
@@ -529,11 +530,6 @@ class Profile(BaseModel):
     def group_profiles(self) -> list[tuple[str, Profile]]:
         """(role, profile) for each group, prefill first; empty for a plain profile."""
         return [(r, self.group_profile(r)) for r in PD_ROLES] if self.groups else []
-
-
-def normalise_flag_name(name: str) -> str:
-    """`--mem_fraction_static`, `mem-fraction-static` → `mem-fraction-static`."""
-    return name.lstrip("-").replace("_", "-")
 
 
 def _is_number(s: str) -> bool:

@@ -20,9 +20,21 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from cockpit.backends import get_backend
 from cockpit.core.findings import Finding, exit_code_for, sort_findings
 from cockpit.core.overrides import Overrides
 from cockpit.errors import CockpitError
+from cockpit.preflight.launchcheck import launch_findings, node_zero
+from cockpit.preflight.launchplan import mint
+from cockpit.preflight.planning import plan_finding, profile_plan_finding
+from cockpit.slurm.script import DIST_ADDR
+from cockpit.telemetry.hostfacts import (
+    apply_what_if,
+    host_facts_for,
+    local_host_facts,
+    measure_hosts,
+    sim_dir_of,
+)
 
 if TYPE_CHECKING:
     from cockpit.backends.base import HostFacts
@@ -50,7 +62,6 @@ def build_argvs(profile: Profile, overrides: Overrides | Mapping[str, Any] | Non
     multi-node one: the one place cockpit builds a server's command line (the gate for a launch;
     `check`, `report` and the TUI's copied command for one shown). A secret flag the engine reads
     from its environment is left out (Backend.launch.secret_env). Raises FlagError."""
-    from cockpit.backends import get_backend
 
     argvs = get_backend(profile.backend).launch.node_argvs(profile, Overrides.of(overrides), dist_addr)
     return [list(a) for a in argvs]
@@ -69,8 +80,6 @@ def check_profile(
     facts they were computed from). `facts_overrides` maps a host label to facts measured elsewhere
     (the agent over SSH); the what-ifs replace them on every host. Raises FlagError / ProfileError
     for a profile the server would refuse."""
-    from cockpit.backends import get_backend
-    from cockpit.telemetry.hostfacts import apply_what_if, host_facts_for
 
     facts = apply_what_if(host_facts_for(profile, facts_overrides), host_mem_gb, gpu_mem_gb, gpus)
     backend = get_backend(profile.backend)
@@ -166,7 +175,6 @@ class GateResult:
     def launch(self, *, force: bool = False) -> GatedLaunch:
         """The go a target launches (launchplan.py): GateRefused when the verdict refuses, the
         FlagError when the flags made no argv. The only way to a launch."""
-        from cockpit.preflight.launchplan import mint
 
         verdict = self.verdict(force=force)
         argvs = self.node_argvs()  # bad input: raises the gate's FlagError (exit 2)
@@ -188,7 +196,6 @@ class GateResult:
 async def _dist_addr(profile: Profile, flags: Mapping[str, Any], node0: HostNode | None, launching: bool) -> str | None:
     """The rendezvous address a multi-node launch puts in its argvs: the flags' own, else Slurm's
     head node (filled in by the batch script), else a free port on node 0 (asked only for a launch)."""
-    from cockpit.backends import get_backend
 
     nodes = profile.target.nodes if profile.target is not None else len(profile.hosts)
     if nodes <= 1:
@@ -199,7 +206,6 @@ async def _dist_addr(profile: Profile, flags: Mapping[str, Any], node0: HostNode
     if not launching:
         return HEAD_PLACEHOLDER
     if profile.target is not None:
-        from cockpit.slurm.script import DIST_ADDR
 
         return DIST_ADDR
     if node0 is None:
@@ -222,7 +228,6 @@ async def _measure(profile: Profile, unreachable: dict[str, str]) -> dict[str, H
     the agent cannot run here, it is read in-process (host_facts_for)."""
     import asyncio
 
-    from cockpit.telemetry.hostfacts import local_host_facts, measure_hosts, sim_dir_of
 
     simulated = sim_dir_of(profile) is not None
     measured = await measure_hosts(profile, unreachable, include_local=simulated)
@@ -265,8 +270,6 @@ async def gate(
     (asking nothing); any other string or None goes in the argv as is (what `check` shows).
     `node0`: node 0's host program (the Supervisor's); else one over the pooled transport.
     """
-    from cockpit.backends import get_backend
-    from cockpit.preflight.launchcheck import launch_findings, node_zero
 
     ov = Overrides.of(overrides)  # any spelling: from here on, the one the profile uses
     backend = get_backend(profile.backend)
@@ -312,7 +315,6 @@ async def _plan(profile: Profile, overrides: Overrides, result: GateResult,
                 runs: Iterable[Any]) -> tuple[Finding, MemoryPlan | None]:
     """The memory plan from the gate's facts; the model's metadata is read on node 0, which is not
     tried again when the agent could not reach it."""
-    from cockpit.preflight.planning import plan_finding, profile_plan_finding
 
     node0 = profile.hosts[0]
     if node0.label in result.unreachable:

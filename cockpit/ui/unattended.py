@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cockpit.face import Crash, Finding, FlagChange
+from cockpit.face import Crash, Finding, FlagChange, Overrides, data_dir
 from cockpit.ui.advice import headroom_finding
 
 CONFIDENT_KINDS = ("cuda_oom", "graph_capture_oom")
@@ -54,7 +54,6 @@ class Decision:
 
 def _setting(flags: dict[str, Any], changes: tuple[FlagChange, ...] = ()) -> tuple[tuple[str, str], ...]:
     """A run's flags (with `changes` applied) as a comparable key."""
-    from cockpit.face import Overrides
 
     merged = Overrides(changes).applied_to(flags)
     return tuple(sorted((k, repr(v)) for k, v in merged.items()))
@@ -124,7 +123,6 @@ class Unattended:
 
 
 def actions_path() -> Path:
-    from cockpit.face import data_dir
 
     return data_dir() / "automatic-actions.jsonl"
 
