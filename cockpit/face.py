@@ -127,6 +127,7 @@ if TYPE_CHECKING:
         RunSnapshot,
         SlurmView,
     )
+    from cockpit.supervisor.logstream import Read, read_log
     from cockpit.supervisor.nodelog import NodeLog
     from cockpit.supervisor.nodes import Node
     from cockpit.supervisor.servingwatch import api_key_of
@@ -146,6 +147,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "SlurmView",
     ),
     "cockpit.remote.host": ("LinkState", "LogChunk", "LogFollower", "LogReset", "ServerExited"),
+    "cockpit.supervisor.logstream": ("Read", "read_log"),
     "cockpit.supervisor.nodelog": ("NodeLog",),
     "cockpit.supervisor.nodes": ("Node",),
     "cockpit.supervisor.servingwatch": ("api_key_of",),
