@@ -197,8 +197,8 @@ class LineSplitter:
                 self._decoder.reset()
                 data = data[cut + 1 :]
         parts = self._decoder.decode(data).split("\n")
-        if parts[-1] == "":
-            parts.pop()
+        if ends:
+            parts.pop()  # the "" after the last newline (a line in progress may decode to "" so far)
         out: list[Shown] = []
         n = before
         if cont and parts:
