@@ -4,7 +4,10 @@ cap reaches the parser as its head or last `\\r` segment, whatever the chunking.
 
 from __future__ import annotations
 
+import ast
 import codecs
+import itertools
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,7 +52,7 @@ def _shown_lines(chunks: list[bytes]) -> dict[int, str]:
 
 def _cut(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:], strict=False)]
+    return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
 @settings(max_examples=300, deadline=None)
@@ -175,3 +178,74 @@ def test_shown_text_decodes_as_the_whole_file_would() -> None:
     data = bytes(range(256)) * 3 + b"\n" + "ü€😀".encode() * 5 + b"\n"
     whole = codecs.decode(data, "utf-8", "replace").split("\n")[:-1]
     assert _shown_lines(_cut(data, list(range(0, len(data), 7)))) == dict(enumerate(whole, 1))
+
+
+# ---------------------------------------------------------------- one splitter: what the scan holds
+# A scan of the source (ast), not a grep: what it checks, and what it does not.
+#  1. Every log parser (a class with `feed`, `finish` and `skip_lines`, in cockpit/backends and the
+#     third engine's backend) takes `Lines` in `feed` and starts no bytes buffer (`self.x = b""`,
+#     `bytearray()`): each partial-line buffer the parsers had began so.
+#  2. No module outside cockpit/backends that handles the log stream (imports one of STREAM_NAMES)
+#     cuts text at newlines (`split`/`find`/`count`/… of "\n", `splitlines`, an incremental decoder),
+#     but linesplit.py. The parsers' own bulk scanners do find newlines, inside the whole lines they
+#     are handed (window bounds, counts): that is reading, not splitting the stream, and rule 1
+#     keeps them from holding a line across feeds.
+REPO = Path(__file__).resolve().parents[2]
+STREAM_NAMES = {"LogChunk", "LogFollower", "NodeLog", "read_log", "Read", "LineSplitter", "Lines", "LogLine", "LogBatch"}
+_CUTS = {"split", "rsplit", "find", "rfind", "index", "rindex", "count", "partition", "rpartition"}
+
+
+def _newline_cuts(tree: ast.AST) -> list[int]:
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            a = n.func.attr
+            first = n.args[0] if n.args else None
+            if a in ("splitlines", "getincrementaldecoder") or (
+                    a in _CUTS and isinstance(first, ast.Constant) and first.value in ("\n", b"\n")):
+                out.append(n.lineno)
+    return out
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    return {al.asname or al.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for al in n.names}
+
+
+def _parser_classes(tree: ast.AST) -> list[ast.ClassDef]:
+    return [c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)
+            and {"feed", "finish", "skip_lines"} <= {f.name for f in c.body if isinstance(f, ast.FunctionDef)}]
+
+
+def test_no_log_parser_keeps_a_partial_line() -> None:
+    files = [*(REPO / "cockpit" / "backends").rglob("*.py"), REPO / "tests" / "third_engine" / "backend.py"]
+    parsers = []
+    for path in files:
+        for cls in _parser_classes(ast.parse(path.read_text())):
+            parsers.append(cls.name)
+            feed = next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "feed")
+            assert ast.unparse(feed.args.args[1].annotation or ast.Constant(None)) == "Lines", (path, cls.name)
+            for n in ast.walk(cls):
+                if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) for t in n.targets):
+                    v = n.value
+                    starts_bytes = (isinstance(v, ast.Constant) and isinstance(v.value, bytes)) or (
+                        isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id == "bytearray")
+                    assert not starts_bytes, f"{path}:{n.lineno}: {cls.name} starts a bytes buffer"
+    assert {"SGLangLogParser", "VLLMLogParser", "EchoParser"} <= set(parsers)  # the scan sees them all
+
+
+def test_only_the_splitter_cuts_the_log_stream_into_lines() -> None:
+    scanned, cutters = [], {}
+    for path in sorted((REPO / "cockpit").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith("cockpit/backends/"):
+            continue
+        tree = ast.parse(path.read_text())
+        if rel != "cockpit/core/linesplit.py" and not (_imports(tree) & STREAM_NAMES):
+            continue
+        scanned.append(rel)
+        if (lines := _newline_cuts(tree)):
+            cutters[rel] = lines
+    assert list(cutters) == ["cockpit/core/linesplit.py"], cutters
+    # the scan covers the readers the issue named (a scope that lost them would pass anything)
+    assert {"cockpit/supervisor/nodelog.py", "cockpit/supervisor/follower.py", "cockpit/supervisor/logstream.py",
+            "cockpit/commands/logs.py", "cockpit/ui/logmodel.py"} <= set(scanned)
