@@ -30,6 +30,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from cockpit.core import bytecount
 
 LINE_CAP = 64 * 1024  # bytes of a line in progress held for the parser (see the module's rules)
+BIG_BLOCK = 256 * 1024  # a chunk at least this big is a file's block, not a live tail's few lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,14 @@ class Lines:
         return self.whole().split(b"\n")[:-1]
 
 
+def _newlines(data: bytes, start: int, end: int) -> int:
+    """The newlines in data[start:end]: a big block's counted at SIMD speed (bytecount), a live
+    tail's by `bytes` (the SIMD library is imported only when a big block is read)."""
+    if end - start < BIG_BLOCK:
+        return data.count(b"\n", start, end)
+    return bytecount.counter()(data, b"\n", start, end)
+
+
 class LineSplitter:
     """Cuts one log's chunks into numbered lines. Not thread-safe; one per log being read.
 
@@ -91,7 +100,6 @@ class LineSplitter:
         self._prev = b""  # its last non-empty `\r` segment before that
         self._cr = False  # it holds a `\r`
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._count = bytecount.counter()
 
     # ------------------------------------------------------------------------- position
     def skip(self, n: int) -> None:
@@ -130,7 +138,7 @@ class LineSplitter:
                 self.mid_line = True
             self._grow(data)
             return Lines(before if cont else before + 1, shown=shown, caught_up=caught_up)
-        newlines = self._count(data, b"\n", 0, last_nl + 1)
+        newlines = _newlines(data, 0, last_nl + 1)
         lead = b""
         start = 0
         if cont:
@@ -185,13 +193,13 @@ class LineSplitter:
         begins (the last maybe unfinished)."""
         caught_up = False
         if self.show_last is not None:
-            total = self._count(data, b"\n", 0, len(data)) + (0 if ends else 1)
+            total = _newlines(data, 0, len(data)) + (0 if ends else 1)
             if total > self.show_last:
                 cut = len(data)
                 for _ in range(self.show_last + (1 if ends else 0)):
                     cut = data.rfind(b"\n", 0, cut)
                 # lines counted, not shown: numbering goes on after them, the text restarts clean
-                before += self._count(data, b"\n", 0, cut + 1) - (1 if cont else 0)
+                before += _newlines(data, 0, cut + 1) - (1 if cont else 0)
                 cont = False
                 caught_up = True
                 self._decoder.reset()
