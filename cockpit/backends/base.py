@@ -97,7 +97,7 @@ class GenerateApi(Protocol):
 
 class LogParser(Protocol):
     """Turns a log's lines into core events. It is handed whole, numbered lines by the one splitter
-    (cockpit/core/linesplit.py: `LineSplitter`, or `read_bytes` for a file read whole) and keeps no
+    (cockpit/core/linesplit.py: `LineSplitter`, or `ByteReader` for a file read whole) and keeps no
     partial line of its own; what it carries across feeds is its reading (records, tracebacks)."""
 
     @property
