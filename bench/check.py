@@ -41,6 +41,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cockpit.core.linesplit import ByteReader
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import median, print_machine
@@ -146,7 +148,7 @@ def measure_live(runs: int, log: Path | None) -> dict[str, float]:
     parse: list[float] = []
     split: list[float] = []
     for _ in range(runs):
-        p = SGLangLogParser()
+        p = ByteReader(SGLangLogParser())
         t = time.process_time()
         for chunk in feeds:
             p.feed(chunk)

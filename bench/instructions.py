@@ -31,12 +31,13 @@ from log_pipeline import generate
 REPO = Path(__file__).resolve().parent.parent
 LIVE = """
 import sys
+from cockpit.core.linesplit import ByteReader
 from cockpit.backends.sglang.logparse import SGLangLogParser
 with open(sys.argv[1], "rb") as f:
     lines = f.read(4_000_000).split(b"\\n")[100:20_100]
 feeds = [b"\\n".join(lines[i:i + 200]) + b"\\n" for i in range(0, len(lines), 200)]
 if sys.argv[2] == "1":
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     for c in feeds:
         p.feed(c)
 """

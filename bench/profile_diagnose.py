@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from cockpit.core.linesplit import ByteReader
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from log_pipeline import generate
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"reading in 1 MiB chunks:             {best(read, args.runs):.4f}")
 
     def feed() -> None:
-        p = scanner.SGLangLogParser()
+        p = ByteReader(scanner.SGLangLogParser())
         for c in data:
             p.feed(c)
         p.finish()

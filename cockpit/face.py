@@ -102,7 +102,7 @@ from cockpit.model.read import read_model_dir
 from cockpit.preflight.gate import GateRefused, GateResult, WhatIf, build_argvs, check_profile, gate
 from cockpit.preflight.launchplan import GatedLaunch
 from cockpit.preflight.planning import backend_plan, measured_facts, plan_finding, plan_for_profile
-from cockpit.remote.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
+from cockpit.remote.host import LinkState, LogReset, ServerExited
 from cockpit.serving.answers import served_model
 from cockpit.serving.loadgen import finite_json, run_bench
 from cockpit.serving.workload import DEFAULT_MAX_ERROR_SHARE, BenchSpec, load_dataset, read_vocab
@@ -117,6 +117,7 @@ from cockpit.supervisor.api import (
     RunSnapshot,
     SlurmView,
 )
+from cockpit.supervisor.logstream import Read, read_log
 from cockpit.supervisor.nodelog import NodeLog
 from cockpit.supervisor.nodes import Node
 from cockpit.supervisor.servingwatch import api_key_of

@@ -102,7 +102,7 @@ DIAGNOSE_MODULES = (HELP_MODULES - {"textwrap"}) | frozenset({
     "cockpit.commands", "cockpit.commands.diagnose", "cockpit.commands._reading", "cockpit.face_light", "cockpit.errors", "cockpit.core.numbers",
     "cockpit.core.findings", "cockpit.core.state", "cockpit.core.ranks", "cockpit.core.secrets",
     "cockpit.core.bytecount", "cockpit.core.events", "cockpit.core.reducer", "cockpit.core.crashstory", "cockpit.core.safe_output",
-    "cockpit.core.sanitize",
+    "cockpit.core.sanitize", "cockpit.core.linesplit",
     # the backends' base, the refusal of other programs' logs, vLLM's byte sniff (its grammar is not read)
     "cockpit.backends.base", "cockpit.backends.engine", "cockpit.backends.flagtable", "cockpit.backends.foreign",
     "cockpit.backends.vllm", "cockpit.backends.vllm.sniff",
@@ -121,8 +121,8 @@ DIAGNOSE_MODULES = (HELP_MODULES - {"textwrap"}) | frozenset({
     # (issue 37: normalised once; pydantic stays out, the profile's module is not loaded)
     "cockpit.backends.common", "cockpit.core.overrides",
 })
-DIAGNOSE_MODULE_BUDGET = len(DIAGNOSE_MODULES)  # 102: the log reading report shares is its own module, the
-# flags-by-dest helper and the flag spelling theirs (issue 37)
+DIAGNOSE_MODULE_BUDGET = len(DIAGNOSE_MODULES)  # 103: the log reading report shares is its own module, the
+# flags-by-dest helper, the flag spelling and the splitter theirs (issue 37)
 
 
 def test_diagnose_of_an_sglang_log_imports_only_its_path() -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, runtime_checkable
 
 from cockpit.core.findings import Finding, FlagChange
+from cockpit.core.linesplit import Lines
 from cockpit.core.state import RunState
 from cockpit.errors import BadInput
 
@@ -96,19 +97,21 @@ class GenerateApi(Protocol):
 
 
 class LogParser(Protocol):
-    """Turns log bytes into core events. Stateful across feeds (a line may be split between two)."""
+    """Turns a log's lines into core events. It is handed whole, numbered lines by the one splitter
+    (cockpit/core/linesplit.py: `LineSplitter`, or `ByteReader` for a file read whole) and keeps no
+    partial line of its own; what it carries across feeds is its reading (records, tracebacks)."""
 
     @property
     def lines_seen(self) -> int:
         """Complete lines consumed so far (the file's line numbering, skipped lines included)."""
         ...
 
-    def feed(self, data: bytes) -> Iterable[Any]:
-        """Feed raw bytes (any chunking, may split lines); return the events of complete lines."""
+    def feed(self, lines: Lines) -> Iterable[Any]:
+        """The events of these whole lines (numbered from `lines.first`)."""
         ...
 
     def finish(self) -> Iterable[Any]:
-        """Flush a trailing partial line at end of input."""
+        """The events held back until the end of the input (a record still open, a last sample)."""
         ...
 
     def skip_lines(self, n: int) -> None:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from cockpit.commands._support import render_findings, render_report, status_json
-from cockpit.face import CockpitError, GateResult, LogChunk, LogFollower, Supervisor, decisive_tail
+from cockpit.face import CockpitError, GateResult, NodeLog, Read, Supervisor, decisive_tail, read_log
 
 STARTED_GRACE_S = 1.0  # a server that dies at once (bad flag, port in use) is a failure, not "started"
 # after the hosts say the server has ended: how long the log follower may take to deliver its exit
@@ -120,18 +120,21 @@ async def run_log_tail(sup: Any, n: int = 40) -> list[str]:
     out: list[str] = []
     for nd in nodes:
         rec = nd.record
-        fol = LogFollower(nd.ops, rec.log_path, offset=rec.log_offset, ino=rec.log_inode, tail=n, follow=False)
-        data = b""
+        # the screen's text of each line (Cockpit's own access lines left out, as everywhere)
+        nl = NodeLog(sup.backend, nd.label, parse=False, catch_up=None)
+        texts: list[str] = []
+
+        def on_item(item: Any, texts: list[str] = texts) -> None:
+            if isinstance(item, Read):
+                texts.extend(p.line.text for p in item.pieces if not p.continued)
+
         try:
-            async for item in fol.items():
-                if isinstance(item, LogChunk):
-                    data += item.data
+            await read_log(nl, nd.ops, rec.log_path, on_item, offset=rec.log_offset, ino=rec.log_inode, tail=n,
+                           follow=False)
         except Exception:  # the report goes on without the lines
             continue
-        finally:
-            await fol.close()
         prefix = f"{nd.label} | " if len(nodes) > 1 else ""
-        out += [prefix + ln for ln in data.decode("utf-8", "replace").splitlines()]
+        out += [prefix + ln for ln in texts]
     return out
 
 

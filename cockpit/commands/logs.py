@@ -22,15 +22,15 @@ from cockpit.face import (
     CockpitError,
     LineFilter,
     LinkState,
-    LogChunk,
-    LogFollower,
     LogReset,
     Node,
     NodeLog,
     Profile,
+    Read,
     ServerExited,
     Supervisor,
     engine_words,
+    read_log,
     reap,
 )
 
@@ -120,29 +120,27 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
         record = node.record
         assert record is not None
         nl = NodeLog(sup.backend, node.label, parse=False, raw=raw, catch_up=None)
-        fol = LogFollower(node.ops, record.log_path, offset=record.log_offset, ino=record.log_inode, follow=False,
-                          tail=window)
         kept: deque[str] = deque(maxlen=args.tail)
-        try:
-            async for item in fol.items():
-                if isinstance(item, LogChunk):
-                    _events, pieces = nl.feed(item.data)
-                    for piece in pieces:
-                        if piece.continued:
-                            continue
-                        # a last line without its newline: a follower resumes before it
-                        if not piece.ends and following:
-                            continue
-                        if filt.matches(piece.line.text, piece.line.rank):
-                            kept.append(prefix + piece.line.text + "\n")
-                elif isinstance(item, LogReset):
-                    nl.reset()
-        finally:
-            await fol.close()
+
+        def on_item(item: Any) -> None:
+            if not isinstance(item, Read):
+                return
+            for piece in item.pieces:
+                if piece.continued:
+                    continue
+                # a last line without its newline: a follower resumes before it
+                if not piece.ends and following:
+                    continue
+                if filt.matches(piece.line.text, piece.line.rank):
+                    kept.append(prefix + piece.line.text + "\n")
+
+        await read_log(nl, node.ops, record.log_path, on_item, offset=record.log_offset, ino=record.log_inode,
+                       follow=False, tail=window)
         if args.tail:
             out.write("".join(kept))
             out.flush()
-        return fol.offset, fol.ino
+        assert nl.cursor is not None
+        return nl.cursor
 
     async def one(node: Node, follow: bool = True) -> None:
         record = node.record
@@ -156,61 +154,66 @@ async def _logs(profile: Profile, args: argparse.Namespace) -> int:
                 return
             filt = _make_filter(args.filter, args.rank, sup.backend.logs.filter_presets())  # a fresh one: rank records restart
         offset, ino = cursors.get(node.index, (record.log_offset, record.log_inode))
-        fol = LogFollower(
-            node.ops,
-            record.log_path,
-            offset=offset,
-            ino=ino,
-            tail=args.tail if node.index not in cursors else None,
-            follow=follow,
-            watch={"pid": record.pid, "run_dir": record.run_dir} if follow and record.pid else None,
-        )
         prefix = f"{node.label} | " if multi else ""
         # A line longer than the follower's chunk cap (4 MB) arrives in pieces: raw, it is printed
         # as one line (shown or not by its first piece); on a terminal its first piece stands for it.
         keep = False  # the line being read is shown
+        stopped = False
 
         def end_line() -> None:
             if raw and nl.mid_line and keep:
                 out.write("\n")
                 out.flush()
-            nl.reset()
+
+        def on_item(item: Any) -> bool:
+            nonlocal keep, stopped
+            if isinstance(item, Read):
+                parts: list[str] = []
+                for piece in item.pieces:
+                    ln = piece.line
+                    if piece.continued:
+                        if keep and raw:
+                            parts.append(ln.text + ("\n" if piece.ends else ""))
+                        continue
+                    keep = filt.matches(ln.text, ln.rank)
+                    if keep:
+                        parts.append(prefix + ln.text + ("\n" if piece.ends or not raw else ""))
+                if parts:
+                    out.write("".join(parts))
+                    out.flush()
+            elif isinstance(item, LogReset):
+                end_line()
+            elif isinstance(item, ServerExited):
+                end_line()
+                print(f"cockpit: {node.label}: the server exited (code {item.code})", file=sys.stderr)
+                stopped = True
+            elif isinstance(item, LinkState) and item.fatal:  # the host key CHANGED: stop, say so
+                end_line()
+                print(f"cockpit: {item.reason}; not reconnecting" + (f"\n  hint: {item.hint}" if item.hint else ""),
+                      file=sys.stderr)
+                failed.append(node.label)
+                stopped = True
+            elif isinstance(item, LinkState) and not item.up:
+                print(f"cockpit: {node.label}: connection lost ({item.reason}); reconnecting…", file=sys.stderr)
+            return stopped
 
         try:
-            async for item in fol.items():
-                if isinstance(item, LogChunk):
-                    _events, pieces = nl.feed(item.data)
-                    parts: list[str] = []
-                    for piece in pieces:
-                        ln = piece.line
-                        if piece.continued:
-                            if keep and raw:
-                                parts.append(ln.text + ("\n" if piece.ends else ""))
-                            continue
-                        keep = filt.matches(ln.text, ln.rank)
-                        if keep:
-                            parts.append(prefix + ln.text + ("\n" if piece.ends or not raw else ""))
-                    if parts:
-                        out.write("".join(parts))
-                        out.flush()
-                elif isinstance(item, LogReset):
-                    end_line()
-                elif isinstance(item, ServerExited):
-                    end_line()
-                    print(f"cockpit: {node.label}: the server exited (code {item.code})", file=sys.stderr)
-                    return
-                elif isinstance(item, LinkState) and item.fatal:  # the host key CHANGED: stop, say so
-                    end_line()
-                    print(f"cockpit: {item.reason}; not reconnecting" + (f"\n  hint: {item.hint}" if item.hint else ""),
-                          file=sys.stderr)
-                    failed.append(node.label)
-                    return
-                elif isinstance(item, LinkState) and not item.up:
-                    print(f"cockpit: {node.label}: connection lost ({item.reason}); reconnecting…", file=sys.stderr)
-            end_line()  # a last line without its newline still ends the output's line
+            await read_log(
+                nl,
+                node.ops,
+                record.log_path,
+                on_item,
+                offset=offset,
+                ino=ino,
+                tail=args.tail if node.index not in cursors else None,
+                follow=follow,
+                watch={"pid": record.pid, "run_dir": record.run_dir} if follow and record.pid else None,
+            )
+            if not stopped:
+                end_line()  # a last line without its newline still ends the output's line
         finally:
-            nl.cursor = cursors[node.index] = (fol.offset, fol.ino)
-            await fol.close()
+            if nl.cursor is not None:  # where the next read of this node resumes (a Slurm end's last lines)
+                cursors[node.index] = nl.cursor
 
     failed: list[str] = []  # nodes whose link will not come back
     try:

@@ -1,6 +1,7 @@
 """Following the nodes' logs into the run's one RunState.
 
-Each node's log is read through its NodeLog (events for the state, lines for the publisher).
+Each node's log is read by the one reading loop (cockpit/supervisor/logstream.py, `cockpit logs`'
+too) through its NodeLog (events for the state, lines for the publisher).
 Every node's events fold into one `RunState` (`RunFold`). A log of many GB is read as its head
 (the startup, where the memory story is) and its last lines; the lines between are counted on
 the host so line numbers stay exact.
@@ -15,9 +16,10 @@ from cockpit.backends.base import Backend
 from cockpit.core.findings import Finding
 from cockpit.core.reducer import apply
 from cockpit.core.state import RunState
-from cockpit.remote.host import LinkState, LogChunk, LogFollower, LogReset, ServerExited
+from cockpit.remote.host import LinkState, LogFollower, LogReset, ServerExited
 from cockpit.remote.hostresults import LogScan
 from cockpit.supervisor.api import LogLine
+from cockpit.supervisor.logstream import LogItem, Read, read_log
 from cockpit.supervisor.nodelog import NodeLog
 from cockpit.supervisor.nodes import Node
 from cockpit.supervisor.publisher import Publisher
@@ -96,15 +98,14 @@ class Follow:
             node.log = NodeLog(self.fold.backend, node.label)
         return node.log
 
-    def feed(self, node: Node, data: bytes) -> None:
-        nl = self.log_of(node)
-        own = nl.own_lines
-        events, lines = nl.feed_lines(data)
+    def take(self, node: Node, read: Read) -> None:
+        """One chunk's events into the run's state, its lines to the publisher and the listeners."""
         fold = self.fold
-        for ev in events:
+        for ev in read.events:
             fold.apply(node, ev)
         fold.changed = True
-        self.publisher.add_lines(lines, nl.own_lines - own)
+        lines = [p.line for p in read.pieces if not p.continued]  # a giant line's start stands for it
+        self.publisher.add_lines(lines, read.own)
         for listen in self.line_listeners:
             listen(lines)
 
@@ -124,34 +125,33 @@ class Follow:
             offset, ino = nl.cursor
         else:
             offset, ino = await self._read_big_log_head(node, record.log_offset, record.log_inode)
-        fol = LogFollower(node.ops, record.log_path, offset=offset, ino=ino, follow=follow, watch=watch)
-        node.follower = fol
-        try:
-            async for item in fol.items():
-                if isinstance(item, LogChunk):
-                    self.feed(node, item.data)
-                elif isinstance(item, ServerExited):
-                    self.on_exit(node, item)
-                elif isinstance(item, LogReset):
-                    nl.reset()
-                    self.say(f"{node.label}: log {item.why}; following the new file")
-                elif isinstance(item, LinkState) and item.fatal:
-                    node.link_up = False
-                    self.link_findings[node.label] = link_finding(item)
-                    self.say(f"{item.reason}; not reconnecting")
-                elif isinstance(item, LinkState):
-                    node.link_up = item.up
-                    self.say("" if item.up else f"{node.label}: connection lost ({item.reason}); reconnecting")
-            if not follow:
-                self.finish(node)
-                ended = node.record
-                over = ended is not None and (ended.exit_code is not None or ended.lost)  # lost: no waiter left
-                if ended is not None and not ended.alive and over and node.exited is None:
-                    self.on_exit(node, ServerExited(ended.pid or 0, ended.exit_code, None, ended.oom_evidence))
-        finally:
-            node.follower = None
-            nl.cursor = (fol.offset, fol.ino)
-            await fol.close()
+
+        def on_item(item: LogItem) -> None:
+            if isinstance(item, Read):
+                self.take(node, item)
+            elif isinstance(item, ServerExited):
+                self.on_exit(node, item)
+            elif isinstance(item, LogReset):
+                self.say(f"{node.label}: log {item.why}; following the new file")
+            elif item.fatal:
+                node.link_up = False
+                self.link_findings[node.label] = link_finding(item)
+                self.say(f"{item.reason}; not reconnecting")
+            else:
+                node.link_up = item.up
+                self.say("" if item.up else f"{node.label}: connection lost ({item.reason}); reconnecting")
+
+        def on_open(fol: LogFollower | None) -> None:
+            node.follower = fol  # the supervisor's stop closes it
+
+        await read_log(nl, node.ops, record.log_path, on_item, offset=offset, ino=ino, follow=follow, watch=watch,
+                       on_open=on_open)
+        if not follow:
+            self.finish(node)
+            ended = node.record
+            over = ended is not None and (ended.exit_code is not None or ended.lost)  # lost: no waiter left
+            if ended is not None and not ended.alive and over and node.exited is None:
+                self.on_exit(node, ServerExited(ended.pid or 0, ended.exit_code, None, ended.oom_evidence))
 
     async def _read_big_log_head(self, node: Node, offset: int, ino: int | None) -> tuple[int, int | None]:
         """A run's log of many GB (days of batch lines) is not read whole: its head and its last
@@ -165,14 +165,14 @@ class Follow:
             return offset, ino  # e.g. no log yet: follow from the start
         if scan.size - scan.offset <= BIG_LOG_BYTES:
             return offset, ino
-        fol = LogFollower(node.ops, path, offset=scan.offset, ino=scan.ino, follow=False, end=scan.head_end)
-        try:
-            async for item in fol.items():
-                if isinstance(item, LogChunk):
-                    self.feed(node, item.data)
-        finally:
-            await fol.close()
-        self.log_of(node).skip_lines(scan.skipped_lines)
+        nl = self.log_of(node)
+
+        def on_item(item: LogItem) -> None:
+            if isinstance(item, Read):
+                self.take(node, item)
+
+        await read_log(nl, node.ops, path, on_item, offset=scan.offset, ino=scan.ino, follow=False, end=scan.head_end)
+        nl.skip_lines(scan.skipped_lines)
         self.say(f"{node.label}: a {scan.size / 1e9:.1f} GB log: read its startup and its last "
                  f"{BIG_LOG_TAIL_LINES} lines ({scan.skipped_lines} lines between were counted, not parsed)")
         return scan.tail_start, scan.ino

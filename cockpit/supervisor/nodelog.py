@@ -1,5 +1,6 @@
 """One node's log of one run: where it was read up to, the line it is in the middle of, the rank
-of the current record, and the parser. A chunk of the log is split into lines once, here.
+of the current record, and the parser. A chunk of the log is split into lines once, by its
+`LineSplitter` (cockpit/core/linesplit.py), for the parser and for the screen alike.
 
 `NodeLog.feed(chunk)` returns the core events the backend's parser found and the lines to show.
 The supervisor (TUI, `status`) and `cockpit logs` both read a node's log through it, so line
@@ -16,11 +17,11 @@ DISPLAY_LINE_CAP characters. `cockpit logs` into a pipe or a file keeps the file
 
 from __future__ import annotations
 
-import codecs
 from dataclasses import dataclass
 from typing import Any
 
 from cockpit.backends.base import Backend, LogParser
+from cockpit.core.linesplit import Lines, LineSplitter
 from cockpit.core.ownlines import is_own_line
 from cockpit.core.sanitize import clean_text
 from cockpit.supervisor.api import LogLine
@@ -58,83 +59,71 @@ class NodeLog:
         self.host = host
         self.parser: LogParser | None = backend.logs.new_parser() if parse else None
         self.raw = raw  # keep the file's text (no cleaning, no cap, giant lines in pieces)
-        self.catch_up = catch_up
-        self.lines = 0  # lines of this run's log seen so far (the file's numbering)
+        # the one cut of the stream into numbered lines: the parser's and the screen's (core/linesplit.py)
+        self.split = LineSplitter(show=True, show_last=catch_up)
         self.rank: str | None = None  # rank of the current record (continuation lines inherit it)
-        self.mid_line = False  # the last chunk ended inside a line (a giant line arrives in pieces)
         self.cursor: tuple[int, int | None] | None = None  # (offset, inode) read up to
         # the access lines of Cockpit's own requests (cockpit/core/ownlines.py) left out of the
         # lines to show: counted here, numbered as the file numbers them (the parser still sees them)
         self.own_lines = 0
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    @property
+    def lines(self) -> int:
+        """Lines of this run's log seen so far (the file's numbering)."""
+        return self.split.lines
+
+    @property
+    def mid_line(self) -> bool:
+        """The last chunk ended inside a line (a giant line arrives in pieces)."""
+        return self.split.mid_line
 
     # ---------------------------------------------------------------- position
     def skip_lines(self, n: int) -> None:
         """n lines went by unread (a huge log's middle, counted on the host)."""
-        self.lines += n
+        self.split.skip(n)
         if self.parser is not None:
             self.parser.skip_lines(n)
 
-    def reset(self) -> None:
-        """The file was truncated or rotated: what follows starts a new line."""
-        self.mid_line = False
-        self._decoder.reset()
+    def reset(self) -> list[Any]:
+        """The file was truncated or rotated: the line in progress ends (its events are returned),
+        what follows starts a new line."""
+        return self._parse(self.split.reset())
 
     def finish(self) -> list[Any]:
-        """The events of a trailing partial line, at the end of the input."""
-        return list(self.parser.finish()) if self.parser is not None else []
+        """The events of a trailing partial line and the parser's last ones, at the end of the input."""
+        events = self._parse(self.split.finish())
+        return events + list(self.parser.finish()) if self.parser is not None else events
+
+    def _parse(self, lines: Lines) -> list[Any]:
+        return list(self.parser.feed(lines)) if self.parser is not None and not lines.empty else []
 
     # ---------------------------------------------------------------- reading
     def feed(self, data: bytes) -> tuple[list[Any], list[Piece]]:
         """Events of the chunk's complete lines, and its lines to show as pieces: a chunk that
         ends inside a line gives that line's start, and the next chunk a piece that continues it."""
-        events = list(self.parser.feed(data)) if self.parser is not None else []
-        ends_nl = data.endswith(b"\n")
-        cont, lines = self._split(data)
-        pieces = [Piece(cont, continued=True, ends=bool(lines) or ends_nl)] if cont is not None else []
-        pieces += [Piece(ln) for ln in lines]
-        if pieces and not ends_nl:
-            pieces[-1] = Piece(pieces[-1].line, pieces[-1].continued, ends=False)
-        return events, pieces
+        lines = self.split.feed(data)
+        return self._parse(lines), self._pieces(lines)
 
     def feed_lines(self, data: bytes) -> tuple[list[Any], list[LogLine]]:
         """`feed` for display: the new lines only (a giant line's start stands for all of it)."""
-        events = list(self.parser.feed(data)) if self.parser is not None else []
-        return events, self._split(data)[1]
+        events, pieces = self.feed(data)
+        return events, [p.line for p in pieces if not p.continued]
 
-    def _split(self, data: bytes) -> tuple[LogLine | None, list[LogLine]]:
-        """(the piece that continues the line the last chunk ended in, the chunk's new lines)."""
-        if not data:
-            return None, []
-        ends_nl = data.endswith(b"\n")
-        if self.catch_up is not None:
-            total = data.count(b"\n") + (0 if ends_nl else 1)
-            if total > self.catch_up:
-                cut = len(data)
-                for _ in range(self.catch_up + (1 if ends_nl else 0)):
-                    cut = data.rfind(b"\n", 0, cut)
-                self.lines += data.count(b"\n", 0, cut + 1) - (1 if self.mid_line else 0)
-                self.mid_line = False
-                self.rank = None
-                self._decoder.reset()
-                data = data[cut + 1 :]
-        text = self._decoder.decode(data)
-        # newlines only: a tqdm \r, a form feed or a \x1c in binary garbage is not a line break
-        # in the file, and line numbers must stay the file's (the parser counts the same way)
-        parts = text.split("\n")
-        if parts[-1] == "":
-            parts.pop()
-        cont: LogLine | None = None
-        if self.mid_line and parts:
-            cont = LogLine(self.lines, self.rank, parts.pop(0), self.host)
-        out: list[LogLine] = []
+    def _pieces(self, lines: Lines) -> list[Piece]:
+        """The chunk's pieces as display lines: cleaned and capped (or the file's text when raw),
+        each with its record's rank, Cockpit's own access lines left out."""
+        if lines.caught_up:
+            self.rank = None
+        out: list[Piece] = []
         raw = self.raw
         record_rank = self.backend.logs.record_rank
         host = self.host
-        n = self.lines
         rank = self.rank
-        for line in parts:
-            n += 1
+        for piece in lines.shown:
+            line = piece.text
+            if piece.continued:
+                out.append(Piece(LogLine(piece.number, rank, line, host), True, piece.ends))
+                continue
             if not raw:
                 if not line.isprintable():  # C-fast; false for any control character (and tab)
                     if "\r" in line:  # tqdm redraws: the last segment is what a terminal shows
@@ -150,7 +139,6 @@ class NodeLog:
             if is_own_line(line):  # two substring checks: every line passes here
                 self.own_lines += 1
                 continue
-            out.append(LogLine(n, rank, line, host))
-        self.lines, self.rank = n, rank
-        self.mid_line = not ends_nl
-        return cont, out
+            out.append(Piece(LogLine(piece.number, rank, line, host), False, piece.ends))
+        self.rank = rank
+        return out

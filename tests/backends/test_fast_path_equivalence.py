@@ -22,6 +22,7 @@ from cockpit.backends import get_backend
 from cockpit.backends.sglang import scanner
 from cockpit.backends.sglang.scanner import SGLangLogParser
 from cockpit.core import events as ev
+from cockpit.core.linesplit import ByteReader
 from cockpit.core.reducer import apply, end_of_input
 from cockpit.core.state import RunState
 
@@ -61,7 +62,7 @@ def _busy(log: Path) -> bytes:
 
 
 def _parse(data: bytes) -> tuple[list[ev.Event], SGLangLogParser]:
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     out: list[ev.Event] = []
     for k in range(0, len(data), scanner.READ_CHUNK):
         out += p.feed(data[k:k + scanner.READ_CHUNK])

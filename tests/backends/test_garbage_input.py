@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cockpit.backends.sglang.logparse import LINE_CAP, SGLangLogParser, classify, read_log, split_record
+from cockpit.core.linesplit import ByteReader
 from cockpit.core.reducer import apply
 from cockpit.core.state import RunState
 
@@ -17,7 +18,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def run(chunks: list[bytes]) -> tuple[SGLangLogParser, RunState]:
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     s = RunState()
     for c in chunks:
         for e in p.feed(c):
@@ -52,21 +53,21 @@ def test_ten_megabyte_line_is_capped_and_skipped_without_buffering() -> None:
     # in one piece
     p, s = run([b"[2026-02-24 11:55:12 TP0] " + big + b"\n" + after])
     assert p.lines_seen == 2 and s.ranks["TP0"].pre_load_avail_gb == 78.21
-    # streamed in 64 KiB pieces with no newline for a long time: the pending buffer stays capped
-    p = SGLangLogParser()
+    # streamed in 64 KiB pieces with no newline for a long time: the splitter's held line stays capped
+    p = ByteReader(SGLangLogParser())
     stream = b"[2026-02-24 11:55:12 TP0] " + big + b"\n" + after
     longest_pending = 0
     for i in range(0, len(stream), 65536):
         p.feed(stream[i:i + 65536])
-        longest_pending = max(longest_pending, len(p._pending))
+        longest_pending = max(longest_pending, len(p.split._held), len(p.split._head), len(p.split._cur))
     assert longest_pending <= LINE_CAP + 65536
     p.finish()
     assert p.lines_seen == 2
     # an over-long line that never ends
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     for _ in range(200):
         p.feed(b"y" * 65536)
-    assert len(p._pending) <= LINE_CAP
+    assert max(len(p.split._held), len(p.split._head), len(p.split._cur)) <= LINE_CAP
     p.finish()
     assert p.lines_seen == 1
 
@@ -96,7 +97,7 @@ def test_odd_prefixes_never_raise() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=4000), st.lists(st.integers(min_value=1, max_value=700), min_size=1, max_size=8))
 def test_random_bytes_any_chunking(blob: bytes, sizes: list[int]) -> None:
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     s = RunState()
     pos = 0
     i = 0

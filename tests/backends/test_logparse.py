@@ -16,6 +16,7 @@ from cockpit.backends.sglang.logparse import (
     split_record,
 )
 from cockpit.core import events as ev
+from cockpit.core.linesplit import ByteReader
 from cockpit.core.reducer import apply
 from cockpit.core.state import RunState
 
@@ -126,7 +127,7 @@ def test_uvicorn_and_ansi() -> None:
     assert isinstance(e, ev.HttpAccess) and (e.method, e.path, e.status, e.rank) == ("GET", "/health", 503, None)
     e = one("[2026-02-24 11:56:17] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)")
     assert isinstance(e, ev.UvicornRunning) and e.port == 30000
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     evs = p.feed(b'[2026-02-24 11:57:43] \x1b[32mINFO\x1b[0m:     127.0.0.1:51744 - "\x1b[1mPOST /generate HTTP/1.1\x1b[0m" '
                  b"\x1b[32m200 OK\x1b[0m\n")
     assert evs == [ev.HttpAccess(1, "2026-02-24 11:57:43", None, "POST", "/generate", 200)]
@@ -187,7 +188,7 @@ def test_server_args_both_forms() -> None:
 
 
 def _events(data: bytes, sizes: list[int]) -> list[ev.Event]:
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     out: list[ev.Event] = []
     pos = 0
     i = 0
@@ -211,7 +212,7 @@ def test_any_chunking_gives_the_same_events(name: str) -> None:
 
 
 def test_partial_last_line_waits_for_its_newline() -> None:
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     assert p.feed(b"[2026-02-24 11:55:13 TP0] Load weight begin. avail mem=78.") == []
     assert p.lines_seen == 0
     assert p.feed(b"21 GB\n[2026-02-24 11:55:13 TP1] Load weight begin. avail mem=77.00 GB") == [
@@ -221,7 +222,7 @@ def test_partial_last_line_waits_for_its_newline() -> None:
 
 
 def test_tqdm_carriage_returns_and_crlf() -> None:
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     evs = p.feed(b"Loading safetensors checkpoint shards:  40% Completed | 12/30\r"
                  b"[2026-02-24 11:55:55 TP0] Load weight begin. avail mem=78.21 GB\r\n"
                  b"[2026-02-24 11:55:56 TP0] Memory pool end. avail mem=14.20 GB\r\n")
@@ -257,7 +258,7 @@ def busy_log(n_routine: int, crash: bool = True) -> tuple[bytes, int]:
 
 def test_busy_log_windows_keep_exact_line_numbers_and_the_story() -> None:
     data, crash_line = busy_log(60_000)
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     st = RunState()
     for chunk in range(0, len(data), 1 << 20):
         for e in p.feed(data[chunk:chunk + (1 << 20)]):
@@ -274,7 +275,7 @@ def test_busy_log_windows_keep_exact_line_numbers_and_the_story() -> None:
     assert st.peak_gen_throughput is not None and 1000 <= st.peak_gen_throughput <= 2976
     assert st.last_batch_kind == "prefill"
     # the same text read line by line (every line classified) tells the same story
-    q = SGLangLogParser()
+    q = ByteReader(SGLangLogParser())
     st2 = RunState()
     for raw in data.splitlines(keepends=True)[:2000]:
         for e in q.feed(raw):
@@ -285,7 +286,7 @@ def test_busy_log_windows_keep_exact_line_numbers_and_the_story() -> None:
 def test_sampled_lines_have_their_true_line_numbers() -> None:
     data, _ = busy_log(20_000, crash=False)
     lines = data.split(b"\n")
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     evs = p.feed(data) + p.finish()
     batches = [e for e in evs if isinstance(e, (ev.DecodeBatch, ev.PrefillBatch))]
     assert len(batches) > 5
@@ -339,7 +340,7 @@ def test_bulk_scan_finds_every_line_with_news_at_its_true_number(seed: int) -> N
     for i in range(rnd.randint(3000, 12000)):
         lines.append(rnd.choice(NEWS) if rnd.random() < 0.002 else _routine(rnd, i))
     data = "".join(lines).encode()
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     got: list[ev.Event] = []
     step = rnd.choice([1 << 20, 100_000, 65_537])
     for k in range(0, len(data), step):
@@ -371,7 +372,7 @@ def test_crash_phase_from_the_last_batch_in_a_busy_log(last: str, phase: str, n:
 def test_bulk_scan_classifies_few_routine_lines() -> None:
     """The design promise behind the benchmark: routine lines are counted in C, not parsed one by one."""
     data, _ = busy_log(100_000)
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     evs = p.feed(data) + p.finish()
     routine = [e for e in evs if isinstance(e, (ev.DecodeBatch, ev.PrefillBatch, ev.HttpAccess))]
     assert p.lines_seen > 100_000
@@ -411,7 +412,7 @@ def test_the_200_ok_shortcut_finds_what_the_access_mark_count_finds(seed: int, m
     data = "".join(body).encode()
 
     def parse() -> tuple[list[ev.Event], int, int, int, int]:
-        p = SGLangLogParser()
+        p = ByteReader(SGLangLogParser())
         evs = [e for c in range(0, len(data), 1 << 20) for e in p.feed(data[c : c + (1 << 20)])] + p.finish()
         return evs, p.lines_seen, p.strong, p.generic, p.foreign
 
@@ -499,7 +500,7 @@ def test_wrapper_prefixes_are_learned_not_listed() -> None:
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity "
             "of 94.97 GiB of which 1.05 GiB is free.",
         ))
-        p = SGLangLogParser()
+        p = ByteReader(SGLangLogParser())
         st = RunState()
         for e in p.feed(text.encode()) + p.finish():
             apply(st, e)
@@ -536,7 +537,7 @@ def test_a_record_glued_to_a_tqdm_bar_or_cut_from_its_prefix() -> None:
             b"[2025-06-19 15:12:27 TP0] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=21.96 GB, mem usage=8.81 GB.\n"
             b"[2026-04-10 13:17:24] L\n"
             b" Load weight begin. avail mem=60.89 GB \n")
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     st = RunState()
     for e in p.feed(text) + p.finish():
         apply(st, e)
@@ -548,7 +549,7 @@ def test_decode_retraction_is_a_warning_never_a_crash() -> None:
     text = (b"[2025-01-06 02:58:33 TP0] Decode batch. #running-req: 2, #token: 307721, token usage: 1.00, gen throughput (token/s): 10.94, #queue-req: 0\n"
             b"[2025-03-07 21:49:33 TP0] Decode out of memory happened. #retracted_reqs: 1, #new_token_ratio: 0.1474 -> 0.1845\n"
             b"[2025-03-07 21:49:45 TP0] Decode out of memory happened. #retracted_reqs: 2, #new_token_ratio: 0.0980 -> 0.1919\n")
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     st = RunState()
     for e in p.feed(text) + p.finish():
         apply(st, e)
@@ -565,14 +566,14 @@ def test_a_traceback_the_server_survives_is_not_a_crash() -> None:
           b"    raise ValueError(x)\n"
           b"ValueError: bad request\n")
     after = b"[2026-02-24 12:00:05 TP0] Decode batch, #running-req: 3, #token: 950, token usage: 0.01, cuda graph: True, gen throughput (token/s): 12.0, #queue-req: 0\n"
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     st = RunState()
     for e in p.feed(tb + after) + p.finish():
         apply(st, e)
     assert st.crash is None and st.phase == "ready"
     assert any("survived" in w for w in st.log_warnings)
     for tail in (b"", None):
-        p = SGLangLogParser()
+        p = ByteReader(SGLangLogParser())
         st = RunState()
         for e in p.feed(tb + (tail or b"")) + p.finish():
             apply(st, e)
@@ -609,7 +610,7 @@ def test_crash_headers_and_wordings(line: str, kind: type) -> None:
 
 def test_source_text_in_a_traceback_is_not_an_error() -> None:
     """`raise RuntimeError(f"NCCL error: …")` under a frame quotes an error; it is not one."""
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     out = p.feed(b'  File "/x/sglang/srt/distributed/device_communicators/pynccl_wrapper.py", line 350, in NCCL_CHECK\n'
                  b'    raise RuntimeError(f"NCCL error: {error_str}")\n'
                  b"RuntimeError: NCCL error: unhandled system error\n") + p.finish()
@@ -620,7 +621,7 @@ def test_source_text_in_a_traceback_is_not_an_error() -> None:
 def test_level_tags_and_headers_without_their_prefix() -> None:
     e = one("[2025-05-25 19:45:03] [ERROR] Scheduler hit an exception: Traceback (most recent call last):")
     assert isinstance(e, ev.SchedulerException) and e.ts == "2025-05-25 19:45:03"
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     st = RunState()
     for e in p.feed(b"Scheduler hit an exception: Traceback (most recent call last):\n"
                     b'  File ".../model_loader/loader.py", line 1426, in load_model\n'
@@ -672,7 +673,7 @@ def test_an_import_error_while_serving_is_not_a_startup_error(engine: str) -> No
     """A `<module>` frame proves start-up only when nothing sharper in the log names the phase."""
     from cockpit.backends import get_backend
     b = get_backend(engine)
-    p, st = b.logs.new_parser(), b.logs.new_state()
+    p, st = ByteReader(b.logs.new_parser()), b.logs.new_state()
     ready = (b"[2025-05-25 19:45:03] The server is fired up and ready to roll!\n" if engine == "sglang"
              else b"INFO 05-25 19:45:03 [api_server.py:1024] Starting vLLM API server 0 on http://0.0.0.0:8000\n"
                   b"INFO:     Application startup complete.\n")

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cockpit.backends.sglang.scanner import CLASSIFY_CAP, SGLangLogParser, _clean
+from cockpit.core.linesplit import ByteReader
 from cockpit.core.sanitize import clean_text
 
 _PIECES = st.sampled_from([b"\xe2\x82", b"\xff", b"\xc3", b"\xf0\x9f\x98", b"\x1b[31m", b"\xc2\x9b", b"\x00", b"\t",
@@ -23,11 +24,11 @@ _LINE = st.lists(_PIECES, max_size=12).map(b"".join)
 def test_a_feed_decoded_at_once_reads_as_its_lines_alone(lines: list[bytes]) -> None:
     feed = b"\n".join(lines) + b"\n"
     assert feed.decode("utf-8", "replace").split("\n")[:-1] == [raw.decode("utf-8", "replace") for raw in lines]
-    whole = SGLangLogParser()
+    whole = ByteReader(SGLangLogParser())
     got = whole.feed(feed) + whole.finish()
     # the per-line path: the same lines with a `\r` at their end (cut off by _clean), so the feed
     # is not decoded at once
-    ref = SGLangLogParser()
+    ref = ByteReader(SGLangLogParser())
     want = ref.feed(b"\r\n".join(lines) + b"\r\n") + ref.finish()
     assert [type(e).__name__ for e in got] == [type(e).__name__ for e in want]
     assert got == want
@@ -36,9 +37,9 @@ def test_a_feed_decoded_at_once_reads_as_its_lines_alone(lines: list[bytes]) -> 
 def _both_paths(lines: list[bytes]) -> tuple[SGLangLogParser, list[object], SGLangLogParser, list[object]]:
     """The feed as a live tail sends it, and the same lines through the per-line path (a `\r` at
     each line's end, cut off by _clean, keeps the feed from being decoded at once)."""
-    whole = SGLangLogParser()
+    whole = ByteReader(SGLangLogParser())
     got = whole.feed(b"\n".join(lines) + b"\n") + whole.finish()
-    ref = SGLangLogParser()
+    ref = ByteReader(SGLangLogParser())
     want = ref.feed(b"\r\n".join(lines) + b"\r\n") + ref.finish()
     return whole, got, ref, want
 

@@ -16,6 +16,7 @@ from cockpit.backends.vllm import bulk
 from cockpit.backends.vllm import logparse as vlp
 from cockpit.backends.vllm.logparse import VLLMLogParser
 from cockpit.core import events as ev
+from cockpit.core.linesplit import ByteReader
 
 pytestmark = pytest.mark.usefixtures("both_counts")
 
@@ -53,7 +54,7 @@ def _traffic(rnd: random.Random, n: int, kind: str = "bare") -> bytes:
 
 
 def _parse(data: bytes, chunk: int = vlp.READ_CHUNK) -> tuple[list[ev.Event], VLLMLogParser]:
-    p = VLLMLogParser(reference_time=1_764_400_000.0)
+    p = ByteReader(VLLMLogParser(reference_time=1_764_400_000.0))
     out: list[ev.Event] = []
     for k in range(0, len(data), chunk):
         out += p.feed(data[k:k + chunk])

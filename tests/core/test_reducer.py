@@ -8,6 +8,7 @@ import pytest
 
 from cockpit.backends.sglang.logparse import SGLangLogParser, read_log
 from cockpit.core import events as ev
+from cockpit.core.linesplit import ByteReader
 from cockpit.core.reducer import apply
 from cockpit.core.state import CRASH_KINDS, CRASH_PHASES, PHASES, RunState
 
@@ -213,12 +214,12 @@ def test_a_kernel_oom_line_after_the_sigkill_makes_it_host_oom_killed() -> None:
 
 
 def test_not_enough_memory_events_carry_the_numbers() -> None:
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     evs = p.feed((DATA / "sglang-0.5.23-kimi-init-not-enough-memory.log").read_bytes()) + p.finish()
     nem = [e for e in evs if isinstance(e, ev.NotEnoughMemory)]
     assert len(nem) == 1
     assert (nem[0].setting, nem[0].suggested, nem[0].minimum_viable) == (0.5, 0.845, 0.8358)
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     evs = p.feed((DATA / "sglang-0.5.9-llama70b-init-not-enough-memory.log").read_bytes()) + p.finish()
     nem = [e for e in evs if isinstance(e, ev.NotEnoughMemory)]
     assert len(nem) == 1 and nem[0].setting == 0.2 and nem[0].minimum_viable is None
@@ -227,14 +228,14 @@ def test_not_enough_memory_events_carry_the_numbers() -> None:
 def test_kv_exhaustion_counts_retractions_and_tokens() -> None:
     st = state_of("sglang-0.5.9-llama70b-kv-pool-exhausted-prefill.log")
     assert st.retractions == 5
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     evs = p.feed((DATA / "sglang-0.5.23-llama70b-kv-pool-exhausted-decode.log").read_bytes()) + p.finish()
     ex = [e for e in evs if isinstance(e, ev.KvPoolExhausted)]
     assert ex[0].stage == "decode" and ex[0].tokens == 96 and ex[0].rank == "TP0"
 
 
 def test_cuda_oom_sizes() -> None:
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     evs = p.feed((DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log").read_bytes())
     oom = [e for e in evs if isinstance(e, ev.CudaOom)]
     assert len(oom) == 1
@@ -244,7 +245,7 @@ def test_cuda_oom_sizes() -> None:
 
 
 def test_hicache_value_error_numbers() -> None:
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     evs = p.feed((DATA / "sglang-0.5.9-llama70b-hicache-host-memory.log").read_bytes())
     hm = [e for e in evs if isinstance(e, ev.HostCacheShortOfMemory)]
     assert (hm[0].requested_gb, hm[0].free_gb) == (200.0, 128.41)
@@ -281,7 +282,7 @@ def test_multinode_node1_ranks() -> None:
 def test_phases_move_forward_only() -> None:
     name = "sglang-0.5.23-kimi-0.88-healthy.log"
     st = RunState()
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     seen: list[str] = []
     for raw in (DATA / name).read_bytes().splitlines(keepends=True):
         for e in p.feed(raw):
@@ -308,7 +309,7 @@ def test_process_exit_from_the_supervisor() -> None:
 def test_new_run_in_the_same_log_starts_over() -> None:
     text = (DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log").read_bytes()
     text += (DATA / "sglang-0.5.9-kimi-0.88-healthy.log").read_bytes()
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     st = RunState()
     for e in p.feed(text) + p.finish():
         apply(st, e)
@@ -333,7 +334,7 @@ def test_node1_dump_does_not_restart_the_run() -> None:
 
 
 def test_log_warnings_and_timeline() -> None:
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     text = (
         b"[2026-10-31 09:12:06 TP0] Load weight begin. avail mem=78.21 GB\n"
         b"[2026-10-31 09:12:06 TP3] The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
@@ -357,7 +358,7 @@ def test_process_exit_before_the_log_tells_why() -> None:
     apply(st, ev.ProcessExited(0, None, None, 137))
     # alone, the exit says SIGKILL and nothing about who sent it
     assert st.crash is not None and st.crash.kind == "killed_by_signal" and st.crash.exit_code == 137
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     tail = (DATA / "sglang-0.5.9-kimi-0.93-prefill-oom.log").read_bytes()
     tail = tail[tail.index(b"[2026-02-24 11:51:26 TP3] Scheduler hit"):]
     for e in p.feed(tail) + p.finish():
@@ -381,7 +382,7 @@ def test_crash_rank_comes_from_the_prefix_not_the_gpu_index() -> None:
         b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 4 has a total capacity of "
         b"79.19 GiB of which 1.06 GiB is free. Including non-PyTorch memory, this process has 78.10 GiB memory in use.\n"
     )
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     st = RunState()
     evs = p.feed(text) + p.finish()
     for e in evs:

@@ -30,6 +30,7 @@ import pytest
 
 from cockpit.backends.sglang.logparse import SGLangLogParser
 from cockpit.backends.sglang.metricnames import SERVING_METRICS
+from cockpit.core.linesplit import ByteReader
 from cockpit.core.reducer import apply, end_of_input
 from cockpit.core.state import RunState
 from tests.conftest import free_port
@@ -187,7 +188,7 @@ def test_start_up_lines_have_the_same_shape(both: tuple[Served, Served]) -> None
 
 
 def _state(log: str) -> RunState:
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     st = RunState()
     for e in p.feed(log.encode()) + p.finish():
         apply(st, e)

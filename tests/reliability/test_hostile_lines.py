@@ -33,6 +33,7 @@ from cockpit.backends.sglang import wrappers
 from cockpit.backends.sglang.scanner import CLASSIFY_CAP, SGLangLogParser
 from cockpit.backends.sglang.textutil import lazy
 from cockpit.backends.vllm.logparse import VLLMLogParser
+from cockpit.core.linesplit import ByteReader
 from tests.reliability._hostile_lines import build, recipes
 
 # Every module whose patterns meet text from a log (lines, or messages taken from lines).
@@ -149,7 +150,7 @@ def _log(lines: list[str]) -> bytes:
 @pytest.mark.parametrize("parser", [SGLangLogParser, VLLMLogParser])
 def test_both_parsers_read_hostile_lines_in_linear_time(parser: type, ledger) -> None:
     for line in HOSTILE:
-        p = parser()
+        p = ByteReader(parser())
         t = time.process_time()
         p.feed(_log([line, "x" + line]))  # whole, and shifted by one
         p.finish()

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from cockpit.backends.sglang.logparse import SGLangLogParser
+from cockpit.core.linesplit import ByteReader
 from cockpit.core.profile import parse_profile
 from cockpit.core.reducer import apply
 from cockpit.core.sanitize import clean_text
@@ -51,7 +52,7 @@ def test_parser_survives_every_hostile_input_in_any_chunking_with_bounded_memory
     for trial in range(4):
         tracemalloc.start()
         try:
-            p = SGLangLogParser()
+            p = ByteReader(SGLangLogParser())
             st = RunState()
             pos = 0
             while pos < len(stream):
@@ -215,7 +216,7 @@ async def test_supervisor_counts_and_shows_each_hostile_line_once(tmp_path: Path
 @pytest.mark.parametrize("chunk", [1, 3, 64])
 def test_parser_partial_line_completed_later(chunk: int, ledger) -> None:
     line = b"[2026-02-24 11:55:15 TP1] Load weight end. type=X, dtype=torch.bfloat16, avail mem=8.87 GB, mem usage=68.63 GB.\r\n"
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     st = RunState()
     for i in range(0, len(line) - 1, chunk):
         for e in p.feed(line[i:min(i + chunk, len(line) - 1)]):

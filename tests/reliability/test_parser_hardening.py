@@ -22,6 +22,7 @@ import pytest
 
 from cockpit.backends.sglang.diagnosis import diagnose
 from cockpit.backends.sglang.logparse import SGLangLogParser, read_log
+from cockpit.core.linesplit import ByteReader
 from cockpit.core.reducer import apply
 from cockpit.core.state import Crash, RunState
 
@@ -84,7 +85,7 @@ def test_one_bad_number_is_one_skipped_line(tmp_path: Path, ledger, needle: str,
 def test_the_live_parser_keeps_going_past_bad_numbers(ledger) -> None:
     """The supervisor's path: feed in pieces; the bad line is counted, READY is still reached."""
     data = HEALTHY.read_bytes().replace(b"Memory pool end. avail mem=", b"Memory pool end. avail mem=1.2.3", 1)
-    p = SGLangLogParser()
+    p = ByteReader(SGLangLogParser())
     st = RunState()
     for i in range(0, len(data), 777):
         for e in p.feed(data[i:i + 777]):

@@ -21,6 +21,7 @@ from cockpit.backends import get_backend
 from cockpit.backends.sglang import scanner
 from cockpit.backends.vllm import bulk, logparse, shortlines
 from cockpit.core import events as ev
+from cockpit.core.linesplit import ByteReader
 from cockpit.core.reducer import apply, end_of_input
 from cockpit.core.state import RunState
 from tests.backends.test_fast_path_equivalence import _parse  # the SGLang parser fed as diagnose feeds it
@@ -78,7 +79,7 @@ def test_sglang_reads_hostile_short_lines_as_line_by_line(name: str, shape: byte
 
 
 def _vllm(data: bytes, chunk: int) -> tuple[list[ev.Event], logparse.VLLMLogParser]:
-    p = logparse.VLLMLogParser(reference_time=0.0)
+    p = ByteReader(logparse.VLLMLogParser(reference_time=0.0))
     out: list[ev.Event] = []
     for k in range(0, len(data), chunk):
         out += p.feed(data[k:k + chunk])

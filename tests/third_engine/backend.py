@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from cockpit.backends.base import CONTINUATION, EngineWords, FlagError, LogParser
 from cockpit.core import events as ev
 from cockpit.core.findings import FlagChange
+from cockpit.core.linesplit import ByteReader, Lines
 from cockpit.core.reducer import apply
 from cockpit.core.state import RunState
 
@@ -36,21 +37,19 @@ class EchoParser:
     """`ECHO|time|what` records → core events; anything else is not this engine's."""
 
     def __init__(self) -> None:
-        self._buf = b""
         self._lines = 0
 
     @property
     def lines_seen(self) -> int:
         return self._lines
 
-    def feed(self, data: bytes) -> list[ev.Event]:
-        self._buf += data
-        *lines, self._buf = self._buf.split(b"\n")
-        return [e for line in lines for e in self._line(line)]
+    def feed(self, lines: Lines) -> list[ev.Event]:
+        """Whole, numbered lines from the core's one splitter: no partial line is kept here."""
+        self._lines = max(self._lines, lines.first - 1)
+        return [e for line in lines.raw_lines() for e in self._line(line)]
 
     def finish(self) -> list[ev.Event]:
-        rest, self._buf = self._buf, b""
-        return self._line(rest) if rest else []
+        return []  # no record spans lines: nothing is held back
 
     def skip_lines(self, n: int) -> None:
         self._lines += n
@@ -170,7 +169,7 @@ class EchoLogs:
     def read(self, source: str | Path | BinaryIO, state: RunState | None = None,
              stats: dict[str, int] | None = None) -> RunState:
         state = state or self.new_state()
-        parser = EchoParser()
+        parser = ByteReader(EchoParser())
         data = Path(source).read_bytes() if isinstance(source, (str, Path)) else source.read()
         events = [*parser.feed(data), *parser.finish()]
         for e in events:

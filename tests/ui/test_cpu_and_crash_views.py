@@ -12,6 +12,7 @@ import dataclasses
 from pathlib import Path
 
 from cockpit.backends.vllm.logparse import read_log
+from cockpit.core.linesplit import ByteReader
 from cockpit.core.profile import parse_profile
 from cockpit.core.state import Crash, RunState
 from cockpit.supervisor.api import HostSample, LogBatch, LogLine, RunInfo, RunSnapshot
@@ -177,7 +178,7 @@ def test_a_bare_traceback_is_shown_as_its_line_never_as_an_event_name() -> None:
             "Traceback (most recent call last):\n"
             '  File "/x/vllm/entrypoints/cli/main.py", line 10, in main\n'
             "KeyboardInterrupt\n")
-    parser, state = VLLMLogParser(), RunState(backend="vllm")
+    parser, state = ByteReader(VLLMLogParser()), RunState(backend="vllm")
     for e in [*parser.feed(text.encode()), *parser.finish()]:
         apply(state, e)
     apply(state, ProcessExited(5, None, None, 1))

@@ -1,8 +1,9 @@
 """Reading a whole SGLang log into a RunState, and the parser's public names.
 
-The parser is three modules, one job each: `grammar` (one line's text -> events), `scanner` (bytes
-in any chunking -> the lines worth classifying, at GB/s on routine lines) and this one, the bulk
-reader (a file or stream -> a RunState, a big file cut into ranges parsed by forked workers).
+The parser is three modules, one job each: `grammar` (one line's text -> events), `scanner` (the
+whole lines the splitter hands it, cockpit/core/linesplit.py -> the lines worth classifying, at GB/s
+on routine lines) and this one, the bulk reader (a file or stream -> a RunState, a big file cut into
+ranges parsed by forked workers).
 Callers import the public names from here.
 """
 
@@ -27,6 +28,7 @@ from cockpit.backends.sglang.scanner import (
     SGLangLogParser,
 )
 from cockpit.core.events import Event
+from cockpit.core.linesplit import ByteReader
 from cockpit.core.state import RunState
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ def _parse_range(fd: int, start: int, end: int) -> tuple[int, list[Event], Count
     """Events of the lines in bytes [start, end) of a file, numbered from 1. `pread` keeps the
     shared file offset out of it (forked workers share it with the parent)."""
     parser = SGLangLogParser()
+    reader = ByteReader(parser)
     out: list[Event] = []
     pos = start
     while pos < end:
@@ -73,8 +76,8 @@ def _parse_range(fd: int, start: int, end: int) -> tuple[int, list[Event], Count
         if not chunk:
             break
         pos += len(chunk)
-        out += parser.feed(chunk)
-    out += parser.finish()
+        out += reader.feed(chunk)
+    out += reader.finish()
     return parser.lines_seen, out, _tally(parser)
 
 
@@ -201,12 +204,13 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
 
     st = state if state is not None else RunState(backend="sglang", memory_flag="mem_fraction_static")
     parser = SGLangLogParser()
+    reader = ByteReader(parser)
 
     def consume(f: BinaryIO) -> None:
         for chunk in iter_chunks(f):
-            for e in parser.feed(chunk):
+            for e in reader.feed(chunk):
                 apply(st, e)
-        for e in parser.finish():
+        for e in reader.finish():
             apply(st, e)
 
     if isinstance(source, (str, os.PathLike)):  # not pathlib: ~3 ms of diagnose's start-up

@@ -1,4 +1,5 @@
-"""The streaming scanner: bytes in any chunking -> the events of the lines worth classifying.
+"""The streaming scanner: whole, numbered lines (from the one splitter, cockpit/core/linesplit.py)
+-> the events of the lines worth classifying.
 
 Why the scanning looks the way it does: a busy server log is millions of uvicorn access lines and
 `Decode batch` / `Prefill batch` lines, and the handful of lines that matter (memory milestones,
@@ -13,8 +14,8 @@ after the batch line just before it (so "which batch ran last" is right when a c
 Small feeds (a live tail) are classified line by line in full, so the live view sees every batch
 and access line.
 
-Line numbers stay exact (the newlines of every window are counted), lines are capped at 64 KiB
-(the rest of an over-long line is skipped without buffering it), bytes that are not UTF-8 are
+Line numbers stay exact (the newlines of every window are counted, from the splitter's number of
+the block's first line), a line held over chunks is at most 64 KiB (the splitter's cap), bytes that are not UTF-8 are
 replaced, escape sequences and control characters are removed (`core.sanitize.clean_text`, after a
 tqdm line redrawn with `\\r` is cut to its last segment), wrapper prefixes are stripped (`wrappers.py`)
 and nothing in the input makes the parser raise.
@@ -29,9 +30,9 @@ from cockpit.backends.sglang.wrappers import Unwrapper
 from cockpit.core import bytecount
 from cockpit.core import events as ev
 from cockpit.core.events import Event
+from cockpit.core.linesplit import LINE_CAP, Lines  # noqa: F401 (LINE_CAP: logparse's re-export)
 from cockpit.core.sanitize import clean_text
 
-LINE_CAP = 64 * 1024  # longest line kept; the rest of a longer line is dropped
 # longest text of one line the grammar reads: every pattern is linear, but a file of 64 KiB lines
 # would still cost ~30 ms a line; SGLang's longest lines (the server_args dump) are ~3-8 KiB.
 # A line cut here is counted (`lines_cut`) and `diagnose` says so.
@@ -105,18 +106,11 @@ def _clean(raw: bytes) -> str:
 
 
 class SGLangLogParser:
-    """Feed it bytes in any chunking; it returns the events of every line completed so far.
-
-    Stateful across feeds: a partial last line waits for its newline (or `finish()`).
-    """
+    """Hand it whole, numbered lines (`Lines`, from the one splitter: cockpit/core/linesplit.py);
+    it returns their events. It holds no partial line: an over-long one reaches it as its head or
+    its last `\r` segment (the splitter's rule)."""
 
     def __init__(self) -> None:
-        self._pending = b""
-        self._skipping = False  # inside the dropped rest of an over-long line
-        self._long_head = b""  # that line's first LINE_CAP bytes
-        self._long_cur = b""  # its current `\r` segment (capped)
-        self._long_prev = b""  # and the last non-empty one before it
-        self._long_cr = False
         self._lines = 0
         self._last_line = 0  # the last line handed to classify (lines are never classified twice)
         self._windows = 0
@@ -181,98 +175,42 @@ class SGLangLogParser:
         return out
 
     def skip_lines(self, n: int) -> None:
-        """n whole lines went by unread (the middle of a huge log): keep numbering as the file does.
-        Call it only between complete lines (no partial line pending)."""
+        """n whole lines went by unread (the middle of a huge log): keep numbering as the file does."""
         self._lines += n
         self._last_line = self._lines
 
-    def feed(self, data: bytes) -> list[Event]:
+    def feed(self, lines: Lines) -> list[Event]:
         out: list[Event] = []
-        if not data:
-            return out
-        start = 0
-        if self._skipping:
-            nl = data.find(b"\n")
-            self._skip(data if nl == -1 else data[:nl])
-            if nl == -1:
-                return out
-            self._end_long_line(out)
-            start = nl + 1
-        if self._pending:
-            nl = data.find(b"\n", start)
-            if nl == -1:
-                self._keep(self._pending + data[start:])
-                return out
-            # finish the waiting line on its own; the rest is scanned in place (no 1 MiB copies)
-            line = self._pending + data[start : nl + 1]
-            self._pending = b""
-            self._block(line, 0, len(line), out)
-            start = nl + 1
-        end = data.rfind(b"\n", start) + 1
-        if end:
-            self._block(data, start, end, out)
-        else:
-            end = start
-        self._keep(data[end:])
+        if lines.first - 1 > self._lines:  # lines went by unread (the splitter's count is the file's)
+            self.skip_lines(lines.first - 1 - self._lines)
+        if lines.ended:  # the input's end: the last window's batch line comes before that last line
+            self._flush_sample(out)
+        if lines.lead:
+            # the line an earlier chunk began, on its own; the chunk's own lines are scanned in place
+            self._block(lines.lead, 0, len(lines.lead), out)
+        if lines.end > lines.start:
+            self._block(lines.data, lines.start, lines.end, out)
         return out
 
-    def _keep(self, tail: bytes) -> None:
-        """Hold a partial last line. One longer than the cap is not buffered: its head and its last
-        `\r` segment (a tqdm bar redrawn for minutes, maybe ending in a record) are kept, capped."""
-        if len(tail) > LINE_CAP:
-            self._skipping = True
-            self._long_head = tail[:LINE_CAP]
-            self._long_cur = self._long_prev = b""
-            self._long_cr = False
-            self._pending = b""
-            self._skip(tail)
-        else:
-            self._pending = tail
-
-    def _skip(self, part: bytes) -> None:
-        """More of an over-long line (without its newline): track its last non-empty `\r` segment."""
-        segs = part.split(b"\r")
-        if len(self._long_cur) < LINE_CAP:
-            self._long_cur = (self._long_cur + segs[0][:LINE_CAP])[:LINE_CAP]
-        if len(segs) == 1:
-            return
-        self._long_cr = True
-        for seg in (self._long_cur, *segs[1:-1]):
-            if seg:
-                self._long_prev = seg[:LINE_CAP]
-        self._long_cur = segs[-1][:LINE_CAP]
-
-    def _end_long_line(self, out: list[Event]) -> None:
-        self._lines += 1
-        self._last_line = self._lines
-        raw = (self._long_cur or self._long_prev) if self._long_cr else self._long_head
-        self.lines_cut += _cut(raw) or not self._long_cr
-        out.extend(self._classify(self._lines, _clean(raw)))
-        self._skipping = False
-        self._long_head = self._long_cur = self._long_prev = b""
-        self._long_cr = False
-
     def finish(self) -> list[Event]:
+        """The last batch line of the input's last window, and a re-wrapped exception's text that
+        ran to the end. The line in progress was the splitter's, handed in a last `feed`."""
         out: list[Event] = []
-        if self._unsampled is not None:
-            buf, ws, we, wnl, before = self._unsampled
-            self._unsampled = None
-            lines, self._lines = self._lines, before
-            self._sample(buf, ws, we, wnl, out)  # the last batch line before the end counts
-            self._lines = lines
-        if self._skipping:
-            self._end_long_line(out)
-        elif self._pending:
-            self._lines += 1
-            self._last_line = self._lines
-            self.lines_cut += _cut(self._pending)
-            out.extend(self._classify(self._lines, _clean(self._pending)))
-        self._pending = b""
+        self._flush_sample(out)
         out.extend(rejoin.flush(self._held))  # a re-wrapped exception's text that ran to the end
         self._held = None
         return out
 
     # -- internals --
+
+    def _flush_sample(self, out: list[Event]) -> None:
+        """The last window's batch line, not sampled yet: the last one before the end counts."""
+        if self._unsampled is not None:
+            buf, ws, we, wnl, before = self._unsampled
+            self._unsampled = None
+            lines, self._lines = self._lines, before
+            self._sample(buf, ws, we, wnl, out)
+            self._lines = lines
 
     def _block(self, buf: bytes, start: int, n: int, out: list[Event]) -> None:
         """buf[start:n] ends with a newline. Appends events; advances the line count."""

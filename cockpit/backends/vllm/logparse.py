@@ -36,10 +36,10 @@ from cockpit.backends.vllm.sniff import MESSAGES
 from cockpit.core import events as ev
 from cockpit.core.crashstory import is_oom_kill_line
 from cockpit.core.events import Event
+from cockpit.core.linesplit import ByteReader, Lines
 from cockpit.core.sanitize import clean_text
 from cockpit.core.state import RunState
 
-LINE_CAP = 64 * 1024
 # longest text of one line the grammar reads (a longer line is read on its head and counted in
 # `lines_cut`; `diagnose` says so): every pattern is linear, this bounds the cost of a hostile file
 CLASSIFY_CAP = 16 * 1024
@@ -185,11 +185,11 @@ def rank_label_for(name: str, dp_size: int | None = None) -> tuple[str | None, s
 
 
 class VLLMLogParser(RecordReader):
-    """Feed it bytes in any chunking; it returns the events of every line completed so far."""
+    """Hand it whole, numbered lines (`Lines`, from the one splitter); it returns their events. It
+    holds no partial line: an over-long one reaches it as its head or last `\r` segment."""
 
     def __init__(self, *, reference_time: float | None = None) -> None:
         super().__init__()
-        self._pending = b""
         self._lines = 0
         self._nothing: dict[bytes, int] = {}  # short lines read as nothing, at which epoch (shortlines.py)
         self._epoch = 0  # lines classified so far (not counted only)
@@ -214,18 +214,16 @@ class VLLMLogParser(RecordReader):
     def skip_lines(self, n: int) -> None:
         self._lines += n
 
-    def feed(self, data: bytes) -> list[Event]:
+    def feed(self, lines: Lines) -> list[Event]:
+        """The events of whole, numbered lines (the splitter's: cockpit/core/linesplit.py)."""
         out: list[Event] = []
-        if not data:
+        if lines.first - 1 > self._lines:  # lines went by unread (the splitter's count is the file's)
+            self._lines = lines.first - 1
+        if len(lines.lead) + lines.end - lines.start < BULK_BYTES:  # a live tail's feed: every line classified
+            self._each(lines.raw_lines(), out)
             return out
-        buf = self._pending + data
-        end = buf.rfind(b"\n") + 1
-        tail = buf[end:]
-        # a bar redrawn for hours: keep its tail
-        self._pending = tail if len(tail) <= LINE_CAP * 4 else tail[-LINE_CAP:]
-        if len(buf) < BULK_BYTES:  # a live tail's feed: every line classified
-            self._each(buf.split(b"\n")[:-1], out)
-            return out
+        buf = lines.whole()
+        end = len(buf)
         # a file's chunk: line by line until the server is ready (a file's first chunk), then the
         # rest in bulk (bulk.py)
         pos = 0 if self._ready else shortlines.until_ready(self, buf, end, out, _clean, CLASSIFY_CAP)
@@ -253,11 +251,6 @@ class VLLMLogParser(RecordReader):
 
     def finish(self) -> list[Event]:
         out: list[Event] = []
-        if self._pending:
-            self._lines += 1
-            self._count_cut(self._pending)
-            self.classify(self._lines, _clean(self._pending), out)
-            self._pending = b""
         out.extend(rejoin.flush(self._held))  # a re-wrapped exception's text that ran to the end
         self._held = None
         self._flush_tokens(out, self._lines, None, before_capture=not self._crashed)
@@ -579,13 +572,14 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
     st.backend = "vllm"
 
     def consume(f: BinaryIO, parser: VLLMLogParser) -> None:
+        reader = ByteReader(parser)
         while True:
             chunk = f.read(READ_CHUNK)
             if not chunk:
                 break
-            for e in parser.feed(chunk):
+            for e in reader.feed(chunk):
                 apply(st, e)
-        for e in parser.finish():
+        for e in reader.finish():
             apply(st, e)
         end_of_input(st)
         st.lines_seen = max(st.lines_seen, parser.lines_seen)
@@ -603,5 +597,5 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
 
 def events_of(text: str) -> list[Any]:
     """Every event of a log given as text (tests, the simulator's self-checks)."""
-    p = VLLMLogParser()
+    p = ByteReader(VLLMLogParser())
     return [*p.feed(text.encode()), *p.finish()]

@@ -19,7 +19,7 @@ SHORT_LINE = 64  # lines up to this long are watched when they repeat
 MEMO_LINES = 4096
 RUN = 8  # a line is watched inside a run of at least this many equal lines
 # the parser's attributes that change with every line whatever it says (not its state)
-_VOLATILE = frozenset({"_lines", "_pending", "_nothing", "_epoch"})
+_VOLATILE = frozenset({"_lines", "_nothing", "_epoch"})
 
 
 def _state(parser: Any) -> dict[str, Any]:
