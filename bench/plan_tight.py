@@ -32,9 +32,10 @@ sys.path.insert(0, str(ROOT))
 from bench._common import show_table  # noqa: E402
 from cockpit.backends.sglang import plan as splan  # noqa: E402
 from cockpit.backends.vllm import plan as vplan  # noqa: E402
-from cockpit.model.config import ModelConfigError, parse_config  # noqa: E402
+from cockpit.model.config import ModelConfig, ModelConfigError, parse_config  # noqa: E402
 from cockpit.model.estimate import estimate_index  # noqa: E402
 from cockpit.model.plan import GpuFacts, MemoryPlan  # noqa: E402
+from cockpit.model.weights import WeightIndex  # noqa: E402
 
 PLAN = ROOT / "tests" / "data" / "real" / "plan"
 BAND = 0.05
@@ -57,11 +58,16 @@ def launches(batch: str = "tight") -> list[Tight]:
     return [Tight(d["name"], d) for d in docs]
 
 
+def model_of(config: str, name: str) -> tuple[ModelConfig, WeightIndex]:
+    """A config.json under tests/data/real/plan/ (a path relative to it) and its weights estimated."""
+    raw = json.loads((PLAN / config).read_text(encoding="utf-8"))
+    cfg = parse_config(raw, config, name=name)
+    return cfg, estimate_index(cfg, raw)
+
+
 def plan_of(la: Tight) -> MemoryPlan:
     d = la.doc
-    raw = json.loads((PLAN / d["config"]).read_text(encoding="utf-8"))
-    cfg = parse_config(raw, d["config"], name=d["hf_id"])
-    weights = estimate_index(cfg, raw)
+    cfg, weights = model_of(d["config"], d["hf_id"])
     gpu = GpuFacts(float(d["gpu_total_gib"]), name=d.get("gpu"))
     if d.get("engine") == "sglang":
         return splan.plan(cfg, weights, gpu, splan.settings_from_flags(dict(d["flags"]), d["version"]))
