@@ -18,7 +18,7 @@ import bench.plan_tight as tight
 from cockpit.backends.sglang import plan as splan
 from cockpit.backends.sglang.terms import hybrid_swa_pool, vlm_factor, vlm_mfs_factor
 from cockpit.backends.vllm import plan as vplan
-from cockpit.backends.vllm.terms import v0_batched_tokens
+from cockpit.backends.vllm.terms import activation_term, v0_batched_tokens
 from cockpit.model.config import parse_config
 from cockpit.model.estimate import estimate_index
 from cockpit.model.plan import GpuFacts, MemoryPlan
@@ -119,8 +119,10 @@ def test_v0_profiles_at_least_as_many_tokens_as_its_chunk_and_never_fewer_for_a_
         assert b >= a or (not rocm and mml + more > 32768 and b == 2048)
     off = vplan.settings_from_flags({"enable_chunked_prefill": False}, "0.9.2", {"VLLM_USE_V1": "0"})
     assert v0_batched_tokens(cfg, off, mml, rocm) >= a
-    if rocm:
+    if rocm:  # 0.8+: `current_platform.is_cuda()` is False on ROCm, which never chunks by default
         assert v0_batched_tokens(cfg, s, mml, rocm) >= v0_batched_tokens(cfg, s, mml, False)
+    old = vplan.settings_from_flags({}, "0.6.6", {})  # before 0.8 ROCm answered device_type "cuda" too
+    assert old.v0 and v0_batched_tokens(cfg, old, mml, True) == v0_batched_tokens(cfg, old, mml, False)
 
 
 @settings(max_examples=20, deadline=None)
@@ -185,3 +187,13 @@ def test_the_hybrid_swa_pool_only_ever_adds_tokens(name: str, version: str, mfs:
         assert got >= flat
     else:
         assert got == flat
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(sorted(CONFIGS)), seqs=st.integers(1, 1024), batched=st.integers(1, 262144))
+def test_the_v0_activation_band_is_never_narrower_than_v1s(name: str, seqs: int, batched: int) -> None:
+    """V0's profile forward is not the one the term was fitted on (V1): the same point, a wider band."""
+    cfg, _ = tight.model_of(CONFIGS[name], name)
+    v0 = activation_term(cfg, vplan.settings_from_flags({}, "0.9.2", {"VLLM_USE_V1": "0"}), seqs, batched)
+    v1 = activation_term(cfg, vplan.settings_from_flags({}, "0.9.2", {"VLLM_USE_V1": "1"}), seqs, batched)
+    assert v0.gib == v1.gib and v0.spread >= v1.spread
