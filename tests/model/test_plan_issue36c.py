@@ -197,3 +197,13 @@ def test_the_v0_activation_band_is_never_narrower_than_v1s(name: str, seqs: int,
     v0 = activation_term(cfg, vplan.settings_from_flags({}, "0.9.2", {"VLLM_USE_V1": "0"}), seqs, batched)
     v1 = activation_term(cfg, vplan.settings_from_flags({}, "0.9.2", {"VLLM_USE_V1": "1"}), seqs, batched)
     assert v0.gib == v1.gib and v0.spread >= v1.spread
+
+
+def test_a_vision_config_is_read_under_sglangs_names() -> None:
+    """adjust_mem_fraction_for_vlm reads getattr(vision_config, "num_hidden_layers", 24) and
+    "hidden_size" (1024): a Qwen2-VL-style tower that says `depth` counts as 24 layers."""
+    raw = json.loads((tight.PLAN / CONFIGS["qwen3-8b"]).read_text(encoding="utf-8"))
+    cfg = parse_config({**raw, "vision_config": {"depth": 32, "hidden_size": 1280}}, "config.json", name="vl")
+    assert cfg.vision_config and cfg.vision_layers is None and cfg.vision_hidden == 1280
+    assert vlm_factor(cfg.vision_layers, cfg.vision_hidden) == vlm_factor(24, 1280)
+    assert vlm_mfs_factor("0.5.9", True, cfg.vision_config, False, None, None) == vlm_factor(24, 1024) == 0.95

@@ -346,8 +346,7 @@ def auto_mfs(cfg: ModelConfig, gpu: GpuFacts, s: Settings) -> tuple[float, str]:
 
 
 def _vlm(cfg: ModelConfig, s: Settings, explicit: bool) -> float:
-    return vlm_mfs_factor(s.version, cfg.has_vision, cfg.vision_layers is not None or cfg.vision_hidden is not None,
-                          explicit, cfg.vision_layers, cfg.vision_hidden)
+    return vlm_mfs_factor(s.version, cfg.has_vision, cfg.vision_config, explicit, cfg.vision_layers, cfg.vision_hidden)
 
 
 def mfs_in_pool(cfg: ModelConfig, s: Settings, mfs: float) -> float:
