@@ -459,7 +459,7 @@ def parse_config(raw: dict[str, Any], where: str = "config.json", name: str | No
         quant=_quantization(cfg, raw, prefix),
         has_vision=has_vision,
         vision_config=bool(vision),
-        vision_layers=_int(v_layers, "vision_config.num_hidden_layers", prefix, 1, MAX_LAYERS) if v_layers else None,
-        vision_hidden=_int(v_hidden, "vision_config.hidden_size", prefix) if v_hidden else None,
+        vision_layers=_int(v_layers, "vision num_hidden_layers", f"{prefix} vision_config", 1, MAX_LAYERS) if v_layers else None,
+        vision_hidden=_int(v_hidden, "vision hidden_size", f"{prefix} vision_config") if v_hidden else None,
         notes=tuple(notes),
     )
