@@ -3,6 +3,7 @@
     .venv/bin/python bench/plan_tight.py            (a few seconds; no GPU, no network)
     .venv/bin/python bench/plan_tight.py --terms    (also each term beside what the log measured)
     .venv/bin/python bench/plan_tight.py --batch issue36b   (the second first-sight batch)
+    .venv/bin/python bench/plan_tight.py --batch issue36c   (the third: ROCm, SGLang, MoE, FP8, sliding window)
 
 tests/data/real/plan/launches-tight.yaml: fifteen public launches the project had never used,
 recorded as found; each is planned before the download — its published config.json only (weights
@@ -10,7 +11,8 @@ estimated), the card's CUDA total, the launch's flags and version, no calibratio
 with the KV tokens the server printed. The bar (issue 36): at least 80 % within 5 %, and no launch
 that ran with a high end of 0 or below. A plan that refuses the launch (a config field it cannot
 read) counts as a miss. `--batch issue36b` scores tests/data/real/plan/launches-issue36b.yaml, the
-second batch of launches never used before, the same way.
+second batch of launches never used before, the same way; `--batch issue36c` the third
+(launches-issue36c.yaml: MI300X, SGLang, gpt-oss, FP8 MoE, Gemma 3 on an H200).
 """
 
 from __future__ import annotations
@@ -30,14 +32,15 @@ sys.path.insert(0, str(ROOT))
 from bench._common import show_table  # noqa: E402
 from cockpit.backends.sglang import plan as splan  # noqa: E402
 from cockpit.backends.vllm import plan as vplan  # noqa: E402
-from cockpit.model.config import ModelConfigError, parse_config  # noqa: E402
+from cockpit.model.config import ModelConfig, ModelConfigError, parse_config  # noqa: E402
 from cockpit.model.estimate import estimate_index  # noqa: E402
 from cockpit.model.plan import GpuFacts, MemoryPlan  # noqa: E402
+from cockpit.model.weights import WeightIndex  # noqa: E402
 
 PLAN = ROOT / "tests" / "data" / "real" / "plan"
 BAND = 0.05
 SHARE = 0.80
-BATCHES = {"tight": "launches-tight.yaml", "issue36b": "launches-issue36b.yaml"}
+BATCHES = {"tight": "launches-tight.yaml", "issue36b": "launches-issue36b.yaml", "issue36c": "launches-issue36c.yaml"}
 
 
 @dataclass
@@ -55,15 +58,20 @@ def launches(batch: str = "tight") -> list[Tight]:
     return [Tight(d["name"], d) for d in docs]
 
 
+def model_of(config: str, name: str) -> tuple[ModelConfig, WeightIndex]:
+    """A config.json under tests/data/real/plan/ (a path relative to it) and its weights estimated."""
+    raw = json.loads((PLAN / config).read_text(encoding="utf-8"))
+    cfg = parse_config(raw, config, name=name)
+    return cfg, estimate_index(cfg, raw)
+
+
 def plan_of(la: Tight) -> MemoryPlan:
     d = la.doc
-    raw = json.loads((PLAN / d["config"]).read_text(encoding="utf-8"))
-    cfg = parse_config(raw, d["config"], name=d["hf_id"])
-    weights = estimate_index(cfg, raw)
+    cfg, weights = model_of(d["config"], d["hf_id"])
     gpu = GpuFacts(float(d["gpu_total_gib"]), name=d.get("gpu"))
     if d.get("engine") == "sglang":
         return splan.plan(cfg, weights, gpu, splan.settings_from_flags(dict(d["flags"]), d["version"]))
-    return vplan.plan(cfg, weights, gpu, vplan.settings_from_flags(dict(d["flags"]), d["version"]))
+    return vplan.plan(cfg, weights, gpu, vplan.settings_from_flags(dict(d["flags"]), d["version"], d.get("env")))
 
 
 def outcome(la: Tight) -> tuple[MemoryPlan | None, str | None]:

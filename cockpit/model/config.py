@@ -206,6 +206,12 @@ class ModelConfig:
     dtype: str = "bfloat16"
     quant: Quantization = NO_QUANT
     has_vision: bool = False
+    # vision_config's num_hidden_layers and hidden_size, read under exactly those names (None: absent)
+    # as SGLang's adjust_mem_fraction_for_vlm reads them (sglang/terms.vlm_mfs_factor): a Qwen2-VL
+    # tower, which says `depth`, counts as SGLang's default 24 layers
+    vision_config: bool = False
+    vision_layers: int | None = None
+    vision_hidden: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -416,6 +422,9 @@ def parse_config(raw: dict[str, Any], where: str = "config.json", name: str | No
         notes.append(f"torch_dtype {dtype!r} unknown: 2 bytes per unquantized parameter assumed")
     ctx = _first(cfg, "max_position_embeddings", "max_sequence_length", "seq_length", "n_positions")
     has_vision = bool(raw.get("vision_config")) or "vision" in arch.lower() or "ConditionalGeneration" in arch
+    vision_raw = raw.get("vision_config")
+    vision: dict[str, Any] = vision_raw if isinstance(vision_raw, dict) else {}
+    v_layers, v_hidden = vision.get("num_hidden_layers"), vision.get("hidden_size")
     return ModelConfig(
         name=name or str(raw.get("_name_or_path") or arch),
         architecture=arch,
@@ -449,5 +458,8 @@ def parse_config(raw: dict[str, Any], where: str = "config.json", name: str | No
         dtype=dtype,
         quant=_quantization(cfg, raw, prefix),
         has_vision=has_vision,
+        vision_config=bool(vision),
+        vision_layers=_int(v_layers, "vision num_hidden_layers", f"{prefix} vision_config", 1, MAX_LAYERS) if v_layers else None,
+        vision_hidden=_int(v_hidden, "vision hidden_size", f"{prefix} vision_config") if v_hidden else None,
         notes=tuple(notes),
     )

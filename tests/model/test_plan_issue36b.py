@@ -5,7 +5,6 @@ alone by `bench/plan_tight.py --batch issue36b` (docs/PLAN.md records the first-
 from __future__ import annotations
 
 import ast
-import json
 import re
 
 import pytest
@@ -16,8 +15,7 @@ import bench.plan_launches as pl
 import bench.plan_tight as tight
 from cockpit.backends.vllm import plan as vplan
 from cockpit.backends.vllm.terms import activation_term
-from cockpit.model.config import ModelConfig, parse_config
-from cockpit.model.estimate import estimate_index
+from cockpit.model.config import ModelConfig
 from cockpit.model.plan import GpuFacts, MemoryPlan
 from cockpit.model.weights import WeightIndex
 
@@ -89,9 +87,7 @@ CONFIGS = {  # unquantized checkpoints (configs the batches plan from) and one F
 
 
 def _cfg(name: str) -> tuple[ModelConfig, WeightIndex]:
-    raw = json.loads((tight.PLAN / CONFIGS[name]).read_text(encoding="utf-8"))
-    cfg = parse_config(raw, "config.json", name=name)
-    return cfg, estimate_index(cfg, raw)
+    return tight.model_of(CONFIGS[name], name)
 
 
 def _plan(name: str, flags: dict, version: str = "0.19.0") -> MemoryPlan:

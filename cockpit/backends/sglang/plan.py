@@ -41,11 +41,14 @@ from cockpit.backends.sglang.memory import (
     kv_tokens,
 )
 from cockpit.backends.sglang.terms import (
+    VLM_FIXED_090_UNTIL,
     Spread,
     decode_capture_sizes,
     graph_term,
+    hybrid_swa_pool,
     kv_band,
     pre_load_term,
+    vlm_mfs_factor,
     weights_term,
 )
 from cockpit.core.numbers import plural
@@ -308,7 +311,7 @@ def req_to_token_gib(tokens: int, ctx: int, s: Settings) -> float:
 
 def _tokens(kv: float, cell: float, cfg: ModelConfig, s: Settings) -> int:
     t = kv_tokens(kv, cell)
-    if cfg.swa_layers and cfg.full_attention_layers:
+    if cfg.swa_layers and cfg.full_attention_layers and hybrid_swa_pool(s.version, cfg.architecture):
         # set_num_tokens_hybrid_swa: the pool splits full and SWA layers at swa_full_tokens_ratio 0.8;
         # max_total_num_tokens reports the full-attention layers' tokens
         n_full, n_swa = cfg.full_attention_layers, cfg.swa_layers
@@ -326,6 +329,33 @@ def _default_mfs(cfg: ModelConfig, gpu: GpuFacts, s: Settings) -> DefaultMfs:
                        chunked_prefill_size=s.chunked_prefill_size, cuda_graph_max_bs=max_bs,
                        max_running_requests=s.max_running_requests, speculative_algorithm=s.speculative_algorithm,
                        mla=cfg.attention == "mla", decode_graph=s.decode_graph, prefill_graph=s.prefill_graph)
+
+
+def auto_mfs(cfg: ModelConfig, gpu: GpuFacts, s: Settings) -> tuple[float, str]:
+    """The value SGLang runs with when --mem-fraction-static is unset, and how it got there: the
+    reserve formula or table (_default_mfs), then, from 0.4.7, server_args' reduction for a
+    multimodal model (terms.vlm_mfs_factor; before 0.4.7 ModelRunner lowers every value: mfs_in_pool)."""
+    d = _default_mfs(cfg, gpu, s)
+    words = d.arithmetic()
+    if version_key(s.version) < version_key(VLM_FIXED_090_UNTIL):
+        return d.mfs, words
+    f = _vlm(cfg, s, explicit=False)
+    if f == 1.0:
+        return d.mfs, words
+    return d.mfs * f, f"{words}, × {f:.4f} for the vision tower (adjust_mem_fraction_for_vlm)"
+
+
+def _vlm(cfg: ModelConfig, s: Settings, explicit: bool) -> float:
+    return vlm_mfs_factor(s.version, cfg.has_vision, cfg.vision_config, explicit, cfg.vision_layers, cfg.vision_hidden)
+
+
+def mfs_in_pool(cfg: ModelConfig, s: Settings, mfs: float) -> float:
+    """The fraction SGLang sizes the pool with for the flag value `mfs`: before 0.4.7 ModelRunner
+    lowers every value for a multimodal model (terms.vlm_mfs_factor); from 0.4.7 the flag is used as
+    given (the automatic value is lowered in _default_mfs instead)."""
+    if version_key(s.version) >= version_key(VLM_FIXED_090_UNTIL):
+        return mfs
+    return mfs * _vlm(cfg, s, explicit=True)
 
 
 # ---- speculative decoding ---------------------------------------------------------------------
@@ -517,6 +547,7 @@ def plan(
         pool_cell = cell + spec.budget_cell_bytes
 
     def estimate(mfs: float) -> tuple[float, int, float]:
+        mfs = mfs_in_pool(cfg, s, mfs)
         kv = kv_pool_gib(p, a, mfs)
         tok = _tokens(kv, pool_cell, cfg, s)
         head = p * (1 - mfs) - req_to_token_gib(tok, ctx, s) - ATTN_WORKSPACE_GIB - graphs
@@ -537,7 +568,7 @@ def plan(
 
         def calibrated(mfs: float) -> tuple[float, int, float]:
             # the δ·P rule around the measured run: δ·P moves from free memory into the pool
-            d = (mfs - calibration.value) * p
+            d = (mfs_in_pool(cfg, s, mfs) - mfs_in_pool(cfg, s, calibration.value)) * p
             kv = kv_c + d
             return kv, _tokens(kv, pool_cell, cfg, s), calibration.headroom_after_capture_gib - d
 
@@ -547,16 +578,15 @@ def plan(
         kv, tok, head = row_of(mfs)
         if calibration is not None:  # measured: no band
             return PlanRow(FLAG, mfs, tok, kv, head)
-        less, more = kv_band(mfs, p_t, w_t)
+        less, more = kv_band(mfs_in_pool(cfg, s, mfs), p_t, w_t)
         return PlanRow(FLAG, mfs, tok, kv, head, _tokens(kv - less, pool_cell, cfg, s), _tokens(kv + more, pool_cell, cfg, s))
 
     rows = tuple(row(v) for v in TABLE)
     is_default = s.mfs is None
     mfs_now = s.mfs
     if mfs_now is None:
-        d = _default_mfs(cfg, gpu, s)
-        mfs_now = d.mfs
-        notes.append(f"--mem-fraction-static unset: SGLang {s.version} picks {d.mfs:g} ({d.arithmetic()})")
+        mfs_now, how = auto_mfs(cfg, gpu, s)
+        notes.append(f"--mem-fraction-static unset: SGLang {s.version} picks {mfs_now:g} ({how})")
     current = row(mfs_now)
     # the highest value (two decimals, as the δ·P advice rounds) whose headroom meets the target
     # and whose pool holds at least one token
@@ -658,7 +688,7 @@ def memory_plan(
             raise ModelConfigError(f"--calibrate-from {calibrate_from}: the run recorded no KV tokens, headroom or {FLAG}")
     else:
         # a run that left --mem-fraction-static unset ran with SGLang's own value for the same flags
-        auto = _default_mfs(model.config, gpu, settings).mfs
+        auto = auto_mfs(model.config, gpu, settings)[0]
         calibration = pick_calibration(runs, backend=profile.backend, flags={**profile.server, **dict(overrides or {})},
                                        hosts=tuple(h.label for h in profile.hosts), value_flag=FLAG,
                                        setup_flags=SETUP_FLAGS, default_value=auto)

@@ -180,3 +180,73 @@ def graph_term(sizes: tuple[int, ...], *, vocab: int, context: int, layers: int,
         low += PREFILL_GRAPH_SPREAD
         high += PREFILL_GRAPH_SPREAD
     return Spread(g, min(low, g), high)
+
+
+# ---- multimodal models --------------------------------------------------------------------------
+# SGLang holds back part of --mem-fraction-static for a multimodal model's image work, three ways
+# over its releases:
+# - until 0.4.5 ModelRunner multiplies the fraction by 0.95 whenever the model is multimodal, set by
+#   the operator or not (model_executor/model_runner.py: `if self.is_multimodal:
+#   self.mem_fraction_static *= 0.95`); a Gemma-3-4B log of 2025-03-27 (sglang#4826, 0.4.4, H200)
+#   sizes its pool at exactly 0.88 × 0.95;
+# - 0.4.5 – 0.4.6 the same with 0.90 (sglang PR #6881's description: "multiplied with a fixed factor
+#   F(0.9) for multimodal models");
+# - from 0.4.7 (PR #6881) server_args.adjust_mem_fraction_for_vlm, only when the operator left the
+#   flag unset: × 0.95 × clamp(1 − 0.1 · (L·H² / (24·1024²) − 1), 0.8, 1.05) over the vision tower's
+#   layers L and width H (getattr defaults 24 and 1024; no vision_config: no change). The MI355X
+#   Kimi-K2.5 log (0.5.8, MoonViT 27 × 1152) prints 0.8260405859375 = 0.908 × 0.95 × 0.95762.
+VLM_FIXED_095_UNTIL = "0.4.5"
+VLM_FIXED_090_UNTIL = "0.4.7"
+VLM_BASE_FACTOR = 0.95
+VLM_BASELINE_LAYERS, VLM_BASELINE_HIDDEN = 24, 1024
+
+
+def vlm_factor(vision_layers: int | None, vision_hidden: int | None) -> float:
+    """adjust_mem_fraction_for_vlm's factor for a vision tower of this depth and width."""
+    layers = vision_layers or VLM_BASELINE_LAYERS
+    hidden = vision_hidden or VLM_BASELINE_HIDDEN
+    ratio = layers * hidden**2 / (VLM_BASELINE_LAYERS * VLM_BASELINE_HIDDEN**2)
+    return VLM_BASE_FACTOR * max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
+
+
+def vlm_mfs_factor(version: str, multimodal: bool, has_vision_config: bool, explicit: bool,
+                   vision_layers: int | None = None, vision_hidden: int | None = None) -> float:
+    """What SGLang multiplies --mem-fraction-static by for this model at this version (1.0: nothing).
+    `explicit`: the operator set the flag (from 0.4.7 only the automatic value is lowered)."""
+    from cockpit.backends.sglang.flags import version_key
+
+    if not multimodal:
+        return 1.0
+    v = version_key(version)
+    if v < version_key(VLM_FIXED_095_UNTIL):
+        return 0.95
+    if v < version_key(VLM_FIXED_090_UNTIL):
+        return 0.90
+    if explicit or not has_vision_config:
+        return 1.0
+    return vlm_factor(vision_layers, vision_hidden)
+
+
+# ---- sliding-window layers ----------------------------------------------------------------------
+# SGLang's hybrid SWA pool (full-attention layers hold every token, sliding-window layers a share of
+# them: model_runner `set_num_tokens_hybrid_swa`) came with sgl-project/sglang#7367 (July 2025; the
+# first release carrying it taken as 0.4.10). Before it every layer caches the whole context. After
+# it server_args turns it off for the Gemma 2 / Gemma 3 / Gemma 3n and Olmo 2 architectures ("Disable
+# hybrid SWA memory for ... as it is not yet supported", 0.4.10 – 0.5.x); 0.5.23's arg_groups
+# overrides keep it off only for Gemma 3n (and for Gemma on the aiter / fa3 backends or with a host
+# cache, which the plan does not model).
+HYBRID_SWA_SINCE = "0.4.10"
+HYBRID_SWA_GEMMA_SINCE = "0.5.23"
+_NO_HYBRID_SWA = ("Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", "Gemma3nForCausalLM",
+                  "Gemma3nForConditionalGeneration", "Olmo2ForCausalLM")
+_NO_HYBRID_SWA_EVER = ("Gemma3nForCausalLM", "Gemma3nForConditionalGeneration")
+
+
+def hybrid_swa_pool(version: str, architecture: str) -> bool:
+    """Does SGLang at this version give this architecture's sliding-window layers a smaller pool?"""
+    from cockpit.backends.sglang.flags import version_key
+
+    v = version_key(version)
+    if v < version_key(HYBRID_SWA_SINCE) or architecture in _NO_HYBRID_SWA_EVER:
+        return False
+    return architecture not in _NO_HYBRID_SWA or v >= version_key(HYBRID_SWA_GEMMA_SINCE)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from cockpit.backends.vllm.flags import default_util, resolve_version, version_key
 from cockpit.backends.vllm.memory import default_max_num_seqs, floor2, large_batch_card
 from cockpit.backends.vllm.terms import (
+    V0_DEFAULT_BATCHED_TOKENS,
     KvLayout,
     Settings,
     Term,
@@ -46,6 +47,7 @@ from cockpit.backends.vllm.terms import (
     non_torch_term,
     online_fp8_bytes,
     requested_gib,
+    v0_batched_tokens,
     weights_term,
 )
 from cockpit.core.numbers import plural
@@ -152,7 +154,21 @@ def settings_from_flags(flags: Mapping[str, Any], version: str | None, env: Mapp
         **_kv_transfer(get("kv_transfer_config")),
         quick_reduce_gib=quick_reduce_gib(dict(env or {}), QUICK_REDUCE_ENV, QUICK_REDUCE_MAX_ENV),
         quantization=str(get("quantization")) if get("quantization") else None,
+        v0=v0_engine(v, env),
+        chunked_prefill=bool(get("enable_chunked_prefill")) if get("enable_chunked_prefill") is not None else None,
     )
+
+
+# V1 became the default engine in 0.8.0; before it, or with VLLM_USE_V1=0, the V0 engine sizes the
+# profile batch its own way (terms.v0_batched_tokens).
+V1_DEFAULT_SINCE = "0.8.0"
+
+
+def v0_engine(version: str, env: Mapping[str, str] | None) -> bool:
+    flag = str((env or {}).get("VLLM_USE_V1", "")).strip()
+    if flag:
+        return flag in ("0", "false", "False")
+    return version_key(version) < version_key(V1_DEFAULT_SINCE)
 
 
 def _ints(value: Any, flag: str) -> tuple[int, ...] | None:
@@ -309,10 +325,19 @@ def kv_tokens(kv_gib: float, cell: float, block: int) -> int:
     return int(kv_gib * GIB // (cell * block)) * block
 
 
-def batch_defaults(gpu_total_gib: float, s: Settings, max_model_len: int, gpu_name: str | None = None) -> tuple[int, int]:
+def batch_defaults(gpu_total_gib: float, s: Settings, max_model_len: int, gpu_name: str | None = None,
+                   cfg: ModelConfig | None = None) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) vLLM's API server picks for this card when unset
     (vllm/engine/arg_utils.py `get_batch_defaults`): 1024 / 8192 on ≥ 70 GiB cards other than A100s,
-    16384 tokens from 160 GiB, else 256 / 2048; the tokens capped at max_num_seqs × max_model_len."""
+    16384 tokens from 160 GiB, else 256 / 2048; the tokens capped at max_num_seqs × max_model_len.
+    The V0 engine keeps 256 sequences and its own token rule (terms.v0_batched_tokens)."""
+    if s.v0:
+        seqs = int(s.max_num_seqs or 256)
+        if s.max_num_batched_tokens:
+            return seqs, int(s.max_num_batched_tokens)
+        rocm = platform_of(gpu_name, gpu_total_gib).rocm
+        return seqs, (v0_batched_tokens(cfg, s, max_model_len, rocm) if cfg is not None
+                      else max(max_model_len, V0_DEFAULT_BATCHED_TOKENS))
     seqs = int(s.max_num_seqs or default_max_num_seqs(gpu_total_gib, gpu_name) or 256)
     if s.max_num_batched_tokens:
         return seqs, int(s.max_num_batched_tokens)
@@ -394,7 +419,7 @@ def plan(
     mml = int(s.max_model_len or cfg.context_length or 0)
     if mml <= 0:
         raise ModelConfigError(f"{cfg.name}: no max_position_embeddings in config.json and no --max-model-len")
-    seqs, batched = batch_defaults(t, s, mml, gpu.name)
+    seqs, batched = batch_defaults(t, s, mml, gpu.name, cfg)
     act_t = activation_term(cfg, s, seqs, batched, load_bytes)
     act = act_t.gib
     g_t = graph_term(cfg, s, seqs, batched)

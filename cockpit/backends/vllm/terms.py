@@ -55,6 +55,8 @@ class Settings:
     kv_buffer_gib: float = 0.0  # GPU memory the connector holds outside the KV cache (P2pNcclConnector)
     quick_reduce_gib: float = 0.0  # ROCm's quick all-reduce buffer the environment turns on (non_torch_term)
     quantization: str | None = None  # --quantization (online FP8 over an unquantized checkpoint: online_fp8_bytes)
+    v0: bool = False  # the V0 engine (VLLM_USE_V1=0, or a release before V1 became the default): v0_batched_tokens
+    chunked_prefill: bool | None = None  # --enable-chunked-prefill as given (None: the engine's default)
 
     @property
     def ep(self) -> int:
@@ -150,7 +152,37 @@ def activation_term(cfg: ModelConfig, s: Settings, seqs: int, batched: int, dtyp
         moe = 2 * batched * cfg.experts_per_token * 2 * cfg.moe_intermediate_size / tp * 2.0
     peak = (max(forward, sampler) + moe) / GIB
     # residuals on 26 H100 launches: −0.30 … +0.12 GiB (the MoE workspace the loosest)
-    return Term(peak, 0.12 * peak + (0.3 if cfg.experts else 0.1))
+    spread = 0.12 * peak + (0.3 if cfg.experts else 0.1)
+    if s.v0:
+        # V0's profile_run (worker/model_runner.py) builds max_num_seqs dummy sequences over the batch
+        # and runs its own sampler: a forward the V1-fitted copies above do not follow — the MI300X V0
+        # logs (131,072 tokens) hold 14.63 GiB where the term reads 12.50 (+17 %)
+        spread += V0_ACTIVATION_SHARE * peak
+    return Term(peak, spread)
+
+
+# The V0 engine's profile batch (vllm/engine/arg_utils.py `_set_default_args_v0`, vllm/config.py
+# `SchedulerConfig.__post_init__`, 0.8 – 0.10): chunked prefill stays off unless the operator turns it
+# on, or the context is over 32K on a CUDA platform (`current_platform.is_cuda()`: not ROCm) for a
+# model without sliding window, MLA or vision, with no draft; then the profile runs 2048 tokens.
+# Off, `max_num_batched_tokens = max(max_model_len, 2048)`: one batch of the whole context — the
+# MI300X V0 logs of Llama-3.1-8B at 131,072 tokens profile 14.63 GiB of activation. Before 0.8 the
+# same test read `device_config.device_type == "cuda"`, which ROCm also answers, so there a ROCm card
+# chunks a long context too.
+V0_DEFAULT_BATCHED_TOKENS = 2048
+V0_LONG_CONTEXT = 32768
+V0_ACTIVATION_SHARE = 0.1  # the activation band's extra width under V0 (activation_term)
+V0_ROCM_UNCHUNKED_SINCE = "0.8.0"
+
+
+def v0_batched_tokens(cfg: ModelConfig, s: Settings, max_model_len: int, rocm: bool) -> int:
+    """The V0 profile run's token count when `--max-num-batched-tokens` is unset (see above)."""
+    chunked = s.chunked_prefill
+    if chunked is None:
+        plain = not (cfg.has_vision or cfg.attention == "mla" or cfg.swa_layers or cfg.sliding_window or s.speculative)
+        cuda = not rocm or version_key(s.version) < version_key(V0_ROCM_UNCHUNKED_SINCE)
+        chunked = max_model_len > V0_LONG_CONTEXT and cuda and plain
+    return V0_DEFAULT_BATCHED_TOKENS if chunked else max(max_model_len, V0_DEFAULT_BATCHED_TOKENS)
 
 
 # Non-torch memory the profile sees grow after its start snapshot (`memory_profiling`:
