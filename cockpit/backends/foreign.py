@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from cockpit.backends import engine_names
+
 # (label, keys, pattern): the label completes "looks like …, not SGLang or vLLM"; a line is tested
 # against the pattern only when it holds one of the keys (plain substrings, so the opening of an
 # SGLang or vLLM log, which holds none, costs a few substring searches a line)
@@ -164,8 +166,6 @@ MIN_SHARE = 0.25
 
 def refusal(found: Foreign, rest_is_ours: bool) -> str | None:
     """The reason to refuse a log (`looks like …, not SGLang or vLLM`), or None to read it."""
-    from cockpit.backends import engine_names
-
     if found.label is None or rest_is_ours or found.marked < max(1, MIN_SHARE * found.lines):
         return None
     return f"looks like {found.label}, not {engine_names()}"

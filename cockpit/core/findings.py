@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from cockpit.core.secrets import mask_value
+
 Severity = Literal["critical", "warning", "info", "ok"]
 SEVERITY_ORDER: dict[str, int] = {"critical": 0, "warning": 1, "info": 2, "ok": 3}
 
@@ -17,14 +19,10 @@ class FlagChange:
 
     def to_json(self) -> dict[str, Any]:
         """The change as every JSON shows it (`status`, `check`, the journal): a secret value masked."""
-        from cockpit.core.secrets import mask_value
-
         return {"flag": self.flag, "from": mask_value(self.flag, self.from_value), "to": mask_value(self.flag, self.to_value)}
 
     def as_diff(self) -> str:
         """`--mem-fraction-static 0.93 → 0.88` — the form the TUI, the CLI and the docs all use."""
-        from cockpit.core.secrets import mask_value
-
         return f"{self.flag} {value_text(mask_value(self.flag, self.from_value))} → {value_text(mask_value(self.flag, self.to_value))}"
 
 

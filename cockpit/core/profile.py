@@ -19,7 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from cockpit.core.engines import DEFAULT_ENGINE
+from cockpit.core.engines import DEFAULT_ENGINE, engine_names_known
 from cockpit.core.overrides import normalise_flag_name
 
 # A flag name as it appears in a profile: kebab or snake case, no dashes in front required.
@@ -419,8 +419,6 @@ class Profile(BaseModel):
     @field_validator("backend")
     @classmethod
     def _check_backend(cls, v: str) -> str:
-        from cockpit.core.engines import engine_names_known
-
         known = engine_names_known()
         if known and v not in known:
             raise ValueError(f"the supported backends are: {', '.join(known)}")

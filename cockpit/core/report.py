@@ -19,6 +19,7 @@ from typing import Any
 
 from cockpit.core.redact import redact_argv, redact_text
 from cockpit.core.sanitize import clean_text
+from cockpit.core.secrets import mask_deep
 from cockpit.core.state import RunState
 
 MAX_CHARS = 65_536  # GitHub's limit on an issue comment's body
@@ -198,8 +199,6 @@ def _command(f: ReportFacts, t: Callable[[Any], str], home: str) -> list[str]:
 
 
 def redact_args(args: dict[str, Any]) -> dict[str, Any]:
-    from cockpit.core.secrets import mask_deep
-
     return dict(mask_deep(args))
 
 

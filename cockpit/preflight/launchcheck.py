@@ -22,8 +22,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from cockpit.backends import get_backend
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.overrides import Overrides
+from cockpit.remote.host import HostOps, program_python
+from cockpit.remote.hostresults import run_or_none
+from cockpit.telemetry.hostfacts import runs_simulator
+from cockpit.transport import transport_for
+from cockpit.transport.base import TransportError
 
 if TYPE_CHECKING:
     from cockpit.core.profile import Profile
@@ -59,8 +65,6 @@ def node_zero(profile: Profile) -> NodeZero:
 
 def node_at(profile: Profile, index: int) -> NodeZero:
     """Node `index` of `profile` over its pooled transport (its run directory name as nodes.py's)."""
-    from cockpit.remote.host import HostOps, program_python
-    from cockpit.transport import transport_for
 
     host = profile.hosts[index]
     key = profile.name if index == 0 else f"{profile.name}.node{index}"
@@ -89,10 +93,6 @@ async def launch_findings(profile: Profile, overrides: Overrides | None = None,
     picked on node 0 is free already); on every other node of a
     multi-node profile the model path, and on all of them the engine's version (one server across
     nodes needs the same release everywhere)."""
-    from cockpit.backends import get_backend
-    from cockpit.remote.hostresults import run_or_none
-    from cockpit.telemetry.hostfacts import runs_simulator
-    from cockpit.transport.base import TransportError
 
     if profile.target is not None:
         return []

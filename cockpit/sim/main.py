@@ -11,6 +11,8 @@ import sys
 
 from cockpit.sim.options import run_main
 from cockpit.sim.sglang.config import SimConfig, load_config
+from cockpit.sim.sglang.server import run_server
+from cockpit.sim.vllm.main import main as vllm_main
 
 PROG = "launch_server.py"
 USAGE = (
@@ -23,14 +25,12 @@ ABOUT = "A simulated SGLang server (cockpit). See docs/SIMULATOR.md for the --si
 
 def main(argv: list[str]) -> int:
     if _backend(argv) == "vllm":
-        from cockpit.sim.vllm.main import main as vllm_main
 
         return vllm_main(argv)
     return run_main(argv, PROG, USAGE, ABOUT, load_config, _serve)
 
 
 def _serve(cfg: SimConfig) -> int:
-    from cockpit.sim.sglang.server import run_server  # the server's modules only once the flags are good
 
     return run_server(cfg)
 

@@ -11,7 +11,9 @@ from cockpit.core.state import RunState
 from cockpit.remote.host import HostOps, LogFollower, ServerExited, program_python
 from cockpit.remote.hostresults import RunRecord
 from cockpit.supervisor.nodelog import NodeLog
+from cockpit.transport import transport_for as pooled
 from cockpit.transport.base import Transport
+from cockpit.transport.local import LocalTransport
 
 
 @dataclass
@@ -62,10 +64,8 @@ def node_log(profile: Profile, index: int) -> str:
 
 def transport_for(host: Host) -> Transport:
     if host.is_local:
-        from cockpit.transport.local import LocalTransport
 
         return LocalTransport()
-    from cockpit.transport import transport_for as pooled
 
     return pooled(host)
 

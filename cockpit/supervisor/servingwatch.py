@@ -33,6 +33,7 @@ from cockpit.core.profile import Profile
 from cockpit.core.reducer import apply
 from cockpit.core.serving import ServingWindow, parse_body
 from cockpit.core.state import RunState
+from cockpit.serving.probes import INFO_TIMEOUT_S, first_model, metrics_body, probe_generate
 from cockpit.supervisor.api import LogLine
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,6 @@ class ServingWatch:
         lines, which count without /metrics too); False when the scrape failed. The body is
         filtered to the serving table's families and parsed in a thread: a body of a few MiB is
         seconds of parsing, and the event loop (the TUI, the other watches) must not wait on it."""
-        from cockpit.serving.probes import INFO_TIMEOUT_S, metrics_body
 
         m = self.backend.metrics
         now = time.monotonic()
@@ -162,7 +162,6 @@ class ServingWatch:
             self.changed()
 
     async def _probe(self, base_url: str, flags: dict[str, Any]) -> None:
-        from cockpit.serving.probes import first_model, probe_generate
 
         key = api_key_of(self.profile, flags)
         if self._model is None:

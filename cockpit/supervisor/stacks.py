@@ -19,13 +19,13 @@ from typing import Any
 
 from cockpit.core.sanitize import one_line
 from cockpit.core.stacks import group, main_frames
+from cockpit.locations import data_dir
 from cockpit.remote.hostresults import NodeTree, StackRequest
 
 PER_PROCESS_TIMEOUT_S = 20.0
 
 
 def stacks_dir(profile: str, run_id: str) -> Path:
-    from cockpit.locations import data_dir
 
     return data_dir() / "stacks" / profile / run_id
 
@@ -73,7 +73,6 @@ def save(dump: dict[str, Any]) -> Path:
 
 def saved(profile: str) -> list[Path]:
     """Saved dumps of a profile, newest last."""
-    from cockpit.locations import data_dir
 
     root = data_dir() / "stacks" / profile
     return sorted(root.glob("*/*.json"), key=lambda p: (p.stat().st_mtime, p.name)) if root.is_dir() else []

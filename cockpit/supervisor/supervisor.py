@@ -25,13 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 from cockpit.aio import reap
 from cockpit.backends import get_backend
+from cockpit.core.crashstory import SIGNAL_WORDS, signal_of
+from cockpit.core.events import ProcessExited
 from cockpit.core.findings import Finding, FlagChange
 from cockpit.core.overrides import Overrides
 from cockpit.core.profile import Profile
 from cockpit.core.reducer import apply
 from cockpit.errors import CockpitError
+from cockpit.preflight import gate
+from cockpit.preflight.planning import plan_for_run, plan_vs_run
 from cockpit.remote.host import ServerExited
-from cockpit.remote.hostresults import NodeTree, StackRequest
+from cockpit.remote.hostresults import NodeTree, StackRequest, run_or_none
 from cockpit.supervisor.api import GpuProcess, LogBatch, LogLine, NodeView, RunInfo, RunSnapshot
 from cockpit.supervisor.follower import Follow, RunFold
 from cockpit.supervisor.nodes import Node
@@ -137,7 +141,6 @@ class Supervisor:
         """Whether some node's server of this run has ended, asked of the hosts now (its run
         directory: not alive, its exit recorded or its waiter gone). The log follower reports an
         exit too, but only once it runs, over the host's transport: `up --wait started` asks."""
-        from cockpit.remote.hostresults import run_or_none
 
         for node in self.nodes:
             if node.record is None:
@@ -185,7 +188,6 @@ class Supervisor:
         """The gate (cockpit/preflight/gate.py) over this run's own nodes: the argv per node (hand
         it to start(argvs=…)), flags and host facts checked (HiCache per-rank arithmetic, GPUs,
         RAM), node 0's model path and port; the memory plan with `plan`."""
-        from cockpit.preflight import gate
 
         # a restart walks the gate with its run alive: its lifecycle (running, failed) comes back after
         before, said = self._lifecycle, self._progress
@@ -316,7 +318,6 @@ class Supervisor:
             return
         node.exited = ex
         self.follow.finish(node)
-        from cockpit.core.events import ProcessExited
 
         # "stopped" only when Cockpit or the operator stopped it: an exit 0 (vLLM's API server after
         # its engine died) or 143 (an outside SIGTERM) that nobody asked for is a crash
@@ -405,7 +406,6 @@ class Supervisor:
 
     def _plan_vs_run(self) -> tuple[Finding, ...]:
         """Prediction beside reality once the log shows the pool and the headroom (made once per run)."""
-        from cockpit.preflight.planning import plan_for_run, plan_vs_run
 
         st = self.fold.state
         if st.max_total_num_tokens is None or st.min_headroom_gb is None:
@@ -499,7 +499,6 @@ class Supervisor:
 
     def _ending(self) -> dict[str, Any] | None:
         """How node 0's server ended (RunSnapshot.ending), or None while it runs."""
-        from cockpit.core.crashstory import SIGNAL_WORDS, signal_of
 
         n0 = self.nodes[0]
         ex = n0.exited

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from cockpit.backends.base import HostFacts
+from cockpit.serving.probes import probe_status
 from cockpit.supervisor import telemetry_feed
 from cockpit.supervisor.api import GpuProcess, GpuSample, HostSample
 from cockpit.supervisor.nodes import Node
@@ -194,7 +195,6 @@ class ReadinessProbe:
         return f"http://127.0.0.1:{self._local_port}"
 
     async def probe(self, node: Node, port: int, path: str) -> None:
-        from cockpit.serving.probes import probe_status
 
         try:
             if self._local_port is None:

@@ -13,10 +13,13 @@ from textual import on
 from textual.app import App, SystemCommand
 from textual.screen import Screen
 
-from cockpit.face import Profile
-from cockpit.ui.keys import APP_BINDINGS
+from cockpit.face import Journal, Profile, Supervisor
+from cockpit.ui.keys import APP_BINDINGS, help_rows
 from cockpit.ui.messages import ProfileChosen
+from cockpit.ui.screens.dashboard import DashboardScreen
 from cockpit.ui.screens.dialogs import HelpScreen
+from cockpit.ui.screens.history import HistoryScreen
+from cockpit.ui.screens.picker import PickerScreen
 from cockpit.ui.themes import (
     DEFAULT_THEME,
     SHORT_NAMES,
@@ -31,11 +34,9 @@ from cockpit.ui.themes import (
 def default_supervisor_factory(profile: Profile, **callbacks: Any) -> Any:
     """The real supervisor, with the journal when it can be opened (a run is recorded either way
     it is launched: from the TUI or from `cockpit up`)."""
-    from cockpit.face import Supervisor
 
     journal = None
     try:
-        from cockpit.face import Journal
 
         journal = Journal.open()
     except Exception:  # the journal is a record, never a reason not to run
@@ -83,7 +84,6 @@ class CockpitApp(App[int]):
         if self.start_profile is not None:
             self.push_screen(self.dashboard_for(self.start_profile, from_picker=False, group=self.start_group))
         else:
-            from cockpit.ui.screens.picker import PickerScreen
 
             self.push_screen(PickerScreen(extra=self.extra_profiles))
         # ~120k objects from imports and start-up live as long as the app: keep them out of the
@@ -97,7 +97,6 @@ class CockpitApp(App[int]):
     def dashboard_for(self, profile: Profile, from_picker: bool, group: str | None = None) -> Screen[Any]:
         """A profile's dashboard; a prefill/decode profile's is its `group`'s (prefill unless
         named): each group is a run of its own, and the dashboard shows both groups' lines."""
-        from cockpit.ui.screens.dashboard import DashboardScreen
 
         deployment = None
         if profile.groups:
@@ -126,14 +125,12 @@ class CockpitApp(App[int]):
         self.push_screen(HelpScreen(self.binding_rows()))
 
     def action_history(self) -> None:
-        from cockpit.ui.screens.history import HistoryScreen
         profile = getattr(self.screen, "profile", None)
         name = profile.name if isinstance(profile, Profile) else None
         self.push_screen(HistoryScreen(name))
 
     def on_relaunch_requested(self, message: Any) -> None:
         """The history screen's `l`: a past run's flags for this profile's next run."""
-        from cockpit.ui.screens.dashboard import DashboardScreen
 
         for screen in reversed(self.screen_stack):
             if isinstance(screen, DashboardScreen):
@@ -148,8 +145,6 @@ class CockpitApp(App[int]):
     def binding_rows(self) -> list[tuple[str, str]]:
         """(keys, what they do) for the active screen and the app, as the help screen lists them:
         the dashboard's one key table (cockpit.ui.keys.DASHBOARD_KEYS), else the screen's keys."""
-        from cockpit.ui.keys import help_rows
-        from cockpit.ui.screens.dashboard import DashboardScreen
 
         if isinstance(self.screen, DashboardScreen):
             return help_rows()

@@ -14,8 +14,11 @@ from cockpit.face import (
     SIGKILL_SENDERS,
     FlagChange,
     RunSnapshot,
+    mask_value,
+    signal_words,
     value_text,
 )
+from cockpit.face import flag_labels as registered
 
 UNKNOWN = "?"
 
@@ -45,7 +48,6 @@ LIFECYCLE_WORDS: dict[str, str] = {
 def flag_labels() -> dict[str, str]:
     """Short names operators use for the flags they touch most ("mfs"): each backend declares its
     own (`EngineWords.flag_labels`); one table over every registered engine."""
-    from cockpit.face import flag_labels as registered
 
     return registered()
 
@@ -107,7 +109,6 @@ def flag_short(flag: str) -> str:
 def flag_diff_words(change: FlagChange, *, short: bool = False, full_name: bool = False) -> str:
     """`mfs 0.88 (profile 0.93)`: the run's value first, the profile's in brackets (`short`: the
     run's value alone, `mfs 0.88`, the header's form when the line is too narrow for both)."""
-    from cockpit.face import mask_value  # an --api-key set for this run is shown as ***
 
     to, was = mask_value(change.flag, change.to_value), mask_value(change.flag, change.from_value)
     name = "--" + change.flag.lstrip("-") if full_name else flag_short(change.flag)
@@ -207,7 +208,6 @@ def exit_words(code: int | None, kind: str | None = None, *, short: bool = False
     if code in (143, -15):
         # with a crash kind the run crashed: nobody stopped it through Cockpit
         return f"exit code {code}: SIGTERM " + ("from outside Cockpit" if kind else "(asked to stop)")
-    from cockpit.face import signal_words
 
     words = signal_words(code)
     if words is not None:

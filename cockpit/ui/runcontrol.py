@@ -31,7 +31,21 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cockpit.face import Finding, FlagChange, GpuProcess, LogBatch, Profile, RunInfo, RunSnapshot
+from cockpit.face import (
+    Finding,
+    FlagChange,
+    GateRefused,
+    GpuProcess,
+    LogBatch,
+    Profile,
+    RunInfo,
+    RunSnapshot,
+    Supervisor,
+    collect_stacks,
+    render_stacks,
+    save_stacks,
+)
+from cockpit.ui.unattended import journal_action, notify_env
 
 if TYPE_CHECKING:
     from cockpit.face import GateResult
@@ -199,7 +213,6 @@ class RunControl:
     async def restart(self, changes: tuple[FlagChange, ...], kill_leftovers: bool = False, debug: bool = False) -> None:
         self.busy = "restarting"
         # the supervisor's publisher goes on through the restart: its snapshots show the progress
-        from cockpit.face import GateRefused
 
         try:
             # the one restart: the gate on the new flags first (refused: nothing is stopped)
@@ -248,7 +261,6 @@ class RunControl:
     async def stacks(self) -> list[str]:
         """py-spy stacks of every process of the run, saved with the run: the lines to show
         (the odd one out first) and where they were saved. Raises on failure."""
-        from cockpit.face import collect_stacks, render_stacks, save_stacks
 
         dump = await collect_stacks(self.supervisor)
         path = await asyncio.to_thread(save_stacks, dump)
@@ -268,7 +280,6 @@ class RunControl:
     # ---- unattended mode's I/O (the policy decides, the screen shows) ----
     async def journal(self, run_id: str | None, decision: Any, crash: Any) -> str | None:
         """Journal one automatic action; the reason it could not be, or None."""
-        from cockpit.ui.unattended import journal_action
 
         try:
             await asyncio.to_thread(journal_action, self.profile.name, run_id, decision, crash)
@@ -281,7 +292,6 @@ class RunControl:
         command line); (severity, words) when it failed, else None."""
         import subprocess
 
-        from cockpit.ui.unattended import notify_env
 
         argv = list(self.profile.notify or ())
         if not argv:
@@ -307,7 +317,6 @@ GROUP_READ_TIMEOUT_S = 10.0
 async def read_run(profile: Profile, timeout: float = GROUP_READ_TIMEOUT_S) -> tuple[RunSnapshot | None, str | None]:
     """Another profile's run (a prefill/decode deployment's other group) read once: its snapshot
     (None when it has no run) or the error words."""
-    from cockpit.face import Supervisor
 
     snap, error = None, None
     sup = Supervisor(profile)

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from textual.theme import Theme
 
-from cockpit.face import bundled_dir, config_dir
+from cockpit.face import BadInput, bundled_dir, config_dir
 
 SHORT_NAMES: tuple[str, ...] = ("dark", "light", "high-contrast")
 DEFAULT_THEME = "dark"
@@ -81,7 +81,6 @@ def validate_theme_name(name: str | None) -> str | None:
         return None
     short = short_name(name)
     if short not in SHORT_NAMES:
-        from cockpit.face import BadInput
 
         raise BadInput(f"unknown theme {name!r}", hint="choose one of: " + ", ".join(SHORT_NAMES))
     return short

@@ -29,6 +29,7 @@ from cockpit.backends.sglang.scanner import (
 )
 from cockpit.core.events import Event
 from cockpit.core.linesplit import ByteReader
+from cockpit.core.reducer import apply, end_of_input
 from cockpit.core.state import RunState
 
 if TYPE_CHECKING:
@@ -200,7 +201,6 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
     A big regular file is parsed in ranges by forked workers (see _parallel_events); the result is
     the same as a sequential parse except for which routine batch lines are sampled into the series.
     """
-    from cockpit.core.reducer import apply
 
     st = state if state is not None else RunState(backend="sglang", memory_flag="mem_fraction_static")
     parser = SGLangLogParser()
@@ -237,7 +237,6 @@ def _done(st: RunState, lines: int, recognised: int, foreign: int, stats: dict[s
           cut: int = 0) -> RunState:
     """The input has ended: a traceback nothing came after is the crash (reducer.end_of_input).
     Record how much of the input was read; `stats` (the caller's) gets this input's counts."""
-    from cockpit.core.reducer import end_of_input
 
     end_of_input(st)
     st.lines_seen = max(st.lines_seen, lines)

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cockpit.backends.sglang.command import effective_flags
 from cockpit.backends.sglang.flags import resolve_version, version_key
 from cockpit.backends.sglang.memory import (
     GIB,
@@ -214,7 +215,6 @@ def _int_tuple(val: Any) -> tuple[int, ...] | None:
 
 def profile_settings(profile: Profile, overrides: dict[str, Any] | None = None) -> Settings:
     """Settings of a profile's server flags with `--set` overrides (FlagError for a bad flag)."""
-    from cockpit.backends.sglang.command import effective_flags
 
     version = resolve_version(profile.version)
     flags = {dest: val for dest, (_spec, val) in effective_flags(profile, overrides, version=version).items()}

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cockpit.backends.sglang.flags import resolve_version, version_key
+
 if TYPE_CHECKING:
     from cockpit.model.plan import GpuFacts
     from cockpit.model.platform import Platform
@@ -141,8 +143,6 @@ PREFILL_GRAPH_SPREAD = 0.3
 def decode_capture_sizes(max_bs: int, version: str, speculative: bool = False, given: tuple[int, ...] | None = None,
                          table_rows: int | None = None) -> tuple[int, ...]:
     """The decode batch sizes SGLang captures (see the comment above for the engine's rules)."""
-    from cockpit.backends.sglang.flags import resolve_version, version_key
-
     if given:
         sizes = sorted({int(b) for b in given if int(b) > 0})
     else:
@@ -213,8 +213,6 @@ def vlm_mfs_factor(version: str, multimodal: bool, has_vision_config: bool, expl
                    vision_layers: int | None = None, vision_hidden: int | None = None) -> float:
     """What SGLang multiplies --mem-fraction-static by for this model at this version (1.0: nothing).
     `explicit`: the operator set the flag (from 0.4.7 only the automatic value is lowered)."""
-    from cockpit.backends.sglang.flags import version_key
-
     if not multimodal:
         return 1.0
     v = version_key(version)
@@ -244,8 +242,6 @@ _NO_HYBRID_SWA_EVER = ("Gemma3nForCausalLM", "Gemma3nForConditionalGeneration")
 
 def hybrid_swa_pool(version: str, architecture: str) -> bool:
     """Does SGLang at this version give this architecture's sliding-window layers a smaller pool?"""
-    from cockpit.backends.sglang.flags import version_key
-
     v = version_key(version)
     if v < version_key(HYBRID_SWA_SINCE) or architecture in _NO_HYBRID_SWA_EVER:
         return False

@@ -37,6 +37,7 @@ from cockpit.core import events as ev
 from cockpit.core.crashstory import is_oom_kill_line
 from cockpit.core.events import Event
 from cockpit.core.linesplit import ByteReader, Lines
+from cockpit.core.reducer import apply, end_of_input
 from cockpit.core.sanitize import clean_text
 from cockpit.core.state import RunState
 
@@ -566,7 +567,6 @@ def read_log(source: str | Path | BinaryIO, state: RunState | None = None,
     gets this input's `lines`, `recognised` (lines read as vLLM's) and `foreign` (0) counts."""
     import os
 
-    from cockpit.core.reducer import apply, end_of_input
 
     st = state if state is not None else RunState(backend="vllm", memory_flag="gpu_memory_utilization")
     st.backend = "vllm"

@@ -14,6 +14,7 @@ from typing import Any
 
 from cockpit.backends.base import CONTINUATION
 from cockpit.backends.common import flag_value
+from cockpit.backends.vllm.logparse import rank_label_for
 
 _TAG = re.compile(r"\b(DP|PP|TP)(\d+)\b")
 
@@ -81,7 +82,6 @@ _ONE = re.compile(r"\(([^()]*?) pid=\d+")
 
 @functools.lru_cache(maxsize=4096)
 def _label_of(groups: str) -> str:
-    from cockpit.backends.vllm.logparse import rank_label_for
 
     label = ""
     for g in _ONE.finditer(groups):

@@ -33,6 +33,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from cockpit.backends.vllm.command import effective_flags
 from cockpit.backends.vllm.flags import default_util, resolve_version, version_key
 from cockpit.backends.vllm.memory import default_max_num_seqs, floor2, large_batch_card
 from cockpit.backends.vllm.terms import (
@@ -294,7 +295,6 @@ def draft_terms(cfg: ModelConfig, weights: WeightIndex, draft: ModelFacts | None
 
 def profile_settings(profile: Profile, overrides: dict[str, Any] | None = None) -> Settings:
     """Settings of a profile's flags with `--set` overrides (FlagError for a flag vLLM refuses)."""
-    from cockpit.backends.vllm.command import effective_flags
 
     version = resolve_version(profile.version)
     flags = {dest: val for dest, (_spec, val) in effective_flags(profile, overrides, version=version).items()}

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.backends.base import FlagError
+from cockpit.backends.sglang import flags, memory
 from cockpit.sim.options import TRAFFIC_MODES, SimUsageError, default_sim_dir, split_sim_options
 from cockpit.sim.presets import GPUS, MODELS, GpuPreset, ModelPreset, guess_model
 
@@ -200,7 +201,6 @@ def decode_capture_sizes(max_bs: int) -> list[int]:
 
 
 def load_config(argv: list[str]) -> SimConfig:
-    from cockpit.backends.sglang import flags, memory
 
     opts, server_argv = split_sim_args(argv)
     version = opts.version

@@ -12,6 +12,7 @@ import os
 import time
 from typing import Any
 
+from cockpit.backends.sglang import flags
 from cockpit.sim.output import write_raw
 from cockpit.sim.sglang.config import SimConfig
 
@@ -58,7 +59,6 @@ def fmt_size(num_bytes: float) -> str:
 
 def resolved_server_args(cfg: SimConfig) -> dict[str, Any]:
     """Every flag of the version with its default, the given values, and what start-up resolved."""
-    from cockpit.backends.sglang import flags
 
     out: dict[str, Any] = {}
     for dest, spec in flags.flag_table(cfg.version).items():

@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 from cockpit.sim import gpus
 from cockpit.sim.clock import Clock
 from cockpit.sim.perf import perf_model
+from cockpit.sim.presets import gpu_index_extra_gib
 from cockpit.sim.process import die_with_parent, set_process_name
 from cockpit.sim.sglang import crashes, hicache
 from cockpit.sim.sglang.config import SimConfig
@@ -675,7 +676,6 @@ class RankProcess:
 
 
 def gpus_extra(index: int) -> float:
-    from cockpit.sim.presets import gpu_index_extra_gib
 
     return gpu_index_extra_gib(index)
 

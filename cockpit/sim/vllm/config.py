@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cockpit.backends.base import FlagError
+from cockpit.backends.vllm.flags import default_util, parse_serve_args
 from cockpit.sim.options import TRAFFIC_MODES, SimUsageError, default_sim_dir, split_sim_options
 from cockpit.sim.presets import GPUS, GpuPreset
 
@@ -115,7 +116,6 @@ def split_args(argv: list[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def load_vllm_config(argv: list[str]) -> VllmSimConfig:
-    from cockpit.backends.vllm.flags import default_util, parse_serve_args
 
     opts, rest = split_args(argv)
     if "serve" not in rest:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from cockpit.sim.options import run_main
 from cockpit.sim.vllm.config import VllmSimConfig, load_vllm_config
+from cockpit.sim.vllm.server import run_vllm
 
 PROG = "vllm serve"
 USAGE = (f"usage: {PROG} [model_tag] [--tensor-parallel-size N] [--gpu-memory-utilization F] [--max-model-len N] "
@@ -21,6 +22,5 @@ def main(argv: list[str]) -> int:
 
 
 def _serve(cfg: VllmSimConfig) -> int:
-    from cockpit.sim.vllm.server import run_vllm  # the server's modules only once the flags are good
 
     return run_vllm(cfg)

@@ -27,9 +27,11 @@ from typing import Any
 from cockpit.sim import gpus
 from cockpit.sim.clock import Clock
 from cockpit.sim.output import write_raw
+from cockpit.sim.process import die_with_parent, set_process_name
 from cockpit.sim.traffic import arrivals
 from cockpit.sim.vllm.config import BLOCK_SIZE, CUDA_CONTEXT_GIB, VllmSimConfig
 from cockpit.sim.vllm.engine import Engine, EngineOom
+from cockpit.sim.vllm.http import make_handler
 
 GIB = 2**30
 STATS_INTERVAL_S = 10.0  # VLLM_LOG_STATS_INTERVAL
@@ -61,7 +63,6 @@ def _oom_text(req: float, gpu: int, total: float, free: float) -> str:
 
 def _holder(conn: Connection, directory: Any, gpu_index: int, name: str) -> None:
     """A worker process: holds its GPU memory (a proc file) until told to stop or its parent dies."""
-    from cockpit.sim.process import die_with_parent, set_process_name
 
     die_with_parent()
     set_process_name(name)
@@ -384,7 +385,6 @@ class VllmSim:
             self.log.record(api, "INFO", "entry.py:139", f"Starting vLLM server on {url}")
         else:
             self.log.record(api, "INFO", "api_server.py:1971", f"Starting vLLM API server 0 on {url}")
-        from cockpit.sim.vllm.http import make_handler
 
         httpd = ThreadingHTTPServer((cfg.host, cfg.port), make_handler(self), bind_and_activate=False)
         httpd.socket.close()

@@ -8,6 +8,8 @@ place a profile's target is chosen.
 from __future__ import annotations
 
 from cockpit.supervisor.targets.base import Run, Target
+from cockpit.supervisor.targets.hosts import HostsTarget
+from cockpit.supervisor.targets.slurm import SlurmJobTarget
 from cockpit.transport.base import Transport
 
 
@@ -16,9 +18,7 @@ def make_target(run: Run, *, transports: list[Transport] | None, runs_root: str 
     """The profile's `target:` (`kind: slurm`), else its `hosts:`."""
     kind = run.profile.target.kind if run.profile.target is not None else "hosts"
     if kind == "slurm":
-        from cockpit.supervisor.targets.slurm import SlurmJobTarget  # Slurm code loads only for a Slurm run
 
         return SlurmJobTarget(run, transports=transports, runs_root=runs_root, telemetry_interval=telemetry_interval)
-    from cockpit.supervisor.targets.hosts import HostsTarget
 
     return HostsTarget(run, transports=transports, runs_root=runs_root, telemetry_interval=telemetry_interval)

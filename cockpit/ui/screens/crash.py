@@ -20,6 +20,7 @@ from cockpit.face import (
     Finding,
     FlagChange,
     clean_text,
+    decisive_tail,
     get_backend,
     value_text,
     words_of,
@@ -152,7 +153,6 @@ class CrashScreen(ModalScreen[RestartChoice | None]):
         self.query_one("#crash-info", Static).update(info)
         lines = c.decisive_lines or [c.message]
         if unexplained:
-            from cockpit.face import decisive_tail
 
             lines = decisive_tail(self.log_tail, 8) or ["the log is empty: the server printed nothing"]
             if self.log_format in (None, "unknown"):

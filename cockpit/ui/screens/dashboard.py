@@ -32,7 +32,10 @@ from cockpit.face import (
     LineFilter,
     LogBatch,
     Profile,
+    ProfileError,
     RunSnapshot,
+    get_backend,
+    load_profile,
     plural,
 )
 from cockpit.ui import format as fmt
@@ -466,7 +469,6 @@ class DashboardScreen(Screen[None]):
 
     def _validate_overrides(self, overrides: dict[str, Any]) -> None:
         """Raises FlagError when the flag table refuses the edited flags (before anything stops)."""
-        from cockpit.face import get_backend
 
         get_backend(self.profile.backend).flags.effective(self.profile, overrides)
 
@@ -526,7 +528,6 @@ class DashboardScreen(Screen[None]):
                 self.notify("the run is live: s stops it, r restarts it", severity="warning")
             return
         if self.profile.source:
-            from cockpit.face import ProfileError, load_profile
 
             try:
                 self.profile = load_profile(self.profile.source)
@@ -701,7 +702,6 @@ class DashboardScreen(Screen[None]):
 
     def _filter_presets(self) -> Mapping[str, tuple[str, ...]]:
         """The presets' words as the profile's server prints them (the backend's)."""
-        from cockpit.face import get_backend
 
         try:
             return get_backend(self.profile.backend).logs.filter_presets()

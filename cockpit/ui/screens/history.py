@@ -19,7 +19,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
-from cockpit.face import RunRecord, compare_rows, run_rows, value_text, without_masked
+from cockpit.face import Journal, RunRecord, compare_rows, run_rows, value_text, without_masked
+from cockpit.ui.screens.tune import TuneScreen
 from cockpit.ui.themes import hex_rgb
 
 HISTORY_BINDINGS: list[BindingType] = [
@@ -196,7 +197,6 @@ class HistoryScreen(Screen[None]):
     # ---- loading (a thread worker: sqlite never runs on the event loop) ----
     @work(thread=True, exclusive=True, group="history-load")
     def load(self) -> None:
-        from cockpit.face import Journal
 
         try:
             journal = Journal.open(self.journal_path, readonly=True)
@@ -331,7 +331,6 @@ class HistoryScreen(Screen[None]):
         if run is None or not run.tune_session:
             hint.update("this run was not launched by `cockpit tune`")
             return
-        from cockpit.ui.screens.tune import TuneScreen
 
         self.app.push_screen(TuneScreen(run.tune_session, journal_path=self.journal_path))
 

@@ -20,7 +20,18 @@ from textual.screen import Screen
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
-from cockpit.face import Finding, Profile, ProfileError, load_profile, sort_findings
+from cockpit.face import (
+    CockpitError,
+    Finding,
+    Journal,
+    Profile,
+    ProfileError,
+    Supervisor,
+    gate,
+    list_profile_files,
+    load_profile,
+    sort_findings,
+)
 from cockpit.ui.keys import PICKER_BINDINGS
 from cockpit.ui.messages import ProfileChosen
 from cockpit.ui.screens.dashboard import too_small_words
@@ -63,7 +74,6 @@ class LiveRuns(Message):
 
 
 def profile_files(extra: list[Path]) -> list[Path]:
-    from cockpit.face import list_profile_files
 
     files = list(list_profile_files())
     for p in extra:
@@ -87,7 +97,6 @@ def build_preview(path: Path, group: str | None = None) -> Preview:
         return pv
     # the gate `up` walks, unmeasured: this machine's facts, remote hosts unknown (preflight says
     # so) until the measured gate answers (PickerScreen._measure); node 0's command as it launches
-    from cockpit.face import gate
 
     try:
         checked = asyncio.run(gate(pv.profile, measure=False, plan=False))
@@ -104,7 +113,6 @@ def build_preview(path: Path, group: str | None = None) -> Preview:
 
 def _journal_runs(profile_name: str) -> list[Any]:
     """The journal's runs of a profile (read-only) for the plan's calibration; none when unusable."""
-    from cockpit.face import CockpitError, Journal
 
     try:
         j = Journal.open(readonly=True)
@@ -133,7 +141,6 @@ def outcome_words(run: Any | None) -> str:
 
 def last_outcomes(names: list[str]) -> dict[str, str]:
     """Profile name → outcome_words of its newest journal run (the journal read-only)."""
-    from cockpit.face import CockpitError, Journal
 
     try:
         j = Journal.open(readonly=True)
@@ -269,7 +276,6 @@ class PickerScreen(Screen[None]):
 
     @work(exclusive=True, group="live", exit_on_error=False)
     async def _find_live_runs(self, paths: list[Path]) -> None:
-        from cockpit.face import Supervisor
 
         async def live_run(path: Path, role: str | None) -> str | None:
             sup = None
@@ -330,7 +336,6 @@ class PickerScreen(Screen[None]):
     async def _measure(self, path: Path, profile: Profile, group: str | None = None) -> None:
         # the gate `up` walks (cockpit check's findings): the hosts measured, node 0's model path and
         # port, then the memory plan, calibrated by the journal as the CLI's is
-        from cockpit.face import gate
 
         try:
             runs = await asyncio.to_thread(_journal_runs, profile.name)

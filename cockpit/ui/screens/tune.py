@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual_plotext import PlotextPlot
 
-from cockpit.face import RunRecord, bench_value
+from cockpit.face import Journal, RunRecord, backend_names, bench_value, words_of
 
 UNKNOWN = "—"
 COLUMNS = (("n", "#"), ("run", "RUN"), ("outcome", "OUTCOME"), ("headroom", "HEADROOM"), ("kv", "KV TOKENS"),
@@ -37,7 +37,6 @@ class TuneLoaded(Message):
 def _engines_words(r: RunRecord) -> list[Any]:
     """The words of the run's engine; every engine's while the journal does not know it yet (a run
     that never ended was not read as any engine's log)."""
-    from cockpit.face import backend_names, words_of
 
     return [words_of(r.backend)] if r.backend else [words_of(n) for n in backend_names()]
 
@@ -149,7 +148,6 @@ class TuneScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="tune-load")
     def load(self) -> None:
-        from cockpit.face import Journal
 
         try:
             journal = Journal.open(self.journal_path, readonly=True)
