@@ -108,7 +108,7 @@ def test_bench_has_no_errors_on_both_apis_and_its_prompts_are_what_the_server_co
     assert r["requests"] == 6 and r["errors"] == 0, r["error_kinds"]
     after = scrape_metrics(port, "sglang:")
     # the level's prompts are exactly what SGLang counted (bench reads the counter around the level)
-    assert r["server"]["available"] and r["server"]["delta_prompt_tokens_total"] == 6 * 64, r["server"]
+    assert r["server"]["available"] and r["server"]["delta_prompt_tokens"] == 6 * 64, r["server"]
     # around the whole command the counter also holds Cockpit's check request before the level
     # (66 tokens seen): more than the level, less than a second level
     prompt = after["sglang:prompt_tokens_total"] - before["sglang:prompt_tokens_total"]

@@ -81,7 +81,12 @@ def test_the_watch_loop_outlives_an_infinite_gauge(engine: str, monkeypatch) -> 
     async def go() -> None:
         before = _scrapes(engine, "inf")
         task = asyncio.create_task(watch.loop(url, lambda: {}, lambda: True))
-        await asyncio.sleep(2.0)
+        # three scrapes at 0.2 s take ~0.6 s; a loaded 2-core machine once gave only 2 in 2 s, so
+        # wait for the third (the loop must still be alive at each look), up to 20 s
+        deadline = time.monotonic() + 20
+        while _scrapes(engine, "inf") - before < 3 and time.monotonic() < deadline:
+            assert not task.done(), f"the watch loop died: {task.exception() if task.done() else ''}"
+            await asyncio.sleep(0.1)
         assert not task.done(), f"the watch loop died: {task.exception() if task.done() else ''}"
         assert _scrapes(engine, "inf") - before >= 3  # still scraping, iteration after iteration
         assert watch.serving is not None and watch.serving["gen_tok_s"] is not None
