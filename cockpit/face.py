@@ -42,7 +42,7 @@ from cockpit.core.findings import (
 from cockpit.core.logfilter import GENERIC_ERROR_WORDS, PRESET_NAMES, LineFilter
 from cockpit.core.logtail import decisive_tail
 from cockpit.core.numbers import plural
-from cockpit.core.overrides import Overrides
+from cockpit.core.overrides import Overrides, normalise_flag_name
 from cockpit.core.profile import (
     NAME_RE,
     PD_ROLES,

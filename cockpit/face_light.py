@@ -34,6 +34,7 @@ from cockpit.core.findings import (
     value_text,
 )
 from cockpit.core.numbers import plural
+from cockpit.core.overrides import normalise_flag_name
 from cockpit.core.ranks import rank_sort_key
 from cockpit.core.reducer import apply, end_of_input
 from cockpit.core.sanitize import clean_text, has_control

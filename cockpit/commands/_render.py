@@ -14,6 +14,7 @@ from cockpit.face_light import (
     RunState,
     engine_name,
     flag_labels,
+    normalise_flag_name,
     predicted_phrases,
     rank_sort_key,
 )
@@ -75,7 +76,7 @@ def render_state(state: RunState, findings: Sequence[Finding], *, title: str | N
     head = f"{state.format or 'format unknown'} · phase {state.phase.upper()}"
     if setting is not None:
 
-        flag = setting[0].replace("_", "-")
+        flag = normalise_flag_name(setting[0])
         head += f" · {flag_labels().get(flag, flag)} {setting[1]:g}"
     if state.max_total_num_tokens is not None:
         head += f" · KV pool {state.max_total_num_tokens:,} tokens"

@@ -38,6 +38,7 @@ from cockpit.face import (
     clean_text,
     get_backend,
     measured_facts,
+    normalise_flag_name,
     parse_profile,
     plan_finding,
     plan_for_profile,
@@ -234,10 +235,10 @@ def _current_from(mp: MemoryPlan, items: list[str]) -> str:
     """Where the plan's current value comes from, as its row is marked: `--set` when the operator
     gave it on the command line (always so with --model-config), else the profile (or the default)."""
     try:
-        given = {k.replace("_", "-") for k in _overrides(mp.backend, items)} if items else set()
+        given = {normalise_flag_name(k) for k in _overrides(mp.backend, items)} if items else set()
     except Exception:  # the plan was made from these items: a failure here only loses the label
         given = set()
-    return "--set" if mp.flag.lstrip("-") in given else "profile"
+    return "--set" if normalise_flag_name(mp.flag) in given else "profile"
 
 
 def _engine_term_lines(mp: MemoryPlan) -> list[str]:

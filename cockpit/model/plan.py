@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cockpit.core.overrides import normalise_flag_name
+
 
 class PlanUnavailable(Exception):
     """A fact the plan needs is unknown (not wrong): the GPUs' memory. `hint` says what to pass."""
@@ -293,7 +295,7 @@ def gpu_facts_from_hosts(hosts: Iterable[Any], env: Mapping[str, str] | None = N
 def calibration_from_run(r: Any, value_flag: str, default_value: float | None = None) -> Calibration | None:
     """A journal run as a calibration, when it recorded KV tokens, headroom and the setting (or ran
     with the engine's default, `default_value`)."""
-    value = _norm(r.flags).get(value_flag.lstrip("-"), default_value)
+    value = _norm(r.flags).get(normalise_flag_name(value_flag), default_value)
     if r.max_total_num_tokens is None or r.min_headroom_gb is None or not isinstance(value, (int, float)):
         return None
     return Calibration(str(r.id), float(value), int(r.max_total_num_tokens), float(r.min_headroom_gb), str(r.started_at))
@@ -306,7 +308,7 @@ def calibration_from_run(r: Any, value_flag: str, default_value: float | None = 
 
 
 def _norm(flags: Mapping[str, Any]) -> dict[str, Any]:
-    return {str(k).lstrip("-").replace("_", "-"): v for k, v in flags.items()}
+    return {normalise_flag_name(str(k)): v for k, v in flags.items()}
 
 
 def pick_calibration(
@@ -319,7 +321,7 @@ def pick_calibration(
     `setup_flags` the engine's flags that change the budget (profile spelling, no dashes)."""
     want = _norm(flags)
     setup = tuple(setup_flags)
-    key = value_flag.lstrip("-")
+    key = normalise_flag_name(value_flag)
     best = None
     for r in runs:
         if getattr(r, "outcome", "running") == "running" or getattr(r, "backend", backend) not in (backend, None):

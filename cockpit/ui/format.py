@@ -15,6 +15,7 @@ from cockpit.face import (
     FlagChange,
     RunSnapshot,
     mask_value,
+    normalise_flag_name,
     signal_words,
     value_text,
 )
@@ -102,7 +103,7 @@ def phase_word(phase: str, lifecycle: str = "running") -> str:
 
 
 def flag_short(flag: str) -> str:
-    name = flag.lstrip("-").replace("_", "-")
+    name = normalise_flag_name(flag)
     return flag_labels().get(name, name)
 
 
