@@ -71,7 +71,7 @@ from cockpit.core.state import (
     SeriesPoint,
 )
 from cockpit.errors import BadInput, CockpitError, close_words
-from cockpit.journal import Journal, RunRecord
+from cockpit.journal import Journal, RunRecord, calibration_runs
 from cockpit.journal.views import (
     RUN_ROW_HEADER,
     UNKNOWN,

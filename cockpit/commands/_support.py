@@ -241,14 +241,3 @@ def render_report(snap: RunSnapshot) -> str:
 def elapsed(since: float) -> str:
     s = int(time.monotonic() - since)
     return f"{s // 60:02d}:{s % 60:02d}"
-
-def journal_runs(profile_name: str | None = None) -> list[Any]:
-    """Runs from the journal for calibration (read-only; an unusable journal calibrates nothing)."""
-    try:
-        j = Journal.open(readonly=True)
-    except CockpitError:
-        return []
-    try:
-        return j.list_runs(profile_name)
-    finally:
-        j.close()

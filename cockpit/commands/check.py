@@ -19,11 +19,12 @@ import json
 import sys
 
 from cockpit.commands._render import render_check
-from cockpit.commands._support import journal_runs, load_profile_arg, one_server, run_command
+from cockpit.commands._support import load_profile_arg, one_server, run_command
 from cockpit.face import (
     PD_ROLES,
     BadInput,
     WhatIf,
+    calibration_runs,
     check_profile,
     exit_code_for,
     gate,
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     # allocation: the batch script fills it in)
     what_if = WhatIf(host_mem_gb=args.host_mem_gb, gpu_mem_gb=args.gpu_mem_gb, gpus=args.gpus)
     head = "HEAD_NODE:PORT" if profile.target is not None and len(profile.hosts) > 1 else None
-    checked = run_command(gate(profile, None, what_if=what_if, runs=journal_runs(profile.name), dist_addr=head))
+    checked = run_command(gate(profile, None, what_if=what_if, runs=calibration_runs(profile.name), dist_addr=head))
     node_argvs = checked.node_argvs()
     facts, findings = checked.facts, checked.all_findings
     backend = get_backend(profile.backend)

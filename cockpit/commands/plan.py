@@ -21,7 +21,7 @@ import math
 import sys
 from typing import Any
 
-from cockpit.commands._support import journal_runs, load_profile_arg, run_command
+from cockpit.commands._support import load_profile_arg, run_command
 from cockpit.face import (
     DEFAULT_BACKEND,
     BadInput,
@@ -35,6 +35,7 @@ from cockpit.face import (
     apply_what_if,
     backend_names,
     backend_plan,
+    calibration_runs,
     clean_text,
     get_backend,
     measured_facts,
@@ -90,7 +91,7 @@ def _model_config_plan(args: argparse.Namespace) -> MemoryPlan:
     if draft_path:  # --set speculative-draft-model-path=DIR (SGLang) / speculative-config's "model" (vLLM)
         model = dataclasses.replace(model, draft=read_model_dir(draft_path))
     facts = [HostFacts(host="local", gpu_mem_total_gib=args.gpu_mem_gb, gpu_count=args.gpus, source="override")]
-    runs = journal_runs() if args.calibrate_from else []
+    runs = calibration_runs() if args.calibrate_from else []
     return backend_plan(profile, facts, model, overrides, runs=runs, calibrate_from=args.calibrate_from)
 
 
@@ -150,7 +151,7 @@ def _profile_plan(args: argparse.Namespace, profile: Profile, gpus: int | None =
             facts = _what_if_gpu([HostFacts(host=h.label, source="unknown") for h in profile.hosts], args.gpu_mem_gb, gpus)
         elif gpus is not None:
             facts = _what_if_gpu(await measured_facts(profile), None, gpus)
-        runs = [] if args.no_calibration and not args.calibrate_from else journal_runs(None if args.calibrate_from else profile.name)
+        runs = [] if args.no_calibration and not args.calibrate_from else calibration_runs(None if args.calibrate_from else profile.name)
         try:
             return await plan_for_profile(profile, overrides, facts=facts, runs=runs, calibrate_from=args.calibrate_from)
         except TransportError as exc:

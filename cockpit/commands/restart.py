@@ -23,14 +23,22 @@ from typing import Any
 
 from cockpit.commands._launching import follow_launch, say_verdict
 from cockpit.commands._support import (
-    journal_runs,
     load_profile_arg,
     one_server,
     open_journal,
     run_command,
     status_json,
 )
-from cockpit.face import BadInput, GatedLaunch, GateRefused, Profile, RunInfo, Supervisor, get_backend
+from cockpit.face import (
+    BadInput,
+    GatedLaunch,
+    GateRefused,
+    Profile,
+    RunInfo,
+    Supervisor,
+    calibration_runs,
+    get_backend,
+)
 
 STOP_TIMEOUT_S = 30.0  # SIGTERM → SIGKILL for the old run, as `cockpit down`'s default
 
@@ -64,7 +72,7 @@ async def _restart(profile: Profile, overrides: dict[str, Any], args: argparse.N
 
         try:
             info = await sup.restart(overrides, timeout=STOP_TIMEOUT_S, force=args.force, plan=True,
-                                     runs=journal_runs(name), accepted=accepted)
+                                     runs=calibration_runs(name), accepted=accepted)
         except GateRefused as refused:
             return await _refused(sup, live, refused, args)
         except BaseException:  # leftovers on the GPUs, a stop that failed: said by the CLI (exit 1)

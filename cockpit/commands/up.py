@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 from cockpit.commands._launching import follow_launch, say_verdict
-from cockpit.commands._support import journal_runs, load_profile_arg, one_server, open_journal, run_command
-from cockpit.face import GateResult, Profile, Supervisor, gate, get_backend
+from cockpit.commands._support import load_profile_arg, one_server, open_journal, run_command
+from cockpit.face import GateResult, Profile, Supervisor, calibration_runs, gate, get_backend
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,7 +36,7 @@ async def _up(profile: Profile, overrides: dict[str, Any], args: argparse.Namesp
 
     # one gate: the argv per node (a flag the server would refuse: FlagError → exit 2), the hosts
     # measured, the preflight rules, node 0's model path and port, the memory plan
-    checked = await gate(profile, overrides, runs=journal_runs(profile.name))
+    checked = await gate(profile, overrides, runs=calibration_runs(profile.name))
     checked.node_argvs()  # a flag the server would refuse: exit 2 before anything is said
     if _refused(checked, force=bool(getattr(args, "force", False))):
         return 1

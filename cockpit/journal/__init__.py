@@ -5,6 +5,7 @@ from cockpit.journal.journal import (
     AmbiguousRunId,
     Journal,
     RunRecord,
+    calibration_runs,
     default_path,
     downsample,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "JournalError",
     "JournalTooNew",
     "RunRecord",
+    "calibration_runs",
     "default_path",
     "downsample",
 ]

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from cockpit.core.sanitize import clean_text
 from cockpit.core.secrets import mask_deep, mask_mapping, mask_text
-from cockpit.errors import BadInput
+from cockpit.errors import BadInput, CockpitError
 from cockpit.journal.fs import MOUNTINFO, network_fs
 from cockpit.journal.schema import (
     MIGRATIONS,
@@ -749,3 +749,16 @@ class Journal:
     def integrity_ok(self) -> bool:
         rows = self._query("PRAGMA integrity_check")
         return len(rows) == 1 and rows[0][0] == "ok"
+
+
+def calibration_runs(profile_name: str | None = None) -> list[RunRecord]:
+    """The journal's runs (of one profile, or all) read-only, for the plan's calibration: the CLI's
+    gate and the picker's preview read them the same way; an unusable journal calibrates nothing."""
+    try:
+        j = Journal.open(readonly=True)
+    except CockpitError:
+        return []
+    try:
+        return j.list_runs(profile_name)
+    finally:
+        j.close()

@@ -27,6 +27,7 @@ from cockpit.face import (
     Profile,
     ProfileError,
     Supervisor,
+    calibration_runs,
     gate,
     list_profile_files,
     load_profile,
@@ -109,19 +110,6 @@ def build_preview(path: Path, group: str | None = None) -> Preview:
     pv.argv = checked.argvs[0]
     pv.findings = checked.findings
     return pv
-
-
-def _journal_runs(profile_name: str) -> list[Any]:
-    """The journal's runs of a profile (read-only) for the plan's calibration; none when unusable."""
-
-    try:
-        j = Journal.open(readonly=True)
-    except CockpitError:
-        return []
-    try:
-        return j.list_runs(profile_name)
-    finally:
-        j.close()
 
 
 def outcome_words(run: Any | None) -> str:
@@ -338,7 +326,7 @@ class PickerScreen(Screen[None]):
         # port, then the memory plan, calibrated by the journal as the CLI's is
 
         try:
-            runs = await asyncio.to_thread(_journal_runs, profile.name)
+            runs = await asyncio.to_thread(calibration_runs, profile.name)
             checked = await asyncio.wait_for(gate(profile, runs=runs, dist_addr="show"), timeout=MEASURE_TIMEOUT_S)
             self.post_message(PreviewMeasured(path, sort_findings(list(checked.findings)), None, group))
             if checked.plan is not None:
